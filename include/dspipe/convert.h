@@ -1,0 +1,82 @@
+// dsconvert's library: build a dspipe dataset (LMDB) from image/mask files, verify it, describe
+// it. The CLI in tools/dsconvert only parses flags and calls these.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dspipe/dataset.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+enum class StoreMode {
+  kEncoded,  // the source file's bytes as they are (no re-encode); default
+  kRaw,      // decoded pixels, zstd-compressed: no decode cost when loading
+};
+enum class OnError { kFail, kSkip };
+enum class CheckLevel {
+  kHeader,  // --store encoded: read headers + check completeness (PNG IEND, JPEG EOI); default
+  kDecode,  // decode every image and mask while building (slower, catches corrupt pixel data)
+};
+
+struct BuildOptions {
+  // SRC: a folder with images/ (+ optional masks/, paired by file stem), a CSV file
+  // (image,mask[,label] — paths relative to the CSV), or an ImageFolder tree (one subfolder per
+  // class; labels are the sorted subfolder names' indices).
+  std::string source;
+  std::string output;                  // the LMDB directory (or the sharded dataset directory)
+  StoreMode store = StoreMode::kEncoded;
+  int zstd_level = 3;                  // --store raw: 1 fast .. 19 small; 3 balances both
+  int resize_width = 0;                // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
+  int resize_height = 0;               //   masks INTER_NEAREST: identical geometry
+  bool gray = false;                   // store 1-channel images
+  bool shuffle = false;                // record order = a seeded permutation of the sources
+  uint64_t seed = 0;
+  int threads = 0;                     // oneTBB workers; 0 = all cores this process may use
+  int shards = 1;                      // >1: OUTPUT/shard-0000k.lmdb + OUTPUT/manifest.json
+  bool resume = false;                 // continue an interrupted build with the same options
+  bool overwrite = false;              // replace an existing output
+  OnError on_error = OnError::kFail;   // kSkip: list rejected files in OUTPUT/rejected.tsv
+  CheckLevel check = CheckLevel::kHeader;
+  // --store encoded computes mean/std from this many evenly spaced images (all when raw).
+  int stats_sample = 512;
+  // Commit a transaction every this many bytes (a crash loses at most one such batch of work).
+  uint64_t commit_bytes = uint64_t{64} << 20;
+  // Called from the writer thread after each commit: done, total sources.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct BuildResult {
+  uint64_t records = 0;         // records in the finished dataset
+  uint64_t skipped = 0;         // sources rejected with --on-error skip
+  uint64_t sources = 0;         // samples found in SRC
+  uint64_t resumed_from = 0;    // sources already done by an interrupted build (0 if fresh)
+  uint64_t bytes_read = 0;      // source bytes read by this run
+  bool already_complete = false;  // --resume on a finished dataset: nothing to do
+  std::string report_path;      // rejected.tsv when anything was skipped
+  double seconds = 0;
+};
+
+// Builds the dataset. Never leaves an output that looks complete and is not: the manifest is
+// written last; an interrupted build is refused by readers and continued with resume.
+Status BuildDataset(const BuildOptions& options, BuildResult* result);
+
+struct VerifyOptions {
+  int threads = 0;         // 0 = all cores
+  size_t max_listed = 100; // bad keys listed in the result (all are counted)
+};
+struct VerifyResult {
+  uint64_t records = 0;
+  uint64_t bad = 0;
+  std::vector<std::string> problems;  // "key 000000000000002a: checksum mismatch (...)"
+};
+// Checks every record's checksum and decodes every image and mask.
+Status VerifyDataset(const std::string& path, const VerifyOptions& options, VerifyResult* out);
+
+// A human-readable description (count, shapes, storage, sizes, mean/std) for `dsconvert info`.
+Status DescribeDataset(const std::string& path, std::string* text);
+
+}  // namespace dspipe

@@ -1,0 +1,76 @@
+// Read access to a dataset on disk: a dspipe LMDB, a sharded dspipe dataset (a directory with
+// manifest.json and shard LMDBs), or a *plain* LMDB written by other tools whose values are
+// just encoded image bytes (Python `lmdb` + `cv2.imencode`; keys usually decimal strings).
+//
+// Thread-safety: after Open, every const method may be called from any number of threads at
+// once. Each Read uses its own short read-only transaction (MDB_NOTLS: no thread-local reader
+// slots), so a thread pool of any size works. A Dataset must not be used in a process forked
+// after it was opened: doing so returns an error (kUnsupported) instead of corrupting the lock
+// table — open datasets after fork (e.g. in a DataLoader worker_init_fn).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/format.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+enum class DatasetKind { kDspipe, kSharded, kPlain };
+
+struct DatasetInfo {
+  DatasetKind kind = DatasetKind::kDspipe;
+  std::string path;
+  uint64_t count = 0;
+  std::string store;        // "encoded" | "raw" | "plain"
+  int channels = 3;         // decoded image channels (1 or 3)
+  int height = 0;           // 0 when sizes vary (or unknown, for plain LMDBs)
+  int width = 0;
+  bool has_masks = false;
+  bool has_labels = false;
+  int num_classes = 0;      // mask classes (max mask id + 1) when known, else 0
+  std::vector<std::string> class_names;  // ImageFolder label names, index = label
+  bool has_stats = false;   // per-channel mean/std of the images, in [0,255] pixel units
+  std::vector<double> mean;
+  std::vector<double> std;
+  std::string manifest_json;  // the whole manifest ("" for plain LMDBs)
+};
+
+struct DatasetOpenOptions {
+  // Verify each record's CRC-32 on every read. Default false: the loader is a hot path and
+  // `dsconvert verify` checks CRCs; header, sizes and decode are always checked.
+  bool verify_crc = false;
+  // LMDB reader slots per environment (MDB maxreaders). Must exceed the number of threads that
+  // read at once. Default 512.
+  unsigned max_readers = 512;
+  // OS readahead on the map. Default false (MDB_NORDAHEAD): random access over a dataset larger
+  // than RAM thrashes with readahead on.
+  bool readahead = false;
+};
+
+class Dataset {
+ public:
+  // Opens `path` read-only. Refuses an interrupted build (kCorruption naming how far it got and
+  // how to resume). Opens each LMDB environment once for the whole process.
+  static Status Open(const std::string& path, const DatasetOpenOptions& options,
+                     std::unique_ptr<Dataset>* out);
+  virtual ~Dataset() = default;
+
+  virtual const DatasetInfo& info() const = 0;
+  uint64_t size() const { return info().count; }
+
+  // Calls fn with a zero-copy view of record `index` (pointing into the memory map), valid only
+  // during the call. For plain LMDBs the header is synthesized: image_codec kEncoded (or kPng /
+  // kJpeg when the bytes say so), height/width 0, label -1, no mask. Errors name the key.
+  virtual Status Read(uint64_t index,
+                      const std::function<Status(const RecordView&)>& fn) const = 0;
+
+  // The key of record `index` as shown in messages (hex index for dspipe, the raw key for plain).
+  virtual std::string KeyName(uint64_t index) const = 0;
+};
+
+}  // namespace dspipe

@@ -1,0 +1,320 @@
+#include "codec/image.h"
+
+#include <spng.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <vector>
+
+namespace dspipe::codec {
+namespace {
+
+constexpr uint8_t kPngSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+constexpr uint8_t kPngIend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+constexpr uint32_t kMaxSide = 1u << 15;  // refuse absurd dimensions before allocating
+
+struct SpngCtx {
+  spng_ctx* ctx = spng_ctx_new(0);
+  ~SpngCtx() { spng_ctx_free(ctx); }
+};
+
+Status SpngError(const char* what, int rc) {
+  return Status::BadInput(std::string("PNG ") + what + ": " + spng_strerror(rc));
+}
+
+Status OpenPng(std::span<const uint8_t> bytes, SpngCtx* c, spng_ihdr* ihdr) {
+  if (c->ctx == nullptr) return Status::Internal("spng_ctx_new failed");
+  spng_set_image_limits(c->ctx, kMaxSide, kMaxSide);
+  spng_set_chunk_limits(c->ctx, 64u << 20, 64u << 20);
+  int rc = spng_set_png_buffer(c->ctx, bytes.data(), bytes.size());
+  if (rc != 0) return SpngError("buffer", rc);
+  rc = spng_get_ihdr(c->ctx, ihdr);
+  if (rc != 0) return SpngError("header", rc);
+  return Status::OK();
+}
+
+bool HasIend(std::span<const uint8_t> b) {
+  return b.size() >= 8 + sizeof kPngIend &&
+         std::memcmp(b.data() + b.size() - sizeof kPngIend, kPngIend, sizeof kPngIend) == 0;
+}
+
+bool HasJpegEoi(std::span<const uint8_t> b) {
+  // EOI is FF D9; some writers pad a few bytes after it.
+  const size_t tail = std::min<size_t>(b.size(), 64);
+  for (size_t i = b.size() - tail; i + 1 < b.size(); ++i) {
+    if (b[i] == 0xFF && b[i + 1] == 0xD9) return true;
+  }
+  return false;
+}
+
+// Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
+Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  cv::Mat raw;
+  try {
+    cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+    raw = cv::imdecode(buf, cv::IMREAD_COLOR);
+  } catch (const cv::Exception& e) {
+    return Status::BadInput(std::string("decode failed: ") + e.what());
+  }
+  if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+  cv::cvtColor(raw, *out, channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB);
+  return Status::OK();
+}
+
+Status DecodePngTo(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  SpngCtx c;
+  spng_ihdr ihdr;
+  DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
+  const bool gray_src = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth <= 8;
+  const int fmt = (channels == 1 && gray_src) ? SPNG_FMT_G8 : SPNG_FMT_RGB8;
+  const int h = static_cast<int>(ihdr.height), w = static_cast<int>(ihdr.width);
+  const int type = fmt == SPNG_FMT_G8 ? CV_8UC1 : CV_8UC3;
+  // Decode straight into *out when it already has the right size and type.
+  cv::Mat dst;
+  if (out->rows == h && out->cols == w && out->type() == type && out->isContinuous()) {
+    dst = *out;
+  } else {
+    dst.create(h, w, type);
+  }
+  size_t size = 0;
+  int rc = spng_decoded_image_size(c.ctx, fmt, &size);
+  if (rc != 0) return SpngError("size", rc);
+  if (size != dst.total() * dst.elemSize()) return Status::Internal("spng size mismatch");
+  rc = spng_decode_image(c.ctx, dst.data, size, fmt, 0);
+  if (rc != 0) return SpngError("decode", rc);
+  if (channels == 1 && type == CV_8UC3) {
+    cv::cvtColor(dst, *out, cv::COLOR_RGB2GRAY);
+  } else {
+    *out = dst;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Codec SniffCodec(std::span<const uint8_t> b) {
+  if (b.empty()) return Codec::kNone;
+  if (b.size() >= 8 && std::memcmp(b.data(), kPngSig, 8) == 0) return Codec::kPng;
+  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return Codec::kJpeg;
+  return Codec::kEncoded;
+}
+
+Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
+  *out = ImageProbe{};
+  out->codec = SniffCodec(bytes);
+  if (out->codec == Codec::kNone) return Status::BadInput("empty file (0 bytes)");
+  if (out->codec == Codec::kPng) {
+    SpngCtx c;
+    spng_ihdr ihdr;
+    DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
+    if (!HasIend(bytes)) return Status::BadInput("truncated PNG (no IEND chunk at the end)");
+    out->width = static_cast<int>(ihdr.width);
+    out->height = static_cast<int>(ihdr.height);
+    out->bit_depth = ihdr.bit_depth;
+    out->palette = ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
+    switch (ihdr.color_type) {
+      case SPNG_COLOR_TYPE_GRAYSCALE: out->channels = 1; break;
+      case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: out->channels = 2; break;
+      case SPNG_COLOR_TYPE_TRUECOLOR: out->channels = 3; break;
+      case SPNG_COLOR_TYPE_INDEXED: out->channels = 3; break;
+      default: out->channels = 4; break;
+    }
+    return Status::OK();
+  }
+  if (out->codec == Codec::kJpeg && !HasJpegEoi(bytes)) {
+    return Status::BadInput("truncated JPEG (no end-of-image marker)");
+  }
+  // JPEG (EXIF orientation can swap the sides) and other formats: decode to learn the shape.
+  cv::Mat img;
+  DSPIPE_RETURN_IF_ERROR(DecodeOpenCv(bytes, 3, &img));
+  out->width = img.cols;
+  out->height = img.rows;
+  out->channels = 3;
+  return Status::OK();
+}
+
+Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
+  if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+  if (SniffCodec(bytes) == Codec::kPng) return DecodePngTo(bytes, channels, out);
+  return DecodeOpenCv(bytes, channels, out);
+}
+
+Status DecodeImageInto(std::span<const uint8_t> bytes, int channels, int height, int width,
+                       uint8_t* dst) {
+  cv::Mat m(height, width, channels == 1 ? CV_8UC1 : CV_8UC3, dst);
+  cv::Mat decoded = m;  // shares dst: the PNG path decodes in place when the size matches
+  DSPIPE_RETURN_IF_ERROR(DecodeImage(bytes, channels, &decoded));
+  if (decoded.rows != height || decoded.cols != width) {
+    return Status::Corruption("decoded image is " + std::to_string(decoded.cols) + "x" +
+                              std::to_string(decoded.rows) + ", header says " +
+                              std::to_string(width) + "x" + std::to_string(height));
+  }
+  if (decoded.data != dst) decoded.copyTo(m);
+  return Status::OK();
+}
+
+Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
+  if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+  if (SniffCodec(bytes) == Codec::kPng) {
+    SpngCtx c;
+    spng_ihdr ihdr;
+    DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
+    const int h = static_cast<int>(ihdr.height), w = static_cast<int>(ihdr.width);
+    if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
+      // Palette masks (Pascal VOC style): the palette index is the class id.
+      size_t size = 0;
+      int rc = spng_decoded_image_size(c.ctx, SPNG_FMT_PNG, &size);
+      if (rc != 0) return SpngError("size", rc);
+      std::vector<uint8_t> packed(size);
+      rc = spng_decode_image(c.ctx, packed.data(), size, SPNG_FMT_PNG, 0);
+      if (rc != 0) return SpngError("decode", rc);
+      out->create(h, w, CV_8UC1);
+      const int bits = ihdr.bit_depth;
+      const size_t row_bytes = size / static_cast<size_t>(h);
+      for (int y = 0; y < h; ++y) {
+        const uint8_t* row = packed.data() + static_cast<size_t>(y) * row_bytes;
+        uint8_t* o = out->ptr<uint8_t>(y);
+        for (int x = 0; x < w; ++x) {
+          const int bit = x * bits;
+          o[x] = static_cast<uint8_t>((row[bit / 8] >> (8 - bits - bit % 8)) & ((1 << bits) - 1));
+        }
+      }
+      return Status::OK();
+    }
+  }
+  cv::Mat raw;
+  try {
+    cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+    raw = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
+  } catch (const cv::Exception& e) {
+    return Status::BadInput(std::string("decode failed: ") + e.what());
+  }
+  if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+  if (raw.depth() == CV_16U) {
+    double mx = 0;
+    cv::minMaxLoc(raw.reshape(1), nullptr, &mx);
+    if (mx > 255) {
+      return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) +
+                              " > 255");
+    }
+    raw.convertTo(raw, CV_8U);
+  } else if (raw.depth() != CV_8U) {
+    return Status::BadInput("mask pixel type is neither 8- nor 16-bit");
+  }
+  if (raw.channels() == 1) {
+    *out = raw;
+    return Status::OK();
+  }
+  std::vector<cv::Mat> planes;
+  cv::split(raw, planes);
+  const int color_planes = std::min(raw.channels(), 3);  // alpha is ignored
+  for (int i = 1; i < color_planes; ++i) {
+    if (cv::countNonZero(planes[i] != planes[0]) != 0) {
+      return Status::BadInput("multi-channel mask (" + std::to_string(raw.channels()) +
+                              " channels that differ); masks must hold one class id per pixel");
+    }
+  }
+  *out = planes[0];
+  return Status::OK();
+}
+
+bool IsPlainGray8Png(std::span<const uint8_t> bytes) {
+  if (SniffCodec(bytes) != Codec::kPng) return false;
+  SpngCtx c;
+  spng_ihdr ihdr;
+  if (!OpenPng(bytes, &c, &ihdr).ok()) return false;
+  return ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 8;
+}
+
+Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
+  cv::Mat bgr;
+  const cv::Mat* src = &image;
+  if (image.channels() == 3) {
+    cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
+    src = &bgr;
+  }
+  std::vector<uint8_t> buf;
+  try {
+    if (!cv::imencode(".png", *src, buf, {cv::IMWRITE_PNG_COMPRESSION, compression})) {
+      return Status::Internal("PNG encode failed");
+    }
+  } catch (const cv::Exception& e) {
+    return Status::Internal(std::string("PNG encode failed: ") + e.what());
+  }
+  out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
+  return Status::OK();
+}
+
+Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {
+  out->resize(ZSTD_compressBound(raw.size()));
+  const size_t n = ZSTD_compress(out->data(), out->size(), raw.data(), raw.size(), level);
+  if (ZSTD_isError(n)) return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(n));
+  out->resize(n);
+  return Status::OK();
+}
+
+Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t dst_size) {
+  const unsigned long long content = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+  if (content == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("not a zstd frame");
+  if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != dst_size) {
+    return Status::Corruption("zstd frame holds " + std::to_string(content) + " bytes, expected " +
+                              std::to_string(dst_size));
+  }
+  // One decompression context per thread: ZSTD_decompress would allocate one per call.
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                       ZSTD_freeDCtx);
+  const size_t n = ZSTD_decompressDCtx(dctx.get(), dst, dst_size, compressed.data(),
+                                       compressed.size());
+  if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
+  if (n != dst_size) {
+    return Status::Corruption("zstd frame decompressed to " + std::to_string(n) +
+                              " bytes, expected " + std::to_string(dst_size));
+  }
+  return Status::OK();
+}
+
+Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int channels,
+                         int height, int width, uint8_t* dst, bool is_mask) {
+  const size_t n = static_cast<size_t>(height) * width * channels;
+  switch (codec) {
+    case Codec::kRaw:
+      if (payload.size() != n) {
+        return Status::Corruption("raw payload is " + std::to_string(payload.size()) +
+                                  " bytes, expected " + std::to_string(n));
+      }
+      std::memcpy(dst, payload.data(), n);
+      return Status::OK();
+    case Codec::kRawZstd:
+      return DecompressZstd(payload, dst, n);
+    case Codec::kPng:
+    case Codec::kJpeg:
+    case Codec::kEncoded: {
+      if (is_mask) {
+        // DecodeMask keeps class ids exact (palette indices etc.).
+        if (channels != 1) return Status::InvalidArgument("masks have one channel");
+        cv::Mat m(height, width, CV_8UC1, dst);
+        cv::Mat decoded;
+        Status s = DecodeMask(payload, &decoded);
+        if (!s.ok()) return Status::Corruption(s.message());
+        if (decoded.rows != height || decoded.cols != width) {
+          return Status::Corruption("decoded size differs from the header");
+        }
+        decoded.copyTo(m);
+        return Status::OK();
+      }
+      Status s = DecodeImageInto(payload, channels, height, width, dst);
+      if (!s.ok() && s.code() == Status::Code::kBadInput) return Status::Corruption(s.message());
+      return s;
+    }
+    case Codec::kNone:
+      break;
+  }
+  return Status::Corruption("record has no payload to decode");
+}
+
+}  // namespace dspipe::codec

@@ -1,0 +1,483 @@
+// dsconvert build: sources → records → LMDB shard(s) → manifest, resumable.
+//
+// Crash safety: records are committed in batches together with a "cursor" (how far the plan
+// got, the running statistics, the rejected files) in the same LMDB transaction, so after a
+// kill the environment holds a consistent prefix. The manifest — the only thing readers accept
+// as "complete" — is written after everything else. --resume reloads the plan (the ordered
+// source list, stored at the start) and continues from the cursor.
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <thread>
+#include <filesystem>
+#include <numeric>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "convert/record_maker.h"
+#include "convert/sources.h"
+#include "core/files.h"
+#include "dspipe/convert.h"
+#include "dspipe/log.h"
+#include "format/lmdb_env.h"
+#include "format/manifest.h"
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kCursorKey = "cursor";
+
+int DefaultThreads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Running totals, persisted with every commit so a resumed build ends with the same manifest.
+struct Accum {
+  uint64_t next_pos = 0;    // plan position to process next
+  uint64_t next_index = 0;  // record index to write next
+  double sum[3] = {0, 0, 0}, sumsq[3] = {0, 0, 0};
+  uint64_t pixels = 0, stat_images = 0;
+  int mask_max = -1;
+  int64_t height = -1, width = -1;  // -1 unset, 0 varies
+  uint64_t image_bytes = 0, mask_bytes = 0;
+  std::map<std::string, uint64_t> codecs;
+  std::vector<std::pair<std::string, std::string>> rejected;  // file, reason
+
+  json ToJson() const {
+    return {{"next_pos", next_pos}, {"next_index", next_index},
+            {"sum", std::vector<double>(sum, sum + 3)},
+            {"sumsq", std::vector<double>(sumsq, sumsq + 3)},
+            {"pixels", pixels}, {"stat_images", stat_images}, {"mask_max", mask_max},
+            {"height", height}, {"width", width}, {"image_bytes", image_bytes},
+            {"mask_bytes", mask_bytes}, {"codecs", codecs}, {"rejected", rejected}};
+  }
+  static Accum FromJson(const json& j) {
+    Accum a;
+    a.next_pos = j.at("next_pos");
+    a.next_index = j.at("next_index");
+    auto s = j.at("sum").get<std::vector<double>>(), q = j.at("sumsq").get<std::vector<double>>();
+    for (int k = 0; k < 3; ++k) a.sum[k] = s.at(k), a.sumsq[k] = q.at(k);
+    a.pixels = j.at("pixels");
+    a.stat_images = j.at("stat_images");
+    a.mask_max = j.at("mask_max");
+    a.height = j.at("height");
+    a.width = j.at("width");
+    a.image_bytes = j.at("image_bytes");
+    a.mask_bytes = j.at("mask_bytes");
+    a.codecs = j.at("codecs").get<std::map<std::string, uint64_t>>();
+    a.rejected = j.at("rejected").get<std::vector<std::pair<std::string, std::string>>>();
+    return a;
+  }
+  void Add(const MadeRecord& r) {
+    if (r.has_stats) {
+      for (int k = 0; k < 3; ++k) sum[k] += r.sum[k], sumsq[k] += r.sumsq[k];
+      pixels += r.pixels;
+      ++stat_images;
+    }
+    mask_max = std::max(mask_max, r.mask_max);
+    auto merge = [](int64_t cur, uint32_t v) -> int64_t {
+      return cur == -1 ? int64_t{v} : (cur == int64_t{v} ? cur : 0);
+    };
+    height = merge(height, r.header.height);
+    width = merge(width, r.header.width);
+    image_bytes += r.header.image_size;
+    mask_bytes += r.header.mask_size;
+    ++codecs[CodecName(r.header.image_codec)];
+  }
+};
+
+const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "encoded"; }
+
+// Options that decide the content of the output; --resume requires them unchanged.
+json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
+  return {{"source", source_abs}, {"store", StoreName(o.store)},
+          {"zstd_level", o.store == StoreMode::kRaw ? o.zstd_level : 0},
+          {"resize", {o.resize_width, o.resize_height}}, {"gray", o.gray},
+          {"shuffle", o.shuffle}, {"seed", o.shuffle ? o.seed : 0}, {"shards", o.shards},
+          {"on_error", o.on_error == OnError::kSkip ? "skip" : "fail"},
+          {"check", o.check == CheckLevel::kDecode ? "decode" : "header"},
+          {"stats_sample", o.stats_sample}};
+}
+
+bool LooksLikeOutput(const std::string& out) {
+  std::error_code ec;
+  return fs::exists(out + "/data.mdb", ec) || fs::exists(out + "/" + kTopManifestFile, ec) ||
+         fs::exists(out + "/" + ShardDirName(0), ec);
+}
+
+class Builder {
+ public:
+  Builder(const BuildOptions& o, BuildResult* r) : o_(o), result_(r) {}
+
+  Status Run();
+
+ private:
+  Status Validate();
+  Status PrepareOutput(bool* fresh);
+  Status Plan(bool fresh);
+  Status BuildShard(int shard, Accum* acc);
+  Status Finish(const Accum& acc);
+  json Manifest(const Accum& acc, uint64_t count) const;
+  std::string ShardPath(int s) const {
+    return o_.shards == 1 ? o_.output : o_.output + "/" + ShardDirName(s);
+  }
+  uint64_t ShardBegin(int s) const { return plan_.size() * s / o_.shards; }
+  bool WantStats(uint64_t pos) const {
+    if (o_.store == StoreMode::kRaw || o_.check == CheckLevel::kDecode) return true;
+    const uint64_t every = std::max<uint64_t>(1, plan_.size() / std::max(1, o_.stats_sample));
+    return pos % every == 0;
+  }
+
+  const BuildOptions& o_;
+  BuildResult* result_;
+  std::string source_abs_;
+  SourceList sources_;            // fresh builds only (for class names, warnings)
+  std::vector<SourceItem> plan_;  // ordered samples
+  json plan_meta_;                // has_masks, has_labels, class_names, kind
+  std::unique_ptr<LmdbEnv> env0_;
+  std::atomic<uint64_t> done_{0};
+  bool resuming_ = false;  // set once the first shard that still has work is reached
+};
+
+Status Builder::Validate() {
+  if (o_.source.empty() || o_.output.empty()) {
+    return Status::InvalidArgument("source and output are required");
+  }
+  if (o_.shards < 1 || o_.shards > 4096) return Status::InvalidArgument("--shards must be 1..4096");
+  if ((o_.resize_width > 0) != (o_.resize_height > 0) || o_.resize_width < 0 ||
+      o_.resize_height < 0) {
+    return Status::InvalidArgument("--resize needs a positive WxH");
+  }
+  if (o_.zstd_level < 1 || o_.zstd_level > 22) {
+    return Status::InvalidArgument("--zstd-level must be 1..22");
+  }
+  if (o_.resume && o_.overwrite) {
+    return Status::InvalidArgument("--resume and --overwrite exclude each other");
+  }
+  if (o_.threads < 0) return Status::InvalidArgument("--threads must be >= 0");
+  std::error_code ec;
+  source_abs_ = fs::absolute(o_.source, ec).lexically_normal().string();
+  const std::string out_abs = fs::absolute(o_.output, ec).lexically_normal().string();
+  if (out_abs == source_abs_ || out_abs.rfind(source_abs_ + "/", 0) == 0) {
+    return Status::InvalidArgument("output " + o_.output + " must not be inside the source");
+  }
+  return Status::OK();
+}
+
+Status Builder::PrepareOutput(bool* fresh) {
+  std::error_code ec;
+  *fresh = true;
+  const bool exists = fs::exists(o_.output, ec);
+  const bool non_empty = exists && !(fs::is_directory(o_.output, ec) &&
+                                     fs::is_empty(o_.output, ec));
+  if (!non_empty) return Status::OK();
+  if (o_.overwrite) {
+    if (!LooksLikeOutput(o_.output)) {
+      return Status::AlreadyExists(o_.output +
+                                   " exists and is not a dspipe dataset; refusing to delete it");
+    }
+    fs::remove_all(o_.output, ec);
+    if (ec) return Status::IOError("remove " + o_.output + ": " + ec.message());
+    return Status::OK();
+  }
+  if (!o_.resume) {
+    return Status::AlreadyExists(o_.output +
+                                 " already exists; pass --resume to continue an interrupted "
+                                 "build or --overwrite to replace it");
+  }
+  if (!LooksLikeOutput(o_.output)) {
+    return Status::AlreadyExists(o_.output + " exists and is not a dspipe dataset to resume");
+  }
+  *fresh = false;
+  return Status::OK();
+}
+
+Status Builder::Plan(bool fresh) {
+  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
+  const json want = Fingerprint(o_, source_abs_);
+  if (!fresh && found) {
+    json state = json::parse(text, nullptr, false);
+    if (state.is_discarded()) return Status::Corruption(ShardPath(0) + ": bad build state");
+    if (state.at("options") != want) {
+      return Status::InvalidArgument(
+          "--resume: options differ from the interrupted build of " + o_.output +
+          " (it used " + state.at("options").dump() + ", now " + want.dump() + ")");
+    }
+    for (const json& p : state.at("plan")) {
+      plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
+                       p.at(2).get<int>(), p.at(3).get<std::string>()});
+    }
+    plan_meta_ = state.at("meta");
+    return Status::OK();
+  }
+  if (!fresh) {
+    // The output exists but the plan never got committed: nothing was written, start over.
+    Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
+  }
+  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, &sources_));
+  for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
+  plan_ = sources_.items;
+  if (o_.shuffle) {
+    std::mt19937_64 rng(o_.seed);
+    for (size_t i = plan_.size(); i > 1; --i) {
+      std::swap(plan_[i - 1], plan_[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
+    }
+  }
+  plan_meta_ = {{"kind", sources_.kind}, {"has_masks", sources_.has_masks},
+                {"has_labels", sources_.has_labels}, {"class_names", sources_.class_names}};
+  json p = json::array();
+  for (const SourceItem& it : plan_) p.push_back({it.image, it.mask, it.label, it.error});
+  LmdbEnv::Writer w(env0_.get());
+  w.PutMeta(kBuildStateKey, json{{"options", want}, {"plan", p}, {"meta", plan_meta_}}.dump());
+  return w.Commit();
+}
+
+json Builder::Manifest(const Accum& acc, uint64_t count) const {
+  const int channels = o_.gray ? 1 : 3;
+  json m = {{"format", "dspipe"}, {"format_version", kManifestVersion}, {"complete", true},
+            {"count", count}, {"store", StoreName(o_.store)}, {"channels", channels},
+            {"height", std::max<int64_t>(acc.height, 0)},
+            {"width", std::max<int64_t>(acc.width, 0)},
+            {"has_masks", plan_meta_.at("has_masks")},
+            {"has_labels", plan_meta_.at("has_labels")},
+            {"num_classes", acc.mask_max + 1},
+            {"class_names", plan_meta_.at("class_names")},
+            {"bytes", {{"image", acc.image_bytes}, {"mask", acc.mask_bytes}}},
+            {"codecs", acc.codecs},
+            {"build", {{"options", Fingerprint(o_, source_abs_)},
+                       {"source_kind", plan_meta_.at("kind")},
+                       {"sources", plan_.size()},
+                       {"rejected", acc.rejected.size()}}}};
+  if (acc.pixels > 0) {
+    std::vector<double> mean(channels), sd(channels);
+    for (int k = 0; k < channels; ++k) {
+      mean[k] = acc.sum[k] / static_cast<double>(acc.pixels);
+      sd[k] = std::sqrt(std::max(0.0, acc.sumsq[k] / static_cast<double>(acc.pixels) -
+                                          mean[k] * mean[k]));
+    }
+    m["stats"] = {{"mean", mean}, {"std", sd}, {"units", "pixel values 0-255"},
+                  {"images", acc.stat_images},
+                  {"sampled", acc.stat_images < count}};
+  }
+  return m;
+}
+
+Status Builder::BuildShard(int shard, Accum* acc) {
+  std::unique_ptr<LmdbEnv> own;
+  LmdbEnv* env = env0_.get();
+  if (shard > 0) {
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(shard), &own));
+    env = own.get();
+  }
+  const uint64_t begin = ShardBegin(shard), end = ShardBegin(shard + 1);
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kManifestKey, &text, &found));
+  if (found) {  // shard finished earlier: carry its totals forward
+    json m = json::parse(text, nullptr, false);
+    *acc = Accum::FromJson(m.at("accum"));
+    done_ = acc->next_pos;
+    return Status::OK();
+  }
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kCursorKey, &text, &found));
+  if (found) {
+    *acc = Accum::FromJson(json::parse(text));
+  } else {
+    acc->next_pos = begin;
+  }
+  if (acc->next_pos < begin || acc->next_pos > end) {
+    return Status::Corruption(env->path() + ": cursor outside the shard's range");
+  }
+  // Records beyond the cursor cannot exist (they commit with it); check anyway.
+  uint64_t next_key = 0;
+  DSPIPE_RETURN_IF_ERROR(env->NextIndex(&next_key));
+  if (next_key > acc->next_index) {
+    return Status::Corruption(env->path() + ": holds records past its build cursor");
+  }
+  if (resuming_ && result_->resumed_from == 0) result_->resumed_from = acc->next_pos;
+  resuming_ = false;
+  done_ = acc->next_pos;
+
+  const int threads = o_.threads > 0 ? o_.threads : DefaultThreads();
+  tbb::task_arena arena(threads);
+  LmdbEnv::Writer writer(env);
+  std::atomic<bool> stop{false};
+  Status failure;
+  uint64_t pos = acc->next_pos;
+  struct Work {
+    uint64_t pos;
+    MadeRecord rec;
+    Status status;
+  };
+  auto commit = [&]() -> Status {
+    writer.PutMeta(kCursorKey, acc->ToJson().dump());
+    DSPIPE_RETURN_IF_ERROR(writer.Commit());
+    if (o_.progress) o_.progress(done_.load(), plan_.size());
+    return Status::OK();
+  };
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        static_cast<size_t>(threads) * 4,
+        tbb::make_filter<void, uint64_t>(tbb::filter_mode::serial_in_order,
+                                         [&](tbb::flow_control& fc) -> uint64_t {
+                                           if (pos >= end || stop.load()) {
+                                             fc.stop();
+                                             return 0;
+                                           }
+                                           return pos++;
+                                         }) &
+            tbb::make_filter<uint64_t, std::shared_ptr<Work>>(
+                tbb::filter_mode::parallel,
+                [&](uint64_t p) {
+                  auto w = std::make_shared<Work>();
+                  w->pos = p;
+                  if (!stop.load()) w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec);
+                  return w;
+                }) &
+            tbb::make_filter<std::shared_ptr<Work>, void>(
+                tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Work> w) {
+                  if (stop.load()) return;
+                  result_->bytes_read += w->rec.bytes_read;
+                  if (!w->status.ok()) {
+                    if (o_.on_error == OnError::kFail || w->status.code() != Status::Code::kBadInput) {
+                      failure = w->status;
+                      stop = true;
+                      return;
+                    }
+                    acc->rejected.emplace_back(plan_[w->pos].image, w->status.message());
+                    Log(LogLevel::kWarn, "skipped: " + w->status.message());
+                  } else {
+                    uint8_t key[kKeySize];
+                    EncodeKey(acc->next_index++, key);
+                    acc->Add(w->rec);
+                    writer.PutRecord(std::string(reinterpret_cast<char*>(key), kKeySize),
+                                     std::move(w->rec.value));
+                  }
+                  acc->next_pos = w->pos + 1;
+                  ++done_;
+                  if (writer.pending_bytes() >= o_.commit_bytes) {
+                    Status s = commit();
+                    if (!s.ok()) {
+                      failure = s;
+                      stop = true;
+                    }
+                  }
+                }));
+  });
+  if (!failure.ok()) {
+    // Keep what is complete: commit the records before the failing one with their cursor.
+    Status s = commit();
+    const uint64_t written = acc->next_index;
+    if (!s.ok()) return failure.WithContext("build stopped").WithContext(s.ToString());
+    return Status(failure.code(),
+                  failure.message() + " — build stopped after " + std::to_string(written) +
+                      " records; fix the input and rerun with --resume" +
+                      (o_.on_error == OnError::kFail ? " (or use --on-error skip)" : ""));
+  }
+  DSPIPE_RETURN_IF_ERROR(commit());
+  DSPIPE_RETURN_IF_ERROR(env->Sync());
+  // Seal the shard: its manifest (with the totals so far, for the next shard) replaces the cursor.
+  uint64_t count = 0;
+  DSPIPE_RETURN_IF_ERROR(env->RecordCount(&count));
+  if (o_.shards > 1) {
+    const uint64_t first = acc->next_index - count;
+    json m = Manifest(*acc, count);
+    m["shard"] = {{"index", shard}, {"of", o_.shards}, {"begin", first}, {"end", acc->next_index}};
+    m["accum"] = acc->ToJson();
+    writer.PutMeta(kManifestKey, m.dump(2));
+    writer.DeleteMeta(kCursorKey);
+    DSPIPE_RETURN_IF_ERROR(writer.Commit());
+    DSPIPE_RETURN_IF_ERROR(env->Sync());
+  }
+  return Status::OK();
+}
+
+Status Builder::Finish(const Accum& acc) {
+  if (acc.next_index == 0) {
+    return Status::BadInput(o_.source + ": every sample was rejected; nothing to write");
+  }
+  if (!acc.rejected.empty()) {
+    std::string report = "file\treason\n";
+    for (const auto& [file, reason] : acc.rejected) report += file + "\t" + reason + "\n";
+    result_->report_path = o_.output + "/rejected.tsv";
+    DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(result_->report_path, report));
+  }
+  json m = Manifest(acc, acc.next_index);
+  if (o_.shards == 1) {
+    LmdbEnv::Writer w(env0_.get());
+    w.PutMeta(kManifestKey, m.dump(2));
+    w.DeleteMeta(kCursorKey);
+    DSPIPE_RETURN_IF_ERROR(w.Commit());
+    DSPIPE_RETURN_IF_ERROR(env0_->Sync());
+  } else {
+    json shards = json::array();
+    uint64_t first = 0;
+    for (int s = 0; s < o_.shards; ++s) {
+      std::unique_ptr<LmdbEnv> env;
+      DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(s), 16, false, &env));
+      uint64_t n = 0;
+      DSPIPE_RETURN_IF_ERROR(env->RecordCount(&n));
+      shards.push_back({{"name", ShardDirName(s)}, {"begin", first}, {"end", first + n}});
+      first += n;
+    }
+    m["shards"] = shards;
+    DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(o_.output + "/" + kTopManifestFile, m.dump(2)));
+  }
+  result_->records = acc.next_index;
+  result_->skipped = acc.rejected.size();
+  return Status::OK();
+}
+
+Status Builder::Run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  DSPIPE_RETURN_IF_ERROR(Validate());
+  bool fresh = true;
+  DSPIPE_RETURN_IF_ERROR(PrepareOutput(&fresh));
+  if (!fresh) {
+    std::unique_ptr<Dataset> ds;
+    if (Dataset::Open(o_.output, DatasetOpenOptions{}, &ds).ok()) {
+      result_->already_complete = true;
+      result_->records = ds->size();
+      return Status::OK();
+    }
+  }
+  if (o_.shards > 1) {
+    std::error_code ec;
+    fs::create_directories(o_.output, ec);
+    if (ec) return Status::IOError("create " + o_.output + ": " + ec.message());
+  }
+  DSPIPE_RETURN_IF_ERROR(Plan(fresh));
+  resuming_ = !fresh;
+  result_->sources = plan_.size();
+  Accum acc;
+  for (int s = 0; s < o_.shards; ++s) DSPIPE_RETURN_IF_ERROR(BuildShard(s, &acc));
+  DSPIPE_RETURN_IF_ERROR(Finish(acc));
+  result_->seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::OK();
+}
+
+}  // namespace
+
+Status BuildDataset(const BuildOptions& options, BuildResult* result) {
+  *result = BuildResult{};
+  Builder b(options, result);
+  return b.Run();
+}
+
+}  // namespace dspipe

@@ -1,0 +1,156 @@
+#include "convert/record_maker.h"
+
+#include <opencv2/imgproc.hpp>
+
+#include "codec/image.h"
+#include "core/files.h"
+
+namespace dspipe {
+namespace {
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+void Resize(const cv::Mat& in, int w, int h, bool nearest, cv::Mat* out) {
+  int interp = cv::INTER_NEAREST;
+  if (!nearest) interp = (w < in.cols || h < in.rows) ? cv::INTER_AREA : cv::INTER_LINEAR;
+  cv::resize(in, *out, cv::Size(w, h), 0, 0, interp);
+}
+
+void AddStats(const cv::Mat& img, MadeRecord* r) {
+  const int c = img.channels();
+  uint64_t s[3] = {0, 0, 0}, q[3] = {0, 0, 0};
+  for (int y = 0; y < img.rows; ++y) {
+    const uint8_t* p = img.ptr<uint8_t>(y);
+    for (int x = 0; x < img.cols * c; x += c) {
+      for (int k = 0; k < c; ++k) {
+        const uint64_t v = p[x + k];
+        s[k] += v;
+        q[k] += v * v;
+      }
+    }
+  }
+  for (int k = 0; k < c; ++k) {
+    r->sum[k] = static_cast<double>(s[k]);
+    r->sumsq[k] = static_cast<double>(q[k]);
+  }
+  r->pixels = static_cast<uint64_t>(img.rows) * img.cols;
+  r->has_stats = true;
+}
+
+Status Reject(const std::string& file, const Status& s) {
+  if (s.code() == Status::Code::kIOError) return s;  // already names the file
+  return Status::BadInput(file + ": " + s.message());
+}
+
+}  // namespace
+
+Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats,
+                  MadeRecord* out) {
+  *out = MadeRecord{};
+  if (!item.error.empty()) return Status::BadInput(item.image + ": " + item.error);
+  const int channels = o.gray ? 1 : 3;
+  const bool resize = o.resize_width > 0 && o.resize_height > 0;
+  const bool raw = o.store == StoreMode::kRaw;
+
+  std::string img_bytes, mask_bytes;
+  DSPIPE_RETURN_IF_ERROR(ReadFile(item.image, &img_bytes));
+  out->bytes_read += img_bytes.size();
+  if (!item.mask.empty()) {
+    DSPIPE_RETURN_IF_ERROR(ReadFile(item.mask, &mask_bytes));
+    out->bytes_read += mask_bytes.size();
+  }
+
+  // ---- image
+  codec::ImageProbe probe;
+  Status s = codec::Probe(Bytes(img_bytes), &probe);
+  if (!s.ok()) return Reject(item.image, s);
+  const bool decode = raw || resize || want_stats || o.check == CheckLevel::kDecode;
+  cv::Mat img;
+  if (decode) {
+    s = codec::DecodeImage(Bytes(img_bytes), channels, &img);
+    if (!s.ok()) return Reject(item.image, s);
+    if (img.cols != probe.width || img.rows != probe.height) {
+      return Status::BadInput(item.image + ": decoded size differs from its header");
+    }
+  }
+  const int src_w = probe.width, src_h = probe.height;
+  const int out_w = resize ? o.resize_width : src_w, out_h = resize ? o.resize_height : src_h;
+  if (resize) Resize(img, out_w, out_h, /*nearest=*/false, &img);
+  if (want_stats) AddStats(img, out);
+
+  RecordHeader h;
+  h.channels = static_cast<uint8_t>(channels);
+  h.width = static_cast<uint32_t>(out_w);
+  h.height = static_cast<uint32_t>(out_h);
+  h.label = item.label;
+  std::string img_payload;
+  if (raw) {
+    h.image_codec = Codec::kRawZstd;
+    DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({img.data, img.total() * img.elemSize()},
+                                               o.zstd_level, &img_payload));
+  } else if (resize) {
+    h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing
+    DSPIPE_RETURN_IF_ERROR(codec::EncodePng(img, 1, &img_payload));
+  } else {
+    h.image_codec = probe.codec;  // the original bytes; the loader decodes them
+    img_payload = std::move(img_bytes);
+  }
+
+  // ---- mask
+  std::string mask_payload;
+  if (!item.mask.empty()) {
+    // Plain 8-bit gray PNG masks are stored as they are; others are decoded and re-encoded.
+    const bool keep = !raw && !resize && codec::IsPlainGray8Png(Bytes(mask_bytes));
+    const bool decode_mask = !keep || want_stats || o.check == CheckLevel::kDecode;
+    int mw = 0, mh = 0;
+    cv::Mat mask;
+    if (decode_mask) {
+      s = codec::DecodeMask(Bytes(mask_bytes), &mask);
+      if (!s.ok()) return Reject(item.mask, s);
+      mw = mask.cols;
+      mh = mask.rows;
+    } else {
+      codec::ImageProbe mp;
+      s = codec::Probe(Bytes(mask_bytes), &mp);
+      if (!s.ok()) return Reject(item.mask, s);
+      mw = mp.width;
+      mh = mp.height;
+    }
+    if (mw != src_w || mh != src_h) {
+      return Status::BadInput(item.mask + ": mask is " + std::to_string(mw) + "x" +
+                              std::to_string(mh) + " but its image " + item.image + " is " +
+                              std::to_string(src_w) + "x" + std::to_string(src_h));
+    }
+    if (decode_mask) {
+      if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
+      double mx = 0;
+      cv::minMaxLoc(mask, nullptr, &mx);
+      out->mask_max = static_cast<int>(mx);
+    }
+    if (keep) {
+      h.mask_codec = Codec::kPng;
+      mask_payload = std::move(mask_bytes);
+    } else if (raw) {
+      h.mask_codec = Codec::kRawZstd;
+      if (!mask.isContinuous()) mask = mask.clone();
+      DSPIPE_RETURN_IF_ERROR(
+          codec::CompressZstd({mask.data, mask.total()}, o.zstd_level, &mask_payload));
+    } else {
+      h.mask_codec = Codec::kPng;
+      DSPIPE_RETURN_IF_ERROR(codec::EncodePng(mask, 1, &mask_payload));
+    }
+  }
+  if (img_payload.size() > UINT32_MAX || mask_payload.size() > UINT32_MAX) {
+    return Status::BadInput(item.image + ": larger than 4 GiB");
+  }
+  h.image_size = static_cast<uint32_t>(img_payload.size());
+  h.mask_size = static_cast<uint32_t>(mask_payload.size());
+  out->header = h;
+  out->value.reserve(kRecordHeaderSize + img_payload.size() + mask_payload.size());
+  EncodeRecord(h, Bytes(img_payload), Bytes(mask_payload), &out->value);
+  return Status::OK();
+}
+
+}  // namespace dspipe

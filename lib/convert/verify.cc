@@ -1,0 +1,129 @@
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "codec/image.h"
+#include "dspipe/convert.h"
+
+namespace dspipe {
+namespace {
+
+// Decodes both payloads of a record, checking their sizes against the header.
+Status CheckRecord(const RecordView& r, std::vector<uint8_t>* scratch) {
+  const RecordHeader& h = r.header;
+  if (h.height == 0 || h.width == 0) {  // plain LMDB: no shape to check against
+    cv::Mat img;
+    return codec::DecodeImage(r.image, 3, &img);
+  }
+  scratch->resize(size_t{h.height} * h.width * h.channels);
+  Status s = codec::DecodePayloadInto(h.image_codec, r.image, h.channels, h.height, h.width,
+                                      scratch->data());
+  if (!s.ok()) return s.WithContext("image");
+  if (!r.mask.empty()) {
+    scratch->resize(size_t{h.height} * h.width);
+    s = codec::DecodePayloadInto(h.mask_codec, r.mask, 1, h.height, h.width, scratch->data(),
+                                 /*is_mask=*/true);
+    if (!s.ok()) return s.WithContext("mask");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status VerifyDataset(const std::string& path, const VerifyOptions& options, VerifyResult* out) {
+  *out = VerifyResult{};
+  DatasetOpenOptions oo;
+  oo.verify_crc = true;
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, oo, &ds));
+  out->records = ds->size();
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, std::string>> bad;
+  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, ds->size(), 16),
+                      [&](const tbb::blocked_range<uint64_t>& range) {
+                        std::vector<uint8_t> scratch;
+                        for (uint64_t i = range.begin(); i < range.end(); ++i) {
+                          Status s = ds->Read(i, [&](const RecordView& r) {
+                            return CheckRecord(r, &scratch);
+                          });
+                          if (!s.ok()) {
+                            std::string msg = s.message();
+                            if (msg.find("key ") == std::string::npos) {
+                              msg = "key " + ds->KeyName(i) + ": " + msg;
+                            }
+                            std::lock_guard<std::mutex> lock(mu);
+                            bad.emplace_back(i, std::move(msg));
+                          }
+                        }
+                      });
+  });
+  std::sort(bad.begin(), bad.end());
+  out->bad = bad.size();
+  for (size_t i = 0; i < bad.size() && i < options.max_listed; ++i) {
+    out->problems.push_back(bad[i].second);
+  }
+  return Status::OK();
+}
+
+Status DescribeDataset(const std::string& path, std::string* text) {
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
+  const DatasetInfo& i = ds->info();
+  std::ostringstream o;
+  const char* kinds[] = {"dspipe LMDB", "sharded dspipe dataset", "plain LMDB (encoded images)"};
+  o << "path:        " << i.path << "\n";
+  o << "kind:        " << kinds[static_cast<int>(i.kind)] << "\n";
+  o << "records:     " << i.count << "\n";
+  o << "storage:     " << i.store << "\n";
+  if (i.height > 0) {
+    o << "image shape: " << i.height << "x" << i.width << "x" << i.channels << " (HxWxC, uint8)\n";
+  } else {
+    o << "image shape: varies x" << i.channels << " channels\n";
+  }
+  o << "masks:       " << (i.has_masks ? "yes" : "no");
+  if (i.has_masks) o << " (" << i.num_classes << " classes: ids 0.." << i.num_classes - 1 << ")";
+  o << "\n";
+  if (i.has_labels) {
+    o << "labels:      " << i.class_names.size() << " classes";
+    for (size_t k = 0; k < i.class_names.size() && k < 20; ++k) {
+      o << (k ? ", " : ": ") << k << "=" << i.class_names[k];
+    }
+    o << "\n";
+  }
+  uint64_t disk = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec) && it->path().filename() == "data.mdb") disk += it->file_size(ec);
+  }
+  o << "on disk:     " << disk / (1 << 20) << " MiB (data.mdb)\n";
+  if (!i.manifest_json.empty()) {
+    auto m = nlohmann::json::parse(i.manifest_json);
+    if (m.contains("bytes")) {
+      o << "payload:     images " << m["bytes"].value("image", 0ull) / (1 << 20) << " MiB, masks "
+        << m["bytes"].value("mask", 0ull) / (1 << 20) << " MiB\n";
+    }
+    if (m.contains("codecs")) o << "codecs:      " << m["codecs"].dump() << "\n";
+    if (m.contains("stats")) {
+      o.setf(std::ios::fixed);
+      o.precision(2);
+      o << "mean:        ";
+      for (double v : i.mean) o << v << " ";
+      o << "\nstd:         ";
+      for (double v : i.std) o << v << " ";
+      o << "\n             (pixel units 0-255, from " << m["stats"].value("images", 0) << " images"
+        << (m["stats"].value("sampled", false) ? ", sampled" : "") << ")\n";
+    }
+  }
+  *text = o.str();
+  return Status::OK();
+}
+
+}  // namespace dspipe

@@ -1,0 +1,25 @@
+// Small file helpers with errors that name the path. Internal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+// Reads a whole file into *out (resized). Uses a single pread loop; EINTR-safe.
+Status ReadFile(const std::string& path, std::string* out);
+// Writes data to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the directory: the
+// file at `path` is either the old one or the complete new one, never a torn one.
+Status WriteFileAtomic(const std::string& path, std::string_view data);
+// Size of a regular file, or an error naming it.
+Status FileSize(const std::string& path, uint64_t* size);
+// fsync() a directory so renames and creations in it are durable.
+Status FsyncDir(const std::string& dir);
+// Tells the kernel to drop this file's cached pages (posix_fadvise DONTNEED). Returns false when
+// the pages could not be dropped (e.g. dirty pages, or an unsupported filesystem).
+bool DropFileCache(const std::string& path);
+
+}  // namespace dspipe

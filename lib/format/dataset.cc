@@ -1,0 +1,251 @@
+#include "dspipe/dataset.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/files.h"
+#include "format/lmdb_env.h"
+#include "format/manifest.h"
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TxnGuard {
+  MDB_txn* txn = nullptr;
+  ~TxnGuard() {
+    if (txn) mdb_txn_abort(txn);
+  }
+};
+
+// Runs fn on the value under `key` inside a short read-only transaction.
+Status ReadValue(const LmdbEnv& env, MDB_val key, const std::string& key_name,
+                 const std::function<Status(std::span<const uint8_t>)>& fn) {
+  DSPIPE_RETURN_IF_ERROR(env.CheckPid());
+  TxnGuard t;
+  int rc = mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", env.path(), rc);
+  MDB_val v;
+  rc = mdb_get(t.txn, env.records(), &key, &v);
+  if (rc == MDB_NOTFOUND) return Status::NotFound("key " + key_name + " not in " + env.path());
+  if (rc != 0) return LmdbError("read key " + key_name + " of", env.path(), rc);
+  return fn({static_cast<const uint8_t*>(v.mv_data), v.mv_size});
+}
+
+class DspipeDataset final : public Dataset {
+ public:
+  struct Shard {
+    std::unique_ptr<LmdbEnv> env;
+    uint64_t begin = 0, end = 0;  // indices this dataset exposes
+    uint64_t key_begin = 0;       // key stored for index `begin`
+  };
+  DspipeDataset(DatasetInfo info, std::vector<Shard> shards, bool verify_crc)
+      : info_(std::move(info)), shards_(std::move(shards)), verify_crc_(verify_crc) {}
+
+  const DatasetInfo& info() const override { return info_; }
+  std::string KeyName(uint64_t index) const override {
+    for (const Shard& s : shards_) {
+      if (index >= s.begin && index < s.end) return dspipe::KeyName(index - s.begin + s.key_begin);
+    }
+    return dspipe::KeyName(index);
+  }
+
+  Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
+    if (index >= info_.count) {
+      return Status::InvalidArgument("index " + std::to_string(index) + " out of range (" +
+                                     std::to_string(info_.count) + " records in " +
+                                     info_.path + ")");
+    }
+    auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
+                               [](uint64_t i, const Shard& s) { return i < s.end; });
+    if (it == shards_.end() || index < it->begin) {
+      return Status::Internal("no shard holds index " + std::to_string(index));
+    }
+    uint8_t kb[kKeySize];
+    const uint64_t key = index - it->begin + it->key_begin;
+    EncodeKey(key, kb);
+    const std::string name = dspipe::KeyName(key);
+    return ReadValue(*it->env, MDB_val{kKeySize, kb}, name,
+                     [&](std::span<const uint8_t> value) -> Status {
+                       RecordView view;
+                       Status s = DecodeRecord(value, verify_crc_, &view);
+                       if (!s.ok()) return s.WithContext("key " + name + " in " + it->env->path());
+                       return fn(view);
+                     });
+  }
+
+ private:
+  DatasetInfo info_;
+  std::vector<Shard> shards_;
+  bool verify_crc_;
+};
+
+class PlainDataset final : public Dataset {
+ public:
+  PlainDataset(DatasetInfo info, std::unique_ptr<LmdbEnv> env, std::vector<std::string> keys)
+      : info_(std::move(info)), env_(std::move(env)), keys_(std::move(keys)) {}
+
+  const DatasetInfo& info() const override { return info_; }
+  std::string KeyName(uint64_t index) const override {
+    return index < keys_.size() ? "'" + keys_[index] + "'" : "#" + std::to_string(index);
+  }
+
+  Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
+    if (index >= keys_.size()) {
+      return Status::InvalidArgument("index " + std::to_string(index) + " out of range");
+    }
+    const std::string& key = keys_[index];
+    return ReadValue(*env_, MDB_val{key.size(), const_cast<char*>(key.data())}, KeyName(index),
+                     [&](std::span<const uint8_t> value) -> Status {
+                       if (value.empty()) {
+                         return Status::Corruption("key " + KeyName(index) + " in " +
+                                                   env_->path() + ": empty value");
+                       }
+                       RecordView view;
+                       view.header.image_codec = SniffPayload(value);
+                       view.header.channels = static_cast<uint8_t>(info_.channels);
+                       view.header.image_size = static_cast<uint32_t>(value.size());
+                       view.image = value;
+                       return fn(view);
+                     });
+  }
+
+  static Codec SniffPayload(std::span<const uint8_t> v) {
+    if (v.size() >= 8 && v[0] == 0x89 && v[1] == 'P' && v[2] == 'N' && v[3] == 'G') {
+      return Codec::kPng;
+    }
+    if (v.size() >= 3 && v[0] == 0xFF && v[1] == 0xD8 && v[2] == 0xFF) return Codec::kJpeg;
+    return Codec::kEncoded;
+  }
+
+ private:
+  DatasetInfo info_;
+  std::unique_ptr<LmdbEnv> env_;
+  std::vector<std::string> keys_;
+};
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() < 20 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+Status OpenPlain(const std::string& path, std::unique_ptr<LmdbEnv> env,
+                 std::unique_ptr<Dataset>* out) {
+  std::vector<std::string> keys;
+  {
+    TxnGuard t;
+    int rc = mdb_txn_begin(env->env(), nullptr, MDB_RDONLY, &t.txn);
+    if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
+    MDB_cursor* cur = nullptr;
+    rc = mdb_cursor_open(t.txn, env->records(), &cur);
+    if (rc != 0) return LmdbError("mdb_cursor_open", path, rc);
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+      keys.emplace_back(static_cast<const char*>(k.mv_data), k.mv_size);
+    }
+    mdb_cursor_close(cur);
+    if (rc != MDB_NOTFOUND) return LmdbError("iterate keys of", path, rc);
+  }
+  if (keys.empty()) return Status::BadInput(path + ": LMDB holds no records");
+  // Decimal keys ("0", "1", ..., "10") are ordered by number, as the writer meant them.
+  if (std::all_of(keys.begin(), keys.end(), AllDigits)) {
+    std::sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+      return a.size() != b.size() ? a.size() < b.size() : a < b;
+    });
+  }
+  DatasetInfo info;
+  info.kind = DatasetKind::kPlain;
+  info.path = path;
+  info.count = keys.size();
+  info.store = "plain";
+  info.channels = 3;
+  *out = std::make_unique<PlainDataset>(std::move(info), std::move(env), std::move(keys));
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
+                     std::unique_ptr<Dataset>* out) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such dataset");
+  const std::string top_manifest = path + "/" + kTopManifestFile;
+  if (fs::is_directory(path, ec) && !fs::exists(path + "/data.mdb", ec)) {
+    // Sharded dataset: manifest.json names the shards.
+    if (!fs::exists(top_manifest, ec)) {
+      if (fs::exists(path + "/" + ShardDirName(0), ec)) {
+        return Status::Corruption(path + ": interrupted sharded build (no " + kTopManifestFile +
+                                  "); rerun `dsconvert build ... --resume`");
+      }
+      return Status::NotFound(path + ": neither an LMDB (data.mdb) nor a sharded dataset (" +
+                              kTopManifestFile + ")");
+    }
+    std::string text;
+    DSPIPE_RETURN_IF_ERROR(ReadFile(top_manifest, &text));
+    DatasetInfo info;
+    std::vector<ShardRange> ranges;
+    DSPIPE_RETURN_IF_ERROR(ParseManifest(text, top_manifest, &info, &ranges));
+    info.kind = DatasetKind::kSharded;
+    info.path = path;
+    std::vector<DspipeDataset::Shard> shards;
+    for (const ShardRange& r : ranges) {
+      DspipeDataset::Shard sh;
+      const std::string sp = path + "/" + r.name;
+      DSPIPE_RETURN_IF_ERROR(
+          LmdbEnv::OpenReadOnly(sp, options.max_readers, options.readahead, &sh.env));
+      uint64_t n = 0;
+      DSPIPE_RETURN_IF_ERROR(sh.env->RecordCount(&n));
+      if (n != r.end - r.begin) {
+        return Status::Corruption(sp + ": holds " + std::to_string(n) + " records, " +
+                                  kTopManifestFile + " says " + std::to_string(r.end - r.begin));
+      }
+      sh.begin = r.begin;
+      sh.end = r.end;
+      sh.key_begin = r.begin;
+      shards.push_back(std::move(sh));
+    }
+    *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options.verify_crc);
+    return Status::OK();
+  }
+
+  std::unique_ptr<LmdbEnv> env;
+  DSPIPE_RETURN_IF_ERROR(
+      LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
+  if (!env->has_dspipe_dbs()) return OpenPlain(path, std::move(env), out);
+
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kManifestKey, &text, &found));
+  if (!found) {
+    uint64_t n = 0;
+    DSPIPE_RETURN_IF_ERROR(env->RecordCount(&n));
+    return Status::Corruption(path + ": interrupted build (" + std::to_string(n) +
+                              " records written, no manifest); rerun `dsconvert build ... "
+                              "--resume` to finish it");
+  }
+  DatasetInfo info;
+  std::vector<ShardRange> ranges;
+  DSPIPE_RETURN_IF_ERROR(ParseManifest(text, path + " (manifest)", &info, &ranges));
+  info.kind = DatasetKind::kDspipe;
+  info.path = path;
+  uint64_t n = 0;
+  DSPIPE_RETURN_IF_ERROR(env->RecordCount(&n));
+  if (n != info.count) {
+    return Status::Corruption(path + ": holds " + std::to_string(n) +
+                              " records, manifest says " + std::to_string(info.count));
+  }
+  // A lone LMDB; when it is one shard of a sharded set, its keys start at the shard's range.
+  std::vector<DspipeDataset::Shard> shards(1);
+  shards[0].env = std::move(env);
+  shards[0].begin = 0;
+  shards[0].end = info.count;
+  shards[0].key_begin = ranges.empty() ? 0 : ranges[0].begin;
+  *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options.verify_crc);
+  return Status::OK();
+}
+
+}  // namespace dspipe

@@ -1,0 +1,250 @@
+#include "format/lmdb_env.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "dspipe/format.h"
+
+namespace dspipe {
+namespace {
+
+constexpr uint64_t kInitialMapSize = uint64_t{64} << 20;  // grows on demand
+
+struct Txn {
+  MDB_txn* txn = nullptr;
+  ~Txn() {
+    if (txn) mdb_txn_abort(txn);
+  }
+};
+
+}  // namespace
+
+Status LmdbError(std::string_view op, const std::string& path, int rc) {
+  std::string m(op);
+  m += " ";
+  m += path;
+  m += ": ";
+  m += mdb_strerror(rc);
+  if (rc == ENOSPC || rc == EIO || rc == EACCES || rc == ENOENT || rc == EFBIG ||
+      rc == EROFS || rc == EDQUOT) {
+    return Status::IOError(m);
+  }
+  if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID ||
+      rc == MDB_VERSION_MISMATCH) {
+    return Status::Corruption(m);
+  }
+  return Status::IOError(m);
+}
+
+LmdbEnv::~LmdbEnv() {
+  if (env_ != nullptr) mdb_env_close(env_);
+}
+
+Status LmdbEnv::OpenReadOnly(const std::string& path, unsigned max_readers, bool readahead,
+                             std::unique_ptr<LmdbEnv>* out) {
+  std::unique_ptr<LmdbEnv> e(new LmdbEnv());
+  e->path_ = path;
+  e->pid_ = ::getpid();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::IOErrorErrno("open", path, errno);
+  int rc = mdb_env_create(&e->env_);
+  if (rc != 0) return LmdbError("mdb_env_create", path, rc);
+  mdb_env_set_maxdbs(e->env_, 4);
+  mdb_env_set_maxreaders(e->env_, max_readers);
+  unsigned flags = MDB_RDONLY | MDB_NOTLS;
+  if (!readahead) flags |= MDB_NORDAHEAD;
+  if (!S_ISDIR(st.st_mode)) flags |= MDB_NOSUBDIR;
+  rc = mdb_env_open(e->env_, path.c_str(), flags, 0644);
+  if (rc != 0) return LmdbError("open LMDB", path, rc);
+  Txn t;
+  rc = mdb_txn_begin(e->env_, nullptr, MDB_RDONLY, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
+  rc = mdb_dbi_open(t.txn, kRecordsDb, 0, &e->records_);
+  if (rc == 0) {
+    rc = mdb_dbi_open(t.txn, kMetaDb, 0, &e->meta_);
+    if (rc != 0) return LmdbError("open meta database", path, rc);
+    e->dspipe_dbs_ = true;
+  } else if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+    rc = mdb_dbi_open(t.txn, nullptr, 0, &e->records_);
+    if (rc != 0) return LmdbError("open main database", path, rc);
+  } else {
+    return LmdbError("open records database", path, rc);
+  }
+  // Named dbi handles opened in a read-only txn stay valid after commit.
+  rc = mdb_txn_commit(t.txn);
+  t.txn = nullptr;
+  if (rc != 0) return LmdbError("mdb_txn_commit", path, rc);
+  *out = std::move(e);
+  return Status::OK();
+}
+
+Status LmdbEnv::OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* out) {
+  std::unique_ptr<LmdbEnv> e(new LmdbEnv());
+  e->path_ = path;
+  e->pid_ = ::getpid();
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return Status::IOError("create " + path + ": " + ec.message());
+  int rc = mdb_env_create(&e->env_);
+  if (rc != 0) return LmdbError("mdb_env_create", path, rc);
+  mdb_env_set_maxdbs(e->env_, 4);
+  // An existing file keeps its size: start from the larger of it and the initial size.
+  uint64_t existing = 0;
+  struct stat st;
+  if (::stat((path + "/data.mdb").c_str(), &st) == 0) existing = static_cast<uint64_t>(st.st_size);
+  e->map_size_ = std::max(kInitialMapSize, existing + existing / 2);
+  mdb_env_set_mapsize(e->env_, e->map_size_);
+  rc = mdb_env_open(e->env_, path.c_str(), MDB_NOSYNC, 0644);
+  if (rc != 0) return LmdbError("open LMDB for writing", path, rc);
+  Txn t;
+  rc = mdb_txn_begin(e->env_, nullptr, 0, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
+  rc = mdb_dbi_open(t.txn, kRecordsDb, MDB_CREATE, &e->records_);
+  if (rc != 0) return LmdbError("create records database", path, rc);
+  rc = mdb_dbi_open(t.txn, kMetaDb, MDB_CREATE, &e->meta_);
+  if (rc != 0) return LmdbError("create meta database", path, rc);
+  rc = mdb_txn_commit(t.txn);
+  t.txn = nullptr;
+  if (rc != 0) return LmdbError("mdb_txn_commit", path, rc);
+  e->dspipe_dbs_ = true;
+  *out = std::move(e);
+  return Status::OK();
+}
+
+Status LmdbEnv::CheckPid() const {
+  if (::getpid() != pid_) {
+    return Status::Unsupported("LMDB " + path_ + " was opened in process " +
+                               std::to_string(pid_) + " and used after fork() in process " +
+                               std::to_string(::getpid()) +
+                               "; open datasets after forking (e.g. in worker_init_fn)");
+  }
+  return Status::OK();
+}
+
+Status LmdbEnv::GetMeta(std::string_view key, std::string* value, bool* found) const {
+  *found = false;
+  if (!dspipe_dbs_) return Status::OK();
+  Txn t;
+  int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
+  MDB_val k{key.size(), const_cast<char*>(key.data())};
+  MDB_val v;
+  rc = mdb_get(t.txn, meta_, &k, &v);
+  if (rc == MDB_NOTFOUND) return Status::OK();
+  if (rc != 0) return LmdbError("read meta key '" + std::string(key) + "' of", path_, rc);
+  value->assign(static_cast<const char*>(v.mv_data), v.mv_size);
+  *found = true;
+  return Status::OK();
+}
+
+Status LmdbEnv::RecordCount(uint64_t* count) const {
+  Txn t;
+  int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
+  MDB_stat st;
+  rc = mdb_stat(t.txn, records_, &st);
+  if (rc != 0) return LmdbError("mdb_stat", path_, rc);
+  *count = st.ms_entries;
+  return Status::OK();
+}
+
+Status LmdbEnv::NextIndex(uint64_t* next) const {
+  *next = 0;
+  Txn t;
+  int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
+  MDB_cursor* cur = nullptr;
+  rc = mdb_cursor_open(t.txn, records_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", path_, rc);
+  MDB_val k, v;
+  rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) return Status::OK();
+  if (rc != 0) return LmdbError("read last key of", path_, rc);
+  if (k.mv_size != kKeySize) return Status::Corruption("bad record key size in " + path_);
+  *next = DecodeKey(static_cast<const uint8_t*>(k.mv_data)) + 1;
+  return Status::OK();
+}
+
+uint64_t LmdbEnv::MapSize() const {
+  MDB_envinfo info;
+  MDB_stat st;
+  mdb_env_info(env_, &info);
+  mdb_env_stat(env_, &st);
+  return (uint64_t{info.me_last_pgno} + 1) * st.ms_psize;
+}
+
+Status LmdbEnv::Sync() const {
+  int rc = mdb_env_sync(env_, 1);
+  if (rc != 0) return LmdbError("sync", path_, rc);
+  return Status::OK();
+}
+
+void LmdbEnv::Writer::PutRecord(std::string key, std::string value) {
+  bytes_ += key.size() + value.size();
+  ++records_;
+  ops_.push_back({false, false, std::move(key), std::move(value)});
+}
+
+void LmdbEnv::Writer::PutMeta(std::string key, std::string value) {
+  bytes_ += key.size() + value.size();
+  ops_.push_back({true, false, std::move(key), std::move(value)});
+}
+
+void LmdbEnv::Writer::DeleteMeta(std::string key) {
+  ops_.push_back({true, true, std::move(key), {}});
+}
+
+Status LmdbEnv::Writer::TryCommit(int* rc_out) {
+  Txn t;
+  int rc = mdb_txn_begin(env_->env_, nullptr, 0, &t.txn);
+  if (rc != 0) {
+    *rc_out = rc;
+    return LmdbError("mdb_txn_begin (write)", env_->path_, rc);
+  }
+  for (Op& op : ops_) {
+    MDB_val k{op.key.size(), op.key.data()};
+    MDB_val v{op.value.size(), op.value.data()};
+    const MDB_dbi dbi = op.meta ? env_->meta_ : env_->records_;
+    if (op.del) {
+      rc = mdb_del(t.txn, dbi, &k, nullptr);
+      if (rc == MDB_NOTFOUND) rc = 0;
+    } else {
+      rc = mdb_put(t.txn, dbi, &k, &v, op.meta ? 0 : MDB_APPEND);
+    }
+    if (rc != 0) {
+      *rc_out = rc;
+      return LmdbError(op.meta ? "write meta to" : "write record to", env_->path_, rc);
+    }
+  }
+  rc = mdb_txn_commit(t.txn);
+  t.txn = nullptr;
+  *rc_out = rc;
+  if (rc != 0) return LmdbError("commit to", env_->path_, rc);
+  return Status::OK();
+}
+
+Status LmdbEnv::Writer::Commit() {
+  if (ops_.empty()) return Status::OK();
+  for (;;) {
+    int rc = 0;
+    Status s = TryCommit(&rc);
+    if (s.ok()) break;
+    if (rc != MDB_MAP_FULL) return s;
+    // Grow: at least double, and at least enough for this batch with B-tree overhead.
+    const uint64_t grown = std::max(env_->map_size_ * 2, env_->map_size_ + 2 * bytes_);
+    rc = mdb_env_set_mapsize(env_->env_, grown);
+    if (rc != 0) return LmdbError("grow map of", env_->path_, rc);
+    env_->map_size_ = grown;
+  }
+  ops_.clear();
+  bytes_ = 0;
+  records_ = 0;
+  return Status::OK();
+}
+
+}  // namespace dspipe

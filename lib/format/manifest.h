@@ -1,0 +1,33 @@
+// The dataset manifest (JSON): docs/FORMAT.md describes every field. Internal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dspipe/dataset.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+inline constexpr const char* kTopManifestFile = "manifest.json";  // sharded datasets
+inline constexpr const char* kShardPrefix = "shard-";
+inline constexpr int kManifestVersion = 1;
+
+// "shard-00003.lmdb"
+std::string ShardDirName(int index);
+
+// A shard's record range [begin, end) of global indices; key_begin is the first key stored.
+struct ShardRange {
+  std::string name;  // directory name inside a sharded dataset ("" for a lone LMDB)
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// Parses a manifest. `where` names the file or LMDB in messages. For a sharded top manifest
+// *ranges lists its shards; for a lone LMDB it is one range; for one shard of a sharded set
+// (which has a "shard" object) it is that shard's global range.
+Status ParseManifest(const std::string& text, const std::string& where, DatasetInfo* info,
+                     std::vector<ShardRange>* ranges);
+
+}  // namespace dspipe

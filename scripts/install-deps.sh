@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything dspipe needs to build, test and benchmark on Debian 12, by package name.
+# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-torch for bench/)
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  liblmdb-dev lmdb-utils libopencv-dev libtbb-dev libzstd-dev zstd zlib1g-dev
+  libcurl4-openssl-dev libspng-dev libturbojpeg0-dev
+  libcsv-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
+  python3 python3-dev python3-numpy python3-lmdb python3-opencv
+)
+if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-torch); fi
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

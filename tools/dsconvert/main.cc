@@ -1,0 +1,151 @@
+// dsconvert: synth | build | verify | info. Parses flags and calls the library (dspipe/convert.h,
+// dspipe/synth.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
+// bad records.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <regex>
+
+#include "dspipe/convert.h"
+#include "dspipe/synth.h"
+#include "progress.h"
+
+namespace {
+
+bool ParseSize(const std::string& s, int* w, int* h) {
+  std::smatch m;
+  static const std::regex re("^([0-9]+)[xX]([0-9]+)$");
+  if (!std::regex_match(s, m, re)) return false;
+  *w = std::stoi(m[1]);
+  *h = std::stoi(m[2]);
+  return *w > 0 && *h > 0;
+}
+
+int Fail(const dspipe::Status& s) {
+  std::fprintf(stderr, "dsconvert: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsconvert: turn image/mask datasets into LMDB for dspipe"};
+  app.require_subcommand(1);
+
+  // ---- synth
+  dspipe::SynthOptions so;
+  std::string synth_size = "512x512";
+  auto* synth = app.add_subcommand("synth", "write a deterministic synthetic image/mask dataset");
+  synth->add_option("out_dir", so.out_dir, "output folder (images/, masks/)")->required();
+  synth->add_option("--count", so.count, "number of samples")->capture_default_str();
+  synth->add_option("--size", synth_size, "WxH")->capture_default_str();
+  synth->add_option("--seed", so.seed, "random seed")->capture_default_str();
+  synth->add_option("--format", so.format, "image format")
+      ->check(CLI::IsMember({"png", "jpg"}))->capture_default_str();
+  synth->add_option("--classes", so.classes, "mask classes K (ids 0..K-1)")->capture_default_str();
+  synth->add_option("--threads", so.threads, "threads (0 = all cores)")->capture_default_str();
+
+  // ---- build
+  dspipe::BuildOptions bo;
+  std::string store = "encoded", resize, on_error = "fail", check = "header";
+  auto* build = app.add_subcommand("build", "convert SRC (folder, CSV or ImageFolder) to LMDB");
+  build->add_option("src", bo.source, "images/+masks/ folder, CSV file or ImageFolder tree")
+      ->required();
+  build->add_option("out", bo.output, "output LMDB directory")->required();
+  build->add_option("--store", store, "encoded: original bytes; raw: decoded pixels + zstd")
+      ->check(CLI::IsMember({"encoded", "raw"}))->capture_default_str();
+  build->add_option("--zstd-level", bo.zstd_level, "zstd level for --store raw")
+      ->capture_default_str();
+  build->add_option("--resize", resize, "WxH (images area/linear, masks nearest)");
+  build->add_flag("--gray", bo.gray, "store 1-channel images");
+  build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
+  build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
+  build->add_option("--threads", bo.threads, "threads (0 = all cores)")->capture_default_str();
+  build->add_option("--shards", bo.shards, "number of LMDB shards")->capture_default_str();
+  build->add_flag("--resume", bo.resume, "continue an interrupted build");
+  build->add_flag("--overwrite", bo.overwrite, "replace an existing output");
+  build->add_option("--on-error", on_error, "fail, or skip bad files (listed in rejected.tsv)")
+      ->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
+  build->add_option("--check", check, "header: headers + completeness; decode: decode all")
+      ->check(CLI::IsMember({"header", "decode"}))->capture_default_str();
+  bool quiet = false;
+  build->add_flag("-q,--quiet", quiet, "no progress output");
+
+  // ---- verify / info
+  std::string db;
+  int verify_threads = 0;
+  auto* verify = app.add_subcommand("verify", "check every record's checksum and decode it");
+  verify->add_option("db", db, "dataset")->required();
+  verify->add_option("--threads", verify_threads, "threads (0 = all cores)");
+  auto* info = app.add_subcommand("info", "print count, shapes, storage, sizes, mean/std");
+  info->add_option("db", db, "dataset")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  if (*synth) {
+    if (!ParseSize(synth_size, &so.width, &so.height)) {
+      std::fprintf(stderr, "dsconvert synth: --size must be WxH, got '%s'\n", synth_size.c_str());
+      return 2;
+    }
+    dspipe::Status s = dspipe::Synthesize(so);
+    if (!s.ok()) return Fail(s);
+    std::printf("wrote %d samples (%dx%d %s, %d classes) to %s\n", so.count, so.width, so.height,
+                so.format.c_str(), so.classes, so.out_dir.c_str());
+    return 0;
+  }
+  if (*build) {
+    if (!resize.empty() && !ParseSize(resize, &bo.resize_width, &bo.resize_height)) {
+      std::fprintf(stderr, "dsconvert build: --resize must be WxH, got '%s'\n", resize.c_str());
+      return 2;
+    }
+    bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
+    bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
+    bo.check = check == "decode" ? dspipe::CheckLevel::kDecode : dspipe::CheckLevel::kHeader;
+    dspipe::cli::Progress progress("build");
+    if (!quiet) bo.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };
+    dspipe::BuildResult r;
+    dspipe::Status s = dspipe::BuildDataset(bo, &r);
+    if (!s.ok()) return Fail(s);
+    if (r.already_complete) {
+      std::printf("%s is already complete (%llu records); nothing to do\n", bo.output.c_str(),
+                  static_cast<unsigned long long>(r.records));
+      return 0;
+    }
+    std::printf("built %s: %llu records from %llu sources", bo.output.c_str(),
+                static_cast<unsigned long long>(r.records),
+                static_cast<unsigned long long>(r.sources));
+    if (r.resumed_from) {
+      std::printf(" (resumed at %llu)", static_cast<unsigned long long>(r.resumed_from));
+    }
+    std::printf(", %.2f s, %.1f MB/s read\n", r.seconds,
+                r.seconds > 0 ? static_cast<double>(r.bytes_read) / 1e6 / r.seconds : 0.0);
+    if (r.skipped) {
+      std::printf("skipped %llu bad files; see %s\n", static_cast<unsigned long long>(r.skipped),
+                  r.report_path.c_str());
+    }
+    return 0;
+  }
+  if (*verify) {
+    dspipe::VerifyOptions vo;
+    vo.threads = verify_threads;
+    dspipe::VerifyResult r;
+    dspipe::Status s = dspipe::VerifyDataset(db, vo, &r);
+    if (!s.ok()) return Fail(s);
+    for (const std::string& p : r.problems) std::printf("BAD %s\n", p.c_str());
+    std::printf("%s: %llu records, %llu bad\n", db.c_str(),
+                static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.bad));
+    return r.bad ? 3 : 0;
+  }
+  if (*info) {
+    std::string text;
+    dspipe::Status s = dspipe::DescribeDataset(db, &text);
+    if (!s.ok()) return Fail(s);
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  return 2;
+}
