@@ -45,6 +45,10 @@ struct BuildOptions {
   int stats_sample = 512;
   // Commit a transaction every this many bytes (a crash loses at most one such batch of work).
   uint64_t commit_bytes = uint64_t{64} << 20;
+  // fsync the data before the manifest is written, so that a power loss cannot leave a dataset
+  // that looks complete and is not. false (--no-sync) skips the wait for the disk: a killed
+  // process still loses nothing, but an OS crash soon after may corrupt the output.
+  bool sync = true;
   // Called from the writer thread after each commit: done, total sources.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };

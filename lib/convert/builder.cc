@@ -390,7 +390,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                       (o_.on_error == OnError::kFail ? " (or use --on-error skip)" : ""));
   }
   DSPIPE_RETURN_IF_ERROR(commit());
-  DSPIPE_RETURN_IF_ERROR(env->Sync());
+  if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
   // Seal the shard: its manifest (with the totals so far, for the next shard) replaces the cursor.
   uint64_t count = 0;
   DSPIPE_RETURN_IF_ERROR(env->RecordCount(&count));
@@ -402,7 +402,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     writer.PutMeta(kManifestKey, m.dump(2));
     writer.DeleteMeta(kCursorKey);
     DSPIPE_RETURN_IF_ERROR(writer.Commit());
-    DSPIPE_RETURN_IF_ERROR(env->Sync());
+    if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
   }
   return Status::OK();
 }
@@ -423,7 +423,7 @@ Status Builder::Finish(const Accum& acc) {
     w.PutMeta(kManifestKey, m.dump(2));
     w.DeleteMeta(kCursorKey);
     DSPIPE_RETURN_IF_ERROR(w.Commit());
-    DSPIPE_RETURN_IF_ERROR(env0_->Sync());
+    if (o_.sync) DSPIPE_RETURN_IF_ERROR(env0_->Sync());
   } else {
     json shards = json::array();
     uint64_t first = 0;

@@ -2,6 +2,7 @@
 // dspipe/synth.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
 // bad records.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <regex>
@@ -70,6 +71,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"header", "decode"}))->capture_default_str();
   bool quiet = false;
   build->add_flag("-q,--quiet", quiet, "no progress output");
+  build->add_option("--stats-sample", bo.stats_sample,
+                    "images decoded for mean/std with --store encoded --check header")
+      ->capture_default_str();
+  bool no_sync = false;
+  build->add_flag("--no-sync", no_sync, "don't fsync before writing the manifest (faster; unsafe on power loss)");
+  double commit_mb = 64;
+  build->add_option("--commit-mb", commit_mb, "MiB per LMDB transaction (crash loses at most one)")
+      ->capture_default_str();
 
   // ---- verify / info
   std::string db;
@@ -104,6 +113,8 @@ int main(int argc, char** argv) {
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
+    bo.sync = !no_sync;
+    bo.commit_bytes = static_cast<uint64_t>(std::max(0.0, commit_mb) * (1 << 20));
     bo.check = check == "decode" ? dspipe::CheckLevel::kDecode : dspipe::CheckLevel::kHeader;
     dspipe::cli::Progress progress("build");
     if (!quiet) bo.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds dspipe and runs every test: a warnings-as-errors build, the same tests under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrent pipeline under
+# ThreadSanitizer. GPU tests skip with a message on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+GEN=(-G Ninja)
+
+echo "== build (warnings as errors)"
+cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON
+cmake --build build -j "$JOBS"
+echo "== tests"
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+echo "== build + tests under ASan/UBSan"
+cmake -S . -B build-asan "${GEN[@]}" -DCMAKE_BUILD_TYPE=Debug -DDSPIPE_WERROR=ON \
+  -DDSPIPE_SANITIZE=address,undefined -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
+cmake --build build-asan -j "$JOBS"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE package
+
+echo "== pipeline + stats tests under TSan"
+cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON \
+  -DDSPIPE_SANITIZE=thread -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
+cmake --build build-tsan -j "$JOBS" --target pipeline_test stats_test
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -R "^(Loader|Sampler|Pipeline|Stats|StageStats)" 
+echo "== all test suites passed"
