@@ -1,0 +1,195 @@
+// CPU normalization: one 256-entry lookup table per channel (uint8 input has only 256 values,
+// so the table is exact and replaces a subtract, a multiply and, for fp16, a rounding per
+// element with one load). The loops are templated on the channel count and the flip so the
+// source stride is a constant.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "dspipe/normalize.h"
+
+namespace dspipe {
+namespace {
+
+template <typename T>
+using Lut = T[4][256];
+
+template <typename T, typename Convert>
+void BuildLut(const NormalizeParams& p, Convert convert, Lut<T>& lut) {
+  for (int c = 0; c < p.channels; ++c) {
+    const float mean = p.mean[c];
+    const float inv_std = 1.0f / p.std[c];  // the one formula shared with the GPU path
+    for (int v = 0; v < 256; ++v) lut[c][v] = convert((static_cast<float>(v) - mean) * inv_std);
+  }
+}
+
+template <int C, bool kMirror, typename T>
+void NormalizeImpl(const uint8_t* src, int n, int h, int w, const Lut<T>& lut, T* dst) {
+  const size_t plane = static_cast<size_t>(h) * w;
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* image = src + static_cast<size_t>(i) * plane * C;
+    T* out_image = dst + static_cast<size_t>(i) * plane * C;
+    for (int y = 0; y < h; ++y) {
+      const uint8_t* row = image + static_cast<size_t>(y) * w * C;
+      for (int c = 0; c < C; ++c) {
+        const T* table = lut[c];
+        T* out = out_image + c * plane + static_cast<size_t>(y) * w;
+        if constexpr (kMirror) {
+          // A decreasing offset: as fast as the forward loop, unlike the indexed
+          // row[(w - 1 - x) * C + c] (measured ~1.8x slower with g++ 12 -O2). Unsigned, so the
+          // final step past 0 wraps harmlessly instead of forming an out-of-range pointer.
+          size_t off = static_cast<size_t>(w - 1) * C + c;
+          for (int x = 0; x < w; ++x, off -= C) out[x] = table[row[off]];
+        } else {
+          const uint8_t* in = row + c;
+          for (int x = 0; x < w; ++x) out[x] = table[in[x * C]];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void Dispatch(const uint8_t* src, int n, int h, int w, const NormalizeParams& p, const Lut<T>& lut,
+              T* dst) {
+#define DSPIPE_NORMALIZE_CASE(C)                          \
+  case C:                                                 \
+    if (p.mirror) {                                       \
+      NormalizeImpl<C, true, T>(src, n, h, w, lut, dst);  \
+    } else {                                              \
+      NormalizeImpl<C, false, T>(src, n, h, w, lut, dst); \
+    }                                                     \
+    break;
+  switch (p.channels) {
+    DSPIPE_NORMALIZE_CASE(1)
+    DSPIPE_NORMALIZE_CASE(2)
+    DSPIPE_NORMALIZE_CASE(3)
+    DSPIPE_NORMALIZE_CASE(4)
+    default:
+      break;  // rejected by CheckArgs
+  }
+#undef DSPIPE_NORMALIZE_CASE
+}
+
+void CheckArgs(int n, int h, int w, const NormalizeParams& p, const char* fn) {
+  Status s = ValidateNormalizeParams(p);
+  if (s.ok() && (n < 0 || h < 0 || w < 0)) {
+    s = Status::InvalidArgument("negative shape n=" + std::to_string(n) +
+                                " h=" + std::to_string(h) + " w=" + std::to_string(w));
+  }
+  if (!s.ok()) throw Error(s.WithContext(fn));
+}
+
+}  // namespace
+
+NormalizeParams NormalizeParams::ImageNet() {
+  NormalizeParams p;
+  p.channels = 3;
+  const float mean[3] = {0.485f, 0.456f, 0.406f};
+  const float std[3] = {0.229f, 0.224f, 0.225f};
+  for (int c = 0; c < 3; ++c) {
+    p.mean[c] = mean[c] * 255.0f;
+    p.std[c] = std[c] * 255.0f;
+  }
+  return p;
+}
+
+Status ValidateNormalizeParams(const NormalizeParams& p) {
+  if (p.channels < 1 || p.channels > 4) {
+    return Status::InvalidArgument("NormalizeParams.channels must be 1..4, got " +
+                                   std::to_string(p.channels));
+  }
+  for (int c = 0; c < p.channels; ++c) {
+    if (!std::isfinite(p.mean[c])) {
+      return Status::InvalidArgument("NormalizeParams.mean[" + std::to_string(c) +
+                                     "] is not finite");
+    }
+    if (!std::isfinite(p.std[c]) || p.std[c] == 0.0f) {
+      return Status::InvalidArgument("NormalizeParams.std[" + std::to_string(c) + "] = " +
+                                     std::to_string(p.std[c]) + " must be finite and non-zero");
+    }
+  }
+  return Status::OK();
+}
+
+void NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
+                            float* dst) {
+  CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF32");
+  alignas(64) Lut<float> lut;
+  BuildLut<float>(
+      p, [](float v) { return v; }, lut);
+  Dispatch<float>(src, n, h, w, p, lut, dst);
+}
+
+void NormalizeNhwcToNchwF16(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
+                            uint16_t* dst) {
+  CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF16");
+  alignas(64) Lut<uint16_t> lut;
+  BuildLut<uint16_t>(p, FloatToHalfBits, lut);
+  Dispatch<uint16_t>(src, n, h, w, p, lut, dst);
+}
+
+void MasksToInt64(const uint8_t* src, size_t count, int64_t* dst) {
+  for (size_t i = 0; i < count; ++i) dst[i] = src[i];
+}
+
+void MasksToInt64Nhw(const uint8_t* src, int n, int h, int w, bool mirror, int64_t* dst) {
+  if (n <= 0 || h <= 0 || w <= 0) return;
+  const size_t rows = static_cast<size_t>(n) * h;
+  if (!mirror) {
+    MasksToInt64(src, rows * w, dst);
+    return;
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const uint8_t* in = src + r * w;
+    int64_t* out = dst + r * w;
+    for (int x = 0; x < w; ++x) out[x] = in[w - 1 - x];
+  }
+}
+
+uint16_t FloatToHalfBits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or NaN; keep NaN quiet and non-zero
+    if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 -> inf
+  if (abs < 0x38800000u) {  // below 2^-14: half subnormal or zero
+    if (abs <= 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25 rounds to 0
+    const uint32_t exp = abs >> 23;                              // 102..112
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;         // implicit bit
+    const uint32_t shift = 126 - exp;                            // 14..24 -> units of 2^-24
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;  // may carry into the smallest normal
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (abs - 0x38000000u) >> 13;  // rebias 127 -> 15, drop 13 mantissa bits
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carry into exponent is correct
+  return static_cast<uint16_t>(sign | h);
+}
+
+float HalfBitsToFloat(uint16_t hbits) {
+  const uint32_t sign = static_cast<uint32_t>(hbits & 0x8000u) << 16;
+  const uint32_t exp = (hbits >> 10) & 0x1fu;
+  const uint32_t mant = hbits & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1fu) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: mant * 2^-24, exact in float
+    const float v = static_cast<float>(mant) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+}  // namespace dspipe
