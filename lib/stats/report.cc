@@ -1,0 +1,62 @@
+// FormatTable and ToJson: the human and machine views of summaries and verdicts.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dspipe/stats.h"
+
+namespace dspipe {
+namespace {
+
+bool PerSample(Stage s) { return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment; }
+
+}  // namespace
+
+std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_size) {
+  const int batch = std::max(1, batch_size);
+  double busy_ms = 0;  // all stages but wait: the denominator of "share"
+  for (const StageSummary& s : summaries) {
+    if (s.stage != Stage::kWait) busy_ms += s.total_ms;
+  }
+  std::string out =
+      fmt::format("{:<10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>7}\n", "stage", "count",
+                  "mean ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "ms/batch", "share");
+  for (const StageSummary& s : summaries) {
+    const double per_batch = PerSample(s.stage) ? s.mean_ms * batch : s.mean_ms;
+    const std::string share = s.stage == Stage::kWait || busy_ms <= 0
+                                  ? std::string("-")
+                                  : fmt::format("{:.1f}%", 100.0 * s.total_ms / busy_ms);
+    out += fmt::format("{:<10}{:>10}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>7}\n",
+                       StageName(s.stage), s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms,
+                       s.max_ms, per_batch, share);
+  }
+  return out;
+}
+
+nlohmann::json ToJson(const StageSummary& s) {
+  return nlohmann::json{{"stage", StageName(s.stage)}, {"count", s.count},
+                        {"total_ms", s.total_ms},      {"mean_ms", s.mean_ms},
+                        {"stddev_ms", s.stddev_ms},    {"min_ms", s.min_ms},
+                        {"p50_ms", s.p50_ms},          {"p95_ms", s.p95_ms},
+                        {"p99_ms", s.p99_ms},          {"max_ms", s.max_ms}};
+}
+
+nlohmann::json ToJson(const std::vector<StageSummary>& summaries) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const StageSummary& s : summaries) arr.push_back(ToJson(s));
+  return arr;
+}
+
+nlohmann::json ToJson(const Verdict& v) {
+  return nlohmann::json{{"bound", v.bound},
+                        {"limiting_stage", StageName(v.limiting_stage)},
+                        {"share", v.share},
+                        {"loader_ms_per_batch", v.loader_ms_per_batch},
+                        {"wait_ms_per_batch", v.wait_ms_per_batch},
+                        {"compute_ms", v.compute_ms},
+                        {"starved", v.starved},
+                        {"headline", v.headline},
+                        {"suggestions", v.suggestions}};
+}
+
+}  // namespace dspipe

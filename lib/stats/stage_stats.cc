@@ -1,0 +1,225 @@
+// StageStats: lock-free counters and a log-bucketed histogram per stage.
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "dspipe/stats.h"
+#include "stats/trace_buffer.h"
+
+namespace dspipe {
+namespace {
+
+constexpr int kSub = 1 << StageStats::kSubBits;  // 32 sub-buckets per power of two
+constexpr int kTopBit = 40;                      // values >= 2^41 go to the last bucket
+
+int BucketIndex(uint64_t v) {
+  if (v < static_cast<uint64_t>(kSub)) return static_cast<int>(v);
+  const int p = 63 - std::countl_zero(v);
+  if (p > kTopBit) return StageStats::kBuckets - 1;
+  const int shift = p - StageStats::kSubBits;
+  return ((shift + 1) << StageStats::kSubBits) + static_cast<int>(v >> shift) - kSub;
+}
+
+// The value a bucket stands for: exact below 32, else the middle of [low, low + width).
+double BucketValue(int i) {
+  if (i < kSub) return i;
+  const int shift = (i >> StageStats::kSubBits) - 1;
+  const uint64_t width = uint64_t{1} << shift;
+  const uint64_t low = static_cast<uint64_t>(kSub + (i & (kSub - 1))) << shift;
+  return static_cast<double>(low) + static_cast<double>(width - 1) / 2.0;
+}
+
+constexpr double kNsPerMs = 1e6;
+
+std::atomic<uint64_t> g_next_serial{1};
+std::atomic<int> g_next_tid{1};
+
+std::mutex& NamesMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<int, std::string>& Names() {
+  static std::map<int, std::string> names;
+  return names;
+}
+
+}  // namespace
+
+const char* StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kRead:
+      return "read";
+    case Stage::kDecode:
+      return "decode";
+    case Stage::kAugment:
+      return "augment";
+    case Stage::kCollate:
+      return "collate";
+    case Stage::kH2D:
+      return "h2d";
+    case Stage::kNormalize:
+      return "normalize";
+    case Stage::kWait:
+      return "wait";
+    case Stage::kCount:
+      break;
+  }
+  return "none";
+}
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+int CurrentThreadId() {
+  thread_local const int tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
+  return tid;
+}
+
+void SetThreadName(std::string_view name) {
+  const int tid = CurrentThreadId();
+  std::lock_guard<std::mutex> lock(NamesMutex());
+  Names()[tid] = std::string(name);
+}
+
+std::string ThreadNameOf(int tid) {
+  std::lock_guard<std::mutex> lock(NamesMutex());
+  auto it = Names().find(tid);
+  return it != Names().end() ? it->second : "thread-" + std::to_string(tid);
+}
+
+StageStats::StageStats()
+    : start_ns_(NowNs()),
+      origin_ns_(start_ns_.load(std::memory_order_relaxed)),
+      serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {}
+
+StageStats::~StageStats() = default;
+
+void StageStats::Record(Stage stage, uint64_t ns) noexcept {
+  Counters& c = counters_[static_cast<size_t>(stage)];
+  c.count.fetch_add(1, std::memory_order_relaxed);
+  c.total_ns.fetch_add(ns, std::memory_order_relaxed);
+  c.buckets[static_cast<size_t>(BucketIndex(ns))].fetch_add(1, std::memory_order_relaxed);
+  uint64_t cur = c.min_ns.load(std::memory_order_relaxed);
+  while (ns < cur && !c.min_ns.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
+  }
+  cur = c.max_ns.load(std::memory_order_relaxed);
+  while (ns > cur && !c.max_ns.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
+  }
+}
+
+void StageStats::RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uint64_t id) noexcept {
+  const uint64_t dur = end_ns > start_ns ? end_ns - start_ns : 0;
+  Record(stage, dur);
+  if (!trace_enabled_.load(std::memory_order_acquire)) return;
+  TraceBuffer* buffer = nullptr;
+  try {
+    buffer = BufferForThisThread();
+  } catch (...) {  // out of memory for the buffer: lose the event, never the run
+    return;
+  }
+  buffer->Append(TraceEvent{start_ns, dur, id, stage});
+}
+
+StageStats::TraceBuffer* StageStats::BufferForThisThread() {
+  // One-entry cache: a thread nearly always records into one StageStats. Keyed by serial_, not
+  // the address, so a new object at a dead one's address never hits a stale entry.
+  struct Cache {
+    uint64_t serial = 0;
+    TraceBuffer* buffer = nullptr;
+  };
+  thread_local Cache t_cache;
+  if (t_cache.serial == serial_) return t_cache.buffer;
+  const int tid = CurrentThreadId();
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  TraceBuffer* found = nullptr;
+  for (const auto& b : trace_buffers_) {
+    if (b->tid == tid) found = b.get();
+  }
+  if (found == nullptr) {
+    trace_buffers_.push_back(std::make_unique<TraceBuffer>(tid, trace_capacity_));
+    found = trace_buffers_.back().get();
+  }
+  t_cache = Cache{serial_, found};
+  return found;
+}
+
+StageSummary StageStats::Summary(Stage stage) const {
+  const Counters& c = counters_[static_cast<size_t>(stage)];
+  StageSummary s;
+  s.stage = stage;
+  s.count = c.count.load(std::memory_order_relaxed);
+  if (s.count == 0) return s;
+  const uint64_t total = c.total_ns.load(std::memory_order_relaxed);
+  const uint64_t min_ns = c.min_ns.load(std::memory_order_relaxed);
+  const uint64_t max_ns = c.max_ns.load(std::memory_order_relaxed);
+  s.total_ms = static_cast<double>(total) / kNsPerMs;
+  s.mean_ms = s.total_ms / static_cast<double>(s.count);
+  s.min_ms = min_ns == UINT64_MAX ? 0 : static_cast<double>(min_ns) / kNsPerMs;
+  s.max_ms = static_cast<double>(max_ns) / kNsPerMs;
+
+  // One pass over a snapshot of the histogram: count, moments, then nearest-rank percentiles.
+  std::array<uint64_t, kBuckets> snap;
+  uint64_t n = 0;
+  double sum = 0, sum_sq = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    snap[static_cast<size_t>(i)] =
+        c.buckets[static_cast<size_t>(i)].load(std::memory_order_relaxed);
+    const double k = static_cast<double>(snap[static_cast<size_t>(i)]);
+    n += snap[static_cast<size_t>(i)];
+    sum += k * BucketValue(i);
+    sum_sq += k * BucketValue(i) * BucketValue(i);
+  }
+  if (n == 0) return s;
+  const double mean = sum / static_cast<double>(n);
+  s.stddev_ms = std::sqrt(std::max(0.0, sum_sq / static_cast<double>(n) - mean * mean)) / kNsPerMs;
+  auto percentile = [&](double q) {
+    const uint64_t rank =
+        std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(n))));
+    uint64_t seen = 0;
+    int i = 0;
+    for (; i < kBuckets; ++i) {
+      seen += snap[static_cast<size_t>(i)];
+      if (seen >= rank) break;
+    }
+    const double v = std::clamp(BucketValue(std::min(i, kBuckets - 1)), static_cast<double>(min_ns),
+                                static_cast<double>(max_ns));
+    return v / kNsPerMs;
+  };
+  s.p50_ms = percentile(0.50);
+  s.p95_ms = percentile(0.95);
+  s.p99_ms = percentile(0.99);
+  return s;
+}
+
+std::vector<StageSummary> StageStats::Summaries() const {
+  std::vector<StageSummary> out;
+  for (int i = 0; i < kNumStages; ++i) {
+    StageSummary s = Summary(static_cast<Stage>(i));
+    if (s.count > 0) out.push_back(s);
+  }
+  return out;
+}
+
+void StageStats::Reset() {
+  for (Counters& c : counters_) {
+    c.count.store(0, std::memory_order_relaxed);
+    c.total_ns.store(0, std::memory_order_relaxed);
+    c.min_ns.store(UINT64_MAX, std::memory_order_relaxed);
+    c.max_ns.store(0, std::memory_order_relaxed);
+    for (auto& b : c.buckets) b.store(0, std::memory_order_relaxed);
+  }
+  start_ns_.store(NowNs(), std::memory_order_relaxed);
+}
+
+uint64_t StageStats::ElapsedNs() const {
+  const uint64_t now = NowNs();
+  const uint64_t start = start_ns_.load(std::memory_order_relaxed);
+  return now > start ? now - start : 0;
+}
+
+}  // namespace dspipe
