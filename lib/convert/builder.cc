@@ -205,11 +205,13 @@ Status Builder::PrepareOutput(bool* fresh) {
 }
 
 Status Builder::Plan(bool fresh) {
-  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
+  const json want = Fingerprint(o_, source_abs_);
   std::string text;
   bool found = false;
-  DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
-  const json want = Fingerprint(o_, source_abs_);
+  if (!fresh) {
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
+    DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
+  }
   if (!fresh && found) {
     json state = json::parse(text, nullptr, false);
     if (state.is_discarded()) return Status::Corruption(ShardPath(0) + ": bad build state");
@@ -229,8 +231,10 @@ Status Builder::Plan(bool fresh) {
     // The output exists but the plan never got committed: nothing was written, start over.
     Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
   }
+  // Scan before creating anything: a bad SRC leaves no output behind.
   DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, &sources_));
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
+  if (env0_ == nullptr) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
   plan_ = sources_.items;
   if (o_.shuffle) {
     std::mt19937_64 rng(o_.seed);
@@ -318,6 +322,8 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   LmdbEnv::Writer writer(env);
   std::atomic<bool> stop{false};
   Status failure;
+  bool write_failed = false;
+  uint64_t committed_index = acc->next_index;
   uint64_t pos = acc->next_pos;
   struct Work {
     uint64_t pos;
@@ -374,20 +380,29 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                     Status s = commit();
                     if (!s.ok()) {
                       failure = s;
+                      write_failed = true;
                       stop = true;
+                    } else {
+                      committed_index = acc->next_index;
                     }
                   }
                 }));
   });
   if (!failure.ok()) {
-    // Keep what is complete: commit the records before the failing one with their cursor.
-    Status s = commit();
-    const uint64_t written = acc->next_index;
-    if (!s.ok()) return failure.WithContext("build stopped").WithContext(s.ToString());
+    // Keep what is complete: commit the records before the failing one with their cursor
+    // (unless writing itself failed: then the last committed cursor stands).
+    if (!write_failed) {
+      Status s = commit();
+      if (!s.ok()) return s.WithContext("build stopped at " + plan_[acc->next_pos].image);
+    }
+    const uint64_t written = write_failed ? committed_index : acc->next_index;
     return Status(failure.code(),
                   failure.message() + " — build stopped after " + std::to_string(written) +
-                      " records; fix the input and rerun with --resume" +
-                      (o_.on_error == OnError::kFail ? " (or use --on-error skip)" : ""));
+                      " records; " +
+                      (failure.code() == Status::Code::kBadInput
+                           ? std::string("fix the input and rerun with --resume") +
+                                 (o_.on_error == OnError::kFail ? " (or --on-error skip)" : "")
+                           : std::string("fix the cause and rerun with --resume")));
   }
   DSPIPE_RETURN_IF_ERROR(commit());
   if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
@@ -455,11 +470,6 @@ Status Builder::Run() {
       result_->records = ds->size();
       return Status::OK();
     }
-  }
-  if (o_.shards > 1) {
-    std::error_code ec;
-    fs::create_directories(o_.output, ec);
-    if (ec) return Status::IOError("create " + o_.output + ": " + ec.message());
   }
   DSPIPE_RETURN_IF_ERROR(Plan(fresh));
   resuming_ = !fresh;

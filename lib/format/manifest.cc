@@ -58,7 +58,7 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
     } else {
       ranges->push_back({"", 0, info->count});
     }
-    uint64_t expect = 0;
+    uint64_t expect = ranges->front().begin;  // one shard of a set starts past 0
     for (const ShardRange& r : *ranges) {
       if (r.begin != expect || r.end < r.begin) {
         return Status::Corruption(where + ": shard ranges are not contiguous");
