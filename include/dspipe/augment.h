@@ -1,0 +1,73 @@
+// Joint image + mask augmentation: random resized crop, resize to a fixed output size, random
+// horizontal / vertical flips. Image and mask always get the same geometry; masks are always
+// resampled with nearest neighbour so class ids stay class ids.
+//
+// Randomness: a sample's parameters depend only on (seed, epoch, dataset index) and the source
+// size, never on which thread ran it or when; so batches are reproducible for any thread count.
+//
+// Order of operations: crop (source rectangle) -> resize to the output size -> flips.
+// Thread-safety: all functions are pure and thread-safe. No OpenCV types in this header.
+#pragma once
+
+#include <cstdint>
+
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+enum class Interpolation { kNearest, kLinear, kArea, kCubic };
+
+struct AugmentOptions {
+  // Probability of a horizontal (left-right) flip per sample. Default 0 (off).
+  double hflip_p = 0.0;
+  // Probability of a vertical (top-bottom) flip per sample. Default 0 (off).
+  double vflip_p = 0.0;
+  // Random resized crop (torchvision RandomResizedCrop): a rectangle with area fraction in
+  // [crop_scale_min, crop_scale_max] of the source and aspect ratio (w/h) log-uniform in
+  // [crop_ratio_min, crop_ratio_max] is cut out and resized to the output size. Off while
+  // crop_scale_min >= 1 (default {1, 1}); then the whole image is resized (only if its size
+  // differs from the output size). Typical: {0.08, 1}. Smaller crops: more variety, blurrier.
+  double crop_scale_min = 1.0;
+  double crop_scale_max = 1.0;
+  double crop_ratio_min = 3.0 / 4.0;
+  double crop_ratio_max = 4.0 / 3.0;
+  // Image resampling when the size changes. Default kLinear (fast, smooth); kArea is better for
+  // strong downscaling at ~2x the cost; kNearest keeps pixel values exact. Masks: kNearest.
+  Interpolation image_interpolation = Interpolation::kLinear;
+
+  bool crops() const { return crop_scale_min < 1.0; }
+  // InvalidArgument naming the field when out of range (probabilities in [0,1], 0 < scale_min
+  // <= scale_max <= 1, 0 < ratio_min <= ratio_max).
+  Status Validate() const;
+};
+
+// One sample's drawn parameters.
+struct AugmentParams {
+  int crop_x = 0, crop_y = 0;  // top-left of the source rectangle
+  int crop_w = 0, crop_h = 0;  // its size (the whole source when not cropping)
+  bool hflip = false;
+  bool vflip = false;
+};
+
+// Draws sample `index`'s parameters for epoch `epoch` from a src_h x src_w source.
+AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
+                          uint64_t index, int src_h, int src_w);
+
+// A view of a row-major HWC uint8 image (masks: channels 1). Does not own the pixels.
+struct ImageRef {
+  uint8_t* data = nullptr;
+  int height = 0;
+  int width = 0;
+  int channels = 1;
+};
+
+// Crops src to params' rectangle and resizes it into dst (dst's size is the output size;
+// `interpolation` is used only when the size changes), then flips dst. src and dst must not
+// overlap and must have the same channel count. Errors: InvalidArgument for a rectangle
+// outside src or mismatched channels.
+Status ApplyAugment(const AugmentParams& params, Interpolation interpolation, ImageRef src,
+                    ImageRef dst);
+// Applies only params' flips, in place (for samples decoded straight into the batch).
+void FlipInPlace(const AugmentParams& params, ImageRef image);
+
+}  // namespace dspipe

@@ -1,0 +1,149 @@
+// dspipe::Loader: batches of decoded, augmented samples from a dataset, produced by a bounded
+// oneTBB worker pool ahead of the consumer. See docs/LOADER.md for the full rules.
+//
+//   std::unique_ptr<Loader> loader;
+//   DSPIPE_RETURN_IF_ERROR(Loader::Open("train.lmdb", options, &loader));
+//   for (uint64_t epoch = 0; epoch < 10; ++epoch) {
+//     loader->set_epoch(epoch);
+//     Batch batch;
+//     while (true) {
+//       DSPIPE_RETURN_IF_ERROR(loader->Next(&batch));
+//       if (!batch) break;  // end of this epoch
+//       Train(batch);
+//     }
+//   }
+//
+// Determinism: the samples of every batch, their order and their augmentation depend only on
+// (options, seed, epoch, dataset) - never on the thread count or timing - so 1, 2 or 4 threads
+// give byte-identical batches, and state()/Restore() resume mid-epoch exactly.
+//
+// Memory: at most `prefetch` batches are in flight plus the ones the consumer holds; batch
+// buffers come from a pool and are reused (see batch.h). Nothing grows with the dataset size
+// or the number of epochs except the epoch order (8 bytes per sample of this rank).
+//
+// Thread-safety: one consumer. Next, set_epoch, Restore and state must be called from one
+// thread at a time (not concurrently). stats() and pool_buffers() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/augment.h"
+#include "dspipe/batch.h"
+#include "dspipe/dataset.h"
+#include "dspipe/sampler.h"
+#include "dspipe/stats.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+enum class NormalizeMode {
+  kNone,        // only uint8 NHWC images (e.g. the GPU normalizes)
+  kCpuFloat32,  // also float32 NCHW (x - mean) / std in Batch::normalized(), on the workers
+};
+
+struct LoaderOptions {
+  // Samples per batch, >= 1. Default 8. Larger batches amortize per-batch costs; the memory of
+  // (prefetch + 1) batches is held.
+  int batch_size = 8;
+  // Worker threads decoding in parallel; 0 (default) = the CPUs this process may run on
+  // (sched_getaffinity, so taskset / cgroup cpusets are honoured).
+  int threads = 0;
+  // Batches produced ahead of the consumer, >= 1. Default 2. More smooths out slow samples at
+  // the cost of one batch buffer each; it cannot raise the sustained rate.
+  int prefetch = 2;
+  // Order and sharding across ranks: shuffle (default true), seed (0), num_shards (1),
+  // shard_id (0), remainder rule (kPad). See sampler.h for the rules.
+  SamplerOptions sampler;
+  // Drop this rank's last batch of an epoch when it has fewer than batch_size samples.
+  // Default false: the last batch is smaller.
+  bool drop_last = false;
+  // Output size in pixels; 0 (default) = the dataset's (for datasets whose sizes vary or are
+  // unknown, e.g. plain LMDBs: the size of record 0). Samples of another size are resized.
+  int height = 0;
+  int width = 0;
+  // Image channels: 0 (default) = the dataset's; 1 or 3 converts (gray <-> RGB) while decoding.
+  int channels = 0;
+  // Random flips / crops, applied identically to image and mask. Default: none.
+  AugmentOptions augment;
+  // Leave horizontal flips to the consumer: pixels are not flipped, Batch::hflip() says which
+  // samples to mirror (e.g. GpuNormalizer's per-sample mirror flags, which flip for free).
+  // Default false.
+  bool defer_hflip = false;
+  // Normalization. Default kNone.
+  NormalizeMode normalize = NormalizeMode::kNone;
+  // Per-channel mean / std in pixel units [0, 255]; empty (default) = the dataset manifest's
+  // statistics. Required when the dataset has none (plain LMDBs) and normalize != kNone.
+  std::vector<double> mean;
+  std::vector<double> std;
+  // Corrupt records (bad header, CRC, payload that does not decode) tolerated per epoch. 0
+  // (default): Next fails with an error naming the key and the reason. N > 0: such samples are
+  // skipped (their batch comes out smaller, order otherwise unchanged) and counted in
+  // corrupt_skipped(); the (N+1)-th in one epoch fails like N = 0.
+  int max_corrupt = 0;
+  // Where batch buffers come from; nullptr (default) = DefaultBatchAllocator() (aligned
+  // malloc). The CUDA path passes a pinned-memory allocator.
+  std::shared_ptr<BatchAllocator> allocator;
+  // Dataset open options for Loader::Open (verify_crc default false, readahead false).
+  DatasetOpenOptions dataset;
+};
+
+// Where a rank is in its stream of batches. Save it with a checkpoint; Restore it into a loader
+// made with the same options and dataset to continue with exactly the batches an uninterrupted
+// run would have produced.
+struct LoaderState {
+  uint64_t seed = 0;      // the sampler / augmentation seed
+  uint64_t epoch = 0;     // current epoch
+  uint64_t position = 0;  // samples of this rank's epoch order already handed out
+};
+
+class Loader {
+ public:
+  // Opens the dataset at `path` (Dataset::Open with options.dataset) and creates a loader.
+  static Status Open(const std::string& path, const LoaderOptions& options,
+                     std::unique_ptr<Loader>* out);
+  // Creates a loader over an open dataset (shared: several loaders may read one dataset).
+  // Errors: InvalidArgument naming the bad option.
+  static Status Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                       std::unique_ptr<Loader>* out);
+  virtual ~Loader() = default;
+
+  // The next batch of the current epoch into *out (whatever *out held is released first, so
+  // reusing one Batch keeps the pool at prefetch + 1 buffers). At the end of the epoch *out is
+  // left empty and OK is returned once; the loader then moves on to the next epoch.
+  // Errors name the dataset key and the reason; the failing batch is skipped (the position
+  // moves past it), so the caller may stop or continue.
+  virtual Status Next(Batch* out) = 0;
+
+  // Starts epoch `epoch` from its beginning (drops batches already prefetched).
+  virtual void set_epoch(uint64_t epoch) = 0;
+  virtual uint64_t epoch() const = 0;
+  // Batches per epoch for this rank, and samples per epoch (after sharding, before skips).
+  virtual uint64_t batches_per_epoch() const = 0;
+  virtual uint64_t samples_per_epoch() const = 0;
+
+  virtual LoaderState state() const = 0;
+  // Continues from `state` (its seed replaces options.sampler.seed). InvalidArgument when
+  // position exceeds the epoch.
+  virtual Status Restore(const LoaderState& state) = 0;
+
+  // The shape of every batch and the resolved options (threads, size, mean/std filled in).
+  virtual const BatchShape& shape() const = 0;
+  virtual const LoaderOptions& options() const = 0;
+  virtual const Dataset& dataset() const = 0;
+  // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait).
+  virtual StageStats& stats() = 0;
+  // The shape to pass to Diagnose(stats(), shape, compute_ms).
+  virtual LoaderShape loader_shape() const = 0;
+  // Corrupt records skipped so far (all epochs).
+  virtual uint64_t corrupt_skipped() const = 0;
+  // Batch buffers allocated so far (prefetch + 1 in steady state when batches are released).
+  virtual size_t pool_buffers() const = 0;
+};
+
+// The CPUs this process may run on (sched_getaffinity), at least 1.
+int UsableCpus();
+
+}  // namespace dspipe

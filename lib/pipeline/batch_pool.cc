@@ -1,0 +1,144 @@
+#include "pipeline/batch_pool.h"
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+namespace dspipe {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+class AlignedAllocator final : public BatchAllocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    constexpr size_t kPage = 4096;
+    return std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage);
+  }
+  void Free(void* ptr) override { std::free(ptr); }
+};
+
+}  // namespace
+
+std::shared_ptr<BatchAllocator> DefaultBatchAllocator() {
+  static const auto allocator = std::make_shared<AlignedAllocator>();
+  return allocator;
+}
+
+Batch& Batch::operator=(Batch&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    pool_ = std::move(other.pool_);
+    buffer_ = std::exchange(other.buffer_, nullptr);
+    shape_ = other.shape_;
+    size_ = std::exchange(other.size_, 0);
+    epoch_ = other.epoch_;
+    number_ = other.number_;
+    images_ = std::exchange(other.images_, nullptr);
+    masks_ = std::exchange(other.masks_, nullptr);
+    normalized_ = std::exchange(other.normalized_, nullptr);
+    labels_ = std::exchange(other.labels_, nullptr);
+    indices_ = std::exchange(other.indices_, nullptr);
+    hflip_ = std::exchange(other.hflip_, nullptr);
+  }
+  return *this;
+}
+
+void Batch::Reset() {
+  if (buffer_ != nullptr) pool_->Release(std::exchange(buffer_, nullptr));
+  pool_.reset();
+  size_ = 0;
+  images_ = masks_ = nullptr;
+  normalized_ = nullptr;
+  labels_ = nullptr;
+  indices_ = nullptr;
+  hflip_ = nullptr;
+}
+
+namespace internal {
+
+BatchPool::BatchPool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator)
+    : shape_(shape), allocator_(allocator ? std::move(allocator) : DefaultBatchAllocator()) {
+  const auto n = static_cast<size_t>(shape.batch_size);
+  off_masks_ = AlignUp(n * shape.image_bytes());
+  off_normalized_ = off_masks_ + AlignUp(n * shape.mask_bytes());
+  off_labels_ = off_normalized_ + AlignUp(n * shape.normalized_floats() * sizeof(float));
+  off_indices_ = off_labels_ + AlignUp(n * sizeof(int32_t));
+  off_hflip_ = off_indices_ + AlignUp(n * sizeof(uint64_t));
+  bytes_ = off_hflip_ + AlignUp(n);
+}
+
+std::shared_ptr<BatchPool> BatchPool::Create(const BatchShape& shape,
+                                             std::shared_ptr<BatchAllocator> allocator) {
+  return std::shared_ptr<BatchPool>(new BatchPool(shape, std::move(allocator)));
+}
+
+BatchPool::~BatchPool() {
+  // Every Batch holds a reference to the pool, so all buffers are back by now.
+  for (auto& b : all_) allocator_->Free(b->base);
+}
+
+Status BatchPool::Acquire(BatchBuffer** out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      *out = free_.back();
+      free_.pop_back();
+      return Status::OK();
+    }
+  }
+  void* base = allocator_->Allocate(bytes_);
+  if (base == nullptr) {
+    return Status::Aborted("batch pool: the allocator could not provide " + std::to_string(bytes_) +
+                           " bytes for a batch buffer");
+  }
+  auto buffer = std::make_unique<BatchBuffer>();
+  auto* p = static_cast<uint8_t*>(base);
+  buffer->base = base;
+  buffer->images = p;
+  buffer->masks = shape_.masks ? p + off_masks_ : nullptr;
+  buffer->normalized = shape_.normalized ? reinterpret_cast<float*>(p + off_normalized_) : nullptr;
+  buffer->labels = reinterpret_cast<int32_t*>(p + off_labels_);
+  buffer->indices = reinterpret_cast<uint64_t*>(p + off_indices_);
+  buffer->hflip = p + off_hflip_;
+  *out = buffer.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  all_.push_back(std::move(buffer));
+  return Status::OK();
+}
+
+void BatchPool::Release(BatchBuffer* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(buffer);
+}
+
+Batch BatchPool::Wrap(BatchBuffer* buffer, int size, uint64_t epoch, uint64_t number) {
+  Batch b;
+  b.pool_ = shared_from_this();
+  b.buffer_ = buffer;
+  b.shape_ = shape_;
+  b.size_ = size;
+  b.epoch_ = epoch;
+  b.number_ = number;
+  b.images_ = buffer->images;
+  b.masks_ = buffer->masks;
+  b.normalized_ = buffer->normalized;
+  b.labels_ = buffer->labels;
+  b.indices_ = buffer->indices;
+  b.hflip_ = buffer->hflip;
+  return b;
+}
+
+size_t BatchPool::allocated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return all_.size();
+}
+
+size_t BatchPool::in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return all_.size() - free_.size();
+}
+
+}  // namespace internal
+}  // namespace dspipe

@@ -1,0 +1,63 @@
+// The pool of batch buffers behind dspipe::Batch. Internal to dspipe.
+//
+// Buffers are allocated on demand from a BatchAllocator and recycled forever: a loader with K
+// batches in flight and a consumer that releases each batch before asking for the next one
+// allocates exactly K + 1 buffers in its lifetime. All methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "dspipe/batch.h"
+#include "dspipe/status.h"
+
+namespace dspipe::internal {
+
+struct BatchBuffer {
+  void* base = nullptr;  // the allocation
+  uint8_t* images = nullptr;
+  uint8_t* masks = nullptr;
+  float* normalized = nullptr;
+  int32_t* labels = nullptr;
+  uint64_t* indices = nullptr;
+  uint8_t* hflip = nullptr;
+};
+
+class BatchPool : public std::enable_shared_from_this<BatchPool> {
+ public:
+  // allocator == nullptr selects DefaultBatchAllocator().
+  static std::shared_ptr<BatchPool> Create(const BatchShape& shape,
+                                           std::shared_ptr<BatchAllocator> allocator);
+  ~BatchPool();
+  BatchPool(const BatchPool&) = delete;
+  BatchPool& operator=(const BatchPool&) = delete;
+
+  // A free buffer, or a newly allocated one. Error (kAborted) when the allocator fails.
+  Status Acquire(BatchBuffer** out);
+  // Gives a buffer taken by Acquire back without handing it out.
+  void Release(BatchBuffer* buffer);
+  // Wraps an acquired buffer in a Batch of `size` samples; the Batch releases it.
+  Batch Wrap(BatchBuffer* buffer, int size, uint64_t epoch, uint64_t number);
+
+  const BatchShape& shape() const { return shape_; }
+  // Bytes of one buffer.
+  size_t buffer_bytes() const { return bytes_; }
+  // Buffers allocated so far (never decreases) and buffers currently out of the pool.
+  size_t allocated() const;
+  size_t in_use() const;
+
+ private:
+  BatchPool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator);
+
+  const BatchShape shape_;
+  const std::shared_ptr<BatchAllocator> allocator_;
+  size_t off_masks_ = 0, off_normalized_ = 0, off_labels_ = 0, off_indices_ = 0, off_hflip_ = 0;
+  size_t bytes_ = 0;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<BatchBuffer>> all_;  // guarded by mu_
+  std::vector<BatchBuffer*> free_;                 // guarded by mu_
+};
+
+}  // namespace dspipe::internal

@@ -1,0 +1,524 @@
+#include "dspipe/loader.h"
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "codec/image.h"
+#include "pipeline/batch_pool.h"
+#include "pipeline/sample.h"
+
+namespace dspipe {
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+namespace {
+
+using internal::BatchBuffer;
+using internal::BatchPool;
+
+// oneTBB starts cores - 1 worker threads unless a global_control allows more, and with several
+// global_controls alive the smallest max_allowed_parallelism wins. So all loaders of a process
+// share one control set to the largest value any of them needs (threads + 1 for the caller).
+class ParallelismLease {
+ public:
+  explicit ParallelismLease(size_t want) : want_(want) {
+    std::lock_guard<std::mutex> lock(Mu());
+    Wants().insert(want_);
+    Update();
+  }
+  ~ParallelismLease() {
+    if (abandoned_) return;
+    std::lock_guard<std::mutex> lock(Mu());
+    Wants().erase(Wants().find(want_));
+    Update();
+  }
+  ParallelismLease(const ParallelismLease&) = delete;
+  ParallelismLease& operator=(const ParallelismLease&) = delete;
+  // After fork: the registry may be mid-update in another (lost) thread; leave it alone.
+  void Abandon() { abandoned_ = true; }
+
+ private:
+  static std::mutex& Mu() {
+    static std::mutex mu;
+    return mu;
+  }
+  static std::multiset<size_t>& Wants() {
+    static std::multiset<size_t> wants;
+    return wants;
+  }
+  static std::unique_ptr<tbb::global_control>& Control() {
+    static std::unique_ptr<tbb::global_control> control;
+    return control;
+  }
+  static void Update() {  // REQUIRES: Mu() held
+    const size_t want = Wants().empty() ? 0 : *Wants().rbegin();
+    auto& control = Control();
+    const size_t have =
+        control ? tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)
+                : 0;
+    if (control && have == want) return;
+    control.reset();  // first: a second live control would cap the new one at the old value
+    // Below the default (the CPUs of the affinity mask) no control is needed, and one would
+    // cap the rest of the process's oneTBB work.
+    if (want > static_cast<size_t>(tbb::info::default_concurrency())) {
+      control =
+          std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, want);
+    }
+  }
+
+  const size_t want_;
+  bool abandoned_ = false;
+};
+
+// One batch being produced: its samples are loaded by worker tasks into `buffer`; the last
+// task to finish compacts out skipped samples and marks it ready.
+struct Job {
+  uint64_t seed = 0, epoch = 0, number = 0;
+  std::vector<uint64_t> indices;  // dataset indices, batch order
+  BatchBuffer* buffer = nullptr;
+  std::vector<Status> status;          // per slot; written by that slot's task only
+  std::atomic<bool> published{false};  // release/acquire edge from the submitter to the tasks
+  std::atomic<int> remaining{0};
+  std::atomic<uint64_t> normalize_ns{0};
+  // Set by the finishing task; read by the consumer after `ready` (under the loader mutex).
+  int size = 0;
+  bool ready = false;
+};
+
+class LoaderImpl final : public Loader {
+ public:
+  LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions options, BatchShape shape,
+             Sampler sampler, NormalizeParams norm)
+      : dataset_(std::move(dataset)),
+        options_(std::move(options)),
+        shape_(shape),
+        sampler_(std::move(sampler)),
+        seed_(options_.sampler.seed),
+        pool_(BatchPool::Create(shape_, options_.allocator)),
+        // oneTBB starts cores - 1 workers by default; make sure ours exist (see the lease).
+        parallelism_(static_cast<size_t>(options_.threads) + 1),
+        // No slot reserved for an application thread: the consumer never joins the arena.
+        arena_(std::make_unique<tbb::task_arena>(options_.threads, 0)),
+        pid_(::getpid()) {
+    ctx_.dataset = dataset_.get();
+    ctx_.options = &options_;
+    ctx_.shape = shape_;
+    ctx_.normalize = norm;
+    ctx_.stats = &stats_;
+    const uint64_t n = sampler_.samples_per_epoch();
+    const auto b = static_cast<uint64_t>(options_.batch_size);
+    epoch_end_ = options_.drop_last ? n / b * b : n;
+  }
+
+  ~LoaderImpl() override {
+    Drain();
+    if (Forked()) {  // the TBB threads did not survive fork: leave their state alone
+      (void)arena_.release();
+      parallelism_.Abandon();
+    }
+  }
+
+  Status Next(Batch* out) override {
+    out->Reset();
+    if (Forked()) {
+      return Status::Unsupported(
+          "loader over " + dataset_->info().path + " was created in process " +
+          std::to_string(pid_) + " and used in forked child " + std::to_string(::getpid()) +
+          ": worker threads do not survive fork; create loaders after forking");
+    }
+    while (true) {
+      if (order_epoch_ != epoch_ || order_.empty()) {
+        order_ = sampler_.EpochOrder(epoch_);
+        order_epoch_ = epoch_;
+      }
+      if (deliver_pos_ >= epoch_end_) {  // end of epoch: signal it once, move on
+        Drain();
+        SetEpochLocked(epoch_ + 1);
+        return Status::OK();
+      }
+      DSPIPE_RETURN_IF_ERROR(TopUp());
+      std::unique_ptr<Job> job = WaitFront();
+      deliver_pos_ += job->indices.size();
+      Status s = Collect(*job);
+      BatchBuffer* buffer = job->buffer;
+      const int size = job->size;
+      const uint64_t epoch = job->epoch, number = job->number;
+      spare_jobs_.push_back(std::move(job));
+      if (!s.ok() || size == 0) {
+        pool_->Release(buffer);
+        if (!s.ok()) return s;
+        continue;  // every sample of this batch was skipped
+      }
+      *out = pool_->Wrap(buffer, size, epoch, number);
+      // Refill the pipeline. A failure (allocator out of memory) resurfaces from the TopUp at
+      // the start of the next call, so this batch is still handed out.
+      (void)TopUp();
+      return Status::OK();
+    }
+  }
+
+  void set_epoch(uint64_t epoch) override {
+    Drain();
+    SetEpochLocked(epoch);
+  }
+  uint64_t epoch() const override { return epoch_; }
+  uint64_t batches_per_epoch() const override {
+    const auto b = static_cast<uint64_t>(options_.batch_size);
+    return (epoch_end_ + b - 1) / b;
+  }
+  uint64_t samples_per_epoch() const override { return sampler_.samples_per_epoch(); }
+
+  LoaderState state() const override { return {seed_, epoch_, deliver_pos_}; }
+  Status Restore(const LoaderState& state) override {
+    if (state.position > epoch_end_) {
+      return Status::InvalidArgument("loader: state position " + std::to_string(state.position) +
+                                     " is beyond the " + std::to_string(epoch_end_) +
+                                     " samples of an epoch of this rank");
+    }
+    Drain();
+    SetEpochLocked(state.epoch);
+    if (seed_ != state.seed) {
+      SamplerOptions so = sampler_.options();
+      so.seed = state.seed;
+      DSPIPE_RETURN_IF_ERROR(Sampler::Create(dataset_->size(), so, &sampler_));
+      options_.sampler.seed = state.seed;
+      seed_ = state.seed;
+      order_.clear();
+    }
+    deliver_pos_ = submit_pos_ = state.position;
+    return Status::OK();
+  }
+
+  const BatchShape& shape() const override { return shape_; }
+  const LoaderOptions& options() const override { return options_; }
+  const Dataset& dataset() const override { return *dataset_; }
+  StageStats& stats() override { return stats_; }
+  LoaderShape loader_shape() const override {
+    LoaderShape s;
+    s.batch_size = options_.batch_size;
+    s.threads = options_.threads;
+    s.prefetch = options_.prefetch;
+    s.store = dataset_->info().store.empty() ? "encoded" : dataset_->info().store;
+    s.gpu = false;
+    s.cpu_cores = UsableCpus();
+    return s;
+  }
+  uint64_t corrupt_skipped() const override { return corrupt_total_.load(); }
+  size_t pool_buffers() const override { return pool_->allocated(); }
+
+ private:
+  void SetEpochLocked(uint64_t epoch) {
+    epoch_ = epoch;
+    deliver_pos_ = submit_pos_ = 0;
+    corrupt_in_epoch_ = 0;
+  }
+
+  // Submits batches until `prefetch` are in flight or the epoch's samples are all submitted.
+  Status TopUp() {
+    const auto b = static_cast<uint64_t>(options_.batch_size);
+    while (jobs_.size() < static_cast<size_t>(options_.prefetch) && submit_pos_ < epoch_end_) {
+      std::unique_ptr<Job> job = TakeJob();
+      Status acquired = pool_->Acquire(&job->buffer);
+      if (!acquired.ok()) {
+        spare_jobs_.push_back(std::move(job));
+        return acquired;
+      }
+      const uint64_t end = std::min(epoch_end_, submit_pos_ + b);
+      job->seed = seed_;
+      job->epoch = epoch_;
+      job->number = submit_pos_ / b;
+      job->indices.assign(order_.begin() + static_cast<ptrdiff_t>(submit_pos_),
+                          order_.begin() + static_cast<ptrdiff_t>(end));
+      job->status.assign(job->indices.size(), Status());
+      const int n = static_cast<int>(job->indices.size());
+      job->remaining.store(n, std::memory_order_relaxed);
+      submit_pos_ = end;
+      Job* raw = job.get();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_.push_back(std::move(job));
+      }
+      raw->published.store(true, std::memory_order_release);
+      for (int i = 0; i < n; ++i) {
+        arena_->enqueue([this, raw, i] { RunSample(raw, i); });
+      }
+    }
+    return Status::OK();
+  }
+
+  // A recycled Job (no allocation per batch in steady state), reset for reuse.
+  std::unique_ptr<Job> TakeJob() {
+    if (spare_jobs_.empty()) return std::make_unique<Job>();
+    std::unique_ptr<Job> job = std::move(spare_jobs_.back());
+    spare_jobs_.pop_back();
+    job->buffer = nullptr;
+    job->published.store(false, std::memory_order_relaxed);
+    job->normalize_ns.store(0, std::memory_order_relaxed);
+    job->size = 0;
+    job->ready = false;
+    return job;
+  }
+
+  void RunSample(Job* job, int i) {
+    (void)job->published.load(std::memory_order_acquire);
+    BatchBuffer& buf = *job->buffer;
+    const auto slot_index = static_cast<size_t>(i);
+    pipeline::SampleSlot slot;
+    slot.image = buf.images + slot_index * shape_.image_bytes();
+    slot.mask = buf.masks ? buf.masks + slot_index * shape_.mask_bytes() : nullptr;
+    slot.normalized =
+        buf.normalized ? buf.normalized + slot_index * shape_.normalized_floats() : nullptr;
+    slot.label = buf.labels + i;
+    slot.hflip = buf.hflip + i;
+    buf.indices[i] = job->indices[slot_index];
+    uint64_t norm_ns = 0;
+    try {
+      job->status[slot_index] = pipeline::LoadSample(ctx_, job->seed, job->epoch,
+                                                     job->indices[slot_index], slot, &norm_ns);
+    } catch (const std::exception& e) {  // OpenCV throws cv::Exception; never let it escape
+      job->status[slot_index] = Status::Internal(
+          "loading key " + dataset_->KeyName(job->indices[slot_index]) + ": " + e.what());
+    }
+    job->normalize_ns.fetch_add(norm_ns, std::memory_order_relaxed);
+    if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(job);
+  }
+
+  // Runs on the worker that completed a job's last sample: compacts skipped samples out.
+  void Finish(Job* job) {
+    const uint64_t t0 = NowNs();
+    BatchBuffer& b = *job->buffer;
+    int size = 0;
+    for (size_t i = 0; i < job->status.size(); ++i) {
+      if (!job->status[i].ok()) continue;
+      const auto to = static_cast<size_t>(size++);
+      if (to == i) continue;
+      std::memmove(b.images + to * shape_.image_bytes(), b.images + i * shape_.image_bytes(),
+                   shape_.image_bytes());
+      if (b.masks) {
+        std::memmove(b.masks + to * shape_.mask_bytes(), b.masks + i * shape_.mask_bytes(),
+                     shape_.mask_bytes());
+      }
+      if (b.normalized) {
+        std::memmove(b.normalized + to * shape_.normalized_floats(),
+                     b.normalized + i * shape_.normalized_floats(),
+                     shape_.normalized_floats() * sizeof(float));
+      }
+      b.labels[to] = b.labels[i];
+      b.indices[to] = b.indices[i];
+      b.hflip[to] = b.hflip[i];
+    }
+    if (shape_.normalized) stats_.Record(Stage::kNormalize, job->normalize_ns.load());
+    stats_.RecordSpan(Stage::kCollate, t0, NowNs(), job->number);
+    std::lock_guard<std::mutex> lock(mu_);
+    job->size = size;
+    job->ready = true;
+    cv_.notify_all();
+  }
+
+  std::unique_ptr<Job> WaitFront() {
+    ScopedStageTimer wait(&stats_, Stage::kWait, jobs_.front()->number);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return jobs_.front()->ready; });
+    std::unique_ptr<Job> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    return job;
+  }
+
+  // The consumer's view of a finished job: skipped records counted, errors returned.
+  Status Collect(const Job& job) {
+    const Status* first_corrupt = nullptr;
+    for (const Status& s : job.status) {
+      if (s.ok()) continue;
+      if (!pipeline::IsCorruptRecord(s)) return s;
+      corrupt_total_.fetch_add(1);
+      if (++corrupt_in_epoch_ > static_cast<uint64_t>(options_.max_corrupt) && !first_corrupt) {
+        first_corrupt = &s;
+      }
+    }
+    if (first_corrupt == nullptr) return Status::OK();
+    if (options_.max_corrupt == 0) return *first_corrupt;
+    return first_corrupt->WithContext(
+        "more than max_corrupt=" + std::to_string(options_.max_corrupt) +
+        " corrupt records in epoch " + std::to_string(job.epoch));
+  }
+
+  bool Forked() const { return ::getpid() != pid_; }
+
+  // Waits for every job in flight and returns their buffers to the pool.
+  void Drain() {
+    if (Forked()) {
+      // No worker survived fork, none will finish these jobs, and a lock may have been held at
+      // the fork: drop the jobs without locking. The pool still frees every buffer it made.
+      jobs_.clear();
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      return std::all_of(jobs_.begin(), jobs_.end(), [](const auto& j) { return j->ready; });
+    });
+    for (auto& j : jobs_) {
+      pool_->Release(j->buffer);
+      spare_jobs_.push_back(std::move(j));
+    }
+    jobs_.clear();
+  }
+
+  const std::shared_ptr<const Dataset> dataset_;
+  LoaderOptions options_;
+  const BatchShape shape_;
+  Sampler sampler_;
+  uint64_t seed_;
+  StageStats stats_;
+  pipeline::SampleContext ctx_;
+  std::shared_ptr<BatchPool> pool_;
+  ParallelismLease parallelism_;
+  std::unique_ptr<tbb::task_arena> arena_;
+  const pid_t pid_;
+
+  // Consumer-side state (single consumer thread).
+  uint64_t epoch_ = 0;
+  uint64_t epoch_end_ = 0;  // positions per epoch after drop_last
+  uint64_t deliver_pos_ = 0, submit_pos_ = 0;
+  uint64_t order_epoch_ = 0;
+  std::vector<uint64_t> order_;
+  uint64_t corrupt_in_epoch_ = 0;
+  std::atomic<uint64_t> corrupt_total_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Job>> spare_jobs_;  // consumer thread only
+  std::deque<std::unique_ptr<Job>> jobs_;  // guarded by mu_ (the consumer also reads the front)
+};
+
+}  // namespace
+}  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// The size of record 0, for datasets whose manifest does not fix one (plain LMDBs).
+Status ProbeFirstRecord(const Dataset& ds, int* height, int* width) {
+  return ds.Read(0, [&](const RecordView& rec) -> Status {
+    if (rec.header.height > 0 && rec.header.width > 0) {
+      *height = static_cast<int>(rec.header.height);
+      *width = static_cast<int>(rec.header.width);
+      return Status::OK();
+    }
+    codec::ImageProbe probe;
+    Status s = codec::Probe(rec.image, &probe);
+    if (!s.ok()) {
+      return s.WithContext("loader: sizing the batches from key " + ds.KeyName(0) + " in " +
+                           ds.info().path);
+    }
+    *height = probe.height;
+    *width = probe.width;
+    return Status::OK();
+  });
+}
+
+Status Invalid(const std::string& what) { return Status::InvalidArgument("loader: " + what); }
+
+Status ResolveNormalize(const DatasetInfo& info, int channels, LoaderOptions* o,
+                        NormalizeParams* p) {
+  if (o->mean.empty() != o->std.empty()) return Invalid("set both mean and std, or neither");
+  if (o->mean.empty()) {
+    if (!info.has_stats) {
+      return Invalid("normalize needs mean/std, and " + info.path +
+                     " has no statistics in its manifest: set LoaderOptions::mean and ::std");
+    }
+    o->mean = info.mean;
+    o->std = info.std;
+  }
+  // One value applies to every channel.
+  if (o->mean.size() == 1) o->mean.assign(static_cast<size_t>(channels), o->mean[0]);
+  if (o->std.size() == 1) o->std.assign(static_cast<size_t>(channels), o->std[0]);
+  if (o->mean.size() != static_cast<size_t>(channels) ||
+      o->std.size() != static_cast<size_t>(channels)) {
+    return Invalid("mean/std have " + std::to_string(o->mean.size()) + "/" +
+                   std::to_string(o->std.size()) + " values for " + std::to_string(channels) +
+                   " channels");
+  }
+  p->channels = channels;
+  for (int c = 0; c < channels; ++c) {
+    p->mean[c] = static_cast<float>(o->mean[static_cast<size_t>(c)]);
+    p->std[c] = static_cast<float>(o->std[static_cast<size_t>(c)]);
+  }
+  return ValidateNormalizeParams(*p);
+}
+
+}  // namespace
+
+Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                      std::unique_ptr<Loader>* out) {
+  if (!dataset) return Invalid("no dataset");
+  LoaderOptions o = options;
+  if (o.batch_size < 1) return Invalid("batch_size must be >= 1");
+  if (o.prefetch < 1) return Invalid("prefetch must be >= 1");
+  if (o.threads < 0) return Invalid("threads must be >= 0 (0 = usable CPUs)");
+  if (o.max_corrupt < 0) return Invalid("max_corrupt must be >= 0");
+  if (o.height < 0 || o.width < 0 || (o.height == 0) != (o.width == 0)) {
+    return Invalid("height and width must both be 0 (dataset size) or both > 0");
+  }
+  if (o.channels != 0 && o.channels != 1 && o.channels != 3) {
+    return Invalid("channels must be 0 (dataset's), 1 or 3");
+  }
+  DSPIPE_RETURN_IF_ERROR(o.augment.Validate());
+  if (o.defer_hflip && o.normalize != NormalizeMode::kNone) {
+    return Invalid("defer_hflip is for consumers that normalize themselves (normalize = kNone)");
+  }
+  if (o.threads == 0) o.threads = UsableCpus();
+
+  const DatasetInfo& info = dataset->info();
+  BatchShape shape;
+  shape.batch_size = o.batch_size;
+  shape.channels = o.channels != 0 ? o.channels : (info.channels == 1 ? 1 : 3);
+  shape.masks = info.has_masks;
+  shape.normalized = o.normalize == NormalizeMode::kCpuFloat32;
+  if (o.height == 0) {
+    o.height = info.height;
+    o.width = info.width;
+    if (o.height <= 0 || o.width <= 0) {
+      DSPIPE_RETURN_IF_ERROR(ProbeFirstRecord(*dataset, &o.height, &o.width));
+    }
+  }
+  o.channels = shape.channels;
+  shape.height = o.height;
+  shape.width = o.width;
+
+  NormalizeParams norm;
+  if (shape.normalized) DSPIPE_RETURN_IF_ERROR(ResolveNormalize(info, shape.channels, &o, &norm));
+
+  Sampler sampler;
+  Status s = Sampler::Create(info.count, o.sampler, &sampler);
+  if (!s.ok()) return s.WithContext("loader over " + info.path);
+  *out = std::make_unique<LoaderImpl>(std::move(dataset), std::move(o), shape, std::move(sampler),
+                                      norm);
+  return Status::OK();
+}
+
+Status Loader::Open(const std::string& path, const LoaderOptions& options,
+                    std::unique_ptr<Loader>* out) {
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, options.dataset, &ds));
+  return Create(std::shared_ptr<const Dataset>(std::move(ds)), options, out);
+}
+
+}  // namespace dspipe

@@ -1,0 +1,52 @@
+// Fully specified randomness for the pipeline (splitmix64), so shuffles and augmentations are
+// identical across platforms, standard libraries and thread counts. std::*_distribution is
+// implementation-defined and therefore not used.
+#pragma once
+
+#include <cstdint>
+
+namespace dspipe::pipeline {
+
+__extension__ typedef unsigned __int128 Uint128;
+
+// The splitmix64 finalizer: a bijective 64-bit mix.
+constexpr uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+class Rng {
+ public:
+  explicit constexpr Rng(uint64_t seed) : state_(seed) {}
+  // A stream keyed by (a, b, c): distinct keys give statistically independent streams.
+  static constexpr Rng For(uint64_t a, uint64_t b, uint64_t c) {
+    return Rng(Mix64(Mix64(Mix64(a ^ 0x6A09E667F3BCC909ULL) + b) + c));
+  }
+
+  constexpr uint64_t Next() {
+    state_ += 0x9E3779B97F4A7C15ULL;
+    return Mix64(state_);
+  }
+  // Uniform in [0, 1) with 53 bits.
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
+  // Uniform integer in [0, bound) without bias (Lemire's multiply-and-reject). bound >= 1.
+  uint64_t Below(uint64_t bound) {
+    Uint128 m = static_cast<Uint128>(Next()) * bound;
+    auto low = static_cast<uint64_t>(m);
+    if (low < bound) {
+      const uint64_t threshold = -bound % bound;
+      while (low < threshold) {
+        m = static_cast<Uint128>(Next()) * bound;
+        low = static_cast<uint64_t>(m);
+      }
+    }
+    return static_cast<uint64_t>(m >> 64);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace dspipe::pipeline

@@ -1,0 +1,180 @@
+// Loader behaviour on bad input: corrupt records, plain LMDBs written by Python, fork.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "dspipe/format.h"
+#include "dspipe/loader.h"
+#include "pipeline/loader_fixture.h"
+
+namespace dspipe {
+namespace {
+
+constexpr int kCount = 13;
+constexpr int kH = 24, kW = 32;
+
+class LoaderCorruptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::WriteSourceTree(root_ + "/src", kCount, kH, kW, true);
+    path_ = testing::Build(root_ + "/src", root_ + "/data.lmdb", StoreMode::kEncoded, 1);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // Record 5: valid header, PNG payload garbled (fails to decode). Record 9: bad magic.
+  void Corrupt() {
+    std::string v5 = testing::ReadRecord(path_, 5);
+    for (size_t i = kRecordHeaderSize + 40; i < kRecordHeaderSize + 80; ++i) v5[i] ^= 0x5A;
+    testing::OverwriteRecord(path_, 5, v5);
+    std::string v9 = testing::ReadRecord(path_, 9);
+    v9[0] = 'X';
+    testing::OverwriteRecord(path_, 9, v9);
+  }
+
+  std::unique_ptr<Loader> Open(LoaderOptions o) {
+    o.batch_size = 4;
+    o.threads = 2;
+    std::unique_ptr<Loader> loader;
+    Status s = Loader::Open(path_, o, &loader);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return loader;
+  }
+
+  std::string root_, path_;
+};
+
+TEST_F(LoaderCorruptTest, CorruptRecordIsAnErrorNamingTheKey) {
+  Corrupt();
+  LoaderOptions o;
+  o.sampler.shuffle = false;  // batches 0..3, 4..7 (holds 5), 8..11 (holds 9), 12
+  auto loader = Open(o);
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  Status s = loader->Next(&b);
+  ASSERT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find(KeyName(5)), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("data.lmdb"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(b);
+  s = loader->Next(&b);  // the caller may go on: the failing batch was skipped
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(KeyName(9)), std::string::npos) << s.ToString();
+  ASSERT_TRUE(loader->Next(&b).ok());
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b.indices()[0], 12u);
+}
+
+TEST_F(LoaderCorruptTest, MaxCorruptSkipsAndCountsThem) {
+  Corrupt();
+  LoaderOptions o;
+  o.max_corrupt = 2;
+  auto loader = Open(o);
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    std::map<uint64_t, int> seen;
+    int smaller = 0;
+    for (const auto& b : testing::RunEpochs(loader.get(), epoch, 1)) {
+      for (uint64_t i : b.indices) ++seen[i];
+      smaller += b.indices.size() < 4;
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(kCount - 2));
+    EXPECT_EQ(seen.count(5), 0u);
+    EXPECT_EQ(seen.count(9), 0u);
+    for (auto [i, n] : seen) EXPECT_EQ(n, 1) << i;
+    EXPECT_GE(smaller, 2);  // the skipped samples' batches came out smaller
+  }
+  EXPECT_EQ(loader->corrupt_skipped(), 4u);
+
+  o.max_corrupt = 1;
+  o.sampler.shuffle = false;
+  auto strict = Open(o);
+  Batch b;
+  Status s;
+  int errors = 0;
+  while ((s = strict->Next(&b)).ok() ? static_cast<bool>(b) : true) {
+    if (!s.ok()) {
+      ++errors;
+      EXPECT_NE(s.message().find("max_corrupt=1"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find(KeyName(9)), std::string::npos) << s.ToString();
+    }
+  }
+  EXPECT_EQ(errors, 1);
+}
+
+// The record CRC catches damage that still decodes (here: the label field).
+TEST_F(LoaderCorruptTest, VerifyCrcCatchesSilentDamage) {
+  std::string v = testing::ReadRecord(path_, 3);
+  v[16] = 7;  // label -1 -> a plausible class id
+  testing::OverwriteRecord(path_, 3, v);
+  LoaderOptions o;
+  o.sampler.shuffle = false;
+  auto fast = Open(o);
+  Batch b;
+  ASSERT_TRUE(fast->Next(&b).ok());
+  EXPECT_NE(b.labels()[3], -1) << "without CRC checks the damage goes through (documented)";
+  o.dataset.verify_crc = true;
+  auto checked = Open(o);
+  Status s = checked->Next(&b);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_NE(s.message().find(KeyName(3)), std::string::npos) << s.ToString();
+}
+
+TEST_F(LoaderCorruptTest, PlainLmdbFromPythonLoads) {
+  const std::string plain = root_ + "/plain.lmdb";
+  const std::string cmd = std::string("/usr/bin/python3 ") + DSPIPE_SOURCE_DIR +
+                          "/bench/make_plain_lmdb.py " + root_ + "/src " + plain + " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::unique_ptr<Loader> loader;
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  Status s = Loader::Open(plain, o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << "no manifest statistics";
+  EXPECT_NE(s.message().find("mean"), std::string::npos) << s.ToString();
+  o.mean = {127.5};
+  o.std = {127.5};
+  ASSERT_TRUE(Loader::Open(plain, o, &loader).ok());
+  EXPECT_FALSE(loader->shape().masks);
+  EXPECT_EQ(loader->shape().height, kH);
+  EXPECT_EQ(loader->shape().width, kW);
+  uint64_t next = 0;
+  for (const auto& b : testing::RunEpochs(loader.get(), 0, 1)) {
+    for (size_t i = 0; i < b.indices.size(); ++i, ++next) {
+      ASSERT_EQ(b.indices[i], next);
+      const cv::Mat want = testing::GenImage(static_cast<int>(next), kH, kW);
+      const size_t n = static_cast<size_t>(kH) * kW * 3;
+      ASSERT_EQ(0, std::memcmp(b.images.data() + i * n, want.data, n)) << "record " << next;
+      EXPECT_NEAR(b.normalized[i * n], (want.data[0] - 127.5) / 127.5, 1e-6);
+    }
+  }
+  EXPECT_EQ(next, static_cast<uint64_t>(kCount));
+}
+
+TEST_F(LoaderCorruptTest, UseAfterForkIsAnErrorNotAHang) {
+  LoaderOptions o;
+  auto loader = Open(o);
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());  // workers running, batches in flight
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);
+    Status s = loader->Next(&b);
+    const bool named = s.message().find("fork") != std::string::npos;
+    loader.reset();
+    _exit(s.code() == Status::Code::kUnsupported && named ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died from signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_TRUE(loader->Next(&b).ok());  // the parent is unaffected
+}
+
+}  // namespace
+}  // namespace dspipe
