@@ -47,6 +47,10 @@ Status NormalizeNhwcToNchwGpu(const uint8_t* d_src, int n, int h, int w, const N
 // Enqueue masks d_src [n][h][w] uint8 -> d_dst [n][h][w] int64, mirrored like the images.
 Status MasksToInt64Gpu(const uint8_t* d_src, int n, int h, int w, bool mirror,
                        const uint8_t* d_mirror_flags, int64_t* d_dst, void* stream);
+// Enqueue masks d_src [n][h][w] uint8 -> d_dst [n][h][w] uint8, mirrored like the images (a
+// mirrored copy; d_src and d_dst must not overlap).
+Status MasksToUint8Gpu(const uint8_t* d_src, int n, int h, int w, bool mirror,
+                       const uint8_t* d_mirror_flags, uint8_t* d_dst, void* stream);
 
 // ---- GpuNormalizer: pinned host batch -> normalized device batch --------------------------
 
@@ -63,6 +67,9 @@ struct GpuNormalizerOptions {
   // Record CUDA events so LastTimings() can report H2D and kernel times. Cheap (3 events per
   // batch); turn off to save a few microseconds. Default true.
   bool timing = true;
+  // Masks come out as int64 class ids (what cross-entropy losses take). false keeps them uint8:
+  // 8x less device memory and bandwidth; convert on the consumer side. Default true.
+  bool masks_int64 = true;
 };
 
 // One uint8 batch in host memory, ideally from AllocPinned (pageable memory works, but the copy
@@ -78,9 +85,10 @@ struct HostBatch {
 // only after waiting for ready_event (StreamWaitReady / WaitReady).
 struct DeviceBatch {
   void* images = nullptr;  // [n][c][h][w] float* (fp16 == false) or __half* (fp16 == true)
-  void* masks = nullptr;   // [n][h][w] int64_t*, or nullptr when the batch had no masks
+  void* masks = nullptr;   // [n][h][w] int64_t* (uint8_t* when !masks_int64), or nullptr
   int n = 0, c = 0, h = 0, w = 0;
   bool fp16 = false;
+  bool masks_int64 = true;
   void* stream = nullptr;       // cudaStream_t the work was enqueued on (the normalizer's own)
   void* ready_event = nullptr;  // cudaEvent_t recorded after the last kernel
   int slot = -1;                // which buffer set (for Release)
@@ -106,6 +114,10 @@ class GpuNormalizer {
   // Enqueues H2D copies, normalization (p.channels channels) and mask conversion for in, and
   // fills *out. Returns without waiting for the GPU.
   Status Process(const HostBatch& in, const NormalizeParams& p, DeviceBatch* out);
+  // As above, into buffer set `slot` (0 <= slot < num_slots) instead of the next in rotation,
+  // for callers that track which slots their consumers still hold. The slot's previous batch
+  // becomes invalid. InvalidArgument for a slot out of range.
+  Status Process(const HostBatch& in, const NormalizeParams& p, int slot, DeviceBatch* out);
   // Blocks until the host memory of the batch that produced b may be reused.
   Status WaitInputConsumed(const DeviceBatch& b);
   // Blocks the host until b is ready.
@@ -118,6 +130,8 @@ class GpuNormalizer {
   // Timings of the most recent Process call; blocks until it has finished. Unsupported when
   // options.timing is false.
   Status LastTimings(GpuTimings* t);
+  // Timings of batch b (valid until its slot is processed again); blocks until b is ready.
+  Status Timings(const DeviceBatch& b, GpuTimings* t);
 
  private:
   struct Impl;

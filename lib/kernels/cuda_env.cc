@@ -78,7 +78,7 @@ const Detection& Detect() {
     if (r.available) {
       Log(LogLevel::kInfo, "CUDA: " + std::to_string(r.count) + " device(s) visible");
     } else {
-      Log(LogLevel::kInfo, "CUDA unavailable (" + r.reason + "); using the CPU path");
+      Log(LogLevel::kInfo, "dspipe: no usable CUDA device (" + r.reason + "); using the CPU path");
     }
     return r;
   }();

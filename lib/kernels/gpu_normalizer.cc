@@ -108,6 +108,13 @@ struct GpuNormalizer::Impl {
     LogIfError(cudaStreamDestroy(stream), "cudaStreamDestroy");
   }
 
+  static Status SlotTimings(const Slot& s, GpuTimings* t) {
+    DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.ready));
+    DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t->h2d_ms, s.start, s.h2d_done));
+    DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t->normalize_ms, s.h2d_done, s.ready));
+    return Status::OK();
+  }
+
   Status SlotOf(const DeviceBatch& b, Slot** s) {
     if (b.slot < 0 || b.slot >= static_cast<int>(slots.size()) || b.stream != stream) {
       return Status::InvalidArgument("GpuNormalizer: DeviceBatch slot " + std::to_string(b.slot) +
@@ -117,17 +124,21 @@ struct GpuNormalizer::Impl {
     return Status::OK();
   }
 
-  Status Process(const HostBatch& in, const NormalizeParams& p, DeviceBatch* out) {
+  Status Process(const HostBatch& in, const NormalizeParams& p, int index, DeviceBatch* out) {
     DSPIPE_RETURN_IF_ERROR(ValidateNormalizeParams(p).WithContext("GpuNormalizer::Process"));
     if (in.images == nullptr || in.n <= 0 || in.h <= 0 || in.w <= 0 || out == nullptr) {
       return Status::InvalidArgument(
           "GpuNormalizer::Process: need images, n, h, w > 0 and an output, got n=" +
           std::to_string(in.n) + " h=" + std::to_string(in.h) + " w=" + std::to_string(in.w));
     }
+    if (index < 0 || index >= static_cast<int>(slots.size())) {
+      return Status::InvalidArgument("GpuNormalizer::Process: slot " + std::to_string(index) +
+                                     " out of range (num_slots " + std::to_string(slots.size()) +
+                                     ")");
+    }
     DSPIPE_CUDA_RETURN_IF_ERROR(cudaSetDevice(opt.device));
-    const int index = next;
     Slot& s = slots[static_cast<size_t>(index)];
-    next = (next + 1) % static_cast<int>(slots.size());
+    next = (index + 1) % static_cast<int>(slots.size());
     if (s.release_pending) {
       DSPIPE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, s.released, 0));
       s.release_pending = false;
@@ -139,7 +150,8 @@ struct GpuNormalizer::Impl {
     DSPIPE_RETURN_IF_ERROR(Reserve(&s.images_out, out_bytes, stream));
     if (in.masks != nullptr) {
       DSPIPE_RETURN_IF_ERROR(Reserve(&s.masks_u8, pixels, stream));
-      DSPIPE_RETURN_IF_ERROR(Reserve(&s.masks_out, pixels * sizeof(int64_t), stream));
+      const size_t mask_out_bytes = opt.masks_int64 ? pixels * sizeof(int64_t) : pixels;
+      DSPIPE_RETURN_IF_ERROR(Reserve(&s.masks_out, mask_out_bytes, stream));
     }
     if (in.mirror != nullptr) DSPIPE_RETURN_IF_ERROR(Reserve(&s.flags, in.n, stream));
     const auto* d_flags = in.mirror != nullptr ? static_cast<const uint8_t*>(s.flags.ptr) : nullptr;
@@ -163,10 +175,14 @@ struct GpuNormalizer::Impl {
       DSPIPE_RETURN_IF_ERROR(NormalizeNhwcToNchwGpu(static_cast<const uint8_t*>(s.images_u8.ptr),
                                                     in.n, in.h, in.w, p, d_flags, opt.fp16,
                                                     s.images_out.ptr, stream));
-      if (in.masks != nullptr) {
+      if (in.masks != nullptr && opt.masks_int64) {
         DSPIPE_RETURN_IF_ERROR(MasksToInt64Gpu(static_cast<const uint8_t*>(s.masks_u8.ptr), in.n,
                                                in.h, in.w, p.mirror, d_flags,
                                                static_cast<int64_t*>(s.masks_out.ptr), stream));
+      } else if (in.masks != nullptr) {
+        DSPIPE_RETURN_IF_ERROR(MasksToUint8Gpu(static_cast<const uint8_t*>(s.masks_u8.ptr), in.n,
+                                               in.h, in.w, p.mirror, d_flags,
+                                               static_cast<uint8_t*>(s.masks_out.ptr), stream));
       }
       DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.ready, stream));
     }
@@ -175,6 +191,7 @@ struct GpuNormalizer::Impl {
     out->masks = in.masks != nullptr ? s.masks_out.ptr : nullptr;
     out->n = in.n, out->c = p.channels, out->h = in.h, out->w = in.w;
     out->fp16 = opt.fp16;
+    out->masks_int64 = opt.masks_int64;
     out->stream = stream;
     out->ready_event = s.ready;
     out->slot = index;
@@ -207,7 +224,12 @@ Status GpuNormalizer::Create(const GpuNormalizerOptions& options,
 }
 
 Status GpuNormalizer::Process(const HostBatch& in, const NormalizeParams& p, DeviceBatch* out) {
-  return impl_->Process(in, p, out);
+  return impl_->Process(in, p, impl_->next, out);
+}
+
+Status GpuNormalizer::Process(const HostBatch& in, const NormalizeParams& p, int slot,
+                              DeviceBatch* out) {
+  return impl_->Process(in, p, slot, out);
 }
 
 Status GpuNormalizer::WaitInputConsumed(const DeviceBatch& b) {
@@ -252,11 +274,16 @@ Status GpuNormalizer::LastTimings(GpuTimings* t) {
   if (impl_->last < 0) {
     return Status::InvalidArgument("GpuNormalizer::LastTimings: no batch processed yet");
   }
-  const Slot& s = impl_->slots[static_cast<size_t>(impl_->last)];
-  DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.ready));
-  DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t->h2d_ms, s.start, s.h2d_done));
-  DSPIPE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t->normalize_ms, s.h2d_done, s.ready));
-  return Status::OK();
+  return impl_->SlotTimings(impl_->slots[static_cast<size_t>(impl_->last)], t);
+}
+
+Status GpuNormalizer::Timings(const DeviceBatch& b, GpuTimings* t) {
+  if (!impl_->opt.timing) {
+    return Status::Unsupported("GpuNormalizer::Timings: options.timing is false");
+  }
+  Slot* s = nullptr;
+  DSPIPE_RETURN_IF_ERROR(impl_->SlotOf(b, &s));
+  return impl_->SlotTimings(*s, t);
 }
 
 #else  // !DSPIPE_HAVE_CUDA: every entry point reports why; no object can be created.
@@ -278,6 +305,9 @@ Status NormalizeNhwcToNchwGpu(const uint8_t*, int, int, int, const NormalizePara
 Status MasksToInt64Gpu(const uint8_t*, int, int, int, bool, const uint8_t*, int64_t*, void*) {
   return NoCuda("MasksToInt64Gpu");
 }
+Status MasksToUint8Gpu(const uint8_t*, int, int, int, bool, const uint8_t*, uint8_t*, void*) {
+  return NoCuda("MasksToUint8Gpu");
+}
 
 GpuNormalizer::GpuNormalizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuNormalizer::~GpuNormalizer() = default;
@@ -285,6 +315,9 @@ Status GpuNormalizer::Create(const GpuNormalizerOptions&, std::unique_ptr<GpuNor
   return NoCuda("GpuNormalizer");
 }
 Status GpuNormalizer::Process(const HostBatch&, const NormalizeParams&, DeviceBatch*) {
+  return NoCuda("GpuNormalizer::Process");
+}
+Status GpuNormalizer::Process(const HostBatch&, const NormalizeParams&, int, DeviceBatch*) {
   return NoCuda("GpuNormalizer::Process");
 }
 Status GpuNormalizer::WaitInputConsumed(const DeviceBatch&) {
@@ -298,6 +331,9 @@ Status GpuNormalizer::Release(const DeviceBatch&, void*) {
   return NoCuda("GpuNormalizer::Release");
 }
 Status GpuNormalizer::LastTimings(GpuTimings*) { return NoCuda("GpuNormalizer::LastTimings"); }
+Status GpuNormalizer::Timings(const DeviceBatch&, GpuTimings*) {
+  return NoCuda("GpuNormalizer::Timings");
+}
 
 #endif  // DSPIPE_HAVE_CUDA
 

@@ -171,20 +171,21 @@ __global__ void MasksVec4Kernel(const uint8_t* __restrict__ src, int n, int w, i
   }
 }
 
+template <typename T>
 __global__ void MasksScalarKernel(const uint8_t* __restrict__ src, int n, int w, int hw,
                                   bool mirror_all, const uint8_t* __restrict__ flags,
-                                  int64_t* __restrict__ dst) {
+                                  T* __restrict__ dst) {
   for (int img = blockIdx.y; img < n; img += gridDim.y) {
     const bool mirror = Mirrored(img, mirror_all, flags);
     const uint8_t* image = src + static_cast<size_t>(img) * hw;
-    int64_t* out_image = dst + static_cast<size_t>(img) * hw;
+    T* out_image = dst + static_cast<size_t>(img) * hw;
     for (int pix = blockIdx.x * blockDim.x + threadIdx.x; pix < hw; pix += gridDim.x * blockDim.x) {
       int src_pix = pix;
       if (mirror) {
         const int y = pix / w;
         src_pix = y * w + (w - 1 - (pix - y * w));
       }
-      out_image[pix] = image[src_pix];
+      out_image[pix] = static_cast<T>(image[src_pix]);
     }
   }
 }
@@ -285,9 +286,22 @@ Status MasksToInt64Gpu(const uint8_t* d_src, int n, int h, int w, bool mirror,
     MasksVec4Kernel<<<Grid(hw / 4, n), kThreads, 0, s>>>(d_src, n, w, hw, mirror, d_mirror_flags,
                                                          d_dst);
   } else {
-    MasksScalarKernel<<<Grid(hw, n), kThreads, 0, s>>>(d_src, n, w, hw, mirror, d_mirror_flags,
-                                                       d_dst);
+    MasksScalarKernel<int64_t><<<Grid(hw, n), kThreads, 0, s>>>(d_src, n, w, hw, mirror,
+                                                                d_mirror_flags, d_dst);
   }
+  DSPIPE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return Status::OK();
+}
+
+Status MasksToUint8Gpu(const uint8_t* d_src, int n, int h, int w, bool mirror,
+                       const uint8_t* d_mirror_flags, uint8_t* d_dst, void* stream) {
+  DSPIPE_RETURN_IF_ERROR(CheckCommon("MasksToUint8Gpu", d_src, d_dst, n, h, w, 1));
+  if (n == 0 || h == 0 || w == 0) return Status::OK();
+  auto s = static_cast<cudaStream_t>(stream);
+  // Masks are 1/3 of an RGB image's input and 1/12 of its float32 output: the scalar kernel
+  // (one byte per thread, coalesced) is not worth a vector variant here.
+  MasksScalarKernel<uint8_t><<<Grid(h * w, n), kThreads, 0, s>>>(d_src, n, w, h * w, mirror,
+                                                                 d_mirror_flags, d_dst);
   DSPIPE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::OK();
 }

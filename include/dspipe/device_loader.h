@@ -1,0 +1,192 @@
+// dspipe::DeviceLoader: the loader plus the device stage. Batches come out normalized, as
+// float32 (or float16) NCHW tensors with int64 (or uint8) masks, on the GPU when there is one:
+//
+//   source -> read -> decode -> augment -> collate -> stage (pinned) -> h2d + normalize (GPU)
+//
+//   std::unique_ptr<DeviceLoader> loader;
+//   DSPIPE_RETURN_IF_ERROR(DeviceLoader::Open("train.lmdb", loader_options, {}, &loader));
+//   TensorBatch batch;
+//   while (true) {
+//     DSPIPE_RETURN_IF_ERROR(loader->Next(&batch));   // releases the previous batch first
+//     if (!batch) break;                              // end of the epoch
+//     batch.StreamWait(my_stream);                    // GPU: order my work after the copy
+//     Train(batch.images(), batch.masks(), my_stream);
+//     batch.Release(my_stream);                       // recycled once my_stream gets here
+//   }
+//
+// GPU path (a usable CUDA device): the loader's batch buffers are pinned (PinnedBatchAllocator),
+// the loader skips normalization (NormalizeMode::kNone) and leaves horizontal flips to the GPU
+// (defer_hflip). Next() takes the next host batch and enqueues its H2D copy and the fused
+// normalize + mirror + mask kernels on a private stream, then returns at once: batch k's copy
+// overlaps the workers decoding k+1.. (prefetch) and the consumer's GPU work on k-1 (slots >= 2).
+// CPU path (no device, or device = kCpu): the loader normalizes on its workers
+// (NormalizeMode::kCpuFloat32) and TensorBatch points at host memory (on_device() == false).
+// Both paths give the same numbers: the CPU normalization is the reference (docs/GPU.md).
+//
+// Ownership: a TensorBatch holds its host batch (pinned buffer) and its device buffer set until
+// it is released (Release(), destruction, or reuse in Next); only then are they recycled. At most
+// DeviceOptions::slots batches may be held at once. A TensorBatch may outlive its DeviceLoader.
+// Thread-safety: one consumer thread calls Next/set_epoch/Restore/state; TensorBatches may be
+// released from any thread. stats() may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/batch.h"
+#include "dspipe/dataset.h"
+#include "dspipe/loader.h"
+#include "dspipe/stats.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+// BatchAllocator handing out page-locked host memory (AllocPinned / FreePinned, 4096-byte
+// aligned), so host->device copies are asynchronous DMA. Without a usable device it falls back
+// to aligned pageable memory (one info line in the log). Thread-safe, stateless.
+std::shared_ptr<BatchAllocator> PinnedBatchAllocator();
+
+struct DeviceOptions {
+  static constexpr int kAuto = -1;  // CUDA device 0 when one is usable, else the CPU path
+  static constexpr int kCpu = -2;   // always the CPU path
+  // kAuto (default), kCpu, or a CUDA device ordinal >= 0. An ordinal without a usable device
+  // is an Unsupported error (with the reason), never a silent fallback.
+  int device = kAuto;
+  // float16 images instead of float32: half the device memory and bandwidth, ~3 significant
+  // digits. Default false. (The CPU path converts its float32 result on the consumer thread.)
+  bool fp16 = false;
+  // int64 masks (class ids as cross-entropy losses take them). false keeps uint8: 8x smaller.
+  // Default true. Ignored for datasets without masks.
+  bool masks_int64 = true;
+  // Per-channel mean / std in pixel units [0, 255]; empty (default) = LoaderOptions::mean/std,
+  // and when those are empty too, the dataset manifest's statistics. One value = every channel.
+  std::vector<double> mean;
+  std::vector<double> std;
+  // Batches the consumer may hold at once = device buffer sets (and host batches held back from
+  // the pool). 2 (default) lets the copy of k overlap the consumer's work on k-1; each extra slot
+  // costs one normalized batch of device memory. Minimum 1.
+  int slots = 2;
+  // cudaStream_t (as void*) used when a TensorBatch is released implicitly (destroyed or reused
+  // by Next): its buffers are recycled once this stream reaches that point. nullptr (default):
+  // the consumer has finished all GPU work on a batch (e.g. synchronized) before dropping it;
+  // otherwise call Release(stream) explicitly.
+  void* consumer_stream = nullptr;
+};
+
+namespace internal {
+struct DeviceState;
+}
+
+// One normalized batch: tensors on the device (GPU path) or host (CPU path), plus the labels,
+// indices and flip flags on the host. Move-only. Not synchronized: use from one thread at a time.
+class TensorBatch {
+ public:
+  TensorBatch() = default;
+  ~TensorBatch();
+  TensorBatch(TensorBatch&& other) noexcept;
+  TensorBatch& operator=(TensorBatch&& other) noexcept;
+  TensorBatch(const TensorBatch&) = delete;
+  TensorBatch& operator=(const TensorBatch&) = delete;
+
+  explicit operator bool() const { return static_cast<bool>(host_); }
+  bool empty() const { return host_.empty(); }
+
+  // True: images()/masks() are device pointers; wait for ready_event() before reading them.
+  bool on_device() const { return on_device_; }
+  int device() const { return device_; }  // CUDA ordinal, or -1 on the CPU path
+  int size() const { return host_.size(); }
+  int channels() const { return host_.channels(); }
+  int height() const { return host_.height(); }
+  int width() const { return host_.width(); }
+  uint64_t epoch() const { return host_.epoch(); }
+  uint64_t number() const { return host_.number(); }
+
+  // [size][channels][height][width] float32 (fp16() false) or IEEE binary16 bit patterns.
+  void* images() const { return images_; }
+  bool fp16() const { return fp16_; }
+  // [size][height][width] int64 (masks_int64() true) or uint8 class ids; nullptr without masks.
+  void* masks() const { return masks_; }
+  bool masks_int64() const { return masks_int64_; }
+  // Host arrays of size() entries (see Batch): labels (-1 = none), dataset indices, and 1 where
+  // the sample was mirrored horizontally (already applied to images() and masks()).
+  const int32_t* labels() const { return host_.labels(); }
+  const uint64_t* indices() const { return host_.indices(); }
+  const uint8_t* hflip() const { return host_.hflip(); }
+
+  // GPU path: the cudaStream_t the work ran on and the cudaEvent_t recorded after it; nullptr
+  // on the CPU path (the data is ready when Next returns).
+  void* stream() const { return stream_; }
+  void* ready_event() const { return ready_event_; }
+  // Makes consumer_stream (cudaStream_t; nullptr = legacy default stream) wait until the batch
+  // is ready, without blocking the host. No-op on the CPU path.
+  Status StreamWait(void* consumer_stream) const;
+  // Blocks the host until the batch is ready. No-op on the CPU path.
+  Status WaitReady() const;
+  // Hands the batch back: its device buffers are reused once consumer_stream (nullptr: now)
+  // reaches this point, its host buffer once its copy has finished (this may block briefly).
+  // Records the batch's h2d / normalize times into the loader's stats. Idempotent.
+  Status Release(void* consumer_stream = nullptr);
+
+ private:
+  friend class DeviceLoader;
+  void Clear();
+
+  std::shared_ptr<internal::DeviceState> state_;
+  Batch host_;
+  int slot_ = -1;
+  bool on_device_ = false;
+  int device_ = -1;
+  void* images_ = nullptr;
+  void* masks_ = nullptr;
+  bool fp16_ = false;
+  bool masks_int64_ = false;
+  void* stream_ = nullptr;
+  void* ready_event_ = nullptr;
+};
+
+class DeviceLoader {
+ public:
+  // Opens the dataset at path (LoaderOptions::dataset) / uses an open one. The path taken (GPU
+  // or CPU) is decided here; kAuto without a device logs one line saying why. Errors:
+  // Unsupported when device >= 0 and no device is usable (the message says why);
+  // InvalidArgument for bad options (incl. LoaderOptions::normalize / defer_hflip, which the
+  // DeviceLoader sets itself: leave them at their defaults) or missing mean/std.
+  static Status Open(const std::string& path, const LoaderOptions& loader_options,
+                     const DeviceOptions& device_options, std::unique_ptr<DeviceLoader>* out);
+  static Status Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& loader_options,
+                       const DeviceOptions& device_options, std::unique_ptr<DeviceLoader>* out);
+  ~DeviceLoader();
+  DeviceLoader(const DeviceLoader&) = delete;
+  DeviceLoader& operator=(const DeviceLoader&) = delete;
+
+  // Releases *out (with DeviceOptions::consumer_stream), then hands out the next batch of the
+  // epoch; at the end of an epoch *out is left empty once (as Loader::Next). GPU path: returns
+  // once the copy and kernels are enqueued. InvalidArgument when `slots` batches are still held.
+  Status Next(TensorBatch* out);
+
+  // True when batches are on the GPU; false on the CPU path.
+  bool on_device() const;
+  // Mean / std (pixel units) actually used, one per channel.
+  const std::vector<double>& mean() const;
+  const std::vector<double>& std() const;
+
+  // The underlying loader: epochs, resume state, shape, dataset. Do not call its Next.
+  Loader& loader();
+  void set_epoch(uint64_t epoch) { loader().set_epoch(epoch); }
+  LoaderState state() { return loader().state(); }
+  Status Restore(const LoaderState& s) { return loader().Restore(s); }
+  // The loader's stage stats, with h2d and normalize (GPU path: CUDA event times, recorded when
+  // each batch is released) beside the CPU stages.
+  StageStats& stats() { return loader().stats(); }
+  // For Diagnose(stats(), loader_shape(), compute_ms): gpu = on_device().
+  LoaderShape loader_shape();
+
+ private:
+  struct Impl;
+  explicit DeviceLoader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dspipe

@@ -1,0 +1,257 @@
+// DeviceLoader: a Loader configured for the chosen path plus, on the GPU path, a GpuNormalizer
+// fed from the loader's pinned batches. See dspipe/device_loader.h and docs/GPU.md.
+#include "dspipe/device_loader.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "device/device_state.h"
+#include "dspipe/cuda.h"
+#include "dspipe/log.h"
+#include "dspipe/normalize.h"
+
+namespace dspipe {
+namespace {
+
+Status Invalid(const std::string& what) { return Status::InvalidArgument("DeviceLoader: " + what); }
+
+// Mean/std for the GPU path (the CPU path lets the loader resolve them the same way):
+// DeviceOptions, then LoaderOptions, then the manifest; one value applies to every channel.
+Status ResolveStats(const DeviceOptions& d, const LoaderOptions& l, const DatasetInfo& info,
+                    int channels, std::vector<double>* mean, std::vector<double>* stdev) {
+  *mean = !d.mean.empty() ? d.mean : l.mean;
+  *stdev = !d.std.empty() ? d.std : l.std;
+  if (mean->empty() != stdev->empty()) return Invalid("set both mean and std, or neither");
+  if (mean->empty()) {
+    if (!info.has_stats) {
+      return Invalid(info.path +
+                     " has no mean/std in its manifest: set DeviceOptions::mean and ::std");
+    }
+    *mean = info.mean;
+    *stdev = info.std;
+  }
+  const auto c = static_cast<size_t>(channels);
+  if (mean->size() == 1) mean->assign(c, (*mean)[0]);
+  if (stdev->size() == 1) stdev->assign(c, (*stdev)[0]);
+  if (mean->size() != c || stdev->size() != c) {
+    return Invalid("mean/std have " + std::to_string(mean->size()) + "/" +
+                   std::to_string(stdev->size()) + " values for " + std::to_string(channels) +
+                   " channels");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+struct DeviceLoader::Impl {
+  DeviceOptions options;
+  bool gpu = false;
+  int device = -1;
+  std::vector<double> mean, stdev;
+  NormalizeParams norm;
+  std::shared_ptr<internal::DeviceState> state = std::make_shared<internal::DeviceState>();
+  std::unique_ptr<Loader> loader;
+
+  ~Impl() {
+    // Batches still held may outlive us; they must not record into the loader's stats.
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->stats = nullptr;
+  }
+
+  Status FreeSlot(int* slot) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    const auto it = std::find(state->held.begin(), state->held.end(), false);
+    if (it == state->held.end()) {
+      return Invalid("Next: all " + std::to_string(options.slots) +
+                     " slots are held by unreleased TensorBatches; release one first (or raise "
+                     "DeviceOptions::slots)");
+    }
+    *slot = static_cast<int>(it - state->held.begin());
+    *it = true;
+    return Status::OK();
+  }
+
+  // GPU path: enqueue copy + normalize + mirror + masks; returns without waiting.
+  Status ToDevice(const Batch& host, int slot, TensorBatch* out) {
+    HostBatch in;
+    in.images = host.images();
+    in.masks = host.masks();
+    in.mirror = host.hflip();  // the loader deferred the flips (defer_hflip): do them here
+    in.n = host.size(), in.h = host.height(), in.w = host.width();
+    std::lock_guard<std::mutex> lock(state->mu);
+    DeviceBatch& db = state->device_batches[static_cast<size_t>(slot)];
+    DSPIPE_RETURN_IF_ERROR(state->gpu->Process(in, norm, slot, &db));
+    out->on_device_ = true;
+    out->device_ = device;
+    out->images_ = db.images;
+    out->masks_ = db.masks;
+    out->fp16_ = db.fp16;
+    out->masks_int64_ = db.masks != nullptr && db.masks_int64;
+    out->stream_ = db.stream;
+    out->ready_event_ = db.ready_event;
+    return Status::OK();
+  }
+
+  // CPU path: the loader's workers normalized to float32 already; the conversions asked for
+  // (float16, int64 masks) run here into the slot's reused host buffers.
+  void OnHost(const Batch& host, int slot, TensorBatch* out) {
+    const auto s = static_cast<size_t>(slot);
+    out->images_ = host.normalized();
+    if (options.fp16) {
+      const size_t count = static_cast<size_t>(host.size()) * host.shape().normalized_floats();
+      std::vector<uint16_t>& half = state->cpu_half[s];
+      half.resize(count);
+      for (size_t i = 0; i < count; ++i) half[i] = FloatToHalfBits(host.normalized()[i]);
+      out->images_ = half.data();
+    }
+    out->fp16_ = options.fp16;
+    out->masks_ = host.masks();
+    if (host.masks() != nullptr && options.masks_int64) {
+      const size_t count = static_cast<size_t>(host.size()) * host.shape().mask_bytes();
+      std::vector<int64_t>& masks = state->cpu_masks[s];
+      masks.resize(count);
+      MasksToInt64(host.masks(), count, masks.data());
+      out->masks_ = masks.data();
+    }
+    out->masks_int64_ = host.masks() != nullptr && options.masks_int64;
+  }
+};
+
+DeviceLoader::DeviceLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceLoader::~DeviceLoader() = default;
+
+Status DeviceLoader::Open(const std::string& path, const LoaderOptions& loader_options,
+                          const DeviceOptions& device_options, std::unique_ptr<DeviceLoader>* out) {
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, loader_options.dataset, &ds));
+  return Create(std::shared_ptr<const Dataset>(std::move(ds)), loader_options, device_options, out);
+}
+
+Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
+                            const LoaderOptions& loader_options,
+                            const DeviceOptions& device_options,
+                            std::unique_ptr<DeviceLoader>* out) {
+  if (!dataset) return Invalid("no dataset");
+  const DeviceOptions& d = device_options;
+  if (d.slots < 1) return Invalid("slots must be >= 1, got " + std::to_string(d.slots));
+  if (d.device < DeviceOptions::kCpu) {
+    return Invalid("device must be kAuto (-1), kCpu (-2) or a CUDA ordinal, got " +
+                   std::to_string(d.device));
+  }
+  if (loader_options.normalize != NormalizeMode::kNone || loader_options.defer_hflip) {
+    return Invalid(
+        "leave LoaderOptions::normalize (kNone) and defer_hflip (false) at their "
+        "defaults: the DeviceLoader sets them for the path it takes");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = d;
+  std::string why;
+  if (d.device >= 0) {
+    if (!CudaAvailable(&why)) {
+      return Status::Unsupported("DeviceLoader: CUDA device " + std::to_string(d.device) +
+                                 " requested, but no CUDA device is usable: " + why);
+    }
+    if (d.device >= CudaDeviceCount()) {
+      return Invalid("CUDA device " + std::to_string(d.device) + " requested, but only " +
+                     std::to_string(CudaDeviceCount()) + " visible");
+    }
+    impl->gpu = true;
+    impl->device = d.device;
+  } else if (d.device == DeviceOptions::kAuto && CudaAvailable(&why)) {
+    // (Without a device, CudaAvailable has logged the one line saying why and that the CPU
+    // path is used.)
+    impl->gpu = true;
+    impl->device = 0;
+  }
+
+  LoaderOptions lo = loader_options;
+  if (impl->gpu) {
+    if (!lo.allocator) lo.allocator = PinnedBatchAllocator();
+    lo.defer_hflip = true;  // mirrored for free by the normalize kernel
+  } else {
+    lo.normalize = NormalizeMode::kCpuFloat32;
+    if (!d.mean.empty() || !d.std.empty()) {
+      lo.mean = d.mean;
+      lo.std = d.std;
+    }
+  }
+  const DatasetInfo info = dataset->info();
+  DSPIPE_RETURN_IF_ERROR(Loader::Create(std::move(dataset), lo, &impl->loader));
+  const LoaderOptions& resolved = impl->loader->options();
+  const int channels = impl->loader->shape().channels;
+  if (impl->gpu) {
+    DSPIPE_RETURN_IF_ERROR(ResolveStats(d, resolved, info, channels, &impl->mean, &impl->stdev));
+  } else {
+    impl->mean = resolved.mean;  // the loader resolved and validated them
+    impl->stdev = resolved.std;
+  }
+  impl->norm.channels = channels;
+  for (int c = 0; c < channels; ++c) {
+    impl->norm.mean[c] = static_cast<float>(impl->mean[static_cast<size_t>(c)]);
+    impl->norm.std[c] = static_cast<float>(impl->stdev[static_cast<size_t>(c)]);
+  }
+  DSPIPE_RETURN_IF_ERROR(ValidateNormalizeParams(impl->norm).WithContext("DeviceLoader"));
+
+  internal::DeviceState& st = *impl->state;
+  const auto slots = static_cast<size_t>(d.slots);
+  st.held.assign(slots, false);
+  st.device_batches.resize(slots);
+  st.cpu_masks.resize(slots);
+  st.cpu_half.resize(slots);
+  st.consumer_stream = d.consumer_stream;
+  st.stats = &impl->loader->stats();
+  if (impl->gpu) {
+    GpuNormalizerOptions g;
+    g.device = impl->device;
+    g.fp16 = d.fp16;
+    g.num_slots = d.slots;
+    g.timing = true;
+    g.masks_int64 = d.masks_int64;
+    DSPIPE_RETURN_IF_ERROR(GpuNormalizer::Create(g, &st.gpu).WithContext("DeviceLoader"));
+    Log(LogLevel::kInfo, "DeviceLoader: GPU path on CUDA device " + std::to_string(impl->device) +
+                             (d.fp16 ? " (float16)" : " (float32)"));
+  }
+  out->reset(new DeviceLoader(std::move(impl)));
+  return Status::OK();
+}
+
+Status DeviceLoader::Next(TensorBatch* out) {
+  DSPIPE_RETURN_IF_ERROR(out->Release(impl_->options.consumer_stream));
+  int slot = -1;
+  DSPIPE_RETURN_IF_ERROR(impl_->FreeSlot(&slot));
+  Batch host;
+  Status s = impl_->loader->Next(&host);
+  if (s.ok() && host) {
+    if (impl_->gpu) {
+      s = impl_->ToDevice(host, slot, out);
+    } else {
+      impl_->OnHost(host, slot, out);
+    }
+  }
+  // Error or end of epoch: the slot was not used. (A failed Process leaves the CUDA context in
+  // an error state; the host batch is returned to the pool regardless.)
+  if (!s.ok() || !host) {
+    std::lock_guard<std::mutex> lock(impl_->state->mu);
+    impl_->state->held[static_cast<size_t>(slot)] = false;
+    *out = TensorBatch();
+    return s;
+  }
+  out->state_ = impl_->state;
+  out->host_ = std::move(host);
+  out->slot_ = slot;
+  return Status::OK();
+}
+
+bool DeviceLoader::on_device() const { return impl_->gpu; }
+const std::vector<double>& DeviceLoader::mean() const { return impl_->mean; }
+const std::vector<double>& DeviceLoader::std() const { return impl_->stdev; }
+Loader& DeviceLoader::loader() { return *impl_->loader; }
+
+LoaderShape DeviceLoader::loader_shape() {
+  LoaderShape shape = impl_->loader->loader_shape();
+  shape.gpu = impl_->gpu;
+  return shape;
+}
+
+}  // namespace dspipe

@@ -1,0 +1,94 @@
+// TensorBatch: releasing hands the device slot back to the GpuNormalizer and the pinned host
+// batch back to the loader's pool, in that order, and only after the batch's copy is done.
+#include <string>
+#include <utility>
+
+#include "device/device_state.h"
+#include "dspipe/device_loader.h"
+#include "dspipe/log.h"
+
+namespace dspipe {
+
+TensorBatch::~TensorBatch() {
+  if (!state_) return;
+  const Status s = Release(state_->consumer_stream);
+  if (!s.ok()) Log(LogLevel::kError, "TensorBatch: releasing batch: " + s.ToString());
+}
+
+TensorBatch::TensorBatch(TensorBatch&& other) noexcept { *this = std::move(other); }
+
+TensorBatch& TensorBatch::operator=(TensorBatch&& other) noexcept {
+  if (this == &other) return *this;
+  if (state_) {
+    const Status s = Release(state_->consumer_stream);
+    if (!s.ok()) Log(LogLevel::kError, "TensorBatch: releasing batch: " + s.ToString());
+  }
+  state_ = std::move(other.state_);
+  host_ = std::move(other.host_);
+  slot_ = other.slot_;
+  on_device_ = other.on_device_;
+  device_ = other.device_;
+  images_ = other.images_;
+  masks_ = other.masks_;
+  fp16_ = other.fp16_;
+  masks_int64_ = other.masks_int64_;
+  stream_ = other.stream_;
+  ready_event_ = other.ready_event_;
+  other.Clear();
+  return *this;
+}
+
+void TensorBatch::Clear() {
+  state_.reset();
+  host_.Reset();
+  slot_ = -1;
+  on_device_ = false;
+  device_ = -1;
+  images_ = masks_ = stream_ = ready_event_ = nullptr;
+  fp16_ = masks_int64_ = false;
+}
+
+Status TensorBatch::StreamWait(void* consumer_stream) const {
+  if (!on_device_ || !state_) return Status::OK();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->gpu->StreamWaitReady(state_->device_batches[static_cast<size_t>(slot_)],
+                                      consumer_stream);
+}
+
+Status TensorBatch::WaitReady() const {
+  if (!on_device_ || !state_) return Status::OK();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->gpu->WaitReady(state_->device_batches[static_cast<size_t>(slot_)]);
+}
+
+Status TensorBatch::Release(void* consumer_stream) {
+  if (!state_) {
+    Clear();
+    return Status::OK();
+  }
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    const auto slot = static_cast<size_t>(slot_);
+    if (on_device_) {
+      const DeviceBatch& db = state_->device_batches[slot];
+      status = state_->gpu->Release(db, consumer_stream);
+      // The host buffer goes back to the pool below: its DMA must be over. This also waits for
+      // the kernels (the timings need them), normally long finished: the consumer waited.
+      GpuTimings t;
+      const Status timed = state_->gpu->Timings(db, &t);
+      if (timed.ok() && state_->stats != nullptr) {
+        state_->stats->Record(Stage::kH2D, static_cast<uint64_t>(double{t.h2d_ms} * 1e6));
+        state_->stats->Record(Stage::kNormalize,
+                              static_cast<uint64_t>(double{t.normalize_ms} * 1e6));
+      }
+      if (status.ok() && !timed.ok()) status = state_->gpu->WaitInputConsumed(db);
+    }
+    state_->held[slot] = false;
+  }
+  Clear();
+  if (!status.ok()) return status.WithContext("TensorBatch::Release");
+  return Status::OK();
+}
+
+}  // namespace dspipe

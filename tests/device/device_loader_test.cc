@@ -1,0 +1,246 @@
+// DeviceLoader without a GPU: the CPU path must equal the plain loader's CPU normalization, the
+// pinned allocator must work, and an explicit CUDA device must be refused with the reason.
+// DSPIPE_DISABLE_CUDA is set before main (detection runs once, at first use), so these tests
+// check the no-GPU path on GPU machines too.
+#include "dspipe/device_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "device/device_fixture.h"
+#include "dspipe/cuda.h"
+#include "dspipe/normalize.h"
+
+namespace dspipe {
+namespace {
+
+const int kForceNoGpu = ::setenv("DSPIPE_DISABLE_CUDA", "1", 1);
+
+using testing::HostBatchCopy;
+using testing::ReferenceEpoch;
+using testing::SynthDataset;
+using testing::TestLoaderOptions;
+
+std::unique_ptr<DeviceLoader> OpenOrDie(const LoaderOptions& lo, const DeviceOptions& d) {
+  std::unique_ptr<DeviceLoader> loader;
+  const Status s = DeviceLoader::Open(SynthDataset(), lo, d, &loader);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return loader;
+}
+
+// Every batch of one epoch of `loader` compared with the reference loader's, exactly.
+void ExpectEpochEqualsReference(DeviceLoader* loader, const LoaderOptions& lo, uint64_t epoch,
+                                const DeviceOptions& d) {
+  const std::vector<HostBatchCopy> ref = ReferenceEpoch(lo, epoch);
+  ASSERT_EQ(ref.size(), 4u);  // 13 samples in batches of 4
+  loader->set_epoch(epoch);
+  TensorBatch b;
+  size_t k = 0;
+  int mirrored = 0;
+  for (;; ++k) {
+    ASSERT_TRUE(loader->Next(&b).ok());
+    if (!b) break;
+    ASSERT_LT(k, ref.size());
+    const HostBatchCopy& r = ref[k];
+    EXPECT_FALSE(b.on_device());
+    EXPECT_EQ(b.device(), -1);
+    EXPECT_EQ(b.stream(), nullptr);
+    EXPECT_EQ(b.ready_event(), nullptr);
+    ASSERT_EQ(static_cast<size_t>(b.size()), r.indices.size());
+    EXPECT_EQ(std::vector<uint64_t>(b.indices(), b.indices() + b.size()), r.indices);
+    EXPECT_EQ(std::vector<int32_t>(b.labels(), b.labels() + b.size()), r.labels);
+    EXPECT_EQ(std::vector<uint8_t>(b.hflip(), b.hflip() + b.size()), r.hflip);
+    for (int i = 0; i < b.size(); ++i) mirrored += b.hflip()[i];
+    EXPECT_EQ(b.fp16(), d.fp16);
+    if (d.fp16) {
+      const auto* half = static_cast<const uint16_t*>(b.images());
+      for (size_t i = 0; i < r.images.size(); ++i) {
+        ASSERT_EQ(half[i], FloatToHalfBits(r.images[i])) << "batch " << k << " element " << i;
+      }
+    } else {
+      ASSERT_EQ(std::memcmp(b.images(), r.images.data(), r.images.size() * sizeof(float)), 0)
+          << "batch " << k;
+    }
+    ASSERT_NE(b.masks(), nullptr);
+    EXPECT_EQ(b.masks_int64(), d.masks_int64);
+    for (size_t i = 0; i < r.masks.size(); ++i) {
+      const int64_t got = d.masks_int64 ? static_cast<const int64_t*>(b.masks())[i]
+                                        : static_cast<const uint8_t*>(b.masks())[i];
+      ASSERT_EQ(got, r.masks[i]) << "batch " << k << " mask pixel " << i;
+    }
+  }
+  EXPECT_EQ(k, ref.size());
+  EXPECT_GT(mirrored, 0) << "the test needs mirrored samples";
+  EXPECT_LT(mirrored, 13) << "the test needs unmirrored samples";
+}
+
+TEST(DeviceLoaderCpu, AutoWithoutGpuTakesTheCpuPathAndEqualsTheLoader) {
+  ASSERT_EQ(kForceNoGpu, 0);
+  ASSERT_FALSE(CudaAvailable());
+  const LoaderOptions lo = TestLoaderOptions();
+  const DeviceOptions d;  // kAuto, fp32, int64 masks, manifest mean/std
+  auto loader = OpenOrDie(lo, d);
+  ASSERT_NE(loader, nullptr);
+  EXPECT_FALSE(loader->on_device());
+  EXPECT_FALSE(loader->loader_shape().gpu);
+  EXPECT_EQ(loader->mean().size(), 3u);
+  EXPECT_EQ(loader->mean(), loader->loader().dataset().info().mean);
+  EXPECT_EQ(loader->std(), loader->loader().dataset().info().std);
+  ExpectEpochEqualsReference(loader.get(), lo, 0, d);
+  ExpectEpochEqualsReference(loader.get(), lo, 1, d);
+  // The CPU normalization is timed by the loader's workers, once per batch.
+  EXPECT_EQ(loader->stats().Summary(Stage::kNormalize).count, 8u);
+  EXPECT_EQ(loader->stats().Summary(Stage::kH2D).count, 0u);
+}
+
+TEST(DeviceLoaderCpu, Fp16AndUint8MasksAndExplicitMeanStd) {
+  LoaderOptions lo = TestLoaderOptions();
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  d.fp16 = true;
+  d.masks_int64 = false;
+  d.mean = {100.0};  // one value: every channel
+  d.std = {50.0, 60.0, 70.0};
+  auto loader = OpenOrDie(lo, d);
+  ASSERT_NE(loader, nullptr);
+  EXPECT_EQ(loader->mean(), (std::vector<double>{100, 100, 100}));
+  lo.mean = d.mean;
+  lo.std = d.std;
+  ExpectEpochEqualsReference(loader.get(), lo, 3, d);
+}
+
+TEST(DeviceLoaderCpu, ExplicitCudaDeviceWithoutGpuIsUnsupported) {
+  DeviceOptions d;
+  d.device = 0;
+  std::unique_ptr<DeviceLoader> loader;
+  const Status s = DeviceLoader::Open(SynthDataset(), TestLoaderOptions(), d, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported) << s.ToString();
+  EXPECT_NE(s.message().find("CUDA device 0 requested"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("DSPIPE_DISABLE_CUDA"), std::string::npos) << s.ToString();
+  EXPECT_EQ(loader, nullptr);
+}
+
+TEST(DeviceLoaderCpu, RejectsBadOptions) {
+  std::unique_ptr<DeviceLoader> loader;
+  LoaderOptions lo = TestLoaderOptions();
+  lo.normalize = NormalizeMode::kCpuFloat32;
+  Status s = DeviceLoader::Open(SynthDataset(), lo, DeviceOptions{}, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("normalize"), std::string::npos) << s.ToString();
+  DeviceOptions d;
+  d.slots = 0;
+  s = DeviceLoader::Open(SynthDataset(), TestLoaderOptions(), d, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("slots"), std::string::npos) << s.ToString();
+  d = DeviceOptions{};
+  d.mean = {1, 2};
+  d.std = {1, 2};
+  s = DeviceLoader::Open(SynthDataset(), TestLoaderOptions(), d, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(loader, nullptr);
+}
+
+TEST(PinnedBatchAllocator, WorksWithoutGpuAndFeedsTheLoader) {
+  const auto alloc = PinnedBatchAllocator();
+  ASSERT_NE(alloc, nullptr);
+  EXPECT_EQ(alloc, PinnedBatchAllocator());  // one shared, stateless instance
+  void* p = alloc->Allocate(100000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
+  EXPECT_FALSE(IsPinned(p));  // no device: the pageable fallback
+  std::memset(p, 0x5a, 100000);
+  EXPECT_EQ(static_cast<uint8_t*>(p)[99999], 0x5a);
+  alloc->Free(p);
+  alloc->Free(nullptr);
+
+  // Batches decoded into its buffers are the same as with the default allocator.
+  LoaderOptions lo = TestLoaderOptions();
+  lo.normalize = NormalizeMode::kCpuFloat32;
+  const std::vector<HostBatchCopy> ref = ReferenceEpoch(lo, 2);
+  lo.allocator = alloc;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(SynthDataset(), lo, &loader).ok());
+  loader->set_epoch(2);
+  Batch b;
+  for (const HostBatchCopy& r : ref) {
+    ASSERT_TRUE(loader->Next(&b).ok());
+    ASSERT_TRUE(b);
+    EXPECT_EQ(std::vector<uint64_t>(b.indices(), b.indices() + b.size()), r.indices);
+    EXPECT_EQ(std::memcmp(b.normalized(), r.images.data(), r.images.size() * sizeof(float)), 0);
+  }
+}
+
+// A held batch keeps its buffers: later batches never land in them, and they are reused only
+// once released. With every slot held, Next refuses instead of overwriting.
+TEST(DeviceLoaderCpu, BuffersAreRecycledOnlyAfterRelease) {
+  LoaderOptions lo = TestLoaderOptions();
+  lo.prefetch = 2;
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  d.slots = 2;
+  auto loader = OpenOrDie(lo, d);
+  ASSERT_NE(loader, nullptr);
+  TensorBatch held;
+  ASSERT_TRUE(loader->Next(&held).ok());
+  ASSERT_TRUE(held);
+  const size_t floats = static_cast<size_t>(held.size()) * 3 * 48 * 64;
+  const auto* held_images = static_cast<const float*>(held.images());
+  const std::vector<float> before(held_images, held_images + floats);
+  const std::vector<int64_t> masks_before(static_cast<const int64_t*>(held.masks()),
+                                          static_cast<const int64_t*>(held.masks()) + 4 * 48 * 64);
+  const void* held_masks = held.masks();
+
+  std::set<const void*> seen;
+  TensorBatch other;
+  for (int epoch_batches = 0; epoch_batches < 9; ++epoch_batches) {  // runs across epochs
+    ASSERT_TRUE(loader->Next(&other).ok());
+    if (!other) continue;  // end of epoch
+    EXPECT_NE(other.images(), held.images());
+    EXPECT_NE(other.masks(), held_masks);
+    seen.insert(other.images());
+    // Both slots are held now: a third batch would need one of them.
+    TensorBatch third;
+    const Status s = loader->Next(&third);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("slots"), std::string::npos) << s.ToString();
+    EXPECT_FALSE(third);
+  }
+  EXPECT_EQ(std::vector<float>(held_images, held_images + floats), before);
+  EXPECT_EQ(std::vector<int64_t>(static_cast<const int64_t*>(held.masks()),
+                                 static_cast<const int64_t*>(held.masks()) + 4 * 48 * 64),
+            masks_before);
+  // Buffers are reused (the pool does not grow with the number of batches).
+  EXPECT_LE(loader->loader().pool_buffers(), static_cast<size_t>(lo.prefetch + d.slots + 1));
+  EXPECT_TRUE(held.Release().ok());
+  EXPECT_FALSE(held);
+  EXPECT_TRUE(held.Release().ok());  // idempotent
+  TensorBatch a, b;
+  EXPECT_TRUE(loader->Next(&a).ok());
+  EXPECT_TRUE(loader->Next(&b).ok());
+}
+
+TEST(DeviceLoaderCpu, BatchOutlivesItsLoader) {
+  auto loader = OpenOrDie(TestLoaderOptions(), DeviceOptions{});
+  ASSERT_NE(loader, nullptr);
+  TensorBatch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  ASSERT_TRUE(b);
+  const std::vector<uint64_t> indices(b.indices(), b.indices() + b.size());
+  const float first = static_cast<const float*>(b.images())[0];
+  loader.reset();
+  EXPECT_EQ(std::vector<uint64_t>(b.indices(), b.indices() + b.size()), indices);
+  EXPECT_EQ(static_cast<const float*>(b.images())[0], first);
+  TensorBatch moved = std::move(b);
+  EXPECT_FALSE(b);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+  EXPECT_TRUE(moved);
+  EXPECT_TRUE(moved.Release().ok());
+}
+
+}  // namespace
+}  // namespace dspipe
