@@ -12,7 +12,7 @@ PKGS=(
   libcsv-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv
 )
-if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-torch); fi
+if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-torch python3-zstandard); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -90,7 +90,11 @@ class PlainDataset final : public Dataset {
 
   const DatasetInfo& info() const override { return info_; }
   std::string KeyName(uint64_t index) const override {
-    return index < keys_.size() ? "'" + keys_[index] + "'" : "#" + std::to_string(index);
+    if (index >= keys_.size()) return "#" + std::to_string(index);
+    std::string name;
+    name.reserve(keys_[index].size() + 2);
+    name.append(1, '\'').append(keys_[index]).append(1, '\'');
+    return name;
   }
 
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {

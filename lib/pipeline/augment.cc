@@ -6,7 +6,7 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
-#include "pipeline/rng.h"
+#include "core/rng.h"
 
 namespace dspipe {
 namespace {
@@ -50,7 +50,7 @@ Status AugmentOptions::Validate() const {
 
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
                           uint64_t index, int src_h, int src_w) {
-  auto rng = pipeline::Rng::For(seed ^ kAugmentSalt, epoch, index);
+  auto rng = Rng::For(seed ^ kAugmentSalt, epoch, index);
   AugmentParams p;
   p.crop_w = src_w;
   p.crop_h = src_h;

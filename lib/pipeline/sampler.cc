@@ -3,7 +3,7 @@
 #include <numeric>
 #include <string>
 
-#include "pipeline/rng.h"
+#include "core/rng.h"
 
 namespace dspipe {
 
@@ -61,7 +61,7 @@ std::vector<uint64_t> Sampler::GlobalOrder(uint64_t epoch) const {
   std::iota(order.begin(), order.end(), uint64_t{0});
   if (!options_.shuffle) return order;
   // Fisher-Yates with a stream keyed by (seed, epoch): the same on every rank and platform.
-  auto rng = pipeline::Rng::For(options_.seed, epoch, 0x5348554646ULL /* "SHUFF" */);
+  auto rng = Rng::For(options_.seed, epoch, 0x5348554646ULL /* "SHUFF" */);
   for (uint64_t i = size_ - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
   return order;
 }

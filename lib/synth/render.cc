@@ -7,7 +7,7 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
-#include "synth/rng.h"
+#include "core/rng.h"
 
 namespace dspipe::synth {
 namespace {
