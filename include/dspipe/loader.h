@@ -33,6 +33,7 @@
 #include "dspipe/augment.h"
 #include "dspipe/batch.h"
 #include "dspipe/dataset.h"
+#include "dspipe/normalize.h"
 #include "dspipe/sampler.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
@@ -145,5 +146,11 @@ class Loader {
 
 // The CPUs this process may run on (sched_getaffinity), at least 1.
 int UsableCpus();
+
+// Resolves the mean/std used to normalize: *mean / *std as given (one value applies to every
+// channel), or the dataset manifest's when both are empty; checks them against `channels` and
+// fills *params. Shared by the CPU path (Loader) and the GPU path (DeviceLoader).
+Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
+                            std::vector<double>* std, NormalizeParams* params);
 
 }  // namespace dspipe

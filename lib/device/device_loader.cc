@@ -18,30 +18,6 @@ Status Invalid(const std::string& what) { return Status::InvalidArgument("Device
 
 // Mean/std for the GPU path (the CPU path lets the loader resolve them the same way):
 // DeviceOptions, then LoaderOptions, then the manifest; one value applies to every channel.
-Status ResolveStats(const DeviceOptions& d, const LoaderOptions& l, const DatasetInfo& info,
-                    int channels, std::vector<double>* mean, std::vector<double>* stdev) {
-  *mean = !d.mean.empty() ? d.mean : l.mean;
-  *stdev = !d.std.empty() ? d.std : l.std;
-  if (mean->empty() != stdev->empty()) return Invalid("set both mean and std, or neither");
-  if (mean->empty()) {
-    if (!info.has_stats) {
-      return Invalid(info.path +
-                     " has no mean/std in its manifest: set DeviceOptions::mean and ::std");
-    }
-    *mean = info.mean;
-    *stdev = info.std;
-  }
-  const auto c = static_cast<size_t>(channels);
-  if (mean->size() == 1) mean->assign(c, (*mean)[0]);
-  if (stdev->size() == 1) stdev->assign(c, (*stdev)[0]);
-  if (mean->size() != c || stdev->size() != c) {
-    return Invalid("mean/std have " + std::to_string(mean->size()) + "/" +
-                   std::to_string(stdev->size()) + " values for " + std::to_string(channels) +
-                   " channels");
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 struct DeviceLoader::Impl {
@@ -181,17 +157,15 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   const LoaderOptions& resolved = impl->loader->options();
   const int channels = impl->loader->shape().channels;
   if (impl->gpu) {
-    DSPIPE_RETURN_IF_ERROR(ResolveStats(d, resolved, info, channels, &impl->mean, &impl->stdev));
+    impl->mean = !d.mean.empty() ? d.mean : resolved.mean;
+    impl->stdev = !d.std.empty() ? d.std : resolved.std;
   } else {
-    impl->mean = resolved.mean;  // the loader resolved and validated them
+    impl->mean = resolved.mean;  // the loader resolved them
     impl->stdev = resolved.std;
   }
-  impl->norm.channels = channels;
-  for (int c = 0; c < channels; ++c) {
-    impl->norm.mean[c] = static_cast<float>(impl->mean[static_cast<size_t>(c)]);
-    impl->norm.std[c] = static_cast<float>(impl->stdev[static_cast<size_t>(c)]);
-  }
-  DSPIPE_RETURN_IF_ERROR(ValidateNormalizeParams(impl->norm).WithContext("DeviceLoader"));
+  DSPIPE_RETURN_IF_ERROR(
+      ResolveNormalization(info, channels, &impl->mean, &impl->stdev, &impl->norm)
+          .WithContext("DeviceLoader"));
 
   internal::DeviceState& st = *impl->state;
   const auto slots = static_cast<size_t>(d.slots);

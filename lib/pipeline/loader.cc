@@ -436,35 +436,36 @@ Status ProbeFirstRecord(const Dataset& ds, int* height, int* width) {
 
 Status Invalid(const std::string& what) { return Status::InvalidArgument("loader: " + what); }
 
-Status ResolveNormalize(const DatasetInfo& info, int channels, LoaderOptions* o,
-                        NormalizeParams* p) {
-  if (o->mean.empty() != o->std.empty()) return Invalid("set both mean and std, or neither");
-  if (o->mean.empty()) {
-    if (!info.has_stats) {
-      return Invalid("normalize needs mean/std, and " + info.path +
-                     " has no statistics in its manifest: set LoaderOptions::mean and ::std");
-    }
-    o->mean = info.mean;
-    o->std = info.std;
-  }
-  // One value applies to every channel.
-  if (o->mean.size() == 1) o->mean.assign(static_cast<size_t>(channels), o->mean[0]);
-  if (o->std.size() == 1) o->std.assign(static_cast<size_t>(channels), o->std[0]);
-  if (o->mean.size() != static_cast<size_t>(channels) ||
-      o->std.size() != static_cast<size_t>(channels)) {
-    return Invalid("mean/std have " + std::to_string(o->mean.size()) + "/" +
-                   std::to_string(o->std.size()) + " values for " + std::to_string(channels) +
-                   " channels");
-  }
-  p->channels = channels;
-  for (int c = 0; c < channels; ++c) {
-    p->mean[c] = static_cast<float>(o->mean[static_cast<size_t>(c)]);
-    p->std[c] = static_cast<float>(o->std[static_cast<size_t>(c)]);
-  }
-  return ValidateNormalizeParams(*p);
-}
-
 }  // namespace
+
+Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
+                            std::vector<double>* std, NormalizeParams* params) {
+  if (mean->empty() != std->empty()) {
+    return Status::InvalidArgument("set both mean and std, or neither");
+  }
+  if (mean->empty()) {
+    if (!info.has_stats) {
+      return Status::InvalidArgument("normalize needs mean/std, and " + info.path +
+                                     " has no statistics in its manifest: set mean and std");
+    }
+    *mean = info.mean;
+    *std = info.std;
+  }
+  const auto c = static_cast<size_t>(channels);
+  if (mean->size() == 1) mean->assign(c, (*mean)[0]);
+  if (std->size() == 1) std->assign(c, (*std)[0]);
+  if (mean->size() != c || std->size() != c) {
+    return Status::InvalidArgument("mean/std have " + std::to_string(mean->size()) + "/" +
+                                   std::to_string(std->size()) + " values for " +
+                                   std::to_string(channels) + " channels");
+  }
+  params->channels = channels;
+  for (size_t k = 0; k < c; ++k) {
+    params->mean[k] = static_cast<float>((*mean)[k]);
+    params->std[k] = static_cast<float>((*std)[k]);
+  }
+  return ValidateNormalizeParams(*params);
+}
 
 Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                       std::unique_ptr<Loader>* out) {
@@ -504,7 +505,10 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   shape.width = o.width;
 
   NormalizeParams norm;
-  if (shape.normalized) DSPIPE_RETURN_IF_ERROR(ResolveNormalize(info, shape.channels, &o, &norm));
+  if (shape.normalized) {
+    DSPIPE_RETURN_IF_ERROR(ResolveNormalization(info, shape.channels, &o.mean, &o.std, &norm)
+                               .WithContext("loader"));
+  }
 
   Sampler sampler;
   Status s = Sampler::Create(info.count, o.sampler, &sampler);
