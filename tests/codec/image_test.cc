@@ -1,0 +1,340 @@
+// codec/image.h: sniff, probe (completeness), decode (RGB order, 16-bit, gray, alpha, palette,
+// EXIF), mask rules, PNG encode, zstd and payload decoding.
+#include "codec/image.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "codec/test_images.h"
+
+namespace dspipe::codec {
+namespace {
+
+using dspipe::testing::AsBytes;
+using dspipe::testing::CountDiff;
+using dspipe::testing::Encode;
+using dspipe::testing::MakePng;
+using dspipe::testing::OpenCvRgb;
+using dspipe::testing::PackIndices;
+using dspipe::testing::Pattern;
+using dspipe::testing::Rows16;
+using dspipe::testing::Rows8;
+using dspipe::testing::WithExifOrientation;
+
+cv::Mat Indices(int w, int h, int classes) {
+  cv::Mat m(h, w, CV_8UC1);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x)
+      m.at<uint8_t>(y, x) = static_cast<uint8_t>((x / 5 + y / 3) % classes);
+  }
+  return m;
+}
+
+TEST(Sniff, RecognisesMagicBytes) {
+  EXPECT_EQ(SniffCodec(AsBytes(Encode(Pattern(8, 8), ".png"))), Codec::kPng);
+  EXPECT_EQ(SniffCodec(AsBytes(Encode(Pattern(8, 8), ".jpg"))), Codec::kJpeg);
+  EXPECT_EQ(SniffCodec(AsBytes(Encode(Pattern(8, 8), ".bmp"))), Codec::kEncoded);
+  EXPECT_EQ(SniffCodec(AsBytes(std::string())), Codec::kNone);
+}
+
+TEST(Probe, PngColourTypesAndDepths) {
+  const cv::Mat rgb = Pattern(20, 10);
+  struct Case {
+    std::string bytes;
+    int channels, depth;
+    bool palette;
+  };
+  cv::Mat gray, rgba, rgb16;
+  cv::cvtColor(rgb, gray, cv::COLOR_RGB2GRAY);
+  cv::cvtColor(rgb, rgba, cv::COLOR_RGB2RGBA);
+  rgb.convertTo(rgb16, CV_16UC3, 257);
+  const std::vector<Case> cases = {
+      {Encode(rgb, ".png"), 3, 8, false},
+      {Encode(gray, ".png"), 1, 8, false},
+      {Encode(rgba, ".png"), 4, 8, false},
+      {MakePng(20, 10, 16, 2, Rows16(rgb16)), 3, 16, false},
+      {MakePng(20, 10, 8, 4, std::vector<uint8_t>(20 * 10 * 2, 7)), 2, 8, false},
+      {MakePng(20, 10, 4, 3, PackIndices(Indices(20, 10, 3), 4), {{0, 0, 0}, {1, 2, 3}, {9, 9, 9}}),
+       3, 4, true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ImageProbe p;
+    ASSERT_TRUE(Probe(AsBytes(cases[i].bytes), &p).ok()) << "case " << i;
+    EXPECT_EQ(p.codec, Codec::kPng);
+    EXPECT_EQ(p.width, 20) << "case " << i;
+    EXPECT_EQ(p.height, 10) << "case " << i;
+    EXPECT_EQ(p.channels, cases[i].channels) << "case " << i;
+    EXPECT_EQ(p.bit_depth, cases[i].depth) << "case " << i;
+    EXPECT_EQ(p.palette, cases[i].palette) << "case " << i;
+  }
+}
+
+TEST(Probe, RejectsIncompleteAndNonImages) {
+  const std::string png = Encode(Pattern(32, 32), ".png");
+  const std::string jpg = Encode(Pattern(32, 32), ".jpg");
+  struct Case {
+    std::string bytes, reason;
+  };
+  const std::vector<Case> cases = {
+      {png.substr(0, png.size() / 2), "truncated PNG"},
+      {png.substr(0, png.size() - 1), "truncated PNG"},
+      {jpg.substr(0, jpg.size() / 2), "truncated JPEG"},
+      {"", "empty file"},
+      {"this is not an image, just text\n", "not a decodable image"},
+      {png.substr(0, 12), "PNG"},  // signature and a cut IHDR
+  };
+  for (const Case& c : cases) {
+    ImageProbe p;
+    Status s = Probe(AsBytes(c.bytes), &p);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << c.reason << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.reason), std::string::npos) << s.ToString();
+  }
+}
+
+TEST(Decode, PngAndJpegMatchOpenCvInRgbOrder) {
+  const cv::Mat rgb = Pattern(33, 17);
+  for (const char* ext : {".png", ".jpg", ".bmp"}) {
+    const std::string bytes = Encode(rgb, ext);
+    cv::Mat out;
+    ASSERT_TRUE(DecodeImage(AsBytes(bytes), 3, &out).ok()) << ext;
+    EXPECT_EQ(out.type(), CV_8UC3);
+    EXPECT_EQ(CountDiff(out, OpenCvRgb(bytes)), 0) << ext;
+    if (std::string(ext) != ".jpg") {
+      EXPECT_EQ(CountDiff(out, rgb), 0) << ext;
+    }
+  }
+}
+
+TEST(Decode, GrayOutputAndGraySource) {
+  const cv::Mat rgb = Pattern(16, 12);
+  cv::Mat out, expect;
+  ASSERT_TRUE(DecodeImage(AsBytes(Encode(rgb, ".png")), 1, &out).ok());
+  cv::cvtColor(rgb, expect, cv::COLOR_RGB2GRAY);
+  EXPECT_EQ(CountDiff(out, expect), 0);
+  // A gray PNG decoded to 3 channels replicates the gray value.
+  ASSERT_TRUE(DecodeImage(AsBytes(Encode(expect, ".png")), 3, &out).ok());
+  cv::Mat rep;
+  cv::cvtColor(expect, rep, cv::COLOR_GRAY2RGB);
+  EXPECT_EQ(CountDiff(out, rep), 0);
+  ASSERT_TRUE(DecodeImage(AsBytes(Encode(expect, ".png")), 1, &out).ok());
+  EXPECT_EQ(CountDiff(out, expect), 0);
+}
+
+TEST(Decode, SixteenBitKeepsTheHighByteLikeImread) {
+  // Values chosen so that truncation (v >> 8, what cv::imread does) differs from rounding
+  // (v / 257): a decoder that rounds would not match what users see with cv2.imread.
+  cv::Mat v16(4, 64, CV_16UC3);
+  for (int y = 0; y < 4; ++y) {
+    for (int x = 0; x < 64; ++x) {
+      const int k = x * 4;
+      const uint16_t a = static_cast<uint16_t>(std::min(65535, 257 * k + 129));
+      const uint16_t b = static_cast<uint16_t>(std::min(65535, 257 * k + 127 + y));
+      const uint16_t c = static_cast<uint16_t>(65535 - 97 * x - y);
+      v16.at<cv::Vec3w>(y, x) = cv::Vec3w(a, b, c);
+    }
+  }
+  const std::string png = MakePng(64, 4, 16, 2, Rows16(v16));
+  cv::Mat out;
+  ASSERT_TRUE(DecodeImage(AsBytes(png), 3, &out).ok());
+  ASSERT_EQ(out.type(), CV_8UC3);
+  EXPECT_EQ(CountDiff(out, OpenCvRgb(png)), 0) << "differs from cv::imread";
+  int bad = 0;
+  for (int y = 0; y < 4; ++y) {
+    for (int x = 0; x < 64; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        const int want = v16.at<cv::Vec3w>(y, x)[c] >> 8;
+        if (out.at<cv::Vec3b>(y, x)[c] != want && bad++ < 5) {
+          ADD_FAILURE() << "(" << x << "," << y << ") c" << c << " from "
+                        << v16.at<cv::Vec3w>(y, x)[c] << ": got " << int(out.at<cv::Vec3b>(y, x)[c])
+                        << ", want " << want;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  // 16-bit gray to 1 channel: the same reduction.
+  cv::Mat g16(3, 5, CV_16UC1);
+  for (int i = 0; i < 15; ++i)
+    g16.at<uint16_t>(i / 5, i % 5) = static_cast<uint16_t>(4369 * i + 200);
+  ASSERT_TRUE(DecodeImage(AsBytes(MakePng(5, 3, 16, 0, Rows16(g16))), 1, &out).ok());
+  ASSERT_EQ(out.type(), CV_8UC1);
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_EQ(out.at<uint8_t>(i / 5, i % 5), g16.at<uint16_t>(i / 5, i % 5) >> 8) << i;
+  }
+}
+
+TEST(Decode, AlphaIsDroppedAndPaletteExpanded) {
+  const cv::Mat rgb = Pattern(24, 8);
+  cv::Mat rgba;
+  cv::cvtColor(rgb, rgba, cv::COLOR_RGB2RGBA);
+  for (int y = 0; y < rgba.rows; ++y) {
+    for (int x = 0; x < rgba.cols; ++x) rgba.at<cv::Vec4b>(y, x)[3] = static_cast<uint8_t>(x * 10);
+  }
+  cv::Mat out;
+  ASSERT_TRUE(DecodeImage(AsBytes(Encode(rgba, ".png")), 3, &out).ok());
+  EXPECT_EQ(CountDiff(out, rgb), 0);
+
+  const std::vector<std::array<uint8_t, 3>> pal = {{10, 20, 30}, {200, 0, 0}, {0, 200, 50}};
+  const cv::Mat idx = Indices(24, 8, 3);
+  for (int bits : {2, 8}) {
+    ASSERT_TRUE(
+        DecodeImage(AsBytes(MakePng(24, 8, bits, 3, PackIndices(idx, bits), pal)), 3, &out).ok());
+    ASSERT_EQ(out.type(), CV_8UC3);
+    int bad = 0;
+    for (int y = 0; y < 8; ++y) {
+      for (int x = 0; x < 24; ++x) {
+        const auto& c = pal[idx.at<uint8_t>(y, x)];
+        if (out.at<cv::Vec3b>(y, x) != cv::Vec3b(c[0], c[1], c[2])) ++bad;
+      }
+    }
+    EXPECT_EQ(bad, 0) << bits << "-bit palette";
+  }
+}
+
+TEST(Decode, JpegExifOrientationIsApplied) {
+  const cv::Mat rgb = Pattern(64, 48);  // landscape
+  const std::string jpg =
+      WithExifOrientation(Encode(rgb, ".jpg", {cv::IMWRITE_JPEG_QUALITY, 95}), 6);
+  // Orientation 6: rotate 90° clockwise to display, so the shape becomes 48 wide, 64 tall.
+  const cv::Mat ref = OpenCvRgb(jpg);
+  ASSERT_EQ(ref.cols, 48) << "OpenCV did not honour the hand-made EXIF segment";
+  ASSERT_EQ(ref.rows, 64);
+  ImageProbe p;
+  ASSERT_TRUE(Probe(AsBytes(jpg), &p).ok());
+  EXPECT_EQ(p.codec, Codec::kJpeg);
+  EXPECT_EQ(p.width, 48);
+  EXPECT_EQ(p.height, 64);
+  cv::Mat out;
+  ASSERT_TRUE(DecodeImage(AsBytes(jpg), 3, &out).ok());
+  EXPECT_EQ(CountDiff(out, ref), 0);
+  std::vector<uint8_t> dst(48 * 64 * 3);
+  ASSERT_TRUE(DecodePayloadInto(Codec::kJpeg, AsBytes(jpg), 3, 64, 48, dst.data()).ok());
+  EXPECT_EQ(CountDiff(cv::Mat(64, 48, CV_8UC3, dst.data()), ref), 0);
+  // The unrotated shape is a size mismatch.
+  Status s = DecodePayloadInto(Codec::kJpeg, AsBytes(jpg), 3, 48, 64, dst.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+}
+
+TEST(Mask, GrayPaletteAnd16BitKeepClassIds) {
+  const cv::Mat idx = Indices(30, 20, 5);
+  cv::Mat out;
+  ASSERT_TRUE(DecodeMask(AsBytes(Encode(idx, ".png")), &out).ok());
+  EXPECT_EQ(CountDiff(out, idx), 0);
+  // Palette masks: the index is the class id, whatever the colours (Pascal VOC style).
+  const std::vector<std::array<uint8_t, 3>> voc = {
+      {0, 0, 0}, {128, 0, 0}, {0, 128, 0}, {128, 128, 0}, {0, 0, 128}};
+  for (int bits : {4, 8}) {
+    ASSERT_TRUE(
+        DecodeMask(AsBytes(MakePng(30, 20, bits, 3, PackIndices(idx, bits), voc)), &out).ok());
+    EXPECT_EQ(CountDiff(out, idx), 0) << bits << "-bit palette";
+  }
+  cv::Mat idx16;
+  idx.convertTo(idx16, CV_16U);
+  ASSERT_TRUE(DecodeMask(AsBytes(Encode(idx16, ".png")), &out).ok());
+  EXPECT_EQ(CountDiff(out, idx), 0);
+  // RGB / RGBA masks whose colour channels agree are gray masks.
+  cv::Mat rgb, rgba;
+  cv::cvtColor(idx, rgb, cv::COLOR_GRAY2RGB);
+  cv::cvtColor(idx, rgba, cv::COLOR_GRAY2RGBA);
+  ASSERT_TRUE(DecodeMask(AsBytes(Encode(rgb, ".png")), &out).ok());
+  EXPECT_EQ(CountDiff(out, idx), 0);
+  ASSERT_TRUE(DecodeMask(AsBytes(Encode(rgba, ".png")), &out).ok());
+  EXPECT_EQ(CountDiff(out, idx), 0);
+}
+
+TEST(Mask, RejectsMultiChannelAndLargeIds) {
+  cv::Mat rgb = Pattern(16, 16);
+  cv::Mat out;
+  Status s = DecodeMask(AsBytes(Encode(rgb, ".png")), &out);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput);
+  EXPECT_NE(s.message().find("multi-channel mask"), std::string::npos) << s.ToString();
+  cv::Mat m16(8, 8, CV_16U, cv::Scalar(3));
+  m16.at<uint16_t>(4, 4) = 300;
+  s = DecodeMask(AsBytes(Encode(m16, ".png")), &out);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput);
+  EXPECT_NE(s.message().find("300"), std::string::npos) << s.ToString();
+  s = DecodeMask(AsBytes(std::string()), &out);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput);
+  EXPECT_NE(s.message().find("empty"), std::string::npos) << s.ToString();
+}
+
+TEST(Mask, IsPlainGray8Png) {
+  const cv::Mat idx = Indices(10, 10, 3);
+  cv::Mat idx16, rgb;
+  idx.convertTo(idx16, CV_16U);
+  cv::cvtColor(idx, rgb, cv::COLOR_GRAY2RGB);
+  EXPECT_TRUE(IsPlainGray8Png(AsBytes(Encode(idx, ".png"))));
+  EXPECT_FALSE(IsPlainGray8Png(AsBytes(Encode(idx16, ".png"))));
+  EXPECT_FALSE(IsPlainGray8Png(AsBytes(Encode(rgb, ".png"))));
+  EXPECT_FALSE(IsPlainGray8Png(
+      AsBytes(MakePng(10, 10, 8, 3, Rows8(idx), {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}}))));
+  EXPECT_FALSE(IsPlainGray8Png(AsBytes(Encode(idx, ".bmp"))));
+}
+
+TEST(Encode, PngRoundTripKeepsRgbOrder) {
+  const cv::Mat rgb = Pattern(21, 13, 3);
+  std::string png;
+  ASSERT_TRUE(EncodePng(rgb, 1, &png).ok());
+  EXPECT_EQ(CountDiff(OpenCvRgb(png), rgb), 0);  // OpenCV reads BGR: so the file holds RGB
+  cv::Mat back;
+  ASSERT_TRUE(DecodeImage(AsBytes(png), 3, &back).ok());
+  EXPECT_EQ(CountDiff(back, rgb), 0);
+}
+
+TEST(Zstd, RoundTripAndSizeChecks) {
+  const cv::Mat rgb = Pattern(40, 30);
+  const std::span<const uint8_t> raw(rgb.data, rgb.total() * 3);
+  std::string z;
+  ASSERT_TRUE(CompressZstd(raw, 3, &z).ok());
+  std::vector<uint8_t> back(raw.size());
+  ASSERT_TRUE(DecompressZstd(AsBytes(z), back.data(), back.size()).ok());
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), raw.begin()));
+  std::vector<uint8_t> small(raw.size() - 1);
+  EXPECT_EQ(DecompressZstd(AsBytes(z), small.data(), small.size()).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(DecompressZstd(AsBytes("not zstd at all"), back.data(), back.size()).code(),
+            Status::Code::kCorruption);
+  std::string cut = z.substr(0, z.size() - 3);
+  EXPECT_FALSE(DecompressZstd(AsBytes(cut), back.data(), back.size()).ok());
+}
+
+TEST(Payload, DecodesEveryCodecAndChecksSizes) {
+  const cv::Mat rgb = Pattern(12, 10);
+  const std::string raw(reinterpret_cast<const char*>(rgb.data), rgb.total() * 3);
+  std::string z;
+  ASSERT_TRUE(CompressZstd(AsBytes(raw), 1, &z).ok());
+  std::vector<uint8_t> dst(raw.size());
+  struct Case {
+    Codec codec;
+    std::string bytes;
+  };
+  for (const Case& c :
+       {Case{Codec::kRaw, raw}, Case{Codec::kRawZstd, z}, Case{Codec::kPng, Encode(rgb, ".png")},
+        Case{Codec::kEncoded, Encode(rgb, ".bmp")}}) {
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_TRUE(DecodePayloadInto(c.codec, AsBytes(c.bytes), 3, 10, 12, dst.data()).ok())
+        << CodecName(c.codec);
+    EXPECT_EQ(CountDiff(cv::Mat(10, 12, CV_8UC3, dst.data()), rgb), 0) << CodecName(c.codec);
+  }
+  EXPECT_EQ(DecodePayloadInto(Codec::kRaw, AsBytes(raw.substr(1)), 3, 10, 12, dst.data()).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(
+      DecodePayloadInto(Codec::kPng, AsBytes(Encode(rgb, ".png")), 3, 12, 10, dst.data()).code(),
+      Status::Code::kCorruption);
+  EXPECT_EQ(DecodePayloadInto(Codec::kPng, AsBytes("garbage"), 3, 10, 12, dst.data()).code(),
+            Status::Code::kCorruption);
+  EXPECT_FALSE(DecodePayloadInto(Codec::kNone, AsBytes(raw), 3, 10, 12, dst.data()).ok());
+  // Mask payloads keep palette indices exact.
+  const cv::Mat idx = Indices(12, 10, 4);
+  std::vector<uint8_t> m(120);
+  ASSERT_TRUE(DecodePayloadInto(Codec::kPng,
+                                AsBytes(MakePng(12, 10, 8, 3, Rows8(idx),
+                                                {{5, 5, 5}, {9, 0, 0}, {0, 9, 0}, {0, 0, 9}})),
+                                1, 10, 12, m.data(), /*is_mask=*/true)
+                  .ok());
+  EXPECT_EQ(CountDiff(cv::Mat(10, 12, CV_8UC1, m.data()), idx), 0);
+}
+
+}  // namespace
+}  // namespace dspipe::codec

@@ -1,0 +1,238 @@
+// Bad source files: with --on-error fail the build stops with a message naming the file and
+// the reason and leaves an output no reader takes for complete; with skip the file is listed
+// in rejected.tsv, counted, and every other record is intact.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "convert/test_support.h"
+#include "format/lmdb_env.h"
+
+namespace dspipe::testing {
+namespace {
+
+constexpr int kCount = 6, kBad = 3, kW = 64, kH = 48;
+
+struct BadCase {
+  const char* name;
+  // Breaks sample kBad of the source at `src`; returns the file to blame.
+  std::function<std::string(const std::string& src)> apply;
+  const char* reason;
+};
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
+std::string Img(const std::string& src) { return src + "/images/000003.png"; }
+std::string Mask(const std::string& src) { return src + "/masks/000003.png"; }
+
+const BadCase kCases[] = {
+    {"TruncatedPng",
+     [](const std::string& s) {
+       const std::string b = ReadAll(Img(s));
+       WriteAll(Img(s), b.substr(0, b.size() / 2));
+       return Img(s);
+     },
+     "truncated PNG"},
+    {"TruncatedJpeg",
+     [](const std::string& s) {
+       const std::string jpg = Encode(ImreadRgb(Img(s)), ".jpg");
+       fs::remove(Img(s));
+       WriteAll(s + "/images/000003.jpg", jpg.substr(0, jpg.size() * 6 / 10));
+       return s + "/images/000003.jpg";
+     },
+     "truncated JPEG"},
+    {"ZeroBytes",
+     [](const std::string& s) {
+       WriteAll(Img(s), "");
+       return Img(s);
+     },
+     "empty file"},
+    {"TextNamedPng",
+     [](const std::string& s) {
+       WriteAll(Img(s), "just some notes, not an image\n");
+       return Img(s);
+     },
+     "not a decodable image"},
+    {"CorruptPngData",
+     [](const std::string& s) {
+       std::string b = ReadAll(Img(s));
+       for (size_t i = b.size() / 2; i < b.size() / 2 + 16; ++i) b[i] = static_cast<char>(~b[i]);
+       WriteAll(Img(s), b);
+       return Img(s);
+     },
+     "PNG"},
+    {"ImageWithoutMask",
+     [](const std::string& s) {
+       fs::remove(Mask(s));
+       return Img(s);
+     },
+     "no mask named '000003.*'"},
+    {"MaskSizeDiffers",
+     [](const std::string& s) {
+       WriteAll(Mask(s), Encode(cv::Mat(kH / 2, kW / 2, CV_8UC1, cv::Scalar(1)), ".png"));
+       return Mask(s);
+     },
+     "mask is 32x24 but its image"},
+    {"MultiChannelMask",
+     [](const std::string& s) {
+       cv::Mat m(kH, kW, CV_8UC3, cv::Scalar(0, 1, 2));
+       WriteAll(Mask(s), Encode(m, ".png"));
+       return Mask(s);
+     },
+     "multi-channel mask"},
+    {"SixteenBitMaskIdAbove255",
+     [](const std::string& s) {
+       cv::Mat m(kH, kW, CV_16UC1, cv::Scalar(1));
+       m.at<uint16_t>(5, 5) = 1000;
+       WriteAll(Mask(s), Encode(m, ".png"));
+       return Mask(s);
+     },
+     "class id 1000 > 255"},
+    {"TruncatedMask",
+     [](const std::string& s) {
+       const std::string b = ReadAll(Mask(s));
+       WriteAll(Mask(s), b.substr(0, b.size() - 20));
+       return Mask(s);
+     },
+     "truncated"},
+};
+
+class BadInput : public ::testing::TestWithParam<BadCase> {
+ protected:
+  void SetUp() override {
+    Synth(src_, kCount, kW, kH);
+    good_ = ListDir(src_ + "/images");
+    good_.erase(good_.begin() + kBad);
+    bad_file_ = GetParam().apply(src_);
+  }
+  TempDir tmp_;
+  std::string src_ = tmp_ / "src";
+  std::vector<std::string> good_;  // images of the good samples, in order
+  std::string bad_file_;
+};
+
+TEST_P(BadInput, FailStopsWithTheFileAndReason) {
+  BuildOptions o = Options(src_, tmp_ / "out.lmdb");
+  o.threads = 1;
+  BuildResult r;
+  Status s = BuildDataset(o, &r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), bad_file_)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), GetParam().reason)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+  // Not openable as complete; the records before the bad one were kept (whole).
+  std::unique_ptr<Dataset> ds;
+  Status open = Dataset::Open(o.output, {}, &ds);
+  EXPECT_EQ(open.code(), Status::Code::kCorruption) << open.ToString();
+  EXPECT_TRUE(Contains(open.message(), "interrupted")) << open.ToString();
+  EXPECT_TRUE(Contains(open.message(), "--resume")) << open.ToString();
+  std::unique_ptr<LmdbEnv> env;
+  ASSERT_TRUE(LmdbEnv::OpenReadOnly(o.output, 8, false, &env).ok());
+  uint64_t n = 0;
+  ASSERT_TRUE(env->RecordCount(&n).ok());
+  EXPECT_EQ(n, static_cast<uint64_t>(kBad));
+  EXPECT_FALSE(fs::exists(o.output + "/rejected.tsv"));
+}
+
+TEST_P(BadInput, SkipListsTheFileAndKeepsTheRest) {
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    BuildOptions o = Options(src_, tmp_ / (store == StoreMode::kRaw ? "raw" : "enc"));
+    o.on_error = OnError::kSkip;
+    o.store = store;
+    BuildResult r;
+    Status s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(r.sources, static_cast<uint64_t>(kCount));
+    EXPECT_EQ(r.records, static_cast<uint64_t>(kCount - 1));
+    EXPECT_EQ(r.skipped, 1u);
+    EXPECT_EQ(r.report_path, o.output + "/rejected.tsv");
+    const std::string tsv = ReadAll(o.output + "/rejected.tsv");
+    EXPECT_EQ(tsv.rfind("file\treason\n", 0), 0u) << tsv;
+    EXPECT_EQ(std::count(tsv.begin(), tsv.end(), '\n'), 2) << tsv;
+    EXPECT_TRUE(Contains(tsv, bad_file_)) << tsv;
+    EXPECT_TRUE(Contains(tsv, GetParam().reason)) << tsv;
+    std::vector<Rec> recs;
+    std::unique_ptr<Dataset> ds;
+    s = ReadRecords(o.output, &recs, &ds);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(recs.size(), good_.size());
+    for (size_t i = 0; i < recs.size(); ++i) {
+      EXPECT_EQ(CountDiff(DecodedImage(recs[i]), ImreadRgb(good_[i])), 0) << good_[i];
+      const std::string mask = src_ + "/masks/" + fs::path(good_[i]).stem().string() + ".png";
+      EXPECT_EQ(CountDiff(DecodedMask(recs[i]), ImreadMask(mask)), 0) << mask;
+    }
+    EXPECT_TRUE(Contains(ds->info().manifest_json, "\"rejected\": 1")) << ds->info().manifest_json;
+    VerifyResult vr;
+    ASSERT_TRUE(VerifyDataset(o.output, {}, &vr).ok());
+    EXPECT_EQ(vr.bad, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, BadInput, ::testing::ValuesIn(kCases),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+TEST(BadInputAll, EverySampleRejectedIsAnError) {
+  TempDir tmp;
+  Synth(tmp / "src", 2, 32, 32);
+  for (const auto& f : ListDir(tmp / "src/images")) WriteAll(f, "");
+  BuildOptions o = Options(tmp / "src", tmp / "out");
+  o.on_error = OnError::kSkip;
+  BuildResult r;
+  Status s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "every sample was rejected")) << s.ToString();
+  std::unique_ptr<Dataset> ds;
+  EXPECT_FALSE(Dataset::Open(o.output, {}, &ds).ok());
+}
+
+TEST(BadInputAll, MissingOrEmptySourceLeavesNoOutput) {
+  TempDir tmp;
+  BuildResult r;
+  Status s = BuildDataset(Options(tmp / "nope", tmp / "out1"), &r);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), tmp / "nope")) << s.ToString();
+  fs::create_directories(tmp / "empty/images");
+  s = BuildDataset(Options(tmp / "empty", tmp / "out2"), &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "no images found")) << s.ToString();
+  // Nothing was built, so nothing may be left behind that the rerun (with the source fixed)
+  // would then refuse as "already exists".
+  EXPECT_FALSE(fs::exists(tmp / "out1")) << "a build of a missing source left an output";
+  EXPECT_FALSE(fs::exists(tmp / "out2")) << "a build of an empty source left an output";
+  Synth(tmp / "empty", 2, 16, 16);
+  s = BuildDataset(Options(tmp / "empty", tmp / "out2"), &r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  // Output inside the source is refused before anything is written.
+  s = BuildDataset(Options(tmp / "empty", tmp / "empty/out.lmdb"), &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_FALSE(fs::exists(tmp / "empty/out.lmdb"));
+}
+
+TEST(BadInputAll, CheckDecodeCatchesCorruptPixelDataTheHeaderCheckMisses) {
+  TempDir tmp;
+  Synth(tmp / "src", 6, 64, 48);
+  const std::string bad = tmp / "src/images/000003.png";
+  std::string b = ReadAll(bad);
+  for (size_t i = b.size() / 2; i < b.size() / 2 + 16; ++i) b[i] = static_cast<char>(~b[i]);
+  WriteAll(bad, b);  // complete (IEND present), but the pixel data is corrupt
+  BuildOptions o = Options(tmp / "src", tmp / "header");
+  o.stats_sample = 1;  // only sample 0 is decoded for statistics
+  BuildResult r;
+  Status s = BuildDataset(o, &r);
+  ASSERT_TRUE(s.ok()) << "--check header reads headers only: " << s.ToString();
+  EXPECT_EQ(r.records, 6u);
+  // ...so the stored record is bad, and verify (which decodes) says which one.
+  VerifyResult vr;
+  ASSERT_TRUE(VerifyDataset(o.output, {}, &vr).ok());
+  EXPECT_EQ(vr.bad, 1u);
+  ASSERT_EQ(vr.problems.size(), 1u);
+  EXPECT_TRUE(Contains(vr.problems[0], KeyName(3))) << vr.problems[0];
+  o.output = tmp / "decode";
+  o.check = CheckLevel::kDecode;
+  s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), bad)) << s.ToString();
+}
+
+}  // namespace
+}  // namespace dspipe::testing

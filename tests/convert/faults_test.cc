@@ -1,0 +1,280 @@
+// Faults around the output: existing outputs, resume after a failure or kill -9, disk full,
+// and a map that must grow past its initial size.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <thread>
+
+#include "convert/test_support.h"
+#include "format/lmdb_env.h"
+
+namespace dspipe::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint32_t> Crcs(const std::string& path) {
+  std::vector<Rec> recs;
+  Status s = ReadRecords(path, &recs);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  std::vector<uint32_t> out;
+  for (const Rec& r : recs) out.push_back(r.header.crc);
+  return out;
+}
+
+uint64_t CommittedRecords(const std::string& path) {
+  std::unique_ptr<LmdbEnv> env;
+  uint64_t n = 0;
+  EXPECT_TRUE(LmdbEnv::OpenReadOnly(path, 8, false, &env).ok());
+  if (env) {
+    EXPECT_TRUE(env->RecordCount(&n).ok());
+  }
+  return n;
+}
+
+void ExpectInterrupted(const std::string& path) {
+  std::unique_ptr<Dataset> ds;
+  Status s = Dataset::Open(path, {}, &ds);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "interrupted")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+}
+
+class OutputTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Synth(src_, 12, 64, 48); }
+  TempDir tmp_;
+  std::string src_ = tmp_ / "src";
+};
+
+TEST_F(OutputTest, ExistingOutputIsNeverSilentlyReplaced) {
+  const std::string out = tmp_ / "out.lmdb";
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(Options(src_, out), &r).ok());
+  const std::string before = ReadAll(out + "/data.mdb");
+  const auto mtime = fs::last_write_time(out + "/data.mdb");
+  BuildOptions again = Options(src_, out);
+  again.gray = true;
+  Status s = BuildDataset(again, &r);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), out)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "--overwrite")) << s.ToString();
+  EXPECT_TRUE(ReadAll(out + "/data.mdb") == before) << "the original was modified";
+  EXPECT_EQ(fs::last_write_time(out + "/data.mdb"), mtime);
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
+  EXPECT_EQ(ds->info().channels, 3);
+  ds.reset();
+  // --overwrite replaces it.
+  again.overwrite = true;
+  s = BuildDataset(again, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
+  EXPECT_EQ(ds->info().channels, 1);
+  EXPECT_EQ(ds->size(), 12u);
+}
+
+TEST_F(OutputTest, OverwriteRefusesWhatIsNotADataset) {
+  const std::string out = tmp_ / "precious";
+  WriteAll(out + "/thesis.txt", "years of work");
+  BuildOptions o = Options(src_, out);
+  o.overwrite = true;
+  BuildResult r;
+  Status s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "not a dspipe dataset")) << s.ToString();
+  EXPECT_EQ(ReadAll(out + "/thesis.txt"), "years of work");
+  WriteAll(tmp_ / "afile", "x");  // a regular file in the way
+  o.output = tmp_ / "afile";
+  EXPECT_EQ(BuildDataset(o, &r).code(), Status::Code::kAlreadyExists);
+  EXPECT_EQ(ReadAll(tmp_ / "afile"), "x");
+  o.resume = true;  // --resume with --overwrite is a usage error
+  EXPECT_EQ(BuildDataset(o, &r).code(), Status::Code::kInvalidArgument);
+  // An existing empty directory is fine to build into.
+  fs::create_directories(tmp_ / "empty");
+  ASSERT_TRUE(BuildDataset(Options(src_, tmp_ / "empty"), &r).ok());
+  EXPECT_EQ(r.records, 12u);
+}
+
+TEST_F(OutputTest, ResumeAfterAFailureFinishesLikeACleanBuild) {
+  const std::string bad = src_ + "/images/000007.png";
+  const std::string good_bytes = ReadAll(bad);
+  WriteAll(bad, good_bytes.substr(0, 100));
+  for (int shards : {1, 3}) {
+    const std::string out = tmp_ / ("out" + std::to_string(shards));
+    BuildOptions o = Options(src_, out);
+    o.shards = shards;
+    o.store = StoreMode::kRaw;
+    o.commit_bytes = 1;  // a commit per record
+    BuildResult r;
+    WriteAll(bad, good_bytes.substr(0, 100));
+    ASSERT_FALSE(BuildDataset(o, &r).ok());
+    ExpectInterrupted(out);
+    // Without --resume a partial output is not replaced either.
+    EXPECT_EQ(BuildDataset(o, &r).code(), Status::Code::kAlreadyExists);
+    // Different options: refused, naming the difference.
+    BuildOptions other = o;
+    other.resume = true;
+    other.zstd_level = 9;
+    Status s = BuildDataset(other, &r);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "options differ")) << s.ToString();
+    // Fixed input + --resume: complete, identical to a clean build.
+    WriteAll(bad, good_bytes);
+    o.resume = true;
+    s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(r.records, 12u);
+    EXPECT_EQ(r.resumed_from, 7u) << shards << " shards";
+    BuildOptions clean = Options(src_, tmp_ / ("clean" + std::to_string(shards)));
+    clean.shards = shards;
+    clean.store = StoreMode::kRaw;
+    ASSERT_TRUE(BuildDataset(clean, &r).ok());
+    EXPECT_EQ(Crcs(out), Crcs(clean.output));
+    std::unique_ptr<Dataset> ds, ref;
+    ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
+    ASSERT_TRUE(Dataset::Open(clean.output, {}, &ref).ok());
+    EXPECT_EQ(ds->info().mean, ref->info().mean) << "stats must survive the interruption";
+    EXPECT_EQ(ds->info().num_classes, ref->info().num_classes);
+    // --resume on a finished dataset: nothing to do.
+    s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(r.already_complete);
+    EXPECT_EQ(r.records, 12u);
+  }
+}
+
+TEST(Kill, Kill9ThenResumeGivesEverySampleOnce) {
+  TempDir tmp;
+  const std::string src = tmp / "src", out = tmp / "out.lmdb", ref = tmp / "ref.lmdb";
+  Synth(src, 300, 128, 128);
+  const std::vector<std::string> args = {"build",       src, out,         "--store", "raw",
+                                         "--commit-mb", "1", "--threads", "1",       "-q"};
+  const pid_t pid = Spawn(args, tmp / "kill.log");
+  // Wait for the first committed batch of records (data.mdb grows at commit: > 1 MiB means
+  // at least one 1 MiB batch is in), then kill -9.
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  std::error_code ec;
+  while (Clock::now() < deadline) {
+    const auto size = fs::file_size(out + "/data.mdb", ec);
+    if (!ec && size > (1u << 20)) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  ::kill(pid, SIGKILL);
+  RunResult killed = Wait(pid, tmp / "kill.log");
+  ASSERT_EQ(killed.signal, SIGKILL) << "dsconvert finished (exit " << killed.exit_code
+                                    << ") before it could be killed: " << killed.output;
+  const uint64_t committed = CommittedRecords(out);
+  EXPECT_GT(committed, 0u);
+  EXPECT_LT(committed, 300u);
+  ExpectInterrupted(out);
+  // Not replaced without --resume; different options refused.
+  RunResult again = RunTool(args, tmp.path());
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_TRUE(Contains(again.output, "already exists")) << again.output;
+  BuildOptions other = Options(src, out);
+  other.store = StoreMode::kEncoded;
+  other.resume = true;
+  BuildResult r;
+  Status s = BuildDataset(other, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(CommittedRecords(out), committed);
+  // The same command with --resume.
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  RunResult done = RunTool(resume, tmp.path());
+  ASSERT_EQ(done.exit_code, 0) << done.output;
+  EXPECT_TRUE(Contains(done.output, "(resumed at ")) << done.output;
+  EXPECT_TRUE(Contains(done.output, "300 records")) << done.output;
+  // Every sample exactly once, same content as an uninterrupted build.
+  BuildOptions clean = Options(src, ref);
+  clean.store = StoreMode::kRaw;
+  ASSERT_TRUE(BuildDataset(clean, &r).ok());
+  const std::vector<uint32_t> got = Crcs(out), want = Crcs(ref);
+  ASSERT_EQ(got.size(), 300u);
+  EXPECT_EQ(got, want);
+  std::vector<uint32_t> uniq = got;
+  std::sort(uniq.begin(), uniq.end());
+  EXPECT_EQ(std::unique(uniq.begin(), uniq.end()), uniq.end()) << "a sample appears twice";
+  RunResult verify = RunTool({"verify", out}, tmp.path());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_TRUE(Contains(verify.output, "300 records, 0 bad")) << verify.output;
+}
+
+TEST(DiskFull, ClearIOErrorAndNoCompleteLookingOutput) {
+  TempDir tmp;
+  const std::string src = tmp / "src", out = tmp / "out.lmdb", log = tmp / "full.log";
+  Synth(src, 60, 128, 128);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: files may not grow past 1 MiB (writes fail with EFBIG, like a full disk).
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::signal(SIGXFSZ, SIG_IGN);  // stays ignored across exec
+    struct rlimit lim = {1u << 20, 1u << 20};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    const std::string bin = Dsconvert();
+    ::execl(bin.c_str(), bin.c_str(), "build", src.c_str(), out.c_str(), "--store", "raw",
+            "--commit-mb", "1", "-q", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  RunResult r = Wait(pid, log);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "IOError")) << r.output;
+  EXPECT_TRUE(Contains(r.output, out)) << r.output;
+  // LMDB reports a short write as EIO, a failed one as EFBIG / ENOSPC.
+  EXPECT_TRUE(Contains(r.output, "File too large") || Contains(r.output, "No space left") ||
+              Contains(r.output, "Input/output error"))
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "one line: " << r.output;
+  EXPECT_FALSE(Contains(r.output, "IOError: IOError")) << "the reason is repeated: " << r.output;
+  std::unique_ptr<Dataset> ds;
+  Status s = Dataset::Open(out, {}, &ds);
+  EXPECT_FALSE(s.ok()) << "a build that ran out of space looks complete";
+  if (!s.ok()) ExpectInterrupted(out);
+}
+
+TEST(MapGrowth, BuildLargerThanTheInitialMap) {
+  TempDir tmp;
+  // 130 copies (hard links) of one incompressible 512x512 RGB PNG: ~100 MiB of records,
+  // committed in 64 MiB transactions: the 64 MiB initial map must grow.
+  cv::Mat noise(512, 512, CV_8UC3);
+  cv::randu(noise, 0, 256);
+  const std::string first = tmp / "src/images/000.png";
+  WriteAll(first, Encode(noise, ".png", {cv::IMWRITE_PNG_COMPRESSION, 0}));
+  for (int i = 1; i < 130; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/src/images/%03d.png", i);
+    fs::create_hard_link(first, tmp.path() + name);
+  }
+  BuildOptions o = Options(tmp / "src", tmp / "out.lmdb");
+  BuildResult r;
+  Status s = BuildDataset(o, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.records, 130u);
+  EXPECT_GT(fs::file_size(o.output + "/data.mdb"), uint64_t{96} << 20);
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(o.output, {}, &ds).ok());
+  ASSERT_EQ(ds->size(), 130u);
+  for (uint64_t i : {uint64_t{0}, uint64_t{129}}) {
+    Rec rec;
+    ASSERT_TRUE(ds->Read(i, [&](const RecordView& v) {
+                    rec.header = v.header;
+                    rec.image.assign(v.image.begin(), v.image.end());
+                    return Status::OK();
+                  }).ok());
+    EXPECT_EQ(CountDiff(DecodedImage(rec), noise), 0) << i;
+  }
+  VerifyResult vr;
+  ASSERT_TRUE(VerifyDataset(o.output, {}, &vr).ok());
+  EXPECT_EQ(vr.records, 130u);
+  EXPECT_EQ(vr.bad, 0u);
+}
+
+}  // namespace
+}  // namespace dspipe::testing

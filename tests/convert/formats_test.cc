@@ -1,0 +1,181 @@
+// Unusual but valid sources, handled as lib/codec/image.h documents: 16-bit, gray, gray+alpha,
+// RGBA and palette PNG images; palette, 16-bit and gray-as-RGB masks; JPEG EXIF orientation.
+#include <gtest/gtest.h>
+
+#include "convert/test_support.h"
+
+namespace dspipe::testing {
+namespace {
+
+constexpr int kW = 40, kH = 30;
+
+const std::vector<std::array<uint8_t, 3>> kVoc = {{0, 0, 0},     {128, 0, 0}, {0, 128, 0},
+                                                  {128, 128, 0}, {0, 0, 128}, {128, 0, 128}};
+
+cv::Mat Ids(int seed, int classes) {
+  cv::Mat m(kH, kW, CV_8UC1);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x)
+      m.at<uint8_t>(y, x) = static_cast<uint8_t>((x / 7 + y / 5 + seed) % classes);
+  }
+  return m;
+}
+
+struct Sample {
+  std::string name;
+  std::string image;  // file bytes
+  std::string mask;
+  cv::Mat want_rgb;  // what the loader must return (RGB)
+  cv::Mat want_ids;
+};
+
+std::vector<Sample> MakeSamples() {
+  std::vector<Sample> s;
+  const cv::Mat rgb = Pattern(kW, kH, 1);
+  cv::Mat gray, rgba, rgb16, gray16, ga, gray_rgb;
+  cv::cvtColor(rgb, gray, cv::COLOR_RGB2GRAY);
+  cv::cvtColor(gray, gray_rgb, cv::COLOR_GRAY2RGB);
+  cv::cvtColor(rgb, rgba, cv::COLOR_RGB2RGBA);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) rgba.at<cv::Vec4b>(y, x)[3] = static_cast<uint8_t>(y * 8);
+  }
+  // 16-bit: low bytes that would round differently from truncation.
+  rgb.convertTo(rgb16, CV_16UC3, 256, 200);
+  gray.convertTo(gray16, CV_16UC1, 256, 255);
+  cv::Mat ga_rows(kH, kW, CV_8UC2);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) ga_rows.at<cv::Vec2b>(y, x) = {gray.at<uint8_t>(y, x), 77};
+  }
+  const cv::Mat pal_idx = Ids(2, 6);
+  cv::Mat pal_rgb(kH, kW, CV_8UC3);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) {
+      const auto& c = kVoc[pal_idx.at<uint8_t>(y, x)];
+      pal_rgb.at<cv::Vec3b>(y, x) = {c[0], c[1], c[2]};
+    }
+  }
+  cv::Mat ids16, ids_rgb, ids_rgba;
+  Ids(3, 5).convertTo(ids16, CV_16U);
+  cv::cvtColor(Ids(4, 4), ids_rgb, cv::COLOR_GRAY2RGB);
+  cv::cvtColor(Ids(5, 3), ids_rgba, cv::COLOR_GRAY2RGBA);
+  cv::Mat rgb_trunc = rgb.clone();  // 16-bit → 8-bit keeps the high byte: the original values
+  s.push_back({"a_rgb16", MakePng(kW, kH, 16, 2, Rows16(rgb16)),
+               MakePng(kW, kH, 8, 3, PackIndices(Ids(0, 6), 8), kVoc), rgb_trunc, Ids(0, 6)});
+  s.push_back({"b_gray8", Encode(gray, ".png"), Encode(ids16, ".png"), gray_rgb, Ids(3, 5)});
+  s.push_back({"c_rgba", Encode(rgba, ".png"), Encode(ids_rgb, ".png"), rgb, Ids(4, 4)});
+  s.push_back({"d_palette", MakePng(kW, kH, 8, 3, PackIndices(pal_idx, 8), kVoc),
+               Encode(ids_rgba, ".png"), pal_rgb, Ids(5, 3)});
+  s.push_back({"e_gray16", MakePng(kW, kH, 16, 0, Rows16(gray16)),
+               MakePng(kW, kH, 4, 3, PackIndices(Ids(1, 6), 4), kVoc), gray_rgb, Ids(1, 6)});
+  s.push_back({"f_gray_alpha", MakePng(kW, kH, 8, 4, Rows8(ga_rows)), Encode(Ids(6, 2), ".png"),
+               gray_rgb, Ids(6, 2)});
+  return s;
+}
+
+TEST(Formats, PngVariantsAndMaskKinds) {
+  TempDir tmp;
+  const auto samples = MakeSamples();
+  for (const Sample& s : samples) {
+    WriteAll(tmp / ("src/images/" + s.name + ".png"), s.image);
+    WriteAll(tmp / ("src/masks/" + s.name + ".png"), s.mask);
+  }
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    BuildOptions o = Options(tmp / "src", tmp / (store == StoreMode::kRaw ? "raw" : "enc"));
+    o.store = store;
+    BuildResult r;
+    Status st = BuildDataset(o, &r);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::vector<Rec> recs;
+    std::unique_ptr<Dataset> ds;
+    ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
+    ASSERT_EQ(recs.size(), samples.size());
+    EXPECT_EQ(ds->info().num_classes, 6);
+    EXPECT_EQ(ds->info().height, kH);
+    EXPECT_EQ(ds->info().channels, 3);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const Sample& s = samples[i];
+      EXPECT_EQ(recs[i].header.channels, 3) << s.name;
+      const cv::Mat got = DecodedImage(recs[i]);
+      EXPECT_EQ(CountDiff(got, s.want_rgb), 0) << s.name;
+      // ...and the same as a user's cv2.imread + BGR→RGB.
+      const cv::Mat cv_rgb = ImreadRgb(tmp / ("src/images/" + s.name + ".png"));
+      EXPECT_EQ(CountDiff(got, cv_rgb), 0) << s.name << " differs from cv::imread";
+      EXPECT_EQ(CountDiff(DecodedMask(recs[i]), s.want_ids), 0) << s.name << " mask";
+      if (store == StoreMode::kEncoded) {
+        EXPECT_TRUE(recs[i].image == s.image) << s.name << ": encoded keeps the file bytes";
+        // Masks other than plain 8-bit gray PNGs are re-encoded as 8-bit gray PNGs.
+        EXPECT_EQ(recs[i].header.mask_codec, Codec::kPng);
+        EXPECT_TRUE(codec::IsPlainGray8Png(AsBytes(recs[i].mask))) << s.name;
+      }
+    }
+    // Gray output of the same sources.
+    o.output += "-gray";
+    o.gray = true;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    ASSERT_TRUE(ReadRecords(o.output, &recs).ok());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      cv::Mat want;
+      cv::cvtColor(samples[i].want_rgb, want, cv::COLOR_RGB2GRAY);
+      EXPECT_EQ(CountDiff(DecodedImage(recs[i]), want), 0) << samples[i].name << " gray";
+    }
+  }
+}
+
+TEST(Formats, JpegExifOrientationGivesTheRotatedShape) {
+  TempDir tmp;
+  const cv::Mat rgb = Pattern(64, 48, 2);  // stored landscape, displayed portrait
+  const std::string jpg =
+      WithExifOrientation(Encode(rgb, ".jpg", {cv::IMWRITE_JPEG_QUALITY, 92}), 6);
+  WriteAll(tmp / "src/images/rot.jpg", jpg);
+  const cv::Mat ref = ImreadRgb(tmp / "src/images/rot.jpg");
+  ASSERT_EQ(ref.cols, 48) << "OpenCV did not honour the EXIF orientation";
+  ASSERT_EQ(ref.rows, 64);
+  cv::Mat mask(64, 48, CV_8UC1, cv::Scalar(0));
+  mask(cv::Rect(0, 0, 48, 20)) = 1;
+  WriteAll(tmp / "src/masks/rot.png", Encode(mask, ".png"));
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    BuildOptions o = Options(tmp / "src", tmp / (store == StoreMode::kRaw ? "raw" : "enc"));
+    o.store = store;
+    BuildResult r;
+    Status s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::vector<Rec> recs;
+    std::unique_ptr<Dataset> ds;
+    ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].header.height, 64u);
+    EXPECT_EQ(recs[0].header.width, 48u);
+    EXPECT_EQ(ds->info().height, 64);
+    EXPECT_EQ(ds->info().width, 48);
+    EXPECT_EQ(CountDiff(DecodedImage(recs[0]), ref), 0);
+    EXPECT_EQ(CountDiff(DecodedMask(recs[0]), mask), 0);
+    if (store == StoreMode::kEncoded) {
+      EXPECT_TRUE(recs[0].image == jpg);
+    }
+  }
+  // A mask in the stored (unrotated) orientation does not fit the displayed image.
+  WriteAll(tmp / "src/masks/rot.png", Encode(cv::Mat(48, 64, CV_8UC1, cv::Scalar(0)), ".png"));
+  BuildResult r;
+  Status s = BuildDataset(Options(tmp / "src", tmp / "bad"), &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "mask is 64x48 but its image")) << s.ToString();
+}
+
+TEST(Formats, MixedSizesGiveVaryingShape) {
+  TempDir tmp;
+  WriteAll(tmp / "src/images/a.png", Encode(Pattern(20, 10), ".png"));
+  WriteAll(tmp / "src/images/b.png", Encode(Pattern(30, 12), ".png"));
+  BuildResult r;
+  BuildOptions o = Options(tmp / "src", tmp / "out");
+  ASSERT_TRUE(BuildDataset(o, &r).ok());
+  std::vector<Rec> recs;
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
+  EXPECT_EQ(ds->info().height, 0) << "sizes vary: shape 0";
+  EXPECT_EQ(ds->info().width, 0);
+  EXPECT_EQ(recs[1].header.width, 30u);
+  EXPECT_EQ(CountDiff(DecodedImage(recs[1]), Pattern(30, 12)), 0);
+}
+
+}  // namespace
+}  // namespace dspipe::testing

@@ -1,0 +1,223 @@
+// VerifyDataset / DescribeDataset, and the dsconvert command line end to end.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "convert/test_support.h"
+#include "dspipe/format.h"
+#include "format/lmdb_env.h"
+
+namespace dspipe::testing {
+namespace {
+
+class VerifyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Synth(src_, 6, 64, 48);
+    BuildResult r;
+    ASSERT_TRUE(BuildDataset(Options(src_, out_), &r).ok());
+  }
+  TempDir tmp_;
+  std::string src_ = tmp_ / "src", out_ = tmp_ / "out.lmdb";
+};
+
+// Flips one byte of record `index`'s image payload inside data.mdb, found by searching the file
+// for a snippet of the source image (encoded store keeps the bytes). Returns the occurrences.
+int FlipPayloadByte(const std::string& mdb, const std::string& image_file) {
+  const std::string img = ReadAll(image_file);
+  const std::string snippet = img.substr(img.size() / 2, 64);
+  std::string data = ReadAll(mdb);
+  int found = 0;
+  for (size_t pos = data.find(snippet); pos != std::string::npos;
+       pos = data.find(snippet, pos + 1)) {
+    data[pos + 32] = static_cast<char>(data[pos + 32] ^ 0x5A);
+    ++found;
+  }
+  // Rewrite in place (same size, same inode), as a bad disk would.
+  std::FILE* f = std::fopen(mdb.c_str(), "r+b");
+  std::fwrite(data.data(), 1, data.size(), f);
+  std::fclose(f);
+  return found;
+}
+
+TEST_F(VerifyTest, CleanDatasetPasses) {
+  VerifyResult vr;
+  ASSERT_TRUE(VerifyDataset(out_, {}, &vr).ok());
+  EXPECT_EQ(vr.records, 6u);
+  EXPECT_EQ(vr.bad, 0u);
+  EXPECT_TRUE(vr.problems.empty());
+}
+
+TEST_F(VerifyTest, FlippedByteIsReportedByKey) {
+  const auto images = ListDir(src_ + "/images");
+  ASSERT_GE(FlipPayloadByte(out_ + "/data.mdb", images[2]), 1) << "payload not found in data.mdb";
+  VerifyResult vr;
+  VerifyOptions vo;
+  vo.threads = 2;
+  ASSERT_TRUE(VerifyDataset(out_, vo, &vr).ok());
+  EXPECT_EQ(vr.records, 6u);
+  EXPECT_EQ(vr.bad, 1u);
+  ASSERT_EQ(vr.problems.size(), 1u);
+  EXPECT_TRUE(Contains(vr.problems[0], "key " + KeyName(2))) << vr.problems[0];
+  EXPECT_TRUE(Contains(vr.problems[0], "checksum mismatch")) << vr.problems[0];
+
+  RunResult cli = RunTool({"verify", out_}, tmp_.path());
+  EXPECT_EQ(cli.exit_code, 3) << cli.output;
+  EXPECT_TRUE(Contains(cli.output, "BAD key " + KeyName(2))) << cli.output;
+  EXPECT_TRUE(Contains(cli.output, "checksum mismatch")) << cli.output;
+  EXPECT_TRUE(Contains(cli.output, "6 records, 1 bad")) << cli.output;
+}
+
+TEST(Verify, UndecodablePayloadWithAValidChecksum) {
+  // A record that is internally consistent (CRC right) but whose PNG cannot be decoded, and
+  // one whose raw payload size disagrees with its shape: verify decodes, so both are found.
+  TempDir tmp;
+  const std::string path = tmp / "hand.lmdb";
+  std::unique_ptr<LmdbEnv> env;
+  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
+  LmdbEnv::Writer w(env.get());
+  for (uint64_t i = 0; i < 4; ++i) {
+    RecordHeader h;
+    h.channels = 3;
+    h.height = 4;
+    h.width = 5;
+    std::string payload, value;
+    if (i == 1) {
+      h.image_codec = Codec::kPng;
+      payload = std::string("\x89PNG\r\n\x1a\n", 8) + "garbage garbage garbage";
+    } else {
+      h.image_codec = Codec::kRaw;
+      payload.assign(i == 3 ? 59 : 60, 'p');
+    }
+    EncodeRecord(h, AsBytes(payload), {}, &value);
+    uint8_t k[kKeySize];
+    EncodeKey(i, k);
+    w.PutRecord(std::string(reinterpret_cast<char*>(k), kKeySize), value);
+  }
+  w.PutMeta(kManifestKey, nlohmann::json{{"format", "dspipe"},
+                                         {"format_version", 1},
+                                         {"complete", true},
+                                         {"count", 4},
+                                         {"store", "raw"},
+                                         {"channels", 3}}
+                              .dump());
+  ASSERT_TRUE(w.Commit().ok());
+  env.reset();
+  VerifyResult vr;
+  ASSERT_TRUE(VerifyDataset(path, {}, &vr).ok());
+  EXPECT_EQ(vr.records, 4u);
+  EXPECT_EQ(vr.bad, 2u);
+  ASSERT_EQ(vr.problems.size(), 2u);
+  EXPECT_TRUE(Contains(vr.problems[0], KeyName(1))) << vr.problems[0];
+  EXPECT_TRUE(Contains(vr.problems[0], "image")) << vr.problems[0];
+  EXPECT_TRUE(Contains(vr.problems[1], KeyName(3))) << vr.problems[1];
+  EXPECT_TRUE(Contains(vr.problems[1], "59 bytes")) << vr.problems[1];
+  // max_listed caps the list, not the count.
+  VerifyOptions vo;
+  vo.max_listed = 1;
+  ASSERT_TRUE(VerifyDataset(path, vo, &vr).ok());
+  EXPECT_EQ(vr.bad, 2u);
+  EXPECT_EQ(vr.problems.size(), 1u);
+}
+
+TEST_F(VerifyTest, InfoDescribesCountShapeStorageAndStats) {
+  std::string text;
+  ASSERT_TRUE(DescribeDataset(out_, &text).ok());
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(out_, {}, &ds).ok());
+  const DatasetInfo& i = ds->info();
+  EXPECT_TRUE(Contains(text, "records:     6\n")) << text;
+  EXPECT_TRUE(Contains(text, "48x64x3")) << text;
+  EXPECT_TRUE(Contains(text, "storage:     encoded")) << text;
+  EXPECT_TRUE(Contains(text, "masks:       yes (" + std::to_string(i.num_classes) + " classes"))
+      << text;
+  ASSERT_TRUE(i.has_stats);
+  for (int k = 0; k < 3; ++k) {
+    char mean[32], sd[32];
+    std::snprintf(mean, sizeof mean, "%.2f", i.mean[k]);
+    std::snprintf(sd, sizeof sd, "%.2f", i.std[k]);
+    EXPECT_TRUE(Contains(text, mean)) << mean << " not in\n" << text;
+    EXPECT_TRUE(Contains(text, sd)) << sd << " not in\n" << text;
+  }
+  EXPECT_TRUE(Contains(text, "mean:")) << text;
+  EXPECT_TRUE(Contains(text, "std:")) << text;
+  EXPECT_TRUE(Contains(text, "MiB")) << text;
+  // Describing an unfinished build fails the same way opening it does.
+  WriteAll(src_ + "/images/000004.png", "");
+  BuildResult r;
+  ASSERT_FALSE(BuildDataset(Options(src_, tmp_ / "partial"), &r).ok());
+  Status s = DescribeDataset(tmp_ / "partial", &text);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+}
+
+TEST(Cli, BadUsageExits2) {
+  TempDir tmp;
+  Synth(tmp / "src", 2, 32, 32);
+  const std::string src = tmp / "src", out = tmp / "out";
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"frobnicate"},
+      {"build"},
+      {"build", src},
+      {"build", src, out, "--store", "bogus"},
+      {"build", src, out, "--on-error", "ignore"},
+      {"build", src, out, "--resize", "12"},
+      {"build", src, out, "--resize", "0x10"},
+      {"build", src, out, "--threads", "many"},
+      {"build", src, out, "--no-such-flag"},
+      {"synth", tmp / "s2", "--size", "axb"},
+      {"synth", tmp / "s2", "--format", "gif"},
+      {"verify"},
+  };
+  for (const auto& args : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    RunResult r = RunTool(args, tmp.path());
+    EXPECT_EQ(r.exit_code, 2) << joined << "\n" << r.output;
+    EXPECT_FALSE(r.output.empty()) << joined << ": no message";
+  }
+  EXPECT_FALSE(fs::exists(out)) << "a bad command line created the output";
+  EXPECT_FALSE(fs::exists(tmp / "s2/images"));
+}
+
+TEST(Cli, SynthBuildVerifyInfo) {
+  TempDir tmp;
+  const std::string src = tmp / "src", out = tmp / "out.lmdb";
+  RunResult r =
+      RunTool({"synth", src, "--count", "8", "--size", "48x32", "--seed", "3", "--classes", "4"},
+              tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(ListDir(src + "/images").size(), 8u);
+  EXPECT_EQ(ListDir(src + "/masks").size(), 8u);
+  r = RunTool({"build", src, out, "--store", "raw", "--resize", "24x16", "--shuffle", "--seed", "5",
+               "--threads", "2"},
+              tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "8 records from 8 sources")) << r.output;
+  r = RunTool({"verify", out}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "8 records, 0 bad")) << r.output;
+  r = RunTool({"info", out}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "records:     8")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "16x24x3")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "storage:     raw")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "mean:")) << r.output;
+  // A failing build: exit 1, the message names the file and the reason.
+  WriteAll(src + "/images/000005.png", "");
+  r = RunTool({"build", src, tmp / "out2"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, src + "/images/000005.png")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "empty file")) << r.output;
+  r = RunTool({"build", src, tmp / "out3", "--on-error", "skip", "-q"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "skipped 1 bad files")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "rejected.tsv")) << r.output;
+  r = RunTool({"info", tmp / "out2"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "interrupted")) << r.output;
+}
+
+}  // namespace
+}  // namespace dspipe::testing
