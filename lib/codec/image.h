@@ -2,8 +2,8 @@
 // buffer), PNG encode, and zstd for raw records. Internal to dspipe (not installed).
 //
 // Pixel conventions everywhere in dspipe: uint8, row-major HWC, RGB order (never BGR), masks one
-// channel of class ids. 16-bit images are reduced to 8 bits (value / 257, rounded — OpenCV's
-// conversion), alpha is dropped, palette images are expanded, and JPEG EXIF orientation is
+// channel of class ids. 16-bit images are reduced to 8 bits (the high byte, v >> 8, as
+// cv::imread does), alpha is dropped, palette images are expanded, and JPEG EXIF orientation is
 // applied. All functions are thread-safe.
 #pragma once
 

@@ -107,6 +107,11 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     int mw = 0, mh = 0;
     cv::Mat mask;
     if (decode_mask) {
+      codec::ImageProbe mp;  // completeness first: "truncated PNG" beats a decoder's complaint
+      if (codec::SniffCodec(Bytes(mask_bytes)) != Codec::kEncoded) {
+        s = codec::Probe(Bytes(mask_bytes), &mp);
+        if (!s.ok()) return Reject(item.mask, s);
+      }
       s = codec::DecodeMask(Bytes(mask_bytes), &mask);
       if (!s.ok()) return Reject(item.mask, s);
       mw = mask.cols;

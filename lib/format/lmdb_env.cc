@@ -224,6 +224,11 @@ Status LmdbEnv::Writer::TryCommit(int* rc_out) {
   rc = mdb_txn_commit(t.txn);
   t.txn = nullptr;
   *rc_out = rc;
+  // LMDB reports a short write (a full disk, a file size limit) as EIO.
+  if (rc == EIO || rc == ENOSPC) {
+    const Status s = LmdbError("commit to", env_->path_, rc);
+    return Status(s.code(), s.message() + " (disk full?)");
+  }
   if (rc != 0) return LmdbError("commit to", env_->path_, rc);
   return Status::OK();
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <regex>
 
 #include "dspipe/convert.h"
 #include "dspipe/synth.h"
@@ -14,12 +13,9 @@
 namespace {
 
 bool ParseSize(const std::string& s, int* w, int* h) {
-  std::smatch m;
-  static const std::regex re("^([0-9]+)[xX]([0-9]+)$");
-  if (!std::regex_match(s, m, re)) return false;
-  *w = std::stoi(m[1]);
-  *h = std::stoi(m[2]);
-  return *w > 0 && *h > 0;
+  char x = 0, extra = 0;
+  if (std::sscanf(s.c_str(), "%d%c%d%c", w, &x, h, &extra) != 3) return false;
+  return (x == 'x' || x == 'X') && *w > 0 && *h > 0 && s.find_first_of("+- ") == std::string::npos;
 }
 
 int Fail(const dspipe::Status& s) {
