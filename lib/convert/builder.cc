@@ -17,6 +17,7 @@
 #include <map>
 #include <thread>
 #include <filesystem>
+#include <future>
 #include <numeric>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -330,11 +331,33 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     MadeRecord rec;
     Status status;
   };
-  auto commit = [&]() -> Status {
+  // Commits run on a background thread while the pipeline fills the next transaction (writing
+  // the pages is a large share of an encoded build). At most one commit is in flight; each
+  // carries the cursor of exactly the records in it, so any committed prefix is resumable.
+  std::future<Status> inflight;
+  uint64_t inflight_index = 0;
+  auto wait_inflight = [&]() -> Status {
+    if (!inflight.valid()) return Status::OK();
+    Status s = inflight.get();
+    if (s.ok()) committed_index = inflight_index;
+    return s;
+  };
+  auto commit_async = [&]() -> Status {
     writer.PutMeta(kCursorKey, acc->ToJson().dump());
-    DSPIPE_RETURN_IF_ERROR(writer.Commit());
+    DSPIPE_RETURN_IF_ERROR(wait_inflight());
+    inflight_index = acc->next_index;
+    inflight = std::async(std::launch::async, [w = std::move(writer), env, this]() mutable {
+      Status s = w.Commit();
+      if (s.ok() && o_.sync) env->StartWriteback();  // overlap the disk with the next batch
+      return s;
+    });
+    writer = LmdbEnv::Writer(env);
     if (o_.progress) o_.progress(done_.load(), plan_.size());
     return Status::OK();
+  };
+  auto commit = [&]() -> Status {
+    DSPIPE_RETURN_IF_ERROR(commit_async());
+    return wait_inflight();
   };
   arena.execute([&] {
     tbb::parallel_pipeline(
@@ -377,18 +400,23 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   acc->next_pos = w->pos + 1;
                   ++done_;
                   if (writer.pending_bytes() >= o_.commit_bytes) {
-                    Status s = commit();
+                    Status s = commit_async();
                     if (!s.ok()) {
                       failure = s;
                       write_failed = true;
                       stop = true;
-                    } else {
-                      committed_index = acc->next_index;
                     }
                   }
                 }));
   });
   if (!failure.ok()) {
+    if (!write_failed) {
+      Status s = wait_inflight();
+      if (!s.ok()) {
+        failure = s;
+        write_failed = true;
+      }
+    }
     // Keep what is complete: commit the records before the failing one with their cursor
     // (unless writing itself failed: then the last committed cursor stands).
     if (!write_failed) {

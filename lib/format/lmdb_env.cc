@@ -1,5 +1,6 @@
 #include "format/lmdb_env.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -182,6 +183,11 @@ Status LmdbEnv::Sync() const {
   int rc = mdb_env_sync(env_, 1);
   if (rc != 0) return LmdbError("sync", path_, rc);
   return Status::OK();
+}
+
+void LmdbEnv::StartWriteback() const {
+  mdb_filehandle_t fd;
+  if (mdb_env_get_fd(env_, &fd) == 0) ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 void LmdbEnv::Writer::PutRecord(std::string key, std::string value) {

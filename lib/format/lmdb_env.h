@@ -53,6 +53,9 @@ class LmdbEnv {
   uint64_t MapSize() const;
   // Flushes the data file to disk (we write with MDB_NOSYNC and sync at checkpoints).
   Status Sync() const;
+  // Starts writing dirty pages of the data file to disk without waiting (sync_file_range), so a
+  // later Sync() has little left to do. Best effort.
+  void StartWriteback() const;
 
   // Buffered write transaction. Put/PutMeta buffer; Commit writes them all in one LMDB
   // transaction, growing the map and retrying on MDB_MAP_FULL. Single-threaded.
