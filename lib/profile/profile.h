@@ -1,0 +1,146 @@
+// dsbench's library: run the real loader over a dataset (or over a folder of image/mask files,
+// through the very same loader stages), measure throughput and per-stage latency, diagnose the
+// bottleneck, sweep configurations, and write the results as text, JSON, CSV and HTML.
+// The CLI in tools/dsbench only parses flags and calls these. Internal to dspipe (not installed).
+//
+// What a run measures (see docs/DSBENCH.md):
+//   warm-up: `warmup` batches are taken and discarded (pools fill, page cache and decoder warm);
+//   then the stage stats are reset and `batches` batches (or `epochs` whole epochs) are taken.
+//   After each batch the consumer simulates a training step of `compute_ms` by sleeping (a GPU
+//   step leaves the CPU free, so a sleep and not a spin is the faithful model). seconds is the
+//   wall time of the measured part, compute included: images_per_s is what training would get.
+//
+// Thread-safety: every function may be called from any thread; runs do not share state, but two
+// runs at once share the CPUs and measure each other.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dspipe/augment.h"
+#include "dspipe/stats.h"
+#include "dspipe/status.h"
+
+namespace dspipe::profile {
+
+struct ProfileOptions {
+  // Loader shape. batch_size >= 1 (default 8); threads 0 (default) = the CPUs this process may
+  // use; prefetch >= 1 batches in flight (default 2).
+  int batch_size = 8;
+  int threads = 0;
+  int prefetch = 2;
+  // Measured batches (default 100; wraps over epochs when the dataset is smaller). epochs > 0
+  // measures that many whole epochs instead (long for big datasets, exact for small ones).
+  uint64_t batches = 100;
+  int epochs = 0;
+  // Batches taken before measuring, >= 0. Default 2: enough to fill the prefetch queue and the
+  // batch pool; more for a warm page cache on big datasets.
+  int warmup = 2;
+  // "cpu": dspipe::Loader, normalizing on its workers when `normalize`. "cuda": DeviceLoader on
+  // CUDA device 0 (h2d + GPU normalize); Unsupported with the reason when it is not built or no
+  // device is usable.
+  std::string device = "cpu";
+  // Simulated training step per batch in milliseconds (0 = none, default: pure loader speed).
+  double compute_ms = 0;
+  // CPU float32 NCHW normalization on the workers (device "cpu"). Default true: what a training
+  // loop needs. Datasets without mean/std (plain LMDBs, folders) use `mean`/`std`, else 0 / 1.
+  bool normalize = true;
+  std::vector<double> mean;
+  std::vector<double> std;
+  // Per-sample augmentation (default none).
+  AugmentOptions augment;
+  // Shuffled order with this seed (default true, 0).
+  bool shuffle = true;
+  uint64_t seed = 0;
+  // Evict the dataset's files from the page cache (posix_fadvise DONTNEED) before the run, to
+  // measure cold I/O. Whether it worked is reported in ProfileResult::cache.
+  bool drop_cache = false;
+  // Write a Chrome trace of the whole run (warm-up included) here; "" = none. At most
+  // trace_events_per_thread spans per thread are kept (32 bytes each).
+  std::string trace_path;
+  size_t trace_events_per_thread = size_t{1} << 16;
+};
+
+struct DatasetSummary {
+  std::string path;
+  std::string kind;   // "dspipe" | "sharded" | "plain" | "folder"
+  std::string store;  // "encoded" | "raw" | "plain"
+  uint64_t count = 0;
+  int height = 0;  // batch sample size (after the loader resolved it)
+  int width = 0;
+  int channels = 0;
+  bool has_masks = false;
+  uint64_t bytes = 0;  // on disk: LMDB data files, or the folder's image and mask files
+};
+
+struct CacheDrop {
+  bool requested = false;
+  uint64_t files = 0;    // files found to drop
+  uint64_t dropped = 0;  // files whose pages were dropped
+  std::string note;      // what happened, e.g. "could not drop 1 of 2 files: .../data.mdb"
+};
+
+struct ProfileResult {
+  std::string source;  // "lmdb" (any dspipe Dataset) | "folder"
+  DatasetSummary dataset;
+  ProfileOptions config;  // as run: threads resolved, normalize as actually done
+  LoaderShape shape;
+  CacheDrop cache;
+  uint64_t batches = 0;  // measured batches
+  uint64_t images = 0;   // samples in them
+  double seconds = 0;    // wall time of the measured batches (compute included)
+  double images_per_s = 0;
+  double mb_per_s = 0;          // stored bytes read per second (record / file bytes, 1e6 B)
+  double decoded_mb_per_s = 0;  // uint8 pixels delivered per second (images + masks, 1e6 B)
+  std::vector<StageSummary> stages;
+  Verdict verdict;
+  std::vector<std::string> notes;  // things the reader should know (fallbacks, cache, ...)
+};
+
+// Runs the loader over the dataset at `path` (any path Dataset::Open accepts).
+Status RunProfile(const std::string& path, const ProfileOptions& options, ProfileResult* out);
+// Runs the same loader stages over a folder with images/ (+ masks/, paired by stem): each
+// sample's read is a file read plus a header probe, then the loader's own decode, augment,
+// collate and normalize. Also accepts what `dsconvert build` accepts as SRC (CSV, ImageFolder).
+Status RunFolderProfile(const std::string& src, const ProfileOptions& options, ProfileResult* out);
+
+// --sweep "threads=1,2 prefetch=1,2,4 batch=8,16": keys threads | prefetch | batch, each a comma
+// list of positive integers; missing keys keep the base value. Whitespace separates keys.
+struct SweepSpec {
+  std::vector<int> threads;
+  std::vector<int> prefetch;
+  std::vector<int> batch;
+};
+Status ParseSweep(std::string_view text, SweepSpec* out);
+
+struct SweepResult {
+  std::vector<ProfileResult> runs;  // batch-major, then threads, then prefetch
+  int best = -1;                    // index of the highest images_per_s
+};
+// Runs every combination over `path` (no trace). Stops at the first failing run.
+Status RunSweep(const std::string& path, const ProfileOptions& base, const SweepSpec& spec,
+                SweepResult* out);
+
+// Everything one dsbench invocation measured. `run` is the main result: the LMDB run, or the
+// sweep's best configuration.
+struct Report {
+  ProfileResult run;
+  std::optional<SweepResult> sweep;
+  std::optional<ProfileResult> folder;  // --compare: the folder run beside `run`
+};
+
+// The stable --json document (docs/DSBENCH.md).
+nlohmann::json ReportJson(const Report& report);
+// CSV: one row per stage ("source,stage,..."), or per sweep configuration after a sweep.
+std::string ReportCsv(const Report& report);
+// One self-contained HTML page (inline CSS and SVG; no scripts, no external references).
+std::string ReportHtml(const Report& report);
+// The console report: config, throughput, stage table, verdict and suggestions, and the sweep or
+// comparison table.
+std::string ReportText(const Report& report);
+
+}  // namespace dspipe::profile

@@ -1,0 +1,154 @@
+// ReportJson and ReportCsv: the machine-readable outputs (schema: docs/DSBENCH.md).
+#include <fmt/format.h>
+
+#include "profile/profile.h"
+#include "profile/report_util.h"
+
+namespace dspipe::profile {
+namespace {
+
+using nlohmann::json;
+
+json DatasetJson(const DatasetSummary& d) {
+  return {{"path", d.path},         {"kind", d.kind},           {"store", d.store},
+          {"count", d.count},       {"height", d.height},       {"width", d.width},
+          {"channels", d.channels}, {"has_masks", d.has_masks}, {"bytes", d.bytes}};
+}
+
+json ConfigJson(const ProfileOptions& o) {
+  return {{"batch", o.batch_size},
+          {"threads", o.threads},
+          {"prefetch", o.prefetch},
+          {"device", o.device},
+          {"batches", o.epochs > 0 ? 0 : o.batches},
+          {"epochs", o.epochs},
+          {"warmup", o.warmup},
+          {"compute_ms", o.compute_ms},
+          {"normalize", o.normalize},
+          {"hflip", o.augment.hflip_p},
+          {"vflip", o.augment.vflip_p},
+          {"shuffle", o.shuffle},
+          {"seed", o.seed},
+          {"drop_cache", o.drop_cache}};
+}
+
+json ThroughputJson(const ProfileResult& r) {
+  return {{"images_per_s", r.images_per_s},
+          {"mb_per_s", r.mb_per_s},
+          {"decoded_mb_per_s", r.decoded_mb_per_s},
+          {"batches", r.batches},
+          {"images", r.images},
+          {"seconds", r.seconds}};
+}
+
+json StagesJson(const ProfileResult& r) {
+  json stages = json::array();
+  for (const StageRow& row : StageRows(r)) {
+    json s = ToJson(row.summary);
+    s["ms_per_batch"] = row.ms_per_batch;
+    s["share"] = row.share;
+    stages.push_back(std::move(s));
+  }
+  return stages;
+}
+
+json RunJson(const ProfileResult& r) {
+  return {{"source", r.source},
+          {"dataset", DatasetJson(r.dataset)},
+          {"config", ConfigJson(r.config)},
+          {"cache",
+           {{"requested", r.cache.requested},
+            {"files", r.cache.files},
+            {"dropped", r.cache.dropped},
+            {"note", r.cache.note}}},
+          {"throughput", ThroughputJson(r)},
+          {"stages", StagesJson(r)},
+          {"verdict", ToJson(r.verdict)},
+          {"notes", r.notes}};
+}
+
+json SweepEntryJson(const ProfileResult& r) {
+  return {{"config",
+           {{"batch", r.config.batch_size},
+            {"threads", r.config.threads},
+            {"prefetch", r.config.prefetch}}},
+          {"throughput", ThroughputJson(r)},
+          {"verdict",
+           {{"bound", r.verdict.bound},
+            {"limiting_stage", StageName(r.verdict.limiting_stage)},
+            {"share", r.verdict.share},
+            {"starved", r.verdict.starved},
+            {"headline", r.verdict.headline}}}};
+}
+
+std::string Num(double v) { return fmt::format("{:.6g}", v); }
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+json ReportJson(const Report& report) {
+  json j = {{"tool", "dsbench"}, {"version", kJsonVersion}};
+  j.update(RunJson(report.run));
+  if (report.sweep) {
+    json runs = json::array();
+    for (const ProfileResult& r : report.sweep->runs) runs.push_back(SweepEntryJson(r));
+    j["sweep"] = std::move(runs);
+    if (report.sweep->best >= 0) {
+      const ProfileResult& b = report.sweep->runs[static_cast<size_t>(report.sweep->best)];
+      j["best"] = {{"index", report.sweep->best},
+                   {"config",
+                    {{"batch", b.config.batch_size},
+                     {"threads", b.config.threads},
+                     {"prefetch", b.config.prefetch}}},
+                   {"images_per_s", b.images_per_s}};
+    }
+  }
+  if (report.folder) {
+    const double folder_rate = report.folder->images_per_s;
+    j["compare"] = {{"folder", RunJson(*report.folder)},
+                    {"lmdb",
+                     {{"dataset", DatasetJson(report.run.dataset)},
+                      {"throughput", ThroughputJson(report.run)}}},
+                    {"speedup", folder_rate > 0 ? report.run.images_per_s / folder_rate : 0.0}};
+  }
+  return j;
+}
+
+std::string ReportCsv(const Report& report) {
+  std::string out;
+  if (report.sweep) {
+    out =
+        "batch,threads,prefetch,images_per_s,mb_per_s,seconds,batches,bound,limiting_stage,"
+        "share,starved,best\n";
+    const auto& runs = report.sweep->runs;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const ProfileResult& r = runs[i];
+      out += fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{},{}\n", r.config.batch_size, r.config.threads,
+          r.config.prefetch, Num(r.images_per_s), Num(r.mb_per_s), Num(r.seconds), r.batches,
+          CsvField(r.verdict.bound), StageName(r.verdict.limiting_stage), Num(r.verdict.share),
+          r.verdict.starved ? 1 : 0, static_cast<int>(i) == report.sweep->best ? 1 : 0);
+    }
+    return out;
+  }
+  out = "source,stage,count,total_ms,mean_ms,p50_ms,p95_ms,p99_ms,max_ms,ms_per_batch,share\n";
+  auto rows = [&](const ProfileResult& r) {
+    for (const StageRow& row : StageRows(r)) {
+      const StageSummary& s = row.summary;
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.source, StageName(s.stage),
+                         s.count, Num(s.total_ms), Num(s.mean_ms), Num(s.p50_ms), Num(s.p95_ms),
+                         Num(s.p99_ms), Num(s.max_ms), Num(row.ms_per_batch), Num(row.share));
+    }
+  };
+  rows(report.run);
+  if (report.folder) rows(*report.folder);
+  return out;
+}
+
+}  // namespace dspipe::profile

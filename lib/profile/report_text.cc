@@ -1,0 +1,81 @@
+// ReportText and the stage rows shared by all writers.
+#include <fmt/format.h>
+
+#include "profile/profile.h"
+#include "profile/report_util.h"
+
+namespace dspipe::profile {
+namespace {
+
+bool PerSample(Stage s) { return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment; }
+
+std::string Config(const ProfileResult& r) {
+  return fmt::format("batch {}, threads {}, prefetch {}, device {}{}", r.config.batch_size,
+                     r.config.threads, r.config.prefetch, r.config.device,
+                     r.config.compute_ms > 0 ? fmt::format(", compute {} ms", r.config.compute_ms)
+                                             : std::string());
+}
+
+void AppendRun(const ProfileResult& r, std::string* out) {
+  const DatasetSummary& d = r.dataset;
+  *out += fmt::format("{} ({}, {}): {} samples, {}x{}x{}{}, {:.1f} MB on disk\n", d.path, d.kind,
+                      d.store, d.count, d.width, d.height, d.channels, d.has_masks ? " + mask" : "",
+                      static_cast<double>(d.bytes) / 1e6);
+  *out += fmt::format("config: {}\n", Config(r));
+  if (r.cache.requested) *out += fmt::format("cache: {}\n", r.cache.note);
+  for (const std::string& n : r.notes) *out += fmt::format("note: {}\n", n);
+  *out += fmt::format(
+      "throughput: {:.1f} images/s, {:.1f} MB/s stored ({:.1f} MB/s decoded), {} batches in "
+      "{:.3f} s\n\n",
+      r.images_per_s, r.mb_per_s, r.decoded_mb_per_s, r.batches, r.seconds);
+  *out += FormatTable(r.stages, r.config.batch_size);
+  *out += fmt::format("\nverdict: {}\n", r.verdict.headline);
+  for (const std::string& s : r.verdict.suggestions) *out += fmt::format("  - {}\n", s);
+}
+
+}  // namespace
+
+std::vector<StageRow> StageRows(const ProfileResult& r) {
+  double busy = 0;
+  for (const StageSummary& s : r.stages) {
+    if (s.stage != Stage::kWait) busy += s.total_ms;
+  }
+  std::vector<StageRow> rows;
+  for (const StageSummary& s : r.stages) {
+    StageRow row;
+    row.summary = s;
+    row.ms_per_batch = s.mean_ms * (PerSample(s.stage) ? r.config.batch_size : 1);
+    row.share = s.stage != Stage::kWait && busy > 0 ? s.total_ms / busy : 0;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string ReportText(const Report& report) {
+  std::string out;
+  if (report.sweep) {
+    out += fmt::format("{:>6} {:>8} {:>9} {:>10} {:>9}  {}\n", "batch", "threads", "prefetch",
+                       "images/s", "MB/s", "bound");
+    const auto& runs = report.sweep->runs;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const ProfileResult& r = runs[i];
+      out += fmt::format("{:>6} {:>8} {:>9} {:>10.1f} {:>9.1f}  {}{}\n", r.config.batch_size,
+                         r.config.threads, r.config.prefetch, r.images_per_s, r.mb_per_s,
+                         r.verdict.bound,
+                         static_cast<int>(i) == report.sweep->best ? "  <- best" : "");
+    }
+    out += "\nbest configuration:\n";
+  }
+  if (report.folder) out += "== LMDB ==\n";
+  AppendRun(report.run, &out);
+  if (report.folder) {
+    out += "\n== folder (same loader stages over the files) ==\n";
+    AppendRun(*report.folder, &out);
+    const double f = report.folder->images_per_s;
+    out += fmt::format("\ncompare: LMDB {:.1f} images/s vs folder {:.1f} images/s: {:.2f}x\n",
+                       report.run.images_per_s, f, f > 0 ? report.run.images_per_s / f : 0.0);
+  }
+  return out;
+}
+
+}  // namespace dspipe::profile

@@ -1,0 +1,20 @@
+// Shared pieces of the report writers. Internal to the profile component.
+#pragma once
+
+#include <vector>
+
+#include "profile/profile.h"
+
+namespace dspipe::profile {
+
+// The --json schema version; bump only for incompatible changes (docs/DSBENCH.md).
+inline constexpr int kJsonVersion = 1;
+
+struct StageRow {
+  StageSummary summary;
+  double ms_per_batch = 0;  // stage total / measured batches (summed over workers)
+  double share = 0;         // stage total / sum of the non-wait stage totals; 0 for wait
+};
+std::vector<StageRow> StageRows(const ProfileResult& r);
+
+}  // namespace dspipe::profile

@@ -1,0 +1,291 @@
+// RunProfile / RunFolderProfile: one measured run of the real loader.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "core/files.h"
+#include "dspipe/loader.h"
+#include "profile/profile.h"
+#include "profile/sources.h"
+#if DSPIPE_PROFILE_HAVE_DEVICE
+#include "dspipe/device_loader.h"
+#endif
+
+namespace dspipe::profile {
+namespace {
+
+// The consumer's side of either loader: one batch held at a time, as a training loop does.
+class Consumer {
+ public:
+  virtual ~Consumer() = default;
+  // Takes the next batch (releasing the previous one); *size = 0 at the end of an epoch.
+  virtual Status Next(int* size) = 0;
+  virtual Loader& loader() = 0;
+  virtual LoaderShape shape() = 0;
+  // Releases the held batch (GPU path: records its h2d / normalize times).
+  virtual Status Finish() = 0;
+};
+
+class CpuConsumer : public Consumer {
+ public:
+  explicit CpuConsumer(std::unique_ptr<Loader> loader) : loader_(std::move(loader)) {}
+  Status Next(int* size) override {
+    DSPIPE_RETURN_IF_ERROR(loader_->Next(&batch_));
+    *size = batch_ ? batch_.size() : 0;
+    return Status::OK();
+  }
+  Loader& loader() override { return *loader_; }
+  LoaderShape shape() override { return loader_->loader_shape(); }
+  Status Finish() override {
+    batch_.Reset();
+    return Status::OK();
+  }
+
+ private:
+  std::unique_ptr<Loader> loader_;
+  Batch batch_;
+};
+
+#if DSPIPE_PROFILE_HAVE_DEVICE
+class DeviceConsumer : public Consumer {
+ public:
+  explicit DeviceConsumer(std::unique_ptr<DeviceLoader> loader) : loader_(std::move(loader)) {}
+  Status Next(int* size) override {
+    DSPIPE_RETURN_IF_ERROR(loader_->Next(&batch_));
+    *size = batch_ ? batch_.size() : 0;
+    // A training step cannot start before its inputs are on the device.
+    return batch_ ? batch_.WaitReady() : Status::OK();
+  }
+  Loader& loader() override { return loader_->loader(); }
+  LoaderShape shape() override { return loader_->loader_shape(); }
+  Status Finish() override { return batch_.Release(); }
+
+ private:
+  std::unique_ptr<DeviceLoader> loader_;
+  TensorBatch batch_;
+};
+#endif
+
+Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
+                    ProfileResult* result, std::unique_ptr<Consumer>* out) {
+  LoaderOptions lo;
+  lo.batch_size = o.batch_size;
+  lo.threads = o.threads;
+  lo.prefetch = o.prefetch;
+  lo.sampler.shuffle = o.shuffle;
+  lo.sampler.seed = o.seed;
+  lo.augment = o.augment;
+  std::vector<double> mean = o.mean, std = o.std;
+  const bool normalizes = o.device == "cuda" || o.normalize;
+  if (normalizes && mean.empty() && !ds->info().has_stats) {
+    mean = {0.0};
+    std = {1.0};
+    result->notes.push_back(ds->info().path +
+                            " has no mean/std: normalizing with mean 0, std 1 (same cost)");
+  }
+  if (o.device == "cpu") {
+    lo.normalize = o.normalize ? NormalizeMode::kCpuFloat32 : NormalizeMode::kNone;
+    lo.mean = mean;
+    lo.std = std;
+    std::unique_ptr<Loader> loader;
+    DSPIPE_RETURN_IF_ERROR(Loader::Create(std::move(ds), lo, &loader));
+    *out = std::make_unique<CpuConsumer>(std::move(loader));
+    return Status::OK();
+  }
+  if (o.device != "cuda") {
+    return Status::InvalidArgument("device '" + o.device + "': expected cpu or cuda");
+  }
+#if DSPIPE_PROFILE_HAVE_DEVICE
+  DeviceOptions d;
+  d.device = 0;  // a real device or an Unsupported error saying why; never a silent fallback
+  d.mean = mean;
+  d.std = std;
+  std::unique_ptr<DeviceLoader> loader;
+  Status s = DeviceLoader::Create(std::move(ds), lo, d, &loader);
+  if (!s.ok()) return s.WithContext("--device cuda");
+  *out = std::make_unique<DeviceConsumer>(std::move(loader));
+  return Status::OK();
+#else
+  return Status::Unsupported(
+      "--device cuda: this dsbench was built without the device stage (dspipe::device); "
+      "use --device cpu");
+#endif
+}
+
+void DropCache(const std::vector<std::string>& files, CacheDrop* cache) {
+  cache->requested = true;
+  cache->files = files.size();
+  std::string failed;
+  for (const std::string& f : files) {
+    if (DropFileCache(f)) {
+      ++cache->dropped;
+    } else if (failed.empty()) {
+      failed = f;
+    }
+  }
+  if (files.empty()) {
+    cache->note = "could not drop the page cache: no data files found";
+  } else if (cache->dropped == cache->files) {
+    cache->note = "dropped the page cache of " + std::to_string(cache->files) + " file(s)";
+  } else {
+    cache->note = "could not drop the page cache of " +
+                  std::to_string(cache->files - cache->dropped) + " of " +
+                  std::to_string(cache->files) + " file(s) (first: " + failed +
+                  "); the run may be partly warm";
+  }
+}
+
+void Compute(double ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+uint64_t TotalSize(const std::vector<std::string>& files) {
+  uint64_t total = 0;
+  for (const std::string& f : files) {
+    uint64_t size = 0;
+    if (FileSize(f, &size).ok()) total += size;
+  }
+  return total;
+}
+
+// The measured loop shared by both sources.
+Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, ProfileResult* r) {
+  if (o.batch_size < 1 || o.prefetch < 1 || o.threads < 0 || o.warmup < 0 || o.epochs < 0 ||
+      o.compute_ms < 0 || (o.epochs == 0 && o.batches == 0)) {
+    return Status::InvalidArgument(
+        "profile: need batch >= 1, prefetch >= 1, threads >= 0, warmup >= 0, compute_ms >= 0 "
+        "and batches > 0 or epochs > 0");
+  }
+  std::unique_ptr<Consumer> consumer;
+  DSPIPE_RETURN_IF_ERROR(MakeConsumer(ds, o, r, &consumer));
+  Loader& loader = consumer->loader();
+  if (loader.batches_per_epoch() == 0) {
+    return Status::InvalidArgument("profile: " + ds->info().path + " gives no batches");
+  }
+  StageStats& stats = loader.stats();
+  if (!o.trace_path.empty()) stats.EnableTrace(o.trace_events_per_thread);
+  SetThreadName("consumer");
+
+  int size = 0;
+  for (int i = 0; i < o.warmup;) {
+    DSPIPE_RETURN_IF_ERROR(consumer->Next(&size));
+    if (size == 0) continue;  // end of an epoch; the loader moves on by itself
+    Compute(o.compute_ms);
+    ++i;
+  }
+  stats.Reset();
+  const uint64_t records0 = ds->records(), bytes0 = ds->bytes();
+  const uint64_t start = NowNs();
+  if (o.epochs > 0) {
+    if (o.warmup > 0) loader.set_epoch(loader.epoch() + 1);  // whole epochs only
+    for (int e = 0; e < o.epochs;) {
+      DSPIPE_RETURN_IF_ERROR(consumer->Next(&size));
+      if (size == 0) {
+        ++e;
+        continue;
+      }
+      Compute(o.compute_ms);
+      ++r->batches;
+      r->images += static_cast<uint64_t>(size);
+    }
+  } else {
+    while (r->batches < o.batches) {
+      DSPIPE_RETURN_IF_ERROR(consumer->Next(&size));
+      if (size == 0) continue;
+      Compute(o.compute_ms);
+      ++r->batches;
+      r->images += static_cast<uint64_t>(size);
+    }
+  }
+  const uint64_t end = NowNs();
+  DSPIPE_RETURN_IF_ERROR(consumer->Finish());
+
+  r->seconds = static_cast<double>(end - start) * 1e-9;
+  const double secs = r->seconds > 0 ? r->seconds : 1e-9;
+  r->images_per_s = static_cast<double>(r->images) / secs;
+  // Stored bytes: the mean record size over the reads of the measured part (prefetch makes the
+  // exact set of records read inside the window fuzzy) times the images delivered.
+  const uint64_t records = ds->records() - records0, bytes = ds->bytes() - bytes0;
+  const double per_record = records > 0 ? static_cast<double>(bytes) / records : 0;
+  r->mb_per_s = per_record * static_cast<double>(r->images) / secs / 1e6;
+  const BatchShape& bs = loader.shape();
+  r->decoded_mb_per_s = static_cast<double>(bs.image_bytes() + bs.mask_bytes()) *
+                        static_cast<double>(r->images) / secs / 1e6;
+
+  r->config = o;
+  r->config.threads = loader.options().threads;
+  r->config.normalize = o.device == "cuda" || o.normalize;
+  r->shape = consumer->shape();
+  r->stages = stats.Summaries();
+  r->verdict = Diagnose(r->stages, r->shape, o.compute_ms);
+
+  const DatasetInfo& info = ds->info();
+  r->dataset.path = info.path;
+  r->dataset.store = info.store;
+  r->dataset.count = info.count;
+  r->dataset.height = bs.height;
+  r->dataset.width = bs.width;
+  r->dataset.channels = bs.channels;
+  r->dataset.has_masks = bs.masks;
+  if (!o.trace_path.empty()) {
+    DSPIPE_RETURN_IF_ERROR(stats.WriteChromeTrace(o.trace_path));
+    if (stats.dropped_trace_events() > 0) {
+      r->notes.push_back("trace: " + std::to_string(stats.dropped_trace_events()) +
+                         " events dropped (per-thread limit " +
+                         std::to_string(o.trace_events_per_thread) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+const char* KindName(DatasetKind k) {
+  switch (k) {
+    case DatasetKind::kDspipe:
+      return "dspipe";
+    case DatasetKind::kSharded:
+      return "sharded";
+    case DatasetKind::kPlain:
+      return "plain";
+  }
+  return "plain";
+}
+
+}  // namespace
+
+Status RunProfile(const std::string& path, const ProfileOptions& options, ProfileResult* out) {
+  *out = ProfileResult{};
+  out->source = "lmdb";
+  const std::vector<std::string> files = DatasetFiles(path);
+  if (options.drop_cache) DropCache(files, &out->cache);
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
+  const std::string kind = KindName(ds->info().kind);
+  auto counting = std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(ds)));
+  Status s = Measure(counting, options, out);
+  if (!s.ok()) return s.WithContext("dsbench " + path);
+  out->dataset.kind = kind;
+  out->dataset.bytes = TotalSize(files);
+  return Status::OK();
+}
+
+Status RunFolderProfile(const std::string& src, const ProfileOptions& options, ProfileResult* out) {
+  *out = ProfileResult{};
+  out->source = "folder";
+  std::unique_ptr<FolderDataset> folder;
+  DSPIPE_RETURN_IF_ERROR(FolderDataset::Open(src, &folder));
+  const std::vector<std::string> files = folder->Files();
+  if (options.drop_cache) DropCache(files, &out->cache);
+  if (folder->skipped() > 0) {
+    out->notes.push_back(std::to_string(folder->skipped()) +
+                         " source item(s) left out (the scan rejected them; see dsconvert build)");
+  }
+  auto counting =
+      std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(folder)));
+  Status s = Measure(counting, options, out);
+  if (!s.ok()) return s.WithContext("dsbench " + src);
+  out->dataset.kind = "folder";
+  out->dataset.bytes = TotalSize(files);
+  return Status::OK();
+}
+
+}  // namespace dspipe::profile

@@ -1,0 +1,122 @@
+#include "profile/sources.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "codec/image.h"
+#include "convert/sources.h"
+#include "core/files.h"
+
+namespace dspipe::profile {
+
+namespace fs = std::filesystem;
+
+Status CountingDataset::Read(uint64_t index,
+                             const std::function<Status(const RecordView&)>& fn) const {
+  return inner_->Read(index, [&](const RecordView& rec) {
+    records_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(kRecordHeaderSize + rec.image.size() + rec.mask.size(),
+                     std::memory_order_relaxed);
+    return fn(rec);
+  });
+}
+
+namespace {
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset>* out) {
+  SourceList list;
+  DSPIPE_RETURN_IF_ERROR(ScanSources(src, &list));
+  auto ds = std::unique_ptr<FolderDataset>(new FolderDataset());
+  for (const SourceItem& it : list.items) {
+    if (!it.error.empty()) {
+      ++ds->skipped_;
+      continue;
+    }
+    ds->items_.push_back({it.image, it.mask, it.label});
+  }
+  if (ds->items_.empty()) return Status::BadInput(src + ": no usable image/mask pairs");
+  // The first image decides the batch size and channels, as the first record does for a plain
+  // LMDB; other sizes are resized by the loader.
+  std::string bytes;
+  DSPIPE_RETURN_IF_ERROR(ReadFile(ds->items_[0].image, &bytes));
+  codec::ImageProbe probe;
+  Status s = codec::Probe(Bytes(bytes), &probe);
+  if (!s.ok()) return s.WithContext(ds->items_[0].image);
+  DatasetInfo& info = ds->info_;
+  info.kind = DatasetKind::kPlain;
+  info.path = src;
+  info.count = ds->items_.size();
+  info.store = "encoded";
+  info.channels = (probe.channels <= 2) ? 1 : 3;
+  info.height = probe.height;
+  info.width = probe.width;
+  info.has_masks = list.has_masks;
+  info.has_labels = list.has_labels;
+  info.class_names = list.class_names;
+  *out = std::move(ds);
+  return Status::OK();
+}
+
+Status FolderDataset::Read(uint64_t index,
+                           const std::function<Status(const RecordView&)>& fn) const {
+  if (index >= items_.size()) {
+    return Status::NotFound("sample " + std::to_string(index) + " of " + info_.path + " (" +
+                            std::to_string(items_.size()) + " samples)");
+  }
+  const Item& item = items_[index];
+  // Per-thread buffers: grow to the largest file and are reused.
+  thread_local std::string image, mask;
+  DSPIPE_RETURN_IF_ERROR(ReadFile(item.image, &image));
+  if (!item.mask.empty()) DSPIPE_RETURN_IF_ERROR(ReadFile(item.mask, &mask));
+  codec::ImageProbe probe;
+  Status s = codec::Probe(Bytes(image), &probe);
+  if (!s.ok()) return Status::BadInput(item.image + ": " + s.message());
+  RecordView rec;
+  rec.header.image_codec = probe.codec;
+  rec.header.channels = static_cast<uint8_t>(info_.channels);
+  rec.header.height = static_cast<uint32_t>(probe.height);
+  rec.header.width = static_cast<uint32_t>(probe.width);
+  rec.header.label = item.label;
+  rec.image = Bytes(image);
+  rec.header.image_size = static_cast<uint32_t>(image.size());
+  if (!item.mask.empty()) {
+    rec.mask = Bytes(mask);
+    rec.header.mask_codec = codec::SniffCodec(rec.mask);
+    rec.header.mask_size = static_cast<uint32_t>(mask.size());
+  }
+  return fn(rec);
+}
+
+std::string FolderDataset::KeyName(uint64_t index) const {
+  return index < items_.size() ? items_[index].image : "sample " + std::to_string(index);
+}
+
+std::vector<std::string> FolderDataset::Files() const {
+  std::vector<std::string> files;
+  for (const Item& it : items_) {
+    files.push_back(it.image);
+    if (!it.mask.empty()) files.push_back(it.mask);
+  }
+  return files;
+}
+
+std::vector<std::string> DatasetFiles(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return {path};
+  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename() == "data.mdb" && it->is_regular_file(ec)) {
+      files.push_back(it->path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace dspipe::profile

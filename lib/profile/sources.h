@@ -1,0 +1,63 @@
+// Dataset adapters for dsbench. Internal to the profile component.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/dataset.h"
+
+namespace dspipe::profile {
+
+// Wraps a dataset and counts the records and stored bytes (header + payloads) read through it.
+// One relaxed atomic add per read. Thread-safe like the wrapped dataset.
+class CountingDataset : public Dataset {
+ public:
+  explicit CountingDataset(std::shared_ptr<const Dataset> inner) : inner_(std::move(inner)) {}
+  const DatasetInfo& info() const override { return inner_->info(); }
+  Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override;
+  std::string KeyName(uint64_t index) const override { return inner_->KeyName(index); }
+
+  uint64_t records() const { return records_.load(std::memory_order_relaxed); }
+  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<const Dataset> inner_;
+  mutable std::atomic<uint64_t> records_{0};
+  mutable std::atomic<uint64_t> bytes_{0};
+};
+
+// A folder of image (+ mask) files seen as a Dataset, so the real loader runs its own stages
+// over it. Read() reads the files (into a per-thread buffer) and probes the image header for its
+// size: the folder equivalent of an LMDB get + record header check. Thread-safe.
+class FolderDataset : public Dataset {
+ public:
+  // src: anything `dsconvert build` accepts (images/+masks/ folder, CSV, ImageFolder). Items the
+  // scan rejects (e.g. an image without its mask) are left out and counted in skipped().
+  static Status Open(const std::string& src, std::unique_ptr<FolderDataset>* out);
+
+  const DatasetInfo& info() const override { return info_; }
+  Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override;
+  std::string KeyName(uint64_t index) const override;
+
+  // Every image and mask file, for cache dropping and the on-disk size.
+  std::vector<std::string> Files() const;
+  uint64_t skipped() const { return skipped_; }
+
+ private:
+  struct Item {
+    std::string image, mask;
+    int label = -1;
+  };
+  DatasetInfo info_;
+  std::vector<Item> items_;
+  uint64_t skipped_ = 0;
+};
+
+// The LMDB data files (data.mdb) under a dataset path (a file, an LMDB directory, or a sharded
+// dataset directory), sorted.
+std::vector<std::string> DatasetFiles(const std::string& path);
+
+}  // namespace dspipe::profile

@@ -1,0 +1,126 @@
+// The dsbench binary, run as a child process on the small synth dataset.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_dataset.h"
+
+namespace dspipe::profile {
+namespace {
+
+using testing::SmallDataset;
+
+// Runs dsbench with args (stdout + stderr to dir/out.txt); returns the exit code.
+int Dsbench(const std::string& args, std::string* output = nullptr) {
+  const std::string out = SmallDataset().dir + "/out.txt";
+  // Under TSan the child needs the test's suppressions (harmless otherwise).
+  const std::string cmd = "TSAN_OPTIONS=suppressions=" DSPIPE_SOURCE_DIR
+                          "/tests/profile/tsan.supp " DSBENCH_PATH " " +
+                          args + " > " + out + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  if (output) {
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *output = ss.str();
+  }
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
+
+TEST(DsbenchCli, ProfilesAnLmdbAndWritesEveryOutput) {
+  const auto& d = SmallDataset();
+  const std::string json = d.dir + "/cli.json", csv = d.dir + "/cli.csv",
+                    html = d.dir + "/cli.html", trace = d.dir + "/cli.trace.json";
+  std::string out;
+  ASSERT_EQ(Dsbench(d.lmdb +
+                        " --batch 8 --threads 2 --prefetch 2 --batches 6 --warmup 1 "
+                        "--compute-ms 1 --hflip 0.5 --json " +
+                        json + " --csv " + csv + " --report " + html + " --trace " + trace,
+                    &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("throughput:"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict:"), std::string::npos) << out;
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j.at("tool"), "dsbench");
+  EXPECT_GT(j.at("throughput").at("images_per_s").get<double>(), 0);
+  EXPECT_EQ(j["throughput"]["batches"], 6);
+  EXPECT_EQ(j["config"]["compute_ms"], 1.0);
+  EXPECT_EQ(j["config"]["hflip"], 0.5);
+  std::ifstream c(csv);
+  std::string header;
+  std::getline(c, header);
+  EXPECT_EQ(header.rfind("source,stage,count,", 0), 0u);
+  EXPECT_TRUE(ReadJson(trace).contains("traceEvents"));
+  std::ifstream h(html);
+  std::stringstream ss;
+  ss << h.rdbuf();
+  EXPECT_NE(ss.str().find("<svg"), std::string::npos);
+}
+
+TEST(DsbenchCli, CompareFolderWithLmdb) {
+  const auto& d = SmallDataset();
+  const std::string json = d.dir + "/compare.json";
+  std::string out;
+  ASSERT_EQ(Dsbench(d.folder + " --compare " + d.lmdb +
+                        " --threads 2 --batches 3 --warmup 1 -q --json " + json,
+                    &out),
+            0)
+      << out;
+  EXPECT_TRUE(out.empty()) << out;  // -q
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j["source"], "lmdb");
+  EXPECT_EQ(j["dataset"]["path"], d.lmdb);
+  EXPECT_EQ(j["compare"]["folder"]["dataset"]["path"], d.folder);
+  EXPECT_EQ(j["compare"]["folder"]["throughput"]["images"], 24);
+  EXPECT_GT(j["compare"]["speedup"].get<double>(), 0);
+}
+
+TEST(DsbenchCli, SweepTwoByTwo) {
+  const auto& d = SmallDataset();
+  const std::string json = d.dir + "/sweep.json", csv = d.dir + "/sweep.csv";
+  std::string out;
+  ASSERT_EQ(Dsbench(d.lmdb + " --sweep 'threads=1,2 batch=4,8' --batches 2 --warmup 1 --json " +
+                        json + " --csv " + csv,
+                    &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("<- best"), std::string::npos) << out;
+  const nlohmann::json j = ReadJson(json);
+  ASSERT_EQ(j.at("sweep").size(), 4u);
+  EXPECT_EQ(j["sweep"][0]["config"]["batch"], 4);
+  EXPECT_EQ(j["sweep"][3]["config"]["batch"], 8);
+  EXPECT_EQ(j["sweep"][3]["config"]["threads"], 2);
+  const int best = j.at("best").at("index");
+  // The top-level result is the best configuration's.
+  EXPECT_EQ(j["throughput"]["images_per_s"], j["sweep"][best]["throughput"]["images_per_s"]);
+  std::ifstream c(csv);
+  int lines = 0;
+  for (std::string l; std::getline(c, l);) ++lines;
+  EXPECT_EQ(lines, 5);
+}
+
+TEST(DsbenchCli, UsageErrorsAndFailures) {
+  const auto& d = SmallDataset();
+  std::string out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --sweep 'cores=1'", &out), 2);
+  EXPECT_NE(out.find("unknown key 'cores'"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --batches 3 --epochs 1", &out), 2) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --device tpu", &out), 2) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --sweep threads=1 --trace x.json", &out), 2) << out;
+  EXPECT_EQ(Dsbench(d.dir + "/nope.lmdb -q", &out), 1);
+  EXPECT_NE(out.find("nope.lmdb"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace dspipe::profile

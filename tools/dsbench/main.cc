@@ -1,0 +1,133 @@
+// dsbench: profile the loader's stages and say where the bottleneck is. Parses flags and calls
+// the profile library (lib/profile/profile.h); the --json schema is docs/DSBENCH.md.
+// Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "core/files.h"
+#include "profile/profile.h"
+
+namespace {
+
+namespace pf = dspipe::profile;
+
+int Fail(const dspipe::Status& s) {
+  std::fprintf(stderr, "dsbench: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "dsbench: %s (see --help)\n", why.c_str());
+  return 2;
+}
+
+dspipe::Status Write(const std::string& path, const std::string& what, const std::string& data) {
+  if (path.empty()) return dspipe::Status::OK();
+  dspipe::Status s = dspipe::WriteFileAtomic(path, data);
+  return s.ok() ? s : s.WithContext("writing the " + what);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dsbench: run the dspipe loader over a dataset, time every stage and name the bottleneck.\n"
+      "  dsbench DB [options]              profile the LMDB dataset DB\n"
+      "  dsbench SRC_DIR --compare DB      the image/mask folder and its LMDB side by side"};
+  std::string path, compare_db, json_path, csv_path, trace_path, report_path, sweep_text;
+  pf::ProfileOptions o;
+  bool no_normalize = false, no_shuffle = false, quiet = false;
+  app.add_option("path", path, "dataset (LMDB, sharded dir, plain LMDB), or SRC_DIR with --compare")
+      ->required();
+  app.add_option("--batch", o.batch_size, "samples per batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", o.threads, "loader threads (0 = usable CPUs)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--prefetch", o.prefetch, "batches in flight")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  auto* batches = app.add_option("--batches", o.batches, "measured batches")
+                      ->capture_default_str()
+                      ->check(CLI::PositiveNumber);
+  app.add_option("--epochs", o.epochs, "measure whole epochs instead of --batches")
+      ->excludes(batches)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "batches taken before measuring")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", o.device, "cpu (Loader) or cuda (DeviceLoader: h2d + GPU normalize)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--compute-ms", o.compute_ms,
+                 "simulated training step per batch (ms; the consumer sleeps)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--hflip", o.augment.hflip_p, "horizontal flip probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--vflip", o.augment.vflip_p, "vertical flip probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
+  app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();
+  app.add_flag("--no-shuffle", no_shuffle, "sequential order");
+  app.add_flag("--drop-cache", o.drop_cache,
+               "evict the dataset's files from the page cache first (cold I/O)");
+  app.add_option("--json", json_path, "write the results as JSON (docs/DSBENCH.md)");
+  app.add_option("--csv", csv_path, "write one CSV row per stage (per configuration with --sweep)");
+  app.add_option("--trace", trace_path, "write a Chrome trace (Perfetto / chrome://tracing)");
+  app.add_option("--report", report_path, "write a self-contained HTML report");
+  app.add_option("--sweep", sweep_text,
+                 "run every combination, e.g. \"threads=1,2 prefetch=1,2,4 batch=8,16\"");
+  app.add_option("--compare", compare_db, "PATH is an image/mask folder; compare it with this DB");
+  app.add_flag("-q,--quiet", quiet, "no report on stdout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help, or the error and a hint
+    return rc == 0 ? 0 : 2;
+  }
+  o.normalize = !no_normalize;
+  o.shuffle = !no_shuffle;
+  o.trace_path = trace_path;
+  if (!sweep_text.empty() && !compare_db.empty()) return Usage("--sweep and --compare: pick one");
+  if (!sweep_text.empty() && !trace_path.empty()) {
+    return Usage("--trace records one configuration; run it without --sweep");
+  }
+
+  pf::Report report;
+  if (!sweep_text.empty()) {
+    pf::SweepSpec spec;
+    dspipe::Status s = pf::ParseSweep(sweep_text, &spec);
+    if (!s.ok()) return Usage(s.message());
+    pf::SweepResult sweep;
+    s = pf::RunSweep(path, o, spec, &sweep);
+    if (!s.ok()) return Fail(s);
+    report.run = sweep.runs[static_cast<size_t>(sweep.best)];
+    report.sweep = std::move(sweep);
+  } else if (!compare_db.empty()) {
+    pf::ProfileOptions folder_options = o;
+    folder_options.trace_path.clear();
+    pf::ProfileResult folder;
+    dspipe::Status s = pf::RunFolderProfile(path, folder_options, &folder);
+    if (!s.ok()) return Fail(s);
+    report.folder = std::move(folder);
+    s = pf::RunProfile(compare_db, o, &report.run);
+    if (!s.ok()) return Fail(s);
+  } else {
+    dspipe::Status s = pf::RunProfile(path, o, &report.run);
+    if (!s.ok()) return Fail(s);
+  }
+
+  if (!quiet) std::cout << pf::ReportText(report) << std::flush;
+  for (const dspipe::Status& s : {Write(json_path, "JSON", pf::ReportJson(report).dump(2) + "\n"),
+                                  Write(csv_path, "CSV", pf::ReportCsv(report)),
+                                  Write(report_path, "HTML report", pf::ReportHtml(report))}) {
+    if (!s.ok()) return Fail(s);
+  }
+  if (!quiet && !trace_path.empty()) std::cout << "trace: " << trace_path << "\n";
+  return 0;
+}
