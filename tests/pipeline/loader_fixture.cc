@@ -162,5 +162,6 @@ std::vector<BatchCopy> RunEpochs(Loader* loader, uint64_t first_epoch, int epoch
 extern "C" const char* __tsan_default_suppressions() {
   return "deadlock:libgdal.so\n"
          "race:new_object\n"
-         "race:finalize\n";
+         "race:finalize\n"
+         "called_from_lib:libtbb.so.12\n";
 }

@@ -58,5 +58,6 @@ const TestDataset& SmallDataset() {
 extern "C" const char* __tsan_default_suppressions() {
   return "deadlock:libgdal.so\n"
          "race:new_object\n"
-         "race:finalize\n";
+         "race:finalize\n"
+         "called_from_lib:libtbb.so.12\n";
 }
