@@ -3,6 +3,7 @@
 #include "dspipe/device_loader.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -135,10 +136,13 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
     impl->gpu = true;
     impl->device = d.device;
   } else if (d.device == DeviceOptions::kAuto && CudaAvailable(&why)) {
-    // (Without a device, CudaAvailable has logged the one line saying why and that the CPU
-    // path is used.)
     impl->gpu = true;
     impl->device = 0;
+  } else if (d.device == DeviceOptions::kAuto) {
+    static std::once_flag once;  // one line per process, however many loaders
+    std::call_once(once, [&] {
+      Log(LogLevel::kInfo, "dspipe: no usable CUDA device (" + why + "); using the CPU path");
+    });
   }
 
   LoaderOptions lo = loader_options;

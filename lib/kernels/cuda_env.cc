@@ -75,11 +75,10 @@ Detection RunDetection() {
 const Detection& Detect() {
   static const Detection d = [] {
     Detection r = RunDetection();
-    if (r.available) {
-      Log(LogLevel::kInfo, "CUDA: " + std::to_string(r.count) + " device(s) visible");
-    } else {
-      Log(LogLevel::kInfo, "dspipe: no usable CUDA device (" + r.reason + "); using the CPU path");
-    }
+    // Callers that fall back to the CPU say so (one line); an explicit GPU request fails with
+    // the reason instead.
+    Log(LogLevel::kDebug, r.available ? "CUDA: " + std::to_string(r.count) + " device(s) visible"
+                                      : "CUDA unavailable: " + r.reason);
     return r;
   }();
   return d;
