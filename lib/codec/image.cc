@@ -165,6 +165,15 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
     spng_ihdr ihdr;
     DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
     const int h = static_cast<int>(ihdr.height), w = static_cast<int>(ihdr.width);
+    if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 8) {
+      // The common case: values are class ids already. Decode in place when *out fits.
+      if (!(out->rows == h && out->cols == w && out->type() == CV_8UC1 && out->isContinuous())) {
+        out->create(h, w, CV_8UC1);
+      }
+      const int rc = spng_decode_image(c.ctx, out->data, out->total(), SPNG_FMT_G8, 0);
+      if (rc != 0) return SpngError("decode", rc);
+      return Status::OK();
+    }
     if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
       // Palette masks (Pascal VOC style): the palette index is the class id.
       size_t size = 0;
@@ -298,13 +307,13 @@ Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int chan
         // DecodeMask keeps class ids exact (palette indices etc.).
         if (channels != 1) return Status::InvalidArgument("masks have one channel");
         cv::Mat m(height, width, CV_8UC1, dst);
-        cv::Mat decoded;
+        cv::Mat decoded = m;  // plain 8-bit gray PNGs decode straight into dst
         Status s = DecodeMask(payload, &decoded);
         if (!s.ok()) return Status::Corruption(s.message());
         if (decoded.rows != height || decoded.cols != width) {
           return Status::Corruption("decoded size differs from the header");
         }
-        decoded.copyTo(m);
+        if (decoded.data != dst) decoded.copyTo(m);
         return Status::OK();
       }
       Status s = DecodeImageInto(payload, channels, height, width, dst);

@@ -338,3 +338,32 @@ TEST(Payload, DecodesEveryCodecAndChecksSizes) {
 
 }  // namespace
 }  // namespace dspipe::codec
+
+namespace dspipe::codec {
+namespace {
+
+// The loader does not check record CRCs by default, so the decoder's own checks (PNG chunk CRCs)
+// must catch a flipped bit in compressed pixels — even in stored (incompressible) deflate blocks,
+// where inflate itself cannot notice. (Skipping chunk CRCs for speed was tried: all of these then
+// decoded silently.)
+TEST(Payload, CorruptPngPixelsFailWithoutChunkCrcs) {
+  cv::Mat rgb(64, 64, CV_8UC3);
+  cv::randu(rgb, 0, 255);
+  const std::string png = dspipe::testing::Encode(rgb, ".png");
+  const size_t idat = png.find("IDAT");
+  ASSERT_NE(idat, std::string::npos);
+  std::vector<uint8_t> dst(64 * 64 * 3);
+  int silent = 0;
+  for (size_t off = idat + 8; off < png.size() - 16; off += 97) {  // inside the zlib stream
+    std::string bad = png;
+    bad[off] = static_cast<char>(bad[off] ^ 0x10);
+    const Status s =
+        DecodePayloadInto(Codec::kPng, dspipe::testing::AsBytes(bad), 3, 64, 64, dst.data());
+    if (s.ok()) ++silent;
+    else EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  }
+  EXPECT_EQ(silent, 0);
+}
+
+}  // namespace
+}  // namespace dspipe::codec
