@@ -49,7 +49,8 @@ struct BuildOptions {
   // that looks complete and is not. false (--no-sync) skips the wait for the disk: a killed
   // process still loses nothing, but an OS crash soon after may corrupt the output.
   bool sync = true;
-  // Called from the writer thread after each commit: done, total sources.
+  // Called from the writer thread: once at the start (done = sources already finished by an
+  // interrupted build), then after each source. Keep it cheap (throttle display yourself).
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
 

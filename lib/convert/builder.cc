@@ -317,6 +317,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   if (resuming_ && result_->resumed_from == 0) result_->resumed_from = acc->next_pos;
   resuming_ = false;
   done_ = acc->next_pos;
+  if (o_.progress) o_.progress(done_.load(), plan_.size());  // the starting point, for rates
 
   const int threads = o_.threads > 0 ? o_.threads : DefaultThreads();
   tbb::task_arena arena(threads);
@@ -352,7 +353,6 @@ Status Builder::BuildShard(int shard, Accum* acc) {
       return s;
     });
     writer = LmdbEnv::Writer(env);
-    if (o_.progress) o_.progress(done_.load(), plan_.size());
     return Status::OK();
   };
   auto commit = [&]() -> Status {
@@ -399,6 +399,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   }
                   acc->next_pos = w->pos + 1;
                   ++done_;
+                  if (o_.progress) o_.progress(done_.load(), plan_.size());
                   if (writer.pending_bytes() >= o_.commit_bytes) {
                     Status s = commit_async();
                     if (!s.ok()) {

@@ -16,12 +16,16 @@ class Progress {
   explicit Progress(std::string what) : what_(std::move(what)), tty_(::isatty(2)) {}
 
   void Update(uint64_t done, uint64_t total) {
+    if (first_done_ == UINT64_MAX) {  // the starting point (resumed builds start past 0)
+      first_done_ = done;
+      start_ = last_ = std::chrono::steady_clock::now();
+      return;
+    }
     const auto now = std::chrono::steady_clock::now();
     const double since_print = std::chrono::duration<double>(now - last_).count();
     if (done < total && since_print < (tty_ ? 0.2 : 5.0)) return;
     last_ = now;
     const double secs = std::chrono::duration<double>(now - start_).count();
-    if (first_done_ == UINT64_MAX) first_done_ = done;  // resumed builds start past 0
     const double rate = secs > 0 ? static_cast<double>(done - first_done_) / secs : 0;
     const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
     const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1;
