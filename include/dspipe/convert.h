@@ -31,7 +31,7 @@ struct BuildOptions {
   StoreMode store = StoreMode::kEncoded;
   int zstd_level = 3;                  // --store raw: 1 fast .. 19 small; 3 balances both
   int resize_width = 0;                // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
-  int resize_height = 0;               //   masks INTER_NEAREST: identical geometry
+  int resize_height = 0;               //   masks INTER_NEAREST_EXACT: identical geometry
   bool gray = false;                   // store 1-channel images
   bool shuffle = false;                // record order = a seeded permutation of the sources
   uint64_t seed = 0;

@@ -13,7 +13,9 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }
 
 void Resize(const cv::Mat& in, int w, int h, bool nearest, cv::Mat* out) {
-  int interp = cv::INTER_NEAREST;
+  // Masks: NEAREST_EXACT samples at pixel centres as the image's LINEAR/AREA resize does (plain
+  // INTER_NEAREST is shifted by up to half a pixel), so image and mask stay aligned.
+  int interp = cv::INTER_NEAREST_EXACT;
   if (!nearest) interp = (w < in.cols || h < in.rows) ? cv::INTER_AREA : cv::INTER_LINEAR;
   cv::resize(in, *out, cv::Size(w, h), 0, 0, interp);
 }

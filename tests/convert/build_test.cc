@@ -160,7 +160,7 @@ TEST_P(Resize, ImagesAreaOrLinearMasksNearest) {
       resized.push_back(want);
       EXPECT_EQ(CountDiff(DecodedImage(recs[i]), want), 0) << images_[i];
       const cv::Mat src_mask = ImreadMask(masks_[i]);
-      cv::resize(src_mask, want_mask, cv::Size(w, h), 0, 0, cv::INTER_NEAREST);
+      cv::resize(src_mask, want_mask, cv::Size(w, h), 0, 0, cv::INTER_NEAREST_EXACT);
       const cv::Mat got = DecodedMask(recs[i]);
       EXPECT_EQ(CountDiff(got, want_mask), 0) << masks_[i];
       std::set<int> src_ids(src_mask.begin<uint8_t>(), src_mask.end<uint8_t>());
