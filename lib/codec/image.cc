@@ -1,6 +1,8 @@
 #include "codec/image.h"
 
+#include <libexif/exif-data.h>
 #include <spng.h>
+#include <turbojpeg.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -94,6 +96,36 @@ Status DecodePngTo(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
   return Status::OK();
 }
 
+// JPEG shape from its frame header (libjpeg-turbo) and EXIF orientation (libexif): orientations
+// 5-8 rotate by 90 degrees, which the decoder applies, so the decoded sides are swapped.
+Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
+  thread_local std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
+  if (!tj) return Status::Internal("tjInitDecompress failed");
+  int w = 0, h = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(tj.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &w,
+                          &h, &subsamp, &colorspace) != 0) {
+    return Status::BadInput(std::string("JPEG header: ") + tjGetErrorStr2(tj.get()));
+  }
+  if (w <= 0 || h <= 0 || static_cast<uint32_t>(w) > kMaxSide ||
+      static_cast<uint32_t>(h) > kMaxSide) {
+    return Status::BadInput("JPEG dimensions " + std::to_string(w) + "x" + std::to_string(h) +
+                            " out of range");
+  }
+  int orientation = 1;
+  if (ExifData* exif = exif_data_new_from_data(bytes.data(), static_cast<unsigned>(bytes.size()))) {
+    if (ExifEntry* e = exif_data_get_entry(exif, EXIF_TAG_ORIENTATION);
+        e != nullptr && e->format == EXIF_FORMAT_SHORT && e->components >= 1) {
+      orientation = exif_get_short(e->data, exif_data_get_byte_order(exif));
+    }
+    exif_data_unref(exif);
+  }
+  const bool swap = orientation >= 5 && orientation <= 8;
+  out->width = swap ? h : w;
+  out->height = swap ? w : h;
+  out->channels = colorspace == TJCS_GRAY ? 1 : 3;
+  return Status::OK();
+}
+
 }  // namespace
 
 Codec SniffCodec(std::span<const uint8_t> b) {
@@ -125,10 +157,11 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
     }
     return Status::OK();
   }
-  if (out->codec == Codec::kJpeg && !HasJpegEoi(bytes)) {
-    return Status::BadInput("truncated JPEG (no end-of-image marker)");
+  if (out->codec == Codec::kJpeg) {
+    if (!HasJpegEoi(bytes)) return Status::BadInput("truncated JPEG (no end-of-image marker)");
+    return ProbeJpeg(bytes, out);
   }
-  // JPEG (EXIF orientation can swap the sides) and other formats: decode to learn the shape.
+  // Other formats: decode to learn the shape.
   cv::Mat img;
   DSPIPE_RETURN_IF_ERROR(DecodeOpenCv(bytes, 3, &img));
   out->width = img.cols;

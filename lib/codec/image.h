@@ -32,7 +32,7 @@ struct ImageProbe {
 Codec SniffCodec(std::span<const uint8_t> bytes);
 
 // Reads dimensions and checks the file is complete (PNG: signature, IHDR and a final IEND
-// chunk; JPEG: SOI, a frame header and the EOI marker; others: full decode). Errors are
+// chunk; JPEG: the frame header, EXIF orientation and the EOI marker; others: full decode). Errors are
 // kBadInput; the message is the reason only — the caller prepends the file name.
 Status Probe(std::span<const uint8_t> bytes, ImageProbe* out);
 
