@@ -66,6 +66,10 @@ void EncodeRecord(RecordHeader header, std::span<const uint8_t> image,
 // Errors are kCorruption with the reason; the caller adds the key.
 Status DecodeRecord(std::span<const uint8_t> value, bool verify_crc, RecordView* out);
 
+// The codec of an encoded payload from its magic bytes: kPng, kJpeg, kEncoded (any other
+// format), kNone (empty).
+Codec SniffCodec(std::span<const uint8_t> bytes);
+
 // Record keys: 8-byte big-endian index, so LMDB's byte order is index order.
 inline constexpr size_t kKeySize = 8;
 void EncodeKey(uint64_t index, uint8_t out[kKeySize]);

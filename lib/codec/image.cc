@@ -15,7 +15,6 @@
 namespace dspipe::codec {
 namespace {
 
-constexpr uint8_t kPngSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 constexpr uint8_t kPngIend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
 constexpr uint32_t kMaxSide = 1u << 15;  // refuse absurd dimensions before allocating
 
@@ -127,13 +126,6 @@ Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
 }
 
 }  // namespace
-
-Codec SniffCodec(std::span<const uint8_t> b) {
-  if (b.empty()) return Codec::kNone;
-  if (b.size() >= 8 && std::memcmp(b.data(), kPngSig, 8) == 0) return Codec::kPng;
-  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return Codec::kJpeg;
-  return Codec::kEncoded;
-}
 
 Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
   *out = ImageProbe{};

@@ -28,8 +28,8 @@ struct ImageProbe {
   bool palette = false;        // PNG color type 3
 };
 
-// Sniffs the codec from magic bytes: kPng, kJpeg, kEncoded (other formats), kNone (empty).
-Codec SniffCodec(std::span<const uint8_t> bytes);
+// dspipe::SniffCodec (format.h): kPng, kJpeg, kEncoded or kNone from the magic bytes.
+using ::dspipe::SniffCodec;
 
 // Reads dimensions and checks the file is complete (PNG: signature, IHDR and a final IEND
 // chunk; JPEG: the frame header, EXIF orientation and the EOI marker; others: full decode). Errors are

@@ -109,20 +109,12 @@ class PlainDataset final : public Dataset {
                                                    env_->path() + ": empty value");
                        }
                        RecordView view;
-                       view.header.image_codec = SniffPayload(value);
+                       view.header.image_codec = SniffCodec(value);
                        view.header.channels = static_cast<uint8_t>(info_.channels);
                        view.header.image_size = static_cast<uint32_t>(value.size());
                        view.image = value;
                        return fn(view);
                      });
-  }
-
-  static Codec SniffPayload(std::span<const uint8_t> v) {
-    if (v.size() >= 8 && v[0] == 0x89 && v[1] == 'P' && v[2] == 'N' && v[3] == 'G') {
-      return Codec::kPng;
-    }
-    if (v.size() >= 3 && v[0] == 0xFF && v[1] == 0xD8 && v[2] == 0xFF) return Codec::kJpeg;
-    return Codec::kEncoded;
   }
 
  private:

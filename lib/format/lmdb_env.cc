@@ -171,14 +171,6 @@ Status LmdbEnv::NextIndex(uint64_t* next) const {
   return Status::OK();
 }
 
-uint64_t LmdbEnv::MapSize() const {
-  MDB_envinfo info;
-  MDB_stat st;
-  mdb_env_info(env_, &info);
-  mdb_env_stat(env_, &st);
-  return (uint64_t{info.me_last_pgno} + 1) * st.ms_psize;
-}
-
 Status LmdbEnv::Sync() const {
   int rc = mdb_env_sync(env_, 1);
   if (rc != 0) return LmdbError("sync", path_, rc);

@@ -49,8 +49,6 @@ class LmdbEnv {
   Status RecordCount(uint64_t* count) const;
   // Largest record key (big-endian index) + 1, or 0 when empty.
   Status NextIndex(uint64_t* next) const;
-  // Bytes of the data file in use (pages * page size).
-  uint64_t MapSize() const;
   // Flushes the data file to disk (we write with MDB_NOSYNC and sync at checkpoints).
   Status Sync() const;
   // Starts writing dirty pages of the data file to disk without waiting (sync_file_range), so a

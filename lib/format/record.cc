@@ -107,6 +107,14 @@ Status DecodeRecord(std::span<const uint8_t> value, bool verify_crc, RecordView*
   return Status::OK();
 }
 
+Codec SniffCodec(std::span<const uint8_t> b) {
+  static constexpr uint8_t kPngSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (b.empty()) return Codec::kNone;
+  if (b.size() >= 8 && std::memcmp(b.data(), kPngSig, 8) == 0) return Codec::kPng;
+  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return Codec::kJpeg;
+  return Codec::kEncoded;
+}
+
 void EncodeKey(uint64_t index, uint8_t out[kKeySize]) {
   for (size_t i = 0; i < kKeySize; ++i) out[i] = static_cast<uint8_t>(index >> (56 - 8 * i));
 }
