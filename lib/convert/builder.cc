@@ -9,11 +9,13 @@
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <thread>
 #include <filesystem>
@@ -37,6 +39,19 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kCursorKey = "cursor";
+
+// Test hook: with DSPIPE_TEST_STOP_AFTER_COMMITS=N in the environment, the process stops itself
+// (SIGSTOP) right after its N-th record commit is durable. A test waits for that stop with
+// waitpid(WUNTRACED) and kills the process there: the kill lands at a known committed state
+// instead of a guessed one (a file size or a sleep).
+void MaybeStopForTest() {
+  static const long stop_after = [] {
+    const char* v = std::getenv("DSPIPE_TEST_STOP_AFTER_COMMITS");
+    return v ? std::strtol(v, nullptr, 10) : 0L;
+  }();
+  static std::atomic<long> commits{0};
+  if (stop_after > 0 && commits.fetch_add(1) + 1 == stop_after) ::raise(SIGSTOP);
+}
 
 int DefaultThreads() {
   cpu_set_t set;
@@ -350,6 +365,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     inflight = std::async(std::launch::async, [w = std::move(writer), env, this]() mutable {
       Status s = w.Commit();
       if (s.ok() && o_.sync) env->StartWriteback();  // overlap the disk with the next batch
+      if (s.ok()) MaybeStopForTest();
       return s;
     });
     writer = LmdbEnv::Writer(env);

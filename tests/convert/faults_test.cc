@@ -4,16 +4,11 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <chrono>
-#include <thread>
-
 #include "convert/test_support.h"
 #include "format/lmdb_env.h"
 
 namespace dspipe::testing {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::vector<uint32_t> Crcs(const std::string& path) {
   std::vector<Rec> recs;
@@ -153,20 +148,15 @@ TEST(Kill, Kill9ThenResumeGivesEverySampleOnce) {
   Synth(src, 300, 128, 128);
   const std::vector<std::string> args = {"build",       src, out,         "--store", "raw",
                                          "--commit-mb", "1", "--threads", "1",       "-q"};
-  const pid_t pid = Spawn(args, tmp / "kill.log");
-  // Wait for the first committed batch of records (data.mdb grows at commit: > 1 MiB means
-  // at least one 1 MiB batch is in), then kill -9.
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  std::error_code ec;
-  while (Clock::now() < deadline) {
-    const auto size = fs::file_size(out + "/data.mdb", ec);
-    if (!ec && size > (1u << 20)) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  // The binary stops itself (SIGSTOP) right after its first record commit is durable; kill -9
+  // it there. No polling: the stop is the condition.
+  const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  if (!WaitStopped(pid)) {
+    FAIL() << "dsconvert ended before its first commit: " << ReadAll(tmp / "kill.log");
   }
   ::kill(pid, SIGKILL);
   RunResult killed = Wait(pid, tmp / "kill.log");
-  ASSERT_EQ(killed.signal, SIGKILL) << "dsconvert finished (exit " << killed.exit_code
-                                    << ") before it could be killed: " << killed.output;
+  ASSERT_EQ(killed.signal, SIGKILL) << killed.output;
   const uint64_t committed = CommittedRecords(out);
   EXPECT_GT(committed, 0u);
   EXPECT_LT(committed, 300u);

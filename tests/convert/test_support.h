@@ -172,8 +172,15 @@ struct RunResult {
   std::string output;  // stdout + stderr
 };
 
-// Starts dsconvert with args, stdout+stderr to log_path. Returns the pid.
-inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path) {
+// Starts dsconvert with args, stdout+stderr to log_path, and `extra_env` ("NAME=value")
+// added to this process's environment. Returns the pid.
+inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path,
+                   const std::vector<std::string>& extra_env = {}) {
+  std::vector<std::string> env_s = extra_env;
+  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
   std::vector<std::string> argv_s = {Dsconvert()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -184,7 +191,7 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_
   posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error("posix_spawn " + Dsconvert() + " failed");
   return pid;
@@ -198,6 +205,14 @@ inline RunResult Wait(pid_t pid, const std::string& log_path) {
   if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
   r.output = ReadAll(log_path);
   return r;
+}
+
+// Waits until pid stops itself (SIGSTOP, see DSPIPE_TEST_STOP_AFTER_COMMITS). Returns false,
+// with the process reaped, if it exited or died instead.
+inline bool WaitStopped(pid_t pid) {
+  int st = 0;
+  if (::waitpid(pid, &st, WUNTRACED) != pid) throw std::runtime_error("waitpid");
+  return WIFSTOPPED(st);
 }
 
 // Runs dsconvert to completion; log_dir holds the output file.
