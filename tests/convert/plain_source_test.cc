@@ -5,9 +5,11 @@
 // Also: the warnings when keys look like masks but are not paired, refusal of mixed keys, the
 // dense-key fast path and its fallback, --on-error naming keys, the CLI flags.
 #include <cstdlib>
+#include <cstring>
 #include <opencv2/imgcodecs.hpp>
 
 #include "convert/test_support.h"
+#include "dspipe/loader.h"
 #include "format/plain_lmdb.h"
 
 namespace dspipe {
@@ -178,6 +180,43 @@ TEST_F(PlainSourceTest, SuffixKeysPairAutomaticallyAndConvertLikeTheFolder) {
   given.mask_key = "{key}_mask";
   ExpectPairs(*Open(db, given), true, false);
   ExpectSameBuild(db, {}, t_ / "src");
+}
+
+TEST_F(PlainSourceTest, LoaderBatchesCarryEachImagesOwnMask) {
+  // The images of one size only (i % 3 == 0), so the batches need no resize.
+  const std::string db = t_ / "seg.lmdb";
+  std::vector<Put> puts;
+  std::vector<int> src;
+  for (int i = 0; i < kCount; i += 3) {
+    const std::string key = std::to_string(src.size());
+    puts.push_back({db, key, images_[i]});
+    puts.push_back({db, key + "_mask", masks_[i]});
+    src.push_back(i);
+  }
+  WriteWithPython(puts);
+  LoaderOptions o;
+  o.batch_size = static_cast<int>(src.size());
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(db, o, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(loader->shape().masks);
+  Batch b;
+  s = loader->Next(&b);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(b.size(), static_cast<int>(src.size()));
+  for (int k = 0; k < b.size(); ++k) {
+    const cv::Mat bgr = cv::imread(images_[src[k]], cv::IMREAD_COLOR);
+    cv::Mat rgb;
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    const cv::Mat mask = MaskOf(bgr);
+    ASSERT_EQ(b.image(k).size(), rgb.total() * 3);
+    ASSERT_EQ(b.mask(k).size(), mask.total());
+    EXPECT_EQ(std::memcmp(b.image(k).data(), rgb.data, rgb.total() * 3), 0) << k;
+    EXPECT_EQ(std::memcmp(b.mask(k).data(), mask.data, mask.total()), 0) << "sample " << k
+                                                                        << " has another mask";
+  }
 }
 
 TEST_F(PlainSourceTest, PrefixKeysPairAutomaticallyAndConvertLikeTheFolder) {
