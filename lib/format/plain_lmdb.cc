@@ -60,18 +60,6 @@ bool IsCanonicalBelow(std::string_view id, uint64_t n) {
   if (!IsDecimal(id) || (id.size() > 1 && id[0] == '0')) return false;
   return std::stoull(std::string(id)) < n;
 }
-std::string_view StripZeros(std::string_view id) {
-  while (id.size() > 1 && id[0] == '0') id.remove_prefix(1);
-  return id;
-}
-// Numeric order of decimal ids; 0 when equal in value ("7" and "007").
-int CompareDecimal(std::string_view a, std::string_view b) {
-  a = StripZeros(a);
-  b = StripZeros(b);
-  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
-  return a.compare(b) < 0 ? -1 : (a == b ? 0 : 1);
-}
-
 // prefix + id + suffix.
 struct KeyPattern {
   std::string prefix, suffix;
@@ -200,6 +188,12 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
     bool dense = false;
     uint64_t count = 0;
     std::vector<std::string> ids;  // sorted path: the image ids, in order
+    std::vector<uint64_t> numbers; // sorted path, canonical decimal ids: their values (8 bytes
+                                   // per record instead of a string)
+    std::string Id(uint64_t i) const {
+      if (dense) return std::to_string(i);
+      return numbers.empty() ? ids[i] : std::to_string(numbers[i]);
+    }
     std::vector<uint8_t> no_mask;  // sorted path, when some images have no mask: 1 = none
     std::vector<int32_t> labels;   // empty = no labels
   };
@@ -292,7 +286,7 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
 
  private:
   std::string Id(uint64_t index) const {
-    return l_.dense ? std::to_string(index) : l_.ids[index];
+    return l_.Id(index);
   }
   std::string RawImageKey(uint64_t index) const { return l_.image.Make(Id(index)); }
 
@@ -322,7 +316,7 @@ class Opener {
   Status PairScanned(const std::unordered_set<std::string>& mask_keys);
   Status AttachLabels();
   std::string ImageKeyOf(uint64_t i) const {
-    return l_.image.Make(l_.dense ? std::to_string(i) : l_.ids[i]);
+    return l_.image.Make(l_.Id(i));
   }
   std::string MaskWhere() const { return mask_env_ ? mask_env_->path() : path_; }
 
@@ -360,7 +354,7 @@ Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* 
   if (!o_.labels.empty()) DSPIPE_RETURN_IF_ERROR(AttachLabels());
   if (pairing_.empty() && l_.has_masks) {
     pairing_ = path_ + ": " + std::to_string(l_.count) + " images " + Quote(ImageKeyOf(0)) +
-               ".. with masks " + Quote(l_.mask.Make(l_.dense ? "0" : l_.ids[0])) + ".. from " +
+               ".. with masks " + Quote(l_.mask.Make(l_.Id(0))) + ".. from " +
                (mask_env_ ? mask_env_->path() : "the same LMDB") + " (mask_key " +
                l_.mask.Text() + ")";
   }
@@ -481,6 +475,8 @@ Status Opener::ListKeys(const LmdbEnv& env, std::vector<std::string>* keys) {
   MDB_cursor* cur = nullptr;
   rc = mdb_cursor_open(t.txn, env.records(), &cur);
   if (rc != 0) return LmdbError("mdb_cursor_open", env.path(), rc);
+  MDB_stat st;
+  if (mdb_stat(t.txn, env.records(), &st) == 0) keys->reserve(st.ms_entries);
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -566,17 +562,24 @@ Status Opener::Scan() {
   }
   uint64_t mask_like = 0;
   std::string mask_like_example;
-  for (const std::string& k : keys) {
+  // The image ids replace the keys in place: one vector of strings at a time (10^7 keys).
+  const bool whole_key = l_.image.prefix.empty() && l_.image.suffix.empty();
+  size_t w = 0;
+  for (size_t r = 0; r < keys.size(); ++r) {
+    std::string& k = keys[r];
     std::string_view id;
     if (mode_ == Mode::kPattern && l_.mask.Match(k, &id)) {
-      mask_keys.insert(k);
+      mask_keys.insert(std::move(k));
       continue;
     }
     if (!l_.image.Match(k, &id)) return refuse_unmatched(k);
     if (mode_ == Mode::kOff && LooksLikeMask(k) && mask_like++ == 0) mask_like_example = k;
-    ids.emplace_back(id);
+    if (!whole_key) k = std::string(id);
+    if (w != r) keys[w] = std::move(k);
+    ++w;
   }
-  keys = {};
+  keys.resize(w);
+  ids = std::move(keys);
   if (mask_like > 0) {
     warnings_.push_back(path_ + ": " + std::to_string(mask_like) + " keys look like masks (e.g. " +
                         Quote(mask_like_example) +
@@ -587,8 +590,12 @@ Status Opener::Scan() {
     return Status::BadInput(path_ + ": no key matches image_key '" + l_.image.Text() + "'");
   }
   DSPIPE_RETURN_IF_ERROR(Order(&ids));
-  l_.ids = std::move(ids);
-  l_.count = l_.ids.size();
+  l_.count = ids.size();
+  if (l_.numbers.empty()) {
+    l_.ids = std::move(ids);
+  } else {
+    std::vector<std::string>().swap(ids);  // the values replace them
+  }
   if (mode_ == Mode::kSecondDb) {
     std::vector<std::string> mk;
     DSPIPE_RETURN_IF_ERROR(ListKeys(*mask_env_, &mk));
@@ -619,30 +626,46 @@ Status Opener::Order(std::vector<std::string>* ids) {
     std::sort(ids->begin(), ids->end());
     return Status::OK();
   }
-  std::sort(ids->begin(), ids->end(), [](const std::string& a, const std::string& b) {
-    const int c = CompareDecimal(a, b);
-    return c != 0 ? c < 0 : a < b;
-  });
-  for (size_t i = 1; i < ids->size(); ++i) {
-    if (CompareDecimal((*ids)[i - 1], (*ids)[i]) == 0) {
-      return Status::BadInput(path_ + ": keys " + Quote(l_.image.Make((*ids)[i - 1])) + " and " +
-                              Quote(l_.image.Make((*ids)[i])) +
+  // All decimal: sort (value, position) pairs, far cheaper than comparing strings.
+  std::vector<std::pair<uint64_t, uint64_t>> order(ids->size());
+  bool canonical = true;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const std::string& id = (*ids)[i];
+    order[i] = {std::stoull(id), i};
+    canonical = canonical && (id.size() == 1 || id[0] != '0');
+  }
+  std::sort(order.begin(), order.end());
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (order[i - 1].first == order[i].first) {
+      std::string a = (*ids)[order[i - 1].second], b = (*ids)[order[i].second];
+      if (b < a) std::swap(a, b);
+      return Status::BadInput(path_ + ": keys " + Quote(l_.image.Make(a)) + " and " +
+                              Quote(l_.image.Make(b)) +
                               " are the same number; numeric order is ambiguous");
     }
   }
+  if (canonical) {  // the values say it all: keep 8 bytes per record, not the strings
+    l_.numbers.resize(order.size());
+    for (size_t i = 0; i < order.size(); ++i) l_.numbers[i] = order[i].first;
+    return Status::OK();
+  }
+  std::vector<std::string> sorted;
+  sorted.reserve(ids->size());
+  for (const auto& [value, pos] : order) sorted.push_back(std::move((*ids)[pos]));
+  *ids = std::move(sorted);
   return Status::OK();
 }
 
 Status Opener::PairScanned(const std::unordered_set<std::string>& mask_keys) {
   uint64_t missing = 0, used = 0;
   std::string first_missing;
-  std::vector<uint8_t> no_mask(l_.ids.size(), 0);
-  for (size_t i = 0; i < l_.ids.size(); ++i) {
-    if (mask_keys.count(l_.mask.Make(l_.ids[i]))) {
+  std::vector<uint8_t> no_mask(l_.count, 0);
+  for (uint64_t i = 0; i < l_.count; ++i) {
+    if (mask_keys.count(l_.mask.Make(l_.Id(i)))) {
       ++used;
     } else {
       no_mask[i] = 1;
-      if (missing++ == 0) first_missing = l_.image.Make(l_.ids[i]);
+      if (missing++ == 0) first_missing = l_.image.Make(l_.Id(i));
     }
   }
   if (missing > 0) {
