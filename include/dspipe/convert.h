@@ -25,8 +25,12 @@ enum class CheckLevel {
 struct BuildOptions {
   // SRC: a folder with images/ (+ optional masks/, paired by file stem), a CSV file
   // (image,mask[,label] — paths relative to the CSV), or an ImageFolder tree (one subfolder per
-  // class; labels are the sorted subfolder names' indices).
+  // class; labels are the sorted subfolder names' indices), or a plain LMDB (keys -> encoded
+  // images, as Dataset::Open reads it; paired and ordered by `plain`).
   std::string source;
+  // Plain LMDB sources: mask/label pairing (dspipe/dataset.h). Must stay at its defaults for
+  // other sources (refused otherwise). Default: detect masks, no labels.
+  PlainLmdbOptions plain;
   std::string output;                  // the LMDB directory (or the sharded dataset directory)
   StoreMode store = StoreMode::kEncoded;
   int zstd_level = 3;                  // --store raw: 1 fast .. 19 small; 3 balances both

@@ -38,6 +38,38 @@ struct DatasetInfo {
   std::vector<double> mean;
   std::vector<double> std;
   std::string manifest_json;  // the whole manifest ("" for plain LMDBs)
+  // Plain LMDBs: how keys were paired into samples (one line, also logged at info level), and
+  // warnings about the keys (also logged), e.g. keys that look like masks but load as images.
+  std::string pairing;
+  std::vector<std::string> warnings;
+};
+
+// How a plain LMDB's keys become samples; ignored for dspipe datasets. docs/FORMAT.md
+// ("Plain LMDBs") has the rules and examples.
+struct PlainLmdbOptions {
+  // Pattern of the image keys with one placeholder, {id} or {key}: "img_{id}" reads img_0,
+  // img_1, ...; keys matching neither image_key nor the mask pattern are refused, named.
+  // Default "{key}": every key that is not a mask is an image.
+  std::string image_key = "{key}";
+  // Pattern of each image's mask key: {id} = the image key's placeholder part, {key} = the
+  // whole image key. "{key}_mask" pairs "7" with "7_mask"; "mask_{id}" with image_key "img_{id}"
+  // pairs "img_7" with "mask_7". Default "": detected (see detect_masks), or "{key}" when
+  // `masks` is set.
+  std::string mask_key;
+  // A second plain LMDB holding the masks, keyed like the images (or by mask_key). Default "".
+  std::string masks;
+  // A CSV file of `key,label` rows (an optional `key,label` header): a label >= 0 for every
+  // image key, none for other keys. Default "" (labels -1).
+  std::string labels;
+  // With neither mask_key nor masks: when at least 90% of the image keys have a partner under
+  // one common suffix or prefix (_mask, -mask, .mask, _label, mask_), pair them and say so in
+  // one info line; otherwise load the other keys as images and warn. Default true. false: every
+  // key matching image_key is an image (with a warning when some look like masks).
+  bool detect_masks = true;
+  // List and sort every key at open even when the keys are dense decimals 0..N-1 (which are
+  // otherwise checked with O(log N) probes and never listed). Default false; the full scan
+  // costs memory and time linear in the keys (see README "Plain LMDB open time").
+  bool scan_keys = false;
 };
 
 struct DatasetOpenOptions {
@@ -50,6 +82,8 @@ struct DatasetOpenOptions {
   // OS readahead on the map. Default false (MDB_NORDAHEAD): random access over a dataset larger
   // than RAM thrashes with readahead on.
   bool readahead = false;
+  // Pairing of plain LMDB keys (masks, labels). Defaults: detect masks, no labels.
+  PlainLmdbOptions plain;
 };
 
 class Dataset {

@@ -118,13 +118,19 @@ const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "enco
 
 // Options that decide the content of the output; --resume requires them unchanged.
 json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
-  return {{"source", source_abs}, {"store", StoreName(o.store)},
+  json f = {{"source", source_abs}, {"store", StoreName(o.store)},
           {"zstd_level", o.store == StoreMode::kRaw ? o.zstd_level : 0},
           {"resize", {o.resize_width, o.resize_height}}, {"gray", o.gray},
           {"shuffle", o.shuffle}, {"seed", o.shuffle ? o.seed : 0}, {"shards", o.shards},
           {"on_error", o.on_error == OnError::kSkip ? "skip" : "fail"},
           {"check", o.check == CheckLevel::kDecode ? "decode" : "header"},
           {"stats_sample", o.stats_sample}};
+  if (PlainOptionsSet(o.plain)) {
+    f["plain"] = {{"image_key", o.plain.image_key}, {"mask_key", o.plain.mask_key},
+                  {"masks", o.plain.masks}, {"labels", o.plain.labels},
+                  {"detect_masks", o.plain.detect_masks}};
+  }
+  return f;
 }
 
 bool LooksLikeOutput(const std::string& out) {
@@ -161,6 +167,7 @@ class Builder {
   std::string source_abs_;
   SourceList sources_;            // fresh builds only (for class names, warnings)
   std::vector<SourceItem> plan_;  // ordered samples
+  std::shared_ptr<const Dataset> plain_;  // a plain LMDB source, open
   json plan_meta_;                // has_masks, has_labels, class_names, kind
   std::unique_ptr<LmdbEnv> env0_;
   std::atomic<uint64_t> done_{0};
@@ -238,9 +245,13 @@ Status Builder::Plan(bool fresh) {
     }
     for (const json& p : state.at("plan")) {
       plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
-                       p.at(2).get<int>(), p.at(3).get<std::string>()});
+                       p.at(2).get<int>(), p.at(3).get<std::string>(),
+                       p.size() > 4 ? p.at(4).get<int64_t>() : -1});
     }
     plan_meta_ = state.at("meta");
+    if (plan_meta_.at("kind") == "plain-lmdb") {
+      DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
+    }
     return Status::OK();
   }
   if (!fresh) {
@@ -248,7 +259,8 @@ Status Builder::Plan(bool fresh) {
     Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
   }
   // Scan before creating anything: a bad SRC leaves no output behind.
-  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, &sources_));
+  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &sources_));
+  plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
   if (env0_ == nullptr) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
   plan_ = sources_.items;
@@ -261,7 +273,11 @@ Status Builder::Plan(bool fresh) {
   plan_meta_ = {{"kind", sources_.kind}, {"has_masks", sources_.has_masks},
                 {"has_labels", sources_.has_labels}, {"class_names", sources_.class_names}};
   json p = json::array();
-  for (const SourceItem& it : plan_) p.push_back({it.image, it.mask, it.label, it.error});
+  for (const SourceItem& it : plan_) {
+    p.push_back(it.plain_index >= 0
+                    ? json{it.image, it.mask, it.label, it.error, it.plain_index}
+                    : json{it.image, it.mask, it.label, it.error});
+  }
   LmdbEnv::Writer w(env0_.get());
   w.PutMeta(kBuildStateKey, json{{"options", want}, {"plan", p}, {"meta", plan_meta_}}.dump());
   return w.Commit();
@@ -391,7 +407,8 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                 [&](uint64_t p) {
                   auto w = std::make_shared<Work>();
                   w->pos = p;
-                  if (!stop.load()) w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec);
+                  if (!stop.load()) w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec,
+                                                          plain_.get());
                   return w;
                 }) &
             tbb::make_filter<std::shared_ptr<Work>, void>(

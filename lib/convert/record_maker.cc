@@ -49,7 +49,7 @@ Status Reject(const std::string& file, const Status& s) {
 }  // namespace
 
 Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats,
-                  MadeRecord* out) {
+                  MadeRecord* out, const Dataset* plain) {
   *out = MadeRecord{};
   if (!item.error.empty()) return Status::BadInput(item.image + ": " + item.error);
   const int channels = o.gray ? 1 : 3;
@@ -57,11 +57,18 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   const bool raw = o.store == StoreMode::kRaw;
 
   std::string img_bytes, mask_bytes;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(item.image, &img_bytes));
-  out->bytes_read += img_bytes.size();
-  if (!item.mask.empty()) {
-    DSPIPE_RETURN_IF_ERROR(ReadFile(item.mask, &mask_bytes));
-    out->bytes_read += mask_bytes.size();
+  int label = item.label;
+  if (item.plain_index >= 0) {
+    if (plain == nullptr) return Status::Internal(item.image + ": plain LMDB source not open");
+    DSPIPE_RETURN_IF_ERROR(ReadPlainItem(*plain, item, &img_bytes, &mask_bytes, &label));
+    out->bytes_read += img_bytes.size() + mask_bytes.size();
+  } else {
+    DSPIPE_RETURN_IF_ERROR(ReadFile(item.image, &img_bytes));
+    out->bytes_read += img_bytes.size();
+    if (!item.mask.empty()) {
+      DSPIPE_RETURN_IF_ERROR(ReadFile(item.mask, &mask_bytes));
+      out->bytes_read += mask_bytes.size();
+    }
   }
 
   // ---- image
@@ -86,7 +93,7 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   h.channels = static_cast<uint8_t>(channels);
   h.width = static_cast<uint32_t>(out_w);
   h.height = static_cast<uint32_t>(out_h);
-  h.label = item.label;
+  h.label = label;
   std::string img_payload;
   if (raw) {
     h.image_codec = Codec::kRawZstd;

@@ -24,8 +24,9 @@ struct MadeRecord {
 };
 
 // want_stats asks for pixel statistics (decoding the image if the mode would not anyway).
-// Errors are kBadInput/kIOError naming the file and the reason.
+// `plain` is the open plain LMDB source for items with a plain_index (else unused).
+// Errors are kBadInput/kIOError naming the file (or LMDB key) and the reason.
 Status MakeRecord(const SourceItem& item, const BuildOptions& options, bool want_stats,
-                  MadeRecord* out);
+                  MadeRecord* out, const Dataset* plain = nullptr);
 
 }  // namespace dspipe

@@ -174,13 +174,21 @@ Status ScanCsv(const fs::path& csv_path, SourceList* out) {
 
 }  // namespace
 
-Status ScanSources(const std::string& source, SourceList* out) {
+Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out) {
   *out = SourceList{};
   std::error_code ec;
   const fs::path src(source);
   if (!fs::exists(src, ec)) return Status::NotFound(source + ": no such file or directory");
+  const bool lmdb = IsLmdbSource(source);
+  if (!lmdb && PlainOptionsSet(plain)) {
+    return Status::InvalidArgument(source +
+                                   ": --image-key/--mask-key/--masks/--labels/--no-detect-masks "
+                                   "apply to plain LMDB sources only");
+  }
   Status s;
-  if (fs::is_regular_file(src, ec)) {
+  if (lmdb) {
+    s = ScanPlainLmdb(source, plain, out);
+  } else if (fs::is_regular_file(src, ec)) {
     s = ScanCsv(src, out);
   } else if (fs::is_directory(src / "images", ec)) {
     s = ScanFolder(src, out);

@@ -1,9 +1,12 @@
 // Finding the samples of a source dataset. Internal.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "dspipe/dataset.h"
 #include "dspipe/status.h"
 
 namespace dspipe {
@@ -13,18 +16,38 @@ struct SourceItem {
   std::string mask;   // "" when none
   int label = -1;
   std::string error;  // set when the item is known bad before reading (e.g. no mask)
+  // Plain LMDB sources: the record index in SourceList::plain (image/mask then only name the
+  // keys, "PATH key 'K'", for messages); -1 for files.
+  int64_t plain_index = -1;
 };
 
 struct SourceList {
-  std::string kind;  // "folder" | "csv" | "imagefolder"
+  std::string kind;  // "folder" | "csv" | "imagefolder" | "plain-lmdb"
   std::vector<SourceItem> items;
   bool has_masks = false;
   bool has_labels = false;
   std::vector<std::string> class_names;
   std::vector<std::string> warnings;  // e.g. masks without an image
+  std::shared_ptr<const Dataset> plain;  // the plain LMDB source, open (kind "plain-lmdb")
 };
 
-// Scans SRC (see BuildOptions::source). Items are in a stable order (sorted paths).
-Status ScanSources(const std::string& source, SourceList* out);
+// Scans SRC (see BuildOptions::source). Items are in a stable order (sorted paths; a plain
+// LMDB's record order). `plain` pairs a plain LMDB's keys; set for another kind of SRC it is
+// refused (kInvalidArgument) rather than ignored.
+Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out);
+
+// True when SRC is an LMDB directory or file (data.mdb), i.e. a plain LMDB source to import.
+bool IsLmdbSource(const std::string& source);
+// Opens SRC as a plain LMDB with the pairing options (for scans and for resumed builds).
+Status OpenPlainSource(const std::string& source, const PlainLmdbOptions& plain,
+                       std::shared_ptr<const Dataset>* out);
+// The image and mask bytes (copied out of the map) and label of a plain LMDB item. Errors name
+// the key and are kBadInput for bad data (so --on-error skip applies), kIOError for I/O.
+Status ReadPlainItem(const Dataset& plain, const SourceItem& item, std::string* image,
+                     std::string* mask, int* label);
+// The plain LMDB SRC as a source list (kind "plain-lmdb"), in the dataset's record order.
+Status ScanPlainLmdb(const std::string& source, const PlainLmdbOptions& plain, SourceList* out);
+// True when any pairing option differs from its default.
+bool PlainOptionsSet(const PlainLmdbOptions& plain);
 
 }  // namespace dspipe

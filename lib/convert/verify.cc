@@ -88,10 +88,15 @@ Status DescribeDataset(const std::string& path, std::string* text) {
     o << "image shape: varies x" << i.channels << " channels\n";
   }
   o << "masks:       " << (i.has_masks ? "yes" : "no");
-  if (i.has_masks) o << " (" << i.num_classes << " classes: ids 0.." << i.num_classes - 1 << ")";
+  if (i.has_masks && i.num_classes > 0) {
+    o << " (" << i.num_classes << " classes: ids 0.." << i.num_classes - 1 << ")";
+  }
+  if (!i.pairing.empty()) o << " — " << i.pairing;
   o << "\n";
   if (i.has_labels) {
-    o << "labels:      " << i.class_names.size() << " classes";
+    o << "labels:      " << (i.class_names.empty() ? std::string("yes")
+                                                  : std::to_string(i.class_names.size()) +
+                                                        " classes");
     for (size_t k = 0; k < i.class_names.size() && k < 20; ++k) {
       o << (k ? ", " : ": ") << k << "=" << i.class_names[k];
     }

@@ -8,6 +8,7 @@
 #include "core/files.h"
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
+#include "format/plain_lmdb.h"
 
 namespace dspipe {
 namespace {
@@ -83,86 +84,6 @@ class DspipeDataset final : public Dataset {
   bool verify_crc_;
 };
 
-class PlainDataset final : public Dataset {
- public:
-  PlainDataset(DatasetInfo info, std::unique_ptr<LmdbEnv> env, std::vector<std::string> keys)
-      : info_(std::move(info)), env_(std::move(env)), keys_(std::move(keys)) {}
-
-  const DatasetInfo& info() const override { return info_; }
-  std::string KeyName(uint64_t index) const override {
-    if (index >= keys_.size()) return "#" + std::to_string(index);
-    std::string name;
-    name.reserve(keys_[index].size() + 2);
-    name.append(1, '\'').append(keys_[index]).append(1, '\'');
-    return name;
-  }
-
-  Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
-    if (index >= keys_.size()) {
-      return Status::InvalidArgument("index " + std::to_string(index) + " out of range");
-    }
-    const std::string& key = keys_[index];
-    return ReadValue(*env_, MDB_val{key.size(), const_cast<char*>(key.data())}, KeyName(index),
-                     [&](std::span<const uint8_t> value) -> Status {
-                       if (value.empty()) {
-                         return Status::Corruption("key " + KeyName(index) + " in " +
-                                                   env_->path() + ": empty value");
-                       }
-                       RecordView view;
-                       view.header.image_codec = SniffCodec(value);
-                       view.header.channels = static_cast<uint8_t>(info_.channels);
-                       view.header.image_size = static_cast<uint32_t>(value.size());
-                       view.image = value;
-                       return fn(view);
-                     });
-  }
-
- private:
-  DatasetInfo info_;
-  std::unique_ptr<LmdbEnv> env_;
-  std::vector<std::string> keys_;
-};
-
-bool AllDigits(const std::string& s) {
-  return !s.empty() && s.size() < 20 &&
-         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
-Status OpenPlain(const std::string& path, std::unique_ptr<LmdbEnv> env,
-                 std::unique_ptr<Dataset>* out) {
-  std::vector<std::string> keys;
-  {
-    TxnGuard t;
-    int rc = mdb_txn_begin(env->env(), nullptr, MDB_RDONLY, &t.txn);
-    if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
-    MDB_cursor* cur = nullptr;
-    rc = mdb_cursor_open(t.txn, env->records(), &cur);
-    if (rc != 0) return LmdbError("mdb_cursor_open", path, rc);
-    MDB_val k, v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-      keys.emplace_back(static_cast<const char*>(k.mv_data), k.mv_size);
-    }
-    mdb_cursor_close(cur);
-    if (rc != MDB_NOTFOUND) return LmdbError("iterate keys of", path, rc);
-  }
-  if (keys.empty()) return Status::BadInput(path + ": LMDB holds no records");
-  // Decimal keys ("0", "1", ..., "10") are ordered by number, as the writer meant them.
-  if (std::all_of(keys.begin(), keys.end(), AllDigits)) {
-    std::sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
-      return a.size() != b.size() ? a.size() < b.size() : a < b;
-    });
-  }
-  DatasetInfo info;
-  info.kind = DatasetKind::kPlain;
-  info.path = path;
-  info.count = keys.size();
-  info.store = "plain";
-  info.channels = 3;
-  *out = std::make_unique<PlainDataset>(std::move(info), std::move(env), std::move(keys));
-  return Status::OK();
-}
-
 }  // namespace
 
 Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
@@ -211,7 +132,12 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
   std::unique_ptr<LmdbEnv> env;
   DSPIPE_RETURN_IF_ERROR(
       LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
-  if (!env->has_dspipe_dbs()) return OpenPlain(path, std::move(env), out);
+  if (!env->has_dspipe_dbs()) {
+    std::unique_ptr<PlainLmdbDataset> plain;
+    DSPIPE_RETURN_IF_ERROR(OpenPlainLmdb(path, std::move(env), options, &plain));
+    *out = std::move(plain);
+    return Status::OK();
+  }
 
   std::string text;
   bool found = false;

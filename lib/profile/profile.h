@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dspipe/augment.h"
+#include "dspipe/dataset.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 
@@ -51,6 +52,8 @@ struct ProfileOptions {
   bool normalize = true;
   std::vector<double> mean;
   std::vector<double> std;
+  // How a plain LMDB's keys pair into samples (masks, labels); see dspipe/dataset.h.
+  PlainLmdbOptions plain;
   // Per-sample augmentation (default none).
   AugmentOptions augment;
   // Shuffled order with this seed (default true, 0).

@@ -258,7 +258,9 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   const std::vector<std::string> files = DatasetFiles(path);
   if (options.drop_cache) DropCache(files, &out->cache);
   std::unique_ptr<Dataset> ds;
-  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
+  DatasetOpenOptions open_options;
+  open_options.plain = options.plain;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, open_options, &ds));
   const std::string kind = KindName(ds->info().kind);
   auto counting = std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(ds)));
   Status s = Measure(counting, options, out);

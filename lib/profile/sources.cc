@@ -30,8 +30,11 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }  // namespace
 
 Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset>* out) {
+  if (IsLmdbSource(src)) {
+    return Status::InvalidArgument(src + ": an LMDB; --compare takes the image folder first");
+  }
   SourceList list;
-  DSPIPE_RETURN_IF_ERROR(ScanSources(src, &list));
+  DSPIPE_RETURN_IF_ERROR(ScanSources(src, PlainLmdbOptions{}, &list));
   auto ds = std::unique_ptr<FolderDataset>(new FolderDataset());
   for (const SourceItem& it : list.items) {
     if (!it.error.empty()) {

@@ -83,6 +83,15 @@ int main(int argc, char** argv) {
   app.add_option("--sweep", sweep_text,
                  "run every combination, e.g. \"threads=1,2 prefetch=1,2,4 batch=8,16\"");
   app.add_option("--compare", compare_db, "PATH is an image/mask folder; compare it with this DB");
+  bool no_detect_masks = false;
+  app.add_option("--image-key", o.plain.image_key, "plain LMDB: image key pattern, e.g. img_{id}")
+      ->capture_default_str();
+  app.add_option("--mask-key", o.plain.mask_key,
+                 "plain LMDB: mask key pattern, e.g. {key}_mask or mask_{id}");
+  app.add_option("--masks", o.plain.masks, "plain LMDB: second LMDB holding the masks");
+  app.add_option("--labels", o.plain.labels, "plain LMDB: key,label CSV file");
+  app.add_flag("--no-detect-masks", no_detect_masks,
+               "plain LMDB: don't pair keys like K_mask / mask_K automatically");
   app.add_flag("-q,--quiet", quiet, "no report on stdout");
   try {
     app.parse(argc, argv);
@@ -91,6 +100,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   o.normalize = !no_normalize;
+  o.plain.detect_masks = !no_detect_masks;
   o.shuffle = !no_shuffle;
   o.trace_path = trace_path;
   if (!sweep_text.empty() && !compare_db.empty()) return Usage("--sweep and --compare: pick one");

@@ -45,8 +45,10 @@ int main(int argc, char** argv) {
   // ---- build
   dspipe::BuildOptions bo;
   std::string store = "encoded", resize, on_error = "fail", check = "header";
-  auto* build = app.add_subcommand("build", "convert SRC (folder, CSV or ImageFolder) to LMDB");
-  build->add_option("src", bo.source, "images/+masks/ folder, CSV file or ImageFolder tree")
+  auto* build =
+      app.add_subcommand("build", "convert SRC (folder, CSV, ImageFolder or plain LMDB) to LMDB");
+  build->add_option("src", bo.source,
+                    "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
       ->required();
   build->add_option("out", bo.output, "output LMDB directory")->required();
   build->add_option("--store", store, "encoded: original bytes; raw: decoded pixels + zstd")
@@ -65,6 +67,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
   build->add_option("--check", check, "header: headers + completeness; decode: decode all")
       ->check(CLI::IsMember({"header", "decode"}))->capture_default_str();
+  bool no_detect_masks = false;
+  build->add_option("--image-key", bo.plain.image_key,
+                    "plain LMDB SRC: image key pattern, e.g. img_{id}")->capture_default_str();
+  build->add_option("--mask-key", bo.plain.mask_key,
+                    "plain LMDB SRC: mask key pattern, e.g. {key}_mask or mask_{id}");
+  build->add_option("--masks", bo.plain.masks, "plain LMDB SRC: second LMDB holding the masks");
+  build->add_option("--labels", bo.plain.labels, "plain LMDB SRC: key,label CSV file");
+  build->add_flag("--no-detect-masks", no_detect_masks,
+                  "plain LMDB SRC: don't pair keys like K_mask / mask_K automatically");
   bool quiet = false;
   build->add_flag("-q,--quiet", quiet, "no progress output");
   build->add_option("--stats-sample", bo.stats_sample,
@@ -110,6 +121,7 @@ int main(int argc, char** argv) {
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
     bo.sync = !no_sync;
+    bo.plain.detect_masks = !no_detect_masks;
     bo.commit_bytes = static_cast<uint64_t>(std::max(0.0, commit_mb) * (1 << 20));
     bo.check = check == "decode" ? dspipe::CheckLevel::kDecode : dspipe::CheckLevel::kHeader;
     dspipe::cli::Progress progress("build");
