@@ -38,7 +38,8 @@ class WritableFile {
   virtual Status Append(std::string_view data) = 0;
   // Reserves [offset, offset+len) on disk (fallocate), so a full disk fails here and not at a
   // later write or, for an mmap reader on tmpfs, as SIGBUS. Free space is checked first (an
-  // immediate ENOSPC); filesystems without fallocate get only that check.
+  // immediate ENOSPC); filesystems without fallocate get only that check. The file's size does
+  // not change (FALLOC_FL_KEEP_SIZE).
   virtual Status Allocate(uint64_t offset, uint64_t len) = 0;
   // Cuts the file to size bytes; later appends continue at size.
   virtual Status Truncate(uint64_t size) = 0;

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -68,9 +69,10 @@ class PosixWritableFile final : public WritableFile {
     if (static_cast<uint64_t>(vs.f_bavail) * vs.f_frsize < need)
       return Status::IOErrorErrno("fallocate", path_, ENOSPC);
     // fallocate(2), not posix_fallocate: glibc's emulation writes a byte per block where the
-    // filesystem lacks fallocate, which is slow. Without it, the check above is what we have.
+    // filesystem lacks fallocate, which is slow. KEEP_SIZE: appends still start at size().
+    // Without fallocate, the check above is what we have.
     int rc = 0;
-    while ((rc = ::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(len))) != 0 &&
+    while ((rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(len))) != 0 &&
            errno == EINTR) {
     }
     if (rc == 0 || errno == EOPNOTSUPP) return Status::OK();

@@ -76,8 +76,11 @@ TEST_F(EnvTest, AppendResumesAfterExistingBytesTruncateAndPread) {
   size_t got = 0;
   ASSERT_TRUE(r->Read(2, 6, buf, &got).ok());
   EXPECT_EQ(std::string(buf, got), "2345xy");
-  ASSERT_TRUE(r->Read(4096, 6, buf, &got).ok());
+  ASSERT_TRUE(r->Read(8, 6, buf, &got).ok());
   EXPECT_EQ(got, 0u) << "fallocate keeps the size";
+  uint64_t size = 0;
+  ASSERT_TRUE(env_->FileSize(P("f"), &size).ok());
+  EXPECT_EQ(size, 8u);
   ASSERT_TRUE(env_->NewWritableFile(P("f"), true, &w).ok());
   EXPECT_EQ(w->size(), 0u);
 }
