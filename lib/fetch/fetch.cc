@@ -28,11 +28,19 @@ constexpr size_t kCopyChunk = size_t{1} << 20;
 // ---- sha256 (OpenSSL libcrypto)
 class Sha256 {
  public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
+  void Reset() {
+    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+    bytes_ = 0;
+  }
+  uint64_t bytes() const { return bytes_; }
   ~Sha256() { EVP_MD_CTX_free(ctx_); }
   Sha256(const Sha256&) = delete;
   Sha256& operator=(const Sha256&) = delete;
-  void Update(const char* p, size_t n) { EVP_DigestUpdate(ctx_, p, n); }
+  void Update(const char* p, size_t n) {
+    EVP_DigestUpdate(ctx_, p, n);
+    bytes_ += n;
+  }
   std::string HexDigest() {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
@@ -48,7 +56,24 @@ class Sha256 {
 
  private:
   EVP_MD_CTX* ctx_;
+  uint64_t bytes_ = 0;
 };
+
+// Hashes the first `n` bytes of path into h (a resumed .part's prefix).
+Status HashPrefix(Env* env, const std::string& path, uint64_t n, Sha256* h) {
+  std::unique_ptr<RandomAccessFile> f;
+  DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &f));
+  std::string buf(size_t{1} << 20, '\0');
+  for (uint64_t off = 0; off < n;) {
+    size_t got = 0;
+    DSPIPE_RETURN_IF_ERROR(
+        f->Read(off, static_cast<size_t>(std::min<uint64_t>(buf.size(), n - off)), buf.data(), &got));
+    if (got == 0) return Status::IOError(path + ": shorter than " + std::to_string(n) + " bytes");
+    h->Update(buf.data(), got);
+    off += got;
+  }
+  return Status::OK();
+}
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -133,6 +158,7 @@ struct Request {
   Sidecar* sidecar = nullptr;
   uint64_t offset = 0;  // bytes DEST.part had when the request started
   const FetchOptions* opts = nullptr;
+  Sha256* hash = nullptr;  // covers DEST.part's bytes as they are written
   // response headers (of the last response: redirects reset them)
   long status = 0;
   std::string etag, last_modified, content_range, content_encoding, retry_after;
@@ -143,6 +169,7 @@ struct Request {
   bool restart = false;     // the response cannot be appended: start DEST.part over
   std::string restart_reason;
   Status write_error;
+  std::string pending;      // body bytes not yet written (libcurl hands over 16 KiB at a time)
   uint64_t received = 0;    // body bytes written by this request
   uint64_t total = 0;       // expected final size, 0 unknown
 };
@@ -214,6 +241,7 @@ void StartBody(Request* rq) {
       rq->write_error = rq->part->Truncate(0);
       if (!rq->write_error.ok()) return;
     }
+    rq->hash->Reset();
     rq->offset = 0;
     rq->sidecar->url = rq->url;
     const bool strong_etag = !rq->etag.empty() && rq->etag.rfind("W/", 0) != 0;
@@ -239,17 +267,37 @@ void StartBody(Request* rq) {
   // Any other status: the body is an error page; it is read and dropped.
 }
 
+constexpr size_t kWriteBuffer = size_t{1} << 20;
+
+// Writes the buffered body bytes to DEST.part (and the hash). False on a write error.
+bool Flush(Request* rq) {
+  if (rq->pending.empty() || !rq->write_error.ok()) return rq->write_error.ok();
+  rq->write_error = rq->part->Append(rq->pending);
+  if (!rq->write_error.ok()) return false;
+  rq->hash->Update(rq->pending.data(), rq->pending.size());
+  rq->received += rq->pending.size();
+  rq->pending.clear();
+  Report(*rq);
+  return true;
+}
+
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* rq = static_cast<Request*>(user);
   const size_t bytes = size * n;
   if (!rq->body_started) StartBody(rq);
   if (!rq->write_error.ok() || rq->restart) return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
   if (!rq->accepting) return bytes;
-  rq->write_error = rq->part->Append(std::string_view(data, bytes));
-  if (!rq->write_error.ok()) return 0;
-  rq->received += bytes;
-  Report(*rq);
+  rq->pending.append(data, bytes);
+  if (rq->pending.size() >= kWriteBuffer && !Flush(rq)) return 0;
   return bytes;
+}
+
+// Called by libcurl about once a second even while no bytes arrive: a stalled or paused stream
+// still gets its buffered bytes into DEST.part, so a kill then loses at most about a second.
+int OnXferInfo(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* rq = static_cast<Request*>(user);
+  if (!rq->accepting || rq->restart || rq->pending.empty()) return 0;
+  return Flush(rq) ? 0 : 1;
 }
 
 bool TransientCurlError(CURLcode c) {
@@ -301,7 +349,7 @@ struct CurlHandle {
 // Downloads url into DEST.part until it holds the whole file. Retries transient failures.
 Status DownloadHttp(const std::string& url, const std::string& part_path,
                     const std::string& sidecar_path, const FetchOptions& o, Env* env,
-                    FetchResult* res, bool first_round) {
+                    FetchResult* res, bool first_round, Sha256* hash) {
   GlobalInit();
   Sidecar sc;
   const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == url &&
@@ -313,12 +361,15 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     sc = Sidecar{};
   }
   if (first_round) res->resumed_from = part->size();
+  hash->Reset();
+  DSPIPE_RETURN_IF_ERROR(HashPrefix(env, part_path, part->size(), hash));
   Retrier retrier(o, res);
   std::string last_error;
   for (;;) {
     if (part->size() > 0 && sc.validator.empty()) {
       // Without a validator the bytes held cannot be matched to the server's file: start over.
       DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+      hash->Reset();
     }
     ++res->attempts;
     Request rq;
@@ -329,6 +380,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     rq.sidecar = &sc;
     rq.offset = part->size();
     rq.opts = &o;
+    rq.hash = hash;
     rq.total = sc.length > 0 ? static_cast<uint64_t>(sc.length) : 0;
     CurlHandle c;
     if (c.h == nullptr) return Status::Internal("curl_easy_init failed");
@@ -343,6 +395,9 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(c.h, CURLOPT_WRITEDATA, &rq);
     curl_easy_setopt(c.h, CURLOPT_BUFFERSIZE, 256L * 1024);
+    curl_easy_setopt(c.h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c.h, CURLOPT_XFERINFOFUNCTION, OnXferInfo);
+    curl_easy_setopt(c.h, CURLOPT_XFERINFODATA, &rq);
     curl_easy_setopt(c.h, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
     curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_LIMIT, o.low_speed_bytes);
     curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_TIME, o.low_speed_time_s);
@@ -356,7 +411,9 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
       c.headers = curl_slist_append(c.headers, if_range.c_str());
       curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, c.headers);
     }
+    rq.pending.reserve(kWriteBuffer + CURL_MAX_WRITE_SIZE);
     const CURLcode cc = curl_easy_perform(c.h);
+    if (rq.accepting && !rq.restart) Flush(&rq);  // what arrived is a valid prefix, cut or not
     long status = 0;
     curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &status);
     rq.status = status;
@@ -368,6 +425,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     if (rq.restart) {
       // Start over from byte 0; a budget failure, so a server that always misbehaves ends.
       DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+      hash->Reset();
       DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
       sc = Sidecar{};
       last_error = rq.restart_reason;
@@ -387,6 +445,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
         ParseContentRange(rq.content_range, &first, &last, &len);
         if (len == static_cast<int64_t>(rq.offset)) return part->Close();  // already complete
         DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+        hash->Reset();
         DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
         sc = Sidecar{};
         last_error = "416 with Content-Range '" + rq.content_range + "' for " +
@@ -419,7 +478,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
 // at its offset.
 Status CopyLocal(const std::string& src, const std::string& part_path,
                  const std::string& sidecar_path, const FetchOptions& o, Env* env,
-                 FetchResult* res, bool first_round, uint64_t* src_size) {
+                 FetchResult* res, bool first_round, uint64_t* src_size, Sha256* hash) {
   DSPIPE_RETURN_IF_ERROR(env->FileSize(src, src_size));
   Sidecar sc;
   const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == src &&
@@ -433,6 +492,8 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
   }
   if (part->size() > *src_size) DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
   if (first_round) res->resumed_from = part->size();
+  hash->Reset();
+  DSPIPE_RETURN_IF_ERROR(HashPrefix(env, part_path, part->size(), hash));
   DSPIPE_RETURN_IF_ERROR(part->Allocate(part->size(), *src_size - part->size()));
   std::unique_ptr<RandomAccessFile> in;
   Retrier retrier(o, res);
@@ -457,6 +518,7 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
       continue;
     }
     DSPIPE_RETURN_IF_ERROR(part->Append(std::string_view(buf.data(), got)));
+    hash->Update(buf.data(), got);
     res->downloaded += got;
     progress = true;
     if (o.progress) {
@@ -477,14 +539,20 @@ bool IsHex64(const std::string& s) {
 }
 
 // Size and sha256 of path against what is expected. Corruption names both values.
+// hash: the sha256 of the bytes as they were written, used when it covers the whole file (no
+// second read); nullptr or partial = read the file.
 Status Verify(Env* env, const std::string& path, const std::string& what, int64_t want_size,
-              const std::string& want_sha, FetchResult* res) {
+              const std::string& want_sha, FetchResult* res, Sha256* hash = nullptr) {
   uint64_t size = 0;
   DSPIPE_RETURN_IF_ERROR(env->FileSize(path, &size));
   if (want_size >= 0 && size != static_cast<uint64_t>(want_size))
     return Status::Corruption(what + ": size " + std::to_string(size) + ", expected " +
                               std::to_string(want_size));
-  DSPIPE_RETURN_IF_ERROR(Sha256File(path, &res->sha256, env));
+  if (hash != nullptr && hash->bytes() == size) {
+    res->sha256 = hash->HexDigest();
+  } else {
+    DSPIPE_RETURN_IF_ERROR(Sha256File(path, &res->sha256, env));
+  }
   if (!want_sha.empty() && res->sha256 != Lower(want_sha))
     return Status::Corruption(what + ": sha256 " + res->sha256 + ", expected " + Lower(want_sha));
   res->bytes = size;
@@ -508,9 +576,10 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
   const std::string part = dest + ".part", sidecar = dest + ".part.json";
   for (int round = 0;; ++round) {
     uint64_t local_size = 0;
-    DSPIPE_RETURN_IF_ERROR(http ? DownloadHttp(url, part, sidecar, o, env, res, round == 0)
+    Sha256 hash;
+    DSPIPE_RETURN_IF_ERROR(http ? DownloadHttp(url, part, sidecar, o, env, res, round == 0, &hash)
                                 : CopyLocal(src, part, sidecar, o, env, res, round == 0,
-                                            &local_size));
+                                            &local_size, &hash));
     if (o.progress) {
       FetchProgress p;
       p.phase = FetchProgress::Phase::kVerifying;
@@ -519,7 +588,7 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
     Sidecar sc;
     int64_t want_size = o.size;
     if (want_size < 0 && LoadSidecar(env, sidecar, &sc)) want_size = sc.length;
-    Status v = Verify(env, part, url, want_size, o.sha256, res);
+    Status v = Verify(env, part, url, want_size, o.sha256, res, &hash);
     if (v.ok()) break;
     if (v.code() != Status::Code::kCorruption) return v;
     DSPIPE_RETURN_IF_ERROR(env->RemoveFile(part));

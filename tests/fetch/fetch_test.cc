@@ -60,6 +60,8 @@ class FetchTest : public ::testing::Test {
     fs::create_directories(dir_ + "/srv");
     content_ = RandomBytes(600000, 7);
     WriteAll(dir_ + "/srv/f.bin", content_);
+    big_ = RandomBytes(3 << 20, 11);  // more than the 1 MiB the fetcher buffers per write
+    WriteAll(dir_ + "/srv/big.bin", big_);
     sha_ = Sha(dir_ + "/srv/f.bin");
     server_ = std::make_unique<HttpServer>(dir_ + "/srv");
     opts_.backoff_base_s = 0.01;  // keep retries quick; the policy itself is the same
@@ -78,7 +80,7 @@ class FetchTest : public ::testing::Test {
     EXPECT_FALSE(fs::exists(Dest() + ".part.json"));
   }
 
-  std::string dir_, content_, sha_;
+  std::string dir_, content_, sha_, big_;
   std::unique_ptr<HttpServer> server_;
   FetchOptions opts_;
 };
@@ -322,21 +324,24 @@ TEST_F(FetchTest, AStallIsCaughtByTheLowSpeedLimitAndResumed) {
 
 TEST_F(FetchTest, DiskFullIsAnImmediateClearErrorWithoutRetries) {
   FaultEnv env;
-  env.FailWriteWithEnospc(3);  // the sidecar is write 1, the first body chunk write 2
+  env.FailWriteWithEnospc(3);  // the sidecar is write 1, the first 1 MiB of body write 2
   opts_.env = &env;
   FetchResult r;
-  Status s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
+  Status s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
   EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), Dest() + ".part")) << s.ToString();
   EXPECT_EQ(r.attempts, 1);
   EXPECT_EQ(server_->Requests().size(), 1u);
   EXPECT_FALSE(fs::exists(Dest()));
+  const uint64_t held = fs::file_size(Dest() + ".part");
+  EXPECT_GT(held, 0u);
+  EXPECT_LT(held, big_.size());
   // Space freed: the next run resumes from what was written.
-  s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
+  s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GT(r.resumed_from, 0u);
-  ExpectComplete(content_);
+  EXPECT_EQ(r.resumed_from, held);
+  ExpectComplete(big_);
 }
 
 TEST_F(FetchTest, AFailingFsyncNeverYieldsDest) {
@@ -370,10 +375,10 @@ pid_t FetchInChild(const std::string& url, const std::string& dest, const std::s
 TEST_F(FetchTest, SigkillMidDownloadThenTheNextRunResumesFromThePart) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
-  const std::string url = server_->Url("f.bin", "pause=300000");
-  // The server sends 300000 bytes and pauses; the child reports once 200000 are in DEST.part.
-  const pid_t pid = FetchInChild(url, Dest(), content_, opts_, fds[1], [](const FetchProgress& p) {
-    return p.phase == FetchProgress::Phase::kTransfer && p.bytes >= 200000;
+  const std::string url = server_->Url("big.bin", "pause=2500000");
+  // The server sends 2.5 MB and pauses; the child reports once 1 MB is in DEST.part.
+  const pid_t pid = FetchInChild(url, Dest(), big_, opts_, fds[1], [](const FetchProgress& p) {
+    return p.phase == FetchProgress::Phase::kTransfer && p.bytes >= 1000000;
   });
   ASSERT_GT(pid, 0);
   char c = 0;
@@ -384,16 +389,41 @@ TEST_F(FetchTest, SigkillMidDownloadThenTheNextRunResumesFromThePart) {
   ASSERT_TRUE(WIFSIGNALED(st));
   server_->Command("release");  // the paused handler finds the connection gone
   const uint64_t held = fs::file_size(Dest() + ".part");
-  ASSERT_GE(held, 200000u);
+  ASSERT_GE(held, 1000000u);
   EXPECT_FALSE(fs::exists(Dest()));
   FetchResult r;
   Status s = Fetch(url, Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  ExpectComplete(content_);
+  ExpectComplete(big_);
   EXPECT_EQ(r.resumed_from, held);
   auto reqs = server_->Requests();
   ASSERT_EQ(reqs.size(), 2u);
   EXPECT_EQ(reqs[1]["range"], "bytes=" + std::to_string(held) + "-");
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_F(FetchTest, BytesBufferedBeforeAPauseStillReachThePart) {
+  // 100000 bytes are less than one write buffer; with the stream paused (and no stall limit to
+  // end it) they must still reach DEST.part, or a kill now would lose them.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string url = server_->Url("f.bin", "pause=100000");
+  opts_.low_speed_time_s = 3600;
+  const pid_t pid = FetchInChild(url, Dest(), content_, opts_, fds[1], [](const FetchProgress& p) {
+    return p.phase == FetchProgress::Phase::kTransfer && p.bytes >= 100000;
+  });
+  char c = 0;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  server_->Command("release");
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 100000u);
+  FetchResult r;
+  ASSERT_TRUE(Fetch(url, Dest(), opts_, &r).ok());
+  EXPECT_EQ(r.resumed_from, 100000u);
+  ExpectComplete(content_);
   ::close(fds[0]);
   ::close(fds[1]);
 }
