@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Download throughput from 127.0.0.1: `dsconvert fetch` (resumable, sha256-verified, fsynced,
-# renamed) against `curl -s -o` of the same file from the same server (tests/fetch/server.py),
-# interleaved, in the same run. Prints MiB/s median (min-max) per client and the ratio.
+# Download throughput from 127.0.0.1: `dsconvert fetch` (resumable, fsynced, renamed; with and
+# without --sha256) against `curl -s -o` of the same file from the same server
+# (tests/fetch/server.py), interleaved, in the same run. Prints MiB/s median (min-max) per
+# client and the ratios to curl.
 # Usage: bash bench/fetch/bench_fetch.sh [--mb 256] [--rounds 5] [--build build]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,15 +27,17 @@ URL="http://127.0.0.1:${line#PORT }/files/f.bin"
 now() { date +%s.%N; }
 : > "$W/times"
 for r in $(seq "$ROUNDS"); do
-  for tool in curl dspipe; do  # alternate who goes first, so drift hits both alike
-    [ $((r % 2)) = 0 ] && tool=$([ $tool = curl ] && echo dspipe || echo curl)
+  order="curl dspipe-sha256 dspipe"  # rotate who goes first, so drift hits all alike
+  [ $((r % 3)) = 1 ] && order="dspipe-sha256 dspipe curl"
+  [ $((r % 3)) = 2 ] && order="dspipe curl dspipe-sha256"
+  for tool in $order; do
     rm -f "$W"/out/*
     t0=$(now)
-    if [ $tool = curl ]; then
-      curl -s -o "$W/out/f.bin" "$URL"
-    else
-      "$DSCONVERT" fetch "$URL" "$W/out/f.bin" --sha256 "$SHA" -q > /dev/null
-    fi
+    case $tool in
+      curl) curl -s -o "$W/out/f.bin" "$URL" ;;
+      dspipe-sha256) "$DSCONVERT" fetch "$URL" "$W/out/f.bin" --sha256 "$SHA" -q > /dev/null ;;
+      dspipe) "$DSCONVERT" fetch "$URL" "$W/out/f.bin" -q > /dev/null ;;
+    esac
     t1=$(now)
     [ "$(stat -c %s "$W/out/f.bin")" = $((MB << 20)) ] || { echo "short file from $tool" >&2; exit 1; }
     echo "$tool $t0 $t1" >> "$W/times"
@@ -47,8 +50,9 @@ rates = {}
 for line in open(sys.argv[1]):
     tool, t0, t1 = line.split()
     rates.setdefault(tool, []).append(mb / (float(t1) - float(t0)))
-for tool in ("curl", "dspipe"):
+curl = statistics.median(rates["curl"])
+for tool in ("curl", "dspipe", "dspipe-sha256"):
     r = rates[tool]
-    print("%-7s %7.1f MiB/s median (%.1f-%.1f) over %d runs" % (tool, statistics.median(r), min(r), max(r), len(r)))
-print("dspipe / curl = %.2f (medians)" % (statistics.median(rates["dspipe"]) / statistics.median(rates["curl"])))
+    print("%-14s %7.1f MiB/s median (%.1f-%.1f) over %d runs, %.2fx curl" % (
+        tool, statistics.median(r), min(r), max(r), len(r), statistics.median(r) / curl))
 PY

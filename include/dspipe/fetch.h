@@ -48,7 +48,8 @@ struct FetchProgress {
 };
 
 struct FetchOptions {
-  // Expected sha256 of the file, 64 hex digits (any case); "" = not checked.
+  // Expected sha256 of the file, 64 hex digits (any case); "" = not checked (nor computed: it
+  // is hashed while it is written, so checking it costs CPU but no second read).
   std::string sha256;
   // Expected size in bytes; -1 = take the server's length (checked against what arrived).
   int64_t size = -1;
@@ -76,7 +77,7 @@ struct FetchOptions {
 
 struct FetchResult {
   uint64_t bytes = 0;            // size of DEST
-  std::string sha256;            // hex sha256 of DEST
+  std::string sha256;            // hex sha256 of DEST; "" when options.sha256 was ""
   uint64_t resumed_from = 0;     // bytes kept from an earlier DEST.part by the first attempt
   uint64_t downloaded = 0;       // bytes transferred by this call
   int attempts = 0;              // transfer attempts (requests, or copy passes)

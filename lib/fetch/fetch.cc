@@ -28,7 +28,9 @@ constexpr size_t kCopyChunk = size_t{1} << 20;
 // ---- sha256 (OpenSSL libcrypto)
 class Sha256 {
  public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
+  // enabled=false: a no-op hasher (no sha256 was asked for, so none is computed).
+  explicit Sha256(bool enabled = true) : ctx_(EVP_MD_CTX_new()), enabled_(enabled) { Reset(); }
+  bool enabled() const { return enabled_; }
   void Reset() {
     EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
     bytes_ = 0;
@@ -38,6 +40,7 @@ class Sha256 {
   Sha256(const Sha256&) = delete;
   Sha256& operator=(const Sha256&) = delete;
   void Update(const char* p, size_t n) {
+    if (!enabled_) return;
     EVP_DigestUpdate(ctx_, p, n);
     bytes_ += n;
   }
@@ -56,11 +59,13 @@ class Sha256 {
 
  private:
   EVP_MD_CTX* ctx_;
+  bool enabled_;
   uint64_t bytes_ = 0;
 };
 
 // Hashes the first `n` bytes of path into h (a resumed .part's prefix).
 Status HashPrefix(Env* env, const std::string& path, uint64_t n, Sha256* h) {
+  if (!h->enabled()) return Status::OK();
   std::unique_ptr<RandomAccessFile> f;
   DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &f));
   std::string buf(size_t{1} << 20, '\0');
@@ -548,7 +553,10 @@ Status Verify(Env* env, const std::string& path, const std::string& what, int64_
   if (want_size >= 0 && size != static_cast<uint64_t>(want_size))
     return Status::Corruption(what + ": size " + std::to_string(size) + ", expected " +
                               std::to_string(want_size));
-  if (hash != nullptr && hash->bytes() == size) {
+  res->sha256.clear();
+  if (want_sha.empty()) {
+    // Nothing to check against: no hash (it would cost a full read for information only).
+  } else if (hash != nullptr && hash->enabled() && hash->bytes() == size) {
     res->sha256 = hash->HexDigest();
   } else {
     DSPIPE_RETURN_IF_ERROR(Sha256File(path, &res->sha256, env));
@@ -576,7 +584,7 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
   const std::string part = dest + ".part", sidecar = dest + ".part.json";
   for (int round = 0;; ++round) {
     uint64_t local_size = 0;
-    Sha256 hash;
+    Sha256 hash(/*enabled=*/!o.sha256.empty());
     DSPIPE_RETURN_IF_ERROR(http ? DownloadHttp(url, part, sidecar, o, env, res, round == 0, &hash)
                                 : CopyLocal(src, part, sidecar, o, env, res, round == 0,
                                             &local_size, &hash));

@@ -183,12 +183,13 @@ int main(int argc, char** argv) {
     dspipe::Status s = dspipe::Fetch(fetch_url, fetch_dest, fo, &r);
     if (!s.ok()) return Fail(s);
     if (r.already_present) {
-      std::printf("%s is already present (%llu bytes, sha256 %s); nothing to do\n",
-                  fetch_dest.c_str(), static_cast<unsigned long long>(r.bytes), r.sha256.c_str());
+      std::printf("%s is already present (%llu bytes%s); nothing to do\n", fetch_dest.c_str(),
+                  static_cast<unsigned long long>(r.bytes), r.sha256.empty() ? "" : ", verified");
       return 0;
     }
-    std::printf("fetched %s -> %s: %llu bytes, sha256 %s", fetch_url.c_str(), fetch_dest.c_str(),
-                static_cast<unsigned long long>(r.bytes), r.sha256.c_str());
+    std::printf("fetched %s -> %s: %llu bytes", fetch_url.c_str(), fetch_dest.c_str(),
+                static_cast<unsigned long long>(r.bytes));
+    if (!r.sha256.empty()) std::printf(", sha256 %s verified", r.sha256.c_str());
     if (r.resumed_from)
       std::printf(" (resumed at %llu)", static_cast<unsigned long long>(r.resumed_from));
     if (r.attempts > 1) std::printf(", %d attempts", r.attempts);
