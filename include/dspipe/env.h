@@ -43,8 +43,8 @@ class WritableFile {
   virtual Status Allocate(uint64_t offset, uint64_t len) = 0;
   // Cuts the file to size bytes; later appends continue at size.
   virtual Status Truncate(uint64_t size) = 0;
-  virtual Status Sync() = 0;  // fdatasync
-  virtual Status Close() = 0;  // idempotent; the destructor closes without reporting
+  virtual Status Sync() = 0;          // fdatasync
+  virtual Status Close() = 0;         // idempotent; the destructor closes without reporting
   virtual uint64_t size() const = 0;  // bytes in the file (offset of the next append)
   virtual const std::string& path() const = 0;
 };

@@ -76,13 +76,13 @@ struct FetchOptions {
 };
 
 struct FetchResult {
-  uint64_t bytes = 0;            // size of DEST
-  std::string sha256;            // hex sha256 of DEST; "" when options.sha256 was ""
-  uint64_t resumed_from = 0;     // bytes kept from an earlier DEST.part by the first attempt
-  uint64_t downloaded = 0;       // bytes transferred by this call
-  int attempts = 0;              // transfer attempts (requests, or copy passes)
-  int refetches = 0;             // whole-file refetches after a failed verification
-  bool already_present = false;  // DEST was there (and verified when sha256/size were given)
+  uint64_t bytes = 0;                 // size of DEST
+  std::string sha256;                 // hex sha256 of DEST; "" when options.sha256 was ""
+  uint64_t resumed_from = 0;          // bytes kept from an earlier DEST.part by the first attempt
+  uint64_t downloaded = 0;            // bytes transferred by this call
+  int attempts = 0;                   // transfer attempts (requests, or copy passes)
+  int refetches = 0;                  // whole-file refetches after a failed verification
+  bool already_present = false;       // DEST was there (and verified when sha256/size were given)
   std::vector<double> retry_waits_s;  // the wait before each retry, in order
 };
 

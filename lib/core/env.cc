@@ -72,7 +72,8 @@ class PosixWritableFile final : public WritableFile {
     // filesystem lacks fallocate, which is slow. KEEP_SIZE: appends still start at size().
     // Without fallocate, the check above is what we have.
     int rc = 0;
-    while ((rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(len))) != 0 &&
+    while ((rc = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                             static_cast<off_t>(len))) != 0 &&
            errno == EINTR) {
     }
     if (rc == 0 || errno == EOPNOTSUPP) return Status::OK();

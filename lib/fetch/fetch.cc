@@ -71,8 +71,8 @@ Status HashPrefix(Env* env, const std::string& path, uint64_t n, Sha256* h) {
   std::string buf(size_t{1} << 20, '\0');
   for (uint64_t off = 0; off < n;) {
     size_t got = 0;
-    DSPIPE_RETURN_IF_ERROR(
-        f->Read(off, static_cast<size_t>(std::min<uint64_t>(buf.size(), n - off)), buf.data(), &got));
+    DSPIPE_RETURN_IF_ERROR(f->Read(
+        off, static_cast<size_t>(std::min<uint64_t>(buf.size(), n - off)), buf.data(), &got));
     if (got == 0) return Status::IOError(path + ": shorter than " + std::to_string(n) + " bytes");
     h->Update(buf.data(), got);
     off += got;
@@ -170,13 +170,13 @@ struct Request {
   int64_t content_length = -1;
   // body state
   bool body_started = false;
-  bool accepting = false;   // body goes to DEST.part (200, or 206 with the right range)
-  bool restart = false;     // the response cannot be appended: start DEST.part over
+  bool accepting = false;  // body goes to DEST.part (200, or 206 with the right range)
+  bool restart = false;    // the response cannot be appended: start DEST.part over
   std::string restart_reason;
   Status write_error;
-  std::string pending;      // body bytes not yet written (libcurl hands over 16 KiB at a time)
-  uint64_t received = 0;    // body bytes written by this request
-  uint64_t total = 0;       // expected final size, 0 unknown
+  std::string pending;    // body bytes not yet written (libcurl hands over 16 KiB at a time)
+  uint64_t received = 0;  // body bytes written by this request
+  uint64_t total = 0;     // expected final size, 0 unknown
 };
 
 // Parses "bytes a-b/len" or "bytes */len". Missing numbers are -1.
@@ -205,19 +205,26 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     rq->content_length = -1;
     rq->body_started = rq->accepting = false;  // a redirect's body (if any) decided nothing
     const size_t sp = line.find(' ');
-    rq->status = sp == std::string_view::npos ? 0 : std::atol(std::string(line.substr(sp + 1, 3)).c_str());
+    rq->status =
+        sp == std::string_view::npos ? 0 : std::atol(std::string(line.substr(sp + 1, 3)).c_str());
     return bytes;
   }
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos) return bytes;
   const std::string name = Lower(Trim(line.substr(0, colon)));
   const std::string value = Trim(line.substr(colon + 1));
-  if (name == "etag") rq->etag = value;
-  else if (name == "last-modified") rq->last_modified = value;
-  else if (name == "content-range") rq->content_range = value;
-  else if (name == "content-encoding") rq->content_encoding = Lower(value);
-  else if (name == "retry-after") rq->retry_after = value;
-  else if (name == "content-length") rq->content_length = std::atoll(value.c_str());
+  if (name == "etag")
+    rq->etag = value;
+  else if (name == "last-modified")
+    rq->last_modified = value;
+  else if (name == "content-range")
+    rq->content_range = value;
+  else if (name == "content-encoding")
+    rq->content_encoding = Lower(value);
+  else if (name == "retry-after")
+    rq->retry_after = value;
+  else if (name == "content-length")
+    rq->content_length = std::atoll(value.c_str());
   return bytes;
 }
 
@@ -330,7 +337,8 @@ bool TransientHttp(long status) { return status == 408 || status == 429 || statu
 // Retry-After: seconds or an HTTP date. -1 when absent or unparsable.
 double ParseRetryAfter(const std::string& v) {
   if (v.empty()) return -1;
-  if (std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+  if (std::all_of(v.begin(), v.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
     return std::atof(v.c_str());
   const time_t when = curl_getdate(v.c_str(), nullptr);
   if (when < 0) return -1;
@@ -424,7 +432,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     rq.status = status;
     res->downloaded += rq.received;
     if (cc == CURLE_OK && !rq.body_started) StartBody(&rq);  // an empty body
-    if (!rq.write_error.ok()) return rq.write_error;  // disk full: never retried
+    if (!rq.write_error.ok()) return rq.write_error;         // disk full: never retried
     const bool progress = rq.received > 0;
     double retry_after = -1;
     if (rq.restart) {
@@ -466,29 +474,28 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
         return Status::IOError(url + ": HTTP " + std::to_string(status));
       }
     } else if (TransientCurlError(cc)) {
-      last_error = std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
+      last_error =
+          std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
     } else {
       return Status::IOError(url + ": " + curl_easy_strerror(cc) +
                              (errbuf[0] ? std::string(" (") + errbuf + ")" : ""));
     }
     if (!retrier.Wait(progress, retry_after, part->size(), rq.total)) break;
   }
-  return Status::IOError(url + ": gave up after " + std::to_string(res->attempts) +
-                         " attempts (" + std::to_string(o.retries) +
-                         " retries without progress); last error: " + last_error +
-                         "; " + part_path + " is kept: run again to resume");
+  return Status::IOError(url + ": gave up after " + std::to_string(res->attempts) + " attempts (" +
+                         std::to_string(o.retries) + " retries without progress); last error: " +
+                         last_error + "; " + part_path + " is kept: run again to resume");
 }
 
 // Copies a local file into DEST.part, resuming at DEST.part's size; a failed read is retried
 // at its offset.
 Status CopyLocal(const std::string& src, const std::string& part_path,
-                 const std::string& sidecar_path, const FetchOptions& o, Env* env,
-                 FetchResult* res, bool first_round, uint64_t* src_size, Sha256* hash) {
+                 const std::string& sidecar_path, const FetchOptions& o, Env* env, FetchResult* res,
+                 bool first_round, uint64_t* src_size, Sha256* hash) {
   DSPIPE_RETURN_IF_ERROR(env->FileSize(src, src_size));
   Sidecar sc;
   const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == src &&
-                         sc.length == static_cast<int64_t>(*src_size) &&
-                         env->FileExists(part_path);
+                         sc.length == static_cast<int64_t>(*src_size) && env->FileExists(part_path);
   std::unique_ptr<WritableFile> part;
   DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
   if (!resumable) {
@@ -509,9 +516,11 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
     Status s = in ? Status::OK() : env->NewRandomAccessFile(src, &in);
     size_t got = 0;
     if (s.ok()) {
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, *src_size - part->size()));
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(kCopyChunk, *src_size - part->size()));
       s = in->Read(part->size(), want, buf.data(), &got);
-      if (s.ok() && got == 0) s = Status::IOError(src + ": shorter than its size " + std::to_string(*src_size));
+      if (s.ok() && got == 0)
+        s = Status::IOError(src + ": shorter than its size " + std::to_string(*src_size));
     }
     if (!s.ok()) {  // a read error: retry at the same offset (reopening the file)
       in.reset();
@@ -567,8 +576,8 @@ Status Verify(Env* env, const std::string& path, const std::string& what, int64_
   return Status::OK();
 }
 
-Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o,
-                   Env* env, FetchResult* res) {
+Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o, Env* env,
+                   FetchResult* res) {
   const bool http = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
   std::string src = url;
   if (url.rfind("file://", 0) == 0) src = url.substr(7);
@@ -585,9 +594,9 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
   for (int round = 0;; ++round) {
     uint64_t local_size = 0;
     Sha256 hash(/*enabled=*/!o.sha256.empty());
-    DSPIPE_RETURN_IF_ERROR(http ? DownloadHttp(url, part, sidecar, o, env, res, round == 0, &hash)
-                                : CopyLocal(src, part, sidecar, o, env, res, round == 0,
-                                            &local_size, &hash));
+    DSPIPE_RETURN_IF_ERROR(
+        http ? DownloadHttp(url, part, sidecar, o, env, res, round == 0, &hash)
+             : CopyLocal(src, part, sidecar, o, env, res, round == 0, &local_size, &hash));
     if (o.progress) {
       FetchProgress p;
       p.phase = FetchProgress::Phase::kVerifying;
@@ -643,8 +652,8 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
   Env* env = options.env ? options.env : Env::Default();
   if (url.empty() || dest.empty()) return Status::InvalidArgument("fetch: empty URL or DEST");
   if (!options.sha256.empty() && !IsHex64(options.sha256))
-    return Status::InvalidArgument("fetch: --sha256 must be 64 hex digits, got '" +
-                                   options.sha256 + "'");
+    return Status::InvalidArgument("fetch: --sha256 must be 64 hex digits, got '" + options.sha256 +
+                                   "'");
   if (options.retries < 0) return Status::InvalidArgument("fetch: retries must be >= 0");
   const std::string ctx = "fetch " + url + " -> " + dest;
   const std::string parent = std::filesystem::path(dest).parent_path().string();

@@ -181,9 +181,8 @@ TEST_F(FetchTest, A416IsCompleteOnlyWhenTheLengthMatches) {
     const std::string url = server_->Url("f.bin", wrong ? "wrong416=1" : "");
     fs::create_directories(dir_ + "/out");
     WriteAll(Dest() + ".part", content_);
-    const json side = {{"url", url},
-                       {"validator", "\"" + sha_.substr(0, 16) + "\""},
-                       {"length", content_.size()}};
+    const json side = {
+        {"url", url}, {"validator", "\"" + sha_.substr(0, 16) + "\""}, {"length", content_.size()}};
     WriteAll(Dest() + ".part.json", side.dump());
     FetchResult r;
     Status s = Fetch(url, Dest(), opts_, &r);
@@ -281,8 +280,7 @@ TEST_F(FetchTest, PermanentErrorsAreNotRetried) {
   EXPECT_EQ(r.attempts, 2);
   EXPECT_TRUE(Contains(s.message(), "connect")) << s.ToString();
   opts_.sha256 = "xyz";
-  EXPECT_EQ(Fetch(server_->Url("f.bin"), Dest(), opts_, &r).code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(Fetch(server_->Url("f.bin"), Dest(), opts_, &r).code(), Status::Code::kInvalidArgument);
 }
 
 TEST_F(FetchTest, ShaMismatchRefetchesOnceThenFailsHard) {
@@ -356,8 +354,7 @@ TEST_F(FetchTest, AFailingFsyncNeverYieldsDest) {
 // Runs Fetch in a forked child; the child writes one byte to `signal_fd` when `when` is first
 // true of a progress report, and exits 0 on success with the right bytes.
 pid_t FetchInChild(const std::string& url, const std::string& dest, const std::string& want,
-                   FetchOptions o, int signal_fd,
-                   std::function<bool(const FetchProgress&)> when) {
+                   FetchOptions o, int signal_fd, std::function<bool(const FetchProgress&)> when) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   bool signalled = false;
@@ -507,22 +504,20 @@ int RunDsconvert(const std::vector<std::string>& args, std::string* err) {
 
 TEST_F(FetchTest, DsconvertFetchCli) {
   std::string err;
-  int rc = RunDsconvert({"fetch", server_->Url("f.bin", "cut=100000"), Dest(), "--sha256", sha_,
-                         "--retries", "2"},
-                        &err);
+  int rc = RunDsconvert(
+      {"fetch", server_->Url("f.bin", "cut=100000"), Dest(), "--sha256", sha_, "--retries", "2"},
+      &err);
   EXPECT_EQ(rc, 0) << err;
   ExpectComplete(content_);
   EXPECT_TRUE(Contains(err, "f.bin")) << err;
   err.clear();
-  rc = RunDsconvert({"fetch", server_->Url("f.bin", "corrupt=2"), dir_ + "/out/g.bin",
-                     "--sha256", sha_},
-                    &err);
+  rc = RunDsconvert(
+      {"fetch", server_->Url("f.bin", "corrupt=2"), dir_ + "/out/g.bin", "--sha256", sha_}, &err);
   EXPECT_EQ(rc, 1) << err;
   EXPECT_TRUE(Contains(err, "sha256")) << err;
   EXPECT_FALSE(fs::exists(dir_ + "/out/g.bin"));
   err.clear();
-  rc = RunDsconvert({"fetch", server_->Url("f.bin"), dir_ + "/out/h.bin", "--sha256", "abc"},
-                    &err);
+  rc = RunDsconvert({"fetch", server_->Url("f.bin"), dir_ + "/out/h.bin", "--sha256", "abc"}, &err);
   EXPECT_NE(rc, 0) << err;
 }
 

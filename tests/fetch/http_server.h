@@ -2,8 +2,8 @@
 // as a child process, and talks to it over its stdin/stdout pipes. Header-only.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -32,8 +32,8 @@ class HttpServer {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     const std::string script = std::string(DSPIPE_SOURCE_DIR) + "/tests/fetch/server.py";
     std::vector<char*> argv = {const_cast<char*>("/usr/bin/python3"),
-                               const_cast<char*>(script.c_str()),
-                               const_cast<char*>(root.c_str()), nullptr};
+                               const_cast<char*>(script.c_str()), const_cast<char*>(root.c_str()),
+                               nullptr};
     if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0)
       throw std::runtime_error("spawn server.py");
     posix_spawn_file_actions_destroy(&fa);
