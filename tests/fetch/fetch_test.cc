@@ -262,6 +262,23 @@ TEST_F(FetchTest, TransientErrorsAreRetriedWithRetryAfterAndErrorBodiesNeverLand
       << "the error page is not in DEST.part";
 }
 
+TEST_F(FetchTest, TheRetryBudgetResetsWhenAnAttemptMadeProgress) {
+  // The first 4 requests are each cut after 100000 bytes: 5 attempts in all. With a budget of
+  // one retry that finishes only because every cut attempt made progress.
+  opts_.retries = 1;
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "cut=100000&cuts=4"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(r.attempts, 5);
+  EXPECT_EQ(r.downloaded, content_.size());
+  // Without progress the same budget ends after two attempts.
+  fs::remove(Dest());
+  s = Fetch(server_->Url("f.bin", "fail=4&code=503"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(r.attempts, 2);
+}
+
 TEST_F(FetchTest, PermanentErrorsAreNotRetried) {
   FetchResult r;
   Status s = Fetch(server_->Url("missing.bin"), dir_ + "/out/m.bin", opts_, &r);

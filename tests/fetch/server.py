@@ -9,7 +9,8 @@ before it is answered. Commands on stdin, one per line:
   sync      print "SYNC" (every REQ line of a finished request comes before it)
 Query parameters (counted per path+query; "n" is this request's 0-based index):
   fail=K&code=C[&retry_after=S]  the first K requests get status C with an HTML error body
-  cut=B                          request 0 sends B body bytes, then the connection is cut
+  cut=B[&cuts=K]                 requests 0..K-1 (K=1) send B body bytes, then the connection
+                                 is cut
   stall=B                        request 0 sends B body bytes, then sends nothing forever
   pause=B                        request 0 sends B body bytes, prints "PAUSED", waits for release
   norange=1                      ignore Range: always 200 with the whole file
@@ -111,10 +112,9 @@ class Handler(BaseHTTPRequestHandler):
         body = data[start:]
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        first = n == 0
         limit = None
         for key in ("cut", "stall", "pause"):
-            if first and key in q:
+            if key in q and n < (int(q.get("cuts", 1)) if key == "cut" else 1):
                 limit = int(q[key])
                 mode = key
         try:
