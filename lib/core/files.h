@@ -1,4 +1,5 @@
-// Small file helpers with errors that name the path. Internal.
+// Small file helpers with errors that name the path, on Env::Default() (dspipe/env.h). Internal.
+// New code that should be testable under faults takes an Env* instead.
 #pragma once
 
 #include <cstdint>

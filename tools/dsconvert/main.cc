@@ -1,5 +1,5 @@
-// dsconvert: synth | build | verify | info. Parses flags and calls the library (dspipe/convert.h,
-// dspipe/synth.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
+// dsconvert: synth | build | verify | info | fetch. Parses flags and calls the library
+// (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
 // bad records.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "dspipe/convert.h"
+#include "dspipe/fetch.h"
 #include "dspipe/synth.h"
 #include "progress.h"
 
@@ -96,6 +97,25 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print count, shapes, storage, sizes, mean/std");
   info->add_option("db", db, "dataset")->required();
 
+  // ---- fetch
+  std::string fetch_url, fetch_dest;
+  dspipe::FetchOptions fo;
+  bool fetch_quiet = false;
+  auto* fetch = app.add_subcommand(
+      "fetch", "resumable, verified download of URL (http, https, file://) or copy of a path");
+  fetch->add_option("url", fetch_url, "http(s):// or file:// URL, or a local path")->required();
+  fetch->add_option("dest", fetch_dest, "destination file (DEST.part while in progress)")
+      ->required();
+  fetch->add_option("--sha256", fo.sha256, "expected sha256 (64 hex digits)");
+  fetch->add_option("--size", fo.size, "expected size in bytes (-1 = the server's)")
+      ->capture_default_str();
+  fetch->add_option("--retries", fo.retries, "retries in a row without progress")
+      ->capture_default_str();
+  fetch->add_option("--stall-seconds", fo.low_speed_time_s,
+                    "abort and retry a transfer below 1 KiB/s for this long")
+      ->capture_default_str();
+  fetch->add_flag("-q,--quiet", fetch_quiet, "no progress output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -158,6 +178,36 @@ int main(int argc, char** argv) {
     std::printf("%s: %llu records, %llu bad\n", db.c_str(),
                 static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.bad));
     return r.bad ? 3 : 0;
+  }
+  if (*fetch) {
+    dspipe::cli::Progress progress("fetch", dspipe::cli::Progress::Unit::kBytes);
+    if (!fetch_quiet) {
+      fo.progress = [&](const dspipe::FetchProgress& p) {
+        using Phase = dspipe::FetchProgress::Phase;
+        if (p.phase == Phase::kTransfer) progress.Update(p.bytes, p.total);
+        if (p.phase == Phase::kWaitingForLock)
+          progress.Note("another process is fetching " + fetch_dest + "; waiting for it");
+        if (p.phase == Phase::kRetryWait) progress.Note("transfer failed; retrying");
+        if (p.phase == Phase::kVerifying) progress.Note("verifying");
+      };
+    }
+    dspipe::FetchResult r;
+    dspipe::Status s = dspipe::Fetch(fetch_url, fetch_dest, fo, &r);
+    if (!s.ok()) return Fail(s);
+    if (r.already_present) {
+      std::printf("%s is already present (%llu bytes%s); nothing to do\n", fetch_dest.c_str(),
+                  static_cast<unsigned long long>(r.bytes), r.sha256.empty() ? "" : ", verified");
+      return 0;
+    }
+    std::printf("fetched %s -> %s: %llu bytes", fetch_url.c_str(), fetch_dest.c_str(),
+                static_cast<unsigned long long>(r.bytes));
+    if (!r.sha256.empty()) std::printf(", sha256 %s verified", r.sha256.c_str());
+    if (r.resumed_from)
+      std::printf(" (resumed at %llu)", static_cast<unsigned long long>(r.resumed_from));
+    if (r.attempts > 1) std::printf(", %d attempts", r.attempts);
+    if (r.refetches) std::printf(", refetched after a failed verification");
+    std::printf("\n");
+    return 0;
   }
   if (*info) {
     std::string text;

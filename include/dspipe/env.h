@@ -1,0 +1,158 @@
+// dspipe::Env: the one seam between dspipe and the file system.
+//
+// Everything that reads, writes, renames, locks or sizes files (the fetcher, the cache, the
+// file helpers under dsconvert) goes through an Env, so tests can swap in FaultEnv and prove
+// that disk full, torn writes, read errors and failing fsyncs give a clear error and never a
+// result that looks complete and is not.
+//
+// Env::Default() is the POSIX implementation; it is thread-safe and lives forever. Every error
+// is a Status naming the path and errno's text ("IOError: write /x/y.part: No space left on
+// device"). Files are not thread-safe: one thread uses one file object at a time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+// A file opened for reading at any offset (pread). Read() is safe to call from several threads.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to n bytes at offset into scratch; *got is 0 at end of file. Retries EINTR.
+  virtual Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// A file opened for appending. Append() writes all of data or fails (a short write from the OS
+// is continued; a failure names the file). Nothing is durable before Sync().
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Reserves [offset, offset+len) on disk (fallocate), so a full disk fails here and not at a
+  // later write or, for an mmap reader on tmpfs, as SIGBUS. Free space is checked first (an
+  // immediate ENOSPC); filesystems without fallocate get only that check. The file's size does
+  // not change (FALLOC_FL_KEEP_SIZE).
+  virtual Status Allocate(uint64_t offset, uint64_t len) = 0;
+  // Cuts the file to size bytes; later appends continue at size.
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Status Sync() = 0;          // fdatasync
+  virtual Status Close() = 0;         // idempotent; the destructor closes without reporting
+  virtual uint64_t size() const = 0;  // bytes in the file (offset of the next append)
+  virtual const std::string& path() const = 0;
+};
+
+// An exclusive advisory lock (flock) on a lock file, held until destruction. Locks are per
+// open file description: two Envs or processes exclude each other; the lock vanishes with the
+// process, so a killed holder never leaves a stale lock.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+  virtual const std::string& path() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // The POSIX Env. Never null, never deleted.
+  static Env* Default();
+
+  virtual Status NewRandomAccessFile(const std::string& path,
+                                     std::unique_ptr<RandomAccessFile>* out) = 0;
+  // Opens path for writing, creating it (mode 0644). truncate=false keeps existing bytes and
+  // appends after them (resume); truncate=true starts from an empty file.
+  virtual Status NewWritableFile(const std::string& path, bool truncate,
+                                 std::unique_ptr<WritableFile>* out) = 0;
+
+  // Names in dir (no "." / ".."), unsorted.
+  virtual Status ListDir(const std::string& dir, std::vector<std::string>* names) = 0;
+  // Size of a regular file; NotFound when it does not exist.
+  virtual Status FileSize(const std::string& path, uint64_t* size) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  // Atomic within one filesystem (rename(2)). Call SyncDir on the parent to make it durable.
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // OK when path did not exist.
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // mkdir -p.
+  virtual Status CreateDirs(const std::string& dir) = 0;
+  // fsync() a directory so renames and creations in it are durable ("" = ".").
+  virtual Status SyncDir(const std::string& dir) = 0;
+  // Bytes available to an unprivileged writer on path's filesystem (statvfs f_bavail).
+  virtual Status FreeSpace(const std::string& path, uint64_t* bytes) = 0;
+  // Takes an exclusive lock on lock_path (created if needed). wait=false: returns
+  // Status::Aborted("... held by another process") at once when someone holds it.
+  virtual Status LockFile(const std::string& lock_path, bool wait,
+                          std::unique_ptr<FileLock>* out) = 0;
+
+  // ---- helpers built on the primitives above (not virtual: one behaviour for every Env)
+  // Reads a whole file into *out (resized).
+  Status ReadFile(const std::string& path, std::string* out);
+  // Writes data to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the directory: the
+  // file at `path` is either the old one or the complete new one, never a torn one. The temp
+  // file is removed on failure.
+  Status WriteFileAtomic(const std::string& path, std::string_view data);
+};
+
+// An Env that forwards to a base Env and injects faults on command, for tests. Counters are
+// 1-based and count calls through this Env only; each fault fires once (set it again to repeat)
+// unless stated. Thread-safe.
+class FaultEnv : public Env {
+ public:
+  explicit FaultEnv(Env* base = Env::Default()) : base_(base) {}
+
+  // The Nth Append from now fails with ENOSPC and writes nothing.
+  void FailWriteWithEnospc(int nth) { enospc_at_.store(count_writes_.load() + nth); }
+  // The Nth Append from now writes only the first half of its data, then fails with EIO (a torn
+  // write, as when a device dies mid-write).
+  void ShortWrite(int nth) { short_at_.store(count_writes_.load() + nth); }
+  // The Nth Read from now fails with EIO; later reads succeed (a flaky FUSE mount such as Drive).
+  void FailReadWithEio(int nth) { eio_read_at_.store(count_reads_.load() + nth); }
+  // Every Sync (file or directory) fails with EIO while on.
+  void FailSync(bool on) { fail_sync_.store(on); }
+  // FreeSpace reports this many bytes (UINT64_MAX = ask the base Env).
+  void SetFreeSpace(uint64_t bytes) { free_space_.store(bytes); }
+
+  int writes() const { return count_writes_.load(); }
+  int reads() const { return count_reads_.load(); }
+
+  Status NewRandomAccessFile(const std::string& path,
+                             std::unique_ptr<RandomAccessFile>* out) override;
+  Status NewWritableFile(const std::string& path, bool truncate,
+                         std::unique_ptr<WritableFile>* out) override;
+  Status ListDir(const std::string& dir, std::vector<std::string>* names) override {
+    return base_->ListDir(dir, names);
+  }
+  Status FileSize(const std::string& path, uint64_t* size) override {
+    return base_->FileSize(path, size);
+  }
+  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
+  Status SyncDir(const std::string& dir) override;
+  Status FreeSpace(const std::string& path, uint64_t* bytes) override;
+  Status LockFile(const std::string& lock_path, bool wait,
+                  std::unique_ptr<FileLock>* out) override {
+    return base_->LockFile(lock_path, wait, out);
+  }
+
+ private:
+  friend class FaultWritableFile;
+  friend class FaultRandomAccessFile;
+  Env* base_;
+  std::atomic<int> count_writes_{0}, count_reads_{0};
+  std::atomic<int> enospc_at_{0}, short_at_{0}, eio_read_at_{0};
+  std::atomic<bool> fail_sync_{false};
+  std::atomic<uint64_t> free_space_{UINT64_MAX};
+};
+
+}  // namespace dspipe

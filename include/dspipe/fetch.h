@@ -1,0 +1,98 @@
+// dspipe::Fetch: a resumable, verified download of one URL (http, https, file://) or a copy of
+// one local path, into a local file.
+//
+//   dspipe::FetchOptions o;
+//   o.sha256 = "9f86d0...";
+//   dspipe::FetchResult r;
+//   dspipe::Status s = dspipe::Fetch("https://host/data.mdb", "/content/data.mdb", o, &r);
+//
+// Guarantees (docs/FETCH.md has the details and the tests that prove each):
+// - Bytes go to DEST.part, with a sidecar DEST.part.json holding the URL, the validator (strong
+//   ETag or Last-Modified) and the length. DEST appears only by rename, after the size and, when
+//   given, the sha256 were verified: DEST never exists unverified.
+// - A later call resumes from DEST.part with `Range: bytes=N-` + `If-Range`, after a failure, a
+//   crash or a SIGKILL. A 200, a 206 with the wrong Content-Range or a changed validator start
+//   over; a 416 is accepted only when `bytes */len` says DEST.part is already complete.
+// - An HTTP error body never lands in DEST.part; no content-encoding is ever requested, so
+//   resumed bytes are the identity bytes.
+// - Only transient failures are retried (connect errors, timeouts, stalls below the low-speed
+//   limit, cut connections, 408, 429, 5xx), with exponential backoff + full jitter, Retry-After
+//   honoured, and a retry budget that resets whenever an attempt made progress. There is no
+//   global timeout. A size or sha256 mismatch deletes DEST.part and refetches once, then fails.
+// - A write error (disk full) fails at once, naming DEST.part; DEST.part stays for a resume.
+// - DEST.lock serializes processes fetching the same DEST: one downloads, the others wait and
+//   then find DEST in place.
+// - Local sources (a path or file://) get the same .part + verify + rename; a failed read
+//   (a flaky FUSE mount's "Input/output error") is retried at its offset.
+//
+// Thread-safety: Fetch calls for different DESTs may run concurrently. libcurl's global init
+// runs once, on first use.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dspipe/env.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+struct FetchProgress {
+  enum class Phase { kWaitingForLock, kTransfer, kVerifying, kRetryWait };
+  Phase phase = Phase::kTransfer;
+  uint64_t bytes = 0;        // bytes in DEST.part now
+  uint64_t total = 0;        // expected final size; 0 while unknown
+  uint64_t start_bytes = 0;  // bytes DEST.part had when this attempt started (resume point)
+};
+
+struct FetchOptions {
+  // Expected sha256 of the file, 64 hex digits (any case); "" = not checked (nor computed: it
+  // is hashed while it is written, so checking it costs CPU but no second read).
+  std::string sha256;
+  // Expected size in bytes; -1 = take the server's length (checked against what arrived).
+  int64_t size = -1;
+  // Retries of transient failures in a row without progress (an attempt that wrote bytes resets
+  // the count). 0 = one attempt only.
+  int retries = 8;
+  // Backoff before retry k (0-based) is uniform in [0, min(backoff_max_s, backoff_base_s*2^k)]
+  // (full jitter); a Retry-After from the server replaces it, capped at retry_after_max_s.
+  double backoff_base_s = 0.5;
+  double backoff_max_s = 30;
+  double retry_after_max_s = 300;
+  // A transfer slower than low_speed_bytes/s for low_speed_time_s is a stall: aborted and
+  // retried. This replaces a global timeout, which would kill slow but healthy downloads.
+  long low_speed_bytes = 1024;
+  long low_speed_time_s = 30;
+  long connect_timeout_s = 30;
+  // Take DEST.lock (see above). Default on.
+  bool lock = true;
+  // The file system to write through; nullptr = Env::Default(). Tests pass a FaultEnv.
+  Env* env = nullptr;
+  // Called from the calling thread as bytes arrive (throttling is the callee's job), while
+  // waiting for the lock, while verifying and before a retry wait.
+  std::function<void(const FetchProgress&)> progress;
+};
+
+struct FetchResult {
+  uint64_t bytes = 0;                 // size of DEST
+  std::string sha256;                 // hex sha256 of DEST; "" when options.sha256 was ""
+  uint64_t resumed_from = 0;          // bytes kept from an earlier DEST.part by the first attempt
+  uint64_t downloaded = 0;            // bytes transferred by this call
+  int attempts = 0;                   // transfer attempts (requests, or copy passes)
+  int refetches = 0;                  // whole-file refetches after a failed verification
+  bool already_present = false;       // DEST was there (and verified when sha256/size were given)
+  std::vector<double> retry_waits_s;  // the wait before each retry, in order
+};
+
+// Fetches url (http://, https://, file:// or a plain path) to dest. See the guarantees above.
+// Errors name the URL or file and the reason; InvalidArgument for bad options, NotFound for a
+// 404 or missing source, Corruption for a verification that failed twice, IOError for the OS.
+Status Fetch(const std::string& url, const std::string& dest, const FetchOptions& options,
+             FetchResult* result = nullptr);
+
+// Hex sha256 of a file read through env (nullptr = Env::Default()).
+Status Sha256File(const std::string& path, std::string* hex, Env* env = nullptr);
+
+}  // namespace dspipe

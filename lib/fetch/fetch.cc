@@ -1,0 +1,678 @@
+// Fetch: DEST.part + sidecar, Range/If-Range resume, transient-only retries, verify, rename.
+// The HTTP transfer is libcurl's; the local copy reads through the Env; both share the
+// .part/sidecar/verify/rename path and the retry policy below.
+#include "dspipe/fetch.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+namespace dspipe {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kCopyChunk = size_t{1} << 20;
+
+// ---- sha256 (OpenSSL libcrypto)
+class Sha256 {
+ public:
+  // enabled=false: a no-op hasher (no sha256 was asked for, so none is computed).
+  explicit Sha256(bool enabled = true) : ctx_(EVP_MD_CTX_new()), enabled_(enabled) { Reset(); }
+  bool enabled() const { return enabled_; }
+  void Reset() {
+    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+    bytes_ = 0;
+  }
+  uint64_t bytes() const { return bytes_; }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(const char* p, size_t n) {
+    if (!enabled_) return;
+    EVP_DigestUpdate(ctx_, p, n);
+    bytes_ += n;
+  }
+  std::string HexDigest() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_, md, &len);
+    static const char* kHex = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < len; ++i) {
+      out += kHex[md[i] >> 4];
+      out += kHex[md[i] & 15];
+    }
+    return out;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+  bool enabled_;
+  uint64_t bytes_ = 0;
+};
+
+// Hashes the first `n` bytes of path into h (a resumed .part's prefix).
+Status HashPrefix(Env* env, const std::string& path, uint64_t n, Sha256* h) {
+  if (!h->enabled()) return Status::OK();
+  std::unique_ptr<RandomAccessFile> f;
+  DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &f));
+  std::string buf(size_t{1} << 20, '\0');
+  for (uint64_t off = 0; off < n;) {
+    size_t got = 0;
+    DSPIPE_RETURN_IF_ERROR(f->Read(
+        off, static_cast<size_t>(std::min<uint64_t>(buf.size(), n - off)), buf.data(), &got));
+    if (got == 0) return Status::IOError(path + ": shorter than " + std::to_string(n) + " bytes");
+    h->Update(buf.data(), got);
+    off += got;
+  }
+  return Status::OK();
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// ---- sidecar: what DEST.part holds, so a later run can resume it safely.
+struct Sidecar {
+  std::string url;
+  std::string validator;  // strong ETag (with quotes) or Last-Modified; "" = cannot resume
+  int64_t length = -1;    // full length of the file; -1 unknown
+};
+
+bool LoadSidecar(Env* env, const std::string& path, Sidecar* sc) {
+  std::string text;
+  if (!env->ReadFile(path, &text).ok()) return false;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) return false;
+  sc->url = j["url"].get<std::string>();
+  sc->validator = j.value("validator", std::string());
+  sc->length = j.value("length", int64_t{-1});
+  return true;
+}
+
+Status SaveSidecar(Env* env, const std::string& path, const Sidecar& sc) {
+  json j = {{"url", sc.url}, {"validator", sc.validator}, {"length", sc.length}};
+  return env->WriteFileAtomic(path, j.dump(2));
+}
+
+// ---- retry policy shared by HTTP and local copies
+class Retrier {
+ public:
+  Retrier(const FetchOptions& o, FetchResult* r) : o_(o), r_(r), rng_(std::random_device{}()) {}
+
+  // After a failed attempt: false when the budget is spent. made_progress resets the budget.
+  // retry_after_s >= 0 replaces the jittered backoff.
+  bool Wait(bool made_progress, double retry_after_s, uint64_t bytes, uint64_t total) {
+    if (made_progress) failures_ = 0;
+    if (failures_ >= o_.retries) return false;
+    double wait;
+    if (retry_after_s >= 0) {
+      wait = std::min(retry_after_s, o_.retry_after_max_s);
+    } else {
+      const double cap =
+          std::min(o_.backoff_max_s, o_.backoff_base_s * std::ldexp(1.0, std::min(failures_, 30)));
+      wait = std::uniform_real_distribution<double>(0, std::max(cap, 0.0))(rng_);
+    }
+    ++failures_;
+    r_->retry_waits_s.push_back(wait);
+    if (o_.progress) {
+      FetchProgress p;
+      p.phase = FetchProgress::Phase::kRetryWait;
+      p.bytes = bytes;
+      p.total = total;
+      o_.progress(p);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    return true;
+  }
+  int failures() const { return failures_; }
+
+ private:
+  const FetchOptions& o_;
+  FetchResult* r_;
+  std::mt19937_64 rng_;
+  int failures_ = 0;
+};
+
+// ---- one HTTP request
+struct Request {
+  // in
+  std::string url;
+  Env* env = nullptr;
+  WritableFile* part = nullptr;
+  std::string sidecar_path;
+  Sidecar* sidecar = nullptr;
+  uint64_t offset = 0;  // bytes DEST.part had when the request started
+  const FetchOptions* opts = nullptr;
+  Sha256* hash = nullptr;  // covers DEST.part's bytes as they are written
+  // response headers (of the last response: redirects reset them)
+  long status = 0;
+  std::string etag, last_modified, content_range, content_encoding, retry_after;
+  int64_t content_length = -1;
+  // body state
+  bool body_started = false;
+  bool accepting = false;  // body goes to DEST.part (200, or 206 with the right range)
+  bool restart = false;    // the response cannot be appended: start DEST.part over
+  std::string restart_reason;
+  Status write_error;
+  std::string pending;    // body bytes not yet written (libcurl hands over 16 KiB at a time)
+  uint64_t received = 0;  // body bytes written by this request
+  uint64_t total = 0;     // expected final size, 0 unknown
+};
+
+// Parses "bytes a-b/len" or "bytes */len". Missing numbers are -1.
+void ParseContentRange(const std::string& v, int64_t* first, int64_t* last, int64_t* len) {
+  *first = *last = *len = -1;
+  long long a = -1, b = -1, l = -1;
+  if (std::sscanf(v.c_str(), "bytes %lld-%lld/%lld", &a, &b, &l) >= 2) {
+    *first = a;
+    *last = b;
+    *len = l;
+  } else if (std::sscanf(v.c_str(), "bytes */%lld", &l) == 1) {
+    *len = l;
+  }
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* rq = static_cast<Request*>(user);
+  const size_t bytes = size * n;
+  std::string_view line(data, bytes);
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or 100-continue)
+    rq->etag.clear();
+    rq->last_modified.clear();
+    rq->content_range.clear();
+    rq->content_encoding.clear();
+    rq->retry_after.clear();
+    rq->content_length = -1;
+    rq->body_started = rq->accepting = false;  // a redirect's body (if any) decided nothing
+    const size_t sp = line.find(' ');
+    rq->status =
+        sp == std::string_view::npos ? 0 : std::atol(std::string(line.substr(sp + 1, 3)).c_str());
+    return bytes;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return bytes;
+  const std::string name = Lower(Trim(line.substr(0, colon)));
+  const std::string value = Trim(line.substr(colon + 1));
+  if (name == "etag")
+    rq->etag = value;
+  else if (name == "last-modified")
+    rq->last_modified = value;
+  else if (name == "content-range")
+    rq->content_range = value;
+  else if (name == "content-encoding")
+    rq->content_encoding = Lower(value);
+  else if (name == "retry-after")
+    rq->retry_after = value;
+  else if (name == "content-length")
+    rq->content_length = std::atoll(value.c_str());
+  return bytes;
+}
+
+void Report(const Request& rq) {
+  if (!rq.opts->progress) return;
+  FetchProgress p;
+  p.phase = FetchProgress::Phase::kTransfer;
+  p.bytes = rq.part->size();
+  p.total = rq.total;
+  p.start_bytes = rq.offset;
+  rq.opts->progress(p);
+}
+
+// Decides, at the first body byte (or at the end of an empty body), where the body goes.
+void StartBody(Request* rq) {
+  rq->body_started = true;
+  const bool encoded = !rq->content_encoding.empty() && rq->content_encoding != "identity";
+  if (rq->status == 200) {
+    if (encoded) {  // we never ask for an encoding; bytes we could not resume are useless
+      rq->restart = true;
+      rq->restart_reason = "server sent Content-Encoding: " + rq->content_encoding;
+      return;
+    }
+    // A full body: what DEST.part had (if anything) is replaced.
+    if (rq->part->size() > 0) {
+      rq->write_error = rq->part->Truncate(0);
+      if (!rq->write_error.ok()) return;
+    }
+    rq->hash->Reset();
+    rq->offset = 0;
+    rq->sidecar->url = rq->url;
+    const bool strong_etag = !rq->etag.empty() && rq->etag.rfind("W/", 0) != 0;
+    rq->sidecar->validator = strong_etag ? rq->etag : rq->last_modified;
+    rq->sidecar->length = rq->content_length;
+    rq->total = rq->content_length > 0 ? static_cast<uint64_t>(rq->content_length) : 0;
+    rq->write_error = SaveSidecar(rq->env, rq->sidecar_path, *rq->sidecar);
+    rq->accepting = rq->write_error.ok();
+  } else if (rq->status == 206) {
+    int64_t first, last, len;
+    ParseContentRange(rq->content_range, &first, &last, &len);
+    if (encoded || first != static_cast<int64_t>(rq->offset) ||
+        (rq->sidecar->length >= 0 && len >= 0 && len != rq->sidecar->length)) {
+      rq->restart = true;
+      rq->restart_reason = encoded ? "Content-Encoding on a resumed transfer"
+                                   : "206 with Content-Range '" + rq->content_range +
+                                         "' for a request from byte " + std::to_string(rq->offset);
+      return;
+    }
+    rq->total = len > 0 ? static_cast<uint64_t>(len) : 0;
+    rq->accepting = true;
+  }
+  // Any other status: the body is an error page; it is read and dropped.
+}
+
+constexpr size_t kWriteBuffer = size_t{1} << 20;
+
+// Writes the buffered body bytes to DEST.part (and the hash). False on a write error.
+bool Flush(Request* rq) {
+  if (rq->pending.empty() || !rq->write_error.ok()) return rq->write_error.ok();
+  rq->write_error = rq->part->Append(rq->pending);
+  if (!rq->write_error.ok()) return false;
+  rq->hash->Update(rq->pending.data(), rq->pending.size());
+  rq->received += rq->pending.size();
+  rq->pending.clear();
+  Report(*rq);
+  return true;
+}
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* rq = static_cast<Request*>(user);
+  const size_t bytes = size * n;
+  if (!rq->body_started) StartBody(rq);
+  if (!rq->write_error.ok() || rq->restart) return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  if (!rq->accepting) return bytes;
+  rq->pending.append(data, bytes);
+  if (rq->pending.size() >= kWriteBuffer && !Flush(rq)) return 0;
+  return bytes;
+}
+
+// Called by libcurl about once a second even while no bytes arrive: a stalled or paused stream
+// still gets its buffered bytes into DEST.part, so a kill then loses at most about a second.
+int OnXferInfo(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* rq = static_cast<Request*>(user);
+  if (!rq->accepting || rq->restart || rq->pending.empty()) return 0;
+  return Flush(rq) ? 0 : 1;
+}
+
+bool TransientCurlError(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_AGAIN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool TransientHttp(long status) { return status == 408 || status == 429 || status >= 500; }
+
+// Retry-After: seconds or an HTTP date. -1 when absent or unparsable.
+double ParseRetryAfter(const std::string& v) {
+  if (v.empty()) return -1;
+  if (std::all_of(v.begin(), v.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return std::atof(v.c_str());
+  const time_t when = curl_getdate(v.c_str(), nullptr);
+  if (when < 0) return -1;
+  return std::max(0.0, std::difftime(when, std::time(nullptr)));
+}
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct CurlHandle {
+  CURL* h = curl_easy_init();
+  curl_slist* headers = nullptr;
+  ~CurlHandle() {
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(h);
+  }
+};
+
+// Downloads url into DEST.part until it holds the whole file. Retries transient failures.
+Status DownloadHttp(const std::string& url, const std::string& part_path,
+                    const std::string& sidecar_path, const FetchOptions& o, Env* env,
+                    FetchResult* res, bool first_round, Sha256* hash) {
+  GlobalInit();
+  Sidecar sc;
+  const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == url &&
+                         !sc.validator.empty() && env->FileExists(part_path);
+  std::unique_ptr<WritableFile> part;
+  DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
+  if (!resumable) {
+    DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
+    sc = Sidecar{};
+  }
+  if (first_round) res->resumed_from = part->size();
+  hash->Reset();
+  DSPIPE_RETURN_IF_ERROR(HashPrefix(env, part_path, part->size(), hash));
+  Retrier retrier(o, res);
+  std::string last_error;
+  for (;;) {
+    if (part->size() > 0 && sc.validator.empty()) {
+      // Without a validator the bytes held cannot be matched to the server's file: start over.
+      DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+      hash->Reset();
+    }
+    ++res->attempts;
+    Request rq;
+    rq.url = url;
+    rq.env = env;
+    rq.part = part.get();
+    rq.sidecar_path = sidecar_path;
+    rq.sidecar = &sc;
+    rq.offset = part->size();
+    rq.opts = &o;
+    rq.hash = hash;
+    rq.total = sc.length > 0 ? static_cast<uint64_t>(sc.length) : 0;
+    CurlHandle c;
+    if (c.h == nullptr) return Status::Internal("curl_easy_init failed");
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    curl_easy_setopt(c.h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c.h, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c.h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
+    curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &rq);
+    curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
+    curl_easy_setopt(c.h, CURLOPT_WRITEDATA, &rq);
+    curl_easy_setopt(c.h, CURLOPT_BUFFERSIZE, 256L * 1024);
+    curl_easy_setopt(c.h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c.h, CURLOPT_XFERINFOFUNCTION, OnXferInfo);
+    curl_easy_setopt(c.h, CURLOPT_XFERINFODATA, &rq);
+    curl_easy_setopt(c.h, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
+    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_LIMIT, o.low_speed_bytes);
+    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_TIME, o.low_speed_time_s);
+    curl_easy_setopt(c.h, CURLOPT_USERAGENT, "dspipe-fetch/0.1");
+    // No CURLOPT_ACCEPT_ENCODING: identity bytes only, so byte ranges mean file offsets.
+    curl_easy_setopt(c.h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    if (rq.offset > 0) {
+      const std::string range = "Range: bytes=" + std::to_string(rq.offset) + "-";
+      const std::string if_range = "If-Range: " + sc.validator;
+      c.headers = curl_slist_append(c.headers, range.c_str());
+      c.headers = curl_slist_append(c.headers, if_range.c_str());
+      curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, c.headers);
+    }
+    rq.pending.reserve(kWriteBuffer + CURL_MAX_WRITE_SIZE);
+    const CURLcode cc = curl_easy_perform(c.h);
+    if (rq.accepting && !rq.restart) Flush(&rq);  // what arrived is a valid prefix, cut or not
+    long status = 0;
+    curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &status);
+    rq.status = status;
+    res->downloaded += rq.received;
+    if (cc == CURLE_OK && !rq.body_started) StartBody(&rq);  // an empty body
+    if (!rq.write_error.ok()) return rq.write_error;         // disk full: never retried
+    const bool progress = rq.received > 0;
+    double retry_after = -1;
+    if (rq.restart) {
+      // Start over from byte 0; a budget failure, so a server that always misbehaves ends.
+      DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+      hash->Reset();
+      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
+      sc = Sidecar{};
+      last_error = rq.restart_reason;
+      if (!retrier.Wait(false, 0, 0, 0)) break;
+      continue;
+    }
+    if (cc == CURLE_OK) {
+      if (rq.accepting) {
+        if (rq.content_length >= 0 && rq.received != static_cast<uint64_t>(rq.content_length)) {
+          last_error = "body ended after " + std::to_string(rq.received) + " of " +
+                       std::to_string(rq.content_length) + " bytes";
+        } else {
+          return part->Close();
+        }
+      } else if (status == 416 && rq.offset > 0) {
+        int64_t first, last, len;
+        ParseContentRange(rq.content_range, &first, &last, &len);
+        if (len == static_cast<int64_t>(rq.offset)) return part->Close();  // already complete
+        DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+        hash->Reset();
+        DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
+        sc = Sidecar{};
+        last_error = "416 with Content-Range '" + rq.content_range + "' for " +
+                     std::to_string(rq.offset) + " bytes held";
+        if (!retrier.Wait(false, 0, 0, 0)) break;
+        continue;
+      } else if (TransientHttp(status)) {
+        last_error = "HTTP " + std::to_string(status);
+        retry_after = ParseRetryAfter(rq.retry_after);
+      } else if (status == 404 || status == 410) {
+        return Status::NotFound(url + ": HTTP " + std::to_string(status));
+      } else {
+        return Status::IOError(url + ": HTTP " + std::to_string(status));
+      }
+    } else if (TransientCurlError(cc)) {
+      last_error =
+          std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
+    } else {
+      return Status::IOError(url + ": " + curl_easy_strerror(cc) +
+                             (errbuf[0] ? std::string(" (") + errbuf + ")" : ""));
+    }
+    if (!retrier.Wait(progress, retry_after, part->size(), rq.total)) break;
+  }
+  return Status::IOError(url + ": gave up after " + std::to_string(res->attempts) + " attempts (" +
+                         std::to_string(o.retries) + " retries without progress); last error: " +
+                         last_error + "; " + part_path + " is kept: run again to resume");
+}
+
+// Copies a local file into DEST.part, resuming at DEST.part's size; a failed read is retried
+// at its offset.
+Status CopyLocal(const std::string& src, const std::string& part_path,
+                 const std::string& sidecar_path, const FetchOptions& o, Env* env, FetchResult* res,
+                 bool first_round, uint64_t* src_size, Sha256* hash) {
+  DSPIPE_RETURN_IF_ERROR(env->FileSize(src, src_size));
+  Sidecar sc;
+  const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == src &&
+                         sc.length == static_cast<int64_t>(*src_size) && env->FileExists(part_path);
+  std::unique_ptr<WritableFile> part;
+  DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
+  if (!resumable) {
+    sc = Sidecar{src, "size=" + std::to_string(*src_size), static_cast<int64_t>(*src_size)};
+    DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
+  }
+  if (part->size() > *src_size) DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+  if (first_round) res->resumed_from = part->size();
+  hash->Reset();
+  DSPIPE_RETURN_IF_ERROR(HashPrefix(env, part_path, part->size(), hash));
+  DSPIPE_RETURN_IF_ERROR(part->Allocate(part->size(), *src_size - part->size()));
+  std::unique_ptr<RandomAccessFile> in;
+  Retrier retrier(o, res);
+  std::string buf(kCopyChunk, '\0');
+  ++res->attempts;
+  bool progress = false;
+  while (part->size() < *src_size) {
+    Status s = in ? Status::OK() : env->NewRandomAccessFile(src, &in);
+    size_t got = 0;
+    if (s.ok()) {
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(kCopyChunk, *src_size - part->size()));
+      s = in->Read(part->size(), want, buf.data(), &got);
+      if (s.ok() && got == 0)
+        s = Status::IOError(src + ": shorter than its size " + std::to_string(*src_size));
+    }
+    if (!s.ok()) {  // a read error: retry at the same offset (reopening the file)
+      in.reset();
+      if (!retrier.Wait(progress, -1, part->size(), *src_size))
+        return s.WithContext("gave up after " + std::to_string(res->attempts) + " attempts; " +
+                             part_path + " is kept: run again to resume");
+      ++res->attempts;
+      progress = false;
+      continue;
+    }
+    DSPIPE_RETURN_IF_ERROR(part->Append(std::string_view(buf.data(), got)));
+    hash->Update(buf.data(), got);
+    res->downloaded += got;
+    progress = true;
+    if (o.progress) {
+      FetchProgress p;
+      p.bytes = part->size();
+      p.total = *src_size;
+      p.start_bytes = res->resumed_from;
+      o.progress(p);
+    }
+  }
+  return part->Close();
+}
+
+bool IsHex64(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isxdigit(static_cast<unsigned char>(c));
+         });
+}
+
+// Size and sha256 of path against what is expected. Corruption names both values.
+// hash: the sha256 of the bytes as they were written, used when it covers the whole file (no
+// second read); nullptr or partial = read the file.
+Status Verify(Env* env, const std::string& path, const std::string& what, int64_t want_size,
+              const std::string& want_sha, FetchResult* res, Sha256* hash = nullptr) {
+  uint64_t size = 0;
+  DSPIPE_RETURN_IF_ERROR(env->FileSize(path, &size));
+  if (want_size >= 0 && size != static_cast<uint64_t>(want_size))
+    return Status::Corruption(what + ": size " + std::to_string(size) + ", expected " +
+                              std::to_string(want_size));
+  res->sha256.clear();
+  if (want_sha.empty()) {
+    // Nothing to check against: no hash (it would cost a full read for information only).
+  } else if (hash != nullptr && hash->enabled() && hash->bytes() == size) {
+    res->sha256 = hash->HexDigest();
+  } else {
+    DSPIPE_RETURN_IF_ERROR(Sha256File(path, &res->sha256, env));
+  }
+  if (!want_sha.empty() && res->sha256 != Lower(want_sha))
+    return Status::Corruption(what + ": sha256 " + res->sha256 + ", expected " + Lower(want_sha));
+  res->bytes = size;
+  return Status::OK();
+}
+
+Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o, Env* env,
+                   FetchResult* res) {
+  const bool http = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+  std::string src = url;
+  if (url.rfind("file://", 0) == 0) src = url.substr(7);
+  if (env->FileExists(dest)) {
+    // Another process (or an earlier run) finished it. Check it when we know what to expect.
+    Status s = Verify(env, dest, dest, o.size, o.sha256, res);
+    if (!s.ok())
+      return Status::AlreadyExists(dest + " exists and does not match: " + s.message() +
+                                   "; remove it to fetch again");
+    res->already_present = true;
+    return Status::OK();
+  }
+  const std::string part = dest + ".part", sidecar = dest + ".part.json";
+  for (int round = 0;; ++round) {
+    uint64_t local_size = 0;
+    Sha256 hash(/*enabled=*/!o.sha256.empty());
+    DSPIPE_RETURN_IF_ERROR(
+        http ? DownloadHttp(url, part, sidecar, o, env, res, round == 0, &hash)
+             : CopyLocal(src, part, sidecar, o, env, res, round == 0, &local_size, &hash));
+    if (o.progress) {
+      FetchProgress p;
+      p.phase = FetchProgress::Phase::kVerifying;
+      o.progress(p);
+    }
+    Sidecar sc;
+    int64_t want_size = o.size;
+    if (want_size < 0 && LoadSidecar(env, sidecar, &sc)) want_size = sc.length;
+    Status v = Verify(env, part, url, want_size, o.sha256, res, &hash);
+    if (v.ok()) break;
+    if (v.code() != Status::Code::kCorruption) return v;
+    DSPIPE_RETURN_IF_ERROR(env->RemoveFile(part));
+    DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar));
+    if (round == 1) return v.WithContext("verification failed twice (deleted " + part + ")");
+    ++res->refetches;
+  }
+  {  // durable before it gets the final name
+    std::unique_ptr<WritableFile> f;
+    DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part, /*truncate=*/false, &f));
+    DSPIPE_RETURN_IF_ERROR(f->Sync());
+    DSPIPE_RETURN_IF_ERROR(f->Close());
+  }
+  DSPIPE_RETURN_IF_ERROR(env->RenameFile(part, dest));
+  DSPIPE_RETURN_IF_ERROR(env->SyncDir(std::filesystem::path(dest).parent_path().string()));
+  return env->RemoveFile(sidecar);
+}
+
+}  // namespace
+
+Status Sha256File(const std::string& path, std::string* hex, Env* env) {
+  if (env == nullptr) env = Env::Default();
+  std::unique_ptr<RandomAccessFile> f;
+  DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &f));
+  Sha256 h;
+  std::string buf(kCopyChunk, '\0');
+  uint64_t off = 0;
+  for (;;) {
+    size_t got = 0;
+    DSPIPE_RETURN_IF_ERROR(f->Read(off, buf.size(), buf.data(), &got));
+    if (got == 0) break;
+    h.Update(buf.data(), got);
+    off += got;
+  }
+  *hex = h.HexDigest();
+  return Status::OK();
+}
+
+Status Fetch(const std::string& url, const std::string& dest, const FetchOptions& options,
+             FetchResult* result) {
+  FetchResult local;
+  FetchResult* res = result ? result : &local;
+  *res = FetchResult{};
+  Env* env = options.env ? options.env : Env::Default();
+  if (url.empty() || dest.empty()) return Status::InvalidArgument("fetch: empty URL or DEST");
+  if (!options.sha256.empty() && !IsHex64(options.sha256))
+    return Status::InvalidArgument("fetch: --sha256 must be 64 hex digits, got '" + options.sha256 +
+                                   "'");
+  if (options.retries < 0) return Status::InvalidArgument("fetch: retries must be >= 0");
+  const std::string ctx = "fetch " + url + " -> " + dest;
+  const std::string parent = std::filesystem::path(dest).parent_path().string();
+  if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
+  std::unique_ptr<FileLock> lock;
+  if (options.lock) {
+    const std::string lock_path = dest + ".lock";
+    Status s = env->LockFile(lock_path, /*wait=*/false, &lock);
+    if (s.code() == Status::Code::kAborted) {
+      if (options.progress) {
+        FetchProgress p;
+        p.phase = FetchProgress::Phase::kWaitingForLock;
+        options.progress(p);
+      }
+      s = env->LockFile(lock_path, /*wait=*/true, &lock);
+    }
+    DSPIPE_RETURN_IF_ERROR(s.WithContext(ctx));
+  }
+  return FetchLocked(url, dest, options, env, res).WithContext(ctx);
+}
+
+}  // namespace dspipe

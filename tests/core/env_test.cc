@@ -1,0 +1,219 @@
+// Env::Default() against a real temp directory, and every fault FaultEnv injects, seen through
+// the Env helpers (an atomic write never leaves a torn file under any of them).
+#include "dspipe/env.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class EnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dspipe-env-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string P(const std::string& name) const { return dir_ + "/" + name; }
+  std::string dir_;
+  Env* env_ = Env::Default();
+};
+
+TEST_F(EnvTest, WriteReadSizeListRenameRemove) {
+  ASSERT_TRUE(env_->CreateDirs(P("a/b")).ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(P("a/b/x"), "hello world").ok());
+  std::string s;
+  ASSERT_TRUE(env_->ReadFile(P("a/b/x"), &s).ok());
+  EXPECT_EQ(s, "hello world");
+  uint64_t size = 0;
+  ASSERT_TRUE(env_->FileSize(P("a/b/x"), &size).ok());
+  EXPECT_EQ(size, 11u);
+  std::vector<std::string> names;
+  ASSERT_TRUE(env_->ListDir(P("a/b"), &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"x"}) << "no temp file left behind";
+  ASSERT_TRUE(env_->RenameFile(P("a/b/x"), P("a/y")).ok());
+  EXPECT_FALSE(env_->FileExists(P("a/b/x")));
+  EXPECT_TRUE(env_->FileExists(P("a/y")));
+  ASSERT_TRUE(env_->RemoveFile(P("a/y")).ok());
+  EXPECT_TRUE(env_->RemoveFile(P("a/y")).ok()) << "removing a missing file is not an error";
+  Status st = env_->FileSize(P("a/y"), &size);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  EXPECT_NE(st.message().find(P("a/y")), std::string::npos) << st.ToString();
+  st = env_->ReadFile(P("nope"), &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(P("nope")), std::string::npos) << st.ToString();
+  EXPECT_EQ(env_->ReadFile(dir_, &s).code(), Status::Code::kBadInput) << "a directory";
+}
+
+TEST_F(EnvTest, AppendResumesAfterExistingBytesTruncateAndPread) {
+  std::unique_ptr<WritableFile> w;
+  ASSERT_TRUE(env_->NewWritableFile(P("f"), true, &w).ok());
+  ASSERT_TRUE(w->Append("0123").ok());
+  ASSERT_TRUE(w->Close().ok());
+  ASSERT_TRUE(env_->NewWritableFile(P("f"), false, &w).ok());
+  EXPECT_EQ(w->size(), 4u);
+  ASSERT_TRUE(w->Append("4567").ok());
+  ASSERT_TRUE(w->Truncate(6).ok());
+  ASSERT_TRUE(w->Append("xy").ok());
+  ASSERT_TRUE(w->Allocate(0, 4096).ok());
+  ASSERT_TRUE(w->Sync().ok());
+  ASSERT_TRUE(w->Close().ok());
+  std::unique_ptr<RandomAccessFile> r;
+  ASSERT_TRUE(env_->NewRandomAccessFile(P("f"), &r).ok());
+  char buf[16];
+  size_t got = 0;
+  ASSERT_TRUE(r->Read(2, 6, buf, &got).ok());
+  EXPECT_EQ(std::string(buf, got), "2345xy");
+  ASSERT_TRUE(r->Read(8, 6, buf, &got).ok());
+  EXPECT_EQ(got, 0u) << "fallocate keeps the size";
+  uint64_t size = 0;
+  ASSERT_TRUE(env_->FileSize(P("f"), &size).ok());
+  EXPECT_EQ(size, 8u);
+  ASSERT_TRUE(env_->NewWritableFile(P("f"), true, &w).ok());
+  EXPECT_EQ(w->size(), 0u);
+}
+
+TEST_F(EnvTest, AllocateBeyondFreeSpaceIsAnImmediateEnospc) {
+  uint64_t free_bytes = 0;
+  ASSERT_TRUE(env_->FreeSpace(dir_, &free_bytes).ok());
+  ASSERT_GT(free_bytes, 0u);
+  std::unique_ptr<WritableFile> w;
+  ASSERT_TRUE(env_->NewWritableFile(P("big"), true, &w).ok());
+  Status s = w->Allocate(0, free_bytes + (uint64_t{1} << 40));
+  EXPECT_EQ(s.code(), Status::Code::kIOError);
+  EXPECT_NE(s.message().find("No space left"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(P("big")), std::string::npos) << s.ToString();
+}
+
+TEST_F(EnvTest, LockExcludesOtherProcessesAndDiesWithItsHolder) {
+  std::unique_ptr<FileLock> lock;
+  ASSERT_TRUE(env_->LockFile(P("l"), false, &lock).ok());
+  // Another process cannot take it while we hold it...
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::unique_ptr<FileLock> l2;
+    Status s = Env::Default()->LockFile(P("l"), false, &l2);
+    ::_exit(s.code() == Status::Code::kAborted ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "lock not exclusive";
+  // ...and a holder that is SIGKILLed leaves no stale lock.
+  lock.reset();
+  pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::unique_ptr<FileLock> l2;
+    if (!Env::Default()->LockFile(P("l"), true, &l2).ok()) ::_exit(1);
+    char c = 'L';
+    if (::write(fds[1], &c, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);  // the child holds the lock now
+  Status s = env_->LockFile(P("l"), false, &lock);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_NE(s.message().find(P("l")), std::string::npos) << s.ToString();
+  ::kill(pid, SIGKILL);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(env_->LockFile(P("l"), false, &lock).ok());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_F(EnvTest, FaultEnvEnospcAtNthWrite) {
+  FaultEnv fenv;
+  std::unique_ptr<WritableFile> w;
+  ASSERT_TRUE(fenv.NewWritableFile(P("f"), true, &w).ok());
+  fenv.FailWriteWithEnospc(2);
+  EXPECT_TRUE(w->Append("aa").ok());
+  Status s = w->Append("bb");
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(P("f")), std::string::npos) << s.ToString();
+  EXPECT_TRUE(w->Append("cc").ok()) << "a fault fires once";
+  EXPECT_EQ(w->size(), 4u);
+  // Through the atomic write: the old file stays, no temp file is left.
+  ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "old").ok());
+  fenv.FailWriteWithEnospc(1);
+  EXPECT_FALSE(fenv.WriteFileAtomic(P("g"), "new content").ok());
+  std::string got;
+  ASSERT_TRUE(fenv.ReadFile(P("g"), &got).ok());
+  EXPECT_EQ(got, "old");
+  std::vector<std::string> names;
+  ASSERT_TRUE(fenv.ListDir(dir_, &names).ok());
+  EXPECT_EQ(names.size(), 2u) << "f and g only";
+}
+
+TEST_F(EnvTest, FaultEnvShortWriteIsAnErrorAndNeverATornFile) {
+  FaultEnv fenv;
+  ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "old").ok());
+  fenv.ShortWrite(1);
+  Status s = fenv.WriteFileAtomic(P("g"), "0123456789");
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  std::string got;
+  ASSERT_TRUE(fenv.ReadFile(P("g"), &got).ok());
+  EXPECT_EQ(got, "old");
+  // The torn bytes are really written (what a caller that ignored the error would keep).
+  std::unique_ptr<WritableFile> w;
+  ASSERT_TRUE(fenv.NewWritableFile(P("t"), true, &w).ok());
+  fenv.ShortWrite(1);
+  EXPECT_FALSE(w->Append("0123456789").ok());
+  EXPECT_EQ(w->size(), 5u);
+}
+
+TEST_F(EnvTest, FaultEnvFailingFsyncKeepsTheOldFile) {
+  FaultEnv fenv;
+  ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "old").ok());
+  fenv.FailSync(true);
+  Status s = fenv.WriteFileAtomic(P("g"), "new");
+  EXPECT_NE(s.message().find("fsync"), std::string::npos) << s.ToString();
+  std::string got;
+  ASSERT_TRUE(fenv.ReadFile(P("g"), &got).ok());
+  EXPECT_EQ(got, "old");
+  EXPECT_FALSE(fenv.SyncDir(dir_).ok());
+  fenv.FailSync(false);
+  EXPECT_TRUE(fenv.WriteFileAtomic(P("g"), "new").ok());
+}
+
+TEST_F(EnvTest, FaultEnvEioOnReadThenRecovers) {
+  FaultEnv fenv;
+  ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "abcdef").ok());
+  std::unique_ptr<RandomAccessFile> r;
+  ASSERT_TRUE(fenv.NewRandomAccessFile(P("g"), &r).ok());
+  fenv.FailReadWithEio(2);
+  char buf[8];
+  size_t got = 0;
+  ASSERT_TRUE(r->Read(0, 3, buf, &got).ok());
+  Status s = r->Read(3, 3, buf, &got);
+  EXPECT_NE(s.message().find("Input/output error"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(P("g")), std::string::npos) << s.ToString();
+  ASSERT_TRUE(r->Read(3, 3, buf, &got).ok()) << "the retry at the same offset succeeds";
+  EXPECT_EQ(std::string(buf, got), "def");
+  uint64_t free_bytes = 0;
+  fenv.SetFreeSpace(100);
+  ASSERT_TRUE(fenv.FreeSpace(dir_, &free_bytes).ok());
+  EXPECT_EQ(free_bytes, 100u);
+  std::unique_ptr<WritableFile> w;
+  ASSERT_TRUE(fenv.NewWritableFile(P("h"), true, &w).ok());
+  EXPECT_FALSE(w->Allocate(0, 101).ok());
+  EXPECT_TRUE(w->Allocate(0, 100).ok());
+}
+
+}  // namespace
+}  // namespace dspipe

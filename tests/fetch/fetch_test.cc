@@ -1,0 +1,542 @@
+// dspipe::Fetch against a real HTTP server on 127.0.0.1 that misbehaves on command
+// (tests/fetch/server.py), local copies through a FaultEnv, and the dsconvert fetch CLI.
+// Every wait is on a real condition: a line from the server, a byte on a pipe, a process exit.
+#include "dspipe/fetch.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "fetch/http_server.h"
+
+namespace dspipe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!f) throw std::runtime_error("write " + path);
+}
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+bool Contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+std::string Sha(const std::string& path) {
+  std::string hex;
+  EXPECT_TRUE(Sha256File(path, &hex).ok());
+  return hex;
+}
+
+class FetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dspipe-fetch-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    fs::create_directories(dir_ + "/srv");
+    content_ = RandomBytes(600000, 7);
+    WriteAll(dir_ + "/srv/f.bin", content_);
+    big_ = RandomBytes(3 << 20, 11);  // more than the 1 MiB the fetcher buffers per write
+    WriteAll(dir_ + "/srv/big.bin", big_);
+    sha_ = Sha(dir_ + "/srv/f.bin");
+    server_ = std::make_unique<HttpServer>(dir_ + "/srv");
+    opts_.backoff_base_s = 0.01;  // keep retries quick; the policy itself is the same
+    opts_.backoff_max_s = 0.05;
+  }
+  void TearDown() override {
+    server_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string Dest() const { return dir_ + "/out/f.bin"; }
+  // DEST holds exactly the served file and nothing is left half-done beside it.
+  void ExpectComplete(const std::string& want) {
+    EXPECT_TRUE(ReadAll(Dest()) == want) << "DEST differs from the served file";
+    EXPECT_FALSE(fs::exists(Dest() + ".part"));
+    EXPECT_FALSE(fs::exists(Dest() + ".part.json"));
+  }
+
+  std::string dir_, content_, sha_, big_;
+  std::unique_ptr<HttpServer> server_;
+  FetchOptions opts_;
+};
+
+TEST_F(FetchTest, DownloadsVerifiesAndRenames) {
+  opts_.sha256 = sha_;
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(r.bytes, content_.size());
+  EXPECT_EQ(r.sha256, sha_);
+  EXPECT_EQ(r.attempts, 1);
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_TRUE(reqs[0]["range"].is_null());
+  EXPECT_TRUE(reqs[0]["accept_encoding"].is_null()) << "no content-encoding is ever requested";
+  // A second call finds DEST in place (and verifies it) without a request.
+  ASSERT_TRUE(Fetch(server_->Url("f.bin"), Dest(), opts_, &r).ok());
+  EXPECT_TRUE(r.already_present);
+  EXPECT_TRUE(server_->Requests().empty());
+  // An existing DEST that does not match is never replaced silently.
+  opts_.sha256 = std::string(64, '0');
+  s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), Dest())) << s.ToString();
+  EXPECT_TRUE(ReadAll(Dest()) == content_);
+}
+
+TEST_F(FetchTest, CutConnectionResumesWithRangeAndIfRange) {
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "cut=200000"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.downloaded, content_.size()) << "200000 + the rest, nothing twice";
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1]["range"], "bytes=200000-");
+  EXPECT_TRUE(reqs[1]["if_range"].is_string() && reqs[1]["if_range"].get<std::string>()[0] == '"')
+      << "a strong ETag: " << reqs[1].dump();
+}
+
+TEST_F(FetchTest, FailedRunLeavesPartAndSidecarAndTheNextRunResumes) {
+  opts_.retries = 0;
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "cut=250000"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "run again to resume")) << s.ToString();
+  EXPECT_FALSE(fs::exists(Dest())) << "DEST never exists unverified";
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 250000u);
+  const json side = json::parse(ReadAll(Dest() + ".part.json"));
+  EXPECT_EQ(side["url"], server_->Url("f.bin", "cut=250000"));
+  EXPECT_EQ(side["length"], content_.size());
+  EXPECT_FALSE(side["validator"].get<std::string>().empty());
+  s = Fetch(server_->Url("f.bin", "cut=250000"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(r.resumed_from, 250000u);
+  EXPECT_EQ(r.downloaded, content_.size() - 250000);
+}
+
+TEST_F(FetchTest, A200ToARangeRequestStartsOver) {
+  FetchResult r;
+  ASSERT_TRUE(Fetch(server_->Url("f.bin", "cut=100000&norange=1"), Dest(), opts_, &r).ok());
+  ExpectComplete(content_);
+  EXPECT_EQ(r.downloaded, 100000 + content_.size());
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1]["range"], "bytes=100000-");
+}
+
+TEST_F(FetchTest, A206WithTheWrongRangeStartsOver) {
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "cut=100000&badrange=1"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 3u) << "cut, wrong 206 (dropped), full 200";
+  EXPECT_EQ(reqs[1]["range"], "bytes=100000-");
+  EXPECT_TRUE(reqs[2]["range"].is_null());
+}
+
+TEST_F(FetchTest, ContentEncodingOnAResumedTransferStartsOver) {
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "cut=100000&encoding=gzip"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_TRUE(reqs[2]["range"].is_null());
+}
+
+TEST_F(FetchTest, A416IsCompleteOnlyWhenTheLengthMatches) {
+  // A .part that already holds everything (a run killed between the last byte and the rename).
+  for (bool wrong : {false, true}) {
+    SCOPED_TRACE(wrong ? "wrong length" : "right length");
+    const std::string url = server_->Url("f.bin", wrong ? "wrong416=1" : "");
+    fs::create_directories(dir_ + "/out");
+    WriteAll(Dest() + ".part", content_);
+    const json side = {
+        {"url", url}, {"validator", "\"" + sha_.substr(0, 16) + "\""}, {"length", content_.size()}};
+    WriteAll(Dest() + ".part.json", side.dump());
+    FetchResult r;
+    Status s = Fetch(url, Dest(), opts_, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ExpectComplete(content_);
+    auto reqs = server_->Requests();
+    ASSERT_GE(reqs.size(), 1u);
+    EXPECT_EQ(reqs[0]["range"], "bytes=600000-");
+    EXPECT_EQ(reqs.size(), wrong ? 2u : 1u);
+    EXPECT_EQ(r.downloaded, wrong ? content_.size() : 0u);
+    fs::remove(Dest());
+  }
+}
+
+TEST_F(FetchTest, AnETagChangeBetweenAttemptsStartsOverWithTheNewFile) {
+  opts_.retries = 0;
+  FetchResult r;
+  EXPECT_FALSE(Fetch(server_->Url("f.bin", "cut=300000"), Dest(), opts_, &r).ok());
+  ASSERT_EQ(fs::file_size(Dest() + ".part"), 300000u);
+  const std::string v2 = RandomBytes(500000, 8);
+  WriteAll(dir_ + "/srv/f.bin", v2);  // the file changes on the server
+  Status s = Fetch(server_->Url("f.bin", "cut=300000"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(v2);
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1]["range"], "bytes=300000-") << "asked to resume, If-Range said no";
+  EXPECT_EQ(r.downloaded, v2.size());
+}
+
+TEST_F(FetchTest, NoValidatorMeansNoResume) {
+  opts_.retries = 0;
+  FetchResult r;
+  EXPECT_FALSE(Fetch(server_->Url("f.bin", "cut=300000&validator=weak"), Dest(), opts_, &r).ok());
+  ASSERT_TRUE(Fetch(server_->Url("f.bin", "cut=300000&validator=weak"), Dest(), opts_, &r).ok());
+  ExpectComplete(content_);
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_TRUE(reqs[1]["range"].is_null()) << "a weak ETag cannot guard a byte range";
+  // Last-Modified alone is a validator.
+  fs::remove(Dest());
+  EXPECT_FALSE(Fetch(server_->Url("f.bin", "cut=300000&validator=lm"), Dest(), opts_, &r).ok());
+  ASSERT_TRUE(Fetch(server_->Url("f.bin", "cut=300000&validator=lm"), Dest(), opts_, &r).ok());
+  reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1]["range"], "bytes=300000-");
+  EXPECT_TRUE(Contains(reqs[1]["if_range"].get<std::string>(), "GMT"));
+}
+
+TEST_F(FetchTest, TransientErrorsAreRetriedWithRetryAfterAndErrorBodiesNeverLand) {
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "fail=2&code=503&retry_after=1"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.retry_waits_s, (std::vector<double>{1.0, 1.0})) << "Retry-After honoured";
+  for (int code : {408, 429, 500}) {
+    fs::remove(Dest());
+    s = Fetch(server_->Url("f.bin", "fail=1&code=" + std::to_string(code)), Dest(), opts_, &r);
+    ASSERT_TRUE(s.ok()) << code << ": " << s.ToString();
+    EXPECT_EQ(r.attempts, 2) << code;
+    ASSERT_EQ(r.retry_waits_s.size(), 1u);
+    EXPECT_LE(r.retry_waits_s[0], opts_.backoff_base_s) << "full jitter in [0, base]";
+    ExpectComplete(content_);
+  }
+  server_->Requests();
+  // The budget: retries in a row without progress, then a clear error.
+  fs::remove(Dest());
+  opts_.retries = 2;
+  s = Fetch(server_->Url("f.bin", "fail=100&code=502"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "HTTP 502")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "gave up after 3 attempts")) << s.ToString();
+  EXPECT_EQ(server_->Requests().size(), 3u);
+  EXPECT_FALSE(fs::exists(Dest()));
+  EXPECT_TRUE(!fs::exists(Dest() + ".part") || fs::file_size(Dest() + ".part") == 0)
+      << "the error page is not in DEST.part";
+}
+
+TEST_F(FetchTest, TheRetryBudgetResetsWhenAnAttemptMadeProgress) {
+  // The first 4 requests are each cut after 100000 bytes: 5 attempts in all. With a budget of
+  // one retry that finishes only because every cut attempt made progress.
+  opts_.retries = 1;
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "cut=100000&cuts=4"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(r.attempts, 5);
+  EXPECT_EQ(r.downloaded, content_.size());
+  // Without progress the same budget ends after two attempts.
+  fs::remove(Dest());
+  s = Fetch(server_->Url("f.bin", "fail=4&code=503"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(r.attempts, 2);
+}
+
+TEST_F(FetchTest, PermanentErrorsAreNotRetried) {
+  FetchResult r;
+  Status s = Fetch(server_->Url("missing.bin"), dir_ + "/out/m.bin", opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), server_->Url("missing.bin"))) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "404")) << s.ToString();
+  s = Fetch(server_->Url("f.bin", "fail=1&code=403"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "HTTP 403")) << s.ToString();
+  EXPECT_EQ(server_->Requests().size(), 2u) << "one request each";
+  EXPECT_FALSE(fs::exists(Dest()));
+  // Nobody listening: a connect error is transient, so it is retried (budget 1) and then named.
+  opts_.retries = 1;
+  s = Fetch("http://127.0.0.1:1/files/f.bin", Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_TRUE(Contains(s.message(), "connect")) << s.ToString();
+  opts_.sha256 = "xyz";
+  EXPECT_EQ(Fetch(server_->Url("f.bin"), Dest(), opts_, &r).code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(FetchTest, ShaMismatchRefetchesOnceThenFailsHard) {
+  opts_.sha256 = sha_;
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "corrupt=1"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.refetches, 1);
+  ExpectComplete(content_);
+  fs::remove(Dest());
+  s = Fetch(server_->Url("f.bin", "corrupt=2"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "sha256")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), sha_)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "twice")) << s.ToString();
+  EXPECT_FALSE(fs::exists(Dest()));
+  EXPECT_FALSE(fs::exists(Dest() + ".part"));
+  // A size the user gave is checked too.
+  opts_.sha256.clear();
+  opts_.size = 5;
+  s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "expected 5")) << s.ToString();
+}
+
+TEST_F(FetchTest, AStallIsCaughtByTheLowSpeedLimitAndResumed) {
+  // The server sends 2000 bytes and then nothing, with the connection open. No global timeout
+  // ends this: only the low-speed limit does.
+  opts_.low_speed_bytes = 1000;
+  opts_.low_speed_time_s = 1;
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "stall=2000"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  auto reqs = server_->Requests();
+  ASSERT_GE(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1]["range"], "bytes=2000-");
+}
+
+TEST_F(FetchTest, DiskFullIsAnImmediateClearErrorWithoutRetries) {
+  FaultEnv env;
+  env.FailWriteWithEnospc(3);  // the sidecar is write 1, the first 1 MiB of body write 2
+  opts_.env = &env;
+  FetchResult r;
+  Status s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), Dest() + ".part")) << s.ToString();
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(server_->Requests().size(), 1u);
+  EXPECT_FALSE(fs::exists(Dest()));
+  const uint64_t held = fs::file_size(Dest() + ".part");
+  EXPECT_GT(held, 0u);
+  EXPECT_LT(held, big_.size());
+  // Space freed: the next run resumes from what was written.
+  s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.resumed_from, held);
+  ExpectComplete(big_);
+}
+
+TEST_F(FetchTest, AFailingFsyncNeverYieldsDest) {
+  FaultEnv env;
+  env.FailSync(true);
+  opts_.env = &env;
+  Status s = Fetch(server_->Url("f.bin"), Dest(), opts_);
+  EXPECT_TRUE(Contains(s.message(), "fsync")) << s.ToString();
+  EXPECT_FALSE(fs::exists(Dest()));
+}
+
+// Runs Fetch in a forked child; the child writes one byte to `signal_fd` when `when` is first
+// true of a progress report, and exits 0 on success with the right bytes.
+pid_t FetchInChild(const std::string& url, const std::string& dest, const std::string& want,
+                   FetchOptions o, int signal_fd, std::function<bool(const FetchProgress&)> when) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  bool signalled = false;
+  o.progress = [&](const FetchProgress& p) {
+    if (!signalled && when(p)) {
+      signalled = true;
+      const char c = 'x';
+      if (::write(signal_fd, &c, 1) != 1) ::_exit(3);
+    }
+  };
+  Status s = Fetch(url, dest, o);
+  ::_exit(s.ok() && ReadAll(dest) == want ? 0 : 1);
+}
+
+TEST_F(FetchTest, SigkillMidDownloadThenTheNextRunResumesFromThePart) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string url = server_->Url("big.bin", "pause=2500000");
+  // The server sends 2.5 MB and pauses; the child reports once 1 MB is in DEST.part.
+  const pid_t pid = FetchInChild(url, Dest(), big_, opts_, fds[1], [](const FetchProgress& p) {
+    return p.phase == FetchProgress::Phase::kTransfer && p.bytes >= 1000000;
+  });
+  ASSERT_GT(pid, 0);
+  char c = 0;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  server_->Command("release");  // the paused handler finds the connection gone
+  const uint64_t held = fs::file_size(Dest() + ".part");
+  ASSERT_GE(held, 1000000u);
+  EXPECT_FALSE(fs::exists(Dest()));
+  FetchResult r;
+  Status s = Fetch(url, Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(big_);
+  EXPECT_EQ(r.resumed_from, held);
+  auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1]["range"], "bytes=" + std::to_string(held) + "-");
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_F(FetchTest, BytesBufferedBeforeAPauseStillReachThePart) {
+  // 100000 bytes are less than one write buffer; with the stream paused (and no stall limit to
+  // end it) they must still reach DEST.part, or a kill now would lose them.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string url = server_->Url("f.bin", "pause=100000");
+  opts_.low_speed_time_s = 3600;
+  const pid_t pid = FetchInChild(url, Dest(), content_, opts_, fds[1], [](const FetchProgress& p) {
+    return p.phase == FetchProgress::Phase::kTransfer && p.bytes >= 100000;
+  });
+  char c = 0;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  server_->Command("release");
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 100000u);
+  FetchResult r;
+  ASSERT_TRUE(Fetch(url, Dest(), opts_, &r).ok());
+  EXPECT_EQ(r.resumed_from, 100000u);
+  ExpectComplete(content_);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_F(FetchTest, TwoProcessesMakeOneDownloadAndBothGetTheFile) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string url = server_->Url("f.bin", "pause=100000");
+  auto never = [](const FetchProgress&) { return false; };
+  const pid_t a = FetchInChild(url, Dest(), content_, opts_, fds[1], never);
+  server_->WaitPaused();  // a is mid-download and holds the lock
+  const pid_t b = FetchInChild(url, Dest(), content_, opts_, fds[1], [](const FetchProgress& p) {
+    return p.phase == FetchProgress::Phase::kWaitingForLock;
+  });
+  char c = 0;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);  // b waits for a's lock
+  server_->Command("release");
+  int st = 0;
+  ASSERT_EQ(::waitpid(a, &st, 0), a);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  ASSERT_EQ(::waitpid(b, &st, 0), b);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_EQ(server_->Requests().size(), 1u) << "one download";
+  ExpectComplete(content_);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
+  const std::string src = dir_ + "/flaky/big.bin";
+  fs::create_directories(dir_ + "/flaky");
+  const std::string data = RandomBytes(3 * (1 << 20) + 12345, 9);
+  WriteAll(src, data);
+  FaultEnv env;
+  opts_.env = &env;
+  env.FailReadWithEio(2);  // "Input/output error" on the second 1 MiB read (a Drive mount)
+  FetchResult r;
+  Status s = Fetch(src, Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(data);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.downloaded, data.size()) << "nothing read twice";
+  // file:// URL, one attempt only: the error names the file; the next run resumes at 1 MiB.
+  fs::remove(Dest());
+  opts_.retries = 0;
+  env.FailReadWithEio(2);
+  s = Fetch("file://" + src, Dest(), opts_, &r);
+  EXPECT_TRUE(Contains(s.message(), "Input/output error")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), src)) << s.ToString();
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 1u << 20);
+  s = Fetch("file://" + src, Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.resumed_from, 1u << 20);
+  ExpectComplete(data);
+  EXPECT_EQ(Fetch(dir_ + "/nope", dir_ + "/out/nope", opts_, &r).code(), Status::Code::kNotFound);
+}
+
+int RunDsconvert(const std::vector<std::string>& args, std::string* err) {
+  int p[2];
+  if (::pipe(p) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(p[1], 1);
+    ::dup2(p[1], 2);
+    ::close(p[0]);
+    std::vector<char*> argv{const_cast<char*>(DSCONVERT_PATH)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0) err->append(buf, static_cast<size_t>(n));
+  ::close(p[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST_F(FetchTest, DsconvertFetchCli) {
+  std::string err;
+  int rc = RunDsconvert(
+      {"fetch", server_->Url("f.bin", "cut=100000"), Dest(), "--sha256", sha_, "--retries", "2"},
+      &err);
+  EXPECT_EQ(rc, 0) << err;
+  ExpectComplete(content_);
+  EXPECT_TRUE(Contains(err, "f.bin")) << err;
+  err.clear();
+  rc = RunDsconvert(
+      {"fetch", server_->Url("f.bin", "corrupt=2"), dir_ + "/out/g.bin", "--sha256", sha_}, &err);
+  EXPECT_EQ(rc, 1) << err;
+  EXPECT_TRUE(Contains(err, "sha256")) << err;
+  EXPECT_FALSE(fs::exists(dir_ + "/out/g.bin"));
+  err.clear();
+  rc = RunDsconvert({"fetch", server_->Url("f.bin"), dir_ + "/out/h.bin", "--sha256", "abc"}, &err);
+  EXPECT_NE(rc, 0) << err;
+}
+
+}  // namespace
+}  // namespace dspipe::testing

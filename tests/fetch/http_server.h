@@ -1,0 +1,103 @@
+// Starts tests/fetch/server.py (a real HTTP server on 127.0.0.1 that misbehaves on command)
+// as a child process, and talks to it over its stdin/stdout pipes. Header-only.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace dspipe::testing {
+
+class HttpServer {
+ public:
+  // Serves root/<name> at http://127.0.0.1:<port>/files/<name>.
+  explicit HttpServer(const std::string& root) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    const std::string script = std::string(DSPIPE_SOURCE_DIR) + "/tests/fetch/server.py";
+    std::vector<char*> argv = {const_cast<char*>("/usr/bin/python3"),
+                               const_cast<char*>(script.c_str()), const_cast<char*>(root.c_str()),
+                               nullptr};
+    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("spawn server.py");
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = ::fdopen(in[1], "w");
+    from_ = ::fdopen(out[0], "r");
+    const std::string first = ReadLine();  // waits until the server listens
+    if (first.rfind("PORT ", 0) != 0) throw std::runtime_error("server.py said: " + first);
+    port_ = std::stoi(first.substr(5));
+  }
+  ~HttpServer() {
+    std::fclose(to_);  // the server exits when its stdin closes
+    std::fclose(from_);
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  std::string Url(const std::string& name, const std::string& query = "") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/files/" + name +
+           (query.empty() ? "" : "?" + query);
+  }
+
+  // The next line the server prints (blocks until there is one).
+  std::string ReadLine() {
+    char buf[4096];
+    if (std::fgets(buf, sizeof buf, from_) == nullptr) throw std::runtime_error("server.py died");
+    std::string s(buf);
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+  void Command(const std::string& cmd) {
+    std::fputs((cmd + "\n").c_str(), to_);
+    std::fflush(to_);
+  }
+  // Every request logged since the last call. A request that has been answered, at least in
+  // part, is logged before the server reads "sync".
+  std::vector<nlohmann::json> Requests() {
+    Command("sync");
+    std::vector<nlohmann::json> reqs;
+    for (const std::string& l : pending_) reqs.push_back(nlohmann::json::parse(l.substr(4)));
+    pending_.clear();
+    for (std::string line = ReadLine(); line != "SYNC"; line = ReadLine()) {
+      if (line.rfind("REQ ", 0) == 0) reqs.push_back(nlohmann::json::parse(line.substr(4)));
+    }
+    return reqs;
+  }
+  // Blocks until the server prints "PAUSED ..." (a ?pause=N request stopped mid-body).
+  void WaitPaused() {
+    for (std::string line = ReadLine();; line = ReadLine()) {
+      if (line.rfind("PAUSED", 0) == 0) return;
+      if (line.rfind("REQ ", 0) == 0) pending_.push_back(line);
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  std::vector<std::string> pending_;
+};
+
+}  // namespace dspipe::testing

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""An HTTP/1.1 file server on 127.0.0.1 that misbehaves on command, for the fetch tests.
+
+Usage: server.py ROOT
+Serves ROOT/<name> at /files/<name>. It binds port 0 and prints "PORT <n>" on stdout.
+Every request is printed as "REQ <json>" (path, query, Range, If-Range, Accept-Encoding)
+before it is answered. Commands on stdin, one per line:
+  release   let one request paused by ?pause=N continue
+  sync      print "SYNC" (every REQ line of a finished request comes before it)
+Query parameters (counted per path+query; "n" is this request's 0-based index):
+  fail=K&code=C[&retry_after=S]  the first K requests get status C with an HTML error body
+  cut=B[&cuts=K]                 requests 0..K-1 (K=1) send B body bytes, then the connection
+                                 is cut
+  stall=B                        request 0 sends B body bytes, then sends nothing forever
+  pause=B                        request 0 sends B body bytes, prints "PAUSED", waits for release
+  norange=1                      ignore Range: always 200 with the whole file
+  badrange=1                     answer a Range request with a 206 one byte off
+  encoding=gzip                  label ranged responses Content-Encoding: gzip
+  corrupt=K                      the first K requests get the file with one byte flipped
+  wrong416=1                     a 416 names the wrong length
+  validator=etag|lm|weak|none    which validator to send (default etag, plus Last-Modified)
+"""
+import email.utils
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROOT = sys.argv[1]
+COUNTS = {}
+LOCK = threading.Lock()
+RELEASE = threading.Semaphore(0)
+OUT = threading.Lock()
+
+
+def emit(line):
+    with OUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def handle(self):
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # the client went away (killed, or gave up on a stall): expected here
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query))
+        with LOCK:
+            n = COUNTS.get(self.path, 0)
+            COUNTS[self.path] = n + 1
+        emit("REQ " + json.dumps({
+            "path": url.path, "query": url.query, "n": n,
+            "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+            "accept_encoding": self.headers.get("Accept-Encoding")}))
+        name = url.path[len("/files/"):] if url.path.startswith("/files/") else None
+        fpath = os.path.join(ROOT, name) if name else None
+        if not fpath or not os.path.isfile(fpath):
+            return self.error(404, n, q)
+        if n < int(q.get("fail", 0)):
+            return self.error(int(q.get("code", 503)), n, q)
+        with open(fpath, "rb") as f:
+            data = f.read()
+        etag = '"%s"' % hashlib.sha256(data).hexdigest()[:16]
+        last_modified = email.utils.formatdate(os.path.getmtime(fpath), usegmt=True)
+        if n < int(q.get("corrupt", 0)) and data:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        validator = q.get("validator", "etag")
+        headers = []
+        if validator in ("etag", "weak"):
+            headers.append(("ETag", ("W/" if validator == "weak" else "") + etag))
+        if validator in ("etag", "lm"):
+            headers.append(("Last-Modified", last_modified))
+
+        start = 0
+        rng = self.headers.get("Range")
+        if rng and not q.get("norange"):
+            if_range = self.headers.get("If-Range")
+            if if_range is None or if_range in (etag, last_modified):
+                start = int(rng[len("bytes="):].split("-")[0])
+        if start >= len(data) and start > 0:
+            total = len(data) + (5 if q.get("wrong416") else 0)
+            self.send_response(416)
+            self.send_header("Content-Range", "bytes */%d" % total)
+            body = b"<html>416 ERROR PAGE</html>"
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if start > 0:
+            self.send_response(206)
+            shown = start + (1 if q.get("badrange") else 0)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (shown, len(data) - 1, len(data)))
+            if q.get("encoding"):
+                self.send_header("Content-Encoding", q["encoding"])
+        else:
+            self.send_response(200)
+        for k, v in headers:
+            self.send_header(k, v)
+        body = data[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        limit = None
+        for key in ("cut", "stall", "pause"):
+            if key in q and n < (int(q.get("cuts", 1)) if key == "cut" else 1):
+                limit = int(q[key])
+                mode = key
+        try:
+            if limit is None:
+                self.send_body(body)
+                return
+            self.send_body(body[:limit])
+            if mode == "cut":
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+            elif mode == "stall":
+                threading.Event().wait()  # until the process ends; the client gives up first
+            else:
+                emit("PAUSED " + url.path)
+                RELEASE.acquire()
+                self.send_body(body[limit:])
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def send_body(self, body):
+        view = memoryview(body)
+        for i in range(0, len(view), 1 << 16):
+            self.wfile.write(view[i:i + (1 << 16)])
+        self.wfile.flush()
+
+    def error(self, code, n, q):
+        body = ("<html>ERROR PAGE %d (request %d)</html>" % (code, n)).encode()
+        self.send_response(code)
+        if "retry_after" in q:
+            self.send_header("Retry-After", q["retry_after"])
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def commands():
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "release":
+            RELEASE.release()
+        elif cmd == "sync":
+            emit("SYNC")
+    os._exit(0)  # stdin closed: the test is gone
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    emit("PORT %d" % server.server_address[1])
+    threading.Thread(target=commands, daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
