@@ -112,13 +112,13 @@ class PyBatch {
   // float32 / float16 [n][c][h][w].
   template <typename Fw>
   nb::object Images(nb::handle self) const {
-    const size_t shape[4] = {static_cast<size_t>(batch_.size()),
-                             static_cast<size_t>(batch_.channels()),
-                             static_cast<size_t>(batch_.height()),
-                             static_cast<size_t>(batch_.width())};
+    const size_t shape[4] = {
+        static_cast<size_t>(batch_.size()), static_cast<size_t>(batch_.channels()),
+        static_cast<size_t>(batch_.height()), static_cast<size_t>(batch_.width())};
     const nb::dlpack::dtype dt =
-        batch_.fp16() ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}
-                      : nb::dtype<float>();
+        batch_.fp16()
+            ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}
+            : nb::dtype<float>();
     return Export<Fw>(self, batch_.images(), 4, shape, dt);
   }
   // int64 / uint8 [n][h][w]; None without masks.
@@ -128,14 +128,11 @@ class PyBatch {
     const size_t shape[3] = {static_cast<size_t>(batch_.size()),
                              static_cast<size_t>(batch_.height()),
                              static_cast<size_t>(batch_.width())};
-    const nb::dlpack::dtype dt =
-        batch_.masks_int64() ? nb::dtype<int64_t>() : nb::dtype<uint8_t>();
+    const nb::dlpack::dtype dt = batch_.masks_int64() ? nb::dtype<int64_t>() : nb::dtype<uint8_t>();
     return Export<Fw>(self, batch_.masks(), 3, shape, dt);
   }
   // Host arrays (small): copied into new lists.
-  std::vector<int64_t> labels() const {
-    return {batch_.labels(), batch_.labels() + batch_.size()};
-  }
+  std::vector<int64_t> labels() const { return {batch_.labels(), batch_.labels() + batch_.size()}; }
   std::vector<int64_t> indices() const {
     std::vector<int64_t> out(batch_.indices(), batch_.indices() + batch_.size());
     return out;
@@ -345,16 +342,16 @@ NB_MODULE(_dspipe, m) {
         } else if (store == "encoded") {
           o.store = StoreMode::kEncoded;
         } else {
-          ThrowIfError(Status::InvalidArgument("store must be 'encoded' or 'raw', got '" + store +
-                                               "'"));
+          ThrowIfError(
+              Status::InvalidArgument("store must be 'encoded' or 'raw', got '" + store + "'"));
         }
         if (on_error == "skip") {
           o.on_error = OnError::kSkip;
         } else if (on_error == "fail") {
           o.on_error = OnError::kFail;
         } else {
-          ThrowIfError(Status::InvalidArgument("on_error must be 'fail' or 'skip', got '" +
-                                               on_error + "'"));
+          ThrowIfError(
+              Status::InvalidArgument("on_error must be 'fail' or 'skip', got '" + on_error + "'"));
         }
         o.shuffle = shuffle;
         o.seed = seed;
@@ -390,8 +387,8 @@ NB_MODULE(_dspipe, m) {
         return d;
       },
       "source"_a, "output"_a, "store"_a, "shuffle"_a, "seed"_a, "on_error"_a, "threads"_a,
-      "shards"_a, "resume"_a, "overwrite"_a, "check_decode"_a, "resize_width"_a,
-      "resize_height"_a, "gray"_a, "sync"_a, "progress"_a.none());
+      "shards"_a, "resume"_a, "overwrite"_a, "check_decode"_a, "resize_width"_a, "resize_height"_a,
+      "gray"_a, "sync"_a, "progress"_a.none());
 
   m.def(
       "verify",
@@ -450,24 +447,18 @@ NB_MODULE(_dspipe, m) {
       .def_prop_ro("has_masks", &PyBatch::has_masks)
       .def_prop_ro("images_ptr", &PyBatch::images_ptr)
       .def_prop_ro("masks_ptr", &PyBatch::masks_ptr)
-      .def("images_torch", [](nb::handle self) {
-        return nb::cast<PyBatch&>(self).Images<nb::pytorch>(self);
-      })
-      .def("masks_torch", [](nb::handle self) {
-        return nb::cast<PyBatch&>(self).Masks<nb::pytorch>(self);
-      })
-      .def("images_numpy", [](nb::handle self) {
-        return nb::cast<PyBatch&>(self).Images<nb::numpy>(self);
-      })
-      .def("masks_numpy", [](nb::handle self) {
-        return nb::cast<PyBatch&>(self).Masks<nb::numpy>(self);
-      })
-      .def("images_dlpack", [](nb::handle self) {
-        return nb::cast<PyBatch&>(self).Images<nb::no_framework>(self);
-      })
-      .def("masks_dlpack", [](nb::handle self) {
-        return nb::cast<PyBatch&>(self).Masks<nb::no_framework>(self);
-      })
+      .def("images_torch",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::pytorch>(self); })
+      .def("masks_torch",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Masks<nb::pytorch>(self); })
+      .def("images_numpy",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::numpy>(self); })
+      .def("masks_numpy",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Masks<nb::numpy>(self); })
+      .def("images_dlpack",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::array_api>(self); })
+      .def("masks_dlpack",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Masks<nb::array_api>(self); })
       .def("labels", &PyBatch::labels)
       .def("indices", &PyBatch::indices)
       .def("hflip", &PyBatch::hflip)
@@ -476,12 +467,11 @@ NB_MODULE(_dspipe, m) {
 
   nb::class_<PyLoader>(m, "Loader")
       .def(nb::init<const std::string&, int, bool, uint64_t, int, int, int, bool, bool, bool,
-                    double, double, bool, int, int, const std::string&, int, uintptr_t, int,
-                    int>(),
-           "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a,
-           "device"_a, "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a,
-           "drop_last"_a, "rank"_a, "world_size"_a, "remainder"_a, "max_corrupt"_a,
-           "consumer_stream"_a, "slots"_a, "max_slots"_a)
+                    double, double, bool, int, int, const std::string&, int, uintptr_t, int, int>(),
+           "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
+           "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
+           "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
+           "max_slots"_a)
       .def("next", &PyLoader::Next)
       .def("set_epoch", &PyLoader::set_epoch)
       .def_prop_ro("epoch", &PyLoader::epoch)
