@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything dspipe needs to build, test and benchmark on Debian 12, by package name.
-# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-torch for bench/)
+# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard for bench/)
+# The Python package's tests (scripts/test.sh) run in a venv over /usr/bin/python3 with system
+# site packages: python3-venv makes it, python3-torch is what they feed.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -10,9 +12,9 @@ PKGS=(
   liblmdb-dev lmdb-utils libopencv-dev libtbb-dev libzstd-dev zstd zlib1g-dev
   libspng-dev libturbojpeg0-dev libexif-dev libcurl4-openssl-dev libssl-dev
   libcsv-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
-  python3 python3-dev python3-numpy python3-lmdb python3-opencv
+  python3 python3-dev python3-numpy python3-lmdb python3-opencv python3-venv python3-torch
 )
-if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-torch python3-zstandard); fi
+if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

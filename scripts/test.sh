@@ -29,4 +29,17 @@ for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     "build-tsan/tests/$t" --gtest_brief=1
 done
+echo "== Python package: pip install . into a fresh venv, then pytest"
+# The interpreter is Debian's /usr/bin/python3 (PYTHON overrides it); the venv sees its system
+# site packages (python3-torch, numpy, lmdb from install-deps.sh); scikit-build-core, nanobind,
+# pytest, nbclient and ipykernel (examples/colab_unet.ipynb runs headless) come from PyPI. The
+# build tree build-python/ persists, so reruns are incremental.
+# The module has no CUDA code of its own: DSPIPE_PY_CUDA=AUTO builds the CUDA path too.
+PYVENV=build-pyvenv
+rm -rf "$PYVENV"
+"${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
+"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel
+CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$PYVENV/bin/pip" install -q --no-build-isolation \
+  --config-settings=cmake.define.DSPIPE_CUDA="${DSPIPE_PY_CUDA:-OFF}" .
+"$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 (no tests) fails
 echo "== all test suites passed"

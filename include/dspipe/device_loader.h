@@ -25,7 +25,8 @@
 //
 // Ownership: a TensorBatch holds its host batch (pinned buffer) and its device buffer set until
 // it is released (Release(), destruction, or reuse in Next); only then are they recycled. At most
-// DeviceOptions::slots batches may be held at once. A TensorBatch may outlive its DeviceLoader.
+// DeviceOptions::max_slots batches may be held at once (no limit by default: holding more than
+// `slots` adds slots). A TensorBatch may outlive its DeviceLoader.
 // Thread-safety: one consumer thread calls Next/set_epoch/Restore/state; TensorBatches may be
 // released from any thread. stats() may be read from any thread.
 #pragma once
@@ -64,10 +65,16 @@ struct DeviceOptions {
   // and when those are empty too, the dataset manifest's statistics. One value = every channel.
   std::vector<double> mean;
   std::vector<double> std;
-  // Batches the consumer may hold at once = device buffer sets (and host batches held back from
-  // the pool). 2 (default) lets the copy of k overlap the consumer's work on k-1; each extra slot
-  // costs one normalized batch of device memory. Minimum 1.
+  // Device buffer sets (and host batches held back from the pool) made up front. 2 (default)
+  // lets the copy of k overlap the consumer's work on k-1; each slot costs one normalized batch
+  // of device memory. Minimum 1.
   int slots = 2;
+  // Most batches the consumer may hold at once. When every slot is held, Next adds a slot (one
+  // more buffer set, kept and reused afterwards) instead of blocking or failing, up to this many;
+  // beyond it Next is an InvalidArgument error. 0 (default) = no limit, so a consumer that keeps
+  // batches (a list, autograd) never stalls the loader. Memory is bounded by the most batches
+  // ever held at once: released slots are reused, never freed before the loader and its batches.
+  int max_slots = 0;
   // cudaStream_t (as void*) used when a TensorBatch is released implicitly (destroyed or reused
   // by Next): its buffers are recycled once this stream reaches that point. nullptr (default):
   // the consumer has finished all GPU work on a batch (e.g. synchronized) before dropping it;
@@ -163,7 +170,8 @@ class DeviceLoader {
 
   // Releases *out (with DeviceOptions::consumer_stream), then hands out the next batch of the
   // epoch; at the end of an epoch *out is left empty once (as Loader::Next). GPU path: returns
-  // once the copy and kernels are enqueued. InvalidArgument when `slots` batches are still held.
+  // once the copy and kernels are enqueued. When every slot is held it adds one;
+  // InvalidArgument when max_slots (> 0) batches are still held.
   Status Next(TensorBatch* out);
 
   // True when batches are on the GPU; false on the CPU path.
@@ -171,6 +179,10 @@ class DeviceLoader {
   // Mean / std (pixel units) actually used, one per channel.
   const std::vector<double>& mean() const;
   const std::vector<double>& std() const;
+
+  // Slots (device buffer sets) made so far: DeviceOptions::slots, plus one per batch held
+  // beyond them at the busiest moment. Thread-safe.
+  size_t slots_allocated() const;
 
   // The underlying loader: epochs, resume state, shape, dataset. Do not call its Next.
   Loader& loader();

@@ -27,6 +27,7 @@ struct DeviceLoader::Impl {
   int device = -1;
   std::vector<double> mean, stdev;
   NormalizeParams norm;
+  GpuNormalizerOptions gpu_options;  // GPU path: for the slots added when all are held
   std::shared_ptr<internal::DeviceState> state = std::make_shared<internal::DeviceState>();
   std::unique_ptr<Loader> loader;
 
@@ -36,13 +37,31 @@ struct DeviceLoader::Impl {
     state->stats = nullptr;
   }
 
+  // A slot no TensorBatch holds; when all are held, a new one (max_slots permitting).
   Status FreeSlot(int* slot) {
     std::lock_guard<std::mutex> lock(state->mu);
-    const auto it = std::find(state->held.begin(), state->held.end(), false);
+    auto it = std::find(state->held.begin(), state->held.end(), false);
     if (it == state->held.end()) {
-      return Invalid("Next: all " + std::to_string(options.slots) +
-                     " slots are held by unreleased TensorBatches; release one first (or raise "
-                     "DeviceOptions::slots)");
+      const size_t n = state->held.size();
+      if (options.max_slots > 0 && n >= static_cast<size_t>(options.max_slots)) {
+        return Invalid("Next: all " + std::to_string(n) +
+                       " slots are held by unreleased TensorBatches and max_slots is " +
+                       std::to_string(options.max_slots) +
+                       "; release one first (or raise DeviceOptions::max_slots)");
+      }
+      if (gpu) {
+        GpuNormalizerOptions g = gpu_options;
+        g.num_slots = 1;
+        std::unique_ptr<GpuNormalizer> extra;
+        DSPIPE_RETURN_IF_ERROR(GpuNormalizer::Create(g, &extra).WithContext(
+            "DeviceLoader: adding slot " + std::to_string(n) + " for a held batch"));
+        state->gpus.push_back(std::move(extra));
+      }
+      state->held.push_back(false);
+      state->device_batches.emplace_back();
+      state->cpu_masks.emplace_back();
+      state->cpu_half.emplace_back();
+      it = state->held.end() - 1;
     }
     *slot = static_cast<int>(it - state->held.begin());
     *it = true;
@@ -57,8 +76,9 @@ struct DeviceLoader::Impl {
     in.mirror = host.hflip();  // the loader deferred the flips (defer_hflip): do them here
     in.n = host.size(), in.h = host.height(), in.w = host.width();
     std::lock_guard<std::mutex> lock(state->mu);
-    DeviceBatch& db = state->device_batches[static_cast<size_t>(slot)];
-    DSPIPE_RETURN_IF_ERROR(state->gpu->Process(in, norm, slot, &db));
+    const auto s = static_cast<size_t>(slot);
+    DeviceBatch& db = state->device_batches[s];
+    DSPIPE_RETURN_IF_ERROR(state->gpu(s)->Process(in, norm, state->local_slot(s), &db));
     out->on_device_ = true;
     out->device_ = device;
     out->images_ = db.images;
@@ -112,6 +132,10 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   if (!dataset) return Invalid("no dataset");
   const DeviceOptions& d = device_options;
   if (d.slots < 1) return Invalid("slots must be >= 1, got " + std::to_string(d.slots));
+  if (d.max_slots < 0 || (d.max_slots > 0 && d.max_slots < d.slots)) {
+    return Invalid("max_slots must be 0 (no limit) or >= slots (" + std::to_string(d.slots) +
+                   "), got " + std::to_string(d.max_slots));
+  }
   if (d.device < DeviceOptions::kCpu) {
     return Invalid("device must be kAuto (-1), kCpu (-2) or a CUDA ordinal, got " +
                    std::to_string(d.device));
@@ -178,15 +202,17 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   st.cpu_masks.resize(slots);
   st.cpu_half.resize(slots);
   st.consumer_stream = d.consumer_stream;
+  st.base_slots = slots;
   st.stats = &impl->loader->stats();
   if (impl->gpu) {
-    GpuNormalizerOptions g;
+    GpuNormalizerOptions& g = impl->gpu_options;
     g.device = impl->device;
     g.fp16 = d.fp16;
     g.num_slots = d.slots;
     g.timing = true;
     g.masks_int64 = d.masks_int64;
-    DSPIPE_RETURN_IF_ERROR(GpuNormalizer::Create(g, &st.gpu).WithContext("DeviceLoader"));
+    st.gpus.emplace_back();
+    DSPIPE_RETURN_IF_ERROR(GpuNormalizer::Create(g, &st.gpus[0]).WithContext("DeviceLoader"));
     Log(LogLevel::kInfo, "DeviceLoader: GPU path on CUDA device " + std::to_string(impl->device) +
                              (d.fp16 ? " (float16)" : " (float32)"));
   }
@@ -225,6 +251,11 @@ bool DeviceLoader::on_device() const { return impl_->gpu; }
 const std::vector<double>& DeviceLoader::mean() const { return impl_->mean; }
 const std::vector<double>& DeviceLoader::std() const { return impl_->stdev; }
 Loader& DeviceLoader::loader() { return *impl_->loader; }
+
+size_t DeviceLoader::slots_allocated() const {
+  std::lock_guard<std::mutex> lock(impl_->state->mu);
+  return impl_->state->held.size();
+}
 
 LoaderShape DeviceLoader::loader_shape() {
   LoaderShape shape = impl_->loader->loader_shape();

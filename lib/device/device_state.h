@@ -14,8 +14,15 @@ namespace dspipe::internal {
 
 struct DeviceState {
   std::mutex mu;
-  // GPU path only (null on the CPU path). Not thread-safe by itself: every call under mu.
-  std::unique_ptr<GpuNormalizer> gpu;
+  // GPU path only (empty on the CPU path). Not thread-safe by themselves: every call under mu.
+  // gpus[0] owns slots [0, base_slots); each slot added beyond those (a batch held while all
+  // others are held too) gets a one-slot normalizer of its own: gpus[slot - base_slots + 1].
+  std::vector<std::unique_ptr<GpuNormalizer>> gpus;
+  size_t base_slots = 0;
+  GpuNormalizer* gpu(size_t slot) const {
+    return slot < base_slots ? gpus[0].get() : gpus[slot - base_slots + 1].get();
+  }
+  int local_slot(size_t slot) const { return slot < base_slots ? static_cast<int>(slot) : 0; }
   // The loader's stats, for h2d / normalize times; nulled (under mu) when the loader goes.
   StageStats* stats = nullptr;
   // Implicit releases (destructor, Next) use this stream (cudaStream_t; nullptr = now).

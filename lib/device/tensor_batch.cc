@@ -51,14 +51,15 @@ void TensorBatch::Clear() {
 Status TensorBatch::StreamWait(void* consumer_stream) const {
   if (!on_device_ || !state_) return Status::OK();
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->gpu->StreamWaitReady(state_->device_batches[static_cast<size_t>(slot_)],
-                                      consumer_stream);
+  return state_->gpu(static_cast<size_t>(slot_))
+      ->StreamWaitReady(state_->device_batches[static_cast<size_t>(slot_)], consumer_stream);
 }
 
 Status TensorBatch::WaitReady() const {
   if (!on_device_ || !state_) return Status::OK();
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->gpu->WaitReady(state_->device_batches[static_cast<size_t>(slot_)]);
+  return state_->gpu(static_cast<size_t>(slot_))
+      ->WaitReady(state_->device_batches[static_cast<size_t>(slot_)]);
 }
 
 Status TensorBatch::Release(void* consumer_stream) {
@@ -72,17 +73,18 @@ Status TensorBatch::Release(void* consumer_stream) {
     const auto slot = static_cast<size_t>(slot_);
     if (on_device_) {
       const DeviceBatch& db = state_->device_batches[slot];
-      status = state_->gpu->Release(db, consumer_stream);
+      GpuNormalizer* gpu = state_->gpu(slot);
+      status = gpu->Release(db, consumer_stream);
       // The host buffer goes back to the pool below: its DMA must be over. This also waits for
       // the kernels (the timings need them), normally long finished: the consumer waited.
       GpuTimings t;
-      const Status timed = state_->gpu->Timings(db, &t);
+      const Status timed = gpu->Timings(db, &t);
       if (timed.ok() && state_->stats != nullptr) {
         state_->stats->Record(Stage::kH2D, static_cast<uint64_t>(double{t.h2d_ms} * 1e6));
         state_->stats->Record(Stage::kNormalize,
                               static_cast<uint64_t>(double{t.normalize_ms} * 1e6));
       }
-      if (status.ok() && !timed.ok()) status = state_->gpu->WaitInputConsumed(db);
+      if (status.ok() && !timed.ok()) status = gpu->WaitInputConsumed(db);
     }
     state_->held[slot] = false;
   }

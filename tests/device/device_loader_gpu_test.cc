@@ -153,7 +153,7 @@ TEST(DeviceLoaderGpu, OddSizeAndGray) {
 }
 
 // A held batch's device buffers are not overwritten by later batches, with slots = 2 and a
-// consumer stream; with every slot held, Next refuses.
+// consumer stream; with every slot held and max_slots reached, Next refuses.
 TEST(DeviceLoaderGpu, BuffersAreRecycledOnlyAfterRelease) {
   SKIP_WITHOUT_GPU();
 #if DSPIPE_HAVE_CUDA
@@ -161,6 +161,7 @@ TEST(DeviceLoaderGpu, BuffersAreRecycledOnlyAfterRelease) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
   DeviceOptions d;
   d.slots = 2;
+  d.max_slots = 2;
   d.consumer_stream = consumer;
   auto loader = OpenGpu(TestLoaderOptions(), d);
   ASSERT_NE(loader, nullptr);
@@ -189,6 +190,37 @@ TEST(DeviceLoaderGpu, BuffersAreRecycledOnlyAfterRelease) {
   EXPECT_LE(loader->loader().pool_buffers(), 2u + 2u + 1u);
   loader.reset();
   EXPECT_EQ(cudaStreamDestroy(consumer), cudaSuccess);
+#endif
+}
+
+// Held beyond `slots` (default max_slots: no limit), each batch takes a new slot with its own
+// device buffers: contents stay put while later batches are produced, and released slots are
+// reused rather than grown.
+TEST(DeviceLoaderGpu, HeldBatchesTakeNewSlots) {
+  SKIP_WITHOUT_GPU();
+#if DSPIPE_HAVE_CUDA
+  DeviceOptions d;
+  d.slots = 2;
+  auto loader = OpenGpu(TestLoaderOptions(), d);
+  ASSERT_NE(loader, nullptr);
+  std::vector<TensorBatch> held;
+  std::vector<std::vector<float>> copies;
+  while (held.size() < 6) {
+    TensorBatch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    if (!b) continue;
+    ASSERT_TRUE(b.WaitReady().ok());
+    copies.push_back(ToHost<float>(b.images(), static_cast<size_t>(b.size()) * 3 * 48 * 64));
+    held.push_back(std::move(b));
+  }
+  EXPECT_EQ(loader->slots_allocated(), 6u);
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(ToHost<float>(held[i].images(), copies[i].size()), copies[i]) << "batch " << i;
+  }
+  held.clear();
+  TensorBatch b;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(loader->Next(&b).ok());
+  EXPECT_EQ(loader->slots_allocated(), 6u);
 #endif
 }
 

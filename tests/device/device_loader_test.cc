@@ -177,13 +177,15 @@ TEST(PinnedBatchAllocator, WorksWithoutGpuAndFeedsTheLoader) {
 }
 
 // A held batch keeps its buffers: later batches never land in them, and they are reused only
-// once released. With every slot held, Next refuses instead of overwriting.
+// once released. With every slot held and max_slots reached, Next refuses instead of
+// overwriting.
 TEST(DeviceLoaderCpu, BuffersAreRecycledOnlyAfterRelease) {
   LoaderOptions lo = TestLoaderOptions();
   lo.prefetch = 2;
   DeviceOptions d;
   d.device = DeviceOptions::kCpu;
   d.slots = 2;
+  d.max_slots = 2;
   auto loader = OpenOrDie(lo, d);
   ASSERT_NE(loader, nullptr);
   TensorBatch held;
@@ -223,6 +225,66 @@ TEST(DeviceLoaderCpu, BuffersAreRecycledOnlyAfterRelease) {
   TensorBatch a, b;
   EXPECT_TRUE(loader->Next(&a).ok());
   EXPECT_TRUE(loader->Next(&b).ok());
+}
+
+// A consumer that keeps batches (a list, autograd) never stalls or fails the loader: with the
+// default max_slots (no limit) each batch held beyond `slots` takes a new slot, the held batches
+// keep their contents, and once released the slots and host buffers are reused, not grown.
+TEST(DeviceLoaderCpu, HeldBatchesTakeNewSlotsAndMemoryStaysBounded) {
+  LoaderOptions lo = TestLoaderOptions();
+  lo.prefetch = 2;
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  d.slots = 2;
+  auto loader = OpenOrDie(lo, d);
+  ASSERT_NE(loader, nullptr);
+  EXPECT_EQ(loader->slots_allocated(), 2u);
+  constexpr size_t kHeld = 10;  // 2.5 epochs of 4 batches
+  std::vector<TensorBatch> held;
+  std::vector<std::vector<float>> images;
+  std::vector<std::vector<int64_t>> masks;
+  std::set<const void*> distinct;
+  while (held.size() < kHeld) {
+    TensorBatch b;
+    const Status s = loader->Next(&b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (!b) continue;  // end of an epoch
+    const size_t pixels = static_cast<size_t>(b.size()) * 48 * 64;
+    const auto* f = static_cast<const float*>(b.images());
+    const auto* m = static_cast<const int64_t*>(b.masks());
+    images.emplace_back(f, f + pixels * 3);
+    masks.emplace_back(m, m + pixels);
+    distinct.insert(b.images());
+    distinct.insert(b.masks());
+    held.push_back(std::move(b));
+  }
+  EXPECT_EQ(distinct.size(), 2 * kHeld);  // no two held batches share a buffer
+  EXPECT_EQ(loader->slots_allocated(), kHeld);
+  for (size_t i = 0; i < kHeld; ++i) {
+    const auto* f = static_cast<const float*>(held[i].images());
+    const auto* m = static_cast<const int64_t*>(held[i].masks());
+    EXPECT_EQ(std::vector<float>(f, f + images[i].size()), images[i]) << "batch " << i;
+    EXPECT_EQ(std::vector<int64_t>(m, m + masks[i].size()), masks[i]) << "batch " << i;
+  }
+  const size_t pool = loader->loader().pool_buffers();
+  EXPECT_LE(pool, kHeld + static_cast<size_t>(lo.prefetch) + 1);
+  held.clear();
+  // Released: five more epochs, one batch held at a time, allocate nothing new.
+  TensorBatch b;
+  for (int batches = 0; batches < 25; ++batches) ASSERT_TRUE(loader->Next(&b).ok());
+  EXPECT_EQ(loader->slots_allocated(), kHeld);
+  EXPECT_EQ(loader->loader().pool_buffers(), pool);
+}
+
+TEST(DeviceLoaderCpu, RejectsMaxSlotsBelowSlots) {
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  d.slots = 3;
+  d.max_slots = 2;
+  std::unique_ptr<DeviceLoader> loader;
+  const Status s = DeviceLoader::Open(SynthDataset(), TestLoaderOptions(), d, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("max_slots"), std::string::npos) << s.ToString();
 }
 
 TEST(DeviceLoaderCpu, BatchOutlivesItsLoader) {

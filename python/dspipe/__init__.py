@@ -1,0 +1,97 @@
+"""dspipe: image/mask datasets in LMDB, streamed as batches of tensors (CPU or CUDA).
+
+    import dspipe
+    dspipe.synth("data/src", count=64, size=(512, 512), seed=0)
+    dspipe.build("data/src", "data/train.lmdb", store="raw", shuffle=True, on_error="skip")
+    dspipe.verify("data/train.lmdb")          # raises dspipe.CorruptDataset naming bad keys
+    loader = dspipe.Loader("data/train.lmdb", batch_size=8, num_threads=2)
+    for batch in loader:                      # dict of torch tensors
+        x, y = batch["image"], batch["mask"]
+
+Every function is a thin layer over the C++ library (include/dspipe/); errors carry its message:
+ValueError for bad arguments, FileNotFoundError / OSError naming the path, CorruptRecord naming
+the key.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from . import _dspipe
+from .errors import CorruptDataset, CorruptRecord
+from ._progress import Progress
+from .loader import Loader
+
+__all__ = ["synth", "build", "verify", "info", "describe", "Loader", "CorruptDataset",
+           "CorruptRecord", "build_info", "cuda_status", "__version__"]
+
+_dspipe._set_corrupt_record(CorruptRecord)
+__version__: str = _dspipe.build_info()["version"]
+
+
+def synth(out_dir: str | os.PathLike, count: int = 100, size: tuple[int, int] = (512, 512),
+          seed: int = 0, format: str = "png", classes: int = 2, threads: int = 0) -> None:
+    """Writes `count` deterministic synthetic samples to out_dir/images and out_dir/masks.
+    size is (height, width); format "png" or "jpg"; classes in [2, 255]; threads 0 = all."""
+    height, width = size
+    _dspipe.synth(os.fspath(out_dir), count, width, height, seed, format, classes, threads)
+
+
+def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "encoded",
+          shuffle: bool = False, seed: int = 0, on_error: str = "fail", threads: int = 0,
+          shards: int = 1, resume: bool = False, overwrite: bool = False, check: str = "header",
+          resize: tuple[int, int] | None = None, gray: bool = False, sync: bool = True,
+          progress: bool | Callable[[int, int], Any] = True) -> dict:
+    """Builds a dataset (dsconvert build). store "encoded" (source bytes) or "raw" (zstd
+    pixels); on_error "fail" or "skip" (rejected files listed in OUTPUT/rejected.tsv); check
+    "header" or "decode"; resize (height, width). progress: True = tqdm.auto when installed,
+    else plain lines; False = quiet; or a callable(done, total). Returns the build's counts."""
+    if check not in ("header", "decode"):
+        raise ValueError(f"check must be 'header' or 'decode', got {check!r}")
+    height, width = resize if resize is not None else (0, 0)
+    bar = None
+    if callable(progress):
+        hook = progress
+    elif progress:
+        bar = hook = Progress(f"build {os.fspath(output)}")
+    else:
+        hook = None
+    try:
+        return _dspipe.build(os.fspath(source), os.fspath(output), store, shuffle, seed, on_error,
+                             threads, shards, resume, overwrite, check == "decode", width,
+                             height, gray, sync, hook)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def verify(path: str | os.PathLike, threads: int = 0, max_listed: int = 100) -> dict:
+    """Checks every record (checksum + decode). Returns {"records": n, "bad": 0} when all are
+    good; raises CorruptDataset (its message and .keys name the bad records) otherwise."""
+    path = os.fspath(path)
+    records, bad, problems = _dspipe.verify(path, threads, max_listed)
+    if bad:
+        raise CorruptDataset(path, records, bad, problems)
+    return {"records": records, "bad": 0}
+
+
+def info(path: str | os.PathLike) -> dict:
+    """Describes a dataset: count, shape (channels, height, width), storage, mean, std (pixel
+    units, None when unknown), classes (mask classes), class_names, has_masks, has_labels."""
+    return _dspipe.info(os.fspath(path))
+
+
+def describe(path: str | os.PathLike) -> str:
+    """The text `dsconvert info` prints."""
+    return _dspipe.describe(os.fspath(path))
+
+
+def cuda_status() -> dict:
+    """{"usable": bool, "reason": why not ("" when usable), "devices": count}."""
+    usable, reason, devices = _dspipe.cuda_available()
+    return {"usable": usable, "reason": reason, "devices": devices}
+
+
+def build_info() -> dict:
+    """Version, build type, whether CUDA was compiled in, usable CPUs, oneTBB concurrency."""
+    return dict(_dspipe.build_info())

@@ -1,0 +1,39 @@
+"""Progress for long calls: tqdm.auto when tqdm is installed, plain lines on stderr otherwise."""
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    """Callable(done, total) for the C++ progress hooks (called with the GIL held)."""
+
+    def __init__(self, desc: str, enabled: bool = True):
+        self.desc, self.enabled = desc, enabled
+        self._bar = None
+        self._last = 0.0
+        self._plain = False
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm  # optional
+        except ImportError:
+            self._plain = True
+        else:
+            self._bar = tqdm(desc=desc, unit="file")
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            if self._bar.total != total:
+                self._bar.total = total
+            self._bar.n = done
+            self._bar.refresh()
+        elif self._plain:
+            now = time.monotonic()
+            if done == total or now - self._last >= 1.0:
+                self._last = now
+                print(f"{self.desc}: {done}/{total}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,495 @@
+// dspipe._dspipe: the nanobind layer under the `dspipe` Python package. It converts arguments,
+// releases the GIL around blocking calls, turns Status errors into Python exceptions and hands
+// batch memory out through DLPack without copying. It adds no logic: everything it exposes is a
+// call into the public headers (include/dspipe/). The Python package (python/dspipe/) chooses
+// defaults (device, rank) and builds dicts of tensors from these objects.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dspipe/convert.h"
+#include "dspipe/cuda.h"
+#include "dspipe/dataset.h"
+#include "dspipe/device_loader.h"
+#include "dspipe/loader.h"
+#include "dspipe/log.h"
+#include "dspipe/stats.h"
+#include "dspipe/status.h"
+#include "dspipe/synth.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace dspipe {
+namespace {
+
+// Python exception types, set once at import from dspipe/errors.py (CorruptRecord is the one
+// the C++ code raises for Status::kCorruption).
+nb::handle g_corrupt_record;  // a strong reference, never dropped (module lifetime)
+
+// Raises the Python exception for a failed Status, carrying its whole message:
+// InvalidArgument -> ValueError, NotFound -> FileNotFoundError, IOError -> OSError,
+// Corruption / BadInput -> dspipe.CorruptRecord, anything else -> RuntimeError.
+void ThrowIfError(const Status& s) {
+  if (s.ok()) return;
+  PyObject* type = PyExc_RuntimeError;
+  switch (s.code()) {
+    case Status::Code::kInvalidArgument:
+      type = PyExc_ValueError;
+      break;
+    case Status::Code::kNotFound:
+      type = PyExc_FileNotFoundError;
+      break;
+    case Status::Code::kIOError:
+    case Status::Code::kAlreadyExists:
+      type = PyExc_OSError;
+      break;
+    case Status::Code::kCorruption:
+    case Status::Code::kBadInput:
+      if (g_corrupt_record.is_valid()) type = g_corrupt_record.ptr();
+      break;
+    default:
+      break;
+  }
+  PyErr_SetString(type, s.ToString().c_str());
+  throw nb::python_error();
+}
+
+// Runs fn with the GIL released and raises its Status.
+template <typename Fn>
+void Call(Fn&& fn) {
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = fn();
+  }
+  ThrowIfError(s);
+}
+
+nb::dict SummaryDict(const StageSummary& m) {
+  nb::dict d;
+  d["count"] = m.count;
+  d["total_ms"] = m.total_ms;
+  d["mean_ms"] = m.mean_ms;
+  d["stddev_ms"] = m.stddev_ms;
+  d["min_ms"] = m.min_ms;
+  d["p50_ms"] = m.p50_ms;
+  d["p95_ms"] = m.p95_ms;
+  d["p99_ms"] = m.p99_ms;
+  d["max_ms"] = m.max_ms;
+  return d;
+}
+
+// One batch from a DeviceLoader. Its memory (host or device) stays valid while this object
+// lives; every array exported from it holds a reference to it (DLPack owner), so a tensor may
+// outlive the batch object, the loop and the loader.
+class PyBatch {
+ public:
+  explicit PyBatch(TensorBatch b) : batch_(std::move(b)) {}
+
+  int size() const { return batch_.size(); }
+  bool on_device() const { return batch_.on_device(); }
+  int device() const { return batch_.device(); }
+  uint64_t epoch() const { return batch_.epoch(); }
+  uint64_t number() const { return batch_.number(); }
+  bool fp16() const { return batch_.fp16(); }
+  bool has_masks() const { return batch_.masks() != nullptr; }
+  uintptr_t images_ptr() const { return reinterpret_cast<uintptr_t>(batch_.images()); }
+  uintptr_t masks_ptr() const { return reinterpret_cast<uintptr_t>(batch_.masks()); }
+
+  // float32 / float16 [n][c][h][w].
+  template <typename Fw>
+  nb::object Images(nb::handle self) const {
+    const size_t shape[4] = {
+        static_cast<size_t>(batch_.size()), static_cast<size_t>(batch_.channels()),
+        static_cast<size_t>(batch_.height()), static_cast<size_t>(batch_.width())};
+    const nb::dlpack::dtype dt =
+        batch_.fp16()
+            ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}
+            : nb::dtype<float>();
+    return Export<Fw>(self, batch_.images(), 4, shape, dt);
+  }
+  // int64 / uint8 [n][h][w]; None without masks.
+  template <typename Fw>
+  nb::object Masks(nb::handle self) const {
+    if (batch_.masks() == nullptr) return nb::none();
+    const size_t shape[3] = {static_cast<size_t>(batch_.size()),
+                             static_cast<size_t>(batch_.height()),
+                             static_cast<size_t>(batch_.width())};
+    const nb::dlpack::dtype dt = batch_.masks_int64() ? nb::dtype<int64_t>() : nb::dtype<uint8_t>();
+    return Export<Fw>(self, batch_.masks(), 3, shape, dt);
+  }
+  // Host arrays (small): copied into new lists.
+  std::vector<int64_t> labels() const { return {batch_.labels(), batch_.labels() + batch_.size()}; }
+  std::vector<int64_t> indices() const {
+    std::vector<int64_t> out(batch_.indices(), batch_.indices() + batch_.size());
+    return out;
+  }
+  std::vector<int> hflip() const { return {batch_.hflip(), batch_.hflip() + batch_.size()}; }
+
+  // Orders work on consumer stream `stream` (cudaStream_t as an integer; 0 = legacy default)
+  // after the batch is ready. No-op on the CPU path.
+  void StreamWait(uintptr_t stream) const {
+    ThrowIfError(batch_.StreamWait(reinterpret_cast<void*>(stream)));
+  }
+  void WaitReady() const {
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = batch_.WaitReady();
+    }
+    ThrowIfError(s);
+  }
+
+ private:
+  template <typename Fw>
+  nb::object Export(nb::handle self, void* data, size_t ndim, const size_t* shape,
+                    nb::dlpack::dtype dt) const {
+    const int device_type = batch_.on_device() ? nb::device::cuda::value : nb::device::cpu::value;
+    const int device_id = batch_.on_device() ? batch_.device() : 0;
+    nb::ndarray<Fw> array(data, ndim, shape, self, nullptr, dt, device_type, device_id);
+    return nb::cast(array, nb::rv_policy::reference);
+  }
+
+  TensorBatch batch_;
+};
+
+// A DeviceLoader and the options it was made with.
+class PyLoader {
+ public:
+  PyLoader(const std::string& path, int batch_size, bool shuffle, uint64_t seed, int threads,
+           int prefetch, int device, bool fp16, bool normalize, bool masks_int64, double hflip,
+           double vflip, bool drop_last, int rank, int world_size, const std::string& remainder,
+           int max_corrupt, uintptr_t consumer_stream, int slots, int max_slots) {
+    LoaderOptions lo;
+    lo.batch_size = batch_size;
+    lo.threads = threads;
+    lo.prefetch = prefetch;
+    lo.sampler.shuffle = shuffle;
+    lo.sampler.seed = seed;
+    lo.sampler.num_shards = world_size;
+    lo.sampler.shard_id = rank;
+    if (remainder == "pad") {
+      lo.sampler.remainder = RemainderRule::kPad;
+    } else if (remainder == "drop") {
+      lo.sampler.remainder = RemainderRule::kDrop;
+    } else if (remainder == "uneven") {
+      lo.sampler.remainder = RemainderRule::kUneven;
+    } else {
+      ThrowIfError(Status::InvalidArgument("remainder must be 'pad', 'drop' or 'uneven', got '" +
+                                           remainder + "'"));
+    }
+    lo.drop_last = drop_last;
+    lo.augment.hflip_p = hflip;
+    lo.augment.vflip_p = vflip;
+    lo.max_corrupt = max_corrupt;
+    DeviceOptions d;
+    d.device = device;
+    d.fp16 = fp16;
+    d.masks_int64 = masks_int64;
+    d.slots = slots;
+    d.max_slots = max_slots;
+    d.consumer_stream = reinterpret_cast<void*>(consumer_stream);
+    if (!normalize) {  // float pixel values in [0, 255]: mean 0, std 1
+      d.mean = {0.0};
+      d.std = {1.0};
+    }
+    Call([&] { return DeviceLoader::Open(path, lo, d, &loader_); });
+  }
+
+  // The next batch, or None at the end of the epoch (once). The GIL is released while waiting.
+  nb::object Next() {
+    auto batch = std::make_unique<TensorBatch>();
+    Call([&] { return loader_->Next(batch.get()); });
+    if (!*batch) return nb::none();
+    return nb::cast(new PyBatch(std::move(*batch)), nb::rv_policy::take_ownership);
+  }
+
+  void set_epoch(uint64_t epoch) { loader_->set_epoch(epoch); }
+  uint64_t epoch() { return loader_->loader().epoch(); }
+  uint64_t batches_per_epoch() { return loader_->loader().batches_per_epoch(); }
+  uint64_t samples_per_epoch() { return loader_->loader().samples_per_epoch(); }
+  nb::tuple state() {
+    const LoaderState s = loader_->state();
+    return nb::make_tuple(s.seed, s.epoch, s.position);
+  }
+  void restore(uint64_t seed, uint64_t epoch, uint64_t position) {
+    ThrowIfError(loader_->Restore(LoaderState{seed, epoch, position}));
+  }
+  bool on_device() const { return loader_->on_device(); }
+  std::vector<double> mean() const { return loader_->mean(); }
+  std::vector<double> stdev() const { return loader_->std(); }
+  size_t slots_allocated() const { return loader_->slots_allocated(); }
+  size_t pool_buffers() { return loader_->loader().pool_buffers(); }
+  uint64_t corrupt_skipped() { return loader_->loader().corrupt_skipped(); }
+  int threads() { return loader_->loader().options().threads; }
+  nb::tuple shape() {
+    const BatchShape& s = loader_->loader().shape();
+    return nb::make_tuple(s.batch_size, s.channels, s.height, s.width);
+  }
+  // What identifies the data: path, count, storage, shape.
+  nb::dict dataset() {
+    const DatasetInfo& i = loader_->loader().dataset().info();
+    nb::dict d;
+    d["path"] = i.path;
+    d["count"] = i.count;
+    d["store"] = i.store;
+    d["manifest"] = i.manifest_json;
+    return d;
+  }
+
+  // Per-stage summaries: {stage name: {count, total_ms, mean_ms, ...}}, plus "elapsed_ms".
+  nb::dict stats() {
+    nb::dict out;
+    for (const StageSummary& m : loader_->stats().Summaries()) {
+      out[StageName(m.stage)] = SummaryDict(m);
+    }
+    return out;
+  }
+  double elapsed_ms() { return static_cast<double>(loader_->stats().ElapsedNs()) / 1e6; }
+  void reset_stats() { loader_->stats().Reset(); }
+  // The stage table and the bottleneck verdict (docs/STATS.md), as text and as fields.
+  nb::dict report(double compute_ms) {
+    const std::vector<StageSummary> summaries = loader_->stats().Summaries();
+    const Verdict v = Diagnose(summaries, loader_->loader_shape(), compute_ms);
+    nb::dict d;
+    d["table"] = FormatTable(summaries, loader_->loader().shape().batch_size);
+    d["bound"] = v.bound;
+    d["limiting_stage"] = std::string(StageName(v.limiting_stage));
+    d["share"] = v.share;
+    d["loader_ms_per_batch"] = v.loader_ms_per_batch;
+    d["headline"] = v.headline;
+    return d;
+  }
+
+ private:
+  std::unique_ptr<DeviceLoader> loader_;
+};
+
+nb::dict InfoDict(const DatasetInfo& i) {
+  nb::dict d;
+  d["path"] = i.path;
+  d["count"] = i.count;
+  d["storage"] = i.store;
+  d["shape"] = nb::make_tuple(i.channels, i.height, i.width);
+  d["channels"] = i.channels;
+  d["height"] = i.height;
+  d["width"] = i.width;
+  d["has_masks"] = i.has_masks;
+  d["has_labels"] = i.has_labels;
+  d["classes"] = i.num_classes;
+  d["class_names"] = i.class_names;
+  if (i.has_stats) {
+    d["mean"] = i.mean;
+    d["std"] = i.std;
+  } else {
+    d["mean"] = nb::none();
+    d["std"] = nb::none();
+  }
+  return d;
+}
+
+}  // namespace
+}  // namespace dspipe
+
+NB_MODULE(_dspipe, m) {
+  using namespace dspipe;
+  m.doc() = "dspipe C++ core (see the dspipe package for the documented API)";
+
+  m.def("_set_corrupt_record", [](nb::handle type) { g_corrupt_record = type.inc_ref(); });
+
+  m.def(
+      "synth",
+      [](const std::string& out_dir, int count, int width, int height, uint64_t seed,
+         const std::string& format, int classes, int threads) {
+        SynthOptions o;
+        o.out_dir = out_dir;
+        o.count = count;
+        o.width = width;
+        o.height = height;
+        o.seed = seed;
+        o.format = format;
+        o.classes = classes;
+        o.threads = threads;
+        Call([&] { return Synthesize(o); });
+      },
+      "out_dir"_a, "count"_a, "width"_a, "height"_a, "seed"_a, "format"_a, "classes"_a,
+      "threads"_a);
+
+  m.def(
+      "build",
+      [](const std::string& source, const std::string& output, const std::string& store,
+         bool shuffle, uint64_t seed, const std::string& on_error, int threads, int shards,
+         bool resume, bool overwrite, bool check_decode, int resize_width, int resize_height,
+         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress) {
+        BuildOptions o;
+        o.source = source;
+        o.output = output;
+        if (store == "raw") {
+          o.store = StoreMode::kRaw;
+        } else if (store == "encoded") {
+          o.store = StoreMode::kEncoded;
+        } else {
+          ThrowIfError(
+              Status::InvalidArgument("store must be 'encoded' or 'raw', got '" + store + "'"));
+        }
+        if (on_error == "skip") {
+          o.on_error = OnError::kSkip;
+        } else if (on_error == "fail") {
+          o.on_error = OnError::kFail;
+        } else {
+          ThrowIfError(
+              Status::InvalidArgument("on_error must be 'fail' or 'skip', got '" + on_error + "'"));
+        }
+        o.shuffle = shuffle;
+        o.seed = seed;
+        o.threads = threads;
+        o.shards = shards;
+        o.resume = resume;
+        o.overwrite = overwrite;
+        o.check = check_decode ? CheckLevel::kDecode : CheckLevel::kHeader;
+        o.resize_width = resize_width;
+        o.resize_height = resize_height;
+        o.gray = gray;
+        o.sync = sync;
+        if (progress) {
+          o.progress = [&progress](uint64_t done, uint64_t total) {
+            nb::gil_scoped_acquire acquire;
+            try {
+              progress(done, total);
+            } catch (nb::python_error& e) {
+              e.discard_as_unraisable("dspipe.build progress callback");
+            }
+          };
+        }
+        BuildResult r;
+        Call([&] { return BuildDataset(o, &r); });
+        nb::dict d;
+        d["records"] = r.records;
+        d["skipped"] = r.skipped;
+        d["sources"] = r.sources;
+        d["resumed_from"] = r.resumed_from;
+        d["already_complete"] = r.already_complete;
+        d["report_path"] = r.report_path;
+        d["seconds"] = r.seconds;
+        return d;
+      },
+      "source"_a, "output"_a, "store"_a, "shuffle"_a, "seed"_a, "on_error"_a, "threads"_a,
+      "shards"_a, "resume"_a, "overwrite"_a, "check_decode"_a, "resize_width"_a, "resize_height"_a,
+      "gray"_a, "sync"_a, "progress"_a.none());
+
+  m.def(
+      "verify",
+      [](const std::string& path, int threads, size_t max_listed) {
+        VerifyOptions o;
+        o.threads = threads;
+        o.max_listed = max_listed;
+        VerifyResult r;
+        Call([&] { return VerifyDataset(path, o, &r); });
+        return nb::make_tuple(r.records, r.bad, r.problems);
+      },
+      "path"_a, "threads"_a, "max_listed"_a);
+
+  m.def(
+      "info",
+      [](const std::string& path) {
+        std::unique_ptr<Dataset> ds;
+        Call([&] { return Dataset::Open(path, DatasetOpenOptions{}, &ds); });
+        return InfoDict(ds->info());
+      },
+      "path"_a);
+
+  m.def(
+      "describe",
+      [](const std::string& path) {
+        std::string text;
+        Call([&] { return DescribeDataset(path, &text); });
+        return text;
+      },
+      "path"_a);
+
+  m.def("cuda_available", [] {
+    std::string why;
+    const bool ok = CudaAvailable(&why);
+    return nb::make_tuple(ok, why, ok ? CudaDeviceCount() : 0);
+  });
+  m.def("build_info", [] {
+    nb::dict d;
+    d["version"] = DSPIPE_VERSION;
+    d["build_type"] = DSPIPE_BUILD_TYPE;
+    d["cuda_compiled"] = DSPIPE_HAVE_CUDA != 0;
+    d["usable_cpus"] = UsableCpus();
+    d["tbb_default_concurrency"] = tbb::info::default_concurrency();
+    d["tbb_max_concurrency"] = tbb::this_task_arena::max_concurrency();
+    return d;
+  });
+  m.def("log", [](const std::string& message) { Log(LogLevel::kInfo, message); });
+
+  nb::class_<PyBatch>(m, "Batch")
+      .def_prop_ro("size", &PyBatch::size)
+      .def_prop_ro("on_device", &PyBatch::on_device)
+      .def_prop_ro("device", &PyBatch::device)
+      .def_prop_ro("epoch", &PyBatch::epoch)
+      .def_prop_ro("number", &PyBatch::number)
+      .def_prop_ro("fp16", &PyBatch::fp16)
+      .def_prop_ro("has_masks", &PyBatch::has_masks)
+      .def_prop_ro("images_ptr", &PyBatch::images_ptr)
+      .def_prop_ro("masks_ptr", &PyBatch::masks_ptr)
+      .def("images_torch",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::pytorch>(self); })
+      .def("masks_torch",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Masks<nb::pytorch>(self); })
+      .def("images_numpy",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::numpy>(self); })
+      .def("masks_numpy",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Masks<nb::numpy>(self); })
+      .def("images_dlpack",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::array_api>(self); })
+      .def("masks_dlpack",
+           [](nb::handle self) { return nb::cast<PyBatch&>(self).Masks<nb::array_api>(self); })
+      .def("labels", &PyBatch::labels)
+      .def("indices", &PyBatch::indices)
+      .def("hflip", &PyBatch::hflip)
+      .def("stream_wait", &PyBatch::StreamWait, "stream"_a)
+      .def("wait_ready", &PyBatch::WaitReady);
+
+  nb::class_<PyLoader>(m, "Loader")
+      .def(nb::init<const std::string&, int, bool, uint64_t, int, int, int, bool, bool, bool,
+                    double, double, bool, int, int, const std::string&, int, uintptr_t, int, int>(),
+           "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
+           "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
+           "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
+           "max_slots"_a)
+      .def("next", &PyLoader::Next)
+      .def("set_epoch", &PyLoader::set_epoch)
+      .def_prop_ro("epoch", &PyLoader::epoch)
+      .def("batches_per_epoch", &PyLoader::batches_per_epoch)
+      .def("samples_per_epoch", &PyLoader::samples_per_epoch)
+      .def("state", &PyLoader::state)
+      .def("restore", &PyLoader::restore, "seed"_a, "epoch"_a, "position"_a)
+      .def_prop_ro("on_device", &PyLoader::on_device)
+      .def_prop_ro("mean", &PyLoader::mean)
+      .def_prop_ro("std", &PyLoader::stdev)
+      .def_prop_ro("threads", &PyLoader::threads)
+      .def_prop_ro("shape", &PyLoader::shape)
+      .def("dataset", &PyLoader::dataset)
+      .def("slots_allocated", &PyLoader::slots_allocated)
+      .def("pool_buffers", &PyLoader::pool_buffers)
+      .def("corrupt_skipped", &PyLoader::corrupt_skipped)
+      .def("stats", &PyLoader::stats)
+      .def("elapsed_ms", &PyLoader::elapsed_ms)
+      .def("reset_stats", &PyLoader::reset_stats)
+      .def("report", &PyLoader::report, "compute_ms"_a);
+}
