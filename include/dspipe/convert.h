@@ -16,6 +16,11 @@ enum class StoreMode {
   kEncoded,  // the source file's bytes as they are (no re-encode); default
   kRaw,      // decoded pixels, zstd-compressed: no decode cost when loading
 };
+// How --store raw keeps its pixels.
+enum class Compression {
+  kZstd,  // one zstd frame per payload (default): ~2-4x smaller, costs an inflate per sample
+  kNone,  // uncompressed (Codec::kRaw): no decode at all; for tmpfs or fast local disks
+};
 enum class OnError { kFail, kSkip };
 enum class CheckLevel {
   kHeader,  // --store encoded: read headers + check completeness (PNG IEND, JPEG EOI); default
@@ -33,7 +38,8 @@ struct BuildOptions {
   PlainLmdbOptions plain;
   std::string output;                  // the LMDB directory (or the sharded dataset directory)
   StoreMode store = StoreMode::kEncoded;
-  int zstd_level = 3;                  // --store raw: 1 fast .. 19 small; 3 balances both
+  Compression compression = Compression::kZstd;  // --store raw only (--compression zstd|none)
+  int zstd_level = 3;                  // --store raw + zstd: 1 fast .. 19 small; 3 balances both
   int resize_width = 0;                // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
   int resize_height = 0;               //   masks INTER_NEAREST_EXACT: identical geometry
   bool gray = false;                   // store 1-channel images

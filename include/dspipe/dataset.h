@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,10 +99,20 @@ class Dataset {
   uint64_t size() const { return info().count; }
 
   // Calls fn with a zero-copy view of record `index` (pointing into the memory map), valid only
-  // during the call. For plain LMDBs the header is synthesized: image_codec kEncoded (or kPng /
+  // during the call. The record's bytes are resident when fn starts (MADV_WILLNEED +
+  // MADV_POPULATE_READ over its range): a cold read's I/O happens here, not in fn's decoding.
+  // For plain LMDBs the header is synthesized: image_codec kEncoded (or kPng /
   // kJpeg when the bytes say so), height/width 0, label -1, no mask. Errors name the key.
   virtual Status Read(uint64_t index,
                       const std::function<Status(const RecordView&)>& fn) const = 0;
+
+  // Read-ahead: asks the OS to start loading these records' bytes in the background (one
+  // MADV_WILLNEED / POSIX_FADV_WILLNEED per record, exactly its range: nothing around it, so
+  // random access over a dataset larger than RAM reads no more than it uses). Returns without
+  // waiting for the data (looking up a key may read a B-tree page). Best effort: errors and
+  // out-of-range indices are ignored. The loader calls it along the sampler's order (see
+  // LoaderOptions::readahead). Default: does nothing.
+  virtual void WillNeed(std::span<const uint64_t> indices) const { (void)indices; }
 
   // The key of record `index` as shown in messages (hex index for dspipe, the raw key for plain).
   virtual std::string KeyName(uint64_t index) const = 0;

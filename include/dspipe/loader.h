@@ -55,6 +55,12 @@ struct LoaderOptions {
   // Batches produced ahead of the consumer, >= 1. Default 2. More smooths out slow samples at
   // the cost of one batch buffer each; it cannot raise the sustained rate.
   int prefetch = 2;
+  // Read-ahead window in samples: as batches are submitted, the loader asks the dataset to start
+  // loading the records of the next `readahead` positions of the epoch's order beyond them
+  // (Dataset::WillNeed), so cold records are on their way before a worker reads them. It never
+  // advises more than this many samples past the last submitted one, nor across an epoch's end.
+  // -1 (default) = prefetch * batch_size; 0 = off. Costs page cache, not process memory.
+  int readahead = -1;
   // Order and sharding across ranks: shuffle (default true), seed (0), num_shards (1),
   // shard_id (0), remainder rule (kPad). See sampler.h for the rules.
   SamplerOptions sampler;

@@ -112,6 +112,8 @@ class StageStats {
   // chrome://tracing or ui.perfetto.dev. Writes path.tmp then renames it over path. Works with
   // tracing off (an empty timeline). Errors name the path.
   Status WriteChromeTrace(const std::string& path) const;
+  // NowNs() at construction: the trace's time zero.
+  uint64_t origin_ns() const { return origin_ns_; }
 
  private:
   struct alignas(64) Counters {

@@ -118,13 +118,17 @@ const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "enco
 
 // Options that decide the content of the output; --resume requires them unchanged.
 json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
+  const bool raw = o.store == StoreMode::kRaw;
+  const bool zstd = o.compression == Compression::kZstd;
   json f = {{"source", source_abs}, {"store", StoreName(o.store)},
-          {"zstd_level", o.store == StoreMode::kRaw ? o.zstd_level : 0},
+          {"zstd_level", raw && zstd ? o.zstd_level : 0},
           {"resize", {o.resize_width, o.resize_height}}, {"gray", o.gray},
           {"shuffle", o.shuffle}, {"seed", o.shuffle ? o.seed : 0}, {"shards", o.shards},
           {"on_error", o.on_error == OnError::kSkip ? "skip" : "fail"},
           {"check", o.check == CheckLevel::kDecode ? "decode" : "header"},
           {"stats_sample", o.stats_sample}};
+  // Only uncompressed raw builds carry the key, so fingerprints of earlier builds still match.
+  if (raw && !zstd) f["compression"] = "none";
   if (PlainOptionsSet(o.plain)) {
     f["plain"] = {{"image_key", o.plain.image_key}, {"mask_key", o.plain.mask_key},
                   {"masks", o.plain.masks}, {"labels", o.plain.labels},
@@ -182,6 +186,10 @@ Status Builder::Validate() {
   if ((o_.resize_width > 0) != (o_.resize_height > 0) || o_.resize_width < 0 ||
       o_.resize_height < 0) {
     return Status::InvalidArgument("--resize needs a positive WxH");
+  }
+  if (o_.compression == Compression::kNone && o_.store != StoreMode::kRaw) {
+    return Status::InvalidArgument(
+        "--compression none applies to --store raw (encoded records keep the file's bytes)");
   }
   if (o_.zstd_level < 1 || o_.zstd_level > 22) {
     return Status::InvalidArgument("--zstd-level must be 1..22");
@@ -287,6 +295,9 @@ json Builder::Manifest(const Accum& acc, uint64_t count) const {
   const int channels = o_.gray ? 1 : 3;
   json m = {{"format", "dspipe"}, {"format_version", kManifestVersion}, {"complete", true},
             {"count", count}, {"store", StoreName(o_.store)}, {"channels", channels},
+            {"compression", o_.store != StoreMode::kRaw                ? "none"
+                            : o_.compression == Compression::kZstd ? "zstd"
+                                                                   : "none"},
             {"height", std::max<int64_t>(acc.height, 0)},
             {"width", std::max<int64_t>(acc.width, 0)},
             {"has_masks", plan_meta_.at("has_masks")},

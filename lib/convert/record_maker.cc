@@ -55,6 +55,7 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   const int channels = o.gray ? 1 : 3;
   const bool resize = o.resize_width > 0 && o.resize_height > 0;
   const bool raw = o.store == StoreMode::kRaw;
+  const bool zstd = o.compression == Compression::kZstd;
 
   std::string img_bytes, mask_bytes;
   int label = item.label;
@@ -96,9 +97,15 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   h.label = label;
   std::string img_payload;
   if (raw) {
-    h.image_codec = Codec::kRawZstd;
-    DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({img.data, img.total() * img.elemSize()},
-                                               o.zstd_level, &img_payload));
+    if (!img.isContinuous()) img = img.clone();
+    if (zstd) {
+      h.image_codec = Codec::kRawZstd;
+      DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({img.data, img.total() * img.elemSize()},
+                                                 o.zstd_level, &img_payload));
+    } else {
+      h.image_codec = Codec::kRaw;
+      img_payload.assign(reinterpret_cast<const char*>(img.data), img.total() * img.elemSize());
+    }
   } else if (resize) {
     h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing
     DSPIPE_RETURN_IF_ERROR(codec::EncodePng(img, 1, &img_payload));
@@ -147,10 +154,15 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
       h.mask_codec = Codec::kPng;
       mask_payload = std::move(mask_bytes);
     } else if (raw) {
-      h.mask_codec = Codec::kRawZstd;
       if (!mask.isContinuous()) mask = mask.clone();
-      DSPIPE_RETURN_IF_ERROR(
-          codec::CompressZstd({mask.data, mask.total()}, o.zstd_level, &mask_payload));
+      if (zstd) {
+        h.mask_codec = Codec::kRawZstd;
+        DSPIPE_RETURN_IF_ERROR(
+            codec::CompressZstd({mask.data, mask.total()}, o.zstd_level, &mask_payload));
+      } else {
+        h.mask_codec = Codec::kRaw;
+        mask_payload.assign(reinterpret_cast<const char*>(mask.data), mask.total());
+      }
     } else {
       h.mask_codec = Codec::kPng;
       DSPIPE_RETURN_IF_ERROR(codec::EncodePng(mask, 1, &mask_payload));

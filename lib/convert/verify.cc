@@ -81,7 +81,14 @@ Status DescribeDataset(const std::string& path, std::string* text) {
   o << "path:        " << i.path << "\n";
   o << "kind:        " << kinds[static_cast<int>(i.kind)] << "\n";
   o << "records:     " << i.count << "\n";
-  o << "storage:     " << i.store << "\n";
+  o << "storage:     " << i.store;
+  if (!i.manifest_json.empty() && i.store == "raw") {
+    // "compression" is absent in manifests written before it existed: those are zstd.
+    const auto m = nlohmann::json::parse(i.manifest_json);
+    o << (m.value("compression", std::string("zstd")) == "none" ? " (uncompressed pixels)"
+                                                                : " (zstd-compressed pixels)");
+  }
+  o << "\n";
   if (i.height > 0) {
     o << "image shape: " << i.height << "x" << i.width << "x" << i.channels << " (HxWxC, uint8)\n";
   } else {

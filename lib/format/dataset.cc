@@ -9,6 +9,7 @@
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
 #include "format/plain_lmdb.h"
+#include "format/residency.h"
 
 namespace dspipe {
 namespace {
@@ -33,7 +34,23 @@ Status ReadValue(const LmdbEnv& env, MDB_val key, const std::string& key_name,
   rc = mdb_get(t.txn, env.records(), &key, &v);
   if (rc == MDB_NOTFOUND) return Status::NotFound("key " + key_name + " not in " + env.path());
   if (rc != 0) return LmdbError("read key " + key_name + " of", env.path(), rc);
+  // The record's I/O belongs to `read`: without this, with MDB_NORDAHEAD, its pages would fault
+  // in 4 KiB at a time while the decoder touches them (format/residency.h).
+  format::FaultIn(v.mv_data, v.mv_size);
   return fn({static_cast<const uint8_t*>(v.mv_data), v.mv_size});
+}
+
+// Read-ahead of the values under `keys` in one read-only transaction: WILLNEED on each value's
+// range. The mapping stays valid after the transaction ends (read-only env, pages of a
+// committed snapshot); a page freed and reused by a later writer only wastes the hint.
+void AdviseValues(const LmdbEnv& env, std::span<const MDB_val> keys) {
+  if (keys.empty() || !env.CheckPid().ok()) return;
+  TxnGuard t;
+  if (mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn) != 0) return;
+  for (MDB_val key : keys) {
+    MDB_val v;
+    if (mdb_get(t.txn, env.records(), &key, &v) == 0) format::AdviseWillNeed(v.mv_data, v.mv_size);
+  }
 }
 
 class DspipeDataset final : public Dataset {
@@ -52,6 +69,30 @@ class DspipeDataset final : public Dataset {
       if (index >= s.begin && index < s.end) return dspipe::KeyName(index - s.begin + s.key_begin);
     }
     return dspipe::KeyName(index);
+  }
+
+  void WillNeed(std::span<const uint64_t> indices) const override {
+    // Consecutive indices of one shard share a transaction.
+    std::vector<uint8_t> kbuf(indices.size() * kKeySize);
+    std::vector<MDB_val> keys;
+    keys.reserve(indices.size());
+    const Shard* shard = nullptr;
+    size_t n = 0;
+    for (uint64_t index : indices) {
+      if (index >= info_.count) continue;
+      auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
+                                 [](uint64_t i, const Shard& s) { return i < s.end; });
+      if (it == shards_.end() || index < it->begin) continue;
+      if (shard != &*it) {
+        if (shard != nullptr) AdviseValues(*shard->env, keys);
+        keys.clear();
+        shard = &*it;
+      }
+      uint8_t* kb = kbuf.data() + n++ * kKeySize;
+      EncodeKey(index - it->begin + it->key_begin, kb);
+      keys.push_back(MDB_val{kKeySize, kb});
+    }
+    if (shard != nullptr) AdviseValues(*shard->env, keys);
   }
 
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {

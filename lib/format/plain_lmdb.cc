@@ -12,6 +12,7 @@
 
 #include "core/files.h"
 #include "dspipe/log.h"
+#include "format/residency.h"
 
 namespace dspipe {
 namespace {
@@ -220,6 +221,14 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
   }
   bool dense() const override { return l_.dense; }
 
+  // Read-ahead: WILLNEED on the values (images and masks) of `indices`, one read-only
+  // transaction per environment. Best effort: a missing key only wastes the hint.
+  void WillNeed(std::span<const uint64_t> indices) const override {
+    if (indices.empty() || !env_->CheckPid().ok()) return;
+    Advise(*env_, indices, l_.image);
+    if (l_.has_masks) Advise(mask_env_ ? *mask_env_ : *env_, indices, l_.mask);
+  }
+
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
     if (index >= l_.count) {
       return Status::InvalidArgument("index " + std::to_string(index) + " out of range (" +
@@ -245,6 +254,7 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
     if (v.mv_size == 0) {
       return Status::Corruption("key " + Quote(key) + " in " + env_->path() + ": empty value");
     }
+    format::FaultIn(v.mv_data, v.mv_size);  // the I/O belongs to `read` (format/residency.h)
     RecordView view;
     view.image = {static_cast<const uint8_t*>(v.mv_data), v.mv_size};
     view.header.image_codec = SniffCodec(view.image);
@@ -277,6 +287,7 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
         return Status::Corruption("mask key " + Quote(mkey) + " in " + mask_path() +
                                   ": empty value");
       }
+      format::FaultIn(mv.mv_data, mv.mv_size);
       view.mask = {static_cast<const uint8_t*>(mv.mv_data), mv.mv_size};
       view.header.mask_codec = SniffCodec(view.mask);
       view.header.mask_size = static_cast<uint32_t>(mv.mv_size);
@@ -287,6 +298,18 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
  private:
   std::string Id(uint64_t index) const {
     return l_.Id(index);
+  }
+  void Advise(const LmdbEnv& env, std::span<const uint64_t> indices,
+              const KeyPattern& pattern) const {
+    if (!env.CheckPid().ok()) return;
+    Txn t;
+    if (mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn) != 0) return;
+    for (uint64_t index : indices) {
+      if (index >= l_.count) continue;
+      const std::string key = pattern.Make(Id(index));
+      MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
+      if (mdb_get(t.txn, env.records(), &k, &v) == 0) format::AdviseWillNeed(v.mv_data, v.mv_size);
+    }
   }
   std::string RawImageKey(uint64_t index) const { return l_.image.Make(Id(index)); }
 

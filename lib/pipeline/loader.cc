@@ -203,7 +203,7 @@ class LoaderImpl final : public Loader {
       seed_ = state.seed;
       order_.clear();
     }
-    deliver_pos_ = submit_pos_ = state.position;
+    deliver_pos_ = submit_pos_ = advised_pos_ = state.position;
     return Status::OK();
   }
 
@@ -227,7 +227,7 @@ class LoaderImpl final : public Loader {
  private:
   void SetEpochLocked(uint64_t epoch) {
     epoch_ = epoch;
-    deliver_pos_ = submit_pos_ = 0;
+    deliver_pos_ = submit_pos_ = advised_pos_ = 0;
     corrupt_in_epoch_ = 0;
   }
 
@@ -261,7 +261,21 @@ class LoaderImpl final : public Loader {
         arena_->enqueue([this, raw, i] { RunSample(raw, i); });
       }
     }
+    ReadAhead();
     return Status::OK();
+  }
+
+  // Advises the positions (submit_pos_, submit_pos_ + readahead] of this epoch's order that were
+  // not advised yet: at most `readahead` samples beyond the last submitted one.
+  void ReadAhead() {
+    const uint64_t window = options_.readahead < 0 ? static_cast<uint64_t>(options_.prefetch) *
+                                                         static_cast<uint64_t>(options_.batch_size)
+                                                   : static_cast<uint64_t>(options_.readahead);
+    const uint64_t from = std::max(advised_pos_, submit_pos_);
+    const uint64_t to = std::min(epoch_end_, submit_pos_ + window);
+    if (window == 0 || to <= from) return;
+    dataset_->WillNeed(std::span<const uint64_t>(order_.data() + from, to - from));
+    advised_pos_ = to;
   }
 
   // A recycled Job (no allocation per batch in steady state), reset for reuse.
@@ -397,6 +411,7 @@ class LoaderImpl final : public Loader {
   uint64_t epoch_ = 0;
   uint64_t epoch_end_ = 0;  // positions per epoch after drop_last
   uint64_t deliver_pos_ = 0, submit_pos_ = 0;
+  uint64_t advised_pos_ = 0;  // positions before this were passed to Dataset::WillNeed
   uint64_t order_epoch_ = 0;
   std::vector<uint64_t> order_;
   uint64_t corrupt_in_epoch_ = 0;
@@ -473,6 +488,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   LoaderOptions o = options;
   if (o.batch_size < 1) return Invalid("batch_size must be >= 1");
   if (o.prefetch < 1) return Invalid("prefetch must be >= 1");
+  if (o.readahead < -1) return Invalid("readahead must be >= 0 (samples), or -1 = prefetch x batch");
   if (o.threads < 0) return Invalid("threads must be >= 0 (0 = usable CPUs)");
   if (o.max_corrupt < 0) return Invalid("max_corrupt must be >= 0");
   if (o.height < 0 || o.width < 0 || (o.height == 0) != (o.width == 0)) {

@@ -25,6 +25,7 @@
 #include "dspipe/dataset.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
+#include "dspipe/timeline.h"
 
 namespace dspipe::profile {
 
@@ -34,6 +35,9 @@ struct ProfileOptions {
   int batch_size = 8;
   int threads = 0;
   int prefetch = 2;
+  // Read-ahead window in samples (LoaderOptions::readahead): -1 (default) = prefetch x batch,
+  // 0 = off. The folder source reads ahead the same way (POSIX_FADV_WILLNEED on its files).
+  int readahead = -1;
   // Measured batches (default 100; wraps over epochs when the dataset is smaller). epochs > 0
   // measures that many whole epochs instead (long for big datasets, exact for small ones).
   uint64_t batches = 100;
@@ -66,6 +70,10 @@ struct ProfileOptions {
   // trace_events_per_thread spans per thread are kept (32 bytes each).
   std::string trace_path;
   size_t trace_events_per_thread = size_t{1} << 16;
+  // Resource timeline over the measured part (ResourceTimeline): a sample every sample_ms
+  // milliseconds (default 500); 0 = none. Goes to the JSON, the HTML chart, the Chrome trace
+  // (counter tracks) and ReportTimelineCsv.
+  int sample_ms = 500;
 };
 
 struct DatasetSummary {
@@ -102,6 +110,8 @@ struct ProfileResult {
   std::vector<StageSummary> stages;
   Verdict verdict;
   std::vector<std::string> notes;  // things the reader should know (fallbacks, cache, ...)
+  std::vector<ResourceSample> timeline;  // empty when sample_ms = 0
+  bool timeline_gpu = false;             // NVML answered: GPU fields are present
 };
 
 // Runs the loader over the dataset at `path` (any path Dataset::Open accepts).
@@ -140,6 +150,9 @@ struct Report {
 nlohmann::json ReportJson(const Report& report);
 // CSV: one row per stage ("source,stage,..."), or per sweep configuration after a sweep.
 std::string ReportCsv(const Report& report);
+// --timeline-csv: one row per timeline sample of the main run (header row first; GPU columns
+// empty when absent).
+std::string ReportTimelineCsv(const Report& report);
 // One self-contained HTML page (inline CSS and SVG; no scripts, no external references).
 std::string ReportHtml(const Report& report);
 // The console report: config, throughput, stage table, verdict and suggestions, and the sweep or

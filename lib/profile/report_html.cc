@@ -85,6 +85,62 @@ std::string StageTable(const ProfileResult& r) {
   return t + "</table>\n";
 }
 
+// The resource timeline: each series scaled to its own maximum (named in the legend), over time.
+std::string TimelineChart(const ProfileResult& r) {
+  const std::vector<ResourceSample>& s = r.timeline;
+  if (s.size() < 2) return "";
+  struct Series {
+    const char* name;
+    const char* unit;
+    const char* color;
+    std::vector<double> v;
+  };
+  std::vector<Series> series = {{"images/s", "", "#1f77b4", {}},
+                                {"CPU user+system", "%", "#d62728", {}},
+                                {"storage read", " MB/s", "#2ca02c", {}},
+                                {"consumer wait", " ms/interval", "#ff7f0e", {}},
+                                {"RSS", " MB", "#9467bd", {}}};
+  for (size_t i = 0; i < s.size(); ++i) {
+    const double dt = i > 0 ? std::max(1e-9, s[i].t_s - s[i - 1].t_s) : 1;
+    series[0].v.push_back(s[i].images_per_s);
+    series[1].v.push_back(s[i].cpu_user_pct + s[i].cpu_system_pct);
+    series[2].v.push_back(static_cast<double>(s[i].read_bytes) / 1e6 / dt);
+    series[3].v.push_back(s[i].wait_ms);
+    series[4].v.push_back(static_cast<double>(s[i].rss_bytes) / 1e6);
+  }
+  if (r.timeline_gpu) {
+    series.push_back({"GPU utilization", "%", "#8c564b", {}});
+    for (const ResourceSample& x : s) series.back().v.push_back(x.gpu_util_pct.value_or(0));
+  }
+  const double w = 760, h = 200, left = 10, top = 10;
+  const double t_max = std::max(1e-9, s.back().t_s);
+  std::string svg = fmt::format("<svg width=\"{}\" height=\"{}\" role=\"img\">\n", w + 20,
+                                h + 40 + 18 * static_cast<double>(series.size()));
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+                     "stroke=\"#ccc\"/>\n",
+                     left, top, w, h);
+  double legend_y = top + h + 34;
+  for (const Series& ser : series) {
+    const double max = std::max(1e-12, *std::max_element(ser.v.begin(), ser.v.end()));
+    std::string points;
+    for (size_t i = 0; i < s.size(); ++i) {
+      points += fmt::format("{:.1f},{:.1f} ", left + w * s[i].t_s / t_max,
+                            top + h - h * ser.v[i] / max);
+    }
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" "
+                       "points=\"{}\"/>\n",
+                       ser.color, points);
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{} (top = {:.1f}{})</text>\n",
+                       left, legend_y, ser.color, ser.name, max, ser.unit);
+    legend_y += 18;
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\">0 s</text><text x=\"{}\" y=\"{}\" "
+                     "text-anchor=\"end\">{:.2f} s</text>\n",
+                     left, top + h + 14, left + w, top + h + 14, t_max);
+  return "<h3>Resource timeline (every " + std::to_string(r.config.sample_ms) +
+         " ms; each line scaled to its own top)</h3>\n" + svg + "</svg>\n";
+}
+
 std::string RunSection(const ProfileResult& r, const std::string& title) {
   const DatasetSummary& d = r.dataset;
   std::string h = fmt::format("<h2>{}</h2>\n<table class=\"kv\">\n", Esc(title));
@@ -105,6 +161,7 @@ std::string RunSection(const ProfileResult& r, const std::string& title) {
   h += "</table>\n<div class=\"verdict\"><b>" + Esc(r.verdict.headline) + "</b><ul>\n";
   for (const std::string& s : r.verdict.suggestions) h += "<li>" + Esc(s) + "</li>\n";
   h += "</ul></div>\n<h3>Stage time per batch</h3>\n" + StageBars(r) + StageTable(r);
+  h += TimelineChart(r);
   return h;
 }
 

@@ -19,6 +19,7 @@ json ConfigJson(const ProfileOptions& o) {
   return {{"batch", o.batch_size},
           {"threads", o.threads},
           {"prefetch", o.prefetch},
+          {"readahead", o.readahead < 0 ? o.prefetch * o.batch_size : o.readahead},
           {"device", o.device},
           {"batches", o.epochs > 0 ? 0 : o.batches},
           {"epochs", o.epochs},
@@ -52,6 +53,26 @@ json StagesJson(const ProfileResult& r) {
   return stages;
 }
 
+json TimelineJson(const ProfileResult& r) {
+  json samples = json::array();
+  for (const ResourceSample& s : r.timeline) {
+    json j = {{"t_s", s.t_s},
+              {"cpu_user_pct", s.cpu_user_pct},
+              {"cpu_system_pct", s.cpu_system_pct},
+              {"rss_bytes", s.rss_bytes},
+              {"read_bytes", s.read_bytes},
+              {"major_faults", s.major_faults},
+              {"images", s.images},
+              {"images_per_s", s.images_per_s},
+              {"wait_ms", s.wait_ms}};
+    if (s.gpu_util_pct) j["gpu_util_pct"] = *s.gpu_util_pct;
+    if (s.gpu_mem_used_mb) j["gpu_mem_used_mb"] = *s.gpu_mem_used_mb;
+    samples.push_back(std::move(j));
+  }
+  return {{"sample_ms", r.config.sample_ms}, {"gpu", r.timeline_gpu},
+          {"samples", std::move(samples)}};
+}
+
 json RunJson(const ProfileResult& r) {
   return {{"source", r.source},
           {"dataset", DatasetJson(r.dataset)},
@@ -64,7 +85,8 @@ json RunJson(const ProfileResult& r) {
           {"throughput", ThroughputJson(r)},
           {"stages", StagesJson(r)},
           {"verdict", ToJson(r.verdict)},
-          {"notes", r.notes}};
+          {"notes", r.notes},
+          {"timeline", TimelineJson(r)}};
 }
 
 json SweepEntryJson(const ProfileResult& r) {
@@ -91,6 +113,20 @@ std::string CsvField(const std::string& s) {
 }
 
 }  // namespace
+
+std::string ReportTimelineCsv(const Report& report) {
+  std::string out =
+      "t_s,cpu_user_pct,cpu_system_pct,rss_bytes,read_bytes,major_faults,images,images_per_s,"
+      "wait_ms,gpu_util_pct,gpu_mem_used_mb\n";
+  for (const ResourceSample& s : report.run.timeline) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", Num(s.t_s), Num(s.cpu_user_pct),
+                       Num(s.cpu_system_pct), s.rss_bytes, s.read_bytes, s.major_faults, s.images,
+                       Num(s.images_per_s), Num(s.wait_ms),
+                       s.gpu_util_pct ? Num(*s.gpu_util_pct) : "",
+                       s.gpu_mem_used_mb ? Num(*s.gpu_mem_used_mb) : "");
+  }
+  return out;
+}
 
 json ReportJson(const Report& report) {
   json j = {{"tool", "dsbench"}, {"version", kJsonVersion}};

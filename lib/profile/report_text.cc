@@ -1,6 +1,8 @@
 // ReportText and the stage rows shared by all writers.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "profile/profile.h"
 #include "profile/report_util.h"
 
@@ -28,6 +30,26 @@ void AppendRun(const ProfileResult& r, std::string* out) {
       "throughput: {:.1f} images/s, {:.1f} MB/s stored ({:.1f} MB/s decoded), {} batches in "
       "{:.3f} s\n\n",
       r.images_per_s, r.mb_per_s, r.decoded_mb_per_s, r.batches, r.seconds);
+  if (r.timeline.size() >= 2) {
+    uint64_t read = 0, faults = 0, rss = 0;
+    double cpu = 0, busiest = 0;
+    for (const ResourceSample& s : r.timeline) {
+      read += s.read_bytes;
+      faults += s.major_faults;
+      rss = std::max(rss, s.rss_bytes);
+      busiest = std::max(busiest, s.cpu_user_pct + s.cpu_system_pct);
+    }
+    const double secs = std::max(1e-9, r.timeline.back().t_s);
+    for (size_t i = 1; i < r.timeline.size(); ++i) {
+      const double dt = r.timeline[i].t_s - r.timeline[i - 1].t_s;
+      cpu += (r.timeline[i].cpu_user_pct + r.timeline[i].cpu_system_pct) * dt;
+    }
+    *out += fmt::format(
+        "resources: CPU {:.0f}% avg ({:.0f}% peak), RSS peak {:.1f} MB, {:.1f} MB read from "
+        "storage, {} major faults ({} samples every {} ms{})\n",
+        cpu / secs, busiest, static_cast<double>(rss) / 1e6, static_cast<double>(read) / 1e6,
+        faults, r.timeline.size(), r.config.sample_ms, r.timeline_gpu ? ", GPU sampled" : "");
+  }
   *out += FormatTable(r.stages, r.config.batch_size);
   *out += fmt::format("\nverdict: {}\n", r.verdict.headline);
   for (const std::string& s : r.verdict.suggestions) *out += fmt::format("  - {}\n", s);

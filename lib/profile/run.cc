@@ -1,10 +1,15 @@
 // RunProfile / RunFolderProfile: one measured run of the real loader.
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/files.h"
 #include "dspipe/loader.h"
+#include "format/residency.h"
 #include "profile/profile.h"
 #include "profile/sources.h"
 #if DSPIPE_PROFILE_HAVE_DEVICE
@@ -72,6 +77,7 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
   lo.batch_size = o.batch_size;
   lo.threads = o.threads;
   lo.prefetch = o.prefetch;
+  lo.readahead = o.readahead;
   lo.sampler.shuffle = o.shuffle;
   lo.sampler.seed = o.seed;
   lo.augment = o.augment;
@@ -117,7 +123,9 @@ void DropCache(const std::vector<std::string>& files, CacheDrop* cache) {
   cache->files = files.size();
   std::string failed;
   for (const std::string& f : files) {
-    if (DropFileCache(f)) {
+    // posix_fadvise succeeds even where the filesystem ignores it: check what stayed cached
+    // (-1 = cannot tell, trust the call).
+    if (DropFileCache(f) && format::ResidentFraction(f) <= 0.05) {
       ++cache->dropped;
     } else if (failed.empty()) {
       failed = f;
@@ -148,6 +156,36 @@ uint64_t TotalSize(const std::vector<std::string>& files) {
   return total;
 }
 
+// Appends the timeline as Chrome trace counter tracks ("ph":"C") to the trace at `path`.
+Status AddTraceCounters(const std::string& path, const std::vector<ResourceSample>& samples,
+                        uint64_t timeline_start_ns, uint64_t origin_ns) {
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(ReadFile(path, &text));
+  nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!trace.is_object() || !trace.contains("traceEvents")) {
+    return Status::Internal(path + ": not the trace just written");
+  }
+  const auto pid = static_cast<int>(::getpid());
+  for (const ResourceSample& s : samples) {
+    const double ts_us = (static_cast<double>(timeline_start_ns) + s.t_s * 1e9 -
+                          static_cast<double>(origin_ns)) / 1e3;
+    auto counter = [&](const char* name, nlohmann::json args) {
+      trace["traceEvents"].push_back(
+          {{"ph", "C"}, {"name", name}, {"ts", ts_us}, {"pid", pid}, {"args", std::move(args)}});
+    };
+    counter("cpu %", {{"user", s.cpu_user_pct}, {"system", s.cpu_system_pct}});
+    counter("rss MB", {{"rss", static_cast<double>(s.rss_bytes) / 1e6}});
+    counter("storage read MB", {{"read", static_cast<double>(s.read_bytes) / 1e6}});
+    counter("major faults", {{"major_faults", s.major_faults}});
+    counter("images/s", {{"images_per_s", s.images_per_s}});
+    counter("wait ms", {{"wait", s.wait_ms}});
+    if (s.gpu_util_pct) counter("gpu %", {{"util", *s.gpu_util_pct}});
+    if (s.gpu_mem_used_mb) counter("gpu memory MB", {{"used", *s.gpu_mem_used_mb}});
+  }
+  Status w = WriteFileAtomic(path, trace.dump());
+  return w.ok() ? w : w.WithContext("adding the timeline to the trace");
+}
+
 // The measured loop shared by both sources.
 Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, ProfileResult* r) {
   if (o.batch_size < 1 || o.prefetch < 1 || o.threads < 0 || o.warmup < 0 || o.epochs < 0 ||
@@ -175,6 +213,16 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
   }
   stats.Reset();
   const uint64_t records0 = ds->records(), bytes0 = ds->bytes();
+  std::atomic<uint64_t> images_done{0};
+  std::unique_ptr<ResourceTimeline> timeline;
+  if (o.sample_ms > 0) {
+    TimelineOptions to;
+    to.sample_ms = o.sample_ms;
+    timeline = std::make_unique<ResourceTimeline>(to, [&](uint64_t* images, uint64_t* wait_ns) {
+      *images = images_done.load(std::memory_order_relaxed);
+      *wait_ns = static_cast<uint64_t>(stats.Summary(Stage::kWait).total_ms * 1e6);
+    });
+  }
   const uint64_t start = NowNs();
   if (o.epochs > 0) {
     if (o.warmup > 0) loader.set_epoch(loader.epoch() + 1);  // whole epochs only
@@ -187,6 +235,7 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
       Compute(o.compute_ms);
       ++r->batches;
       r->images += static_cast<uint64_t>(size);
+      images_done.store(r->images, std::memory_order_relaxed);
     }
   } else {
     while (r->batches < o.batches) {
@@ -195,9 +244,15 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
       Compute(o.compute_ms);
       ++r->batches;
       r->images += static_cast<uint64_t>(size);
+      images_done.store(r->images, std::memory_order_relaxed);
     }
   }
   const uint64_t end = NowNs();
+  if (timeline) {
+    timeline->Stop();
+    r->timeline = timeline->samples();
+    r->timeline_gpu = timeline->gpu_available();
+  }
   DSPIPE_RETURN_IF_ERROR(consumer->Finish());
 
   r->seconds = static_cast<double>(end - start) * 1e-9;
@@ -229,6 +284,10 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
   r->dataset.has_masks = bs.masks;
   if (!o.trace_path.empty()) {
     DSPIPE_RETURN_IF_ERROR(stats.WriteChromeTrace(o.trace_path));
+    if (timeline) {
+      DSPIPE_RETURN_IF_ERROR(AddTraceCounters(o.trace_path, r->timeline,
+                                              timeline->start_ns(), stats.origin_ns()));
+    }
     if (stats.dropped_trace_events() > 0) {
       r->notes.push_back("trace: " + std::to_string(stats.dropped_trace_events()) +
                          " events dropped (per-thread limit " +

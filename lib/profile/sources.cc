@@ -1,5 +1,8 @@
 #include "profile/sources.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -94,6 +97,25 @@ Status FolderDataset::Read(uint64_t index,
     rec.header.mask_size = static_cast<uint32_t>(mask.size());
   }
   return fn(rec);
+}
+
+namespace {
+
+void AdviseFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+  ::close(fd);
+}
+
+}  // namespace
+
+void FolderDataset::WillNeed(std::span<const uint64_t> indices) const {
+  for (uint64_t index : indices) {
+    if (index >= items_.size()) continue;
+    AdviseFile(items_[index].image);
+    if (!items_[index].mask.empty()) AdviseFile(items_[index].mask);
+  }
 }
 
 std::string FolderDataset::KeyName(uint64_t index) const {

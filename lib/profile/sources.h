@@ -18,6 +18,7 @@ class CountingDataset : public Dataset {
   explicit CountingDataset(std::shared_ptr<const Dataset> inner) : inner_(std::move(inner)) {}
   const DatasetInfo& info() const override { return inner_->info(); }
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override;
+  void WillNeed(std::span<const uint64_t> indices) const override { inner_->WillNeed(indices); }
   std::string KeyName(uint64_t index) const override { return inner_->KeyName(index); }
 
   uint64_t records() const { return records_.load(std::memory_order_relaxed); }
@@ -31,7 +32,9 @@ class CountingDataset : public Dataset {
 
 // A folder of image (+ mask) files seen as a Dataset, so the real loader runs its own stages
 // over it. Read() reads the files (into a per-thread buffer) and probes the image header for its
-// size: the folder equivalent of an LMDB get + record header check. Thread-safe.
+// size: the folder equivalent of an LMDB get + record header check; WillNeed asks the kernel to
+// read the image and mask files ahead (POSIX_FADV_WILLNEED), as the LMDB datasets do for their
+// records, so --compare puts both sources on the same footing. Thread-safe.
 class FolderDataset : public Dataset {
  public:
   // src: anything `dsconvert build` accepts (images/+masks/ folder, CSV, ImageFolder). Items the
@@ -40,6 +43,7 @@ class FolderDataset : public Dataset {
 
   const DatasetInfo& info() const override { return info_; }
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override;
+  void WillNeed(std::span<const uint64_t> indices) const override;
   std::string KeyName(uint64_t index) const override;
 
   // Every image and mask file, for cache dropping and the on-disk size.

@@ -68,8 +68,9 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
   const double loader = v.loader_ms_per_batch;
   auto share = [&](Stage st) { return loader > 0 ? in.cost[static_cast<size_t>(st)] / loader : 0; };
   const bool cpu_room = in.threads < in.cores;
-  const std::string more_threads = fmt::format("Raise threads from {} to {} ({} cores available)",
-                                               in.threads, in.cores, in.cores);
+  const std::string more_threads =
+      fmt::format("Raise threads from {} to {} ({} cores available; `dsbench --threads {}`)",
+                  in.threads, in.cores, in.cores, in.cores);
 
   if (v.bound == "consumer") {
     s.push_back(
@@ -95,18 +96,20 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
     const StageSummary& r = in.by_stage[static_cast<size_t>(Stage::kRead)];
     if (r.p99_ms > 3 * r.p50_ms) {
       s.push_back(
-          fmt::format("Deepen prefetch (now {}): read p99 {:.3f} ms vs p50 {:.3f} ms, "
-                      "queued batches absorb the spikes",
-                      shape.prefetch, r.p99_ms, r.p50_ms));
+          fmt::format("Deepen prefetch (now {}; `dsbench --prefetch {}`): read p99 {:.3f} ms "
+                      "vs p50 {:.3f} ms, queued batches absorb the spikes",
+                      shape.prefetch, 2 * shape.prefetch, r.p99_ms, r.p50_ms));
     } else {
-      s.push_back(
-          fmt::format("Deepen prefetch (now {}) so reads overlap with compute", shape.prefetch));
+      s.push_back(fmt::format(
+          "Deepen prefetch (now {}; `dsbench --prefetch {}`): the read-ahead window grows with "
+          "it (prefetch x batch samples), so more reads overlap",
+          shape.prefetch, 2 * shape.prefetch));
     }
     if (in.threads < 4 * in.cores) {
       s.push_back(
-          fmt::format("More threads (now {}): reads wait on the disk, so threads beyond "
-                      "the {} cores still help",
-                      in.threads, in.cores));
+          fmt::format("More threads (now {}; `dsbench --threads {}`): reads wait on the disk, "
+                      "so threads beyond the {} cores still help",
+                      in.threads, 2 * in.cores, in.cores));
     }
     if (shape.store == "encoded" && share(Stage::kDecode) >= kAlsoLargeShare) {
       s.push_back(
@@ -123,8 +126,8 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
           "image decode (larger records; best on local disk or a RAM disk)");
     } else if (shape.store == "raw") {
       s.push_back(
-          "Raw records spend their decode in zstd; `--store plain` (uncompressed) "
-          "removes it where disk and RAM allow");
+          "Raw records spend their decode in zstd; `dsconvert build --store raw "
+          "--compression none` (uncompressed) removes it where disk and RAM allow");
     }
     if (!cpu_room) {
       s.push_back(
@@ -135,8 +138,8 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
   } else if (v.bound == "transform" || v.bound == "normalize" || v.bound == "collate") {
     if (!shape.gpu) {
       s.push_back(
-          "Normalize on the GPU (gpu=true): ship uint8 batches and skip the CPU float "
-          "pass");
+          "Normalize on the GPU (DeviceLoader; `dsbench --device cuda`): ship uint8 batches "
+          "and skip the CPU float pass");
     }
     if (v.bound == "transform") {
       s.push_back(

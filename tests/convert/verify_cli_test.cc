@@ -219,5 +219,60 @@ TEST(Cli, SynthBuildVerifyInfo) {
   EXPECT_TRUE(Contains(r.output, "interrupted")) << r.output;
 }
 
+// --store raw --compression none: uncompressed pixels (Codec::kRaw) equal to what the zstd build
+// decodes to, verified (CRC catches a flipped pixel) and described by info.
+TEST(Cli, UncompressedRawRoundTripVerifyAndInfo) {
+  TempDir tmp;
+  const std::string src = tmp / "src", zstd = tmp / "zstd.lmdb", none = tmp / "none.lmdb";
+  Synth(src, 6, 48, 32);
+  RunResult r = RunTool({"build", src, zstd, "--store", "raw", "-q"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunTool({"build", src, none, "--store", "raw", "--compression", "none", "-q"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<Rec> a, b;
+  ASSERT_TRUE(ReadRecords(zstd, &a).ok());
+  ASSERT_TRUE(ReadRecords(none, &b).ok());
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].header.image_codec, Codec::kRawZstd);
+    EXPECT_EQ(b[i].header.image_codec, Codec::kRaw);
+    EXPECT_EQ(b[i].header.mask_codec, Codec::kRaw);
+    EXPECT_EQ(b[i].image.size(), 48u * 32u * 3u);
+    EXPECT_EQ(b[i].mask.size(), 48u * 32u);
+    const cv::Mat ia = DecodedImage(a[i]), ib = DecodedImage(b[i]);
+    EXPECT_EQ(cv::norm(ia, ib, cv::NORM_INF), 0) << i;
+    EXPECT_EQ(cv::norm(DecodedMask(a[i]), DecodedMask(b[i]), cv::NORM_INF), 0) << i;
+    EXPECT_EQ(b[i].header.label, a[i].header.label);
+  }
+  r = RunTool({"verify", none}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "6 records, 0 bad")) << r.output;
+  r = RunTool({"info", none}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "storage:     raw (uncompressed pixels)")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "\"raw\"")) << r.output;  // codecs: {"raw": 6}
+  r = RunTool({"info", zstd}, tmp.path());
+  EXPECT_TRUE(Contains(r.output, "storage:     raw (zstd-compressed pixels)")) << r.output;
+  // A changed pixel in an uncompressed payload decodes fine: only the CRC catches it.
+  const std::string mdb = none + "/data.mdb";
+  std::string data = ReadAll(mdb);
+  const size_t at = data.find(b[2].image.substr(100, 48));
+  ASSERT_NE(at, std::string::npos);
+  data[at + 5] = static_cast<char>(data[at + 5] ^ 0x01);
+  std::FILE* f = std::fopen(mdb.c_str(), "r+b");
+  std::fwrite(data.data(), 1, data.size(), f);
+  std::fclose(f);
+  r = RunTool({"verify", none}, tmp.path());
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_TRUE(Contains(r.output, "1 bad")) << r.output;
+  // --compression is for raw records only.
+  r = RunTool({"build", src, tmp / "enc.lmdb", "--compression", "none"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--compression none applies to --store raw")) << r.output;
+  r = RunTool({"build", src, tmp / "x.lmdb", "--store", "raw", "--compression", "lz4"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
 }  // namespace
 }  // namespace dspipe::testing

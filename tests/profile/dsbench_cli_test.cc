@@ -124,3 +124,55 @@ TEST(DsbenchCli, UsageErrorsAndFailures) {
 
 }  // namespace
 }  // namespace dspipe::profile
+
+namespace dspipe::profile {
+namespace {
+
+TEST(DsbenchCli, ResourceTimelineGoesToJsonCsvTraceAndReport) {
+  const auto& d = testing::SmallDataset();
+  const std::string json = d.dir + "/tl.json", csv = d.dir + "/tl.csv",
+                    trace = d.dir + "/tl.trace.json", html = d.dir + "/tl.html";
+  std::string out;
+  ASSERT_EQ(Dsbench(d.lmdb + " --batches 6 --warmup 1 --threads 2 --sample-ms 1 --json " + json +
+                        " --timeline-csv " + csv + " --trace " + trace + " --report " + html,
+                    &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("resources: CPU"), std::string::npos) << out;
+  const nlohmann::json j = ReadJson(json);
+  const nlohmann::json& tl = j.at("timeline");
+  EXPECT_EQ(tl.at("sample_ms"), 1);
+  const nlohmann::json& samples = tl.at("samples");
+  ASSERT_GE(samples.size(), 2u);
+  uint64_t images = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_GT(samples[i].at("rss_bytes").get<uint64_t>(), 0u);
+    if (i > 0) {
+      EXPECT_GT(samples[i].at("t_s").get<double>(), samples[i - 1].at("t_s").get<double>());
+    }
+    images += samples[i].at("images").get<uint64_t>();
+    if (!tl.at("gpu").get<bool>()) {
+      EXPECT_FALSE(samples[i].contains("gpu_util_pct")) << "absent, not zero, without a GPU";
+      EXPECT_FALSE(samples[i].contains("gpu_mem_used_mb"));
+    }
+  }
+  EXPECT_EQ(images, j["throughput"]["images"].get<uint64_t>());
+  std::ifstream c(csv);
+  std::string line;
+  size_t rows = 0;
+  std::getline(c, line);
+  EXPECT_EQ(line.rfind("t_s,cpu_user_pct,cpu_system_pct,rss_bytes,read_bytes,", 0), 0u) << line;
+  while (std::getline(c, line)) ++rows;
+  EXPECT_EQ(rows, samples.size());
+  const nlohmann::json t = ReadJson(trace);
+  size_t counters = 0;
+  for (const auto& e : t.at("traceEvents")) counters += e.value("ph", "") == "C";
+  EXPECT_GE(counters, 6 * samples.size()) << "six counter tracks per sample";
+  std::ifstream h(html);
+  std::stringstream hs;
+  hs << h.rdbuf();
+  EXPECT_NE(hs.str().find("Resource timeline"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dspipe::profile

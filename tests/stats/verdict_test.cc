@@ -98,7 +98,7 @@ TEST(VerdictTest, DecodeBound) {
   EXPECT_TRUE(Has(v, "more vCPUs")) << All(v);
 
   v = Diagnose(Timings(0.2, 4, 0.5, 15), Shape(2, 4, "raw"), 0);
-  EXPECT_TRUE(Has(v, "--store plain")) << All(v);
+  EXPECT_TRUE(Has(v, "`dsconvert build --store raw --compression none`")) << All(v);
 }
 
 TEST(VerdictTest, TransformBound) {

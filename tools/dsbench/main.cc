@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       "dsbench: run the dspipe loader over a dataset, time every stage and name the bottleneck.\n"
       "  dsbench DB [options]              profile the LMDB dataset DB\n"
       "  dsbench SRC_DIR --compare DB      the image/mask folder and its LMDB side by side"};
-  std::string path, compare_db, json_path, csv_path, trace_path, report_path, sweep_text;
+  std::string path, compare_db, json_path, csv_path, trace_path, report_path, sweep_text,
+      timeline_csv;
   pf::ProfileOptions o;
   bool no_normalize = false, no_shuffle = false, quiet = false;
   app.add_option("path", path, "dataset (LMDB, sharded dir, plain LMDB), or SRC_DIR with --compare")
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", o.prefetch, "batches in flight")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--readahead", o.readahead,
+                 "samples read ahead along the order (-1 = prefetch x batch, 0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
   auto* batches = app.add_option("--batches", o.batches, "measured batches")
                       ->capture_default_str()
                       ->check(CLI::PositiveNumber);
@@ -76,6 +81,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-shuffle", no_shuffle, "sequential order");
   app.add_flag("--drop-cache", o.drop_cache,
                "evict the dataset's files from the page cache first (cold I/O)");
+  app.add_option("--sample-ms", o.sample_ms,
+                 "resource timeline period in ms (CPU, RSS, storage reads, faults, GPU); 0 = off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeline-csv", timeline_csv, "write the resource timeline, one row per sample");
   app.add_option("--json", json_path, "write the results as JSON (docs/DSBENCH.md)");
   app.add_option("--csv", csv_path, "write one CSV row per stage (per configuration with --sweep)");
   app.add_option("--trace", trace_path, "write a Chrome trace (Perfetto / chrome://tracing)");
@@ -135,6 +145,8 @@ int main(int argc, char** argv) {
   if (!quiet) std::cout << pf::ReportText(report) << std::flush;
   for (const dspipe::Status& s : {Write(json_path, "JSON", pf::ReportJson(report).dump(2) + "\n"),
                                   Write(csv_path, "CSV", pf::ReportCsv(report)),
+                                  Write(timeline_csv, "timeline CSV",
+                                        pf::ReportTimelineCsv(report)),
                                   Write(report_path, "HTML report", pf::ReportHtml(report))}) {
     if (!s.ok()) return Fail(s);
   }

@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   build->add_option("out", bo.output, "output LMDB directory")->required();
   build->add_option("--store", store, "encoded: original bytes; raw: decoded pixels + zstd")
       ->check(CLI::IsMember({"encoded", "raw"}))->capture_default_str();
+  std::string compression = "zstd";
+  build->add_option("--compression", compression,
+                    "--store raw: zstd (smaller) or none (no decode; tmpfs / fast local disk)")
+      ->check(CLI::IsMember({"zstd", "none"}))->capture_default_str();
   build->add_option("--zstd-level", bo.zstd_level, "zstd level for --store raw")
       ->capture_default_str();
   build->add_option("--resize", resize, "WxH (images area/linear, masks nearest)");
@@ -139,6 +143,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
+    bo.compression =
+        compression == "none" ? dspipe::Compression::kNone : dspipe::Compression::kZstd;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
     bo.sync = !no_sync;
     bo.plain.detect_masks = !no_detect_masks;
