@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "dspipe/batch.h"
 #include "dspipe/cuda.h"
 #include "dspipe/stats.h"
 
@@ -14,6 +15,10 @@ namespace dspipe::internal {
 
 struct DeviceState {
   std::mutex mu;
+  // Host batches whose copy to the device could not be confirmed done (a failing GPU): never
+  // recycled while the normalizer lives. Declared before gpu so they go after it (its destructor
+  // waits for the stream).
+  std::vector<Batch> quarantined;
   // GPU path only (null on the CPU path). Not thread-safe by itself: every call under mu.
   std::unique_ptr<GpuNormalizer> gpu;
   // The loader's stats, for h2d / normalize times; nulled (under mu) when the loader goes.
