@@ -106,20 +106,25 @@ Status DecodePngTo(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
 
 // JPEG shape from its frame header (libjpeg-turbo) and EXIF orientation (libexif): orientations
 // 5-8 rotate by 90 degrees, which the decoder applies, so the decoded sides are swapped.
-Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
+// The frame header's size (libjpeg-turbo reads just the header), held to the DecodeLimits.
+Status JpegHeader(std::span<const uint8_t> bytes, int* w, int* h, int* colorspace) {
   thread_local std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
   if (!tj) return Status::Internal("tjInitDecompress failed");
-  int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(tj.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &w,
-                          &h, &subsamp, &colorspace) != 0) {
+  int subsamp = 0;
+  if (tjDecompressHeader3(tj.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), w,
+                          h, &subsamp, colorspace) != 0) {
     return Status::BadInput(std::string("JPEG header: ") + tjGetErrorStr2(tj.get()));
   }
-  if (w <= 0 || h <= 0) {
-    return Status::BadInput("JPEG dimensions " + std::to_string(w) + "x" + std::to_string(h) +
+  if (*w <= 0 || *h <= 0) {
+    return Status::BadInput("JPEG dimensions " + std::to_string(*w) + "x" + std::to_string(*h) +
                             " out of range");
   }
-  DSPIPE_RETURN_IF_ERROR(CheckImageSize("JPEG header", static_cast<uint64_t>(w),
-                                        static_cast<uint64_t>(h)));
+  return CheckImageSize("JPEG header", static_cast<uint64_t>(*w), static_cast<uint64_t>(*h));
+}
+
+Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
+  int w = 0, h = 0, colorspace = 0;
+  DSPIPE_RETURN_IF_ERROR(JpegHeader(bytes, &w, &h, &colorspace));
   int orientation = 1;
   if (ExifData* exif = exif_data_new_from_data(bytes.data(), static_cast<unsigned>(bytes.size()))) {
     if (ExifEntry* e = exif_data_get_entry(exif, EXIF_TAG_ORIENTATION);
@@ -202,8 +207,8 @@ Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
     if (codec == Codec::kPng) return DecodePngTo(bytes, channels, out);
     if (codec == Codec::kJpeg) {
       // The frame header first: OpenCV would allocate whatever size it declares.
-      ImageProbe probe;
-      DSPIPE_RETURN_IF_ERROR(ProbeJpeg(bytes, &probe));
+      int w = 0, h = 0, colorspace = 0;
+      DSPIPE_RETURN_IF_ERROR(JpegHeader(bytes, &w, &h, &colorspace));
     }
     return DecodeOpenCv(bytes, channels, out);
   } catch (const std::exception& e) {
