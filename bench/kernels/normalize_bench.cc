@@ -16,6 +16,13 @@
 
 namespace {
 
+void Check(const dspipe::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
 // This thread's CPU time: robust against other processes on a shared machine, where wall time
 // also counts the time we were preempted.
 double ThreadSeconds() {
@@ -85,17 +92,17 @@ int main(int argc, char** argv) {
       n, h, w, c, reps);
   Report("fp32", count, count * 4,
          MedianSeconds(reps,
-                       [&] { dspipe::NormalizeNhwcToNchwF32(src.data(), n, h, w, p, f32.data()); }),
+                       [&] { Check(dspipe::NormalizeNhwcToNchwF32(src.data(), n, h, w, p, f32.data())); }),
          static_cast<size_t>(n));
   p.mirror = true;
   Report("fp32 mirrored", count, count * 4,
          MedianSeconds(reps,
-                       [&] { dspipe::NormalizeNhwcToNchwF32(src.data(), n, h, w, p, f32.data()); }),
+                       [&] { Check(dspipe::NormalizeNhwcToNchwF32(src.data(), n, h, w, p, f32.data())); }),
          static_cast<size_t>(n));
   p.mirror = false;
   Report("fp16", count, count * 2,
          MedianSeconds(reps,
-                       [&] { dspipe::NormalizeNhwcToNchwF16(src.data(), n, h, w, p, f16.data()); }),
+                       [&] { Check(dspipe::NormalizeNhwcToNchwF16(src.data(), n, h, w, p, f16.data())); }),
          static_cast<size_t>(n));
   Report("masks uint8->int64", pixels, pixels * 8,
          MedianSeconds(reps, [&] { dspipe::MasksToInt64(masks.data(), pixels, m64.data()); }),

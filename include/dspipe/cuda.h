@@ -24,6 +24,9 @@ namespace dspipe {
 bool CudaAvailable(std::string* reason = nullptr);
 // Number of visible devices; 0 when CudaAvailable() is false.
 int CudaDeviceCount();
+// The calling thread's current CUDA device (cudaGetDevice): what a data-parallel rank set with
+// cudaSetDevice / torch.cuda.set_device. 0 when CudaAvailable() is false.
+int CudaCurrentDevice();
 
 // Page-locked host memory for fast asynchronous host->device copies (cudaHostAlloc), 4096-byte
 // aligned. Without a device it falls back to 4096-aligned pageable memory (said once in the

@@ -50,7 +50,9 @@ namespace dspipe {
 std::shared_ptr<BatchAllocator> PinnedBatchAllocator();
 
 struct DeviceOptions {
-  static constexpr int kAuto = -1;  // CUDA device 0 when one is usable, else the CPU path
+  // The caller's current CUDA device (CudaCurrentDevice: cudaGetDevice on the thread calling
+  // Create, i.e. the rank's GPU under data parallelism) when one is usable, else the CPU path.
+  static constexpr int kAuto = -1;
   static constexpr int kCpu = -2;   // always the CPU path
   // kAuto (default), kCpu, or a CUDA device ordinal >= 0. An ordinal without a usable device
   // is an Unsupported error (with the reason), never a silent fallback.

@@ -37,19 +37,20 @@ struct NormalizeParams {
 };
 
 // OK, or InvalidArgument naming the bad field (channels outside 1..4, non-finite mean,
-// zero/non-finite std). The kernels below throw dspipe::Error with this status on bad params.
+// zero/non-finite std). The kernels below return this status (and write nothing) on bad params.
 Status ValidateNormalizeParams(const NormalizeParams& p);
 
 // dst[i][c][y][x] = (float(src[i][y][x'][c]) - mean[c]) * (1.0f / std[c]), with x' = x or
 // w-1-x (mirror). REQUIRES: src holds n*h*w*channels bytes, dst n*channels*h*w floats, n, h,
 // w >= 0 (0 -> nothing written), src and dst do not overlap. Uses a 256-entry lookup table
 // per channel (exact: every uint8 value is precomputed with the formula above).
-void NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
-                            float* dst);
+// InvalidArgument for bad params or a negative shape.
+Status NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
+                              float* dst);
 
 // As above, writing IEEE binary16 bit patterns (round to nearest even), e.g. for torch.float16.
-void NormalizeNhwcToNchwF16(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
-                            uint16_t* dst);
+Status NormalizeNhwcToNchwF16(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
+                              uint16_t* dst);
 
 // dst[i] = int64_t(src[i]) for i < count (class ids for a loss such as cross-entropy).
 void MasksToInt64(const uint8_t* src, size_t count, int64_t* dst);

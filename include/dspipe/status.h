@@ -12,7 +12,9 @@
 
 namespace dspipe {
 
-class Status {
+// [[nodiscard]]: a dropped Status is a dropped error. Where ignoring one is right, say why
+// with (void) and a comment.
+class [[nodiscard]] Status {
  public:
   enum class Code : int {
     kOk = 0,

@@ -6,22 +6,31 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <exception>
 #include <cstring>
 #include <memory>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "dspipe/limits.h"
+
 namespace dspipe::codec {
 namespace {
 
 constexpr uint8_t kPngIend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
-constexpr uint32_t kMaxSide = 1u << 15;  // refuse absurd dimensions before allocating
+constexpr uint32_t kSpngMaxSide = 0x7fffffffu;  // libspng's own ceiling; ours is DecodeLimits
 
 struct SpngCtx {
   spng_ctx* ctx = spng_ctx_new(0);
   ~SpngCtx() { spng_ctx_free(ctx); }
 };
+
+// OpenCV reports odd input (and allocation failures) by throwing; the codec API never lets an
+// exception out: it becomes a BadInput naming the call.
+Status FromException(const char* fn, const std::exception& e) {
+  return Status::BadInput(std::string(fn) + ": " + e.what());
+}
 
 Status SpngError(const char* what, int rc) {
   return Status::BadInput(std::string("PNG ") + what + ": " + spng_strerror(rc));
@@ -29,13 +38,13 @@ Status SpngError(const char* what, int rc) {
 
 Status OpenPng(std::span<const uint8_t> bytes, SpngCtx* c, spng_ihdr* ihdr) {
   if (c->ctx == nullptr) return Status::Internal("spng_ctx_new failed");
-  spng_set_image_limits(c->ctx, kMaxSide, kMaxSide);
+  spng_set_image_limits(c->ctx, kSpngMaxSide, kSpngMaxSide);
   spng_set_chunk_limits(c->ctx, 64u << 20, 64u << 20);
   int rc = spng_set_png_buffer(c->ctx, bytes.data(), bytes.size());
   if (rc != 0) return SpngError("buffer", rc);
   rc = spng_get_ihdr(c->ctx, ihdr);
   if (rc != 0) return SpngError("header", rc);
-  return Status::OK();
+  return CheckImageSize("PNG header", ihdr->width, ihdr->height);
 }
 
 bool HasIend(std::span<const uint8_t> b) {
@@ -97,19 +106,25 @@ Status DecodePngTo(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
 
 // JPEG shape from its frame header (libjpeg-turbo) and EXIF orientation (libexif): orientations
 // 5-8 rotate by 90 degrees, which the decoder applies, so the decoded sides are swapped.
-Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
+// The frame header's size (libjpeg-turbo reads just the header), held to the DecodeLimits.
+Status JpegHeader(std::span<const uint8_t> bytes, int* w, int* h, int* colorspace) {
   thread_local std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
   if (!tj) return Status::Internal("tjInitDecompress failed");
-  int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(tj.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &w,
-                          &h, &subsamp, &colorspace) != 0) {
+  int subsamp = 0;
+  if (tjDecompressHeader3(tj.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), w,
+                          h, &subsamp, colorspace) != 0) {
     return Status::BadInput(std::string("JPEG header: ") + tjGetErrorStr2(tj.get()));
   }
-  if (w <= 0 || h <= 0 || static_cast<uint32_t>(w) > kMaxSide ||
-      static_cast<uint32_t>(h) > kMaxSide) {
-    return Status::BadInput("JPEG dimensions " + std::to_string(w) + "x" + std::to_string(h) +
+  if (*w <= 0 || *h <= 0) {
+    return Status::BadInput("JPEG dimensions " + std::to_string(*w) + "x" + std::to_string(*h) +
                             " out of range");
   }
+  return CheckImageSize("JPEG header", static_cast<uint64_t>(*w), static_cast<uint64_t>(*h));
+}
+
+Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
+  int w = 0, h = 0, colorspace = 0;
+  DSPIPE_RETURN_IF_ERROR(JpegHeader(bytes, &w, &h, &colorspace));
   int orientation = 1;
   if (ExifData* exif = exif_data_new_from_data(bytes.data(), static_cast<unsigned>(bytes.size()))) {
     if (ExifEntry* e = exif_data_get_entry(exif, EXIF_TAG_ORIENTATION);
@@ -127,134 +142,174 @@ Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
 
 }  // namespace
 
-Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
-  *out = ImageProbe{};
-  out->codec = SniffCodec(bytes);
-  if (out->codec == Codec::kNone) return Status::BadInput("empty file (0 bytes)");
-  if (out->codec == Codec::kPng) {
-    SpngCtx c;
-    spng_ihdr ihdr;
-    DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
-    if (!HasIend(bytes)) return Status::BadInput("truncated PNG (no IEND chunk at the end)");
-    out->width = static_cast<int>(ihdr.width);
-    out->height = static_cast<int>(ihdr.height);
-    out->bit_depth = ihdr.bit_depth;
-    out->palette = ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
-    switch (ihdr.color_type) {
-      case SPNG_COLOR_TYPE_GRAYSCALE: out->channels = 1; break;
-      case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: out->channels = 2; break;
-      case SPNG_COLOR_TYPE_TRUECOLOR: out->channels = 3; break;
-      case SPNG_COLOR_TYPE_INDEXED: out->channels = 3; break;
-      default: out->channels = 4; break;
-    }
-    return Status::OK();
+Status CheckImageSize(const char* what, uint64_t width, uint64_t height) {
+  const DecodeLimits l = GetDecodeLimits();
+  const std::string dims = std::to_string(width) + "x" + std::to_string(height);
+  if (width > l.max_side || height > l.max_side) {
+    return Status::BadInput(std::string(what) + " declares " + dims + " pixels; the limit is " +
+                            std::to_string(l.max_side) +
+                            " per side (raise it with --max-image-side, or "
+                            "DecodeLimits::max_side)");
   }
-  if (out->codec == Codec::kJpeg) {
-    if (!HasJpegEoi(bytes)) return Status::BadInput("truncated JPEG (no end-of-image marker)");
-    return ProbeJpeg(bytes, out);
+  if (width * height > l.max_pixels) {
+    return Status::BadInput(std::string(what) + " declares " + dims + " pixels; the limit is " +
+                            std::to_string(l.max_pixels) +
+                            " pixels (raise it with --max-image-pixels, or "
+                            "DecodeLimits::max_pixels)");
   }
-  // Other formats: decode to learn the shape.
-  cv::Mat img;
-  DSPIPE_RETURN_IF_ERROR(DecodeOpenCv(bytes, 3, &img));
-  out->width = img.cols;
-  out->height = img.rows;
-  out->channels = 3;
   return Status::OK();
 }
 
+Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
+  try {
+    *out = ImageProbe{};
+    out->codec = SniffCodec(bytes);
+    if (out->codec == Codec::kNone) return Status::BadInput("empty file (0 bytes)");
+    if (out->codec == Codec::kPng) {
+      SpngCtx c;
+      spng_ihdr ihdr;
+      DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
+      if (!HasIend(bytes)) return Status::BadInput("truncated PNG (no IEND chunk at the end)");
+      out->width = static_cast<int>(ihdr.width);
+      out->height = static_cast<int>(ihdr.height);
+      out->bit_depth = ihdr.bit_depth;
+      out->palette = ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
+      switch (ihdr.color_type) {
+        case SPNG_COLOR_TYPE_GRAYSCALE: out->channels = 1; break;
+        case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: out->channels = 2; break;
+        case SPNG_COLOR_TYPE_TRUECOLOR: out->channels = 3; break;
+        case SPNG_COLOR_TYPE_INDEXED: out->channels = 3; break;
+        default: out->channels = 4; break;
+      }
+      return Status::OK();
+    }
+    if (out->codec == Codec::kJpeg) {
+      if (!HasJpegEoi(bytes)) return Status::BadInput("truncated JPEG (no end-of-image marker)");
+      return ProbeJpeg(bytes, out);
+    }
+    // Other formats: decode to learn the shape.
+    cv::Mat img;
+    DSPIPE_RETURN_IF_ERROR(DecodeOpenCv(bytes, 3, &img));
+    out->width = img.cols;
+    out->height = img.rows;
+    out->channels = 3;
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("Probe", e);
+  }
+}
+
 Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
-  if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
-  if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
-  if (SniffCodec(bytes) == Codec::kPng) return DecodePngTo(bytes, channels, out);
-  return DecodeOpenCv(bytes, channels, out);
+  try {
+    if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
+    if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+    const Codec codec = SniffCodec(bytes);
+    if (codec == Codec::kPng) return DecodePngTo(bytes, channels, out);
+    if (codec == Codec::kJpeg) {
+      // The frame header first: OpenCV would allocate whatever size it declares.
+      int w = 0, h = 0, colorspace = 0;
+      DSPIPE_RETURN_IF_ERROR(JpegHeader(bytes, &w, &h, &colorspace));
+    }
+    return DecodeOpenCv(bytes, channels, out);
+  } catch (const std::exception& e) {
+    return FromException("DecodeImage", e);
+  }
 }
 
 Status DecodeImageInto(std::span<const uint8_t> bytes, int channels, int height, int width,
                        uint8_t* dst) {
-  cv::Mat m(height, width, channels == 1 ? CV_8UC1 : CV_8UC3, dst);
-  cv::Mat decoded = m;  // shares dst: the PNG path decodes in place when the size matches
-  DSPIPE_RETURN_IF_ERROR(DecodeImage(bytes, channels, &decoded));
-  if (decoded.rows != height || decoded.cols != width) {
-    return Status::Corruption("decoded image is " + std::to_string(decoded.cols) + "x" +
-                              std::to_string(decoded.rows) + ", header says " +
-                              std::to_string(width) + "x" + std::to_string(height));
+  try {
+    cv::Mat m(height, width, channels == 1 ? CV_8UC1 : CV_8UC3, dst);
+    cv::Mat decoded = m;  // shares dst: the PNG path decodes in place when the size matches
+    DSPIPE_RETURN_IF_ERROR(DecodeImage(bytes, channels, &decoded));
+    if (decoded.rows != height || decoded.cols != width) {
+      return Status::Corruption("decoded image is " + std::to_string(decoded.cols) + "x" +
+                                std::to_string(decoded.rows) + ", header says " +
+                                std::to_string(width) + "x" + std::to_string(height));
+    }
+    if (decoded.data != dst) decoded.copyTo(m);
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("DecodeImageInto", e);
   }
-  if (decoded.data != dst) decoded.copyTo(m);
-  return Status::OK();
 }
 
 Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
-  if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
-  if (SniffCodec(bytes) == Codec::kPng) {
-    SpngCtx c;
-    spng_ihdr ihdr;
-    DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
-    const int h = static_cast<int>(ihdr.height), w = static_cast<int>(ihdr.width);
-    if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 8) {
-      // The common case: values are class ids already. Decode in place when *out fits.
-      if (!(out->rows == h && out->cols == w && out->type() == CV_8UC1 && out->isContinuous())) {
-        out->create(h, w, CV_8UC1);
-      }
-      const int rc = spng_decode_image(c.ctx, out->data, out->total(), SPNG_FMT_G8, 0);
-      if (rc != 0) return SpngError("decode", rc);
-      return Status::OK();
-    }
-    if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
-      // Palette masks (Pascal VOC style): the palette index is the class id.
-      size_t size = 0;
-      int rc = spng_decoded_image_size(c.ctx, SPNG_FMT_PNG, &size);
-      if (rc != 0) return SpngError("size", rc);
-      std::vector<uint8_t> packed(size);
-      rc = spng_decode_image(c.ctx, packed.data(), size, SPNG_FMT_PNG, 0);
-      if (rc != 0) return SpngError("decode", rc);
-      out->create(h, w, CV_8UC1);
-      const int bits = ihdr.bit_depth;
-      const size_t row_bytes = size / static_cast<size_t>(h);
-      for (int y = 0; y < h; ++y) {
-        const uint8_t* row = packed.data() + static_cast<size_t>(y) * row_bytes;
-        uint8_t* o = out->ptr<uint8_t>(y);
-        for (int x = 0; x < w; ++x) {
-          const int bit = x * bits;
-          o[x] = static_cast<uint8_t>((row[bit / 8] >> (8 - bits - bit % 8)) & ((1 << bits) - 1));
-        }
-      }
-      return Status::OK();
-    }
-  }
-  cv::Mat raw;
   try {
-    cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
-    raw = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception& e) {
-    return Status::BadInput(std::string("decode failed: ") + e.what());
-  }
-  if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
-  if (raw.depth() == CV_16U) {
-    double mx = 0;
-    cv::minMaxLoc(raw.reshape(1), nullptr, &mx);
-    if (mx > 255) {
-      return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) +
-                              " > 255");
+    if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+    if (SniffCodec(bytes) == Codec::kPng) {
+      SpngCtx c;
+      spng_ihdr ihdr;
+      DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
+      const int h = static_cast<int>(ihdr.height), w = static_cast<int>(ihdr.width);
+      if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 8) {
+        // The common case: values are class ids already. Decode in place when *out fits.
+        if (!(out->rows == h && out->cols == w && out->type() == CV_8UC1 && out->isContinuous())) {
+          out->create(h, w, CV_8UC1);
+        }
+        const int rc = spng_decode_image(c.ctx, out->data, out->total(), SPNG_FMT_G8, 0);
+        if (rc != 0) return SpngError("decode", rc);
+        return Status::OK();
+      }
+      if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
+        // Palette masks (Pascal VOC style): the palette index is the class id.
+        size_t size = 0;
+        int rc = spng_decoded_image_size(c.ctx, SPNG_FMT_PNG, &size);
+        if (rc != 0) return SpngError("size", rc);
+        std::vector<uint8_t> packed(size);
+        rc = spng_decode_image(c.ctx, packed.data(), size, SPNG_FMT_PNG, 0);
+        if (rc != 0) return SpngError("decode", rc);
+        out->create(h, w, CV_8UC1);
+        const int bits = ihdr.bit_depth;
+        const size_t row_bytes = size / static_cast<size_t>(h);
+        for (int y = 0; y < h; ++y) {
+          const uint8_t* row = packed.data() + static_cast<size_t>(y) * row_bytes;
+          uint8_t* o = out->ptr<uint8_t>(y);
+          for (int x = 0; x < w; ++x) {
+            const int bit = x * bits;
+            o[x] = static_cast<uint8_t>((row[bit / 8] >> (8 - bits - bit % 8)) & ((1 << bits) - 1));
+          }
+        }
+        return Status::OK();
+      }
     }
-    raw.convertTo(raw, CV_8U);
-  } else if (raw.depth() != CV_8U) {
-    return Status::BadInput("mask pixel type is neither 8- nor 16-bit");
-  }
-  if (raw.channels() == 1) {
-    *out = raw;
+    cv::Mat raw;
+    try {
+      cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+      raw = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
+    } catch (const cv::Exception& e) {
+      return Status::BadInput(std::string("decode failed: ") + e.what());
+    }
+    if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+    if (raw.depth() == CV_16U) {
+      double mx = 0;
+      cv::minMaxLoc(raw.reshape(1), nullptr, &mx);
+      if (mx > 255) {
+        return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) +
+                                " > 255");
+      }
+      raw.convertTo(raw, CV_8U);
+    } else if (raw.depth() != CV_8U) {
+      return Status::BadInput("mask pixel type is neither 8- nor 16-bit");
+    }
+    if (raw.channels() == 1) {
+      *out = raw;
+      return Status::OK();
+    }
+    std::vector<cv::Mat> planes;
+    cv::split(raw, planes);
+    const int color_planes = std::min(raw.channels(), 3);  // alpha is ignored
+    for (int i = 1; i < color_planes; ++i) {
+      if (cv::countNonZero(planes[i] != planes[0]) != 0) {
+        return Status::BadInput("multi-channel mask (" + std::to_string(raw.channels()) +
+                                " channels that differ); masks must hold one class id per pixel");
+      }
+    }
+    *out = planes[0];
     return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("DecodeMask", e);
   }
-  std::vector<cv::Mat> planes;
-  cv::split(raw, planes);
-  const int color_planes = std::min(raw.channels(), 3);  // alpha is ignored
-  for (int i = 1; i < color_planes; ++i) {
-    if (cv::countNonZero(planes[i] != planes[0]) != 0) {
-      return Status::BadInput("multi-channel mask (" + std::to_string(raw.channels()) +
-                              " channels that differ); masks must hold one class id per pixel");
-    }
-  }
-  *out = planes[0];
-  return Status::OK();
 }
 
 bool IsPlainGray8Png(std::span<const uint8_t> bytes) {
@@ -266,22 +321,26 @@ bool IsPlainGray8Png(std::span<const uint8_t> bytes) {
 }
 
 Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
-  cv::Mat bgr;
-  const cv::Mat* src = &image;
-  if (image.channels() == 3) {
-    cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
-    src = &bgr;
-  }
-  std::vector<uint8_t> buf;
   try {
-    if (!cv::imencode(".png", *src, buf, {cv::IMWRITE_PNG_COMPRESSION, compression})) {
-      return Status::Internal("PNG encode failed");
+    cv::Mat bgr;
+    const cv::Mat* src = &image;
+    if (image.channels() == 3) {
+      cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
+      src = &bgr;
     }
-  } catch (const cv::Exception& e) {
-    return Status::Internal(std::string("PNG encode failed: ") + e.what());
+    std::vector<uint8_t> buf;
+    try {
+      if (!cv::imencode(".png", *src, buf, {cv::IMWRITE_PNG_COMPRESSION, compression})) {
+        return Status::Internal("PNG encode failed");
+      }
+    } catch (const cv::Exception& e) {
+      return Status::Internal(std::string("PNG encode failed: ") + e.what());
+    }
+    out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("EncodePng", e);
   }
-  out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
-  return Status::OK();
 }
 
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {
@@ -295,6 +354,16 @@ Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {
 Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t dst_size) {
   const unsigned long long content = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
   if (content == ZSTD_CONTENTSIZE_ERROR) return Status::Corruption("not a zstd frame");
+  if (content != ZSTD_CONTENTSIZE_UNKNOWN) {
+    const DecodeLimits l = GetDecodeLimits();
+    const uint64_t max_bytes = l.max_pixels * 4;  // the largest image, 4 bytes per pixel
+    if (content > max_bytes) {
+      return Status::Corruption("zstd frame claims " + std::to_string(content) +
+                                " bytes; the limit is " + std::to_string(max_bytes) +
+                                " (4 bytes per pixel of --max-image-pixels, or "
+                                "DecodeLimits::max_pixels)");
+    }
+  }
   if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != dst_size) {
     return Status::Corruption("zstd frame holds " + std::to_string(content) + " bytes, expected " +
                               std::to_string(dst_size));
@@ -314,41 +383,45 @@ Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t 
 
 Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int channels,
                          int height, int width, uint8_t* dst, bool is_mask) {
-  const size_t n = static_cast<size_t>(height) * width * channels;
-  switch (codec) {
-    case Codec::kRaw:
-      if (payload.size() != n) {
-        return Status::Corruption("raw payload is " + std::to_string(payload.size()) +
-                                  " bytes, expected " + std::to_string(n));
-      }
-      std::memcpy(dst, payload.data(), n);
-      return Status::OK();
-    case Codec::kRawZstd:
-      return DecompressZstd(payload, dst, n);
-    case Codec::kPng:
-    case Codec::kJpeg:
-    case Codec::kEncoded: {
-      if (is_mask) {
-        // DecodeMask keeps class ids exact (palette indices etc.).
-        if (channels != 1) return Status::InvalidArgument("masks have one channel");
-        cv::Mat m(height, width, CV_8UC1, dst);
-        cv::Mat decoded = m;  // plain 8-bit gray PNGs decode straight into dst
-        Status s = DecodeMask(payload, &decoded);
-        if (!s.ok()) return Status::Corruption(s.message());
-        if (decoded.rows != height || decoded.cols != width) {
-          return Status::Corruption("decoded size differs from the header");
+  try {
+    const size_t n = static_cast<size_t>(height) * width * channels;
+    switch (codec) {
+      case Codec::kRaw:
+        if (payload.size() != n) {
+          return Status::Corruption("raw payload is " + std::to_string(payload.size()) +
+                                    " bytes, expected " + std::to_string(n));
         }
-        if (decoded.data != dst) decoded.copyTo(m);
+        std::memcpy(dst, payload.data(), n);
         return Status::OK();
+      case Codec::kRawZstd:
+        return DecompressZstd(payload, dst, n);
+      case Codec::kPng:
+      case Codec::kJpeg:
+      case Codec::kEncoded: {
+        if (is_mask) {
+          // DecodeMask keeps class ids exact (palette indices etc.).
+          if (channels != 1) return Status::InvalidArgument("masks have one channel");
+          cv::Mat m(height, width, CV_8UC1, dst);
+          cv::Mat decoded = m;  // plain 8-bit gray PNGs decode straight into dst
+          Status s = DecodeMask(payload, &decoded);
+          if (!s.ok()) return Status::Corruption(s.message());
+          if (decoded.rows != height || decoded.cols != width) {
+            return Status::Corruption("decoded size differs from the header");
+          }
+          if (decoded.data != dst) decoded.copyTo(m);
+          return Status::OK();
+        }
+        Status s = DecodeImageInto(payload, channels, height, width, dst);
+        if (!s.ok() && s.code() == Status::Code::kBadInput) return Status::Corruption(s.message());
+        return s;
       }
-      Status s = DecodeImageInto(payload, channels, height, width, dst);
-      if (!s.ok() && s.code() == Status::Code::kBadInput) return Status::Corruption(s.message());
-      return s;
+      case Codec::kNone:
+        break;
     }
-    case Codec::kNone:
-      break;
+    return Status::Corruption("record has no payload to decode");
+  } catch (const std::exception& e) {
+    return FromException("DecodePayloadInto", e);
   }
-  return Status::Corruption("record has no payload to decode");
 }
 
 }  // namespace dspipe::codec

@@ -35,6 +35,9 @@ using ::dspipe::SniffCodec;
 // chunk; JPEG: the frame header, EXIF orientation and the EOI marker; others: full decode). Errors are
 // kBadInput; the message is the reason only — the caller prepends the file name.
 Status Probe(std::span<const uint8_t> bytes, ImageProbe* out);
+// BadInput when width x height exceeds the process's DecodeLimits (dspipe/limits.h); the message
+// starts with `what` ("PNG header") and names the limit and the flag that raises it.
+Status CheckImageSize(const char* what, uint64_t width, uint64_t height);
 
 // Decodes to an 8-bit image with `channels` (1 or 3, RGB). *out is (re)allocated as needed.
 Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out);

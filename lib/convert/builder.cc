@@ -79,6 +79,7 @@ struct Accum {
             {"height", height}, {"width", width}, {"image_bytes", image_bytes},
             {"mask_bytes", mask_bytes}, {"codecs", codecs}, {"rejected", rejected}};
   }
+  // Throws json::exception on a missing or mistyped field; use ParseAccum.
   static Accum FromJson(const json& j) {
     Accum a;
     a.next_pos = j.at("next_pos");
@@ -115,6 +116,41 @@ struct Accum {
 };
 
 const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "encoded"; }
+
+// Parses JSON stored by an earlier build (meta db); a hand-edited or corrupt value is a
+// Corruption naming `where`, never an exception.
+Status ParseStored(const std::string& text, const std::string& where, json* out) {
+  *out = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded() || !out->is_object()) {
+    return Status::Corruption(where + ": stored build state is not a JSON object");
+  }
+  return Status::OK();
+}
+
+Status ParseAccum(const json& j, const std::string& where, Accum* out) {
+  try {
+    *out = Accum::FromJson(j);
+  } catch (const json::exception& e) {
+    return Status::Corruption(where + ": bad build cursor: " + e.what());
+  }
+  return Status::OK();
+}
+
+// --resume requires the options that decide the output's content unchanged, whether the
+// output is finished or not. The message lists each field that differs.
+Status CheckSameOptions(const json& stored, const json& want, const std::string& output) {
+  if (stored == want) return Status::OK();
+  std::string diff;
+  for (const auto& [key, value] : want.items()) {
+    const json was = stored.is_object() && stored.contains(key) ? stored.at(key) : json();
+    if (was != value) {
+      diff += (diff.empty() ? "" : "; ") + key + " was " + was.dump() + ", now " + value.dump();
+    }
+  }
+  if (diff.empty()) diff = "stored " + stored.dump() + ", now " + want.dump();
+  return Status::InvalidArgument("--resume: options differ from the build of " + output + ": " +
+                                 diff + " (rerun with the same options, or --overwrite)");
+}
 
 // Options that decide the content of the output; --resume requires them unchanged.
 json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
@@ -244,19 +280,23 @@ Status Builder::Plan(bool fresh) {
     DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
   }
   if (!fresh && found) {
-    json state = json::parse(text, nullptr, false);
-    if (state.is_discarded()) return Status::Corruption(ShardPath(0) + ": bad build state");
-    if (state.at("options") != want) {
-      return Status::InvalidArgument(
-          "--resume: options differ from the interrupted build of " + o_.output +
-          " (it used " + state.at("options").dump() + ", now " + want.dump() + ")");
+    const std::string where = ShardPath(0) + " (meta " + kBuildStateKey + ")";
+    json state;
+    DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &state));
+    try {
+      DSPIPE_RETURN_IF_ERROR(CheckSameOptions(state.at("options"), want, o_.output));
+      for (const json& p : state.at("plan")) {
+        plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
+                         p.at(2).get<int>(), p.at(3).get<std::string>(),
+                         p.size() > 4 ? p.at(4).get<int64_t>() : -1});
+      }
+      plan_meta_ = state.at("meta");
+      for (const char* k : {"kind", "has_masks", "has_labels", "class_names"}) {
+        (void)plan_meta_.at(k);
+      }
+    } catch (const json::exception& e) {
+      return Status::Corruption(where + ": bad build state: " + e.what());
     }
-    for (const json& p : state.at("plan")) {
-      plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
-                       p.at(2).get<int>(), p.at(3).get<std::string>(),
-                       p.size() > 4 ? p.at(4).get<int64_t>() : -1});
-    }
-    plan_meta_ = state.at("meta");
     if (plan_meta_.at("kind") == "plain-lmdb") {
       DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
     }
@@ -336,14 +376,20 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   bool found = false;
   DSPIPE_RETURN_IF_ERROR(env->GetMeta(kManifestKey, &text, &found));
   if (found) {  // shard finished earlier: carry its totals forward
-    json m = json::parse(text, nullptr, false);
-    *acc = Accum::FromJson(m.at("accum"));
+    const std::string where = env->path() + " (meta " + kManifestKey + ")";
+    json m;
+    DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &m));
+    if (!m.contains("accum")) return Status::Corruption(where + ": no \"accum\" field");
+    DSPIPE_RETURN_IF_ERROR(ParseAccum(m["accum"], where, acc));
     done_ = acc->next_pos;
     return Status::OK();
   }
   DSPIPE_RETURN_IF_ERROR(env->GetMeta(kCursorKey, &text, &found));
   if (found) {
-    *acc = Accum::FromJson(json::parse(text));
+    const std::string where = env->path() + " (meta " + kCursorKey + ")";
+    json cursor;
+    DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &cursor));
+    DSPIPE_RETURN_IF_ERROR(ParseAccum(cursor, where, acc));
   } else {
     acc->next_pos = begin;
   }
@@ -516,10 +562,11 @@ Status Builder::Finish(const Accum& acc) {
     json shards = json::array();
     uint64_t first = 0;
     for (int s = 0; s < o_.shards; ++s) {
+      // Shard 0 is still open for writing here; LMDB forbids a second open in this process.
       std::unique_ptr<LmdbEnv> env;
-      DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(s), 16, false, &env));
+      if (s > 0) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(s), 16, false, &env));
       uint64_t n = 0;
-      DSPIPE_RETURN_IF_ERROR(env->RecordCount(&n));
+      DSPIPE_RETURN_IF_ERROR((s == 0 ? env0_.get() : env.get())->RecordCount(&n));
       shards.push_back({{"name", ShardDirName(s)}, {"begin", first}, {"end", first + n}});
       first += n;
     }
@@ -539,6 +586,14 @@ Status Builder::Run() {
   if (!fresh) {
     std::unique_ptr<Dataset> ds;
     if (Dataset::Open(o_.output, DatasetOpenOptions{}, &ds).ok()) {
+      // Finished: still refuse other options (a different SRC, --gray, --store, --resize ...)
+      // rather than report success for a build that was not asked for.
+      const json m = json::parse(ds->info().manifest_json, nullptr, false);
+      const json stored = m.is_object() && m.contains("build") && m["build"].is_object() &&
+                                  m["build"].contains("options")
+                              ? m["build"]["options"]
+                              : json();
+      DSPIPE_RETURN_IF_ERROR(CheckSameOptions(stored, Fingerprint(o_, source_abs_), o_.output));
       result_->already_complete = true;
       result_->records = ds->size();
       return Status::OK();

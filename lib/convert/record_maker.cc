@@ -118,8 +118,10 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   std::string mask_payload;
   if (!item.mask.empty()) {
     // Plain 8-bit gray PNG masks are stored as they are; others are decoded and re-encoded.
+    // Every mask is decoded either way: num_classes (users size their model's output from it)
+    // counts the classes over all masks, never a sample, and mask decodes are cheap.
     const bool keep = !raw && !resize && codec::IsPlainGray8Png(Bytes(mask_bytes));
-    const bool decode_mask = !keep || want_stats || o.check == CheckLevel::kDecode;
+    const bool decode_mask = true;
     int mw = 0, mh = 0;
     cv::Mat mask;
     if (decode_mask) {

@@ -20,6 +20,8 @@ Status CheckRecord(const RecordView& r, std::vector<uint8_t>* scratch) {
     cv::Mat img;
     return codec::DecodeImage(r.image, 3, &img);
   }
+  const Status fits = codec::CheckImageSize("record header", h.width, h.height);
+  if (!fits.ok()) return Status::Corruption(fits.message());
   scratch->resize(size_t{h.height} * h.width * h.channels);
   Status s = codec::DecodePayloadInto(h.image_codec, r.image, h.channels, h.height, h.width,
                                       scratch->data());
@@ -116,11 +118,11 @@ Status DescribeDataset(const std::string& path, std::string* text) {
     if (it->is_regular_file(ec) && it->path().filename() == "data.mdb") disk += it->file_size(ec);
   }
   o << "on disk:     " << disk / (1 << 20) << " MiB (data.mdb)\n";
-  if (!i.manifest_json.empty()) {
-    auto m = nlohmann::json::parse(i.manifest_json);
+  if (!i.manifest_json.empty()) try {
+    const auto m = nlohmann::json::parse(i.manifest_json);
     if (m.contains("bytes")) {
-      o << "payload:     images " << m["bytes"].value("image", 0ull) / (1 << 20) << " MiB, masks "
-        << m["bytes"].value("mask", 0ull) / (1 << 20) << " MiB\n";
+      o << "payload:     images " << m.at("bytes").value("image", 0ull) / (1 << 20) << " MiB, masks "
+        << m.at("bytes").value("mask", 0ull) / (1 << 20) << " MiB\n";
     }
     if (m.contains("codecs")) o << "codecs:      " << m["codecs"].dump() << "\n";
     if (m.contains("stats")) {
@@ -130,9 +132,12 @@ Status DescribeDataset(const std::string& path, std::string* text) {
       for (double v : i.mean) o << v << " ";
       o << "\nstd:         ";
       for (double v : i.std) o << v << " ";
-      o << "\n             (pixel units 0-255, from " << m["stats"].value("images", 0) << " images"
-        << (m["stats"].value("sampled", false) ? ", sampled" : "") << ")\n";
+      o << "\n             (pixel units 0-255, from " << m.at("stats").value("images", 0) << " images"
+        << (m.at("stats").value("sampled", false) ? ", sampled" : "") << ")\n";
     }
+  } catch (const nlohmann::json::exception& e) {
+    // Dataset::Open accepted the manifest; its optional fields may still be odd (hand edits).
+    return Status::Corruption(path + ": manifest: " + e.what());
   }
   *text = o.str();
   return Status::OK();

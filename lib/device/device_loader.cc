@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "device/device_select.h"
 #include "device/device_state.h"
 #include "dspipe/cuda.h"
 #include "dspipe/log.h"
@@ -20,6 +21,41 @@ Status Invalid(const std::string& what) { return Status::InvalidArgument("Device
 // Mean/std for the GPU path (the CPU path lets the loader resolve them the same way):
 // DeviceOptions, then LoaderOptions, then the manifest; one value applies to every channel.
 }  // namespace
+
+namespace internal {
+
+CudaProbe ProbeCuda() {
+  CudaProbe p;
+  p.available = CudaAvailable(&p.why);
+  p.count = CudaDeviceCount();
+  p.current = p.available ? CudaCurrentDevice() : 0;
+  return p;
+}
+
+Status PickDevice(const CudaProbe& probe, int requested, int* device) {
+  *device = -1;
+  if (requested >= 0) {
+    if (!probe.available) {
+      return Status::Unsupported("DeviceLoader: CUDA device " + std::to_string(requested) +
+                                 " requested, but no CUDA device is usable: " + probe.why);
+    }
+    if (requested >= probe.count) {
+      return Invalid("CUDA device " + std::to_string(requested) + " requested, but only " +
+                     std::to_string(probe.count) + " visible");
+    }
+    *device = requested;
+  } else if (requested == DeviceOptions::kAuto && probe.available) {
+    if (probe.current < 0 || probe.current >= probe.count) {
+      return Status::Internal("DeviceLoader: the current CUDA device " +
+                              std::to_string(probe.current) + " is not one of the " +
+                              std::to_string(probe.count) + " visible");
+    }
+    *device = probe.current;
+  }
+  return Status::OK();
+}
+
+}  // namespace internal
 
 struct DeviceLoader::Impl {
   DeviceOptions options;
@@ -147,25 +183,14 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   }
   auto impl = std::make_unique<Impl>();
   impl->options = d;
-  std::string why;
-  if (d.device >= 0) {
-    if (!CudaAvailable(&why)) {
-      return Status::Unsupported("DeviceLoader: CUDA device " + std::to_string(d.device) +
-                                 " requested, but no CUDA device is usable: " + why);
-    }
-    if (d.device >= CudaDeviceCount()) {
-      return Invalid("CUDA device " + std::to_string(d.device) + " requested, but only " +
-                     std::to_string(CudaDeviceCount()) + " visible");
-    }
-    impl->gpu = true;
-    impl->device = d.device;
-  } else if (d.device == DeviceOptions::kAuto && CudaAvailable(&why)) {
-    impl->gpu = true;
-    impl->device = 0;
-  } else if (d.device == DeviceOptions::kAuto) {
+  const internal::CudaProbe probe = internal::ProbeCuda();
+  DSPIPE_RETURN_IF_ERROR(internal::PickDevice(probe, d.device, &impl->device));
+  impl->gpu = impl->device >= 0;
+  if (!impl->gpu && d.device == DeviceOptions::kAuto) {
     static std::once_flag once;  // one line per process, however many loaders
     std::call_once(once, [&] {
-      Log(LogLevel::kInfo, "dspipe: no usable CUDA device (" + why + "); using the CPU path");
+      Log(LogLevel::kInfo,
+          "dspipe: no usable CUDA device (" + probe.why + "); using the CPU path");
     });
   }
 

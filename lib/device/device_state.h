@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "dspipe/batch.h"
 #include "dspipe/cuda.h"
 #include "dspipe/stats.h"
 
@@ -14,6 +15,10 @@ namespace dspipe::internal {
 
 struct DeviceState {
   std::mutex mu;
+  // Host batches whose copy to the device could not be confirmed done (a failing GPU): never
+  // recycled while the normalizers live. Declared before gpus so they go after them (a
+  // normalizer's destructor waits for its stream).
+  std::vector<Batch> quarantined;
   // GPU path only (empty on the CPU path). Not thread-safe by themselves: every call under mu.
   // gpus[0] owns slots [0, base_slots); each slot added beyond those (a batch held while all
   // others are held too) gets a one-slot normalizer of its own: gpus[slot - base_slots + 1].

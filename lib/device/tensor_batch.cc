@@ -68,6 +68,7 @@ Status TensorBatch::Release(void* consumer_stream) {
     return Status::OK();
   }
   Status status;
+  bool set_aside = false;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     const auto slot = static_cast<size_t>(slot_);
@@ -84,11 +85,22 @@ Status TensorBatch::Release(void* consumer_stream) {
         state_->stats->Record(Stage::kNormalize,
                               static_cast<uint64_t>(double{t.normalize_ms} * 1e6));
       }
-      if (status.ok() && !timed.ok()) status = gpu->WaitInputConsumed(db);
+      if (!timed.ok()) {
+        // Whether or not Release failed, the host buffer's copy must be known to be done.
+        const Status waited = gpu->WaitInputConsumed(db);
+        if (!waited.ok()) {
+          // Unknown: the DMA may still read the buffer. Keep it (and its slot) out of use for
+          // the loader's lifetime rather than let the pool refill it under the copy.
+          state_->quarantined.push_back(std::move(host_));
+          if (status.ok()) status = waited;
+          set_aside = true;
+        }
+      }
     }
-    state_->held[slot] = false;
+    if (!set_aside) state_->held[slot] = false;
   }
   Clear();
+  if (set_aside) return status.WithContext("TensorBatch::Release (host buffer set aside)");
   if (!status.ok()) return status.WithContext("TensorBatch::Release");
   return Status::OK();
 }

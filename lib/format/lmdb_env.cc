@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "dspipe/format.h"
 
@@ -21,6 +24,34 @@ struct Txn {
     if (txn) mdb_txn_abort(txn);
   }
 };
+
+// Environments this process has open for writing, by (device, inode) of the path. LMDB forbids
+// opening one environment twice in a process (closing the second drops the first's locks), so
+// any second open of a writer's environment is refused instead of silently breaking locking.
+std::mutex g_writers_mu;
+std::set<std::pair<dev_t, ino_t>> g_writers;
+
+// A data file shorter than the pages its meta page says are in use would fault (SIGBUS) on the
+// first access to a missing page: refuse it at open with a message instead. Call right after
+// mdb_env_open, before any transaction touches a page beyond the two meta pages.
+Status CheckFileCoversMap(MDB_env* env, const std::string& path, bool subdir) {
+  MDB_envinfo info;
+  MDB_stat st;
+  int rc = mdb_env_info(env, &info);
+  if (rc == 0) rc = mdb_env_stat(env, &st);
+  if (rc != 0) return LmdbError("read meta page of", path, rc);
+  const std::string data = subdir ? path + "/data.mdb" : path;
+  struct stat fst;
+  if (::stat(data.c_str(), &fst) != 0) return Status::IOErrorErrno("stat", data, errno);
+  const uint64_t need = (static_cast<uint64_t>(info.me_last_pgno) + 1) * st.ms_psize;
+  if (static_cast<uint64_t>(fst.st_size) < need) {
+    return Status::Corruption(data + ": file is truncated: " + std::to_string(fst.st_size) +
+                              " bytes, but its meta page says " + std::to_string(need) +
+                              " bytes (" + std::to_string(info.me_last_pgno + 1) +
+                              " pages) are in use");
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -43,7 +74,23 @@ Status LmdbError(std::string_view op, const std::string& path, int rc) {
 
 LmdbEnv::~LmdbEnv() {
   if (env_ != nullptr) mdb_env_close(env_);
+  if (registered_) {
+    std::lock_guard<std::mutex> lock(g_writers_mu);
+    g_writers.erase({dev_, ino_});
+  }
 }
+
+namespace {
+Status RefuseIfOpenForWrite(const struct stat& st, const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_writers_mu);
+  if (g_writers.count({st.st_dev, st.st_ino}) != 0) {
+    return Status::Internal("LMDB " + path +
+                            " is already open for writing in this process; LMDB forbids "
+                            "opening an environment twice in one process");
+  }
+  return Status::OK();
+}
+}  // namespace
 
 Status LmdbEnv::OpenReadOnly(const std::string& path, unsigned max_readers, bool readahead,
                              std::unique_ptr<LmdbEnv>* out) {
@@ -52,6 +99,7 @@ Status LmdbEnv::OpenReadOnly(const std::string& path, unsigned max_readers, bool
   e->pid_ = ::getpid();
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::IOErrorErrno("open", path, errno);
+  DSPIPE_RETURN_IF_ERROR(RefuseIfOpenForWrite(st, path));
   int rc = mdb_env_create(&e->env_);
   if (rc != 0) return LmdbError("mdb_env_create", path, rc);
   mdb_env_set_maxdbs(e->env_, 4);
@@ -61,6 +109,7 @@ Status LmdbEnv::OpenReadOnly(const std::string& path, unsigned max_readers, bool
   if (!S_ISDIR(st.st_mode)) flags |= MDB_NOSUBDIR;
   rc = mdb_env_open(e->env_, path.c_str(), flags, 0644);
   if (rc != 0) return LmdbError("open LMDB", path, rc);
+  DSPIPE_RETURN_IF_ERROR(CheckFileCoversMap(e->env_, path, S_ISDIR(st.st_mode)));
   Txn t;
   rc = mdb_txn_begin(e->env_, nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
@@ -90,6 +139,19 @@ Status LmdbEnv::OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* 
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) return Status::IOError("create " + path + ": " + ec.message());
+  struct stat dir_st;
+  if (::stat(path.c_str(), &dir_st) != 0) return Status::IOErrorErrno("open", path, errno);
+  {
+    std::lock_guard<std::mutex> lock(g_writers_mu);
+    if (!g_writers.insert({dir_st.st_dev, dir_st.st_ino}).second) {
+      return Status::Internal("LMDB " + path +
+                              " is already open for writing in this process; LMDB forbids "
+                              "opening an environment twice in one process");
+    }
+    e->registered_ = true;
+    e->dev_ = dir_st.st_dev;
+    e->ino_ = dir_st.st_ino;
+  }
   int rc = mdb_env_create(&e->env_);
   if (rc != 0) return LmdbError("mdb_env_create", path, rc);
   mdb_env_set_maxdbs(e->env_, 4);
@@ -101,6 +163,7 @@ Status LmdbEnv::OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* 
   mdb_env_set_mapsize(e->env_, e->map_size_);
   rc = mdb_env_open(e->env_, path.c_str(), MDB_NOSYNC, 0644);
   if (rc != 0) return LmdbError("open LMDB for writing", path, rc);
+  DSPIPE_RETURN_IF_ERROR(CheckFileCoversMap(e->env_, path, /*subdir=*/true));
   Txn t;
   rc = mdb_txn_begin(e->env_, nullptr, 0, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);

@@ -32,6 +32,8 @@ class LmdbEnv {
   // dspipe's named databases (else it is a plain LMDB: records in the main database).
   static Status OpenReadOnly(const std::string& path, unsigned max_readers, bool readahead,
                              std::unique_ptr<LmdbEnv>* out);
+  // Both opens refuse (kInternal) an environment this process already has open for writing, and
+  // (kCorruption) a data file shorter than the pages its meta page says are in use.
   // Opens or creates an environment directory for writing dspipe's named databases.
   static Status OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* out);
 
@@ -89,6 +91,9 @@ class LmdbEnv {
   pid_t pid_ = 0;
   uint64_t map_size_ = 0;
   std::string path_;
+  bool registered_ = false;  // in the process's set of writers (OpenForWrite)
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
 };
 
 }  // namespace dspipe

@@ -48,9 +48,19 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
     info->manifest_json = text;
     ranges->clear();
     if (j.contains("shards")) {
+      if (!j["shards"].is_array() || j["shards"].empty()) {
+        return Status::Corruption(where + ": manifest 'shards' is not a non-empty list");
+      }
       for (const json& s : j["shards"]) {
-        ranges->push_back({s.at("name").get<std::string>(), s.at("begin").get<uint64_t>(),
-                           s.at("end").get<uint64_t>()});
+        const std::string name = s.at("name").get<std::string>();
+        // A shard lives directly inside the dataset directory: a name that is a path (or
+        // "..") could make a reader open something outside it.
+        if (name.empty() || name == "." || name == ".." ||
+            name.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+          return Status::Corruption(where + ": shard name \"" + name +
+                                    "\" is not a directory name inside the dataset");
+        }
+        ranges->push_back({name, s.at("begin").get<uint64_t>(), s.at("end").get<uint64_t>()});
       }
     } else if (j.contains("shard")) {
       const json& s = j["shard"];

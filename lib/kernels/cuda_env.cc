@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "dspipe/cuda.h"
 #include "dspipe/log.h"
@@ -86,6 +87,25 @@ const Detection& Detect() {
 
 constexpr size_t kAlign = 4096;
 
+// Every live AllocPinned block and how it was allocated. FreePinned decides by this record,
+// never by asking CUDA (cudaHostGetFlags fails after fork and during runtime shutdown, which
+// used to send pinned blocks to std::free). Leaked on purpose: blocks may be freed from static
+// destructors that run after this file's.
+struct Allocations {
+  std::mutex mu;
+  std::unordered_map<const void*, bool> pinned;  // block -> page-locked (else aligned_alloc)
+};
+Allocations& Registry() {
+  static Allocations* r = new Allocations();
+  return *r;
+}
+void Track(void* p, bool is_pinned) {
+  if (p == nullptr) return;
+  Allocations& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.pinned[p] = is_pinned;
+}
+
 void* AlignedFallback(size_t bytes) {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -108,48 +128,79 @@ bool CudaAvailable(std::string* reason) {
 
 int CudaDeviceCount() { return Detect().count; }
 
+int CudaCurrentDevice() {
+  if (!CudaAvailable()) return 0;
+#if DSPIPE_HAVE_CUDA
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess) return device;
+  (void)cudaGetLastError();
+#endif
+  return 0;
+}
+
 void* AllocPinned(size_t bytes) {
   if (bytes == 0) return nullptr;
 #if DSPIPE_HAVE_CUDA
   if (CudaAvailable()) {
     void* p = nullptr;
     const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-    if (err == cudaSuccess) return p;
+    if (err == cudaSuccess) {
+      Track(p, true);
+      return p;
+    }
     (void)cudaGetLastError();
     Log(LogLevel::kWarn, "cudaHostAlloc(" + std::to_string(bytes) +
                              " bytes) failed: " + cudaGetErrorString(err) +
                              "; falling back to pageable memory for this buffer");
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    return std::aligned_alloc(kAlign, rounded);
+    void* q = std::aligned_alloc(kAlign, rounded);
+    Track(q, false);
+    return q;
   }
 #endif
-  return AlignedFallback(bytes);
+  void* q = AlignedFallback(bytes);
+  Track(q, false);
+  return q;
 }
 
 bool IsPinned(const void* p) {
   if (p == nullptr) return false;
-#if DSPIPE_HAVE_CUDA
-  if (CudaAvailable()) {
-    unsigned int flags = 0;
-    if (cudaHostGetFlags(&flags, const_cast<void*>(p)) == cudaSuccess) return true;
-    (void)cudaGetLastError();  // "invalid argument" for pageable memory: not sticky, clear it
-  }
-#endif
-  return false;
+  Allocations& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto it = r.pinned.find(p);
+  return it != r.pinned.end() && it->second;
 }
 
 void FreePinned(void* p) {
   if (p == nullptr) return;
-#if DSPIPE_HAVE_CUDA
-  if (IsPinned(p)) {
-    const cudaError_t err = cudaFreeHost(p);
-    if (err != cudaSuccess) {
-      Log(LogLevel::kError, std::string("cudaFreeHost failed: ") + cudaGetErrorString(err));
+  bool is_pinned = false;
+  {
+    Allocations& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    const auto it = r.pinned.find(p);
+    if (it == r.pinned.end()) {
+      // Not ours (or freed twice): freeing it with either allocator would corrupt the heap.
+      Log(LogLevel::kError, "FreePinned: pointer was not allocated by AllocPinned (or was "
+                            "already freed); ignored");
+      return;
     }
+    is_pinned = it->second;
+    r.pinned.erase(it);
+  }
+  if (!is_pinned) {
+    std::free(p);
     return;
   }
+#if DSPIPE_HAVE_CUDA
+  const cudaError_t err = cudaFreeHost(p);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    // During runtime shutdown the driver releases the memory itself; after fork the child
+    // cannot free the parent's pinned pages. Either way std::free would be wrong: leak it.
+    Log(err == cudaErrorCudartUnloading ? LogLevel::kDebug : LogLevel::kError,
+        std::string("cudaFreeHost failed: ") + cudaGetErrorString(err) + "; block leaked");
+  }
 #endif
-  std::free(p);
 }
 
 }  // namespace dspipe

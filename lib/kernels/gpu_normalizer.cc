@@ -70,6 +70,33 @@ void LogIfError(cudaError_t err, const char* what) {
   }
 }
 
+// Makes `device` current for a scope and restores the caller's current device afterwards: on a
+// data-parallel rank the trainer's current device must not change under it.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      prev_ = -1;
+    }
+    if (prev_ != device) {
+      err_ = cudaSetDevice(device);
+      switched_ = err_ == cudaSuccess && prev_ >= 0;
+    }
+  }
+  ~DeviceGuard() {
+    if (switched_) LogIfError(cudaSetDevice(prev_), "restore the caller's device");
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  cudaError_t error() const { return err_; }
+
+ private:
+  int prev_ = -1;
+  cudaError_t err_ = cudaSuccess;
+  bool switched_ = false;
+};
+
 }  // namespace
 
 struct GpuNormalizer::Impl {
@@ -80,7 +107,10 @@ struct GpuNormalizer::Impl {
   int last = -1;
 
   Status Init() {
-    DSPIPE_CUDA_RETURN_IF_ERROR(cudaSetDevice(opt.device));
+    DeviceGuard guard(opt.device);
+    if (guard.error() != cudaSuccess) {
+      return kernels_internal::CudaStatus(guard.error(), "cudaSetDevice(options.device)");
+    }
     DSPIPE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     slots.resize(static_cast<size_t>(opt.num_slots));
     const unsigned timing_flags = opt.timing ? cudaEventDefault : cudaEventDisableTiming;
@@ -95,7 +125,8 @@ struct GpuNormalizer::Impl {
 
   ~Impl() {
     if (stream == nullptr) return;
-    LogIfError(cudaSetDevice(opt.device), "cudaSetDevice");
+    DeviceGuard guard(opt.device);
+    LogIfError(guard.error(), "cudaSetDevice");
     LogIfError(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     for (Slot& s : slots) {
       for (DeviceBuffer* b : {&s.images_u8, &s.images_out, &s.masks_u8, &s.masks_out, &s.flags}) {
@@ -136,7 +167,10 @@ struct GpuNormalizer::Impl {
                                      " out of range (num_slots " + std::to_string(slots.size()) +
                                      ")");
     }
-    DSPIPE_CUDA_RETURN_IF_ERROR(cudaSetDevice(opt.device));
+    DeviceGuard guard(opt.device);
+    if (guard.error() != cudaSuccess) {
+      return kernels_internal::CudaStatus(guard.error(), "cudaSetDevice(options.device)");
+    }
     Slot& s = slots[static_cast<size_t>(index)];
     next = (index + 1) % static_cast<int>(slots.size());
     if (s.release_pending) {

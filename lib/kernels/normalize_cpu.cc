@@ -72,13 +72,13 @@ void Dispatch(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
 #undef DSPIPE_NORMALIZE_CASE
 }
 
-void CheckArgs(int n, int h, int w, const NormalizeParams& p, const char* fn) {
+Status CheckArgs(int n, int h, int w, const NormalizeParams& p, const char* fn) {
   Status s = ValidateNormalizeParams(p);
   if (s.ok() && (n < 0 || h < 0 || w < 0)) {
     s = Status::InvalidArgument("negative shape n=" + std::to_string(n) +
                                 " h=" + std::to_string(h) + " w=" + std::to_string(w));
   }
-  if (!s.ok()) throw Error(s.WithContext(fn));
+  return s.WithContext(fn);
 }
 
 }  // namespace
@@ -113,21 +113,23 @@ Status ValidateNormalizeParams(const NormalizeParams& p) {
   return Status::OK();
 }
 
-void NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
-                            float* dst) {
-  CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF32");
+Status NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
+                              float* dst) {
+  DSPIPE_RETURN_IF_ERROR(CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF32"));
   alignas(64) Lut<float> lut;
   BuildLut<float>(
       p, [](float v) { return v; }, lut);
   Dispatch<float>(src, n, h, w, p, lut, dst);
+  return Status::OK();
 }
 
-void NormalizeNhwcToNchwF16(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
-                            uint16_t* dst) {
-  CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF16");
+Status NormalizeNhwcToNchwF16(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
+                              uint16_t* dst) {
+  DSPIPE_RETURN_IF_ERROR(CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF16"));
   alignas(64) Lut<uint16_t> lut;
   BuildLut<uint16_t>(p, FloatToHalfBits, lut);
   Dispatch<uint16_t>(src, n, h, w, p, lut, dst);
+  return Status::OK();
 }
 
 void MasksToInt64(const uint8_t* src, size_t count, int64_t* dst) {

@@ -31,6 +31,10 @@ ImageRef Ref(cv::Mat& m) { return {m.data, m.rows, m.cols, m.channels()}; }
 Status DecodeToMat(Codec codec, std::span<const uint8_t> payload, int channels, int h, int w,
                    bool is_mask, cv::Mat* out) {
   if (h > 0 && w > 0) {
+    // The record header sizes the allocation: hold it to the decode limits first.
+    const Status fits = codec::CheckImageSize("record header", static_cast<uint64_t>(w),
+                                              static_cast<uint64_t>(h));
+    if (!fits.ok()) return Status::Corruption(fits.message());
     out->create(h, w, CV_8UC(channels));
     return codec::DecodePayloadInto(codec, payload, channels, h, w, out->data);
   }
@@ -145,10 +149,10 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
   if (!s.ok() || !ctx.shape.normalized) return s;
   const uint64_t t0 = NowNs();
-  NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
-                         slot.normalized);
+  s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
+                             slot.normalized);
   *normalize_ns = NowNs() - t0;
-  return Status::OK();
+  return s;
 }
 
 }  // namespace dspipe::pipeline

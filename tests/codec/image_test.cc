@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codec/test_images.h"
+#include "dspipe/limits.h"
 
 namespace dspipe::codec {
 namespace {
@@ -297,6 +298,81 @@ TEST(Zstd, RoundTripAndSizeChecks) {
             Status::Code::kCorruption);
   std::string cut = z.substr(0, z.size() - 3);
   EXPECT_FALSE(DecompressZstd(AsBytes(cut), back.data(), back.size()).ok());
+}
+
+// Restores the default DecodeLimits at scope exit (they are process-wide).
+struct LimitsGuard {
+  ~LimitsGuard() { SetDecodeLimits(DecodeLimits{}); }
+};
+
+// A PNG whose IHDR declares width x height; its IDAT holds a single row (a bomb's few bytes).
+std::string HugePng(uint32_t width, uint32_t height) {
+  std::string png("\x89PNG\r\n\x1a\n", 8), ihdr;
+  dspipe::testing::PutBe32(&ihdr, width);
+  dspipe::testing::PutBe32(&ihdr, height);
+  ihdr += std::string("\x08\x00\x00\x00\x00", 5);  // 8-bit gray
+  dspipe::testing::AppendPngChunk(&png, "IHDR", ihdr);
+  dspipe::testing::AppendPngChunk(&png, "IDAT", std::string("\x78\x9c\x03\x00\x00\x00\x00\x01", 8));
+  dspipe::testing::AppendPngChunk(&png, "IEND", "");
+  return png;
+}
+
+// A real JPEG whose frame header (SOF0) is patched to declare width x height.
+std::string HugeJpeg(uint16_t width, uint16_t height) {
+  std::string jpg = Encode(Pattern(16, 16), ".jpg");
+  const size_t sof = jpg.find("\xFF\xC0");
+  if (sof == std::string::npos) throw std::runtime_error("no SOF0 marker");
+  jpg[sof + 5] = static_cast<char>(height >> 8);
+  jpg[sof + 6] = static_cast<char>(height & 0xff);
+  jpg[sof + 7] = static_cast<char>(width >> 8);
+  jpg[sof + 8] = static_cast<char>(width & 0xff);
+  return jpg;
+}
+
+TEST(Limits, HugePngAndJpegHeadersNameTheLimitAndTheFlag) {
+  LimitsGuard restore;
+  for (const std::string& bytes : {HugePng(60000, 60000), HugeJpeg(60000, 60000)}) {
+    ImageProbe p;
+    Status s = Probe(AsBytes(bytes), &p);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+    EXPECT_NE(s.message().find("60000x60000"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("32768 per side"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+    cv::Mat m;
+    s = DecodeImage(AsBytes(bytes), 3, &m);  // refused before anything is allocated
+    EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  }
+  // The pixel-count limit, with the sides allowed.
+  DecodeLimits l;
+  l.max_side = 65535;
+  SetDecodeLimits(l);
+  ImageProbe p;
+  Status s = Probe(AsBytes(HugeJpeg(60000, 60000)), &p);
+  EXPECT_NE(s.message().find("--max-image-pixels"), std::string::npos) << s.ToString();
+  // Raised limits: the header is accepted (the JPEG's data then fails to decode, honestly).
+  l.max_pixels = uint64_t{60000} * 60000;
+  SetDecodeLimits(l);
+  ASSERT_TRUE(Probe(AsBytes(HugeJpeg(60000, 60000)), &p).ok());
+  EXPECT_EQ(p.width, 60000);
+  EXPECT_TRUE(Probe(AsBytes(HugePng(60000, 60000)), &p).ok());
+  // Record headers go through the same check.
+  EXPECT_TRUE(CheckImageSize("record header", 60000, 60000).ok());
+  SetDecodeLimits(DecodeLimits{});
+  s = CheckImageSize("record header", 1, 40000);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput);
+  EXPECT_EQ(s.message().rfind("record header declares 1x40000", 0), 0u) << s.ToString();
+}
+
+TEST(Limits, ZstdFrameClaimingAHugeSizeIsRefusedBeforeDecoding) {
+  // Frame header: magic, descriptor with an 8-byte content size, window descriptor, then 2^40.
+  std::string frame("\x28\xB5\x2F\xFD\xC0\x58", 6);
+  for (int i = 0; i < 8; ++i) frame += static_cast<char>(i == 5 ? 1 : 0);  // 1 << 40, LE
+  frame += std::string(16, '\0');
+  std::vector<uint8_t> dst(64);
+  Status s = DecompressZstd(AsBytes(frame), dst.data(), dst.size());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("claims 1099511627776 bytes"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("--max-image-pixels"), std::string::npos) << s.ToString();
 }
 
 TEST(Payload, DecodesEveryCodecAndChecksSizes) {

@@ -180,6 +180,20 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Resize,
                                   std::to_string(p.param.second);
                          });
 
+TEST_F(BuildTest, NumClassesCountsEveryMaskNotTheStatsSample) {
+  // One mask (not among the sampled ones) holds a class no other mask has.
+  cv::Mat mask = ImreadMask(masks_[kCount - 1]);
+  mask.at<uint8_t>(3, 5) = 200;
+  WriteAll(masks_[kCount - 1], Encode(mask, ".png"));
+  BuildOptions o = Options(src_, tmp_ / "out");
+  o.stats_sample = 1;  // stats from image 0 only
+  BuildResult r;
+  ASSERT_TRUE(Build(o, &r).ok());
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(o.output, {}, &ds).ok());
+  EXPECT_EQ(ds->info().num_classes, 201);
+}
+
 TEST_F(BuildTest, GrayStoresOneChannel) {
   for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
     BuildOptions o = Options(src_, tmp_ / ("gray" + std::to_string(int(store))));

@@ -142,6 +142,84 @@ TEST_F(OutputTest, ResumeAfterAFailureFinishesLikeACleanBuild) {
   }
 }
 
+TEST_F(OutputTest, ResumeOnAFinishedOutputStillChecksTheOptions) {
+  for (int shards : {1, 3}) {
+    const std::string out = tmp_ / ("done" + std::to_string(shards));
+    BuildOptions o = Options(src_, out);
+    o.shards = shards;
+    BuildResult r;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    o.resume = true;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    EXPECT_TRUE(r.already_complete);
+    // Each content option that differs is refused and named, finished output or not.
+    const std::string other_src = tmp_ / "other";
+    fs::create_directories(other_src);
+    struct Change {
+      const char* field;
+      void (*apply)(BuildOptions*, const std::string&);
+    };
+    const Change changes[] = {
+        {"gray", [](BuildOptions* b, const std::string&) { b->gray = true; }},
+        {"store", [](BuildOptions* b, const std::string&) { b->store = StoreMode::kRaw; }},
+        {"resize",
+         [](BuildOptions* b, const std::string&) { b->resize_width = b->resize_height = 16; }},
+        {"source", [](BuildOptions* b, const std::string& src) { b->source = src; }},
+    };
+    for (const Change& c : changes) {
+      BuildOptions other = o;
+      c.apply(&other, other_src);
+      Status s = BuildDataset(other, &r);
+      EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << c.field << ": " << s.ToString();
+      EXPECT_TRUE(Contains(s.message(), "options differ")) << s.ToString();
+      EXPECT_TRUE(Contains(s.message(), std::string(c.field) + " was")) << s.ToString();
+      EXPECT_FALSE(r.already_complete) << c.field;
+    }
+  }
+}
+
+// Writes a meta key of an (interrupted) output directly, as a hand edit or corruption would.
+void PutMeta(const std::string& path, const std::string& key, const std::string& value) {
+  std::unique_ptr<LmdbEnv> env;
+  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
+  LmdbEnv::Writer w(env.get());
+  w.PutMeta(key, value);
+  ASSERT_TRUE(w.Commit().ok());
+}
+
+TEST_F(OutputTest, CorruptStoredBuildStateIsAnErrorNotAnAbort) {
+  const std::string bad = src_ + "/images/000007.png";
+  WriteAll(bad, ReadAll(bad).substr(0, 100));
+  const struct {
+    const char* key;
+    const char* value;
+  } cases[] = {
+      {kBuildStateKey, "{not json"},
+      {kBuildStateKey, "[1, 2]"},
+      {kBuildStateKey, R"({"plan": []})"},  // no "options"
+      {"cursor", R"({"next_pos": "seven"})"},
+      {"cursor", "{}"},
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    const std::string out = tmp_ / ("out" + std::to_string(n++));
+    BuildOptions o = Options(src_, out);
+    o.commit_bytes = 1;
+    BuildResult r;
+    ASSERT_FALSE(BuildDataset(o, &r).ok());
+    PutMeta(out, c.key, c.value);
+    o.resume = true;
+    Status s = BuildDataset(o, &r);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << c.key << "=" << c.value << ": " << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), out)) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), c.key)) << s.ToString();
+  }
+  // And through the binary: exit 1 with one message, never terminate().
+  RunResult run = RunTool({"build", src_, tmp_ / "out0", "--resume", "-q"}, tmp_.path());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_TRUE(Contains(run.output, "Corruption")) << run.output;
+}
+
 TEST(Kill, Kill9ThenResumeGivesEverySampleOnce) {
   TempDir tmp;
   const std::string src = tmp / "src", out = tmp / "out.lmdb", ref = tmp / "ref.lmdb";

@@ -69,6 +69,48 @@ TEST_F(VerifyTest, FlippedByteIsReportedByKey) {
   EXPECT_TRUE(Contains(cli.output, "6 records, 1 bad")) << cli.output;
 }
 
+// A data.mdb cut short (a partial copy, a full disk) used to die with SIGBUS on the first
+// page past the end; now open refuses it, naming the file, in verify and in info.
+TEST_F(VerifyTest, TruncatedDataFileIsAClearErrorAtOpen) {
+  const std::string mdb = out_ + "/data.mdb";
+  ASSERT_GT(fs::file_size(mdb), 20u * 1024) << "the test needs a larger dataset";
+  fs::resize_file(mdb, 20 * 1024);
+  VerifyResult vr;
+  Status s = VerifyDataset(out_, {}, &vr);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), mdb)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "truncated")) << s.ToString();
+  for (const char* cmd : {"verify", "info"}) {
+    RunResult cli = RunTool({cmd, out_}, tmp_.path());
+    EXPECT_EQ(cli.signal, 0) << cmd << " died by signal " << cli.signal << ": " << cli.output;
+    EXPECT_EQ(cli.exit_code, 1) << cmd << ": " << cli.output;
+    EXPECT_TRUE(Contains(cli.output, "truncated")) << cmd << ": " << cli.output;
+  }
+  // Resuming into it is refused the same way, not a crash.
+  BuildOptions o = Options(src_, out_);
+  o.resume = true;
+  BuildResult r;
+  EXPECT_EQ(BuildDataset(o, &r).code(), Status::Code::kCorruption);
+}
+
+TEST_F(VerifyTest, RandomBytesAreNotAnLmdb) {
+  const std::string mdb = out_ + "/data.mdb";
+  std::string noise(64 * 1024, '\0');
+  uint32_t x = 12345;
+  for (char& c : noise) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>(x >> 24);
+  }
+  WriteAll(mdb, noise);
+  VerifyResult vr;
+  Status s = VerifyDataset(out_, {}, &vr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), out_)) << s.ToString();
+  RunResult cli = RunTool({"verify", out_}, tmp_.path());
+  EXPECT_EQ(cli.signal, 0) << cli.output;
+  EXPECT_EQ(cli.exit_code, 1) << cli.output;
+}
+
 TEST(Verify, UndecodablePayloadWithAValidChecksum) {
   // A record that is internally consistent (CRC right) but whose PNG cannot be decoded, and
   // one whose raw payload size disagrees with its shape: verify decodes, so both are found.
@@ -149,6 +191,20 @@ TEST_F(VerifyTest, InfoDescribesCountShapeStorageAndStats) {
   ASSERT_FALSE(BuildDataset(Options(src_, tmp_ / "partial"), &r).ok());
   Status s = DescribeDataset(tmp_ / "partial", &text);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+}
+
+TEST(Cli, DecodeLimitFlagsAreNamedInTheRefusalAndApplied) {
+  TempDir tmp;
+  Synth(tmp / "src", 2, 64, 48);
+  RunResult r = RunTool({"build", tmp / "src", tmp / "out", "--max-image-side", "32"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "64x48 pixels; the limit is 32 per side")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--max-image-side")) << r.output;
+  r = RunTool({"build", tmp / "src", tmp / "out2", "--max-image-pixels", "3000"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--max-image-pixels")) << r.output;
+  r = RunTool({"build", tmp / "src", tmp / "out3", "--max-image-side", "64", "-q"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(Cli, BadUsageExits2) {

@@ -58,6 +58,47 @@ std::unique_ptr<DeviceLoader> OpenGpu(const LoaderOptions& lo, const DeviceOptio
 }
 #endif
 
+// kAuto follows the caller's current device, and no dspipe call leaves the current device
+// changed (a data-parallel rank's trainer relies on it). Uses the last visible device so a
+// multi-GPU machine tests a device other than 0.
+TEST(DeviceLoaderGpu, AutoUsesTheCurrentDeviceAndRestoresIt) {
+  SKIP_WITHOUT_GPU();
+#if DSPIPE_HAVE_CUDA
+  const int target = CudaDeviceCount() - 1;
+  ASSERT_EQ(cudaSetDevice(target), cudaSuccess);
+  EXPECT_EQ(CudaCurrentDevice(), target);
+  DeviceOptions d;  // kAuto
+  auto loader = OpenGpu(TestLoaderOptions(), d);
+  ASSERT_NE(loader, nullptr);
+  TensorBatch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b.device(), target);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, b.images()), cudaSuccess);
+  EXPECT_EQ(attr.device, target);
+  int current = -1;
+  // Explicitly on device 0 while the caller's current device is another one (when there is
+  // another): still restored.
+  if (target != 0) {
+    DeviceOptions zero;
+    zero.device = 0;
+    auto on0 = OpenGpu(TestLoaderOptions(), zero);
+    ASSERT_NE(on0, nullptr);
+    TensorBatch b0;
+    ASSERT_TRUE(on0->Next(&b0).ok());
+    ASSERT_TRUE(b0.Release(nullptr).ok());
+  }
+  ASSERT_TRUE(b.Release(nullptr).ok());
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, target);
+  loader.reset();
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, target);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+#endif
+}
+
 // One epoch against the reference. fp32: within 1 ulp; fp16: within 1e-3 relative (plus half's
 // subnormal step near 0); masks: exact, int64 or uint8.
 void CompareEpoch([[maybe_unused]] const LoaderOptions& lo, [[maybe_unused]] const DeviceOptions& d,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/device_fixture.h"
+#include "device/device_select.h"
 #include "dspipe/cuda.h"
 #include "dspipe/normalize.h"
 
@@ -124,6 +125,42 @@ TEST(DeviceLoaderCpu, ExplicitCudaDeviceWithoutGpuIsUnsupported) {
   EXPECT_NE(s.message().find("CUDA device 0 requested"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("DSPIPE_DISABLE_CUDA"), std::string::npos) << s.ToString();
   EXPECT_EQ(loader, nullptr);
+}
+
+// Device choice with mocked CUDA answers: 4 visible devices, this rank's current device 2.
+TEST(DevicePick, AutoTakesTheCallersCurrentDeviceNotDeviceZero) {
+  internal::CudaProbe four;
+  four.available = true;
+  four.count = 4;
+  four.current = 2;
+  int device = -7;
+  ASSERT_TRUE(internal::PickDevice(four, DeviceOptions::kAuto, &device).ok());
+  EXPECT_EQ(device, 2);
+  four.current = 3;
+  ASSERT_TRUE(internal::PickDevice(four, DeviceOptions::kAuto, &device).ok());
+  EXPECT_EQ(device, 3);
+  // An explicit ordinal wins over the current device; kCpu is the CPU path.
+  ASSERT_TRUE(internal::PickDevice(four, 1, &device).ok());
+  EXPECT_EQ(device, 1);
+  ASSERT_TRUE(internal::PickDevice(four, DeviceOptions::kCpu, &device).ok());
+  EXPECT_EQ(device, -1);
+  Status s = internal::PickDevice(four, 4, &device);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("only 4 visible"), std::string::npos) << s.ToString();
+  four.current = 9;  // the runtime contradicting itself is an error, not device 0
+  EXPECT_EQ(internal::PickDevice(four, DeviceOptions::kAuto, &device).code(),
+            Status::Code::kInternal);
+}
+
+TEST(DevicePick, NoDeviceMeansCpuForAutoAndAnErrorForAnOrdinal) {
+  internal::CudaProbe none;
+  none.why = "mocked: no device";
+  int device = 5;
+  ASSERT_TRUE(internal::PickDevice(none, DeviceOptions::kAuto, &device).ok());
+  EXPECT_EQ(device, -1);
+  const Status s = internal::PickDevice(none, 0, &device);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported);
+  EXPECT_NE(s.message().find("mocked: no device"), std::string::npos) << s.ToString();
 }
 
 TEST(DeviceLoaderCpu, RejectsBadOptions) {

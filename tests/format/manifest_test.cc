@@ -83,6 +83,34 @@ TEST(Manifest, ShardedRangesMustBeContiguousAndCoverCount) {
   EXPECT_NE(s.message().find("cover 9"), std::string::npos) << s.ToString();
 }
 
+TEST(Manifest, EmptyShardListIsCorruption) {
+  json j = Lone();
+  j["count"] = 0;
+  j["shards"] = json::array();
+  DatasetInfo info;
+  std::vector<ShardRange> ranges;
+  Status s = Parse(j, &info, &ranges);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("WHERE/x.lmdb"), std::string::npos) << s.ToString();
+  j["shards"] = json::object();
+  EXPECT_EQ(Parse(j, &info, &ranges).code(), Status::Code::kCorruption);
+}
+
+TEST(Manifest, ShardNamesCannotEscapeTheDatasetDirectory) {
+  const std::vector<std::string> names = {"../../etc", "..",  ".",    "", "/tmp/x.lmdb",
+                                          "a/b",       "a\\b", std::string("a\0b", 3)};
+  for (const std::string& name : names) {
+    json j = Lone();
+    j["shards"] = {{{"name", name}, {"begin", 0}, {"end", 10}}};
+    DatasetInfo info;
+    std::vector<ShardRange> ranges;
+    Status s = Parse(j, &info, &ranges);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << name << ": " << s.ToString();
+    EXPECT_NE(s.message().find("not a directory name inside the dataset"), std::string::npos)
+        << s.ToString();
+  }
+}
+
 TEST(Manifest, OneShardOfASetGivesItsGlobalRange) {
   json j = Lone();
   j["count"] = 6;

@@ -1,6 +1,8 @@
 // GPU normalization against the CPU reference (labelled `gpu`). Every GPU test skips with a
 // message when no device is usable; CudaRuntime.* runs everywhere and checks the no-GPU path.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -64,8 +66,45 @@ TEST(CudaRuntime, NoGpuPathWorksOrDeviceIsUsable) {
   EXPECT_EQ(MasksToInt64Gpu(px, 1, 1, 1, false, nullptr, &m, nullptr).code(),
             Status::Code::kUnsupported);
   // The CPU path is unaffected.
-  NormalizeNhwcToNchwF32(px, 1, 1, 1, NormalizeParams{}, out);
+  ASSERT_TRUE(NormalizeNhwcToNchwF32(px, 1, 1, 1, NormalizeParams{}, out).ok());
   EXPECT_EQ(out[0], 0.f);
+}
+
+// FreePinned decides by its own record of AllocPinned's blocks, never by asking CUDA: a pointer
+// it did not hand out is left alone (freeing it with std::free corrupted the heap: a double free
+// here), and a block is freed once.
+TEST(CudaRuntime, FreePinnedFreesOnlyItsOwnBlocksOnce) {
+  void* foreign = std::malloc(64);
+  ASSERT_NE(foreign, nullptr);
+  EXPECT_FALSE(IsPinned(foreign));
+  FreePinned(foreign);  // not ours: ignored (logged)
+  std::memset(foreign, 1, 64);  // still ours to use and free
+  std::free(foreign);
+  void* p = AllocPinned(8192);
+  ASSERT_NE(p, nullptr);
+  FreePinned(p);
+  EXPECT_FALSE(IsPinned(p));
+  FreePinned(p);  // a second free is ignored, not a double free
+}
+
+// After fork, cudaHostGetFlags fails in the child for the parent's pinned blocks; the old
+// FreePinned then std::free'd page-locked memory. The child must free (or leak) it cleanly.
+TEST(CudaRuntime, FreePinnedAfterForkIsSafe) {
+  void* p = AllocPinned(1 << 16);
+  ASSERT_NE(p, nullptr);
+  const bool pinned = IsPinned(p);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FreePinned(p);
+    ::_exit(IsPinned(p) ? 3 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status)) << "child died by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(IsPinned(p), pinned);  // the parent's record is untouched
+  FreePinned(p);
 }
 
 // Detection, pinned allocation and the CPU kernels from many threads at once (run under TSan).
@@ -84,7 +123,10 @@ TEST(CudaRuntime, ConcurrentCallsAreSafe) {
         if (p == nullptr) failures++;
         static_cast<uint8_t*>(p)[0] = 1;
         FreePinned(p);
-        NormalizeNhwcToNchwF32(src.data(), 2, 5, 7, NormalizeParams::ImageNet(), dst.data());
+        if (!NormalizeNhwcToNchwF32(src.data(), 2, 5, 7, NormalizeParams::ImageNet(), dst.data())
+                 .ok()) {
+          failures++;
+        }
       }
     });
   }
@@ -184,7 +226,9 @@ std::vector<float> CpuF32(const HostData& d, const Case& k, bool use_flags) {
   for (int i = 0; i < k.n; ++i) {
     NormalizeParams p = d.p;
     p.mirror = ImageMirrored(d, use_flags, i);
-    NormalizeNhwcToNchwF32(d.images.data() + i * in_img, 1, k.h, k.w, p, out.data() + i * in_img);
+    const Status s =
+        NormalizeNhwcToNchwF32(d.images.data() + i * in_img, 1, k.h, k.w, p, out.data() + i * in_img);
+    EXPECT_TRUE(s.ok()) << s.ToString();
   }
   return out;
 }

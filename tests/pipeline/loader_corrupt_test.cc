@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -47,6 +48,18 @@ class LoaderCorruptTest : public ::testing::Test {
 
   std::string root_, path_;
 };
+
+TEST_F(LoaderCorruptTest, TruncatedDataFileIsRefusedAtOpenNotSigbus) {
+  const std::string mdb = path_ + "/data.mdb";
+  const auto size = std::filesystem::file_size(mdb);
+  std::filesystem::resize_file(mdb, std::min<uintmax_t>(20 * 1024, size / 2));
+  std::unique_ptr<Loader> loader;
+  const Status s = Loader::Open(path_, LoaderOptions{}, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find(mdb), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.ToString();
+  EXPECT_EQ(loader, nullptr);
+}
 
 TEST_F(LoaderCorruptTest, CorruptRecordIsAnErrorNamingTheKey) {
   Corrupt();

@@ -8,6 +8,7 @@
 
 #include "dspipe/convert.h"
 #include "dspipe/fetch.h"
+#include "dspipe/limits.h"
 #include "dspipe/synth.h"
 #include "progress.h"
 
@@ -26,7 +27,7 @@ int Fail(const dspipe::Status& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   CLI::App app{"dsconvert: turn image/mask datasets into LMDB for dspipe"};
   app.require_subcommand(1);
 
@@ -101,6 +102,18 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "print count, shapes, storage, sizes, mean/std");
   info->add_option("db", db, "dataset")->required();
 
+  // Decode limits (dspipe/limits.h), for every subcommand: images whose headers declare more
+  // are refused with a message naming these flags.
+  dspipe::DecodeLimits limits;
+  for (CLI::App* sub : {build, verify, info}) {
+    sub->add_option("--max-image-side", limits.max_side,
+                    "refuse images wider or taller than this (pixels)")
+        ->capture_default_str();
+    sub->add_option("--max-image-pixels", limits.max_pixels,
+                    "refuse images with more pixels than this")
+        ->capture_default_str();
+  }
+
   // ---- fetch
   std::string fetch_url, fetch_dest;
   dspipe::FetchOptions fo;
@@ -125,6 +138,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  dspipe::SetDecodeLimits(limits);
 
   if (*synth) {
     if (!ParseSize(synth_size, &so.width, &so.height)) {
@@ -223,4 +237,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   return 2;
+}
+
+int main(int argc, char** argv) {
+  // The library reports errors as Status; anything thrown is a dspipe bug, but still an exit 1
+  // with a message rather than terminate().
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsconvert: Internal: unexpected exception: %s\n", e.what());
+    return 1;
+  }
 }
