@@ -274,7 +274,7 @@ Status Env::WriteFileAtomic(const std::string& path, std::string_view data) {
   }
   if (s.ok()) s = RenameFile(tmp, path);
   if (!s.ok()) {
-    RemoveFile(tmp);
+    (void)RemoveFile(tmp);  // best effort: the write already failed
     return s;
   }
   return SyncDir(std::filesystem::path(path).parent_path().string());
