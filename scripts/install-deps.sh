@@ -11,6 +11,7 @@ PKGS=(
   libspng-dev libturbojpeg0-dev libexif-dev
   libcsv-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv
+  clang-14 libclang-rt-14-dev
 )
 if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-torch python3-zstandard); fi
 missing=()

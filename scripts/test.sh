@@ -29,4 +29,6 @@ for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     "build-tsan/tests/$t" --gtest_brief=1
 done
+echo "== fuzzing: each libFuzzer harness for FUZZ_SECONDS (default 60) s; fails on a finding"
+bash scripts/fuzz.sh
 echo "== all test suites passed"

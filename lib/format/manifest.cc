@@ -58,6 +58,7 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
     } else {
       ranges->push_back({"", 0, info->count});
     }
+    if (ranges->empty()) return Status::Corruption(where + ": manifest lists no shards");
     uint64_t expect = ranges->front().begin;  // one shard of a set starts past 0
     for (const ShardRange& r : *ranges) {
       if (r.begin != expect || r.end < r.begin) {
