@@ -170,6 +170,27 @@ TEST_F(FaultTest, ReadErrorOnASourceFileNamesItAndResumes) {
   ExpectResumable(out);
 }
 
+TEST_F(FaultTest, ReadErrorStopsTheBuildEvenWhenSkippingBadFiles) {
+  // --on-error skip is for bad files; an I/O error is not one and must not drop a sample from
+  // a dataset that then looks complete.
+  const std::string out = tmp_ / "eio-skip";
+  const std::string flog = tmp_ / "eio-skip.faults";
+  std::vector<std::string> args = Args(out);
+  args.insert(args.end(), {"--on-error", "skip"});
+  const RunResult r = RunWithFault(
+      args, {{"DSPIPE_FAULT_OP", "read"}, {"DSPIPE_FAULT_PATH", "/images/000005."},
+             {"DSPIPE_FAULT_ERRNO", std::to_string(EIO)}, {"DSPIPE_FAULT_LOG", flog}},
+      tmp_ / "run.log");
+  ExpectFailedClearly(r, flog, {"000005.", "Input/output error", "--resume"});
+  EXPECT_FALSE(fs::exists(out + "/rejected.tsv")) << "the unreadable file was skipped";
+  std::unique_ptr<Dataset> ds;
+  EXPECT_FALSE(Dataset::Open(out, {}, &ds).ok());
+  args.push_back("--resume");
+  const RunResult again = RunTool(args, tmp_.path());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(Crcs(out), clean_);
+}
+
 TEST_F(FaultTest, FailingFsyncOfTheDataFileLeavesNoManifestAndResumes) {
   const std::string out = tmp_ / "fsync";
   const std::string flog = tmp_ / "fsync.faults";
