@@ -120,5 +120,24 @@ TEST(BadManifest, EmptyShardListIsAnError) {
       << s.ToString();
 }
 
+// fuzz_manifest: an integer field written as a huge float ("format_version": 7.7e79) went
+// through nlohmann's get<int>(), a plain float-to-int cast (UBSan: outside the range of int).
+TEST(BadManifest, IntegerFieldsMustBeIntegersInRange) {
+  const std::string head = R"({"format":"dspipe","complete":true,"store":"raw",)";
+  for (const std::string& fields :
+       {std::string(R"("format_version":7.7e79,"count":1,"channels":3})"),
+        std::string(R"("format_version":1,"count":1,"channels":1e300})"),
+        std::string(R"("format_version":1,"count":-1,"channels":3})"),
+        std::string(R"("format_version":1,"count":1,"channels":3,"height":2.5})"),
+        std::string(R"("format_version":1,"count":1,"channels":3,"width":4294967296})"),
+        std::string(R"("format_version":1,"count":2,"channels":3,"shard":{"begin":0,"end":1e30}})")}) {
+    DatasetInfo info;
+    std::vector<ShardRange> ranges;
+    const Status s = ParseManifest(head + fields, "m.json", &info, &ranges);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << fields << ": " << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "m.json: bad manifest field: '")) << s.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace dspipe::testing

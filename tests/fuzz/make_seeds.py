@@ -80,6 +80,8 @@ put("manifest", "sharded.json", json.dumps(dict(base, shards=[
     {"name": "shard-00001.lmdb", "begin": 2, "end": 4}])))
 
 put("manifest", "empty_shards.json", json.dumps(dict(base, count=0, shards=[])))  # a finding
+put("manifest", "huge_version.json", json.dumps(base).replace('"format_version": 1',
+                                                               '"format_version": 7.7e79'))  # too
 
 # build_state: mode byte 0/1 = the "build" state, 2 = the "cursor".
 state = {"options": {"source": "/x", "store": "encoded"},
