@@ -3,6 +3,7 @@
 
 Usage: /usr/bin/python3 tests/fuzz/make_seeds.py   (writes tests/fuzz/seeds/<harness>/<name>)
 Each seed is a valid input for its harness, so fuzzing starts from the paths real data takes.
+seeds/*/finding_* are fuzzer findings kept as they were found (this script leaves them).
 """
 import json
 import os
