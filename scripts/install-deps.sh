@@ -13,6 +13,7 @@ PKGS=(
   libspng-dev libturbojpeg0-dev libexif-dev libcurl4-openssl-dev libssl-dev
   libcsv-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv python3-venv python3-torch
+  clang-14 libclang-rt-14-dev
 )
 if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard); fi
 missing=()

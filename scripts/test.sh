@@ -29,6 +29,9 @@ for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     "build-tsan/tests/$t" --gtest_brief=1
 done
+echo "== fuzzing: each libFuzzer harness for FUZZ_SECONDS (default 60) s; fails on a finding"
+bash scripts/fuzz.sh
+
 echo "== Python package: pip install . into a fresh venv, then pytest"
 # The interpreter is Debian's /usr/bin/python3 (PYTHON overrides it); the venv sees its system
 # site packages (python3-torch, numpy, lmdb from install-deps.sh); scikit-build-core, nanobind,

@@ -62,7 +62,18 @@ bool HasJpegEoi(std::span<const uint8_t> b) {
 }
 
 // Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
+// Debian's OpenCV reads DICOM through GDCM, which aborts (assert) or allocates what a corrupt
+// file declares (found by tests/fuzz decode and record). dspipe takes no DICOM: every
+// cv::imdecode call checks this first.
+Status RefuseDicom(std::span<const uint8_t> bytes) {
+  if (bytes.size() >= 132 && std::memcmp(bytes.data() + 128, "DICM", 4) == 0) {
+    return Status::BadInput("DICOM files are not supported");
+  }
+  return Status::OK();
+}
+
 Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  DSPIPE_RETURN_IF_ERROR(RefuseDicom(bytes));
   cv::Mat raw;
   try {
     cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
@@ -273,6 +284,7 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
         return Status::OK();
       }
     }
+    DSPIPE_RETURN_IF_ERROR(RefuseDicom(bytes));
     cv::Mat raw;
     try {
       cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));

@@ -23,6 +23,7 @@
 #include <numeric>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 
 #include "convert/record_maker.h"
 #include "convert/sources.h"
@@ -615,7 +616,16 @@ Status Builder::Run() {
 Status BuildDataset(const BuildOptions& options, BuildResult* result) {
   *result = BuildResult{};
   Builder b(options, result);
-  return b.Run();
+  // The stored build state and cursor are JSON that a crash, a fault or a hand edit may have
+  // damaged; their readers throw (nlohmann::json, std::vector::at). Found by
+  // tests/fuzz/fuzz_build_state: report it, never terminate.
+  try {
+    return b.Run();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(options.output + ": bad build state or cursor: " + e.what());
+  } catch (const std::out_of_range& e) {
+    return Status::Corruption(options.output + ": bad build state or cursor: " + e.what());
+  }
 }
 
 }  // namespace dspipe

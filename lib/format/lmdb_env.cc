@@ -162,7 +162,21 @@ Status LmdbEnv::OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* 
   e->map_size_ = std::max(kInitialMapSize, existing + existing / 2);
   mdb_env_set_mapsize(e->env_, e->map_size_);
   rc = mdb_env_open(e->env_, path.c_str(), MDB_NOSYNC, 0644);
-  if (rc != 0) return LmdbError("open LMDB for writing", path, rc);
+  if (rc != 0) {
+    const Status s = LmdbError("open LMDB for writing", path, rc);
+    if (existing == 0) {
+      // Creating the environment failed (e.g. its first meta pages were written short or not
+      // at all): remove what it left, which no later open or --resume could read
+      // (MDB_INVALID). Found with tests/faults (short first write).
+      mdb_env_close(e->env_);
+      e->env_ = nullptr;
+      std::error_code rm;
+      std::filesystem::remove(path + "/data.mdb", rm);
+      std::filesystem::remove(path + "/lock.mdb", rm);
+      std::filesystem::remove(path, rm);  // only when empty
+    }
+    return s;
+  }
   DSPIPE_RETURN_IF_ERROR(CheckFileCoversMap(e->env_, path, /*subdir=*/true));
   Txn t;
   rc = mdb_txn_begin(e->env_, nullptr, 0, &t.txn);

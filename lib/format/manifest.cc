@@ -1,9 +1,52 @@
 #include "format/manifest.h"
 
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 namespace dspipe {
+namespace {
+
+using nlohmann::json;
+
+struct BadField : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// An integer field, which must be a JSON integer in T's range. nlohmann's get<int>() of a
+// float is a plain cast, undefined when out of range (1e80: found by tests/fuzz/fuzz_manifest).
+template <typename T>
+T IntField(const json& j, const char* key) {
+  const json& v = j.at(key);
+  const std::string name = std::string("'") + key + "'";
+  if (!v.is_number_integer()) throw BadField(name + " is not an integer");
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      throw BadField(name + " is out of range");
+    }
+    return static_cast<T>(v.get<uint64_t>());
+  }
+  const int64_t i = v.get<int64_t>();
+  if constexpr (std::is_unsigned_v<T>) {
+    if (i < 0) throw BadField(name + " is negative");
+  } else {
+    if (i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        i > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      throw BadField(name + " is out of range");
+    }
+  }
+  return static_cast<T>(i);
+}
+
+template <typename T>
+T IntField(const json& j, const char* key, T fallback) {
+  return j.contains(key) ? IntField<T>(j, key) : fallback;
+}
+
+}  // namespace
 
 std::string ShardDirName(int index) {
   char buf[32];
@@ -13,7 +56,6 @@ std::string ShardDirName(int index) {
 
 Status ParseManifest(const std::string& text, const std::string& where, DatasetInfo* info,
                      std::vector<ShardRange>* ranges) {
-  using nlohmann::json;
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return Status::Corruption(where + ": manifest is not valid JSON");
@@ -22,7 +64,7 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
     if (j.value("format", "") != "dspipe") {
       return Status::Corruption(where + ": manifest 'format' is not \"dspipe\"");
     }
-    const int version = j.at("format_version").get<int>();
+    const int version = IntField<int>(j, "format_version");
     if (version != kManifestVersion) {
       return Status::Unsupported(where + ": manifest format_version " + std::to_string(version) +
                                  " (this dspipe reads " + std::to_string(kManifestVersion) + ")");
@@ -30,14 +72,14 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
     if (!j.value("complete", false)) {
       return Status::Corruption(where + ": manifest says the build is not complete");
     }
-    info->count = j.at("count").get<uint64_t>();
+    info->count = IntField<uint64_t>(j, "count");
     info->store = j.at("store").get<std::string>();
-    info->channels = j.at("channels").get<int>();
-    info->height = j.value("height", 0);
-    info->width = j.value("width", 0);
+    info->channels = IntField<int>(j, "channels");
+    info->height = IntField<int>(j, "height", 0);
+    info->width = IntField<int>(j, "width", 0);
     info->has_masks = j.value("has_masks", false);
     info->has_labels = j.value("has_labels", false);
-    info->num_classes = j.value("num_classes", 0);
+    info->num_classes = IntField<int>(j, "num_classes", 0);
     info->class_names = j.value("class_names", std::vector<std::string>{});
     if (j.contains("stats") && j["stats"].is_object()) {
       info->mean = j["stats"].at("mean").get<std::vector<double>>();
@@ -60,14 +102,15 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
           return Status::Corruption(where + ": shard name \"" + name +
                                     "\" is not a directory name inside the dataset");
         }
-        ranges->push_back({name, s.at("begin").get<uint64_t>(), s.at("end").get<uint64_t>()});
+        ranges->push_back({name, IntField<uint64_t>(s, "begin"), IntField<uint64_t>(s, "end")});
       }
     } else if (j.contains("shard")) {
       const json& s = j["shard"];
-      ranges->push_back({"", s.at("begin").get<uint64_t>(), s.at("end").get<uint64_t>()});
+      ranges->push_back({"", IntField<uint64_t>(s, "begin"), IntField<uint64_t>(s, "end")});
     } else {
       ranges->push_back({"", 0, info->count});
     }
+    if (ranges->empty()) return Status::Corruption(where + ": manifest lists no shards");
     uint64_t expect = ranges->front().begin;  // one shard of a set starts past 0
     for (const ShardRange& r : *ranges) {
       if (r.begin != expect || r.end < r.begin) {
@@ -80,6 +123,8 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
                                 " records, count is " + std::to_string(info->count));
     }
   } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(where + ": bad manifest field: " + e.what());
+  } catch (const BadField& e) {
     return Status::Corruption(where + ": bad manifest field: " + e.what());
   }
   return Status::OK();

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Regenerates the small seed corpus in tests/fuzz/seeds (python3-opencv, numpy, zstd CLI).
+
+Usage: /usr/bin/python3 tests/fuzz/make_seeds.py   (writes tests/fuzz/seeds/<harness>/<name>)
+Each seed is a valid input for its harness, so fuzzing starts from the paths real data takes.
+seeds/*/finding_* are fuzzer findings kept as they were found (this script leaves them).
+"""
+import json
+import os
+import struct
+import subprocess
+import zlib
+
+import cv2
+import numpy as np
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
+CODEC = {"none": 0, "raw": 1, "zstd": 2, "png": 3, "jpeg": 4, "encoded": 5}
+
+
+def put(harness, name, data):
+    os.makedirs(os.path.join(HERE, harness), exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(HERE, harness, name), "wb") as f:
+        f.write(data)
+
+
+def enc(ext, img, params=()):
+    ok, buf = cv2.imencode(ext, img, list(params))
+    assert ok
+    return buf.tobytes()
+
+
+def record(img_codec, image, ch, h, w, label=-1, mask_codec="none", mask=b""):
+    hdr = b"DSR1" + bytes([1, CODEC[img_codec], CODEC[mask_codec], ch])
+    hdr += struct.pack("<IIiII", h, w, label, len(image), len(mask))
+    crc = zlib.crc32(mask, zlib.crc32(image, zlib.crc32(hdr)))
+    return hdr + struct.pack("<I", crc) + image + mask
+
+
+rng = np.random.default_rng(7)
+rgb = rng.integers(0, 255, (6, 5, 3), dtype=np.uint8)
+gray = rng.integers(0, 4, (6, 5), dtype=np.uint8)
+png_rgb = enc(".png", rgb)
+png_gray = enc(".png", gray)
+png16 = enc(".png", (gray.astype(np.uint16) * 300))
+png_rgba = enc(".png", np.dstack([rgb, np.full((6, 5), 255, np.uint8)]))
+jpg = enc(".jpg", rgb, (cv2.IMWRITE_JPEG_QUALITY, 50))
+jpg_gray = enc(".jpg", gray * 60)
+bmp = enc(".bmp", rgb)
+raw = rgb[:, :, ::-1].tobytes()
+zst = subprocess.run(["zstd", "-q", "-c", "-3"], input=raw, capture_output=True,
+                     check=True).stdout
+
+# decode: first byte picks the operation (bit0 mask-on-refusal, bit1 gray, bits2+ op).
+for op in (0, 4, 8, 6):
+    put("decode", f"png_rgb_{op}", bytes([op]) + png_rgb)
+    put("decode", f"jpg_{op}", bytes([op]) + jpg)
+for name, data in (("png_gray", png_gray), ("png16", png16), ("png_rgba", png_rgba),
+                   ("jpg_gray", jpg_gray), ("bmp", bmp)):
+    put("decode", name, bytes([8]) + data)
+put("decode", "truncated_png", bytes([1]) + png_rgb[:-12])
+
+# record: every codec, with and without masks.
+put("record", "raw", record("raw", raw, 3, 6, 5, label=2))
+put("record", "zstd", record("zstd", zst, 3, 6, 5))
+put("record", "png_mask", record("png", png_rgb, 3, 6, 5, mask_codec="png", mask=png_gray))
+put("record", "jpeg", record("jpeg", jpg, 3, 6, 5, label=0))
+put("record", "encoded_gray", record("encoded", bmp, 1, 6, 5))
+
+# manifest: a lone LMDB, one shard of a set, and a sharded top manifest.json.
+base = {"format": "dspipe", "format_version": 1, "complete": True, "count": 4,
+        "store": "encoded", "channels": 3, "height": 6, "width": 5, "has_masks": True,
+        "has_labels": False, "num_classes": 4, "class_names": [],
+        "stats": {"mean": [1.0, 2.0, 3.0], "std": [4.0, 5.0, 6.0]}}
+put("manifest", "lone.json", json.dumps(base))
+put("manifest", "shard.json", json.dumps(dict(base, shard={"index": 1, "begin": 2, "end": 4})))
+put("manifest", "sharded.json", json.dumps(dict(base, shards=[
+    {"name": "shard-00000.lmdb", "begin": 0, "end": 2},
+    {"name": "shard-00001.lmdb", "begin": 2, "end": 4}])))
+
+put("manifest", "empty_shards.json", json.dumps(dict(base, count=0, shards=[])))  # a finding
+put("manifest", "huge_version.json", json.dumps(base).replace('"format_version": 1',
+                                                               '"format_version": 7.7e79'))  # too
+
+# build_state: mode byte 0/1 = the "build" state, 2 = the "cursor".
+state = {"options": {"source": "/x", "store": "encoded"},
+         "plan": [["/nonexistent/a.png", "", -1, ""], ["/nonexistent/b.png", "m.png", 3, "bad"]],
+         "meta": {"kind": "folder", "has_masks": False, "has_labels": False, "class_names": []}}
+put("build_state", "state0", b"\x00" + json.dumps(state).encode())
+put("build_state", "state1", b"\x01" + json.dumps(state).encode())
+cursor = {"next_pos": 0, "next_index": 0, "sum": [0, 0, 0], "sumsq": [0, 0, 0], "pixels": 0,
+          "stat_images": 0, "mask_max": -1, "height": -1, "width": -1, "image_bytes": 0,
+          "mask_bytes": 0, "codecs": {}, "rejected": []}
+put("build_state", "cursor0", b"\x02" + json.dumps(cursor).encode())
+put("build_state", "cursor1", b"\x02" + json.dumps(dict(cursor, next_pos=1, next_index=1,
+                                                        codecs={"png": 1})).encode())
+
+
+def entries(pairs):
+    out = b""
+    for k, v in pairs:
+        out += bytes([len(k)]) + struct.pack("<H", len(v)) + k + v
+    return out
+
+
+# plain_lmdb: [klen:1][vlen:2 LE][key][value]...
+put("plain_lmdb", "digits", entries([(b"0", png_rgb), (b"1", jpg), (b"10", bmp), (b"2", png_gray)]))
+put("plain_lmdb", "names", entries([(b"img_a", jpg), (b"img_b", png_rgba)]))
+put("plain_lmdb", "records_key", entries([(b"records", png_rgb), (b"meta", b"{}")]))
+
+# csv: image,mask[,label] with and without a header row.
+put("csv", "header.csv", "image,mask,label\nimages/a.png,masks/a.png,1\nb.jpg,,2\n")
+put("csv", "plain.csv", "a.png,m.png\n/abs/b.png,n.png\n")
+put("csv", "quoted.csv", '"x,y.png","m ""q"".png",0\r\nz.png\r\n')
