@@ -5,6 +5,8 @@
 # build-fuzz/findings/ and the command that reproduces it is printed.
 #   FUZZ_SECONDS   seconds per harness (default 60)
 #   FUZZ_TARGETS   space-separated subset (default: all)
+#   FUZZ_SEED      libFuzzer's random seed (default 1: a CI run replays the inputs a local run
+#                  of the same length tried; set another to explore further)
 #   FUZZ_JOBS      build parallelism (default: nproc)
 # Prints the executions each harness ran without a finding; the table is also written to
 # build-fuzz/fuzz-summary.txt.
@@ -34,7 +36,8 @@ for t in "${TARGETS[@]}"; do
   echo "== fuzz: $t for ${SECONDS_EACH}s"
   rc=0
   OPENCV_LOG_LEVEL=SILENT ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$B/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=25 -rss_limit_mb=2048 \
+    "$B/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -seed="${FUZZ_SEED:-1}" \
+    -timeout=25 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$B/findings/$t-" \
     "$corpus" "tests/fuzz/seeds/$t" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

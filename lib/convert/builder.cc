@@ -81,20 +81,29 @@ struct Accum {
             {"mask_bytes", mask_bytes}, {"codecs", codecs}, {"rejected", rejected}};
   }
   // Throws json::exception on a missing or mistyped field; use ParseAccum.
+  // Integers only: nlohmann converts a float (1e80) to an integer with a plain cast, which is
+  // undefined out of range (the fuzz_manifest finding, same reader shape). Throws
+  // json::type_error on anything else; the callers turn that into a Corruption.
+  static int64_t Int(const json& v) {
+    if (!v.is_number_integer()) {
+      throw json::type_error::create(302, "expected an integer, got " + v.dump(), &v);
+    }
+    return v.get<int64_t>();
+  }
   static Accum FromJson(const json& j) {
     Accum a;
-    a.next_pos = j.at("next_pos");
-    a.next_index = j.at("next_index");
+    a.next_pos = Int(j.at("next_pos"));
+    a.next_index = Int(j.at("next_index"));
     auto s = j.at("sum").get<std::vector<double>>(), q = j.at("sumsq").get<std::vector<double>>();
     for (int k = 0; k < 3; ++k) a.sum[k] = s.at(k), a.sumsq[k] = q.at(k);
-    a.pixels = j.at("pixels");
-    a.stat_images = j.at("stat_images");
-    a.mask_max = j.at("mask_max");
-    a.height = j.at("height");
-    a.width = j.at("width");
-    a.image_bytes = j.at("image_bytes");
-    a.mask_bytes = j.at("mask_bytes");
-    a.codecs = j.at("codecs").get<std::map<std::string, uint64_t>>();
+    a.pixels = Int(j.at("pixels"));
+    a.stat_images = Int(j.at("stat_images"));
+    a.mask_max = Int(j.at("mask_max"));
+    a.height = Int(j.at("height"));
+    a.width = Int(j.at("width"));
+    a.image_bytes = Int(j.at("image_bytes"));
+    a.mask_bytes = Int(j.at("mask_bytes"));
+    for (const auto& [codec, n] : j.at("codecs").items()) a.codecs[codec] = Int(n);
     a.rejected = j.at("rejected").get<std::vector<std::pair<std::string, std::string>>>();
     return a;
   }
@@ -288,8 +297,8 @@ Status Builder::Plan(bool fresh) {
       DSPIPE_RETURN_IF_ERROR(CheckSameOptions(state.at("options"), want, o_.output));
       for (const json& p : state.at("plan")) {
         plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
-                         p.at(2).get<int>(), p.at(3).get<std::string>(),
-                         p.size() > 4 ? p.at(4).get<int64_t>() : -1});
+                         static_cast<int>(Accum::Int(p.at(2))), p.at(3).get<std::string>(),
+                         p.size() > 4 ? Accum::Int(p.at(4)) : -1});
       }
       plan_meta_ = state.at("meta");
       for (const char* k : {"kind", "has_masks", "has_labels", "class_names"}) {

@@ -89,6 +89,19 @@ TEST_F(BadBuildState, CursorWithMissingOrShortFieldsIsAnError) {
   ExpectCorrupt(Resume("c3", ValidState().dump(), cursor.dump()), "c3");  // vector::at
 }
 
+TEST_F(BadBuildState, IntegersWrittenAsHugeFloatsAreAnError) {
+  // Same shape as the fuzz_manifest finding: a float where an integer belongs was a plain
+  // (undefined) float-to-int cast in the cursor and plan readers.
+  json cursor = {{"next_pos", 1e80}, {"next_index", 0}, {"sum", {0, 0, 0}},
+                 {"sumsq", {0, 0, 0}}, {"pixels", 0}, {"stat_images", 0}, {"mask_max", -1},
+                 {"height", -1}, {"width", -1}, {"image_bytes", 0}, {"mask_bytes", 0},
+                 {"codecs", json::object()}, {"rejected", json::array()}};
+  ExpectCorrupt(Resume("f1", ValidState().dump(), cursor.dump()), "f1");
+  json bad_plan = ValidState();
+  bad_plan["plan"][0][2] = 7.7e79;
+  ExpectCorrupt(Resume("f2", bad_plan.dump(), ""), "f2");
+}
+
 TEST_F(BadBuildState, StateWithWrongTypesIsAnError) {
   ExpectCorrupt(Resume("s1", "[]", ""), "s1");
   ExpectCorrupt(Resume("s2", json{{"options", options_}}.dump(), ""), "s2");

@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::ScratchDir() + "/list.csv";
   fuzz::WriteBytes(path, data, size);
   SourceList list;
-  const Status s = ScanSources(path, &list);
+  const Status s = ScanSources(path, PlainLmdbOptions{}, &list);
   if (!s.ok()) {
     DSPIPE_FUZZ_CHECK(s.message().find(path) != std::string::npos);
     return 0;
