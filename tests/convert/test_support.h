@@ -172,12 +172,19 @@ struct RunResult {
   std::string output;  // stdout + stderr
 };
 
-// Starts dsconvert with args, stdout+stderr to log_path, and `extra_env` ("NAME=value")
-// added to this process's environment. Returns the pid.
+// Starts dsconvert with args, stdout+stderr to log_path, and this process's environment less
+// the variables starting with one of `drop` (e.g. "LD_PRELOAD=", "DSPIPE_FAULT_"), plus
+// `extra_env` ("NAME=value"). Returns the pid.
 inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path,
-                   const std::vector<std::string>& extra_env = {}) {
+                   const std::vector<std::string>& extra_env = {},
+                   const std::vector<std::string>& drop = {}) {
   std::vector<std::string> env_s = extra_env;
-  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    bool dropped = false;
+    for (const std::string& d : drop) dropped = dropped || kv.rfind(d, 0) == 0;
+    if (!dropped) env_s.push_back(kv);
+  }
   std::vector<char*> envp;
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);

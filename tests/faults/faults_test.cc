@@ -19,35 +19,15 @@ using Env = std::map<std::string, std::string>;
 // Runs dsconvert with args, the fault shim preloaded and `fault` added to the environment.
 RunResult RunWithFault(const std::vector<std::string>& args, const Env& fault,
                        const std::string& log_path) {
-  std::vector<std::string> env_s;
   std::string asan = "verify_asan_link_order=0";  // the shim comes before a shared libasan
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    if (kv.rfind("ASAN_OPTIONS=", 0) == 0) {
-      asan = kv.substr(13) + ":" + asan;
-    } else if (kv.rfind("DSPIPE_FAULT_", 0) != 0 && kv.rfind("LD_PRELOAD=", 0) != 0) {
-      env_s.push_back(kv);
-    }
+  if (const char* inherited = std::getenv("ASAN_OPTIONS")) {
+    asan = std::string(inherited) + ":" + asan;
   }
-  env_s.push_back("ASAN_OPTIONS=" + asan);
-  env_s.push_back(std::string("LD_PRELOAD=") + FAULT_SHIM_PATH);
-  for (const auto& [k, v] : fault) env_s.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& kv : env_s) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_s = {Dsconvert()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("posix_spawn " + Dsconvert() + " failed");
+  std::vector<std::string> env = {"ASAN_OPTIONS=" + asan,
+                                  std::string("LD_PRELOAD=") + FAULT_SHIM_PATH};
+  for (const auto& [k, v] : fault) env.push_back(k + "=" + v);
+  const pid_t pid =
+      Spawn(args, log_path, env, {"ASAN_OPTIONS=", "LD_PRELOAD=", "DSPIPE_FAULT_"});
   return Wait(pid, log_path);
 }
 
