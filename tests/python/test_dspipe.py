@@ -237,11 +237,20 @@ def test_keyboard_interrupt_stops_iteration(dataset):
                     print("ready", flush=True)
                     first = False
     """
+    # A shell that starts a job in the background (CI may) leaves SIGINT ignored, and an ignored
+    # signal stays ignored across exec: Python would then never install its Ctrl-C handler.
+    # The child gets the default disposition back, as in a terminal or a notebook kernel.
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), dataset],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"  # iterating now
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=120)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "ready"  # iterating now
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     assert p.returncode != 0
     assert "KeyboardInterrupt" in err, err
 
