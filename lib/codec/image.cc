@@ -72,8 +72,36 @@ Status RefuseDicom(std::span<const uint8_t> bytes) {
   return Status::OK();
 }
 
-Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+// BMP: OpenCV allocates the size its header declares (up to its own 2^30-pixel cap) before it
+// reads a pixel; a 182-byte file declaring 2053x458758 asked for 2.8 GB (tests/fuzz record).
+// The header's size is held to the DecodeLimits first, as for PNG and JPEG.
+Status CheckBmpHeader(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 26 || bytes[0] != 'B' || bytes[1] != 'M') return Status::OK();
+  auto le32 = [&](size_t at) {
+    return static_cast<int32_t>(uint32_t{bytes[at]} | uint32_t{bytes[at + 1]} << 8 |
+                                uint32_t{bytes[at + 2]} << 16 | uint32_t{bytes[at + 3]} << 24);
+  };
+  const uint32_t header_size = static_cast<uint32_t>(le32(14));
+  int64_t w = 0, h = 0;
+  if (header_size == 12) {  // OS/2 BITMAPCOREHEADER: 16-bit sides
+    w = bytes[18] | bytes[19] << 8;
+    h = bytes[20] | bytes[21] << 8;
+  } else {
+    w = le32(18);
+    h = le32(22);
+  }
+  return CheckImageSize("BMP header", static_cast<uint64_t>(w < 0 ? -w : w),
+                             static_cast<uint64_t>(h < 0 ? -h : h));
+}
+
+// What every cv::imdecode call checks first.
+Status CheckBeforeOpenCv(std::span<const uint8_t> bytes) {
   DSPIPE_RETURN_IF_ERROR(RefuseDicom(bytes));
+  return CheckBmpHeader(bytes);
+}
+
+Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
   cv::Mat raw;
   try {
     cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
@@ -284,7 +312,7 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
         return Status::OK();
       }
     }
-    DSPIPE_RETURN_IF_ERROR(RefuseDicom(bytes));
+    DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
     cv::Mat raw;
     try {
       cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));

@@ -363,6 +363,34 @@ TEST(Limits, HugePngAndJpegHeadersNameTheLimitAndTheFlag) {
   EXPECT_EQ(s.message().rfind("record header declares 1x40000", 0), 0u) << s.ToString();
 }
 
+// tests/fuzz record: a BMP (in a 182-byte record) declaring 2053x458758 made OpenCV allocate 2.8 GB before
+// reading a pixel. Its header is held to the same limits, for images and masks.
+TEST(Limits, HugeBmpHeaderIsRefusedBeforeOpenCvAllocates) {
+  LimitsGuard restore;
+  cv::Mat small(4, 5, CV_8UC3, cv::Scalar(10, 20, 30));
+  std::vector<uint8_t> bmp;
+  ASSERT_TRUE(cv::imencode(".bmp", small, bmp));
+  ASSERT_GE(bmp.size(), 26u);
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) bmp[at + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  cv::Mat m;
+  ASSERT_TRUE(DecodeImage(bmp, 3, &m).ok());  // the genuine file decodes
+  EXPECT_EQ(m.cols, 5);
+  put32(18, 2053);
+  put32(22, 458758);
+  Status s = DecodeImage(bmp, 3, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("BMP header declares 2053x458758"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  s = DecodeMask(bmp, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  put32(22, static_cast<uint32_t>(-100000));  // negative height = top-down rows
+  s = DecodeImage(bmp, 3, &m);
+  EXPECT_NE(s.message().find("2053x100000"), std::string::npos) << s.ToString();
+}
+
 TEST(Limits, ZstdFrameClaimingAHugeSizeIsRefusedBeforeDecoding) {
   // Frame header: magic, descriptor with an 8-byte content size, window descriptor, then 2^40.
   std::string frame("\x28\xB5\x2F\xFD\xC0\x58", 6);
