@@ -13,6 +13,7 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "codec/png_fast.h"
 #include "dspipe/limits.h"
 
 namespace dspipe::codec {
@@ -114,7 +115,36 @@ Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) 
   return Status::OK();
 }
 
+// Reuses *out when it already has the size and type (decoding straight into a caller's buffer).
+void FitMat(int h, int w, int type, cv::Mat* out) {
+  if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {
+    out->create(h, w, type);
+  }
+}
+
+// The fast path (png_fast.h) for a PNG ChoosePngDecoder routed there; same outputs as the
+// libspng path below.
+Status DecodePngFastTo(std::span<const uint8_t> bytes, const PngHeader& hdr, int channels,
+                       cv::Mat* out) {
+  DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", hdr.width, hdr.height));
+  const int h = static_cast<int>(hdr.height), w = static_cast<int>(hdr.width);
+  if (channels == 1 && hdr.channels == 1) {
+    FitMat(h, w, CV_8UC1, out);
+    return DecodePngFast(bytes, hdr, 1, out->data);
+  }
+  cv::Mat rgb;
+  if (channels == 3) FitMat(h, w, CV_8UC3, out);
+  cv::Mat& dst = channels == 3 ? *out : rgb;
+  if (channels != 3) dst.create(h, w, CV_8UC3);
+  DSPIPE_RETURN_IF_ERROR(DecodePngFast(bytes, hdr, 3, dst.data));
+  if (channels == 1) cv::cvtColor(dst, *out, cv::COLOR_RGB2GRAY);
+  return Status::OK();
+}
+
 Status DecodePngTo(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  if (const PngRoute route = ChoosePngDecoder(bytes); route.decoder == PngDecoder::kFast) {
+    return DecodePngFastTo(bytes, route.header, channels, out);
+  }
   SpngCtx c;
   spng_ihdr ihdr;
   DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));
@@ -277,6 +307,11 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
   try {
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
     if (SniffCodec(bytes) == Codec::kPng) {
+      // 8-bit gray masks (the common case) on the fast path: values are class ids already.
+      if (const PngRoute route = ChoosePngDecoder(bytes);
+          route.decoder == PngDecoder::kFast && route.header.color_type == 0) {
+        return DecodePngFastTo(bytes, route.header, 1, out);
+      }
       SpngCtx c;
       spng_ihdr ihdr;
       DSPIPE_RETURN_IF_ERROR(OpenPng(bytes, &c, &ihdr));

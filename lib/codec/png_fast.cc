@@ -1,0 +1,272 @@
+#include "codec/png_fast.h"
+
+#include <libdeflate.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codec/image.h"
+
+namespace dspipe::codec {
+namespace {
+
+constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+constexpr uint32_t kMaxChunk = 0x7fffffffu;  // PNG: chunk lengths are at most 2^31 - 1
+
+uint32_t Be32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+bool TypeIs(const uint8_t* type, const char* name) { return std::memcmp(type, name, 4) == 0; }
+
+std::string TypeName(const uint8_t* type) {
+  std::string s;
+  for (int i = 0; i < 4; ++i) {
+    const char ch = static_cast<char>(type[i]);
+    s += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+  }
+  return s;
+}
+
+bool InitialFastPathSetting() {
+  const char* v = std::getenv("DSPIPE_PNG_DECODER");
+  return !(v != nullptr && std::strcmp(v, "libspng") == 0);
+}
+
+std::atomic<bool>& FastPathFlag() {
+  static std::atomic<bool> enabled{InitialFastPathSetting()};
+  return enabled;
+}
+
+PngRoute Libspng(const char* reason) {
+  PngRoute r;
+  r.reason = reason;
+  return r;
+}
+
+struct DecompressorDeleter {
+  void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
+};
+
+// Per-thread scratch: the decompressor, the concatenated IDAT data, the filtered image and a
+// zero row (the "previous row" of the first row).
+struct Scratch {
+  std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> inflater{
+      libdeflate_alloc_decompressor()};
+  std::vector<uint8_t> idat;
+  std::vector<uint8_t> filtered;
+  std::vector<uint8_t> zeros;
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Converts one unfiltered row of `channels` samples per pixel to RGB (libspng's SPNG_FMT_RGB8:
+// gray replicated, alpha dropped).
+void RowToRgb(const uint8_t* row, int channels, uint32_t width, uint8_t* out) {
+  switch (channels) {
+    case 1:
+      for (uint32_t x = 0; x < width; ++x, out += 3) out[0] = out[1] = out[2] = row[x];
+      return;
+    case 2:
+      for (uint32_t x = 0; x < width; ++x, out += 3) out[0] = out[1] = out[2] = row[2 * x];
+      return;
+    case 3:
+      std::memcpy(out, row, size_t{width} * 3);
+      return;
+    default:
+      for (uint32_t x = 0; x < width; ++x, out += 3, row += 4) {
+        out[0] = row[0];
+        out[1] = row[1];
+        out[2] = row[2];
+      }
+      return;
+  }
+}
+
+}  // namespace
+
+void SetPngFastPathEnabled(bool enabled) { FastPathFlag().store(enabled); }
+bool PngFastPathEnabled() { return FastPathFlag().load(std::memory_order_relaxed); }
+
+PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) {
+  if (!PngFastPathEnabled()) return Libspng("fast path disabled");
+  const uint8_t* p = bytes.data();
+  const size_t size = bytes.size();
+  if (size < 8 + 12 + 13 || std::memcmp(p, kSignature, 8) != 0) {
+    return Libspng("no PNG signature and IHDR");
+  }
+  if (Be32(p + 8) != 13 || !TypeIs(p + 12, "IHDR")) return Libspng("first chunk is not IHDR");
+  const uint8_t* ihdr = p + 16;
+  PngRoute r;
+  r.header.width = Be32(ihdr);
+  r.header.height = Be32(ihdr + 4);
+  r.header.bit_depth = ihdr[8];
+  r.header.color_type = ihdr[9];
+  r.header.interlace = ihdr[12];
+  if (r.header.width == 0 || r.header.height == 0 || r.header.width > kMaxChunk ||
+      r.header.height > kMaxChunk) {
+    return Libspng("IHDR dimensions out of range");
+  }
+  if (ihdr[10] != 0 || ihdr[11] != 0) return Libspng("unknown compression or filter method");
+  if (r.header.interlace != 0) return Libspng("interlaced");
+  if (r.header.bit_depth != 8) return Libspng("bit depth is not 8");
+  switch (r.header.color_type) {
+    case 0: r.header.channels = 1; break;
+    case 2: r.header.channels = 3; break;
+    case 4: r.header.channels = 2; break;
+    case 6: r.header.channels = 4; break;
+    default: return Libspng("palette or unknown color type");
+  }
+  // Chunk headers up to the first IDAT.
+  size_t pos = 8 + 12 + 13;
+  while (true) {
+    if (size - pos < 12) return Libspng("truncated before IDAT");
+    const uint32_t len = Be32(p + pos);
+    const uint8_t* type = p + pos + 4;
+    if (len > kMaxChunk || len > size - pos - 12) return Libspng("truncated before IDAT");
+    if (TypeIs(type, "IDAT")) break;
+    if (TypeIs(type, "PLTE")) return Libspng("PLTE chunk");
+    if (TypeIs(type, "tRNS")) return Libspng("tRNS chunk");
+    if ((type[0] & 0x20) == 0) return Libspng("unknown critical chunk before IDAT");
+    pos += 12 + size_t{len};
+  }
+  r.decoder = PngDecoder::kFast;
+  return r;
+}
+
+Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
+                     uint8_t* dst) {
+  DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", header.width, header.height));
+  if (out_channels != 3 && !(out_channels == 1 && header.channels == 1)) {
+    return Status::InvalidArgument("PNG fast path: " + std::to_string(out_channels) +
+                                   " output channels from " + std::to_string(header.channels));
+  }
+  Scratch& s = ThreadScratch();
+  if (!s.inflater) return Status::Internal("libdeflate_alloc_decompressor failed");
+  const uint8_t* p = bytes.data();
+  const size_t size = bytes.size();
+
+  // Every chunk: complete, CRC right; IDAT chunks consecutive; IEND last.
+  const uint8_t* first_idat = nullptr;
+  size_t idat_total = 0, idat_count = 0;
+  bool idat_done = false, iend = false;
+  size_t pos = 8;
+  while (pos < size) {
+    if (size - pos < 12) {
+      return Status::BadInput("truncated PNG: " + std::to_string(size - pos) +
+                              " stray bytes at offset " + std::to_string(pos) +
+                              " (a chunk needs at least 12)");
+    }
+    const uint32_t len = Be32(p + pos);
+    const uint8_t* type = p + pos + 4;
+    if (len > kMaxChunk || len > size - pos - 12) {
+      return Status::BadInput("truncated PNG: chunk '" + TypeName(type) + "' at offset " +
+                              std::to_string(pos) + " declares " + std::to_string(len) +
+                              " bytes, " + std::to_string(size - pos - 12) + " remain");
+    }
+    const uint32_t stored = Be32(p + pos + 8 + len);
+    const uint32_t computed = libdeflate_crc32(0, type, size_t{len} + 4);
+    if (stored != computed) {
+      return Status::BadInput("PNG chunk '" + TypeName(type) + "' at offset " +
+                              std::to_string(pos) + ": CRC mismatch (corrupt data)");
+    }
+    if (TypeIs(type, "IDAT")) {
+      if (idat_done) {
+        return Status::BadInput("PNG IDAT chunks are not consecutive (another IDAT at offset " +
+                                std::to_string(pos) + ")");
+      }
+      if (idat_count == 0) first_idat = type + 4;
+      ++idat_count;
+      idat_total += len;
+    } else if (idat_count > 0) {
+      idat_done = true;
+    }
+    pos += 12 + size_t{len};
+    if (TypeIs(type, "IEND")) {
+      iend = true;
+      break;
+    }
+    if ((type[0] & 0x20) == 0 && !TypeIs(type, "IHDR") && !TypeIs(type, "IDAT")) {
+      return Status::BadInput("PNG critical chunk '" + TypeName(type) + "' after the image data");
+    }
+  }
+  if (!iend) return Status::BadInput("truncated PNG (no IEND chunk)");
+  if (pos != size) {
+    return Status::BadInput("PNG has " + std::to_string(size - pos) + " bytes after IEND");
+  }
+  if (idat_count == 0) return Status::BadInput("PNG has no IDAT chunk");
+
+  // The zlib stream: one span when there is one IDAT, else the chunks' data concatenated.
+  const uint8_t* stream = first_idat;
+  if (idat_count > 1) {
+    s.idat.resize(idat_total);
+    size_t at = 0;
+    for (size_t q = static_cast<size_t>(first_idat - 8 - p); at < idat_total;) {
+      const uint32_t len = Be32(p + q);
+      std::memcpy(s.idat.data() + at, p + q + 8, len);
+      at += len;
+      q += 12 + size_t{len};
+    }
+    stream = s.idat.data();
+  }
+
+  const size_t bpp = static_cast<size_t>(header.channels);
+  const size_t row_bytes = size_t{header.width} * bpp;
+  const size_t stride = row_bytes + 1;
+  const size_t expected = stride * header.height;
+  s.filtered.resize(expected);
+  size_t in_used = 0, out_size = 0;
+  const libdeflate_result rc = libdeflate_zlib_decompress_ex(
+      s.inflater.get(), stream, idat_total, s.filtered.data(), expected, &in_used, &out_size);
+  if (rc == LIBDEFLATE_INSUFFICIENT_SPACE) {
+    return Status::BadInput("PNG image data inflates past the " + std::to_string(expected) +
+                            " bytes a " + std::to_string(header.width) + "x" +
+                            std::to_string(header.height) + " image holds");
+  }
+  if (rc != LIBDEFLATE_SUCCESS) {
+    return Status::BadInput(
+        "PNG image data: corrupt zlib stream (bad deflate data, truncated, or adler32 mismatch)");
+  }
+  if (out_size != expected) {
+    return Status::BadInput("PNG image data is short: it inflates to " + std::to_string(out_size) +
+                            " bytes, the image needs " + std::to_string(expected));
+  }
+  if (in_used != idat_total) {
+    return Status::BadInput("PNG image data: " + std::to_string(idat_total - in_used) +
+                            " bytes of trailing data after the zlib stream");
+  }
+
+  // Unfilter. Without a channel conversion each row goes straight into dst (the previous dst
+  // row is the prediction row); otherwise in place in the filtered buffer, then converted.
+  const bool direct = static_cast<size_t>(out_channels) == bpp;
+  if (s.zeros.size() < row_bytes) s.zeros.assign(row_bytes, 0);
+  const UnfilterIsa isa = BestUnfilterIsa();
+  uint8_t* const filtered = s.filtered.data();
+  for (uint32_t y = 0; y < header.height; ++y) {
+    uint8_t* row = filtered + size_t{y} * stride;
+    const int filter = row[0];
+    if (filter > 4) {
+      return Status::BadInput("PNG row " + std::to_string(y) + " has filter type " +
+                              std::to_string(filter) + " (0-4 exist)");
+    }
+    if (direct) {
+      uint8_t* out = dst + size_t{y} * row_bytes;
+      const uint8_t* prev = y == 0 ? s.zeros.data() : out - row_bytes;
+      UnfilterRow(isa, filter, row + 1, prev, out, row_bytes, static_cast<int>(bpp));
+    } else {
+      const uint8_t* prev = y == 0 ? s.zeros.data() : row - stride + 1;
+      UnfilterRow(isa, filter, row + 1, prev, row + 1, row_bytes, static_cast<int>(bpp));
+      RowToRgb(row + 1, header.channels, header.width, dst + size_t{y} * header.width * 3);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace dspipe::codec

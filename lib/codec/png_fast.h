@@ -1,0 +1,76 @@
+// The fast PNG path: a decoder for the PNGs almost every writer produces (8-bit gray,
+// gray+alpha, RGB, RGBA, not interlaced, no palette or transparency chunk), beside libspng,
+// which keeps everything else. Internal to lib/codec (not installed); image.cc routes every PNG
+// decode through ChoosePngDecoder, so the loader, `dsconvert build --check decode` and
+// `dsconvert verify` take the same path.
+//
+// How it decodes: walks the chunks checking every chunk's CRC (libdeflate's crc32), concatenates
+// the IDAT data, inflates it with ONE libdeflate zlib call into a buffer of exactly the size
+// IHDR implies (libdeflate checks the adler32; a stream that inflates to fewer or more bytes, or
+// that leaves bytes after its end, is an error), then undoes the row filters with SIMD (SSE2,
+// or AVX2 when the CPU has it, chosen once at run time), writing straight into the caller's
+// buffer when no channel conversion is needed. All functions are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "dspipe/status.h"
+
+namespace dspipe::codec {
+
+// IHDR, as the fast path reads it.
+struct PngHeader {
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint8_t bit_depth = 0;
+  uint8_t color_type = 0;  // 0 gray, 2 RGB, 3 palette, 4 gray+alpha, 6 RGBA
+  uint8_t interlace = 0;
+  int channels = 0;        // samples per pixel as stored (1, 2, 3 or 4; 1 for palette)
+};
+
+enum class PngDecoder { kFast, kLibspng };
+
+struct PngRoute {
+  PngDecoder decoder = PngDecoder::kLibspng;
+  PngHeader header;        // valid when decoder == kFast
+  const char* reason = ""; // why libspng was chosen (for tests and debugging); "" for kFast
+};
+
+// THE routing rule. kFast when all of these hold, else kLibspng:
+//  - the fast path is enabled (SetPngFastPathEnabled; DSPIPE_PNG_DECODER=libspng in the
+//    environment disables it at start-up);
+//  - the PNG signature is followed by a complete IHDR chunk (13 bytes) with compression and
+//    filter method 0, interlace method 0, bit depth 8 and color type 0, 2, 4 or 6;
+//  - every chunk before the first IDAT is complete, and none of them is PLTE, tRNS or an
+//    unknown critical chunk (a type whose first letter is upper case, other than IHDR).
+// Ancillary chunks (gAMA, sRGB, pHYs, text, ...) do not matter: dspipe's libspng calls ignore
+// them too. Broken files that fail the rule (bad IHDR, truncated before IDAT) go to libspng,
+// which reports them as before. Reads only chunk headers: no CRC, no inflate.
+PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes);
+
+// Process-wide switch (default on, unless DSPIPE_PNG_DECODER=libspng was set at start-up).
+// Benchmarks turn it off to measure today's libspng decoder in the same run.
+void SetPngFastPathEnabled(bool enabled);
+bool PngFastPathEnabled();
+
+// Decodes a PNG that ChoosePngDecoder routed to kFast (header is its PngRoute::header) into dst,
+// which holds header.height * header.width * out_channels bytes. out_channels is 3 (RGB: gray
+// is replicated, alpha dropped, exactly as libspng's SPNG_FMT_RGB8) or 1 (only for color type
+// 0: the gray samples). Checks the DecodeLimits first. Errors are kBadInput with the reason
+// (chunk, byte offset, CRC or zlib failure); the caller adds the file name or key.
+Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
+                     uint8_t* dst);
+
+// Row unfiltering (PNG filter types 0-4) of one scanline of n bytes at bpp bytes per pixel
+// (1..4): out[i] = src[i] + predictor(out[i - bpp], prev[i], prev[i - bpp]). prev is the
+// previous unfiltered row (all zeros for the first row). out may equal src (in place); prev
+// must not overlap out. Exposed so tests compare the SIMD versions with the plain one.
+enum class UnfilterIsa { kScalar, kSse2, kAvx2 };
+void UnfilterRow(UnfilterIsa isa, int filter, const uint8_t* src, const uint8_t* prev,
+                 uint8_t* out, size_t n, int bpp);
+// The ISA the decoder uses on this CPU (kAvx2 when __builtin_cpu_supports("avx2")).
+UnfilterIsa BestUnfilterIsa();
+
+}  // namespace dspipe::codec
