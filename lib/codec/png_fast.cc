@@ -130,8 +130,9 @@ PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) {
     if (size - pos < 12) return Libspng("truncated before IDAT");
     const uint32_t len = Be32(p + pos);
     const uint8_t* type = p + pos + 4;
+    // The fast decoder reports a truncated IDAT or a missing one itself.
+    if (TypeIs(type, "IDAT") || TypeIs(type, "IEND")) break;
     if (len > kMaxChunk || len > size - pos - 12) return Libspng("truncated before IDAT");
-    if (TypeIs(type, "IDAT")) break;
     if (TypeIs(type, "PLTE")) return Libspng("PLTE chunk");
     if (TypeIs(type, "tRNS")) return Libspng("tRNS chunk");
     if ((type[0] & 0x20) == 0) return Libspng("unknown critical chunk before IDAT");

@@ -43,8 +43,8 @@ struct PngRoute {
 //    environment disables it at start-up);
 //  - the PNG signature is followed by a complete IHDR chunk (13 bytes) with compression and
 //    filter method 0, interlace method 0, bit depth 8 and color type 0, 2, 4 or 6;
-//  - every chunk before the first IDAT is complete, and none of them is PLTE, tRNS or an
-//    unknown critical chunk (a type whose first letter is upper case, other than IHDR).
+//  - every chunk before the first IDAT (or IEND) is complete, and none of them is PLTE, tRNS
+//    or an unknown critical chunk (a type whose first letter is upper case, other than IHDR).
 // Ancillary chunks (gAMA, sRGB, pHYs, text, ...) do not matter: dspipe's libspng calls ignore
 // them too. Broken files that fail the rule (bad IHDR, truncated before IDAT) go to libspng,
 // which reports them as before. Reads only chunk headers: no CRC, no inflate.

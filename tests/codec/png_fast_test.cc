@@ -1,0 +1,382 @@
+// The PNG fast path (lib/codec/png_fast*): the routing rule, SIMD unfiltering against the plain
+// loop, corruption that must fail, and bit-exactness with libspng over a corpus written by
+// several encoders (tests/codec/make_png_corpus.py: OpenCV, Pillow, ImageMagick; libspng's own
+// encodes, every filter forced, are made here).
+#include "codec/png_fast.h"
+
+#include <gtest/gtest.h>
+#include <spng.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+#include "codec/image.h"
+#include "test_images.h"
+
+namespace dspipe::codec {
+namespace {
+
+namespace fs = std::filesystem;
+using dspipe::testing::AppendPngChunk;
+using dspipe::testing::AsBytes;
+using dspipe::testing::PutBe32;
+
+// Restores the process-wide switch when a test ends.
+struct FastPathScope {
+  explicit FastPathScope(bool on) { SetPngFastPathEnabled(on); }
+  ~FastPathScope() { SetPngFastPathEnabled(true); }
+};
+
+std::string Ihdr(int w, int h, int depth, int color, int interlace = 0) {
+  std::string d;
+  PutBe32(&d, static_cast<uint32_t>(w));
+  PutBe32(&d, static_cast<uint32_t>(h));
+  d += static_cast<char>(depth);
+  d += static_cast<char>(color);
+  d += '\0';
+  d += '\0';
+  d += static_cast<char>(interlace);
+  return d;
+}
+
+std::string Zlib(const std::string& raw) {
+  uLongf n = compressBound(raw.size());
+  std::string z(n, '\0');
+  EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(z.data()), &n,
+                      reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 6),
+            Z_OK);
+  z.resize(n);
+  return z;
+}
+
+// A PNG from its parts: IHDR, chunks before IDAT, the IDAT payload (split into `splits` chunks).
+std::string Png(const std::string& ihdr, const std::string& idat_payload,
+                const std::vector<std::pair<std::string, std::string>>& before = {},
+                int splits = 1) {
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  AppendPngChunk(&png, "IHDR", ihdr);
+  for (const auto& [type, data] : before) AppendPngChunk(&png, type.c_str(), data);
+  const size_t step = (idat_payload.size() + splits - 1) / splits;
+  for (size_t at = 0; at < idat_payload.size(); at += step) {
+    AppendPngChunk(&png, "IDAT", idat_payload.substr(at, step));
+  }
+  AppendPngChunk(&png, "IEND", "");
+  return png;
+}
+
+// Filtered scanlines of a w x h RGB image: row y uses filter y % 5, random bytes.
+std::string FilteredRows(int w, int h, int bpp, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::string raw;
+  for (int y = 0; y < h; ++y) {
+    raw += static_cast<char>(y % 5);
+    for (int i = 0; i < w * bpp; ++i) raw += static_cast<char>(rng() & 0xFF);
+  }
+  return raw;
+}
+
+cv::Mat Decode(const std::string& png, int channels, bool fast) {
+  FastPathScope scope(fast);
+  cv::Mat m;
+  const Status s = DecodeImage(AsBytes(png), channels, &m);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return m;
+}
+
+bool SameMat(const cv::Mat& a, const cv::Mat& b) {
+  return a.size() == b.size() && a.type() == b.type() &&
+         (a.empty() || std::equal(a.datastart, a.dataend, b.datastart));
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+
+TEST(PngRoute, TheDocumentedRule) {
+  const std::string z = Zlib(FilteredRows(4, 2, 3));
+  auto route = [](const std::string& png) { return ChoosePngDecoder(AsBytes(png)); };
+  for (int color : {0, 2, 4, 6}) {
+    const PngRoute r = route(Png(Ihdr(4, 2, 8, color), z));
+    EXPECT_EQ(r.decoder, PngDecoder::kFast) << "color type " << color;
+    EXPECT_EQ(r.header.width, 4u);
+    EXPECT_EQ(r.header.height, 2u);
+    EXPECT_EQ(r.header.channels, color == 0 ? 1 : color == 2 ? 3 : color == 4 ? 2 : 4);
+  }
+  // Ancillary chunks before IDAT do not matter.
+  EXPECT_EQ(route(Png(Ihdr(4, 2, 8, 2), z, {{"gAMA", std::string(4, '\1')},
+                                            {"pHYs", std::string(9, '\0')},
+                                            {"tEXt", std::string("a\0b", 3)}}))
+                .decoder,
+            PngDecoder::kFast);
+  // Everything else is libspng's.
+  const std::vector<std::pair<std::string, std::string>> to_libspng = {
+      {"16-bit", Png(Ihdr(4, 2, 16, 2), z)},
+      {"4-bit gray", Png(Ihdr(4, 2, 4, 0), z)},
+      {"palette", Png(Ihdr(4, 2, 8, 3), z, {{"PLTE", std::string(6, '\0')}})},
+      {"interlaced", Png(Ihdr(4, 2, 8, 2, 1), z)},
+      {"tRNS", Png(Ihdr(4, 2, 8, 2), z, {{"tRNS", std::string(6, '\0')}})},
+      {"PLTE in RGB", Png(Ihdr(4, 2, 8, 2), z, {{"PLTE", std::string(6, '\0')}})},
+      {"unknown critical", Png(Ihdr(4, 2, 8, 2), z, {{"ABCD", "x"}})},
+      {"zero width", Png(Ihdr(0, 2, 8, 2), z)},
+      {"bad filter method", [&] {
+         std::string h = Ihdr(4, 2, 8, 2);
+         h[11] = 1;
+         return Png(h, z);
+       }()},
+      {"truncated before IDAT", Png(Ihdr(4, 2, 8, 2), z).substr(0, 40)},
+      {"not a PNG", std::string("GIF89a") + std::string(64, '\0')},
+  };
+  for (const auto& [what, png] : to_libspng) {
+    EXPECT_EQ(route(png).decoder, PngDecoder::kLibspng) << what;
+  }
+  FastPathScope off(false);
+  EXPECT_EQ(route(Png(Ihdr(4, 2, 8, 2), z)).decoder, PngDecoder::kLibspng);
+}
+
+// ---- SIMD unfilter against the plain loop ----------------------------------------------------
+
+TEST(PngUnfilter, SimdMatchesPlainForEveryFilterAndPixelSize) {
+  std::mt19937 rng(7);
+  std::vector<UnfilterIsa> isas = {UnfilterIsa::kSse2};
+  if (BestUnfilterIsa() == UnfilterIsa::kAvx2) isas.push_back(UnfilterIsa::kAvx2);
+  for (int bpp = 1; bpp <= 4; ++bpp) {
+    for (size_t px = 1; px <= 80; ++px) {
+      const size_t n = px * bpp;
+      for (int filter = 0; filter <= 4; ++filter) {
+        std::vector<uint8_t> src(n), prev(n);
+        for (auto& v : src) v = static_cast<uint8_t>(rng());
+        // Small ranges too, so Paeth's ties and Avg's odd sums come up.
+        for (auto& v : prev) v = static_cast<uint8_t>(px % 2 ? rng() : rng() % 3);
+        std::vector<uint8_t> want(n);
+        UnfilterRow(UnfilterIsa::kScalar, filter, src.data(), prev.data(), want.data(), n, bpp);
+        for (UnfilterIsa isa : isas) {
+          std::vector<uint8_t> got(n + 8, 0xEE);  // bytes past the row must stay untouched
+          UnfilterRow(isa, filter, src.data(), prev.data(), got.data(), n, bpp);
+          EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
+              << "isa " << int(isa) << " filter " << filter << " bpp " << bpp << " n " << n;
+          EXPECT_EQ(got[n], 0xEE) << "wrote past the row: filter " << filter << " bpp " << bpp;
+          std::vector<uint8_t> in_place = src;  // out == src
+          UnfilterRow(isa, filter, in_place.data(), prev.data(), in_place.data(), n, bpp);
+          EXPECT_EQ(in_place, want) << "in place: isa " << int(isa) << " filter " << filter
+                                    << " bpp " << bpp << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+// ---- corruption is an error on the fast path -------------------------------------------------
+
+Status DecodeFast(const std::string& png) {
+  EXPECT_EQ(ChoosePngDecoder(AsBytes(png)).decoder, PngDecoder::kFast);
+  std::vector<uint8_t> dst(8 * 5 * 3);
+  return DecodePayloadInto(Codec::kPng, AsBytes(png), 3, 5, 8, dst.data());
+}
+
+void ExpectCorrupt(const std::string& png, const std::string& reason) {
+  const Status s = DecodeFast(png);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find(reason), std::string::npos) << s.ToString();
+}
+
+// Rewrites the CRC of the chunk at `pos` (a test that wants the corruption past the CRC check).
+void FixCrc(std::string* png, size_t pos) {
+  const uint32_t len = static_cast<uint32_t>(static_cast<uint8_t>((*png)[pos]) << 24 |
+                                             static_cast<uint8_t>((*png)[pos + 1]) << 16 |
+                                             static_cast<uint8_t>((*png)[pos + 2]) << 8 |
+                                             static_cast<uint8_t>((*png)[pos + 3]));
+  const uint32_t c = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(png->data() + pos + 4), len + 4));
+  for (int i = 0; i < 4; ++i) (*png)[pos + 8 + len + i] = static_cast<char>(c >> (24 - 8 * i));
+}
+
+TEST(PngFastCorrupt, EveryKindOfDamageIsAnErrorWithTheReason) {
+  const std::string raw = FilteredRows(8, 5, 3);
+  const std::string good = Png(Ihdr(8, 5, 8, 2), Zlib(raw));
+  ASSERT_TRUE(DecodeFast(good).ok());
+  const size_t idat = good.find("IDAT") - 4;
+
+  std::string bad_crc = good;
+  bad_crc[idat + 10] ^= 0x01;
+  ExpectCorrupt(bad_crc, "CRC mismatch");
+
+  std::string bad_ancillary = Png(Ihdr(8, 5, 8, 2), Zlib(raw), {{"tEXt", "k\0v"}});
+  bad_ancillary[bad_ancillary.find("tEXt") + 4] ^= 0x01;
+  ExpectCorrupt(bad_ancillary, "chunk 'tEXt' at offset 33: CRC mismatch");
+
+  std::string bad_adler = good;  // last 4 bytes of the zlib stream, CRC made right again
+  bad_adler[good.find("IEND") - 4 - 4 - 1] ^= 0x01;
+  FixCrc(&bad_adler, idat);
+  ExpectCorrupt(bad_adler, "corrupt zlib stream");
+
+  ExpectCorrupt(Png(Ihdr(8, 5, 8, 2), Zlib(raw.substr(0, raw.size() - 25))), "is short");
+  ExpectCorrupt(Png(Ihdr(8, 5, 8, 2), Zlib(raw + "xyz")), "inflates past");
+  ExpectCorrupt(Png(Ihdr(8, 5, 8, 2), Zlib(raw) + "junk"), "4 bytes of trailing data");
+  std::string bad_filter = raw;
+  bad_filter[3 * (8 * 3 + 1)] = 5;
+  ExpectCorrupt(Png(Ihdr(8, 5, 8, 2), Zlib(bad_filter)), "row 3 has filter type 5");
+  ExpectCorrupt(good.substr(0, good.size() - 12), "no IEND");
+  ExpectCorrupt(good.substr(0, good.size() - 20), "truncated PNG");
+  ExpectCorrupt(good + "tail", "bytes after IEND");
+  ExpectCorrupt(Png(Ihdr(8, 5, 8, 2), ""), "no IDAT");
+  // IDAT split across chunks decodes; IDAT chunks with another chunk between them do not.
+  EXPECT_TRUE(DecodeFast(Png(Ihdr(8, 5, 8, 2), Zlib(raw), {}, 7)).ok());
+  const std::string z = Zlib(raw);
+  std::string gap("\x89PNG\r\n\x1a\n", 8);
+  AppendPngChunk(&gap, "IHDR", Ihdr(8, 5, 8, 2));
+  AppendPngChunk(&gap, "IDAT", z.substr(0, 10));
+  AppendPngChunk(&gap, "tEXt", "a\0b");
+  AppendPngChunk(&gap, "IDAT", z.substr(10));
+  AppendPngChunk(&gap, "IEND", "");
+  ExpectCorrupt(gap, "not consecutive");
+}
+
+TEST(PngFastCorrupt, DecodeLimitsApplyBeforeInflating) {
+  const std::string png = Png(Ihdr(40000, 2, 8, 2), Zlib("x"));
+  ASSERT_EQ(ChoosePngDecoder(AsBytes(png)).decoder, PngDecoder::kFast);
+  cv::Mat m;
+  const Status s = DecodeImage(AsBytes(png), 3, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput);
+  EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(m.empty());
+}
+
+// The existing stored-block test (image_test.cc) over the fast path explicitly: cv2 level 0
+// writes stored deflate blocks, where only the chunk CRC can see a flipped pixel bit.
+TEST(PngFastCorrupt, FlippedBitsInStoredBlocksNeverDecodeSilently) {
+  cv::Mat rgb(64, 64, CV_8UC3);
+  cv::randu(rgb, 0, 255);
+  const std::string png = dspipe::testing::Encode(rgb, ".png", {cv::IMWRITE_PNG_COMPRESSION, 0});
+  ASSERT_EQ(ChoosePngDecoder(AsBytes(png)).decoder, PngDecoder::kFast);
+  std::vector<uint8_t> dst(64 * 64 * 3);
+  int silent = 0, tried = 0;
+  for (size_t off = png.find("IDAT") + 4; off < png.size() - 12; off += 53, ++tried) {
+    std::string bad = png;
+    bad[off] = static_cast<char>(bad[off] ^ 0x10);
+    const Status s = DecodePayloadInto(Codec::kPng, AsBytes(bad), 3, 64, 64, dst.data());
+    if (s.ok()) ++silent;
+    else EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  }
+  EXPECT_GT(tried, 100);
+  EXPECT_EQ(silent, 0);
+}
+
+// ---- bit-exact with libspng --------------------------------------------------------------------
+
+// Compares every decode the library offers for one PNG, fast path vs libspng. Returns whether
+// the file took the fast path.
+bool ExpectSameAsLibspng(const std::string& png, const std::string& what) {
+  const PngRoute route = ChoosePngDecoder(AsBytes(png));
+  for (int channels : {3, 1}) {
+    const cv::Mat fast = Decode(png, channels, true);
+    const cv::Mat slow = Decode(png, channels, false);
+    EXPECT_TRUE(SameMat(fast, slow)) << what << " channels " << channels;
+  }
+  if (route.decoder == PngDecoder::kFast && route.header.color_type == 0) {
+    cv::Mat fast, slow;
+    {
+      FastPathScope on(true);
+      EXPECT_TRUE(DecodeMask(AsBytes(png), &fast).ok()) << what;
+    }
+    {
+      FastPathScope off(false);
+      EXPECT_TRUE(DecodeMask(AsBytes(png), &slow).ok()) << what;
+    }
+    EXPECT_TRUE(SameMat(fast, slow)) << what << " (mask)";
+    // Straight into a batch slot, as the loader does.
+    std::vector<uint8_t> slot(fast.total(), 0xAB);
+    EXPECT_TRUE(DecodePayloadInto(Codec::kPng, AsBytes(png), 1, fast.rows, fast.cols, slot.data(),
+                                  /*is_mask=*/true)
+                    .ok());
+    EXPECT_TRUE(std::equal(slot.begin(), slot.end(), fast.datastart)) << what << " (slot)";
+  }
+  return route.decoder == PngDecoder::kFast;
+}
+
+std::string SpngEncode(const cv::Mat& img, int color_type, int filter_choice, int level) {
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_set_option(ctx, SPNG_FILTER_CHOICE, filter_choice);
+  spng_set_option(ctx, SPNG_IMG_COMPRESSION_LEVEL, level);
+  spng_ihdr ihdr{};
+  ihdr.width = static_cast<uint32_t>(img.cols);
+  ihdr.height = static_cast<uint32_t>(img.rows);
+  ihdr.bit_depth = 8;
+  ihdr.color_type = static_cast<uint8_t>(color_type);
+  spng_set_ihdr(ctx, &ihdr);
+  int rc = spng_encode_image(ctx, img.data, img.total() * img.elemSize(), SPNG_FMT_PNG,
+                             SPNG_ENCODE_FINALIZE);
+  EXPECT_EQ(rc, 0) << spng_strerror(rc);
+  size_t size = 0;
+  void* buf = spng_get_png_buffer(ctx, &size, &rc);
+  std::string out(static_cast<const char*>(buf), size);
+  std::free(buf);
+  spng_ctx_free(ctx);
+  return out;
+}
+
+TEST(PngFastExact, LibspngEncodesWithEveryFilterForced) {
+  const int choices[] = {SPNG_DISABLE_FILTERING, SPNG_FILTER_CHOICE_NONE, SPNG_FILTER_CHOICE_SUB,
+                         SPNG_FILTER_CHOICE_UP,   SPNG_FILTER_CHOICE_AVG,  SPNG_FILTER_CHOICE_PAETH,
+                         SPNG_FILTER_CHOICE_ALL};
+  const std::pair<int, int> types[] = {{0, 1}, {4, 2}, {2, 3}, {6, 4}};  // color type, channels
+  int fast = 0, total = 0;
+  for (int w : {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 130}) {
+    for (int h : {1, 4}) {
+      for (auto [color, channels] : types) {
+        cv::Mat noisy(h, w, CV_8UC(channels)), smooth(h, w, CV_8UC(channels));
+        cv::randu(noisy, 0, 256);
+        for (int i = 0; i < static_cast<int>(smooth.total() * channels); ++i) {
+          smooth.data[i] = static_cast<uint8_t>(i / 7);
+        }
+        for (const cv::Mat* img : {&noisy, &smooth}) {
+          for (int choice : choices) {
+            const std::string png = SpngEncode(*img, color, choice, choice % 10);
+            fast += ExpectSameAsLibspng(png, "libspng " + std::to_string(w) + "x" +
+                                                 std::to_string(h) + " type " +
+                                                 std::to_string(color) + " filter choice " +
+                                                 std::to_string(choice));
+            ++total;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(fast, total);  // every one of these is a fast-path file
+}
+
+TEST(PngFastExact, CorpusOfOpenCvPillowAndImageMagick) {
+  const fs::path dir = fs::path(DSPIPE_BINARY_DIR) / "tests" / "codec" /
+                       ("png_corpus_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string cmd = "/usr/bin/python3 " DSPIPE_SOURCE_DIR
+                          "/tests/codec/make_png_corpus.py " +
+                          dir.string() + " > " + dir.string() + ".log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << cmd << " (needs Debian's python3-opencv, python3-pil and imagemagick; see the log)";
+  std::map<std::string, int> fast, total;  // by encoder
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string name = e.path().filename().string();
+    const std::string encoder = name.substr(0, name.find('-'));
+    fast[encoder] += ExpectSameAsLibspng(ss.str(), name);
+    ++total[encoder];
+  }
+  fs::remove_all(dir);
+  fs::remove(dir.string() + ".log");
+  // Every encoder is present in numbers, and all of its files took the fast path (they are all
+  // 8-bit gray, gray+alpha, RGB or RGBA, not interlaced).
+  for (const char* encoder : {"cv2", "pil", "magick"}) {
+    EXPECT_GE(total[encoder], 500) << encoder;
+    EXPECT_EQ(fast[encoder], total[encoder]) << encoder;
+  }
+}
+
+}  // namespace
+}  // namespace dspipe::codec
