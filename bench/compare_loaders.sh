@@ -4,6 +4,7 @@
 #   bench/compare_loaders.sh [--dir DIR] [--count 512] [--size 512x512] [--batch 8]
 #                            [--threads 2] [--batches 32] [--warmup 4] [--rounds 3]
 #                            [--build-dir build] [--out DIR] [--torch-only]
+#                            [--configs "torch_lmdb_enc dspipe_enc dspipe_enc_libspng"]
 #
 # 1. DIR/src: `dsconvert synth` (RGB PNG image + PNG mask, 3 classes), reused when present;
 #    DIR/enc.lmdb (--store encoded), DIR/raw.lmdb (--store raw), DIR/plain.lmdb
@@ -14,6 +15,11 @@
 #      torch  plain   plain.lmdb
 #      torch  lmdb    enc.lmdb, raw.lmdb (dspipe format read from Python)
 #      dspipe         enc.lmdb, raw.lmdb, plain.lmdb with `dsbench --json`
+#      dspipe libspng enc.lmdb with the PNG fast path off (DSPIPE_PNG_DECODER=libspng: the
+#                     decoder before it, in the same run)
+#    --configs picks a subset (names as in the table's source: torch_files, torch_plain,
+#    torch_lmdb_enc, torch_lmdb_raw, dspipe_files, dspipe_enc, dspipe_enc_libspng, dspipe_raw,
+#    dspipe_plain).
 #    Same work everywhere: batch 8, 2 workers/threads, shuffle, random hflip 0.5 (image and
 #    mask), float32 NCHW (x - mean) / std on the CPU. Page cache warm (files read once first).
 # 3. Prints a table: images/s median (min-max over rounds), ratio to torch-on-files, ratio
@@ -28,7 +34,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY=/usr/bin/python3
 DIR=/tmp/dspipe-compare
 COUNT=512 SIZE=512x512 BATCH=8 THREADS=2 BATCHES=32 WARMUP=4 ROUNDS=3
-BUILD="$ROOT/build" OUT="" TORCH_ONLY=0
+BUILD="$ROOT/build" OUT="" TORCH_ONLY=0 CONFIGS=""
 
 die() { echo "compare_loaders: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -44,6 +50,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD="$(cd "$2" && pwd)"; shift ;;
     --out) OUT="$2"; shift ;;
     --torch-only) TORCH_ONLY=1 ;;
+    --configs) CONFIGS="$2"; shift ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -88,7 +95,9 @@ cat "$SRC"/images/* "$SRC"/masks/* "$DIR"/*.lmdb/data.mdb >/dev/null  # warm the
 
 # ---- runs: name | command writing JSON to $json
 configs=(torch_files torch_plain torch_lmdb_enc torch_lmdb_raw)
-[ "$TORCH_ONLY" = 1 ] || configs+=(dspipe_files dspipe_enc dspipe_raw dspipe_plain)
+[ "$TORCH_ONLY" = 1 ] ||
+  configs+=(dspipe_files dspipe_enc dspipe_enc_libspng dspipe_raw dspipe_plain)
+[ -z "$CONFIGS" ] || read -r -a configs <<<"$CONFIGS"
 run_one() {  # NAME JSON
   local t=(--batch "$BATCH" --workers "$THREADS" --batches "$BATCHES" --warmup "$WARMUP"
            --repeats 1 --json "$2")
@@ -101,6 +110,7 @@ run_one() {  # NAME JSON
     torch_lmdb_raw) $PY "$ROOT/bench/torch_loader.py" "$DIR/raw.lmdb" --kind lmdb "${t[@]}" ;;
     dspipe_files) "$DSBENCH" "$SRC" --compare "$DIR/enc.lmdb" "${d[@]}" ;;
     dspipe_enc) "$DSBENCH" "$DIR/enc.lmdb" "${d[@]}" ;;
+    dspipe_enc_libspng) DSPIPE_PNG_DECODER=libspng "$DSBENCH" "$DIR/enc.lmdb" "${d[@]}" ;;
     dspipe_raw) "$DSBENCH" "$DIR/raw.lmdb" "${d[@]}" ;;
     dspipe_plain) "$DSBENCH" "$DIR/plain.lmdb" "${d[@]}" ;;
   esac
@@ -145,7 +155,7 @@ for c in configs:
     files = sorted(glob.glob(os.path.join(out, f"{c}.*.json")))
     rates[c] = [images_per_s(f, c) for f in files]
 med = {c: statistics.median(v) for c, v in rates.items()}
-same = {"dspipe_enc": "torch_lmdb_enc", "dspipe_raw": "torch_lmdb_raw",
+same = {"dspipe_enc": "torch_lmdb_enc", "dspipe_enc_libspng": "torch_lmdb_enc", "dspipe_raw": "torch_lmdb_raw",
         "dspipe_plain": "torch_plain", "dspipe_files": "torch_files"}
 label = {"torch_files": "torch DataLoader, PNG files (cv2.imread)",
          "torch_plain": "torch DataLoader, plain LMDB (PNG, no masks)",
@@ -153,6 +163,7 @@ label = {"torch_files": "torch DataLoader, PNG files (cv2.imread)",
          "torch_lmdb_raw": "torch DataLoader, dspipe LMDB raw+zstd",
          "dspipe_files": "dspipe (dsbench --compare), PNG files",
          "dspipe_enc": "dspipe Loader, dspipe LMDB encoded (PNG)",
+         "dspipe_enc_libspng": "dspipe Loader, dspipe LMDB encoded (PNG), libspng decoder",
          "dspipe_raw": "dspipe Loader, dspipe LMDB raw+zstd",
          "dspipe_plain": "dspipe Loader, plain LMDB (PNG, no masks)"}
 rows = ["| configuration | images/s median (min-max) | vs torch files | dspipe / torch same data |",
@@ -160,8 +171,9 @@ rows = ["| configuration | images/s median (min-max) | vs torch files | dspipe /
 for c in configs:
     v = rates[c]
     vs_same = f"{med[c] / med[same[c]]:.2f}x" if c in same and same[c] in med else "-"
+    vs_files = f"{med[c] / med['torch_files']:.2f}x" if "torch_files" in med else "-"
     rows.append(f"| {label[c]} | {med[c]:.1f} ({min(v):.1f}-{max(v):.1f}) | "
-                f"{med[c] / med['torch_files']:.2f}x | {vs_same} |")
+                f"{vs_files} | {vs_same} |")
 load = os.getloadavg()
 note = (f"{count} synth samples {size} RGB PNG + PNG mask; batch {batch}, "
         f"{threads} workers/threads, hflip 0.5 + float32 normalize; "
@@ -173,7 +185,8 @@ with open(os.path.join(out, "table.md"), "w") as f:
     f.write("\n".join(rows) + "\n\n" + note + "\n")
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump({"rates": rates, "median": med, "note": note,
-               "ratio_vs_torch_files": {c: med[c] / med["torch_files"] for c in configs},
+               "ratio_vs_torch_files": {c: med[c] / med["torch_files"] for c in configs
+                                        if "torch_files" in med},
                "ratio_dspipe_vs_torch_same": {c: med[c] / med[same[c]] for c in configs
                                               if c in same and same[c] in med}}, f, indent=1)
 EOF

@@ -114,3 +114,26 @@ put("plain_lmdb", "records_key", entries([(b"records", png_rgb), (b"meta", b"{}"
 put("csv", "header.csv", "image,mask,label\nimages/a.png,masks/a.png,1\nb.jpg,,2\n")
 put("csv", "plain.csv", "a.png,m.png\n/abs/b.png,n.png\n")
 put("csv", "quoted.csv", '"x,y.png","m ""q"".png",0\r\nz.png\r\n')
+
+# png_fast: PNG files the fast path takes (8-bit gray, RGB, RGBA; gray+alpha built by hand, as
+# OpenCV writes none), several zlib levels so stored, fixed and dynamic blocks all appear.
+rng = np.random.RandomState(5)
+for (h, w) in ((5, 7), (16, 3)):
+    for ch in (1, 3, 4):
+        img = rng.randint(0, 256, size=(h, w, ch), dtype=np.uint8)
+        img[h // 2:] = img[h // 2:] // 32  # a smoother half: other filters win there
+        for level in (0, 3, 9):
+            put("png_fast", f"c{ch}_{w}x{h}_l{level}",
+                enc(".png", img if ch > 1 else img[:, :, 0], (cv2.IMWRITE_PNG_COMPRESSION, level)))
+
+
+def chunk(kind, body):
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+ga = rng.randint(0, 256, size=(4, 6 * 2), dtype=np.uint8)
+rows = b"".join(bytes([f]) + ga[y].tobytes() for y, f in enumerate((1, 2, 3, 4)))
+put("png_fast", "gray_alpha_filters", b"\x89PNG\r\n\x1a\n" +
+    chunk(b"IHDR", struct.pack(">IIBBBBB", 6, 4, 8, 4, 0, 0, 0)) +
+    chunk(b"gAMA", struct.pack(">I", 45455)) + chunk(b"IDAT", zlib.compress(rows)) +
+    chunk(b"IEND", b""))

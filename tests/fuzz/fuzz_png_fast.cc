@@ -1,0 +1,72 @@
+// Differential fuzzing of the PNG fast path (lib/codec/png_fast*) against libspng: a PNG that
+// ChoosePngDecoder routes to the fast path is decoded by both (RGB, and gray for gray files;
+// DecodeMask for gray files too); where both accept it, the pixels must be identical. The fast
+// path may refuse more (trailing data, an ancillary chunk's CRC, bytes after IEND) but never
+// decode differently. Each input is tried as it is and with every chunk CRC recomputed. Errors
+// must carry a reason.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "codec/image.h"
+#include "codec/png_fast.h"
+#include "fuzz_util.h"
+
+namespace {
+
+using namespace dspipe;
+
+// Decodes with the fast path on or off (process-wide; libFuzzer runs inputs on one thread).
+Status Decode(std::span<const uint8_t> file, int channels, bool mask, bool fast, cv::Mat* out) {
+  codec::SetPngFastPathEnabled(fast);
+  Status s = mask ? codec::DecodeMask(file, out) : codec::DecodeImage(file, channels, out);
+  codec::SetPngFastPathEnabled(true);
+  if (!s.ok()) DSPIPE_FUZZ_CHECK(!s.message().empty());
+  return s;
+}
+
+// A copy with every complete chunk's CRC recomputed, so that mutations reach inflate and the
+// unfilter instead of stopping at a CRC mismatch (the CRC checks have their own unit tests).
+std::vector<uint8_t> WithFixedCrcs(const uint8_t* data, size_t size) {
+  std::vector<uint8_t> v(data, data + size);
+  size_t pos = 8;
+  while (size >= 8 && pos + 12 <= size) {
+    const uint32_t len = uint32_t{v[pos]} << 24 | uint32_t{v[pos + 1]} << 16 |
+                         uint32_t{v[pos + 2]} << 8 | v[pos + 3];
+    if (len > size - pos - 12) break;
+    const uint32_t crc = static_cast<uint32_t>(crc32(0, v.data() + pos + 4, len + 4));
+    for (int i = 0; i < 4; ++i) v[pos + 8 + len + i] = static_cast<uint8_t>(crc >> (24 - 8 * i));
+    pos += 12 + size_t{len};
+  }
+  return v;
+}
+
+void Compare(std::span<const uint8_t> file) {
+  const codec::PngRoute route = codec::ChoosePngDecoder(file);
+  if (route.decoder != codec::PngDecoder::kFast) return;
+  // Bound the buffers (the decode limits allow 2^28 pixels; the fuzzer's RSS limit does not).
+  if (uint64_t{route.header.width} * route.header.height > (uint64_t{1} << 22)) return;
+  const bool gray = route.header.color_type == 0;
+  for (int variant = 0; variant < (gray ? 3 : 1); ++variant) {
+    const int channels = variant == 1 ? 1 : 3;
+    const bool mask = variant == 2;
+    cv::Mat fast, slow;
+    const Status fs = Decode(file, channels, mask, true, &fast);
+    const Status ss = Decode(file, channels, mask, false, &slow);
+    if (!fs.ok() || !ss.ok()) continue;
+    DSPIPE_FUZZ_CHECK(fast.size() == slow.size() && fast.type() == slow.type());
+    DSPIPE_FUZZ_CHECK(fast.isContinuous() && slow.isContinuous());
+    DSPIPE_FUZZ_CHECK(std::equal(fast.datastart, fast.dataend, slow.datastart));
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Compare({data, size});
+  const std::vector<uint8_t> fixed = WithFixedCrcs(data, size);
+  Compare(fixed);
+  return 0;
+}
