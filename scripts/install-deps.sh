@@ -2,7 +2,8 @@
 # Installs everything dspipe needs to build, test and benchmark on Debian 12, by package name.
 # Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard for bench/)
 # The Python package's tests (scripts/test.sh) run in a venv over /usr/bin/python3 with system
-# site packages: python3-venv makes it, python3-torch is what they feed.
+# site packages: python3-venv makes it, python3-torch is what they feed. python3-pil and
+# imagemagick write the PNG corpus tests/codec compares the fast PNG decoder on (with OpenCV).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -13,6 +14,7 @@ PKGS=(
   libspng-dev libdeflate-dev libturbojpeg0-dev libexif-dev libcurl4-openssl-dev libssl-dev
   libcsv-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv python3-venv python3-torch
+  python3-pil imagemagick
   clang-14 libclang-rt-14-dev
 )
 if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard); fi

@@ -151,6 +151,16 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
   }
   Scratch& s = ThreadScratch();
   if (!s.inflater) return Status::Internal("libdeflate_alloc_decompressor failed");
+  // The scratch buffers stay allocated between calls (the loader decodes the same sizes again
+  // and again), but not after a huge image: a thread would hold that memory for good.
+  struct Trim {
+    Scratch& s;
+    ~Trim() {
+      constexpr size_t kKeep = size_t{64} << 20;
+      if (s.filtered.capacity() > kKeep) std::vector<uint8_t>().swap(s.filtered);
+      if (s.idat.capacity() > kKeep) std::vector<uint8_t>().swap(s.idat);
+    }
+  } trim{s};
   const uint8_t* p = bytes.data();
   const size_t size = bytes.size();
 
@@ -189,14 +199,18 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
     } else if (idat_count > 0) {
       idat_done = true;
     }
-    pos += 12 + size_t{len};
     if (TypeIs(type, "IEND")) {
+      pos += 12 + size_t{len};
       iend = true;
       break;
     }
-    if ((type[0] & 0x20) == 0 && !TypeIs(type, "IHDR") && !TypeIs(type, "IDAT")) {
-      return Status::BadInput("PNG critical chunk '" + TypeName(type) + "' after the image data");
+    // Critical chunks: IHDR first (the router checked it), then only IDAT (PLTE and unknown
+    // ones before IDAT went to libspng; anywhere later they are malformed).
+    if ((type[0] & 0x20) == 0 && !(pos == 8 && TypeIs(type, "IHDR")) && !TypeIs(type, "IDAT")) {
+      return Status::BadInput("PNG critical chunk '" + TypeName(type) + "' at offset " +
+                              std::to_string(pos) + " out of place");
     }
+    pos += 12 + size_t{len};
   }
   if (!iend) return Status::BadInput("truncated PNG (no IEND chunk)");
   if (pos != size) {

@@ -233,6 +233,13 @@ TEST(PngFastCorrupt, EveryKindOfDamageIsAnErrorWithTheReason) {
   AppendPngChunk(&gap, "IDAT", z.substr(10));
   AppendPngChunk(&gap, "IEND", "");
   ExpectCorrupt(gap, "not consecutive");
+  // A critical chunk after the image data (a second IHDR, a late PLTE) is malformed.
+  for (const char* late : {"IHDR", "PLTE"}) {
+    std::string png = good.substr(0, good.size() - 12);
+    AppendPngChunk(&png, late, std::string(13, '\0'));
+    AppendPngChunk(&png, "IEND", "");
+    ExpectCorrupt(png, std::string("PNG critical chunk '") + late + "'");
+  }
 }
 
 TEST(PngFastCorrupt, DecodeLimitsApplyBeforeInflating) {
