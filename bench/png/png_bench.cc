@@ -9,6 +9,7 @@
 //    gray mask; written by OpenCV at its default level 1 (what dsconvert synth/EncodePng write).
 //    Prints CPU ms per decode (the thread's CPU time, so other processes sharing the cores do
 //    not inflate it; median, min..max over rounds) and the ratio libspng / fast per round.
+//    Then the unfiltering alone, per filter type and pixel size: plain loop, SSE2, AVX2.
 // 2. The loader over an encoded PNG LMDB (synth dataset, like loader_bench), --loader-rounds
 //    rounds, each: libspng (the fast path switched off: SetPngFastPathEnabled(false), as
 //    DSPIPE_PNG_DECODER=libspng does) and fast, in alternating order. Per configuration: the
@@ -146,6 +147,46 @@ void PerCore(int size, int rounds, int decodes) {
     std::printf("  %-12s %8zu %8.3f (%.3f..%.3f) %8.3f (%.3f..%.3f) %6.2fx (%.2f..%.2f)\n",
                 s.name.c_str(), s.png.size(), sl.median, sl.min, sl.max, fa.median, fa.min,
                 fa.max, ra.median, ra.min, ra.max);
+  }
+}
+
+// Unfiltering alone: a 512-row image of `width` pixels, every row one filter type, per ISA.
+void UnfilterIsas(int width, int rounds) {
+  const bool avx2 = codec::BestUnfilterIsa() == codec::UnfilterIsa::kAvx2;
+  std::printf("\nUnfilter alone (%d x 512 rows, one filter type per run, %d rounds): GB/s of "
+              "output per core, median\n", width, rounds);
+  std::printf("  %-5s %-6s %8s %8s %8s %10s\n", "bytes", "filter", "plain", "SSE2",
+              avx2 ? "AVX2" : "(no AVX2)", "best/plain");
+  const char* names[] = {"None", "Sub", "Up", "Avg", "Paeth"};
+  cv::RNG rng(3);
+  for (int bpp = 1; bpp <= 4; ++bpp) {
+    const size_t n = static_cast<size_t>(width) * bpp;
+    std::vector<uint8_t> src(n * 512), out(n * 512);
+    rng.fill(cv::Mat(1, static_cast<int>(src.size()), CV_8UC1, src.data()), cv::RNG::UNIFORM, 0,
+             256);
+    for (int filter = 1; filter <= 4; ++filter) {
+      double gbs[3] = {0, 0, 0};
+      const codec::UnfilterIsa isas[] = {codec::UnfilterIsa::kScalar, codec::UnfilterIsa::kSse2,
+                                         codec::UnfilterIsa::kAvx2};
+      for (int k = 0; k < (avx2 ? 3 : 2); ++k) {
+        std::vector<double> v;
+        for (int r = 0; r < rounds; ++r) {
+          const double t0 = ThreadCpuSeconds();
+          for (int rep = 0; rep < 4; ++rep) {
+            for (size_t y = 0; y < 512; ++y) {
+              const uint8_t* prev = y == 0 ? src.data() : out.data() + (y - 1) * n;
+              codec::UnfilterRow(isas[k], filter, src.data() + y * n, prev, out.data() + y * n,
+                                 n, bpp);
+            }
+          }
+          v.push_back(4.0 * static_cast<double>(out.size()) * 1e-9 /
+                      std::max(1e-9, ThreadCpuSeconds() - t0));
+        }
+        gbs[k] = Summarize(v).median;
+      }
+      std::printf("  %-5d %-6s %8.2f %8.2f %8.2f %9.2fx\n", bpp, names[filter], gbs[0], gbs[1],
+                  gbs[2], std::max(gbs[1], gbs[2]) / gbs[0]);
+    }
   }
 }
 
@@ -294,6 +335,7 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-loader", skip_loader, "per-core decode only");
   CLI11_PARSE(app, argc, argv);
   PerCore(size, rounds, decodes);
+  UnfilterIsas(size, rounds);
   if (!skip_loader) LoaderSideBySide(dir, count, size, batch, threads, loader_rounds);
   return 0;
 }

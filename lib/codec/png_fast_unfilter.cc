@@ -5,7 +5,10 @@
 // pixel is a prefix sum inside each 16-byte block (log-step shifted adds) plus the carry of the
 // previous block's last pixel. Sub at 3 bytes, Avg and Paeth at 3 and 4 bytes run one pixel per
 // step in a vector register (libpng's approach: the pixel's bytes in parallel, Paeth in 16-bit
-// lanes). Avg and Paeth at 1 and 2 bytes per pixel are a serial chain per byte and stay plain.
+// lanes). Avg and Paeth at 1 and 2 bytes per pixel are a serial chain per byte: plain code,
+// but with the chain in registers and a branchless Paeth.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "codec/png_fast.h"
@@ -164,6 +167,38 @@ DSPIPE_INLINE size_t SubBlocks(const uint8_t* src, uint8_t* out, size_t n) {
   return i;
 }
 
+// Avg and Paeth at 1 and 2 bytes per pixel: a serial chain per byte; the left and upper-left
+// values stay in registers (not reloaded from the row just stored) and Paeth's choice is
+// branchless (conditional moves; its branches mispredict on noisy rows).
+template <int kBpp>
+DSPIPE_INLINE void AvgSmall(const uint8_t* src, const uint8_t* prev, uint8_t* out, size_t n) {
+  int left[kBpp] = {};
+  for (size_t i = 0; i < n; i += kBpp) {
+    for (int k = 0; k < kBpp; ++k) {
+      left[k] = (src[i + k] + ((left[k] + prev[i + k]) >> 1)) & 0xFF;
+      out[i + k] = static_cast<uint8_t>(left[k]);
+    }
+  }
+}
+
+template <int kBpp>
+DSPIPE_INLINE void PaethSmall(const uint8_t* src, const uint8_t* prev, uint8_t* out, size_t n) {
+  int a[kBpp] = {}, c[kBpp] = {};
+  for (size_t i = 0; i < n; i += kBpp) {
+    for (int k = 0; k < kBpp; ++k) {
+      const int b = prev[i + k];
+      const int pa = std::abs(b - c[k]);
+      const int pb = std::abs(a[k] - c[k]);
+      const int pc = std::abs(a[k] + b - 2 * c[k]);
+      const int bc = pb <= pc ? b : c[k];
+      const int pred = pa <= std::min(pb, pc) ? a[k] : bc;
+      a[k] = (src[i + k] + pred) & 0xFF;
+      c[k] = b;
+      out[i + k] = static_cast<uint8_t>(a[k]);
+    }
+  }
+}
+
 DSPIPE_INLINE size_t UpSse2(const uint8_t* src, const uint8_t* prev, uint8_t* out, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -192,7 +227,10 @@ DSPIPE_INLINE void UnfilterNonUp(int filter, const uint8_t* src, const uint8_t* 
   if (bpp == 4) {
     return filter == 3 ? PerPixel<3, 4>(src, prev, out, n) : PerPixel<4, 4>(src, prev, out, n);
   }
-  UnfilterScalar(filter, src, prev, out, n, bpp);
+  if (bpp == 1) {
+    return filter == 3 ? AvgSmall<1>(src, prev, out, n) : PaethSmall<1>(src, prev, out, n);
+  }
+  return filter == 3 ? AvgSmall<2>(src, prev, out, n) : PaethSmall<2>(src, prev, out, n);
 }
 
 void UnfilterSse2(int filter, const uint8_t* src, const uint8_t* prev, uint8_t* out, size_t n,
