@@ -19,6 +19,7 @@
 #include "dspipe/env.h"
 #include "dspipe/loader.h"
 #include "pipeline/loader_fixture.h"
+#include "profile/profile.h"
 
 extern char** environ;
 
@@ -509,6 +510,44 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
   o.cache_limit = 1024;
   ASSERT_TRUE(Loader::Open(src, o, &cached).ok());
   EXPECT_EQ(cached->dataset().info().path, src);
+}
+
+}  // namespace
+}  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// dsbench's library: --cache opens the dataset through the cache and reports the copy apart.
+TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
+  const std::string src = Make("ds");
+  const std::string root = shm_.path() + "/c";
+  profile::ProfileOptions o;
+  o.batch_size = 4;
+  o.threads = 1;
+  o.batches = 3;
+  o.warmup = 0;
+  o.sample_ms = 0;
+  o.ram_cache = root;
+  profile::ProfileResult first, second, off;
+  Status s = profile::RunProfile(src, o, &first);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(first.ram_cache.cached) << first.ram_cache.note;
+  EXPECT_TRUE(first.ram_cache.copied);
+  EXPECT_EQ(first.ram_cache.path.rfind(root + "/", 0), 0u) << first.ram_cache.path;
+  ASSERT_TRUE(profile::RunProfile(src, o, &second).ok());
+  EXPECT_TRUE(second.ram_cache.cached);
+  EXPECT_FALSE(second.ram_cache.copied);
+  EXPECT_EQ(second.ram_cache.copy_seconds, 0.0);
+  EXPECT_EQ(second.ram_cache.path, first.ram_cache.path);
+  profile::Report report;
+  report.run = second;
+  const std::string json = profile::ReportJson(report).dump();
+  EXPECT_TRUE(Contains(json, "\"ram_cache\":{\"cached\":true")) << json;
+  o.ram_cache = "off";
+  ASSERT_TRUE(profile::RunProfile(src, o, &off).ok());
+  EXPECT_FALSE(off.ram_cache.cached);
+  EXPECT_EQ(off.ram_cache.path, src);
 }
 
 }  // namespace
