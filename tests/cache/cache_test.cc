@@ -232,10 +232,15 @@ class FullAfterCheckEnv : public FaultEnv {
 };
 
 TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
-  const std::string src = Make("ds");
+  // manifest.json (small, sorted first) then the shards: a copier that reserved each file just
+  // before copying it would have written the manifest before failing.
+  const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
+  constexpr uint64_t kFree = 20000;
+  ASSERT_LT(fs::file_size(src + "/manifest.json"), kFree);
+  ASSERT_GT(fs::file_size(src + "/shard-00000.lmdb/data.mdb"), kFree);
   FullAfterCheckEnv fe;
-  fe.SetFreeSpace(1000);  // what fallocate sees
+  fe.SetFreeSpace(kFree);  // what fallocate sees
   CacheOptions o = Options(root);
   o.env = &fe;
   CacheResult r;
