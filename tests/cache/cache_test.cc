@@ -268,7 +268,8 @@ struct Child {
   int out = -1;  // read end of its stdout + stderr (or -1 when they go to a file)
 };
 
-// Starts cache_tool with args; stdout+stderr to a pipe; `extra_env` added ("NAME=value").
+// Starts cache_tool with args; stdout+stderr to a pipe; `extra_env` ("NAME=value") goes first,
+// so it wins over the same name in this process's environment (getenv takes the first).
 // stdin is a pipe too (its write end in *stdin_w, or closed when null).
 Child StartTool(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
                 int* stdin_w = nullptr) {
@@ -392,8 +393,8 @@ TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
   // A starts copying and stops mid-copy, holding the entry's lock.
   Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
   ASSERT_TRUE(WaitStopped(a.pid));
-  // B comes along and waits for A (it says so before blocking on the lock).
-  Child b = StartTool({src, root}, {});
+  // B comes along and waits for A (it says so, at info level, before blocking on the lock).
+  Child b = StartTool({src, root}, {"DSPIPE_LOG_LEVEL=info"});
   std::string b_text;
   ASSERT_TRUE(ReadUntil(b.out, "waiting for the process that holds", &b_text)) << b_text;
   ::kill(a.pid, SIGCONT);
