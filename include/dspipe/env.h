@@ -49,7 +49,8 @@ class WritableFile {
   virtual const std::string& path() const = 0;
 };
 
-// An exclusive advisory lock (flock) on a lock file, held until destruction. Locks are per
+// An advisory lock (flock; exclusive, or shared from LockFileShared) on a lock file, held until
+// destruction. Locks are per
 // open file description: two Envs or processes exclude each other; the lock vanishes with the
 // process, so a killed holder never leaves a stale lock.
 class FileLock {
@@ -90,6 +91,15 @@ class Env {
   // Status::Aborted("... held by another process") at once when someone holds it.
   virtual Status LockFile(const std::string& lock_path, bool wait,
                           std::unique_ptr<FileLock>* out) = 0;
+  // Takes a shared lock on lock_path (created if needed): any number of shared holders at once,
+  // none while an exclusive LockFile holder has it (and LockFile(wait=false) fails while shared
+  // holders exist). wait=false: Aborted at once when an exclusive holder has it. The cache's
+  // leases. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  virtual Status LockFileShared(const std::string& lock_path, bool wait,
+                                std::unique_ptr<FileLock>* out);
+  // Removes path and, for a directory, everything under it (rm -rf). OK when path did not
+  // exist. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  virtual Status RemoveTree(const std::string& path);
 
   // ---- helpers built on the primitives above (not virtual: one behaviour for every Env)
   // Reads a whole file into *out (resized).
@@ -144,6 +154,11 @@ class FaultEnv : public Env {
                   std::unique_ptr<FileLock>* out) override {
     return base_->LockFile(lock_path, wait, out);
   }
+  Status LockFileShared(const std::string& lock_path, bool wait,
+                        std::unique_ptr<FileLock>* out) override {
+    return base_->LockFileShared(lock_path, wait, out);
+  }
+  Status RemoveTree(const std::string& path) override { return base_->RemoveTree(path); }
 
  private:
   friend class FaultWritableFile;

@@ -32,6 +32,7 @@
 
 #include "dspipe/augment.h"
 #include "dspipe/batch.h"
+#include "dspipe/cache.h"
 #include "dspipe/dataset.h"
 #include "dspipe/normalize.h"
 #include "dspipe/sampler.h"
@@ -95,6 +96,17 @@ struct LoaderOptions {
   std::shared_ptr<BatchAllocator> allocator;
   // Dataset open options for Loader::Open (verify_crc default false, readahead false).
   DatasetOpenOptions dataset;
+  // RAM-disk cache for Loader::Open / DeviceLoader::Open (dspipe/cache.h, docs/CACHE.md):
+  // "off" (default: read the dataset where it is), "auto" (copy it into /dev/shm/dspipe-cache
+  // when /dev/shm is a tmpfs) or a directory to copy it into. The copy is made once per machine
+  // (other processes wait for it, then share it) when it fits the budget: free space and, on a
+  // tmpfs, MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches),
+  // less a 512 MiB margin. Otherwise the dataset is read in place. Either way one info line
+  // says which and why. Loader::Create (an already open dataset) ignores it.
+  std::string cache = "off";
+  // Capacity of the cache directory in bytes; least recently used entries that no live process
+  // reads are evicted to make room. 0 (default) = only the budget limits it.
+  uint64_t cache_limit = 0;
 };
 
 // Where a rank is in its stream of batches. Save it with a checkpoint; Restore it into a loader
@@ -149,6 +161,12 @@ class Loader {
   // Batch buffers allocated so far (prefetch + 1 in steady state when batches are released).
   virtual size_t pool_buffers() const = 0;
 };
+
+// Opens the dataset at `path` for a loader made with `options`: in place, or through the cache
+// when options.cache is not "off" (the copy's lease lives as long as *out). *cache (optional)
+// says which and why. Loader::Open and DeviceLoader::Open call it.
+Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
+                         std::shared_ptr<const Dataset>* out, CacheResult* cache = nullptr);
 
 // The CPUs this process may run on (sched_getaffinity), at least 1.
 int UsableCpus();

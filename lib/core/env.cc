@@ -216,10 +216,28 @@ class PosixEnv final : public Env {
 
   Status LockFile(const std::string& lock_path, bool wait,
                   std::unique_ptr<FileLock>* out) override {
+    return Lock(lock_path, LOCK_EX, wait, out);
+  }
+
+  Status LockFileShared(const std::string& lock_path, bool wait,
+                        std::unique_ptr<FileLock>* out) override {
+    return Lock(lock_path, LOCK_SH, wait, out);
+  }
+
+  Status RemoveTree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return Status::IOError("remove " + path + ": " + ec.message());
+    return Status::OK();
+  }
+
+ private:
+  static Status Lock(const std::string& lock_path, int op, bool wait,
+                     std::unique_ptr<FileLock>* out) {
     int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return OpenError(lock_path, errno);
     for (;;) {
-      if (::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) == 0) break;
+      if (::flock(fd, op | (wait ? 0 : LOCK_NB)) == 0) break;
       const int err = errno;
       if (err == EINTR) continue;
       ::close(fd);
@@ -230,7 +248,6 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
 
- private:
   // IOError for every open failure, ENOENT included (what callers have always seen).
   static Status OpenError(const std::string& path, int err) {
     return Status::IOErrorErrno("open", path, err);
@@ -242,6 +259,17 @@ class PosixEnv final : public Env {
 Env* Env::Default() {
   static PosixEnv* env = new PosixEnv();  // never destroyed: usable from static destructors
   return env;
+}
+
+Status Env::LockFileShared(const std::string& lock_path, bool wait,
+                           std::unique_ptr<FileLock>* out) {
+  (void)wait;
+  (void)out;
+  return Status::Unsupported("shared lock " + lock_path + ": not supported by this Env");
+}
+
+Status Env::RemoveTree(const std::string& path) {
+  return Status::Unsupported("remove " + path + ": not supported by this Env");
 }
 
 Status Env::ReadFile(const std::string& path, std::string* out) {

@@ -156,9 +156,9 @@ DeviceLoader::~DeviceLoader() = default;
 
 Status DeviceLoader::Open(const std::string& path, const LoaderOptions& loader_options,
                           const DeviceOptions& device_options, std::unique_ptr<DeviceLoader>* out) {
-  std::unique_ptr<Dataset> ds;
-  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, loader_options.dataset, &ds));
-  return Create(std::shared_ptr<const Dataset>(std::move(ds)), loader_options, device_options, out);
+  std::shared_ptr<const Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, loader_options, &ds));
+  return Create(std::move(ds), loader_options, device_options, out);
 }
 
 Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,

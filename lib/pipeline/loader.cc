@@ -534,11 +534,32 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   return Status::OK();
 }
 
+Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
+                         std::shared_ptr<const Dataset>* out, CacheResult* cache) {
+  CacheOptions co;
+  co.mode = options.cache;
+  co.cache_limit = options.cache_limit;
+  // The batch buffers this loader will hold: prefetch in flight, one with the consumer, one
+  // being filled (the device path's slots are of the same order). Sizes the dataset does not
+  // fix (varying sizes, no resize) are taken as 1024 x 1024: an estimate, on the safe side.
+  const auto pipeline_bytes = [&options](const DatasetInfo& info) -> uint64_t {
+    uint64_t h = static_cast<uint64_t>(options.height > 0 ? options.height : info.height);
+    uint64_t w = static_cast<uint64_t>(options.width > 0 ? options.width : info.width);
+    if (h == 0 || w == 0) h = w = 1024;
+    const uint64_t c = static_cast<uint64_t>(options.channels > 0 ? options.channels : 3);
+    uint64_t per_sample = h * w * c + (info.has_masks ? h * w : 0);
+    if (options.normalize == NormalizeMode::kCpuFloat32) per_sample += h * w * c * 4;
+    const uint64_t batches = static_cast<uint64_t>(std::max(options.prefetch, 1)) + 2;
+    return batches * static_cast<uint64_t>(std::max(options.batch_size, 1)) * per_sample;
+  };
+  return OpenDatasetCached(path, options.dataset, co, pipeline_bytes, out, cache);
+}
+
 Status Loader::Open(const std::string& path, const LoaderOptions& options,
                     std::unique_ptr<Loader>* out) {
-  std::unique_ptr<Dataset> ds;
-  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, options.dataset, &ds));
-  return Create(std::shared_ptr<const Dataset>(std::move(ds)), options, out);
+  std::shared_ptr<const Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, options, &ds));
+  return Create(std::move(ds), options, out);
 }
 
 }  // namespace dspipe

@@ -66,6 +66,12 @@ struct ProfileOptions {
   // Evict the dataset's files from the page cache (posix_fadvise DONTNEED) before the run, to
   // measure cold I/O. Whether it worked is reported in ProfileResult::cache.
   bool drop_cache = false;
+  // RAM-disk cache (dspipe/cache.h, LoaderOptions::cache): "off" (default), "auto" or a
+  // directory. The copy (when the budget allows) is made before the loader starts; its time is
+  // ProfileResult::ram_cache.copy_seconds, outside the measured batches. With drop_cache the
+  // source's page cache is dropped first, so a copy reads it cold. Not for folders (--compare).
+  std::string ram_cache = "off";
+  uint64_t cache_limit = 0;  // LoaderOptions::cache_limit; 0 = only the budget
   // Write a Chrome trace of the whole run (warm-up included) here; "" = none. At most
   // trace_events_per_thread spans per thread are kept (32 bytes each).
   std::string trace_path;
@@ -95,12 +101,23 @@ struct CacheDrop {
   std::string note;      // what happened, e.g. "could not drop 1 of 2 files: .../data.mdb"
 };
 
+// What the RAM-disk cache did for this run (ProfileOptions::ram_cache).
+struct RamCacheResult {
+  std::string mode = "off";
+  bool cached = false;      // the loader read a copy in the cache
+  bool copied = false;      // this run made the copy
+  double copy_seconds = 0;  // time to make it (0 when it was there)
+  std::string path;         // what the loader read
+  std::string note;         // CacheResult::Describe(): "cached at ..." / "in place: why"
+};
+
 struct ProfileResult {
   std::string source;  // "lmdb" (any dspipe Dataset) | "folder"
   DatasetSummary dataset;
   ProfileOptions config;  // as run: threads resolved, normalize as actually done
   LoaderShape shape;
   CacheDrop cache;
+  RamCacheResult ram_cache;
   uint64_t batches = 0;  // measured batches
   uint64_t images = 0;   // samples in them
   double seconds = 0;    // wall time of the measured batches (compute included)

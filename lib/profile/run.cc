@@ -316,12 +316,27 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   out->source = "lmdb";
   const std::vector<std::string> files = DatasetFiles(path);
   if (options.drop_cache) DropCache(files, &out->cache);
-  std::unique_ptr<Dataset> ds;
-  DatasetOpenOptions open_options;
-  open_options.plain = options.plain;
-  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, open_options, &ds));
+  // Opened as Loader::Open would (through the RAM-disk cache when asked), then handed to
+  // Loader::Create by MakeConsumer.
+  LoaderOptions lo;
+  lo.batch_size = options.batch_size;
+  lo.prefetch = options.prefetch;
+  lo.normalize = options.normalize ? NormalizeMode::kCpuFloat32 : NormalizeMode::kNone;
+  lo.dataset.plain = options.plain;
+  lo.cache = options.ram_cache;
+  lo.cache_limit = options.cache_limit;
+  std::shared_ptr<const Dataset> ds;
+  CacheResult cr;
+  DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, lo, &ds, &cr));
+  out->ram_cache.mode = options.ram_cache;
+  out->ram_cache.cached = cr.cached;
+  out->ram_cache.copied = cr.copied;
+  out->ram_cache.copy_seconds = cr.copy_seconds;
+  out->ram_cache.path = cr.path;
+  out->ram_cache.note = cr.Describe();
+  if (options.ram_cache != "off") out->notes.push_back("ram cache: " + cr.Describe());
   const std::string kind = KindName(ds->info().kind);
-  auto counting = std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(ds)));
+  auto counting = std::make_shared<CountingDataset>(std::move(ds));
   Status s = Measure(counting, options, out);
   if (!s.ok()) return s.WithContext("dsbench " + path);
   out->dataset.kind = kind;

@@ -117,6 +117,12 @@ class Loader:
       output [None = "torch" when torch imports, else "numpy"]: "torch", "numpy" or "dlpack".
       masks ["int64"] or "uint8"; max_corrupt [0] corrupt records skipped per epoch.
       slots [2] buffer sets made up front; max_slots [0 = no limit] batches held at once.
+      cache ["off"]: "auto" copies the dataset into /dev/shm (a RAM disk) once per machine when it
+        fits the budget (free space and RAM left after the loader's buffers, with a margin),
+        shared by every rank; a directory caches there instead. One log line says whether it is
+        cached or read in place and why. cache_limit [0 = only the budget]: capacity of the
+        cache directory in bytes; least recently used entries no process reads are evicted.
+        See docs/CACHE.md.
 
     Each batch is a dict: "image" float NCHW (on the device), "mask" int64 NHW (None without
     masks), "label" and "index" int64 (host). Arrays share the loader's buffer (no copy); the
@@ -130,7 +136,8 @@ class Loader:
                  vflip: float = 0.0, drop_last: bool = False, rank: int | None = None,
                  world_size: int | None = None, output: str | None = None,
                  masks: str = "int64", remainder: str = "pad", max_corrupt: int = 0,
-                 slots: int = 2, max_slots: int = 0):
+                 slots: int = 2, max_slots: int = 0, cache: str | os.PathLike = "off",
+                 cache_limit: int = 0):
         torch = _torch()
         if output is None:
             output = "torch" if torch is not None else "numpy"
@@ -158,10 +165,13 @@ class Loader:
         self._core = _dspipe.Loader(
             self._path, batch_size, shuffle, seed, num_threads, prefetch, dev,
             dtype == "float16", normalize, masks == "int64", hflip, vflip, drop_last, rank,
-            world_size, remainder, max_corrupt, consumer_stream, slots, max_slots)
+            world_size, remainder, max_corrupt, consumer_stream, slots, max_slots,
+            os.fspath(cache), cache_limit)
         ds = self._core.dataset()
         self._fingerprint = {
-            "dataset": os.path.realpath(ds["path"]),
+            # The source, not the copy it may be read from (cache=): a checkpoint resumes
+            # whether or not the next session caches.
+            "dataset": os.path.realpath(self._path),
             "manifest_sha256": hashlib.sha256(ds["manifest"].encode()).hexdigest(),
             "count": ds["count"],
             "batch_size": batch_size,

@@ -137,6 +137,42 @@ TEST_F(EnvTest, LockExcludesOtherProcessesAndDiesWithItsHolder) {
   ::close(fds[1]);
 }
 
+TEST_F(EnvTest, SharedLocksCoexistAndExcludeAnExclusiveOne) {
+  // flock locks belong to open file descriptions, so two locks taken here conflict exactly as
+  // two processes' would.
+  std::unique_ptr<FileLock> r1, r2, w;
+  ASSERT_TRUE(env_->LockFileShared(P("lease"), false, &r1).ok());
+  ASSERT_TRUE(env_->LockFileShared(P("lease"), false, &r2).ok());
+  Status s = env_->LockFile(P("lease"), false, &w);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  r1.reset();
+  s = env_->LockFile(P("lease"), false, &w);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << "one shared holder is left: " << s.ToString();
+  r2.reset();
+  ASSERT_TRUE(env_->LockFile(P("lease"), false, &w).ok());
+  s = env_->LockFileShared(P("lease"), false, &r1);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  // Through a FaultEnv too (it forwards).
+  FaultEnv fe;
+  s = fe.LockFileShared(P("lease"), false, &r1);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  w.reset();
+  EXPECT_TRUE(fe.LockFileShared(P("lease"), false, &r1).ok());
+}
+
+TEST_F(EnvTest, RemoveTreeRemovesEverythingAndAcceptsMissing) {
+  ASSERT_TRUE(env_->CreateDirs(P("t/a/b")).ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(P("t/a/b/f"), "x").ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(P("t/g"), "y").ok());
+  ASSERT_TRUE(env_->RemoveTree(P("t")).ok());
+  EXPECT_FALSE(env_->FileExists(P("t")));
+  EXPECT_TRUE(env_->RemoveTree(P("t")).ok());
+  FaultEnv fe;
+  ASSERT_TRUE(fe.CreateDirs(P("u/v")).ok());
+  EXPECT_TRUE(fe.RemoveTree(P("u")).ok());
+  EXPECT_FALSE(env_->FileExists(P("u")));
+}
+
 TEST_F(EnvTest, FaultEnvEnospcAtNthWrite) {
   FaultEnv fenv;
   std::unique_ptr<WritableFile> w;

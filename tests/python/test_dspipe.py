@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 
 import numpy as np
@@ -180,6 +181,27 @@ def test_three_ranks_cover_every_sample_once(dataset, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "3")
     loader = cpu_loader(dataset)
     assert (loader.rank, loader.world_size) == (2, 3)
+
+
+def test_cache_reads_a_ram_disk_copy_with_the_same_batches(dataset):
+    # A real tmpfs dir: the copy, the same batches as in place, the source in the fingerprint.
+    root = tempfile.mkdtemp(prefix="dspipe-pytest-cache-", dir="/dev/shm")
+    try:
+        kw = dict(shuffle=True, seed=2)
+        in_place = cpu_loader(dataset, **kw)
+        cached = cpu_loader(dataset, cache=root, **kw)
+        assert in_place._core.dataset()["path"] == dataset
+        assert cached._core.dataset()["path"].startswith(root + "/")
+        for got, want in zip(epoch_batches(cached), epoch_batches(in_place), strict=True):
+            assert torch.equal(got["index"], want["index"])
+            assert torch.equal(got["image"], want["image"])
+        assert cached.state_dict()["fingerprint"] == in_place.state_dict()["fingerprint"]
+        # Too small a capacity: read in place.
+        small = cpu_loader(dataset, cache=root + "/other", cache_limit=1024, **kw)
+        assert small._core.dataset()["path"] == dataset
+        assert not os.path.exists(root + "/other")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_errors(dataset, tmp_path):

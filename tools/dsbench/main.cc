@@ -81,6 +81,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-shuffle", no_shuffle, "sequential order");
   app.add_flag("--drop-cache", o.drop_cache,
                "evict the dataset's files from the page cache first (cold I/O)");
+  app.add_option("--cache", o.ram_cache,
+                 "RAM-disk cache: off, auto (/dev/shm) or DIR; the copy's time is reported apart")
+      ->capture_default_str();
+  app.add_option("--cache-limit", o.cache_limit,
+                 "capacity of the cache dir in bytes (LRU eviction); 0 = only the budget");
   app.add_option("--sample-ms", o.sample_ms,
                  "resource timeline period in ms (CPU, RSS, storage reads, faults, GPU); 0 = off")
       ->capture_default_str()

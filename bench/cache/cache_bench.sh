@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# RAM-disk cache (issue 10): cold in place vs first epoch with the copy vs warm from the cache vs
+# warm in place, side by side in one run, with dsbench.
+#
+#   bench/cache/cache_bench.sh [--dir DIR] [--count 300] [--threads 2] [--rounds 3]
+#                              [--build-dir build]
+#
+# 1. DIR/src: COUNT noisy 512x512 RGB PNG images (~0.5 MB each) + PNG masks (numpy/cv2, the
+#    generator of bench/cold; reused when present); DIR/enc.lmdb (--store encoded) and
+#    DIR/raw.lmdb (--store raw, zstd), on DIR's disk.
+# 2. --rounds times, interleaved (every round runs every configuration once, so load from other
+#    processes hits all alike), each run one whole epoch, --warmup 0, THREADS threads, for each
+#    of enc.lmdb and raw.lmdb:
+#      cold in place      --drop-cache (posix_fadvise DONTNEED, checked with mincore)
+#      copy, cold source  empty cache dir, --drop-cache --cache C: copy from disk, then the epoch
+#      copy, warm source  empty cache dir, --cache C (the source's pages are cached)
+#      warm from cache    --cache C, the entry already there (a later run / epoch)
+#      warm in place      no flags (page cache warm)
+#    C is a fresh dir on /dev/shm (a tmpfs), removed at exit. A copy run's "first epoch" rate is
+#    images / (copy seconds + epoch seconds): the copy is part of the first epoch's cost.
+#    Then, for scale, `cp -r` of the warm source into the same tmpfs (timed from Python).
+# 3. Prints images/s median (min-max) per configuration, the copy time, and the issue's ratios
+#    (first epoch with copy / warm in place >= 0.9; warm from cache / warm in place = 1);
+#    writes DIR/out/summary.json.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PY=/usr/bin/python3
+DIR=/tmp/dspipe-cache-bench
+COUNT=300 THREADS=2 ROUNDS=3 BUILD="$ROOT/build"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dir) DIR=$2; shift 2 ;;
+    --count) COUNT=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
+    *) echo "cache_bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+DSC="$BUILD/tools/dsconvert/dsconvert"
+DSB="$BUILD/tools/dsbench/dsbench"
+for b in "$DSC" "$DSB"; do
+  [ -x "$b" ] || { echo "cache_bench.sh: $b missing; build dsconvert and dsbench first" >&2; exit 1; }
+done
+[ "$(stat -f -c %T /dev/shm)" = tmpfs ] || { echo "cache_bench.sh: /dev/shm is not a tmpfs" >&2; exit 1; }
+OUT="$DIR/out"
+CACHE="$(mktemp -d /dev/shm/dspipe-cache-bench-XXXXXX)"
+trap 'rm -rf "$CACHE"' EXIT
+mkdir -p "$DIR" "$OUT"
+
+if [ ! -f "$DIR/src/.complete" ] || [ "$(cat "$DIR/src/.complete")" != "$COUNT" ]; then
+  rm -rf "$DIR/src" "$DIR/enc.lmdb" "$DIR/raw.lmdb"
+  "$PY" - "$DIR/src" "$COUNT" <<'EOF'
+import os, sys
+import numpy as np, cv2
+out, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(f"{out}/images"); os.makedirs(f"{out}/masks")
+rng = np.random.default_rng(8)
+y, x = np.mgrid[0:512, 0:512]
+for i in range(n):
+    base = np.stack([(x + 37 * i) % 256, (y + 11 * i) % 256, ((x + y) // 2 + i) % 256], -1)
+    img = np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype(np.uint8)
+    mask = (((x - 256) ** 2 + (y - 256 - i % 64) ** 2) < (100 + i % 50) ** 2).astype(np.uint8)
+    cv2.imwrite(f"{out}/images/{i:06d}.png", img[:, :, ::-1])
+    cv2.imwrite(f"{out}/masks/{i:06d}.png", mask)
+EOF
+  echo "$COUNT" > "$DIR/src/.complete"
+fi
+[ -f "$DIR/enc.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/enc.lmdb" -q --overwrite
+[ -f "$DIR/raw.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/raw.lmdb" --store raw -q --overwrite
+
+COMMON=(--epochs 1 --warmup 0 --threads "$THREADS" --sample-ms 0 -q)
+for r in $(seq 1 "$ROUNDS"); do
+  echo "== round $r/$ROUNDS"
+  for s in enc raw; do
+    DB="$DIR/$s.lmdb"
+    "$DSB" "$DB" --drop-cache "${COMMON[@]}" --json "$OUT/$s-cold-$r.json"
+    rm -rf "${CACHE:?}"/*
+    "$DSB" "$DB" --drop-cache --cache "$CACHE" "${COMMON[@]}" --json "$OUT/$s-copycold-$r.json"
+    rm -rf "${CACHE:?}"/*
+    "$DSB" "$DB" --cache "$CACHE" "${COMMON[@]}" --json "$OUT/$s-copywarm-$r.json"
+    "$DSB" "$DB" --cache "$CACHE" "${COMMON[@]}" --json "$OUT/$s-cached-$r.json"
+    "$DSB" "$DB" "${COMMON[@]}" --json "$OUT/$s-warm-$r.json"
+    # The copy by hand, for scale: `cp -r` of the (warm) source into the same tmpfs.
+    rm -rf "${CACHE:?}"/*
+    "$PY" -c 'import subprocess, sys, time
+t = time.perf_counter(); subprocess.run(["cp", "-r", sys.argv[1], sys.argv[2]], check=True)
+print(time.perf_counter() - t)' "$DB" "$CACHE/by-hand" > "$OUT/$s-cp-$r.txt"
+    rm -rf "${CACHE:?}"/*
+  done
+done
+
+"$PY" - "$OUT" "$ROUNDS" <<'EOF'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def load(name, r):
+    with open(f"{out}/{name}-{r}.json") as f: return json.load(f)
+def fmt(v, d=1): return f"{statistics.median(v):.{d}f} ({min(v):.{d}f}–{max(v):.{d}f})"
+configs = [("cold", "cold in place"), ("copycold", "first epoch with copy, cold source"),
+           ("copywarm", "first epoch with copy, warm source"),
+           ("cached", "warm from cache"), ("warm", "warm in place")]
+summary = {}
+for s, store in [("enc", "encoded (PNG)"), ("raw", "raw+zstd")]:
+    runs = {c: [load(f"{s}-{c}", r) for r in range(1, rounds + 1)] for c, _ in configs}
+    first = load(f"{s}-cold", 1)["dataset"]
+    print(f"\n{s}.lmdb ({store}): {first['count']} records, {first['bytes'] / 1e6:.1f} MB")
+    print("| configuration | images/s, first epoch incl. copy: median (min–max) | copy s | epoch s | cache |")
+    print("|---|---|---|---|---|")
+    rates = {}
+    for c, label in configs:
+        rc = [x["ram_cache"] for x in runs[c]]
+        if c in ("copycold", "copywarm", "cached"):
+            bad = [x["note"] for x in rc if not x["cached"] or x["copied"] != (c != "cached")]
+            if bad: sys.exit(f"cache_bench.sh: {label}: unexpected cache decision: {bad[0]}")
+        if c in ("cold", "copycold"):
+            for x in runs[c]:
+                d = x["cache"]
+                if d["dropped"] != d["files"]: print(f"WARNING {label}: page cache drop failed: {d['note']}")
+        copy = [x["copy_s"] for x in rc]
+        epoch = [x["throughput"]["seconds"] for x in runs[c]]
+        imgs = [x["throughput"]["images"] for x in runs[c]]
+        rate = [i / (cp + e) for i, cp, e in zip(imgs, copy, epoch)]
+        rates[c] = rate
+        print(f"| {label} | {fmt(rate)} | {fmt(copy, 3)} | {fmt(epoch, 3)} | {rc[0]['note'][:60]} |")
+    def ratio(a, b):
+        rs = [x / y for x, y in zip(rates[a], rates[b])]
+        return rs, f"{statistics.median(rs):.2f}× ({min(rs):.2f}–{max(rs):.2f})"
+    cp = [float(open(f"{out}/{s}-cp-{r}.txt").read()) for r in range(1, rounds + 1)]
+    ours = [x["ram_cache"]["copy_s"] for x in runs["copywarm"]]
+    rs = [o / c for o, c in zip(ours, cp)]
+    print(f"copy, warm source: dspipe {fmt(ours, 3)} s vs `cp -r` {fmt(cp, 3)} s "
+          f"(dspipe / cp: {statistics.median(rs):.2f}× ({min(rs):.2f}–{max(rs):.2f}); "
+          "dspipe also reserves the space and fsyncs)")
+    res = {"copy_dspipe_s": ours, "copy_cp_s": cp}
+    for a, b, what in [("copycold", "warm", "first epoch with copy (cold source) / warm in place (target >= 0.9)"),
+                       ("copywarm", "warm", "first epoch with copy (warm source) / warm in place (target >= 0.9)"),
+                       ("cached", "warm", "warm from cache / warm in place (target = 1)"),
+                       ("copycold", "cold", "first epoch with copy (cold source) / cold in place")]:
+        rs, text = ratio(a, b)
+        print(f"{what}: {text}")
+        res[f"{a}/{b}"] = rs
+    summary[s] = {"rates": rates, "ratios": res}
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
+EOF

@@ -1,0 +1,113 @@
+// dspipe cache: a copy of a dataset on a RAM disk (tmpfs, /dev/shm by default), made once per
+// machine and shared by every process that opens the same dataset.
+//
+//   dspipe::CacheOptions o;                  // mode "auto": /dev/shm/dspipe-cache
+//   dspipe::CacheResult r;
+//   std::unique_ptr<dspipe::CacheLease> lease;
+//   DSPIPE_RETURN_IF_ERROR(dspipe::AcquireCache("/content/drive/train.lmdb", o, &r, &lease));
+//   Open(r.path);                            // the copy, or the source when r.cached is false
+//
+// Rules (docs/CACHE.md has the layout and the tests that prove each):
+// - Budget: the smaller of the free space on the cache's filesystem and, when that filesystem
+//   is a tmpfs, the RAM left (MemAvailable) after the caller's own buffers (reserved_ram), minus
+//   the margin. A dataset that does not fit (or exceeds cache_limit even after evicting) is used
+//   in place, and the reason is logged in one line and returned in CacheResult::reason.
+// - The copy is made in ENTRY.tmp on the cache's filesystem: every file's space is reserved
+//   first (fallocate through the Env: a full tmpfs is an immediate ENOSPC naming the file, before
+//   any byte is copied, never a SIGBUS later), the bytes are copied, sizes are checked against the
+//   source (which must not have changed meanwhile), everything is fsynced, and ENTRY.tmp is
+//   renamed to ENTRY. ENTRY never exists incomplete; a crash leaves only ENTRY.tmp.
+// - ENTRY.lock (exclusive) is held while an entry is made, checked or evicted: several processes
+//   (ranks) opening one dataset make ONE copy; the others wait, then use it. A temp dir whose
+//   ENTRY.lock nobody holds belongs to a dead creator and is removed at the next start.
+// - A CacheLease holds ENTRY.lease shared for its lifetime. Eviction (least recently used first,
+//   to fit cache_limit or the budget) takes ENTRY.lock and ENTRY.lease exclusively without
+//   waiting and skips the entry when either is held: an entry a live process reads is never
+//   evicted. An evicted entry is renamed to ENTRY.tmp before it is deleted.
+//
+// Entry names: "<source basename>-<16 hex digits>", the digits from the sha256 of the source's
+// canonical absolute path and every file's relative path, size and modification time, so a
+// rebuilt or changed dataset gets a new entry (the old one ages out by LRU).
+//
+// Thread-safety: AcquireCache may be called from several threads and processes at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/dataset.h"
+#include "dspipe/env.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+struct CacheOptions {
+  // "auto" (default): cache in /dev/shm/dspipe-cache when /dev/shm is a tmpfs, else use the
+  // dataset in place. "off": always in place. Anything else is a directory to cache in (created
+  // when missing); the RAM bound of the budget applies only when it is on a tmpfs.
+  std::string mode = "auto";
+  // Capacity of the cache directory in bytes (the total of its entries); 0 (default) = no limit
+  // but the budget. Least recently used entries that no live process holds are evicted to make
+  // room; a dataset larger than this is used in place.
+  uint64_t cache_limit = 0;
+  // Bytes of the budget left unused (for the rest of the machine). Default 512 MiB.
+  uint64_t margin = 512ull << 20;
+  // RAM the caller's pipeline needs for itself (batch buffers, pinned memory), subtracted from
+  // MemAvailable for a tmpfs cache. Default 0; the Loader passes its own estimate.
+  uint64_t reserved_ram = 0;
+  // The file system for every write, lock and removal; nullptr (default) = Env::Default().
+  // Tests pass a FaultEnv.
+  Env* env = nullptr;
+};
+
+struct CacheResult {
+  bool cached = false;   // `path` is the copy in the cache
+  std::string path;      // what to open: the copy, or the source itself (in place)
+  std::string entry;     // the entry directory; "" in place
+  std::string reason;    // in place: why, one line ("cache off", "needs 2.1 GiB, budget ...")
+  bool copied = false;   // this call made the copy (false: found it, maybe made by another rank)
+  uint64_t bytes = 0;    // bytes of the dataset's files
+  uint64_t budget = 0;   // bytes the cache could take, when it was computed (0 otherwise)
+  double copy_seconds = 0;            // time spent copying (copied only)
+  std::vector<std::string> evicted;   // entries this call evicted
+  // One line: "cached at ENTRY (copied 12 MiB in 0.04 s)" / "in place: REASON".
+  std::string Describe() const;
+};
+
+// Holds an entry's lease (shared lock): while it lives, no process evicts the entry.
+class CacheLease {
+ public:
+  virtual ~CacheLease() = default;
+};
+
+// Decides whether the dataset at `source` (a dataset directory or a single LMDB file) is cached,
+// makes or finds the copy, and logs the decision in one line (info level). On OK, result->path
+// is what to open; *lease is set when result->cached (keep it while the copy is read) and null
+// otherwise. Errors (the source cannot be listed; the cache dir cannot be made; reserving space
+// failed, e.g. ENOSPC, naming the file; a copy, verify or rename failed) leave no entry and no
+// temp dir behind.
+Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
+                    std::unique_ptr<CacheLease>* lease);
+
+// Removes the temp dirs under the cache dir `root` whose creator is dead (its ENTRY.lock not
+// held). *removed (optional) counts them. AcquireCache calls it first.
+Status CleanCacheOrphans(const std::string& root, Env* env, int* removed = nullptr);
+
+// The cache directory `mode` resolves to ("" for "off", and for "auto" when /dev/shm is not a
+// tmpfs; *why then says so).
+std::string CacheRoot(const std::string& mode, std::string* why = nullptr);
+
+// Opens the dataset at `path` through the cache. The dataset is opened in place first (so a bad
+// or incomplete dataset fails before anything is copied, and pipeline_bytes can size the
+// pipeline's buffers from its info); when the cache takes it, the copy is opened instead and the
+// lease lives as long as the returned Dataset. mode "off" opens in place and logs nothing.
+// *result (optional) says which and why.
+Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
+                         CacheOptions cache_options,
+                         const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
+                         std::shared_ptr<const Dataset>* out, CacheResult* result = nullptr);
+
+}  // namespace dspipe

@@ -1,0 +1,348 @@
+// The RAM-disk cache: budget, one copy per machine under a file lock, leases, LRU eviction
+// (see dspipe/cache.h for the rules).
+#include "dspipe/cache.h"
+
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cache/populate.h"
+#include "dspipe/log.h"
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kAutoRoot = "/dev/shm/dspipe-cache";
+
+std::string Bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+bool IsTmpfs(const std::string& path) {
+  struct statfs st;
+  if (::statfs(path.c_str(), &st) != 0) return false;
+  return st.f_type == TMPFS_MAGIC || st.f_type == RAMFS_MAGIC;
+}
+
+// MemAvailable from /proc/meminfo in bytes; false when it cannot be read.
+bool MemAvailable(uint64_t* bytes) {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") {
+      *bytes = kib * 1024;
+      return true;
+    }
+  }
+  return false;
+}
+
+class Lease final : public CacheLease {
+ public:
+  explicit Lease(std::unique_ptr<FileLock> lock) : lock_(std::move(lock)) {}
+
+ private:
+  std::unique_ptr<FileLock> lock_;
+};
+
+struct EntryUse {
+  std::string name;
+  int64_t used_ns = 0;
+  uint64_t bytes = 0;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// ENTRY.used holds "<last use, ns since the epoch> <bytes>": the LRU order and the entry's size.
+Status WriteUse(Env* env, const std::string& entry, uint64_t bytes) {
+  return env->WriteFileAtomic(entry + ".used",
+                              std::to_string(NowNs()) + " " + std::to_string(bytes) + "\n");
+}
+
+// The entries under root that have a use record (complete ones), except `self`.
+Status ListEntries(Env* env, const std::string& root, const std::string& self,
+                   std::vector<EntryUse>* out) {
+  out->clear();
+  std::vector<std::string> names;
+  DSPIPE_RETURN_IF_ERROR(env->ListDir(root, &names));
+  for (const std::string& n : names) {
+    if (!n.ends_with(".used")) continue;
+    EntryUse e;
+    e.name = n.substr(0, n.size() - 5);
+    if (e.name == self || !env->FileExists(root + "/" + e.name)) continue;
+    std::string text;
+    if (!env->ReadFile(root + "/" + n, &text).ok()) continue;  // evicted meanwhile
+    std::istringstream in(text);
+    if (!(in >> e.used_ns >> e.bytes)) continue;
+    out->push_back(std::move(e));
+  }
+  std::sort(out->begin(), out->end(), [](const EntryUse& a, const EntryUse& b) {
+    return a.used_ns != b.used_ns ? a.used_ns < b.used_ns : a.name < b.name;
+  });
+  return Status::OK();
+}
+
+// Evicts root/name unless a process holds its lock (being made or opened) or its lease (being
+// read). The entry is renamed to a temp dir first, so a crash mid-delete leaves an orphan that
+// the next start removes, never a partial entry.
+Status TryEvict(Env* env, const std::string& root, const std::string& name, bool* evicted) {
+  *evicted = false;
+  const std::string entry = root + "/" + name;
+  std::unique_ptr<FileLock> lock, lease;
+  if (!env->LockFile(entry + ".lock", false, &lock).ok()) return Status::OK();
+  if (!env->LockFile(entry + ".lease", false, &lease).ok()) return Status::OK();
+  if (!env->FileExists(entry)) return Status::OK();
+  DSPIPE_RETURN_IF_ERROR(env->RemoveTree(entry + ".tmp"));
+  DSPIPE_RETURN_IF_ERROR(env->RenameFile(entry, entry + ".tmp"));
+  DSPIPE_RETURN_IF_ERROR(env->RemoveFile(entry + ".used"));
+  DSPIPE_RETURN_IF_ERROR(env->SyncDir(root));
+  DSPIPE_RETURN_IF_ERROR(env->RemoveTree(entry + ".tmp"));
+  *evicted = true;
+  Log(LogLevel::kInfo, "dspipe cache: evicted " + entry + " (least recently used)");
+  return Status::OK();
+}
+
+struct Budget {
+  uint64_t bytes = 0;
+  std::string text;  // how it was computed, for the reason line
+};
+
+Status ComputeBudget(Env* env, const std::string& root, const CacheOptions& o, Budget* b) {
+  uint64_t free_space = 0;
+  DSPIPE_RETURN_IF_ERROR(env->FreeSpace(root, &free_space));
+  uint64_t raw = free_space;
+  std::string text = "free on " + root + " " + Bytes(free_space);
+  uint64_t avail = 0;
+  if (IsTmpfs(root) && MemAvailable(&avail)) {
+    const uint64_t ram_left = avail > o.reserved_ram ? avail - o.reserved_ram : 0;
+    raw = std::min(raw, ram_left);
+    text = "min(" + text + ", RAM left " + Bytes(ram_left) + " = MemAvailable " + Bytes(avail) +
+           " - pipeline " + Bytes(o.reserved_ram) + ")";
+  }
+  b->bytes = raw > o.margin ? raw - o.margin : 0;
+  b->text = text + " - margin " + Bytes(o.margin);
+  return Status::OK();
+}
+
+// Evicts LRU entries nobody holds until `need` fits both the budget and cache_limit. *why says
+// why it cannot when *fits is false.
+Status MakeRoom(Env* env, const std::string& root, const std::string& self, uint64_t need,
+                const CacheOptions& o, CacheResult* result, bool* fits, std::string* why) {
+  *fits = false;
+  for (;;) {
+    Budget budget;
+    DSPIPE_RETURN_IF_ERROR(ComputeBudget(env, root, o, &budget));
+    result->budget = budget.bytes;
+    std::vector<EntryUse> entries;
+    DSPIPE_RETURN_IF_ERROR(ListEntries(env, root, self, &entries));
+    uint64_t in_entries = 0;
+    for (const EntryUse& e : entries) in_entries += e.bytes;
+    const bool budget_ok = need <= budget.bytes;
+    const bool limit_ok = o.cache_limit == 0 || in_entries + need <= o.cache_limit;
+    if (budget_ok && limit_ok) {
+      *fits = true;
+      return Status::OK();
+    }
+    bool evicted = false;
+    for (const EntryUse& e : entries) {
+      DSPIPE_RETURN_IF_ERROR(TryEvict(env, root, e.name, &evicted));
+      if (evicted) {
+        result->evicted.push_back(root + "/" + e.name);
+        break;
+      }
+    }
+    if (evicted) continue;
+    const std::string held =
+        entries.empty() ? ""
+                        : "; " + std::to_string(entries.size()) + " other entr" +
+                              (entries.size() == 1 ? "y" : "ies") + " (" + Bytes(in_entries) +
+                              ") held by live processes";
+    if (!budget_ok) {
+      *why = "needs " + Bytes(need) + ", budget " + Bytes(budget.bytes) + " = " + budget.text +
+             held;
+    } else {
+      *why = "needs " + Bytes(need) + ", cache_limit " + Bytes(o.cache_limit) + " has " +
+             Bytes(in_entries) + " in other entries" + held;
+    }
+    return Status::OK();
+  }
+}
+
+void LogDecision(const std::string& source, const CacheResult& r) {
+  Log(LogLevel::kInfo, "dspipe cache: " + source + ": " + r.Describe());
+}
+
+}  // namespace
+
+std::string CacheResult::Describe() const {
+  if (!cached) return "in place: " + reason;
+  if (!copied) return "cached at " + entry + " (already there)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " in %.2f s)", copy_seconds);
+  return "cached at " + entry + " (copied " + Bytes(bytes) + buf;
+}
+
+std::string CacheRoot(const std::string& mode, std::string* why) {
+  std::string ignored;
+  std::string& w = why ? *why : ignored;
+  if (mode == "off" || mode.empty()) {
+    w = "cache off";
+    return "";
+  }
+  if (mode == "auto") {
+    if (!IsTmpfs("/dev/shm")) {
+      w = "cache auto: /dev/shm is not a tmpfs";
+      return "";
+    }
+    return kAutoRoot;
+  }
+  return mode;
+}
+
+Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
+  if (env == nullptr) env = Env::Default();
+  if (removed) *removed = 0;
+  std::vector<std::string> names;
+  DSPIPE_RETURN_IF_ERROR(env->ListDir(root, &names));
+  for (const std::string& n : names) {
+    if (!n.ends_with(".tmp")) continue;
+    const std::string entry = root + "/" + n.substr(0, n.size() - 4);
+    std::unique_ptr<FileLock> lock;
+    if (!env->LockFile(entry + ".lock", false, &lock).ok()) continue;  // its creator is alive
+    DSPIPE_RETURN_IF_ERROR(env->RemoveTree(root + "/" + n));
+    if (removed) ++*removed;
+    Log(LogLevel::kInfo, "dspipe cache: removed " + root + "/" + n +
+                             " (a copy whose process died before it finished)");
+  }
+  return Status::OK();
+}
+
+Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
+                    std::unique_ptr<CacheLease>* lease) {
+  *result = CacheResult();
+  result->path = source;
+  lease->reset();
+  Env* env = options.env ? options.env : Env::Default();
+  const std::string root = CacheRoot(options.mode, &result->reason);
+  if (root.empty()) {
+    if (options.mode != "off" && !options.mode.empty()) LogDecision(source, *result);
+    return Status::OK();
+  }
+  cache::SourceListing listing;
+  DSPIPE_RETURN_IF_ERROR(cache::ListSource(source, &listing));
+  result->bytes = listing.bytes;
+  if (options.cache_limit > 0 && listing.bytes > options.cache_limit) {
+    result->reason = "the dataset (" + Bytes(listing.bytes) + ") is larger than cache_limit (" +
+                     Bytes(options.cache_limit) + ")";
+    LogDecision(source, *result);
+    return Status::OK();
+  }
+  Status s = env->CreateDirs(root);
+  if (!s.ok()) return s.WithContext("cache: making the cache dir " + root);
+  DSPIPE_RETURN_IF_ERROR(CleanCacheOrphans(root, env));
+
+  const std::string name = cache::EntryName(listing);
+  const std::string entry = root + "/" + name;
+  const std::string base = fs::path(listing.source).filename().string();
+  std::unique_ptr<FileLock> lock;
+  s = env->LockFile(entry + ".lock", false, &lock);
+  if (s.code() == Status::Code::kAborted) {
+    Log(LogLevel::kInfo, "dspipe cache: " + source + ": waiting for the process that holds " +
+                             entry + ".lock (copying it, most likely)");
+    s = env->LockFile(entry + ".lock", true, &lock);
+  }
+  DSPIPE_RETURN_IF_ERROR(s);
+
+  if (!env->FileExists(entry)) {
+    bool fits = false;
+    DSPIPE_RETURN_IF_ERROR(
+        MakeRoom(env, root, name, listing.bytes, options, result, &fits, &result->reason));
+    if (!fits) {
+      LogDecision(source, *result);
+      return Status::OK();
+    }
+    const std::string tmp = entry + ".tmp";
+    const auto t0 = std::chrono::steady_clock::now();
+    s = env->RemoveTree(tmp);  // left by a dead creator (we hold the lock)
+    if (s.ok()) s = env->CreateDirs(tmp);
+    if (s.ok()) s = cache::PopulateFromSource(listing, tmp + "/" + base, env);
+    if (s.ok()) s = env->SyncDir(tmp);
+    // The use record goes first: an entry without one would be invisible to eviction.
+    if (s.ok()) s = WriteUse(env, entry, listing.bytes);
+    if (s.ok()) s = env->RenameFile(tmp, entry);
+    if (s.ok()) s = env->SyncDir(root);
+    if (!s.ok()) {
+      (void)env->RemoveTree(tmp);  // best effort; an orphan left here is cleaned next start
+      (void)env->RemoveFile(entry + ".used");
+      return s.WithContext("cache: copying " + source + " into " + root);
+    }
+    result->copied = true;
+    result->copy_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::unique_ptr<FileLock> held;
+  DSPIPE_RETURN_IF_ERROR(env->LockFileShared(entry + ".lease", true, &held));
+  DSPIPE_RETURN_IF_ERROR(WriteUse(env, entry, listing.bytes));
+  lock.reset();  // the lease now keeps the entry; others may open it
+  result->cached = true;
+  result->entry = entry;
+  result->path = entry + "/" + base;
+  result->reason.clear();
+  *lease = std::make_unique<Lease>(std::move(held));
+  LogDecision(source, *result);
+  return Status::OK();
+}
+
+Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
+                         CacheOptions cache_options,
+                         const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
+                         std::shared_ptr<const Dataset>* out, CacheResult* result) {
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, open_options, &ds));
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  if (cache_options.mode == "off") {
+    r.path = path;
+    r.reason = "cache off";
+  } else {
+    if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(ds->info());
+    DSPIPE_RETURN_IF_ERROR(AcquireCache(path, cache_options, &r, &lease));
+  }
+  if (r.cached) {
+    std::unique_ptr<Dataset> copy;
+    Status s = Dataset::Open(r.path, open_options, &copy);
+    if (!s.ok()) return s.WithContext("cache: opening the copy of " + path);
+    std::shared_ptr<CacheLease> held(std::move(lease));
+    *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
+  } else {
+    *out = std::shared_ptr<const Dataset>(std::move(ds));
+  }
+  if (result) *result = std::move(r);
+  return Status::OK();
+}
+
+}  // namespace dspipe

@@ -1,0 +1,560 @@
+// The RAM-disk cache against real dspipe datasets and real tmpfs directories (/dev/shm):
+// copies, the budget fallback, ENOSPC before copying, a kill mid-copy, two racing processes,
+// leases against eviction, LRU order, and the Loader reading the copy.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dspipe/cache.h"
+#include "dspipe/dataset.h"
+#include "dspipe/env.h"
+#include "dspipe/loader.h"
+#include "pipeline/loader_fixture.h"
+#include "profile/profile.h"
+
+extern char** environ;
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Build;
+using testing::FreshDir;
+using testing::WriteSourceTree;
+
+// A fresh directory on /dev/shm (a tmpfs), removed at scope exit.
+class ShmDir {
+ public:
+  ShmDir() {
+    char tmpl[] = "/dev/shm/dspipe-cache-test-XXXXXX";
+    const char* p = ::mkdtemp(tmpl);
+    if (p == nullptr) throw std::runtime_error("mkdtemp on /dev/shm failed");
+    path_ = p;
+  }
+  ~ShmDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Names in root ending with suffix.
+std::vector<std::string> Named(const std::string& root, const std::string& suffix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.ends_with(suffix)) out.push_back(n);
+  }
+  return out;
+}
+
+// Every record of a dataset, CRC-checked, as strings.
+std::vector<std::string> Records(const Dataset& ds) {
+  std::vector<std::string> out;
+  for (uint64_t i = 0; i < ds.size(); ++i) {
+    Status s = ds.Read(i, [&](const RecordView& v) {
+      out.emplace_back(reinterpret_cast<const char*>(v.image.data()), v.image.size());
+      out.back().append(reinterpret_cast<const char*>(v.mask.data()), v.mask.size());
+      return Status::OK();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  return out;
+}
+
+std::vector<std::string> Records(const std::string& path) {
+  std::unique_ptr<Dataset> ds;
+  DatasetOpenOptions o;
+  o.verify_crc = true;
+  Status s = Dataset::Open(path, o, &ds);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return ds ? Records(*ds) : std::vector<std::string>{};
+}
+
+class CacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    work_ = FreshDir("cache-" + name);
+    WriteSourceTree(work_ + "/src", 12, 48, 64, /*masks=*/true);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(work_, ec);
+  }
+  // A dataset built from the shared source tree: one LMDB, or a sharded directory.
+  std::string Make(const std::string& name, int shards = 1) {
+    return Build(work_ + "/src", work_ + "/" + name, StoreMode::kEncoded, shards);
+  }
+  CacheOptions Options(const std::string& root) const {
+    CacheOptions o;
+    o.mode = root;
+    o.margin = 0;
+    return o;
+  }
+  std::string work_;
+  ShmDir shm_;
+};
+
+TEST_F(CacheTest, CopiesVerifiedDatasetOnceAndReusesTheEntry) {
+  for (int shards : {1, 3}) {
+    SCOPED_TRACE("shards " + std::to_string(shards));
+    const std::string src = Make("ds" + std::to_string(shards), shards);
+    const std::string root = shm_.path() + "/c";
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    Status s = AcquireCache(src, Options(root), &r, &lease);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(r.cached) << r.reason;
+    EXPECT_TRUE(r.copied);
+    EXPECT_NE(lease, nullptr);
+    EXPECT_EQ(r.path, r.entry + "/ds" + std::to_string(shards));
+    EXPECT_TRUE(Contains(r.Describe(), "cached at " + r.entry)) << r.Describe();
+    EXPECT_TRUE(Named(root, ".tmp").empty());
+    // Every file but LMDB's reader table, byte for byte.
+    uint64_t bytes = 0;
+    for (const auto& e : fs::recursive_directory_iterator(src)) {
+      if (!e.is_regular_file()) continue;
+      const std::string rel = fs::relative(e.path(), src).string();
+      if (e.path().filename() == "lock.mdb") {
+        EXPECT_FALSE(fs::exists(r.path + "/" + rel)) << rel;
+        continue;
+      }
+      bytes += e.file_size();
+      EXPECT_EQ(ReadAll(e.path().string()), ReadAll(r.path + "/" + rel)) << rel;
+    }
+    EXPECT_EQ(r.bytes, bytes);
+    EXPECT_EQ(Records(r.path), Records(src));
+
+    CacheResult again;
+    std::unique_ptr<CacheLease> lease2;
+    ASSERT_TRUE(AcquireCache(src, Options(root), &again, &lease2).ok());
+    EXPECT_TRUE(again.cached);
+    EXPECT_FALSE(again.copied);
+    EXPECT_EQ(again.path, r.path);
+  }
+}
+
+TEST_F(CacheTest, ChangedDatasetGetsANewEntry) {
+  const std::string src = Make("ds");
+  const std::string root = shm_.path() + "/c";
+  CacheResult a, b;
+  std::unique_ptr<CacheLease> la, lb;
+  ASSERT_TRUE(AcquireCache(src, Options(root), &a, &la).ok());
+  Make("ds");  // rebuilt: new files, new mtimes
+  ASSERT_TRUE(AcquireCache(src, Options(root), &b, &lb).ok());
+  ASSERT_TRUE(a.cached && b.cached);
+  EXPECT_NE(a.entry, b.entry);
+  EXPECT_TRUE(b.copied);
+}
+
+TEST_F(CacheTest, TinyCapacityOrBudgetFallsBackInPlaceWithTheReason) {
+  const std::string src = Make("ds");
+  const std::string root = shm_.path() + "/c";
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+
+  CacheOptions o = Options(root);
+  o.cache_limit = 1024;
+  ASSERT_TRUE(AcquireCache(src, o, &r, &lease).ok());
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(r.path, src);
+  EXPECT_EQ(lease, nullptr);
+  EXPECT_TRUE(Contains(r.reason, "larger than cache_limit (1.0 KiB)")) << r.reason;
+  EXPECT_TRUE(Contains(r.Describe(), "in place: ")) << r.Describe();
+  EXPECT_FALSE(fs::exists(root)) << "nothing is made for a dataset that cannot fit";
+
+  // The pipeline's own buffers take all the RAM: a tmpfs cache would only push it into swap.
+  o = Options(root);
+  o.reserved_ram = uint64_t{1} << 60;
+  ASSERT_TRUE(AcquireCache(src, o, &r, &lease).ok());
+  EXPECT_FALSE(r.cached);
+  EXPECT_TRUE(Contains(r.reason, "RAM left 0 B")) << r.reason;
+  EXPECT_TRUE(Contains(r.reason, "budget 0 B")) << r.reason;
+
+  // Little free space on the cache's filesystem (reported by a FaultEnv).
+  FaultEnv fe;
+  fe.SetFreeSpace(4096);
+  o = Options(root);
+  o.env = &fe;
+  ASSERT_TRUE(AcquireCache(src, o, &r, &lease).ok());
+  EXPECT_FALSE(r.cached);
+  EXPECT_TRUE(Contains(r.reason, "free on " + root + " 4.0 KiB")) << r.reason;
+  EXPECT_EQ(fe.writes(), 0);
+  EXPECT_TRUE(Named(root, ".tmp").empty());
+  EXPECT_TRUE(Named(root, ".used").empty());
+
+  // The margin counts too.
+  o = Options(root);
+  o.margin = uint64_t{1} << 60;
+  ASSERT_TRUE(AcquireCache(src, o, &r, &lease).ok());
+  EXPECT_FALSE(r.cached);
+  EXPECT_TRUE(Contains(r.reason, "margin 1048576.0 TiB")) << r.reason;
+
+  // "off" never touches anything.
+  o.mode = "off";
+  ASSERT_TRUE(AcquireCache(src, o, &r, &lease).ok());
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(r.reason, "cache off");
+}
+
+// Free space looks plentiful (as when another process fills the tmpfs after the check), but
+// the reservation fails: an ENOSPC naming the file before a single byte is copied.
+class FullAfterCheckEnv : public FaultEnv {
+ public:
+  Status FreeSpace(const std::string& path, uint64_t* bytes) override {
+    return Env::Default()->FreeSpace(path, bytes);
+  }
+};
+
+TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
+  // manifest.json (small, sorted first) then the shards: a copier that reserved each file just
+  // before copying it would have written the manifest before failing.
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  constexpr uint64_t kFree = 20000;
+  ASSERT_LT(fs::file_size(src + "/manifest.json"), kFree);
+  ASSERT_GT(fs::file_size(src + "/shard-00000.lmdb/data.mdb"), kFree);
+  FullAfterCheckEnv fe;
+  fe.SetFreeSpace(kFree);  // what fallocate sees
+  CacheOptions o = Options(root);
+  o.env = &fe;
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  Status s = AcquireCache(src, o, &r, &lease);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "fallocate " + root)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "data.mdb")) << s.ToString();
+  EXPECT_EQ(fe.writes(), 0) << "bytes were copied before the space was reserved";
+  EXPECT_EQ(lease, nullptr);
+  EXPECT_TRUE(Named(root, ".tmp").empty());
+  EXPECT_TRUE(Named(root, ".used").empty());
+  EXPECT_TRUE(Named(root, "ds").empty());
+  for (const auto& e : fs::directory_iterator(root)) {
+    EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
+  }
+}
+
+// ---- several processes (cache_tool: one AcquireCache per process)
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // read end of its stdout + stderr (or -1 when they go to a file)
+};
+
+// Starts cache_tool with args; stdout+stderr to a pipe; `extra_env` ("NAME=value") goes first,
+// so it wins over the same name in this process's environment (getenv takes the first).
+// stdin is a pipe too (its write end in *stdin_w, or closed when null).
+Child StartTool(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
+                int* stdin_w = nullptr) {
+  std::vector<std::string> env_s = extra_env;
+  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_s = {CACHE_TOOL_PATH};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out[2], in[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  Child c;
+  const int rc = posix_spawn(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("posix_spawn cache_tool failed");
+  ::close(out[1]);
+  ::close(in[0]);
+  if (stdin_w) {
+    *stdin_w = in[1];
+  } else {
+    ::close(in[1]);
+  }
+  c.out = out[0];
+  return c;
+}
+
+// Reads the child's output until `needle` appears (true) or EOF (false). *text gets it all.
+bool ReadUntil(int fd, const std::string& needle, std::string* text) {
+  char buf[4096];
+  while (!Contains(*text, needle)) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text->append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Reads to EOF and reaps the child; returns its output; *code its exit status (-signal).
+std::string Finish(Child* c, int* code, std::string text = "") {
+  ReadUntil(c->out, "\x01never", &text);
+  ::close(c->out);
+  int st = 0;
+  if (::waitpid(c->pid, &st, 0) != c->pid) throw std::runtime_error("waitpid");
+  *code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  return text;
+}
+
+bool WaitStopped(pid_t pid) {
+  int st = 0;
+  if (::waitpid(pid, &st, WUNTRACED) != pid) throw std::runtime_error("waitpid");
+  return WIFSTOPPED(st);
+}
+
+TEST_F(CacheTest, KillMidCopyLeavesNoEntryAndTheNextStartRemovesTheOrphan) {
+  const std::string src = Make("ds", 3);  // manifest.json + 3 shards: several files
+  const std::string root = shm_.path() + "/c";
+  // Stop the copier right after its first file is complete, while it holds the entry's lock.
+  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  ASSERT_TRUE(WaitStopped(a.pid));
+  ASSERT_EQ(Named(root, ".tmp").size(), 1u);
+  const std::string tmp = root + "/" + Named(root, ".tmp")[0];
+  const std::string entry = tmp.substr(0, tmp.size() - 4);
+  // A live (stopped) creator's temp dir is not an orphan.
+  int removed = -1;
+  ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
+  EXPECT_EQ(removed, 0);
+  EXPECT_TRUE(fs::exists(tmp));
+
+  ::kill(a.pid, SIGKILL);
+  int code = 0;
+  Finish(&a, &code);
+  EXPECT_EQ(code, -SIGKILL);
+  EXPECT_FALSE(fs::exists(entry)) << "a killed copy left a final entry";
+  EXPECT_FALSE(fs::exists(entry + ".used"));
+  EXPECT_TRUE(fs::exists(tmp));
+
+  // The next start removes the orphan and makes a complete copy.
+  ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
+  EXPECT_EQ(removed, 1);
+  EXPECT_FALSE(fs::exists(tmp));
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  ASSERT_TRUE(AcquireCache(src, Options(root), &r, &lease).ok());
+  ASSERT_TRUE(r.cached) << r.reason;
+  EXPECT_TRUE(r.copied);
+  EXPECT_EQ(r.entry, entry);
+  EXPECT_EQ(Records(r.path), Records(src));
+}
+
+TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
+  const std::string src = Make("ds", 3);
+  const std::string other = Make("other");
+  const std::string root = shm_.path() + "/c";
+  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  ASSERT_TRUE(WaitStopped(a.pid));
+  ::kill(a.pid, SIGKILL);
+  int code = 0;
+  Finish(&a, &code);
+  ASSERT_EQ(Named(root, ".tmp").size(), 1u);
+  // Opening any other dataset cleans it.
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  ASSERT_TRUE(AcquireCache(other, Options(root), &r, &lease).ok());
+  EXPECT_TRUE(r.cached);
+  EXPECT_TRUE(Named(root, ".tmp").empty());
+}
+
+TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  // A starts copying and stops mid-copy, holding the entry's lock.
+  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  ASSERT_TRUE(WaitStopped(a.pid));
+  // B comes along and waits for A (it says so, at info level, before blocking on the lock).
+  Child b = StartTool({src, root}, {"DSPIPE_LOG_LEVEL=info"});
+  std::string b_text;
+  ASSERT_TRUE(ReadUntil(b.out, "waiting for the process that holds", &b_text)) << b_text;
+  ::kill(a.pid, SIGCONT);
+  int code_a = 0, code_b = 0;
+  const std::string a_text = Finish(&a, &code_a);
+  b_text = Finish(&b, &code_b, b_text);
+  ASSERT_EQ(code_a, 0) << a_text;
+  ASSERT_EQ(code_b, 0) << b_text;
+  EXPECT_TRUE(Contains(a_text, "result cached=1 copied=1 path=")) << a_text;
+  EXPECT_TRUE(Contains(b_text, "result cached=1 copied=0 path=")) << b_text;
+  const auto path_of = [](const std::string& t) {
+    const size_t p = t.find("path=");
+    return t.substr(p + 5, t.find('\n', p) - p - 5);
+  };
+  EXPECT_EQ(path_of(a_text), path_of(b_text));
+  // One entry, no temp dir.
+  EXPECT_EQ(Named(root, ".used").size(), 1u);
+  EXPECT_TRUE(Named(root, ".tmp").empty());
+  EXPECT_EQ(Records(path_of(b_text)), Records(src));
+}
+
+TEST_F(CacheTest, EvictionNeverTakesAnEntryALiveReaderHolds) {
+  const std::string d1 = Make("d1");
+  const std::string d2 = Make("d2");
+  const std::string root = shm_.path() + "/c";
+  CacheResult r1;
+  std::unique_ptr<CacheLease> l1;
+  ASSERT_TRUE(AcquireCache(d1, Options(root), &r1, &l1).ok());
+  ASSERT_TRUE(r1.cached);
+  // Room for one of the two only.
+  CacheOptions o = Options(root);
+  o.cache_limit = r1.bytes + r1.bytes / 2;
+
+  std::unique_ptr<Dataset> reader;
+  ASSERT_TRUE(Dataset::Open(r1.path, DatasetOpenOptions(), &reader).ok());
+  const std::vector<std::string> before = Records(*reader);
+
+  CacheResult r2;
+  std::unique_ptr<CacheLease> l2;
+  ASSERT_TRUE(AcquireCache(d2, o, &r2, &l2).ok());
+  EXPECT_FALSE(r2.cached) << "evicted an entry a reader holds";
+  EXPECT_TRUE(Contains(r2.reason, "held by live processes")) << r2.reason;
+  EXPECT_TRUE(Contains(r2.reason, "cache_limit")) << r2.reason;
+  EXPECT_TRUE(r2.evicted.empty());
+  EXPECT_TRUE(fs::exists(r1.path));
+  EXPECT_EQ(Records(*reader), before) << "the reader saw its entry change";
+  EXPECT_EQ(Records(*reader), Records(d1));
+
+  // A reader in another process holds it the same way.
+  reader.reset();
+  l1.reset();
+  int w = -1;
+  Child holder = StartTool({d1, root, "--hold"}, {}, &w);
+  std::string h_text;
+  ASSERT_TRUE(ReadUntil(holder.out, "result cached=1", &h_text)) << h_text;
+  ASSERT_TRUE(AcquireCache(d2, o, &r2, &l2).ok());
+  EXPECT_FALSE(r2.cached);
+  EXPECT_TRUE(fs::exists(r1.path));
+  ::close(w);  // the holder exits, its lease with it
+  int code = 0;
+  Finish(&holder, &code, h_text);
+  EXPECT_EQ(code, 0);
+
+  // Released: now it is evicted to make room.
+  ASSERT_TRUE(AcquireCache(d2, o, &r2, &l2).ok());
+  EXPECT_TRUE(r2.cached) << r2.reason;
+  ASSERT_EQ(r2.evicted.size(), 1u);
+  EXPECT_EQ(r2.evicted[0], r1.entry);
+  EXPECT_FALSE(fs::exists(r1.entry));
+  EXPECT_FALSE(fs::exists(r1.entry + ".used"));
+  EXPECT_TRUE(Named(root, ".tmp").empty());
+}
+
+TEST_F(CacheTest, EvictsTheLeastRecentlyUsedFirst) {
+  const std::string a = Make("a"), b = Make("b"), c = Make("c");
+  const std::string root = shm_.path() + "/c";
+  CacheOptions o = Options(root);
+  CacheResult ra, rb, rc;
+  std::unique_ptr<CacheLease> l;
+  ASSERT_TRUE(AcquireCache(a, o, &ra, &l).ok());
+  ASSERT_TRUE(AcquireCache(b, o, &rb, &l).ok());
+  ASSERT_TRUE(AcquireCache(a, o, &ra, &l).ok());  // a used after b
+  l.reset();
+  ASSERT_TRUE(ra.cached && rb.cached);
+  o.cache_limit = ra.bytes + rb.bytes + rb.bytes / 2;  // two fit, not three
+  ASSERT_TRUE(AcquireCache(c, o, &rc, &l).ok());
+  ASSERT_TRUE(rc.cached) << rc.reason;
+  ASSERT_EQ(rc.evicted.size(), 1u);
+  EXPECT_EQ(rc.evicted[0], rb.entry);
+  EXPECT_TRUE(fs::exists(ra.entry));
+}
+
+TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  std::unique_ptr<Loader> in_place, cached;
+  ASSERT_TRUE(Loader::Open(src, o, &in_place).ok());
+  EXPECT_EQ(in_place->dataset().info().path, src);
+  o.cache = root;
+  Status s = Loader::Open(src, o, &cached);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
+      << cached->dataset().info().path;
+  EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 2), testing::RunEpochs(in_place.get(), 0, 2));
+  // The loader holds the lease: the entry cannot be evicted while it lives.
+  std::vector<std::string> used = Named(root, ".used");
+  ASSERT_EQ(used.size(), 1u);
+  const std::string entry = root + "/" + used[0].substr(0, used[0].size() - 5);
+  std::unique_ptr<FileLock> lock;
+  EXPECT_EQ(Env::Default()->LockFile(entry + ".lease", false, &lock).code(),
+            Status::Code::kAborted);
+  cached.reset();
+  EXPECT_TRUE(Env::Default()->LockFile(entry + ".lease", false, &lock).ok());
+
+  // A loader whose cache cannot take the dataset reads it in place.
+  o.cache_limit = 1024;
+  ASSERT_TRUE(Loader::Open(src, o, &cached).ok());
+  EXPECT_EQ(cached->dataset().info().path, src);
+}
+
+}  // namespace
+}  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// dsbench's library: --cache opens the dataset through the cache and reports the copy apart.
+TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
+  const std::string src = Make("ds");
+  const std::string root = shm_.path() + "/c";
+  profile::ProfileOptions o;
+  o.batch_size = 4;
+  o.threads = 1;
+  o.batches = 3;
+  o.warmup = 0;
+  o.sample_ms = 0;
+  o.ram_cache = root;
+  profile::ProfileResult first, second, off;
+  Status s = profile::RunProfile(src, o, &first);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(first.ram_cache.cached) << first.ram_cache.note;
+  EXPECT_TRUE(first.ram_cache.copied);
+  EXPECT_EQ(first.ram_cache.path.rfind(root + "/", 0), 0u) << first.ram_cache.path;
+  ASSERT_TRUE(profile::RunProfile(src, o, &second).ok());
+  EXPECT_TRUE(second.ram_cache.cached);
+  EXPECT_FALSE(second.ram_cache.copied);
+  EXPECT_EQ(second.ram_cache.copy_seconds, 0.0);
+  EXPECT_EQ(second.ram_cache.path, first.ram_cache.path);
+  profile::Report report;
+  report.run = second;
+  const std::string json = profile::ReportJson(report).dump();
+  EXPECT_TRUE(Contains(json, "\"ram_cache\":{\"cached\":true")) << json;
+  o.ram_cache = "off";
+  ASSERT_TRUE(profile::RunProfile(src, o, &off).ok());
+  EXPECT_FALSE(off.ram_cache.cached);
+  EXPECT_EQ(off.ram_cache.path, src);
+}
+
+}  // namespace
+}  // namespace dspipe
