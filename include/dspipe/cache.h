@@ -45,9 +45,11 @@
 namespace dspipe {
 
 struct CacheOptions {
-  // "auto" (default): cache in /dev/shm/dspipe-cache when /dev/shm is a tmpfs, else use the
-  // dataset in place. "off": always in place. Anything else is a directory to cache in (created
-  // when missing); the RAM bound of the budget applies only when it is on a tmpfs.
+  // "auto" (default): cache in $DSPIPE_CACHE_DIR when set, else in /dev/shm/dspipe-cache when
+  // /dev/shm is a tmpfs, else use the dataset in place; a directory "auto" chose that cannot be
+  // made or written is also "in place" (with the reason), never a failed open. "off": always in
+  // place. Anything else is a directory to cache in (created when missing; an error when it
+  // cannot be); the RAM bound of the budget applies only when it is on a tmpfs.
   std::string mode = "auto";
   // Capacity of the cache directory in bytes (the total of its entries); 0 (default) = no limit
   // but the budget. Least recently used entries that no live process holds are evicted to make

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -214,6 +215,10 @@ std::string CacheRoot(const std::string& mode, std::string* why) {
     return "";
   }
   if (mode == "auto") {
+    // DSPIPE_CACHE_DIR names the directory "auto" uses (a machine's own RAM disk, or a test's).
+    if (const char* dir = std::getenv("DSPIPE_CACHE_DIR"); dir != nullptr && *dir != '\0') {
+      return dir;
+    }
     if (!IsTmpfs("/dev/shm")) {
       w = "cache auto: /dev/shm is not a tmpfs";
       return "";
@@ -262,7 +267,21 @@ Status AcquireCache(const std::string& source, const CacheOptions& options, Cach
     return Status::OK();
   }
   Status s = env->CreateDirs(root);
-  if (!s.ok()) return s.WithContext("cache: making the cache dir " + root);
+  if (s.ok() && options.mode == "auto") {
+    // "auto" picked the directory, not the user: one this user cannot write (made by another
+    // user, read-only) means "in place", not a failed open. A directory named by the user fails.
+    std::unique_ptr<FileLock> probe;
+    s = env->LockFile(root + "/.dspipe-probe.lock", false, &probe);
+    if (s.code() == Status::Code::kAborted) s = Status::OK();  // held by another process: fine
+  }
+  if (!s.ok()) {
+    if (options.mode == "auto") {
+      result->reason = "the cache dir " + root + " is not usable (" + s.ToString() + ")";
+      LogDecision(source, *result);
+      return Status::OK();
+    }
+    return s.WithContext("cache: making the cache dir " + root);
+  }
   DSPIPE_RETURN_IF_ERROR(CleanCacheOrphans(root, env));
 
   const std::string name = cache::EntryName(listing);

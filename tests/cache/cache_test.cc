@@ -231,6 +231,36 @@ class FullAfterCheckEnv : public FaultEnv {
   }
 };
 
+// "auto" chose the directory, so an unusable one means "in place" (say why), not a failed
+// open; the same directory named by the user is an error. A path under a regular file cannot
+// be made even by root (CI runs as root, so permissions would not show it).
+TEST_F(CacheTest, AutoWithAnUnusableCacheDirFallsBackInPlace) {
+  const std::string src = Make("ds");
+  const std::string blocker = work_ + "/not-a-dir";
+  std::ofstream(blocker) << "x";
+  const std::string root = blocker + "/cache";
+  ASSERT_EQ(::setenv("DSPIPE_CACHE_DIR", root.c_str(), 1), 0);
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  CacheOptions o;
+  o.mode = "auto";
+  o.margin = 0;
+  const Status s = AcquireCache(src, o, &r, &lease);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(r.path, src);
+  EXPECT_TRUE(Contains(r.reason, "the cache dir " + root + " is not usable")) << r.reason;
+
+  o.mode = root;
+  EXPECT_FALSE(AcquireCache(src, o, &r, &lease).ok()) << "a named dir that cannot be made fails";
+  ASSERT_EQ(::unsetenv("DSPIPE_CACHE_DIR"), 0);
+
+  // Unset, "auto" resolves to /dev/shm/dspipe-cache on a machine whose /dev/shm is a tmpfs.
+  std::string why;
+  const std::string resolved = CacheRoot("auto", &why);
+  EXPECT_TRUE(resolved == "/dev/shm/dspipe-cache" || (resolved.empty() && !why.empty()));
+}
+
 TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
   // manifest.json (small, sorted first) then the shards: a copier that reserved each file just
   // before copying it would have written the manifest before failing.
