@@ -25,6 +25,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "convert/dataset_files.h"
 #include "convert/record_maker.h"
 #include "convert/sources.h"
 #include "core/files.h"
@@ -562,12 +563,14 @@ Status Builder::Finish(const Accum& acc) {
     DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(result_->report_path, report));
   }
   json m = Manifest(acc, acc.next_index);
+  std::vector<std::string> reader_files;  // what a reader needs: listed with size + sha256
   if (o_.shards == 1) {
     LmdbEnv::Writer w(env0_.get());
     w.PutMeta(kManifestKey, m.dump(2));
     w.DeleteMeta(kCursorKey);
     DSPIPE_RETURN_IF_ERROR(w.Commit());
     if (o_.sync) DSPIPE_RETURN_IF_ERROR(env0_->Sync());
+    reader_files.push_back("data.mdb");
   } else {
     json shards = json::array();
     uint64_t first = 0;
@@ -581,8 +584,17 @@ Status Builder::Finish(const Accum& acc) {
       first += n;
     }
     m["shards"] = shards;
-    DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(o_.output + "/" + kTopManifestFile, m.dump(2)));
+    for (int s = 0; s < o_.shards; ++s) reader_files.push_back(ShardDirName(s) + "/data.mdb");
   }
+  // manifest.json (a sharded dataset's top manifest; beside a lone LMDB's data.mdb, which cannot
+  // hold its own hash) lists every file with its size and sha256, hashed once the LMDBs are
+  // closed. Written last: a sharded dataset is complete only with it.
+  env0_.reset();
+  std::vector<ManifestFile> files;
+  DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(o_.output, reader_files, &files));
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(SetManifestFiles(m.dump(2), files, &text));
+  DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(o_.output + "/" + kTopManifestFile, text));
   result_->records = acc.next_index;
   result_->skipped = acc.rejected.size();
   return Status::OK();

@@ -495,30 +495,6 @@ TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
   EXPECT_EQ(Fetch(dir_ + "/nope", dir_ + "/out/nope", opts_, &r).code(), Status::Code::kNotFound);
 }
 
-int RunDsconvert(const std::vector<std::string>& args, std::string* err) {
-  int p[2];
-  if (::pipe(p) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(p[1], 1);
-    ::dup2(p[1], 2);
-    ::close(p[0]);
-    std::vector<char*> argv{const_cast<char*>(DSCONVERT_PATH)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(p[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(p[0], buf, sizeof buf)) > 0) err->append(buf, static_cast<size_t>(n));
-  ::close(p[0]);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 TEST_F(FetchTest, DsconvertFetchCli) {
   std::string err;
   int rc = RunDsconvert(
