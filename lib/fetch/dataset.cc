@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dspipe/fetch.h"
+#include "fetch/internal.h"
 #include "format/manifest.h"
 
 namespace dspipe {
@@ -179,17 +180,7 @@ Status FetchDataset(const std::string& url, const std::string& dest_dir,
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
   std::unique_ptr<FileLock> lock;
   if (options.lock) {
-    const std::string lock_path = dest + ".lock";
-    Status s = env->LockFile(lock_path, /*wait=*/false, &lock);
-    if (s.code() == Status::Code::kAborted) {
-      if (options.progress) {
-        FetchProgress p;
-        p.phase = FetchProgress::Phase::kWaitingForLock;
-        options.progress(p);
-      }
-      s = env->LockFile(lock_path, /*wait=*/true, &lock);
-    }
-    DSPIPE_RETURN_IF_ERROR(s.WithContext(ctx));
+    DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
   return FetchDatasetLocked(url, dest, options, env, res).WithContext(ctx);
 }
