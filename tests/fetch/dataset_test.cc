@@ -367,6 +367,22 @@ TEST_F(FetchDatasetTest, VerifyChecksEveryListedFilesSizeAndSha256) {
   EXPECT_TRUE(Contains(out, "BAD file shard-00000.lmdb/data.mdb: size")) << out;
 }
 
+TEST_F(FetchDatasetTest, AResumeOfAFinishedBuildWritesAMissingFileList) {
+  // One shard killed after its final commit, before manifest.json: it is complete (meta says
+  // so), and `build --resume` adds the list instead of leaving a dataset that cannot be fetched.
+  const std::string path = Srv("lone") + "/manifest.json";
+  const std::string want = ReadAll(path);
+  fs::remove(path);
+  std::string out;
+  EXPECT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("lone"), "--threads", "1", "--resume"},
+                         &out),
+            0)
+      << out;
+  EXPECT_TRUE(Contains(out, "already complete")) << out;
+  ASSERT_TRUE(fs::exists(path));
+  EXPECT_EQ(ReadAll(path), want);
+}
+
 TEST_F(FetchDatasetTest, DsconvertFetchOfADatasetUrl) {
   std::string out;
   // A URL ending in '/' is a dataset; --dataset says so without it.
