@@ -65,7 +65,16 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
     return Status::OK();
   }
   const std::string tmp = dest + ".part";
+  const bool fresh_tmp = !env->FileExists(tmp);
   DSPIPE_RETURN_IF_ERROR(env->CreateDirs(tmp));
+  // A manifest that cannot be used leaves nothing behind that this call created.
+  auto drop_tmp = [&](Status s) {
+    if (fresh_tmp) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // best effort: the error is what matters
+    }
+    return s;
+  };
 
   // The manifest, fetched anew on every call (it is small): a resumed download continues only
   // when the server still serves the same one.
@@ -80,10 +89,10 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   FetchResult mr;
   Status s = Fetch(manifest_url, fresh, mo, &mr);
   if (s.code() == Status::Code::kNotFound) {
-    return Status::NotFound(manifest_url + ": no manifest.json there (is " + url +
-                            " a dspipe dataset directory?): " + s.message());
+    return drop_tmp(Status::NotFound(manifest_url + ": no manifest.json there (is " + url +
+                                     " a dspipe dataset directory?): " + s.message()));
   }
-  DSPIPE_RETURN_IF_ERROR(s);
+  if (!s.ok()) return drop_tmp(s);
   res->attempts += mr.attempts;
   res->downloaded += mr.downloaded;
   std::string text;
@@ -103,7 +112,7 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   }
   if (!s.ok()) {
     (void)env->RemoveFile(fresh);  // best effort: the error is what matters
-    return s;
+    return drop_tmp(s);
   }
   const std::string kept = tmp + "/" + kTopManifestFile;
   if (env->FileExists(kept)) {

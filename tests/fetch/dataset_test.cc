@@ -327,6 +327,7 @@ TEST_F(FetchDatasetTest, AManifestWithoutTheFileListIsAClearError) {
   EXPECT_TRUE(Contains(s.message(), server_->Url("old/manifest.json"))) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "\"files\"")) << s.ToString();
   EXPECT_FALSE(fs::exists(Dest("old")));
+  EXPECT_FALSE(fs::exists(Dest("old") + ".part"));
   // It still opens and verifies locally.
   std::unique_ptr<Dataset> ds;
   EXPECT_TRUE(Dataset::Open(Srv("old"), DatasetOpenOptions{}, &ds).ok());
@@ -337,6 +338,12 @@ TEST_F(FetchDatasetTest, AManifestWithoutTheFileListIsAClearError) {
   s = FetchDataset(server_->Url("nothing/"), Dest("nothing"), opts_);
   EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), server_->Url("nothing/manifest.json"))) << s.ToString();
+  EXPECT_FALSE(fs::exists(Dest("nothing") + ".part"));
+  // A dataset directory given as a path (a Drive mount) is fetched the same way.
+  FetchResult r;
+  s = FetchDataset(Srv("ds"), Dest("local"), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectSameFiles("ds", Dest("local"));
 }
 
 TEST_F(FetchDatasetTest, VerifyChecksEveryListedFilesSizeAndSha256) {
