@@ -67,12 +67,14 @@ def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "en
 
 
 def verify(path: str | os.PathLike, threads: int = 0, max_listed: int = 100) -> dict:
-    """Checks every record (checksum + decode). Returns {"records": n, "bad": 0} when all are
-    good; raises CorruptDataset (its message and .keys name the bad records) otherwise."""
+    """Checks the size and sha256 of every file the manifest lists, then every record (checksum
+    + decode). Returns {"records": n, "bad": 0} when all are good; raises CorruptDataset (its
+    message and .keys name the bad records, .bad_files counts files that do not match)
+    otherwise."""
     path = os.fspath(path)
-    records, bad, problems = _dspipe.verify(path, threads, max_listed)
-    if bad:
-        raise CorruptDataset(path, records, bad, problems)
+    records, bad, problems, bad_files = _dspipe.verify(path, threads, max_listed)
+    if bad or bad_files:
+        raise CorruptDataset(path, records, bad, problems, bad_files)
     return {"records": records, "bad": 0}
 
 

@@ -470,7 +470,7 @@ NB_MODULE(_dspipe, m) {
         o.max_listed = max_listed;
         VerifyResult r;
         Call([&] { return VerifyDataset(path, o, &r); });
-        return nb::make_tuple(r.records, r.bad, r.problems);
+        return nb::make_tuple(r.records, r.bad, r.problems, r.bad_files);
       },
       "path"_a, "threads"_a, "max_listed"_a);
 

@@ -167,6 +167,14 @@ def test_fetch_dataset_loads_like_the_local_one(tmp_path):
 
         for a, b in zip(epoch(root / "ds"), epoch(tmp_path / "out" / "ds"), strict=True):
             assert np.array_equal(a, b)
+        # verify checks the listed files: a hash that does not match is named.
+        manifest = json.loads((root / "ds" / "manifest.json").read_text())
+        manifest["files"][1]["sha256"] = "0" * 64
+        (tmp_path / "out" / "ds" / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(dspipe.CorruptDataset) as e:
+            dspipe.verify(tmp_path / "out" / "ds")
+        assert e.value.bad == 0 and e.value.bad_files == 1 and e.value.keys == []
+        assert "file shard-00001.lmdb/data.mdb: sha256" in str(e.value), str(e.value)
         with pytest.raises(RuntimeError, match="files"):
             dspipe.fetch_dataset(server.url("old/"), tmp_path / "out" / "old", progress=False)
         assert not (tmp_path / "out" / "old").exists()
