@@ -110,6 +110,17 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
         "be fetched and verified; it was written by a dspipe before the list existed: rebuild "
         "the dataset with this dspipe's `dsconvert build`");
   }
+  for (size_t i = 0; s.ok() && i < ranges.size(); ++i) {
+    // Every LMDB the manifest names must be in the list, or the copy would not open.
+    const std::string need =
+        ranges[i].name.empty() ? std::string("data.mdb") : ranges[i].name + "/data.mdb";
+    bool listed = false;
+    for (const ManifestFile& f : files) listed = listed || f.path == need;
+    if (!listed) {
+      s = Status::Corruption(manifest_url + ": the \"files\" list lacks " + need +
+                             ", which the dataset needs");
+    }
+  }
   if (!s.ok()) {
     (void)env->RemoveFile(fresh);  // best effort: the error is what matters
     return drop_tmp(s);

@@ -328,6 +328,18 @@ TEST_F(FetchDatasetTest, AManifestWithoutTheFileListIsAClearError) {
   EXPECT_TRUE(Contains(s.message(), "\"files\"")) << s.ToString();
   EXPECT_FALSE(fs::exists(Dest("old")));
   EXPECT_FALSE(fs::exists(Dest("old") + ".part"));
+  // A list that lacks a file the dataset needs: named, nothing fetched.
+  m = json::parse(ReadAll(Srv("ds") + "/manifest.json"));
+  m["files"].erase(1);
+  WriteAll(Srv("old") + "/manifest.json", m.dump(2));
+  (void)server_->Requests();
+  s = FetchDataset(server_->Url("old/"), Dest("old"), opts_);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "lacks shard-00001.lmdb/data.mdb")) << s.ToString();
+  EXPECT_EQ(server_->Requests().size(), 1u) << "only the manifest";
+  EXPECT_FALSE(fs::exists(Dest("old") + ".part"));
+  m.erase("files");
+  WriteAll(Srv("old") + "/manifest.json", m.dump(2));
   // It still opens and verifies locally.
   std::unique_ptr<Dataset> ds;
   EXPECT_TRUE(Dataset::Open(Srv("old"), DatasetOpenOptions{}, &ds).ok());
