@@ -82,13 +82,22 @@ Status BuildDataset(const BuildOptions& options, BuildResult* result);
 struct VerifyOptions {
   int threads = 0;         // 0 = all cores
   size_t max_listed = 100; // bad keys listed in the result (all are counted)
+  // Check the sha256 of every file the manifest lists (sizes are always checked).
+  bool file_sha256 = true;
 };
 struct VerifyResult {
   uint64_t records = 0;
   uint64_t bad = 0;
   std::vector<std::string> problems;  // "key 000000000000002a: checksum mismatch (...)"
+  // The manifest's per-file list (manifest.json "files"): files checked, and how many did not
+  // match (each named in problems, first). files_listed = false for a dataset built before the
+  // list existed (nothing to check; it still verifies its records).
+  bool files_listed = false;
+  uint64_t files = 0;
+  uint64_t bad_files = 0;
 };
-// Checks every record's checksum and decodes every image and mask.
+// Checks the size and sha256 of every file the manifest lists, then every record's checksum,
+// and decodes every image and mask.
 Status VerifyDataset(const std::string& path, const VerifyOptions& options, VerifyResult* out);
 
 // A human-readable description (count, shapes, storage, sizes, mean/std) for `dsconvert info`.

@@ -73,6 +73,12 @@ struct FetchOptions {
   // Called from the calling thread as bytes arrive (throttling is the callee's job), while
   // waiting for the lock, while verifying and before a retry wait.
   std::function<void(const FetchProgress&)> progress;
+  // Polled from the calling thread while the fetch runs: by libcurl's progress callback (at
+  // least once a second, also while no bytes arrive), before each local copy block, and every
+  // 0.1 s of a retry wait or a wait for DEST.lock. Returning true stops the fetch with
+  // Status::Aborted naming DEST.part, which keeps every byte that arrived: the next call resumes.
+  // The Python binding uses it for Ctrl-C. Empty (default) = never cancelled.
+  std::function<bool()> cancelled;
 };
 
 struct FetchResult {
@@ -91,6 +97,27 @@ struct FetchResult {
 // 404 or missing source, Corruption for a verification that failed twice, IOError for the OS.
 Status Fetch(const std::string& url, const std::string& dest, const FetchOptions& options,
              FetchResult* result = nullptr);
+
+// Fetches a dataset served over HTTP (or a file:// URL / local path of a dataset directory)
+// into dest_dir. url is the dataset directory's URL ("https://host/ds" or ".../ds/"): its
+// manifest.json is fetched first and must list every file a reader needs with its size and
+// sha256 (the "files" field, written by dsconvert build; docs/FORMAT.md). Each listed file is
+// fetched with Fetch (resume, retries, size + sha256 verified, one refetch on a mismatch) into
+// dest_dir.part/ beside dest_dir, which is renamed to dest_dir once all are in place: dest_dir
+// never exists incomplete.
+// - dest_dir.lock serializes processes: one downloads, the others wait and find dest_dir done.
+// - A crash or kill leaves dest_dir.part/ (finished files + one FILE.part): the next call
+//   resumes there, unless the served manifest changed since (then it starts over).
+// - A manifest without the "files" list (built by an older dspipe) is an Unsupported error
+//   naming its URL. An existing dest_dir is taken as done when its manifest.json lists the same
+//   files with matching sizes; otherwise AlreadyExists.
+// - options.sha256 and options.size must be unset (they come from the manifest); the other
+//   fields apply to every file. options.progress sees one aggregate transfer: bytes and total
+//   over all files.
+// result (optional): bytes = the dataset's total size, resumed_from / downloaded / attempts /
+// refetches summed over the files, already_present = dest_dir was complete; sha256 is "".
+Status FetchDataset(const std::string& url, const std::string& dest_dir,
+                    const FetchOptions& options, FetchResult* result = nullptr);
 
 // Hex sha256 of a file read through env (nullptr = Env::Default()).
 Status Sha256File(const std::string& path, std::string* hex, Env* env = nullptr);

@@ -25,6 +25,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "convert/dataset_files.h"
 #include "convert/record_maker.h"
 #include "convert/sources.h"
 #include "core/files.h"
@@ -201,6 +202,8 @@ class Builder {
   Status Plan(bool fresh);
   Status BuildShard(int shard, Accum* acc);
   Status Finish(const Accum& acc);
+  // Writes manifest.json: manifest + the "files" list of reader_files (hashed now).
+  Status WriteFileList(const std::string& manifest, const std::vector<std::string>& reader_files);
   json Manifest(const Accum& acc, uint64_t count) const;
   std::string ShardPath(int s) const {
     return o_.shards == 1 ? o_.output : o_.output + "/" + ShardDirName(s);
@@ -551,6 +554,15 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   return Status::OK();
 }
 
+Status Builder::WriteFileList(const std::string& manifest,
+                              const std::vector<std::string>& reader_files) {
+  std::vector<ManifestFile> files;
+  DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(o_.output, reader_files, &files));
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(SetManifestFiles(manifest, files, &text));
+  return WriteFileAtomic(o_.output + "/" + kTopManifestFile, text);
+}
+
 Status Builder::Finish(const Accum& acc) {
   if (acc.next_index == 0) {
     return Status::BadInput(o_.source + ": every sample was rejected; nothing to write");
@@ -562,12 +574,14 @@ Status Builder::Finish(const Accum& acc) {
     DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(result_->report_path, report));
   }
   json m = Manifest(acc, acc.next_index);
+  std::vector<std::string> reader_files;  // what a reader needs: listed with size + sha256
   if (o_.shards == 1) {
     LmdbEnv::Writer w(env0_.get());
     w.PutMeta(kManifestKey, m.dump(2));
     w.DeleteMeta(kCursorKey);
     DSPIPE_RETURN_IF_ERROR(w.Commit());
     if (o_.sync) DSPIPE_RETURN_IF_ERROR(env0_->Sync());
+    reader_files.push_back("data.mdb");
   } else {
     json shards = json::array();
     uint64_t first = 0;
@@ -581,8 +595,13 @@ Status Builder::Finish(const Accum& acc) {
       first += n;
     }
     m["shards"] = shards;
-    DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(o_.output + "/" + kTopManifestFile, m.dump(2)));
+    for (int s = 0; s < o_.shards; ++s) reader_files.push_back(ShardDirName(s) + "/data.mdb");
   }
+  // manifest.json (a sharded dataset's top manifest; beside a lone LMDB's data.mdb, which cannot
+  // hold its own hash) lists every file with its size and sha256, hashed once the LMDBs are
+  // closed. Written last: a sharded dataset is complete only with it.
+  env0_.reset();
+  DSPIPE_RETURN_IF_ERROR(WriteFileList(m.dump(2), reader_files));
   result_->records = acc.next_index;
   result_->skipped = acc.rejected.size();
   return Status::OK();
@@ -606,6 +625,14 @@ Status Builder::Run() {
       DSPIPE_RETURN_IF_ERROR(CheckSameOptions(stored, Fingerprint(o_, source_abs_), o_.output));
       result_->already_complete = true;
       result_->records = ds->size();
+      // One shard, killed after its final commit but before manifest.json: write it now.
+      std::error_code ec;
+      if (ds->info().kind == DatasetKind::kDspipe &&
+          !fs::exists(o_.output + "/" + kTopManifestFile, ec)) {
+        const std::string manifest = ds->info().manifest_json;
+        ds.reset();
+        DSPIPE_RETURN_IF_ERROR(WriteFileList(manifest, {"data.mdb"}));
+      }
       return Status::OK();
     }
   }

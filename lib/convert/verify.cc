@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codec/image.h"
+#include "convert/dataset_files.h"
 #include "dspipe/convert.h"
 
 namespace dspipe {
@@ -41,6 +42,12 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   *out = VerifyResult{};
   DatasetOpenOptions oo;
   oo.verify_crc = true;
+  std::vector<ManifestFile> files;
+  DSPIPE_RETURN_IF_ERROR(LoadDatasetFiles(path, &files, &out->files_listed));
+  std::vector<std::string> file_problems;
+  DSPIPE_RETURN_IF_ERROR(CheckDatasetFiles(path, files, options.file_sha256, &file_problems));
+  out->files = files.size();
+  out->bad_files = file_problems.size();
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, oo, &ds));
   out->records = ds->size();
@@ -68,6 +75,7 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   });
   std::sort(bad.begin(), bad.end());
   out->bad = bad.size();
+  out->problems = std::move(file_problems);
   for (size_t i = 0; i < bad.size() && i < options.max_listed; ++i) {
     out->problems.push_back(bad[i].second);
   }

@@ -18,6 +18,8 @@
 #include <random>
 #include <thread>
 
+#include "fetch/internal.h"
+
 namespace dspipe {
 namespace {
 
@@ -114,6 +116,13 @@ Status SaveSidecar(Env* env, const std::string& path, const Sidecar& sc) {
   return env->WriteFileAtomic(path, j.dump(2));
 }
 
+// ---- cancellation (FetchOptions::cancelled)
+bool Cancelled(const FetchOptions& o) { return o.cancelled && o.cancelled(); }
+
+Status CancelledError(const std::string& part_path) {
+  return Status::Aborted("cancelled; " + part_path + " is kept: run again to resume");
+}
+
 // ---- retry policy shared by HTTP and local copies
 class Retrier {
  public:
@@ -141,16 +150,21 @@ class Retrier {
       p.total = total;
       o_.progress(p);
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    if (!SleepUnlessCancelled(o_, wait)) {
+      cancelled_ = true;
+      return false;
+    }
     return true;
   }
   int failures() const { return failures_; }
+  bool cancelled() const { return cancelled_; }
 
  private:
   const FetchOptions& o_;
   FetchResult* r_;
   std::mt19937_64 rng_;
   int failures_ = 0;
+  bool cancelled_ = false;
 };
 
 // ---- one HTTP request
@@ -172,6 +186,7 @@ struct Request {
   bool body_started = false;
   bool accepting = false;  // body goes to DEST.part (200, or 206 with the right range)
   bool restart = false;    // the response cannot be appended: start DEST.part over
+  bool cancelled = false;  // FetchOptions::cancelled said stop
   std::string restart_reason;
   Status write_error;
   std::string pending;    // body bytes not yet written (libcurl hands over 16 KiB at a time)
@@ -308,6 +323,10 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
 // still gets its buffered bytes into DEST.part, so a kill then loses at most about a second.
 int OnXferInfo(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* rq = static_cast<Request*>(user);
+  if (Cancelled(*rq->opts)) {  // aborts the transfer; what is buffered is flushed after it
+    rq->cancelled = true;
+    return 1;
+  }
   if (!rq->accepting || rq->restart || rq->pending.empty()) return 0;
   return Flush(rq) ? 0 : 1;
 }
@@ -433,6 +452,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     res->downloaded += rq.received;
     if (cc == CURLE_OK && !rq.body_started) StartBody(&rq);  // an empty body
     if (!rq.write_error.ok()) return rq.write_error;         // disk full: never retried
+    if (rq.cancelled) return CancelledError(part_path);
     const bool progress = rq.received > 0;
     double retry_after = -1;
     if (rq.restart) {
@@ -482,6 +502,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     }
     if (!retrier.Wait(progress, retry_after, part->size(), rq.total)) break;
   }
+  if (retrier.cancelled()) return CancelledError(part_path);
   return Status::IOError(url + ": gave up after " + std::to_string(res->attempts) + " attempts (" +
                          std::to_string(o.retries) + " retries without progress); last error: " +
                          last_error + "; " + part_path + " is kept: run again to resume");
@@ -513,6 +534,7 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
   ++res->attempts;
   bool progress = false;
   while (part->size() < *src_size) {
+    if (Cancelled(o)) return CancelledError(part_path);
     Status s = in ? Status::OK() : env->NewRandomAccessFile(src, &in);
     size_t got = 0;
     if (s.ok()) {
@@ -524,9 +546,11 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
     }
     if (!s.ok()) {  // a read error: retry at the same offset (reopening the file)
       in.reset();
-      if (!retrier.Wait(progress, -1, part->size(), *src_size))
+      if (!retrier.Wait(progress, -1, part->size(), *src_size)) {
+        if (retrier.cancelled()) return CancelledError(part_path);
         return s.WithContext("gave up after " + std::to_string(res->attempts) + " attempts; " +
                              part_path + " is kept: run again to resume");
+      }
       ++res->attempts;
       progress = false;
       continue;
@@ -626,6 +650,41 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
 
 }  // namespace
 
+bool SleepUnlessCancelled(const FetchOptions& o, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point until =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::max(seconds, 0.0)));
+  for (;;) {
+    if (Cancelled(o)) return false;
+    const Clock::time_point now = Clock::now();
+    if (now >= until) return true;
+    const Clock::duration left = until - now;
+    const Clock::duration slice = std::chrono::milliseconds(100);
+    std::this_thread::sleep_for(std::min(left, slice));
+  }
+}
+
+Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& o,
+                    std::unique_ptr<FileLock>* lock) {
+  Status s = env->LockFile(lock_path, /*wait=*/false, lock);
+  if (s.code() != Status::Code::kAborted) return s;
+  if (o.progress) {
+    FetchProgress p;
+    p.phase = FetchProgress::Phase::kWaitingForLock;
+    o.progress(p);
+  }
+  if (!o.cancelled) return env->LockFile(lock_path, /*wait=*/true, lock);
+  // Cancellable: a blocking flock cannot be interrupted, so poll it.
+  for (;;) {
+    if (!SleepUnlessCancelled(o, 0.1)) {
+      return Status::Aborted("cancelled while waiting for " + lock_path);
+    }
+    s = env->LockFile(lock_path, /*wait=*/false, lock);
+    if (s.code() != Status::Code::kAborted) return s;
+  }
+}
+
 Status Sha256File(const std::string& path, std::string* hex, Env* env) {
   if (env == nullptr) env = Env::Default();
   std::unique_ptr<RandomAccessFile> f;
@@ -660,17 +719,7 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
   std::unique_ptr<FileLock> lock;
   if (options.lock) {
-    const std::string lock_path = dest + ".lock";
-    Status s = env->LockFile(lock_path, /*wait=*/false, &lock);
-    if (s.code() == Status::Code::kAborted) {
-      if (options.progress) {
-        FetchProgress p;
-        p.phase = FetchProgress::Phase::kWaitingForLock;
-        options.progress(p);
-      }
-      s = env->LockFile(lock_path, /*wait=*/true, &lock);
-    }
-    DSPIPE_RETURN_IF_ERROR(s.WithContext(ctx));
+    DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
   return FetchLocked(url, dest, options, env, res).WithContext(ctx);
 }

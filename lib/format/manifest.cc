@@ -1,5 +1,6 @@
 #include "format/manifest.h"
 
+#include <cctype>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -127,6 +128,93 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
   } catch (const BadField& e) {
     return Status::Corruption(where + ": bad manifest field: " + e.what());
   }
+  return Status::OK();
+}
+
+namespace {
+
+bool IsHex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// A relative path that stays inside the dataset directory.
+bool IsInsidePath(const std::string& p) {
+  if (p.empty() || p.front() == '/' || p.find('\\') != std::string::npos ||
+      p.find('\0') != std::string::npos) {
+    return false;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = p.find('/', start);
+    const std::string part = p.substr(start, slash == std::string::npos ? slash : slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
+}  // namespace
+
+Status ParseManifestFiles(const std::string& text, const std::string& where,
+                          std::vector<ManifestFile>* files, bool* present) {
+  files->clear();
+  *present = false;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corruption(where + ": manifest is not valid JSON");
+  }
+  if (!j.contains("files")) return Status::OK();
+  try {
+    const json& list = j["files"];
+    if (!list.is_array() || list.empty()) {
+      return Status::Corruption(where + ": manifest 'files' is not a non-empty list");
+    }
+    for (const json& f : list) {
+      ManifestFile mf;
+      mf.path = f.at("path").get<std::string>();
+      if (!IsInsidePath(mf.path)) {
+        return Status::Corruption(where + ": file path \"" + mf.path +
+                                  "\" is not a relative path inside the dataset");
+      }
+      mf.size = IntField<uint64_t>(f, "size");
+      mf.sha256 = f.at("sha256").get<std::string>();
+      if (!IsHex64(mf.sha256)) {
+        return Status::Corruption(where + ": sha256 of \"" + mf.path +
+                                  "\" is not 64 hex digits");
+      }
+      for (char& c : mf.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (const ManifestFile& other : *files) {
+        if (other.path == mf.path) {
+          return Status::Corruption(where + ": file \"" + mf.path + "\" is listed twice");
+        }
+      }
+      files->push_back(std::move(mf));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(where + ": bad manifest 'files' entry: " + e.what());
+  } catch (const BadField& e) {
+    return Status::Corruption(where + ": bad manifest 'files' entry: " + e.what());
+  }
+  *present = true;
+  return Status::OK();
+}
+
+Status SetManifestFiles(const std::string& manifest_text, const std::vector<ManifestFile>& files,
+                        std::string* out) {
+  json j = json::parse(manifest_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument("SetManifestFiles: the manifest is not a JSON object");
+  }
+  json list = json::array();
+  for (const ManifestFile& f : files) {
+    list.push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  j["files"] = std::move(list);
+  *out = j.dump(2);
   return Status::OK();
 }
 

@@ -30,4 +30,25 @@ struct ShardRange {
 Status ParseManifest(const std::string& text, const std::string& where, DatasetInfo* info,
                      std::vector<ShardRange>* ranges);
 
+// ---- "files": what a reader needs, with sizes and sha256 (docs/FORMAT.md)
+// A sharded dataset lists every shard's data.mdb in its manifest.json; a lone LMDB has a
+// manifest.json beside data.mdb (the manifest inside data.mdb cannot hold data.mdb's own hash).
+// Manifests written before the field existed have no list: they still open; only fetching a
+// dataset needs it.
+struct ManifestFile {
+  std::string path;    // relative to the dataset directory, '/'-separated, e.g. "data.mdb"
+  uint64_t size = 0;   // bytes
+  std::string sha256;  // 64 lowercase hex digits
+};
+
+// The "files" list of a manifest. *present = false (and no error) when the manifest has none.
+// Paths must be relative and stay inside the dataset (no "..", no absolute paths, no empty
+// components); sizes are integers; sha256 is 64 hex digits. `where` names the file in messages.
+Status ParseManifestFiles(const std::string& text, const std::string& where,
+                          std::vector<ManifestFile>* files, bool* present);
+
+// Returns manifest_text (a JSON object) with its "files" field set to files.
+Status SetManifestFiles(const std::string& manifest_text, const std::vector<ManifestFile>& files,
+                        std::string* out);
+
 }  // namespace dspipe

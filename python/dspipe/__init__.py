@@ -22,7 +22,8 @@ from .errors import CorruptDataset, CorruptRecord
 from ._progress import Progress
 from .loader import Loader
 
-__all__ = ["synth", "build", "verify", "info", "describe", "Loader", "CorruptDataset",
+__all__ = ["synth", "build", "verify", "info", "describe", "fetch", "fetch_dataset", "Loader",
+           "CorruptDataset",
            "CorruptRecord", "build_info", "cuda_status", "__version__"]
 
 _dspipe._set_corrupt_record(CorruptRecord)
@@ -66,13 +67,60 @@ def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "en
 
 
 def verify(path: str | os.PathLike, threads: int = 0, max_listed: int = 100) -> dict:
-    """Checks every record (checksum + decode). Returns {"records": n, "bad": 0} when all are
-    good; raises CorruptDataset (its message and .keys name the bad records) otherwise."""
+    """Checks the size and sha256 of every file the manifest lists, then every record (checksum
+    + decode). Returns {"records": n, "bad": 0} when all are good; raises CorruptDataset (its
+    message and .keys name the bad records, .bad_files counts files that do not match)
+    otherwise."""
     path = os.fspath(path)
-    records, bad, problems = _dspipe.verify(path, threads, max_listed)
-    if bad:
-        raise CorruptDataset(path, records, bad, problems)
+    records, bad, problems, bad_files = _dspipe.verify(path, threads, max_listed)
+    if bad or bad_files:
+        raise CorruptDataset(path, records, bad, problems, bad_files)
     return {"records": records, "bad": 0}
+
+
+def _fetch_progress(progress: bool | Callable[[int, int], Any], desc: str):
+    if callable(progress):
+        return None, progress
+    if progress:
+        bar = Progress(desc, unit="B")
+        return bar, bar
+    return None, None
+
+
+def fetch(url: str, dest: str | os.PathLike, sha256: str | None = None, size: int | None = None,
+          retries: int = 8, stall_seconds: int = 30,
+          progress: bool | Callable[[int, int], Any] = True) -> dict:
+    """Resumable, verified download of url (http, https, file://) or copy of a local path into
+    dest (dsconvert fetch; docs/FETCH.md). Bytes go to DEST.part, renamed to dest once the size
+    (size, else the server's) and sha256 (when given) check out. A failure, a kill or Ctrl-C
+    (KeyboardInterrupt) leaves DEST.part: the next call resumes it. retries: transient failures
+    in a row without progress; stall_seconds: a transfer below 1 KiB/s this long is retried.
+    progress: True = a bar (tqdm.auto when installed, else lines), False = quiet, or a
+    callable(done_bytes, total_bytes) (an exception it raises stops the fetch like Ctrl-C and
+    is raised). Returns the transfer's counts (bytes, sha256,
+    resumed_from, downloaded, attempts, refetches, already_present)."""
+    bar, hook = _fetch_progress(progress, f"fetch {os.fspath(dest)}")
+    try:
+        return _dspipe.fetch(url, os.fspath(dest), sha256 or "", -1 if size is None else size,
+                             retries, stall_seconds, hook)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def fetch_dataset(url: str, dest_dir: str | os.PathLike, retries: int = 8,
+                  stall_seconds: int = 30,
+                  progress: bool | Callable[[int, int], Any] = True) -> dict:
+    """Fetches the dataset served at url (its manifest.json, then every file it lists, each
+    verified by size and sha256) into dest_dir, which appears only when complete (dsconvert
+    fetch URL/ DEST). Interrupted calls (a kill, Ctrl-C) resume; two processes make one
+    download. One progress bar over all files. Returns the summed counts as fetch() does."""
+    bar, hook = _fetch_progress(progress, f"fetch {os.fspath(dest_dir)}")
+    try:
+        return _dspipe.fetch_dataset(url, os.fspath(dest_dir), retries, stall_seconds, hook)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def info(path: str | os.PathLike) -> dict:

@@ -8,8 +8,8 @@ import time
 class Progress:
     """Callable(done, total) for the C++ progress hooks (called with the GIL held)."""
 
-    def __init__(self, desc: str, enabled: bool = True):
-        self.desc, self.enabled = desc, enabled
+    def __init__(self, desc: str, enabled: bool = True, unit: str = "file"):
+        self.desc, self.enabled, self.unit = desc, enabled, unit
         self._bar = None
         self._last = 0.0
         self._plain = False
@@ -20,7 +20,7 @@ class Progress:
         except ImportError:
             self._plain = True
         else:
-            self._bar = tqdm(desc=desc, unit="file")
+            self._bar = tqdm(desc=desc, unit=unit, unit_scale=unit == "B")
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar is not None:
@@ -32,7 +32,12 @@ class Progress:
             now = time.monotonic()
             if done == total or now - self._last >= 1.0:
                 self._last = now
-                print(f"{self.desc}: {done}/{total}", file=sys.stderr, flush=True)
+                if self.unit == "B":
+                    mib = 1 << 20
+                    print(f"{self.desc}: {done / mib:.1f}/{total / mib:.1f} MiB", file=sys.stderr,
+                          flush=True)
+                else:
+                    print(f"{self.desc}: {done}/{total}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -13,6 +13,7 @@
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 #include "dspipe/cuda.h"
 #include "dspipe/dataset.h"
 #include "dspipe/device_loader.h"
+#include "dspipe/fetch.h"
 #include "dspipe/loader.h"
 #include "dspipe/log.h"
 #include "dspipe/stats.h"
@@ -76,6 +78,60 @@ void Call(Fn&& fn) {
     s = fn();
   }
   ThrowIfError(s);
+}
+
+// dspipe.fetch / dspipe.fetch_dataset: FetchOptions from the Python arguments, run with the GIL
+// released. Ctrl-C: FetchOptions::cancelled takes the GIL (at most every 0.1 s) to run
+// PyErr_CheckSignals; a KeyboardInterrupt stops the fetch (DEST.part stays for a resume) and is
+// raised here. progress(done_bytes, total_bytes) is called with the GIL held; an exception it
+// raises (KeyboardInterrupt too: Python runs signal handlers in it) stops the fetch the same way.
+nb::dict CallFetch(bool dataset, const std::string& url, const std::string& dest,
+                   const std::string& sha256, int64_t size, int retries, long stall_seconds,
+                   const std::function<void(uint64_t, uint64_t)>& progress) {
+  FetchOptions o;
+  o.sha256 = sha256;
+  o.size = size;
+  o.retries = retries;
+  o.low_speed_time_s = stall_seconds;
+  bool interrupted = false;  // a Python exception is pending: stop, then raise it
+  if (progress) {
+    o.progress = [&progress, &interrupted](const FetchProgress& p) {
+      if (interrupted || p.phase != FetchProgress::Phase::kTransfer) return;
+      nb::gil_scoped_acquire acquire;
+      try {
+        progress(p.bytes, p.total);
+      } catch (nb::python_error& e) {
+        e.restore();
+        interrupted = true;
+      }
+    };
+  }
+  auto last = std::chrono::steady_clock::time_point{};
+  o.cancelled = [&interrupted, &last] {
+    const auto now = std::chrono::steady_clock::now();
+    if (interrupted || now - last < std::chrono::milliseconds(100)) return interrupted;
+    last = now;
+    nb::gil_scoped_acquire acquire;
+    interrupted = PyErr_CheckSignals() != 0;  // the exception (KeyboardInterrupt) stays set
+    return interrupted;
+  };
+  FetchResult r;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = dataset ? FetchDataset(url, dest, o, &r) : Fetch(url, dest, o, &r);
+  }
+  if (interrupted) throw nb::python_error();
+  ThrowIfError(s);
+  nb::dict d;
+  d["bytes"] = r.bytes;
+  d["sha256"] = r.sha256;
+  d["resumed_from"] = r.resumed_from;
+  d["downloaded"] = r.downloaded;
+  d["attempts"] = r.attempts;
+  d["refetches"] = r.refetches;
+  d["already_present"] = r.already_present;
+  return d;
 }
 
 nb::dict SummaryDict(const StageSummary& m) {
@@ -394,6 +450,22 @@ NB_MODULE(_dspipe, m) {
       "gray"_a, "sync"_a, "progress"_a.none());
 
   m.def(
+      "fetch",
+      [](const std::string& url, const std::string& dest, const std::string& sha256, int64_t size,
+         int retries, long stall_seconds, const std::function<void(uint64_t, uint64_t)>& progress) {
+        return CallFetch(false, url, dest, sha256, size, retries, stall_seconds, progress);
+      },
+      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a,
+      "progress"_a.none());
+  m.def(
+      "fetch_dataset",
+      [](const std::string& url, const std::string& dest_dir, int retries, long stall_seconds,
+         const std::function<void(uint64_t, uint64_t)>& progress) {
+        return CallFetch(true, url, dest_dir, "", -1, retries, stall_seconds, progress);
+      },
+      "url"_a, "dest_dir"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
+
+  m.def(
       "verify",
       [](const std::string& path, int threads, size_t max_listed) {
         VerifyOptions o;
@@ -401,7 +473,7 @@ NB_MODULE(_dspipe, m) {
         o.max_listed = max_listed;
         VerifyResult r;
         Call([&] { return VerifyDataset(path, o, &r); });
-        return nb::make_tuple(r.records, r.bad, r.problems);
+        return nb::make_tuple(r.records, r.bad, r.problems, r.bad_files);
       },
       "path"_a, "threads"_a, "max_listed"_a);
 

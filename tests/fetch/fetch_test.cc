@@ -495,28 +495,50 @@ TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
   EXPECT_EQ(Fetch(dir_ + "/nope", dir_ + "/out/nope", opts_, &r).code(), Status::Code::kNotFound);
 }
 
-int RunDsconvert(const std::vector<std::string>& args, std::string* err) {
-  int p[2];
-  if (::pipe(p) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(p[1], 1);
-    ::dup2(p[1], 2);
-    ::close(p[0]);
-    std::vector<char*> argv{const_cast<char*>(DSCONVERT_PATH)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(p[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(p[0], buf, sizeof buf)) > 0) err->append(buf, static_cast<size_t>(n));
-  ::close(p[0]);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
+  // Mid-body: the server sends 100000 bytes and holds the rest; once they are in DEST.part the
+  // hook says stop (libcurl polls it while no bytes arrive).
+  bool have_bytes = false;
+  opts_.low_speed_time_s = 3600;
+  opts_.progress = [&](const FetchProgress& p) {
+    if (p.phase == FetchProgress::Phase::kTransfer && p.bytes >= 100000) have_bytes = true;
+  };
+  opts_.cancelled = [&] { return have_bytes; };
+  const std::string url = server_->Url("f.bin", "pause=100000");
+  FetchResult r;
+  Status s = Fetch(url, Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), Dest() + ".part")) << s.ToString();
+  server_->Command("release");
+  EXPECT_FALSE(fs::exists(Dest()));
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 100000u);
+  opts_.cancelled = nullptr;
+  ASSERT_TRUE(Fetch(url, Dest(), opts_, &r).ok());
+  EXPECT_EQ(r.resumed_from, 100000u);
+  ExpectComplete(content_);
+  // During a retry wait (the server asks for 100 s): stops without waiting it out.
+  bool waiting = false;
+  opts_.progress = [&](const FetchProgress& p) {
+    if (p.phase == FetchProgress::Phase::kRetryWait) waiting = true;
+  };
+  opts_.cancelled = [&] { return waiting; };
+  opts_.retry_after_max_s = 1e6;
+  s = Fetch(server_->Url("f.bin", "fail=1&code=503&retry_after=100"), dir_ + "/out/g.bin", opts_,
+            &r);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  ASSERT_EQ(r.retry_waits_s.size(), 1u);
+  EXPECT_EQ(r.retry_waits_s[0], 100.0);
+  // While another holder has DEST.lock.
+  std::unique_ptr<FileLock> held;
+  ASSERT_TRUE(Env::Default()->LockFile(dir_ + "/out/h.bin.lock", false, &held).ok());
+  bool blocked = false;
+  opts_.progress = [&](const FetchProgress& p) {
+    if (p.phase == FetchProgress::Phase::kWaitingForLock) blocked = true;
+  };
+  opts_.cancelled = [&] { return blocked; };
+  s = Fetch(server_->Url("f.bin"), dir_ + "/out/h.bin", opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "h.bin.lock")) << s.ToString();
 }
 
 TEST_F(FetchTest, DsconvertFetchCli) {

@@ -1,5 +1,6 @@
 // Starts tests/fetch/server.py (a real HTTP server on 127.0.0.1 that misbehaves on command)
-// as a child process, and talks to it over its stdin/stdout pipes. Header-only.
+// as a child process, and talks to it over its stdin/stdout pipes; RunDsconvert runs the CLI.
+// Header-only.
 #pragma once
 
 #include <fcntl.h>
@@ -84,6 +85,14 @@ class HttpServer {
     }
     return reqs;
   }
+  // Requests for path (e.g. "/files/ds/data.mdb") behave as if they carried query too (the
+  // misbehaviour for URLs the code under test builds itself). Returns once the server has it.
+  void Set(const std::string& path, const std::string& query) {
+    Command("set " + path + " " + query);
+    for (std::string line = ReadLine(); line != "SET"; line = ReadLine()) {
+      if (line.rfind("REQ ", 0) == 0) pending_.push_back(line);
+    }
+  }
   // Blocks until the server prints "PAUSED ..." (a ?pause=N request stopped mid-body).
   void WaitPaused() {
     for (std::string line = ReadLine();; line = ReadLine()) {
@@ -99,5 +108,30 @@ class HttpServer {
   FILE* from_ = nullptr;
   std::vector<std::string> pending_;
 };
+
+// Runs the dsconvert binary with args; *err gets its stdout + stderr. Returns the exit code.
+inline int RunDsconvert(const std::vector<std::string>& args, std::string* err) {
+  int p[2];
+  if (::pipe(p) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(p[1], 1);
+    ::dup2(p[1], 2);
+    ::close(p[0]);
+    std::vector<char*> argv{const_cast<char*>(DSCONVERT_PATH)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0) err->append(buf, static_cast<size_t>(n));
+  ::close(p[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 }  // namespace dspipe::testing

@@ -7,6 +7,8 @@ Every request is printed as "REQ <json>" (path, query, Range, If-Range, Accept-E
 before it is answered. Commands on stdin, one per line:
   release   let one request paused by ?pause=N continue
   sync      print "SYNC" (every REQ line of a finished request comes before it)
+  set PATH QUERY  requests for PATH (e.g. /files/ds/data.mdb) behave as if they carried QUERY
+            too (for URLs the test does not write itself: a dataset's files); prints "SET"
 Query parameters (counted per path+query; "n" is this request's 0-based index):
   fail=K&code=C[&retry_after=S]  the first K requests get status C with an HTML error body
   cut=B[&cuts=K]                 requests 0..K-1 (K=1) send B body bytes, then the connection
@@ -34,6 +36,7 @@ ROOT = sys.argv[1]
 COUNTS = {}
 LOCK = threading.Lock()
 RELEASE = threading.Semaphore(0)
+RULES = {}  # path -> query parameters set by "set PATH QUERY"
 OUT = threading.Lock()
 
 
@@ -57,7 +60,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
-        q = dict(urllib.parse.parse_qsl(url.query))
+        with LOCK:
+            q = dict(RULES.get(url.path, {}))
+        q.update(urllib.parse.parse_qsl(url.query))
         with LOCK:
             n = COUNTS.get(self.path, 0)
             COUNTS[self.path] = n + 1
@@ -158,6 +163,11 @@ def commands():
             RELEASE.release()
         elif cmd == "sync":
             emit("SYNC")
+        elif cmd.startswith("set "):
+            _, path, query = (cmd + " ").split(" ", 2)
+            with LOCK:
+                RULES[path] = dict(urllib.parse.parse_qsl(query.strip()))
+            emit("SET")
     os._exit(0)  # stdin closed: the test is gone
 
 

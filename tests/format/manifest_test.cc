@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace dspipe {
@@ -170,6 +171,84 @@ TEST(Manifest, ShardDirName) {
   EXPECT_EQ(ShardDirName(0), "shard-00000.lmdb");
   EXPECT_EQ(ShardDirName(3), "shard-00003.lmdb");
   EXPECT_EQ(ShardDirName(4095), "shard-04095.lmdb");
+}
+
+json WithFiles() {
+  json j = Lone();
+  j["files"] = {{{"path", "data.mdb"}, {"size", 8192}, {"sha256", std::string(32, 'A') + std::string(32, 'b')}},
+                {{"path", "shard-00001.lmdb/data.mdb"}, {"size", 0}, {"sha256", std::string(64, '0')}}};
+  return j;
+}
+
+TEST(ManifestFiles, ParsesTheListLowercasingTheHashes) {
+  std::vector<ManifestFile> files;
+  bool present = false;
+  ASSERT_TRUE(ParseManifestFiles(WithFiles().dump(), "WHERE", &files, &present).ok());
+  EXPECT_TRUE(present);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].path, "data.mdb");
+  EXPECT_EQ(files[0].size, 8192u);
+  EXPECT_EQ(files[0].sha256, std::string(32, 'a') + std::string(32, 'b'));
+  EXPECT_EQ(files[1].path, "shard-00001.lmdb/data.mdb");
+  // The other fields are untouched by the list, and the manifest still parses.
+  DatasetInfo info;
+  std::vector<ShardRange> ranges;
+  EXPECT_TRUE(Parse(WithFiles(), &info, &ranges).ok());
+}
+
+TEST(ManifestFiles, AnOldManifestHasNoListAndNoError) {
+  std::vector<ManifestFile> files;
+  bool present = true;
+  ASSERT_TRUE(ParseManifestFiles(Lone().dump(), "WHERE", &files, &present).ok());
+  EXPECT_FALSE(present);
+  EXPECT_TRUE(files.empty());
+}
+
+TEST(ManifestFiles, BadEntriesAreNamedErrors) {
+  auto error = [](const std::function<void(json&)>& edit) {
+    json j = WithFiles();
+    edit(j);
+    std::vector<ManifestFile> files;
+    bool present = false;
+    const Status s = ParseManifestFiles(j.dump(), "WHERE/manifest.json", &files, &present);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << j.dump();
+    EXPECT_NE(s.message().find("WHERE/manifest.json"), std::string::npos) << s.ToString();
+    return s.message();
+  };
+  for (const char* bad : {"../x", "/etc/passwd", "a//b", "./data.mdb", "a/../../b", "", "a/",
+                          "a\\b"}) {
+    const std::string m = error([&](json& j) { j["files"][0]["path"] = bad; });
+    EXPECT_NE(m.find("inside the dataset"), std::string::npos) << bad << ": " << m;
+  }
+  EXPECT_NE(error([](json& j) { j["files"][0]["sha256"] = "abc"; }).find("64 hex"),
+            std::string::npos);
+  EXPECT_NE(error([](json& j) { j["files"][0]["sha256"] = std::string(64, 'g'); }).find("64 hex"),
+            std::string::npos);
+  EXPECT_NE(error([](json& j) { j["files"][0]["size"] = -1; }).find("negative"),
+            std::string::npos);
+  EXPECT_NE(error([](json& j) { j["files"][0]["size"] = 1.5; }).find("not an integer"),
+            std::string::npos);
+  EXPECT_NE(error([](json& j) { j["files"][1]["path"] = "data.mdb"; }).find("twice"),
+            std::string::npos);
+  error([](json& j) { j["files"][0].erase("sha256"); });
+  error([](json& j) { j["files"] = json::array(); });
+  error([](json& j) { j["files"] = "data.mdb"; });
+}
+
+TEST(ManifestFiles, SetThenParseRoundTrips) {
+  std::vector<ManifestFile> in = {{"data.mdb", 12345, std::string(64, 'c')}};
+  std::string text;
+  ASSERT_TRUE(SetManifestFiles(Lone().dump(), in, &text).ok());
+  std::vector<ManifestFile> out;
+  bool present = false;
+  ASSERT_TRUE(ParseManifestFiles(text, "W", &out, &present).ok());
+  ASSERT_TRUE(present);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].path, "data.mdb");
+  EXPECT_EQ(out[0].size, 12345u);
+  EXPECT_EQ(out[0].sha256, std::string(64, 'c'));
+  EXPECT_EQ(json::parse(text).at("count"), 10);
+  EXPECT_FALSE(SetManifestFiles("[1]", in, &text).ok());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Fuzzes the manifest JSON parser (ParseManifest): lone LMDB, one shard of a set, and the
-// sharded top manifest.json. Any input must give OK or an error status; OK must be coherent.
+// sharded top manifest.json; and its "files" list (ParseManifestFiles). Any input must give OK
+// or an error status; OK must be coherent.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +13,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   DatasetInfo info;
   std::vector<ShardRange> ranges;
+  std::vector<ManifestFile> files;
+  bool listed = false;
+  const Status fs = ParseManifestFiles(text, "fuzz.json", &files, &listed);
+  if (!fs.ok()) {
+    DSPIPE_FUZZ_CHECK(fs.message().find("fuzz.json") != std::string::npos);
+  } else {
+    DSPIPE_FUZZ_CHECK(listed == !files.empty());
+    for (const ManifestFile& f : files) {
+      // Every accepted path stays inside the dataset directory.
+      DSPIPE_FUZZ_CHECK(!f.path.empty() && f.path[0] != '/');
+      for (size_t b = 0; b <= f.path.size();) {
+        size_t e = f.path.find('/', b);
+        if (e == std::string::npos) e = f.path.size();
+        const std::string part = f.path.substr(b, e - b);
+        DSPIPE_FUZZ_CHECK(!part.empty() && part != "." && part != "..");
+        b = e + 1;
+      }
+      DSPIPE_FUZZ_CHECK(f.sha256.size() == 64);
+    }
+  }
   const Status s = ParseManifest(text, "fuzz.json", &info, &ranges);
   if (!s.ok()) {
     DSPIPE_FUZZ_CHECK(s.message().find("fuzz.json") != std::string::npos);

@@ -80,6 +80,11 @@ put("manifest", "sharded.json", json.dumps(dict(base, shards=[
     {"name": "shard-00000.lmdb", "begin": 0, "end": 2},
     {"name": "shard-00001.lmdb", "begin": 2, "end": 4}])))
 
+put("manifest", "files.json", json.dumps(dict(base, shards=[
+    {"name": "shard-00000.lmdb", "begin": 0, "end": 2},
+    {"name": "shard-00001.lmdb", "begin": 2, "end": 4}], files=[
+    {"path": "shard-00000.lmdb/data.mdb", "size": 8192, "sha256": "ab" * 32},
+    {"path": "shard-00001.lmdb/data.mdb", "size": 8192, "sha256": "CD" * 32}])))
 put("manifest", "empty_shards.json", json.dumps(dict(base, count=0, shards=[])))  # a finding
 put("manifest", "huge_version.json", json.dumps(base).replace('"format_version": 1',
                                                                '"format_version": 7.7e79'))  # too

@@ -1,0 +1,208 @@
+// FetchDataset: manifest.json first, then every file it lists through Fetch, into
+// DEST.part/ beside DEST, renamed into place when complete; DEST.lock makes one download.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dspipe/fetch.h"
+#include "fetch/internal.h"
+#include "format/manifest.h"
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kNewManifest = "manifest.json.new";
+
+// url + "/" + rel, with one '/' between them.
+std::string Join(const std::string& base, const std::string& rel) {
+  return !base.empty() && base.back() == '/' ? base + rel : base + "/" + rel;
+}
+
+std::string StripSlashes(std::string s) {
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// dest_dir is complete when its manifest.json lists files that are all there with their sizes
+// (their sha256 was checked when they were fetched; `dsconvert verify` rechecks it).
+Status CheckComplete(Env* env, const std::string& dir, uint64_t* bytes) {
+  const std::string manifest = dir + "/" + kTopManifestFile;
+  if (!env->FileExists(manifest)) return Status::Corruption(manifest + " is missing");
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(manifest, &text));
+  std::vector<ManifestFile> files;
+  bool present = false;
+  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(text, manifest, &files, &present));
+  if (!present) return Status::Corruption(manifest + " has no \"files\" list");
+  *bytes = 0;
+  for (const ManifestFile& f : files) {
+    uint64_t size = 0;
+    const std::string path = dir + "/" + f.path;
+    if (!env->FileExists(path)) return Status::Corruption(path + " is missing");
+    DSPIPE_RETURN_IF_ERROR(env->FileSize(path, &size));
+    if (size != f.size) {
+      return Status::Corruption(path + ": size " + std::to_string(size) + ", manifest says " +
+                                std::to_string(f.size));
+    }
+    *bytes += size;
+  }
+  return Status::OK();
+}
+
+Status FetchDatasetLocked(const std::string& url, const std::string& dest,
+                          const FetchOptions& options, Env* env, FetchResult* res) {
+  if (env->FileExists(dest)) {
+    uint64_t bytes = 0;
+    Status s = CheckComplete(env, dest, &bytes);
+    if (!s.ok()) {
+      return Status::AlreadyExists(dest + " exists and is not a complete dataset: " +
+                                   s.message() + "; remove it to fetch again");
+    }
+    res->bytes = bytes;
+    res->already_present = true;
+    return Status::OK();
+  }
+  const std::string tmp = dest + ".part";
+  const bool fresh_tmp = !env->FileExists(tmp);
+  DSPIPE_RETURN_IF_ERROR(env->CreateDirs(tmp));
+  // A manifest that cannot be used leaves nothing behind that this call created.
+  auto drop_tmp = [&](Status s) {
+    if (fresh_tmp) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // best effort: the error is what matters
+    }
+    return s;
+  };
+
+  // The manifest, fetched anew on every call (it is small): a resumed download continues only
+  // when the server still serves the same one.
+  const std::string manifest_url = Join(url, kTopManifestFile);
+  const std::string fresh = tmp + "/" + kNewManifest;
+  for (const std::string& stale : {fresh, fresh + ".part", fresh + ".part.json"}) {
+    DSPIPE_RETURN_IF_ERROR(env->RemoveFile(stale));
+  }
+  FetchOptions mo = options;
+  mo.lock = false;  // DEST.lock is held
+  mo.progress = nullptr;
+  FetchResult mr;
+  Status s = Fetch(manifest_url, fresh, mo, &mr);
+  if (s.code() == Status::Code::kNotFound) {
+    return drop_tmp(Status::NotFound(manifest_url + ": no manifest.json there (is " + url +
+                                     " a dspipe dataset directory?): " + s.message()));
+  }
+  if (!s.ok()) return drop_tmp(s);
+  res->attempts += mr.attempts;
+  res->downloaded += mr.downloaded;
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(fresh, &text));
+  DatasetInfo info;
+  std::vector<ShardRange> ranges;
+  std::vector<ManifestFile> files;
+  bool present = false;
+  s = ParseManifest(text, manifest_url, &info, &ranges);
+  if (s.ok()) s = ParseManifestFiles(text, manifest_url, &files, &present);
+  if (s.ok() && !present) {
+    s = Status::Unsupported(
+        manifest_url +
+        ": the manifest has no \"files\" list (each file's size and sha256), so its files cannot "
+        "be fetched and verified; it was written by a dspipe before the list existed: rebuild "
+        "the dataset with this dspipe's `dsconvert build`");
+  }
+  for (size_t i = 0; s.ok() && i < ranges.size(); ++i) {
+    // Every LMDB the manifest names must be in the list, or the copy would not open.
+    const std::string need =
+        ranges[i].name.empty() ? std::string("data.mdb") : ranges[i].name + "/data.mdb";
+    bool listed = false;
+    for (const ManifestFile& f : files) listed = listed || f.path == need;
+    if (!listed) {
+      s = Status::Corruption(manifest_url + ": the \"files\" list lacks " + need +
+                             ", which the dataset needs");
+    }
+  }
+  if (!s.ok()) {
+    (void)env->RemoveFile(fresh);  // best effort: the error is what matters
+    return drop_tmp(s);
+  }
+  const std::string kept = tmp + "/" + kTopManifestFile;
+  if (env->FileExists(kept)) {
+    std::string old;
+    DSPIPE_RETURN_IF_ERROR(env->ReadFile(kept, &old));
+    if (old != text) {
+      // The dataset changed on the server since the interrupted call: its files are not ours.
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(tmp, ec)) {
+        if (entry.path().filename() == kNewManifest) continue;
+        fs::remove_all(entry.path(), ec);
+        if (ec) return Status::IOError("remove " + entry.path().string() + ": " + ec.message());
+      }
+      if (ec) return Status::IOError("list " + tmp + ": " + ec.message());
+    }
+  }
+  DSPIPE_RETURN_IF_ERROR(env->RenameFile(fresh, kept));
+
+  uint64_t total = 0;
+  for (const ManifestFile& f : files) total += f.size;
+  uint64_t done = 0;
+  for (const ManifestFile& f : files) {
+    FetchOptions fo = options;
+    fo.sha256 = f.sha256;
+    fo.size = static_cast<int64_t>(f.size);
+    fo.lock = false;
+    if (options.progress) {
+      fo.progress = [&options, done, total](const FetchProgress& p) {
+        FetchProgress agg = p;
+        agg.bytes = done + p.bytes;
+        agg.start_bytes = done + p.start_bytes;
+        agg.total = total;
+        options.progress(agg);
+      };
+    }
+    const std::string path = tmp + "/" + f.path;
+    DSPIPE_RETURN_IF_ERROR(env->CreateDirs(fs::path(path).parent_path().string()));
+    FetchResult fr;
+    DSPIPE_RETURN_IF_ERROR(Fetch(Join(url, f.path), path, fo, &fr)
+                               .WithContext("file " + f.path + " of dataset " + url));
+    res->resumed_from += fr.already_present ? f.size : fr.resumed_from;
+    res->downloaded += fr.downloaded;
+    res->attempts += fr.attempts;
+    res->refetches += fr.refetches;
+    done += f.size;
+  }
+  res->bytes = total;
+  // Every file was synced by Fetch; the directory gets its final name in one rename.
+  DSPIPE_RETURN_IF_ERROR(env->SyncDir(tmp));
+  DSPIPE_RETURN_IF_ERROR(env->RenameFile(tmp, dest));
+  const std::string parent = fs::path(dest).parent_path().string();
+  return env->SyncDir(parent.empty() ? "." : parent);
+}
+
+}  // namespace
+
+Status FetchDataset(const std::string& url, const std::string& dest_dir,
+                    const FetchOptions& options, FetchResult* result) {
+  FetchResult local;
+  FetchResult* res = result ? result : &local;
+  *res = FetchResult{};
+  Env* env = options.env ? options.env : Env::Default();
+  if (url.empty() || dest_dir.empty()) {
+    return Status::InvalidArgument("fetch dataset: empty URL or destination");
+  }
+  if (!options.sha256.empty() || options.size >= 0) {
+    return Status::InvalidArgument(
+        "fetch dataset " + url +
+        ": sha256 and size are per file and come from the dataset's manifest; leave them unset");
+  }
+  const std::string dest = StripSlashes(dest_dir);
+  const std::string ctx = "fetch dataset " + url + " -> " + dest;
+  const std::string parent = fs::path(dest).parent_path().string();
+  if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
+  std::unique_ptr<FileLock> lock;
+  if (options.lock) {
+    DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
+  }
+  return FetchDatasetLocked(url, dest, options, env, res).WithContext(ctx);
+}
+
+}  // namespace dspipe
