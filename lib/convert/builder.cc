@@ -323,7 +323,7 @@ Status Builder::Plan(bool fresh) {
     if (plan_meta_.at("kind") == "plain-lmdb") {
       DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
     } else if (IsArchiveSource(o_.source)) {
-      DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, &archive_));
+      DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, o_.archive_buffer_bytes, &archive_));
     }
     return Status::OK();
   }
@@ -332,7 +332,7 @@ Status Builder::Plan(bool fresh) {
     Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
   }
   // Scan before creating anything: a bad SRC leaves no output behind.
-  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &sources_));
+  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes));
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
   archive_ = sources_.archive;
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
@@ -371,17 +371,19 @@ Status Builder::CheckArchiveOrder() const {
     order.push_back(it.archive_image);
     order.push_back(it.archive_mask);
   }
-  const int passes = ArchiveSource::Passes(order);
+  const int passes = archive_->Passes(order);
   if (passes <= kMaxArchivePasses) return Status::OK();
   return Status::BadInput(
       o_.source + ": reading its members in the build's order would take " +
       std::to_string(passes) + " passes over the archive (at most " +
       std::to_string(kMaxArchivePasses) + "): " +
-      (o_.shuffle ? std::string("--shuffle reorders the samples; build without it (the loader "
-                                "shuffles) or extract the archive")
+      (o_.shuffle ? std::string("--shuffle reorders the samples and the archive's members do not "
+                                "fit --archive-buffer-mb; build without it (the loader "
+                                "shuffles), raise the buffer, or extract the archive")
                   : std::string("the archive stores masks (or CSV rows' files) in another "
                                 "order than their images; recreate it sorted (tar --sort=name, "
-                                "or Python's tarfile/zipfile over sorted names) or extract it")));
+                                "or Python's tarfile/zipfile over sorted names), raise "
+                                "--archive-buffer-mb, or extract it")));
 }
 
 Status Builder::ReadArchiveItem(const SourceItem& item, SourceBytes* out) {

@@ -279,8 +279,8 @@ std::vector<std::string> CsvFiles(const SourceTree& t, const std::string& dir) {
   return csvs;
 }
 
-Status ScanArchive(const std::string& source, SourceList* out) {
-  DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(source, &out->archive));
+Status ScanArchive(const std::string& source, uint64_t buffer_bytes, SourceList* out) {
+  DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(source, buffer_bytes, &out->archive));
   const ArchiveSource& ar = *out->archive;
   out->warnings = ar.warnings();
   // `tar czf data.tar.gz data/`: the dataset is the single top-level folder.
@@ -344,7 +344,8 @@ Status ScanArchive(const std::string& source, SourceList* out) {
 
 }  // namespace
 
-Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out) {
+Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
+                   uint64_t archive_buffer_bytes) {
   *out = SourceList{};
   std::error_code ec;
   const fs::path src(source);
@@ -359,7 +360,7 @@ Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, Sou
   if (lmdb) {
     s = ScanPlainLmdb(source, plain, out);
   } else if (IsArchiveSource(source)) {
-    s = ScanArchive(source, out);
+    s = ScanArchive(source, archive_buffer_bytes, out);
   } else if (fs::is_regular_file(src, ec)) {
     s = ScanCsvFile(src, out);
   } else if (fs::is_directory(src / "images", ec)) {

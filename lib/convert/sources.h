@@ -43,7 +43,9 @@ struct SourceList {
 // archive was written sorted; a CSV's row order). An archive (IsArchiveSource) holds one of the
 // other layouts, at its root or in its single top-level folder, found by the same rules. `plain` pairs a plain LMDB's keys; set for another kind of SRC it is
 // refused (kInvalidArgument) rather than ignored.
-Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out);
+// archive_buffer_bytes: see ArchiveSource::Open (0: nothing held in memory).
+Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
+                   uint64_t archive_buffer_bytes = 0);
 
 // True when SRC is an LMDB directory or file (data.mdb), i.e. a plain LMDB source to import.
 bool IsLmdbSource(const std::string& source);

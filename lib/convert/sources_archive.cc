@@ -117,13 +117,16 @@ Status ArchiveSource::OpenReader(::archive** out) const {
   return Status::OK();
 }
 
-Status ArchiveSource::Open(const std::string& source, std::shared_ptr<ArchiveSource>* out) {
+Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
+                           std::shared_ptr<ArchiveSource>* out) {
   std::shared_ptr<ArchiveSource> src(new ArchiveSource(source));
   ::archive* a = nullptr;
   DSPIPE_RETURN_IF_ERROR(src->OpenReader(&a));
   std::unique_ptr<::archive, int (*)(::archive*)> guard(a, archive_read_free);
   src->dirs_[""] = true;
   std::string last;  // the previous entry's path, for messages
+  uint64_t buffered = 0;
+  bool buffering = buffer_bytes > 0;  // stops at the first member that does not fit
   for (int64_t ordinal = 0;; ++ordinal) {
     archive_entry* e = nullptr;
     const int r = archive_read_next_header(a, &e);
@@ -162,6 +165,26 @@ Status ArchiveSource::Open(const std::string& source, std::shared_ptr<ArchiveSou
                                                                 : "not a regular file";
       src->warnings_.push_back(src->Name(path) + ": " + what + "; ignored");
     }
+    const bool regular = safe && !macos_meta && type == AE_IFREG &&
+                         archive_entry_hardlink(e) == nullptr;
+    const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    buffering = buffering && regular && archive_entry_size_is_set(e) &&
+                size <= buffer_bytes - buffered;
+    if (buffering) {
+      std::string data(size, '\0');
+      size_t got = 0;
+      while (got < size) {
+        const la_ssize_t n = archive_read_data(a, data.data() + got, size - got);
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      if (got != size) {
+        return src->Fail(src->Name(path), a, "truncated or corrupt archive");
+      }
+      buffered += size;
+      src->buffered_[ordinal] = std::move(data);
+      ++src->buffered_count_;
+    }
     if (archive_read_data_skip(a) < ARCHIVE_WARN) {
       return src->Fail(src->Name(safe ? path : raw), a, "truncated or corrupt archive");
     }
@@ -174,11 +197,11 @@ Status ArchiveSource::Open(const std::string& source, std::shared_ptr<ArchiveSou
   return Status::OK();
 }
 
-int ArchiveSource::Passes(const std::vector<int64_t>& ordinals) {
+int ArchiveSource::Passes(const std::vector<int64_t>& ordinals) const {
   std::vector<int64_t> next;
   int passes = 0;
   for (int64_t k : ordinals) {
-    if (k < 0) continue;
+    if (k < 0 || buffered_.count(k)) continue;
     bool fresh = false;
     const size_t c = Pick(next, k, &fresh);
     if (c == next.size()) next.push_back(0);
@@ -198,6 +221,11 @@ Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out)
     return Status::Corruption(name + ": the archive " + source_ +
                               " changed since the build was planned (no such member at entry " +
                               std::to_string(k) + "); rebuild with --overwrite");
+  }
+  if (auto it = buffered_.find(k); it != buffered_.end()) {
+    *out = std::move(it->second);
+    buffered_.erase(it);
+    return Status::OK();
   }
   std::vector<int64_t> next;
   for (const Cursor& c : cursors_) {

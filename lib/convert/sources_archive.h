@@ -37,8 +37,12 @@ class ArchiveSource {
     uint64_t size;
   };
 
-  // Lists SRC's members. Errors name the archive and the member where reading stopped.
-  static Status Open(const std::string& source, std::shared_ptr<ArchiveSource>* out);
+  // Lists SRC's members. While listing, the data of the first members (in archive order) is
+  // kept in memory up to buffer_bytes (the listing pass reads it anyway for compressed
+  // archives): those members are served from memory, once, and need no further pass.
+  // Errors name the archive and the member where reading stopped.
+  static Status Open(const std::string& source, uint64_t buffer_bytes,
+                     std::shared_ptr<ArchiveSource>* out);
   ~ArchiveSource();
   ArchiveSource(const ArchiveSource&) = delete;
   ArchiveSource& operator=(const ArchiveSource&) = delete;
@@ -59,8 +63,10 @@ class ArchiveSource {
   // time. Errors: kIOError for a truncated or unreadable archive, kCorruption when the archive
   // no longer holds that member, kBadInput for a member over 4 GiB; all name SRC:member.
   Status Read(int64_t ordinal, const std::string& name, std::string* out);
-  // Passes (readers started from the first entry) that reading `ordinals` in this order takes.
-  static int Passes(const std::vector<int64_t>& ordinals);
+  // Passes (readers started from the first entry) that reading `ordinals` in this order takes
+  // (members held in memory take none).
+  int Passes(const std::vector<int64_t>& ordinals) const;
+  uint64_t buffered_members() const { return buffered_count_; }
   uint64_t passes_made() const { return passes_made_; }
 
  private:
@@ -78,6 +84,8 @@ class ArchiveSource {
   std::vector<std::string> entry_paths_;  // by ordinal: the raw entry path, for checks
   std::vector<std::string> warnings_;
   std::vector<Cursor> cursors_;
+  std::map<int64_t, std::string> buffered_;  // entry -> data, until Read() takes it
+  uint64_t buffered_count_ = 0;
   uint64_t passes_made_ = 0;
 };
 

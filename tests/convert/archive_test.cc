@@ -102,10 +102,14 @@ TEST_P(ArchiveKinds, SameRecordsAsTheExtractedFolder) {
   Synth(src, 40, 48, 32);
   const std::string arc = tmp / ("data." + GetParam());
   WriteArchive(arc, GetParam(), FilesOf(src));
-  for (bool raw : {false, true}) {
+  // Members from memory (the default buffer holds them all) and streamed by two readers (no
+  // buffer: images, then masks stored after all images).
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool raw = mode == 1;
     BuildOptions o = Options(src, "");
     if (raw) o.store = StoreMode::kRaw;
-    const std::string sfx = raw ? "raw" : "enc";
+    if (mode == 2) o.archive_buffer_bytes = 0;
+    const std::string sfx = std::to_string(mode);
     Status s = Build(src, tmp / ("folder." + sfx), nullptr, &o);
     ASSERT_TRUE(s.ok()) << s.ToString();
     BuildResult r;
@@ -310,19 +314,34 @@ TEST(Archive, MemberOrderThatNeedsManyPassesIsRefused) {
   std::vector<Member> files = FilesOf(src);
   std::reverse(files.begin() + 20, files.end());  // masks newest first
   WriteArchive(tmp / "rev.tar", "tar", files);
-  Status s = Build(tmp / "rev.tar", tmp / "out");
+  BuildOptions stream = Options("", "");
+  stream.archive_buffer_bytes = 0;
+  Status s = Build(tmp / "rev.tar", tmp / "out", nullptr, &stream);
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "passes over the archive")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "tar --sort=name")) << s.ToString();
   EXPECT_FALSE(fs::exists(tmp / "out"));
   WriteArchive(tmp / "ok.tar", "tar", FilesOf(src));
-  BuildOptions o = Options("", "");
+  BuildOptions o = stream;
   o.shuffle = true;
   o.seed = 3;
   s = Build(tmp / "ok.tar", tmp / "out", nullptr, &o);
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "--shuffle")) << s.ToString();
   EXPECT_FALSE(fs::exists(tmp / "out"));
+  // Members held in memory need no pass: the same builds succeed with the buffer.
+  ASSERT_TRUE(Build(src, tmp / "folder").ok());
+  s = Build(tmp / "rev.tar", tmp / "rev");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectSameRecords(tmp / "folder", tmp / "rev");
+  o.archive_buffer_bytes = BuildOptions{}.archive_buffer_bytes;
+  BuildOptions fo = Options("", "");
+  fo.shuffle = true;
+  fo.seed = 3;
+  ASSERT_TRUE(Build(src, tmp / "folder-shuffled", nullptr, &fo).ok());
+  s = Build(tmp / "ok.tar", tmp / "shuffled", nullptr, &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectSameRecords(tmp / "folder-shuffled", tmp / "shuffled");
 }
 
 TEST(Archive, Kill9ThenResumeContinuesFromTheArchive) {
@@ -331,8 +350,9 @@ TEST(Archive, Kill9ThenResumeContinuesFromTheArchive) {
   Synth(src, 120, 96, 96);
   const std::string arc = tmp / "data.tar.gz", out = tmp / "out.lmdb";
   WriteArchive(arc, "tar.gz", FilesOf(src));
-  const std::vector<std::string> args = {"build",       arc, out,         "--store", "raw",
-                                         "--commit-mb", "0.1", "--threads", "1",     "-q"};
+  const std::vector<std::string> args = {"build",     arc,   out,         "--store",
+                                         "raw",       "--commit-mb", "0.1", "--threads",
+                                         "1",         "--archive-buffer-mb", "0", "-q"};
   const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
   if (!WaitStopped(pid)) {
     FAIL() << "dsconvert ended before its first commit: " << ReadAll(tmp / "kill.log");
