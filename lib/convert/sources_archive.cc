@@ -72,6 +72,28 @@ size_t Pick(const std::vector<int64_t>& next, int64_t k, bool* fresh) {
   return far;
 }
 
+// Reads the current entry's data into out. The declared size only sizes the first allocation
+// (at most 16 MiB: a corrupt header's size is never trusted with memory); the data decides.
+// Returns false on a read error or when more than `limit` bytes arrive (*over set).
+bool ReadEntry(::archive* a, uint64_t declared, uint64_t limit, std::string* out, bool* over) {
+  *over = false;
+  out->resize(std::min<uint64_t>(declared, uint64_t{16} << 20));
+  size_t got = 0;
+  for (;;) {
+    if (got == out->size()) out->resize(std::max<size_t>(got * 2, got + (size_t{1} << 16)));
+    const la_ssize_t n = archive_read_data(a, out->data() + got, out->size() - got);
+    if (n < 0) return false;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+    if (got > limit) {
+      *over = true;
+      return false;
+    }
+  }
+  out->resize(got);
+  return true;
+}
+
 }  // namespace
 
 bool IsArchiveSource(const std::string& source) {
@@ -171,15 +193,12 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
     buffering = buffering && regular && archive_entry_size_is_set(e) &&
                 size <= buffer_bytes - buffered;
     if (buffering) {
-      std::string data(size, '\0');
-      size_t got = 0;
-      while (got < size) {
-        const la_ssize_t n = archive_read_data(a, data.data() + got, size - got);
-        if (n <= 0) break;
-        got += static_cast<size_t>(n);
-      }
-      if (got != size) {
-        return src->Fail(src->Name(path), a, "truncated or corrupt archive");
+      std::string data;
+      bool over = false;
+      if (!ReadEntry(a, size, size, &data, &over) || data.size() != size) {
+        return src->Fail(src->Name(path), a,
+                         over ? "corrupt archive: more data than the member's size"
+                              : "truncated or corrupt archive");
       }
       buffered += size;
       src->buffered_[ordinal] = std::move(data);
@@ -266,24 +285,17 @@ Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out)
     return Status::BadInput(name + ": member of " + std::to_string(size) +
                             " bytes; records hold at most 4 GiB");
   }
-  out->resize(size);
-  size_t got = 0;
-  for (;;) {
-    if (got == out->size()) out->resize(std::max<size_t>(got * 2, got + (size_t{1} << 16)));
-    const la_ssize_t n = archive_read_data(c.a, out->data() + got, out->size() - got);
-    if (n < 0) return broken(name, "truncated or corrupt archive");
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-    if (got > kMaxMember) {
-      return Status::BadInput(name + ": member over 4 GiB; records hold at most 4 GiB");
-    }
+  bool over = false;
+  if (!ReadEntry(c.a, size, kMaxMember, out, &over)) {
+    if (!over) return broken(name, "truncated or corrupt archive");
+    (void)broken(name, "");  // closes the reader; the size is the error to report
+    return Status::BadInput(name + ": member over 4 GiB; records hold at most 4 GiB");
   }
-  if (archive_entry_size_is_set(e) && got != size) {
-    return broken(name, ("truncated member: " + std::to_string(got) + " of " +
+  if (archive_entry_size_is_set(e) && out->size() != size) {
+    return broken(name, ("truncated member: " + std::to_string(out->size()) + " of " +
                          std::to_string(size) + " bytes")
                             .c_str());
   }
-  out->resize(got);
   return Status::OK();
 }
 
