@@ -324,6 +324,9 @@ Status Builder::Plan(bool fresh) {
       DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
     } else if (IsArchiveSource(o_.source)) {
       DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, o_.archive_buffer_bytes, &archive_));
+      // --archive-buffer-mb is not part of the options check (it does not change the records):
+      // a smaller buffer than the first run's must not turn the rest into a pass per member.
+      DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
     }
     return Status::OK();
   }

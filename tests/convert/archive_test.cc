@@ -342,6 +342,23 @@ TEST(Archive, MemberOrderThatNeedsManyPassesIsRefused) {
   s = Build(tmp / "ok.tar", tmp / "shuffled", nullptr, &o);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectSameRecords(tmp / "folder-shuffled", tmp / "shuffled");
+  // Resuming that build without the buffer is refused too (the check runs on resume).
+  const std::string part = tmp / "part";
+  const std::vector<std::string> args = {"build", tmp / "ok.tar", part,  "--shuffle", "--seed",
+                                         "3",     "--commit-mb",  "0.001", "-q"};
+  const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  ASSERT_TRUE(WaitStopped(pid)) << ReadAll(tmp / "kill.log");
+  ::kill(pid, SIGKILL);
+  ASSERT_EQ(Wait(pid, tmp / "kill.log").signal, SIGKILL);
+  std::vector<std::string> resume = args;
+  resume.insert(resume.end(), {"--resume", "--archive-buffer-mb", "0"});
+  RunResult refused = RunTool(resume, tmp.path());
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_TRUE(Contains(refused.output, "passes over the archive")) << refused.output;
+  resume.resize(resume.size() - 2);
+  RunResult done = RunTool(resume, tmp.path());
+  ASSERT_EQ(done.exit_code, 0) << done.output;
+  ExpectSameRecords(tmp / "folder-shuffled", part);
 }
 
 TEST(Archive, Kill9ThenResumeContinuesFromTheArchive) {
