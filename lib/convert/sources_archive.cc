@@ -176,6 +176,9 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
       }
     } else if (type == AE_IFREG && archive_entry_hardlink(e) == nullptr) {
       const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+      if (auto old = src->files_.find(path); old != src->files_.end()) {
+        src->buffered_.erase(old->second.ordinal);  // stored again: the later one counts
+      }
       src->files_[path] = Member{path, ordinal, size};
       for (std::string d = std::filesystem::path(path).parent_path().string(); !d.empty();
            d = std::filesystem::path(d).parent_path().string()) {
@@ -190,9 +193,11 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
     const bool regular = safe && !macos_meta && type == AE_IFREG &&
                          archive_entry_hardlink(e) == nullptr;
     const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-    buffering = buffering && regular && archive_entry_size_is_set(e) &&
-                size <= buffer_bytes - buffered;
-    if (buffering) {
+    // Directories, links and ignored members neither use nor end the buffer.
+    if (regular) {
+      buffering = buffering && archive_entry_size_is_set(e) && size <= buffer_bytes - buffered;
+    }
+    if (regular && buffering) {
       std::string data;
       bool over = false;
       if (!ReadEntry(a, size, size, &data, &over) || data.size() != size) {
@@ -211,7 +216,12 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
   }
   // A path stored both as a file and as a directory: the directory wins for layout detection;
   // the file would never be listed as an image of it.
-  for (const auto& [d, unused] : src->dirs_) src->files_.erase(d);
+  for (const auto& [d, unused] : src->dirs_) {
+    if (auto f = src->files_.find(d); f != src->files_.end()) {
+      src->buffered_.erase(f->second.ordinal);
+      src->files_.erase(f);
+    }
+  }
   *out = std::move(src);
   return Status::OK();
 }
