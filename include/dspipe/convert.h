@@ -31,7 +31,10 @@ struct BuildOptions {
   // SRC: a folder with images/ (+ optional masks/, paired by file stem), a CSV file
   // (image,mask[,label] — paths relative to the CSV), or an ImageFolder tree (one subfolder per
   // class; labels are the sorted subfolder names' indices), or a plain LMDB (keys -> encoded
-  // images, as Dataset::Open reads it; paired and ordered by `plain`).
+  // images, as Dataset::Open reads it; paired and ordered by `plain`), or an archive
+  // (.tar, .tar.gz, .tgz, .tar.zst, .tzst, .tar.bz2, .tar.xz, .zip) holding a folder, CSV or
+  // ImageFolder layout at its root or in its single top-level folder, read without extracting
+  // it (errors name "SRC:member").
   std::string source;
   // Plain LMDB sources: mask/label pairing (dspipe/dataset.h). Must stay at its defaults for
   // other sources (refused otherwise). Default: detect masks, no labels.
@@ -53,6 +56,10 @@ struct BuildOptions {
   CheckLevel check = CheckLevel::kHeader;
   // --store encoded computes mean/std from this many evenly spaced images (all when raw).
   int stats_sample = 512;
+  // Archive sources: member data kept in memory from the listing pass (the first members in
+  // archive order, up to this many bytes; each is freed once its record is made). Members in
+  // memory need no second pass over the archive, whatever the order the build wants them in.
+  uint64_t archive_buffer_bytes = uint64_t{512} << 20;
   // Commit a transaction every this many bytes (a crash loses at most one such batch of work).
   uint64_t commit_bytes = uint64_t{64} << 20;
   // fsync the data before the manifest is written, so that a power loss cannot leave a dataset

@@ -28,6 +28,7 @@
 #include "convert/dataset_files.h"
 #include "convert/record_maker.h"
 #include "convert/sources.h"
+#include "convert/sources_archive.h"
 #include "core/files.h"
 #include "dspipe/convert.h"
 #include "dspipe/log.h"
@@ -176,6 +177,12 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
           {"stats_sample", o.stats_sample}};
   // Only uncompressed raw builds carry the key, so fingerprints of earlier builds still match.
   if (raw && !zstd) f["compression"] = "none";
+  // An archive source is identified by its size too: a replaced or truncated archive is a
+  // different source (its entry numbers are in the stored plan).
+  if (IsArchiveSource(o.source)) {
+    std::error_code ec;
+    f["archive_bytes"] = static_cast<uint64_t>(fs::file_size(o.source, ec));
+  }
   if (PlainOptionsSet(o.plain)) {
     f["plain"] = {{"image_key", o.plain.image_key}, {"mask_key", o.plain.mask_key},
                   {"masks", o.plain.masks}, {"labels", o.plain.labels},
@@ -204,6 +211,9 @@ class Builder {
   Status Finish(const Accum& acc);
   // Writes manifest.json: manifest + the "files" list of reader_files (hashed now).
   Status WriteFileList(const std::string& manifest, const std::vector<std::string>& reader_files);
+  Status CheckArchiveOrder() const;
+  // An archive item's bytes, read in plan order by the pipeline's serial first stage.
+  Status ReadArchiveItem(const SourceItem& item, SourceBytes* out);
   json Manifest(const Accum& acc, uint64_t count) const;
   std::string ShardPath(int s) const {
     return o_.shards == 1 ? o_.output : o_.output + "/" + ShardDirName(s);
@@ -221,6 +231,7 @@ class Builder {
   SourceList sources_;            // fresh builds only (for class names, warnings)
   std::vector<SourceItem> plan_;  // ordered samples
   std::shared_ptr<const Dataset> plain_;  // a plain LMDB source, open
+  std::shared_ptr<ArchiveSource> archive_;  // an archive source, listed
   json plan_meta_;                // has_masks, has_labels, class_names, kind
   std::unique_ptr<LmdbEnv> env0_;
   std::atomic<uint64_t> done_{0};
@@ -301,7 +312,9 @@ Status Builder::Plan(bool fresh) {
       for (const json& p : state.at("plan")) {
         plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
                          static_cast<int>(Accum::Int(p.at(2))), p.at(3).get<std::string>(),
-                         p.size() > 4 ? Accum::Int(p.at(4)) : -1});
+                         p.size() > 4 ? Accum::Int(p.at(4)) : -1,
+                         p.size() > 6 ? Accum::Int(p.at(5)) : -1,
+                         p.size() > 6 ? Accum::Int(p.at(6)) : -1});
       }
       plan_meta_ = state.at("meta");
       for (const char* k : {"kind", "has_masks", "has_labels", "class_names"}) {
@@ -312,6 +325,11 @@ Status Builder::Plan(bool fresh) {
     }
     if (plan_meta_.at("kind") == "plain-lmdb") {
       DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
+    } else if (IsArchiveSource(o_.source)) {
+      DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, o_.archive_buffer_bytes, &archive_));
+      // --archive-buffer-mb is not part of the options check (it does not change the records):
+      // a smaller buffer than the first run's must not turn the rest into a pass per member.
+      DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
     }
     return Status::OK();
   }
@@ -320,10 +338,10 @@ Status Builder::Plan(bool fresh) {
     Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
   }
   // Scan before creating anything: a bad SRC leaves no output behind.
-  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &sources_));
+  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes));
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
+  archive_ = sources_.archive;
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
-  if (env0_ == nullptr) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
   plan_ = sources_.items;
   if (o_.shuffle) {
     std::mt19937_64 rng(o_.seed);
@@ -331,17 +349,55 @@ Status Builder::Plan(bool fresh) {
       std::swap(plan_[i - 1], plan_[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
     }
   }
+  if (archive_ != nullptr) DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
+  if (env0_ == nullptr) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
   plan_meta_ = {{"kind", sources_.kind}, {"has_masks", sources_.has_masks},
                 {"has_labels", sources_.has_labels}, {"class_names", sources_.class_names}};
   json p = json::array();
   for (const SourceItem& it : plan_) {
-    p.push_back(it.plain_index >= 0
+    p.push_back(it.archive_image >= 0
+                    ? json{it.image, it.mask, it.label, it.error, -1, it.archive_image,
+                           it.archive_mask}
+                : it.plain_index >= 0
                     ? json{it.image, it.mask, it.label, it.error, it.plain_index}
                     : json{it.image, it.mask, it.label, it.error});
   }
   LmdbEnv::Writer w(env0_.get());
   w.PutMeta(kBuildStateKey, json{{"options", want}, {"plan", p}, {"meta", plan_meta_}}.dump());
   return w.Commit();
+}
+
+// Members are streamed: reading them in an order far from the archive's own order would
+// reread the archive once per jump. Refused before anything is written, with the way out.
+Status Builder::CheckArchiveOrder() const {
+  std::vector<int64_t> order;
+  order.reserve(plan_.size() * 2);
+  for (const SourceItem& it : plan_) {
+    if (!it.error.empty()) continue;
+    order.push_back(it.archive_image);
+    order.push_back(it.archive_mask);
+  }
+  const int passes = archive_->Passes(order);
+  if (passes <= kMaxArchivePasses) return Status::OK();
+  return Status::BadInput(
+      o_.source + ": reading its members in the build's order would take " +
+      std::to_string(passes) + " passes over the archive (at most " +
+      std::to_string(kMaxArchivePasses) + "): " +
+      (o_.shuffle ? std::string("--shuffle reorders the samples and the archive's members do not "
+                                "fit --archive-buffer-mb; build without it (the loader "
+                                "shuffles), raise the buffer, or extract the archive")
+                  : std::string("the archive stores masks (or CSV rows' files) in another "
+                                "order than their images; recreate it sorted (tar --sort=name, "
+                                "or Python's tarfile/zipfile over sorted names), raise "
+                                "--archive-buffer-mb, or extract it")));
+}
+
+Status Builder::ReadArchiveItem(const SourceItem& item, SourceBytes* out) {
+  DSPIPE_RETURN_IF_ERROR(archive_->Read(item.archive_image, item.image, &out->image));
+  if (item.archive_mask >= 0) {
+    DSPIPE_RETURN_IF_ERROR(archive_->Read(item.archive_mask, item.mask, &out->mask));
+  }
+  return Status::OK();
 }
 
 json Builder::Manifest(const Accum& acc, uint64_t count) const {
@@ -432,6 +488,8 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     uint64_t pos;
     MadeRecord rec;
     Status status;
+    bool have_bytes = false;  // archive sources: `bytes` read by the first stage
+    SourceBytes bytes;
   };
   // Commits run on a background thread while the pipeline fills the next transaction (writing
   // the pages is a large share of an encoded build). At most one commit is in flight; each
@@ -464,21 +522,31 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   arena.execute([&] {
     tbb::parallel_pipeline(
         static_cast<size_t>(threads) * 4,
-        tbb::make_filter<void, uint64_t>(tbb::filter_mode::serial_in_order,
-                                         [&](tbb::flow_control& fc) -> uint64_t {
-                                           if (pos >= end || stop.load()) {
-                                             fc.stop();
-                                             return 0;
-                                           }
-                                           return pos++;
-                                         }) &
-            tbb::make_filter<uint64_t, std::shared_ptr<Work>>(
+        tbb::make_filter<void, std::shared_ptr<Work>>(
+            tbb::filter_mode::serial_in_order,
+            [&](tbb::flow_control& fc) -> std::shared_ptr<Work> {
+              if (pos >= end || stop.load()) {
+                fc.stop();
+                return nullptr;
+              }
+              auto w = std::make_shared<Work>();
+              w->pos = pos++;
+              // Archive members stream in order: read here, one item at a time.
+              const SourceItem& item = plan_[w->pos];
+              if (archive_ != nullptr && item.archive_image >= 0 && item.error.empty()) {
+                w->status = ReadArchiveItem(item, &w->bytes);
+                w->have_bytes = true;
+              }
+              return w;
+            }) &
+            tbb::make_filter<std::shared_ptr<Work>, std::shared_ptr<Work>>(
                 tbb::filter_mode::parallel,
-                [&](uint64_t p) {
-                  auto w = std::make_shared<Work>();
-                  w->pos = p;
-                  if (!stop.load()) w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec,
-                                                          plain_.get());
+                [&](std::shared_ptr<Work> w) {
+                  const uint64_t p = w->pos;
+                  if (!stop.load() && w->status.ok()) {
+                    w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec, plain_.get(),
+                                           w->have_bytes ? &w->bytes : nullptr);
+                  }
                   return w;
                 }) &
             tbb::make_filter<std::shared_ptr<Work>, void>(

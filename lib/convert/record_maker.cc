@@ -49,7 +49,7 @@ Status Reject(const std::string& file, const Status& s) {
 }  // namespace
 
 Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats,
-                  MadeRecord* out, const Dataset* plain) {
+                  MadeRecord* out, const Dataset* plain, SourceBytes* given) {
   *out = MadeRecord{};
   if (!item.error.empty()) return Status::BadInput(item.image + ": " + item.error);
   const int channels = o.gray ? 1 : 3;
@@ -59,7 +59,11 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
 
   std::string img_bytes, mask_bytes;
   int label = item.label;
-  if (item.plain_index >= 0) {
+  if (given != nullptr) {
+    img_bytes = std::move(given->image);
+    mask_bytes = std::move(given->mask);
+    out->bytes_read += img_bytes.size() + mask_bytes.size();
+  } else if (item.plain_index >= 0) {
     if (plain == nullptr) return Status::Internal(item.image + ": plain LMDB source not open");
     DSPIPE_RETURN_IF_ERROR(ReadPlainItem(*plain, item, &img_bytes, &mask_bytes, &label));
     out->bytes_read += img_bytes.size() + mask_bytes.size();

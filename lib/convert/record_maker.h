@@ -23,10 +23,16 @@ struct MadeRecord {
   int mask_max = -1;              // largest class id, when the mask was decoded
 };
 
+// A sample's bytes read ahead of MakeRecord (archive members: read in order by one thread).
+struct SourceBytes {
+  std::string image, mask;
+};
+
 // want_stats asks for pixel statistics (decoding the image if the mode would not anyway).
 // `plain` is the open plain LMDB source for items with a plain_index (else unused).
+// `given`, when set, holds the item's bytes (moved from), read by the caller.
 // Errors are kBadInput/kIOError naming the file (or LMDB key) and the reason.
 Status MakeRecord(const SourceItem& item, const BuildOptions& options, bool want_stats,
-                  MadeRecord* out, const Dataset* plain = nullptr);
+                  MadeRecord* out, const Dataset* plain = nullptr, SourceBytes* given = nullptr);
 
 }  // namespace dspipe

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 
+#include "convert/sources_archive.h"
 #include "core/files.h"
 
 namespace dspipe {
@@ -13,83 +15,165 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool Hidden(const fs::path& p) {
-  const std::string n = p.filename().string();
-  return n.empty() || n[0] == '.';
+bool Hidden(const std::string& name) { return name.empty() || name[0] == '.'; }
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
 }
 
-// Regular, non-hidden files directly inside dir, sorted by name (bytewise).
-Status ListFiles(const fs::path& dir, std::vector<fs::path>* out) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (Hidden(it->path())) continue;
-    if (it->is_regular_file(ec)) out->push_back(it->path());
+// Where the samples are listed from: a directory walk or an archive's member list. The layout
+// rules below (pairing, labels, errors) see only this, so folders and archives share them.
+// Paths are relative to the tree's root ("" is the root), '/'-separated.
+class SourceTree {
+ public:
+  virtual ~SourceTree() = default;
+  // Regular, non-hidden files directly inside dir, sorted by name (bytewise).
+  virtual Status Files(const std::string& dir, std::vector<std::string>* out) const = 0;
+  // Non-hidden directories directly inside dir, sorted by name.
+  virtual Status Dirs(const std::string& dir, std::vector<std::string>* out) const = 0;
+  virtual bool IsDir(const std::string& dir) const = 0;
+  // What items and messages call rel.
+  virtual std::string Name(const std::string& rel) const = 0;
+  // The archive entry number of file rel; -1 for folders.
+  virtual int64_t Ordinal(const std::string&) const { return -1; }
+};
+
+class DirTree : public SourceTree {
+ public:
+  explicit DirTree(fs::path root) : root_(std::move(root)) {}
+  Status Files(const std::string& dir, std::vector<std::string>* out) const override {
+    return List(dir, /*dirs=*/false, out);
   }
-  if (ec) return Status::IOError("list " + dir.string() + ": " + ec.message());
-  std::sort(out->begin(), out->end());
-  return Status::OK();
+  Status Dirs(const std::string& dir, std::vector<std::string>* out) const override {
+    return List(dir, /*dirs=*/true, out);
+  }
+  bool IsDir(const std::string& dir) const override {
+    std::error_code ec;
+    return fs::is_directory(Path(dir), ec);
+  }
+  std::string Name(const std::string& rel) const override { return Path(rel).string(); }
+
+ private:
+  fs::path Path(const std::string& rel) const { return rel.empty() ? root_ : root_ / rel; }
+  Status List(const std::string& dir, bool dirs, std::vector<std::string>* out) const {
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (fs::directory_iterator it(Path(dir), ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (Hidden(n)) continue;
+      if (dirs ? it->is_directory(ec) : it->is_regular_file(ec)) names.push_back(n);
+    }
+    if (ec) return Status::IOError("list " + Name(dir) + ": " + ec.message());
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) out->push_back(Join(dir, n));
+    return Status::OK();
+  }
+  fs::path root_;
+};
+
+// An archive's members below `root` (its single top-level folder, or "").
+class ArchiveTree : public SourceTree {
+ public:
+  ArchiveTree(const ArchiveSource& ar, std::string root) : ar_(ar), root_(std::move(root)) {}
+  Status Files(const std::string& dir, std::vector<std::string>* out) const override {
+    Children(ar_.files(), dir, out);
+    return Status::OK();
+  }
+  Status Dirs(const std::string& dir, std::vector<std::string>* out) const override {
+    Children(ar_.dirs(), dir, out);
+    return Status::OK();
+  }
+  bool IsDir(const std::string& dir) const override { return ar_.IsDir(Full(dir)); }
+  std::string Name(const std::string& rel) const override {
+    const std::string full = Full(rel);
+    return full.empty() ? ar_.source() : ar_.Name(full);
+  }
+  int64_t Ordinal(const std::string& rel) const override {
+    auto it = ar_.files().find(Full(rel));
+    return it == ar_.files().end() ? -1 : it->second.ordinal;
+  }
+  std::string Full(const std::string& rel) const { return Join(root_, rel); }
+
+ private:
+  // The direct, non-hidden children of dir among the keys of `m` (sorted: map order).
+  template <typename Map>
+  void Children(const Map& m, const std::string& dir, std::vector<std::string>* out) const {
+    const std::string full = Full(dir);
+    const std::string prefix = full.empty() ? "" : full + "/";
+    for (auto it = m.lower_bound(prefix); it != m.end(); ++it) {
+      const std::string& p = it->first;
+      if (p.compare(0, prefix.size(), prefix) != 0) break;
+      const std::string name = p.substr(prefix.size());
+      if (name.empty() || name.find('/') != std::string::npos || Hidden(name)) continue;
+      out->push_back(Join(dir, name));
+    }
+  }
+  const ArchiveSource& ar_;
+  std::string root_;
+};
+
+std::string Stem(const std::string& rel) { return fs::path(rel).stem().string(); }
+
+void SetImage(const SourceTree& t, const std::string& rel, SourceItem* item) {
+  item->image = t.Name(rel);
+  item->archive_image = t.Ordinal(rel);
 }
 
-Status ScanFolder(const fs::path& src, SourceList* out) {
+Status ScanFolder(const SourceTree& t, SourceList* out) {
   out->kind = "folder";
-  std::vector<fs::path> images, masks;
-  DSPIPE_RETURN_IF_ERROR(ListFiles(src / "images", &images));
-  std::error_code ec;
-  out->has_masks = fs::is_directory(src / "masks", ec);
-  std::map<std::string, std::vector<fs::path>> by_stem;
+  std::vector<std::string> images, masks;
+  DSPIPE_RETURN_IF_ERROR(t.Files("images", &images));
+  out->has_masks = t.IsDir("masks");
+  std::map<std::string, std::vector<std::string>> by_stem;
   if (out->has_masks) {
-    DSPIPE_RETURN_IF_ERROR(ListFiles(src / "masks", &masks));
-    for (const fs::path& m : masks) by_stem[m.stem().string()].push_back(m);
+    DSPIPE_RETURN_IF_ERROR(t.Files("masks", &masks));
+    for (const std::string& m : masks) by_stem[Stem(m)].push_back(m);
   }
   std::map<std::string, int> image_stems;
-  for (const fs::path& img : images) ++image_stems[img.stem().string()];
-  for (const fs::path& img : images) {
+  for (const std::string& img : images) ++image_stems[Stem(img)];
+  for (const std::string& img : images) {
     SourceItem item;
-    item.image = img.string();
-    const std::string stem = img.stem().string();
+    SetImage(t, img, &item);
+    const std::string stem = Stem(img);
     if (image_stems[stem] > 1) {
       item.error = "several images share the stem '" + stem + "'; masks pair by stem";
     } else if (out->has_masks) {
       auto it = by_stem.find(stem);
       if (it == by_stem.end()) {
-        item.error = "no mask named '" + stem + ".*' in " + (src / "masks").string();
+        item.error = "no mask named '" + stem + ".*' in " + t.Name("masks");
       } else if (it->second.size() > 1) {
-        item.error = "several masks named '" + stem + ".*' in " + (src / "masks").string();
+        item.error = "several masks named '" + stem + ".*' in " + t.Name("masks");
       } else {
-        item.mask = it->second[0].string();
+        item.mask = t.Name(it->second[0]);
+        item.archive_mask = t.Ordinal(it->second[0]);
       }
     }
     out->items.push_back(std::move(item));
   }
   for (const auto& [stem, files] : by_stem) {
     if (!image_stems.count(stem)) {
-      out->warnings.push_back("mask " + files[0].string() + " has no image; ignored");
+      out->warnings.push_back("mask " + t.Name(files[0]) + " has no image; ignored");
     }
   }
   return Status::OK();
 }
 
-Status ScanImageFolder(const fs::path& src, SourceList* out) {
+Status ScanImageFolder(const SourceTree& t, SourceList* out) {
   out->kind = "imagefolder";
   out->has_labels = true;
-  std::vector<fs::path> classes;
-  std::error_code ec;
-  for (fs::directory_iterator it(src, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!Hidden(it->path()) && it->is_directory(ec)) classes.push_back(it->path());
-  }
-  if (ec) return Status::IOError("list " + src.string() + ": " + ec.message());
-  std::sort(classes.begin(), classes.end());
+  std::vector<std::string> classes;
+  DSPIPE_RETURN_IF_ERROR(t.Dirs("", &classes));
   if (classes.empty()) {
-    return Status::BadInput(src.string() +
+    return Status::BadInput(t.Name("") +
                             ": no images/ folder, no class subfolders: not a dataset");
   }
   for (size_t label = 0; label < classes.size(); ++label) {
-    out->class_names.push_back(classes[label].filename().string());
-    std::vector<fs::path> files;
-    DSPIPE_RETURN_IF_ERROR(ListFiles(classes[label], &files));
-    for (const fs::path& f : files) {
+    out->class_names.push_back(fs::path(classes[label]).filename().string());
+    std::vector<std::string> files;
+    DSPIPE_RETURN_IF_ERROR(t.Files(classes[label], &files));
+    for (const std::string& f : files) {
       SourceItem item;
-      item.image = f.string();
+      SetImage(t, f, &item);
       item.label = static_cast<int>(label);
       out->items.push_back(std::move(item));
     }
@@ -102,10 +186,14 @@ struct CsvState {
   std::vector<std::vector<std::string>> rows;
 };
 
-Status ScanCsv(const fs::path& csv_path, SourceList* out) {
+// A CSV cell's path as an item's name (+ archive entry), or the reason it names no file.
+using CsvResolve = std::function<void(const std::string& cell, std::string* name,
+                                      int64_t* ordinal, std::string* error)>;
+
+// csv_name names the CSV in messages; text is its content.
+Status ScanCsv(const std::string& csv_name, const std::string& text, const CsvResolve& resolve,
+               SourceList* out) {
   out->kind = "csv";
-  std::string text;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(csv_path.string(), &text));
   csv_parser p;
   if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
     return Status::Internal("csv_init failed");
@@ -124,8 +212,7 @@ Status ScanCsv(const fs::path& csv_path, SourceList* out) {
                       csv_fini(&p, on_field, on_row, &st) == 0;
   const std::string err = csv_strerror(csv_error(&p));
   csv_free(&p);
-  if (!parsed) return Status::BadInput(csv_path.string() + ": CSV parse error: " + err);
-  const fs::path base = csv_path.parent_path();
+  if (!parsed) return Status::BadInput(csv_name + ": CSV parse error: " + err);
   size_t line = 0;
   bool label_col = false;
   for (auto& row : st.rows) {
@@ -136,27 +223,25 @@ Status ScanCsv(const fs::path& csv_path, SourceList* out) {
       continue;
     }
     if (row.size() < 1 || row.size() > 3) {
-      return Status::BadInput(csv_path.string() + ":" + std::to_string(line) +
+      return Status::BadInput(csv_name + ":" + std::to_string(line) +
                               ": expected image,mask[,label], got " +
                               std::to_string(row.size()) + " fields");
     }
     SourceItem item;
-    auto resolve = [&](const std::string& s) {
-      fs::path q(s);
-      return (q.is_absolute() ? q : base / q).string();
-    };
-    item.image = resolve(row[0]);
+    std::string error;
+    resolve(row[0], &item.image, &item.archive_image, &error);
     if (row.size() >= 2 && !row[1].empty()) {
-      item.mask = resolve(row[1]);
+      resolve(row[1], &item.mask, &item.archive_mask, &error);
       out->has_masks = true;
     }
+    item.error = error;
     if (row.size() == 3 && !row[2].empty()) {
       try {
         size_t used = 0;
         item.label = std::stoi(row[2], &used);
         if (used != row[2].size() || item.label < 0) throw std::invalid_argument("label");
       } catch (const std::exception&) {
-        return Status::BadInput(csv_path.string() + ":" + std::to_string(line) +
+        return Status::BadInput(csv_name + ":" + std::to_string(line) +
                                 ": label '" + row[2] + "' is not a non-negative integer");
       }
       out->has_labels = true;
@@ -166,15 +251,101 @@ Status ScanCsv(const fs::path& csv_path, SourceList* out) {
   }
   if (out->has_masks) {
     for (SourceItem& item : out->items) {
-      if (item.mask.empty()) item.error = "no mask given in " + csv_path.string();
+      if (item.mask.empty() && item.error.empty()) item.error = "no mask given in " + csv_name;
     }
+  }
+  return Status::OK();
+}
+
+Status ScanCsvFile(const fs::path& csv_path, SourceList* out) {
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(ReadFile(csv_path.string(), &text));
+  const fs::path base = csv_path.parent_path();
+  return ScanCsv(csv_path.string(), text,
+                 [&](const std::string& cell, std::string* name, int64_t*, std::string*) {
+                   fs::path q(cell);
+                   *name = (q.is_absolute() ? q : base / q).string();
+                 },
+                 out);
+}
+
+// The CSV files directly in dir.
+std::vector<std::string> CsvFiles(const SourceTree& t, const std::string& dir) {
+  std::vector<std::string> files, csvs;
+  if (!t.Files(dir, &files).ok()) return csvs;
+  for (const std::string& f : files) {
+    if (fs::path(f).extension() == ".csv") csvs.push_back(f);
+  }
+  return csvs;
+}
+
+Status ScanArchive(const std::string& source, uint64_t buffer_bytes, SourceList* out) {
+  DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(source, buffer_bytes, &out->archive));
+  const ArchiveSource& ar = *out->archive;
+  out->warnings = ar.warnings();
+  // `tar czf data.tar.gz data/`: the dataset is the single top-level folder.
+  std::string root;
+  {
+    ArchiveTree top(ar, "");
+    std::vector<std::string> dirs, files;
+    DSPIPE_RETURN_IF_ERROR(top.Dirs("", &dirs));
+    DSPIPE_RETURN_IF_ERROR(top.Files("", &files));
+    if (!top.IsDir("images") && files.empty() && dirs.size() == 1) {
+      ArchiveTree inner(ar, dirs[0]);
+      if (inner.IsDir("images") || !CsvFiles(inner, "").empty()) root = dirs[0];
+    }
+  }
+  ArchiveTree t(ar, root);
+  if (t.IsDir("images")) {
+    DSPIPE_RETURN_IF_ERROR(ScanFolder(t, out));
+  } else if (const std::vector<std::string> csvs = CsvFiles(t, ""); !csvs.empty()) {
+    if (csvs.size() > 1) {
+      return Status::BadInput(t.Name("") + ": several CSV files (" + csvs[0] + ", " + csvs[1] +
+                              "); an archive source holds one");
+    }
+    const std::string csv_full = t.Full(csvs[0]);
+    std::string text;
+    DSPIPE_RETURN_IF_ERROR(ar.files().count(csv_full)
+                               ? out->archive->Read(t.Ordinal(csvs[0]), ar.Name(csv_full), &text)
+                               : Status::Internal("CSV member vanished"));
+    const fs::path base = fs::path(csv_full).parent_path();
+    DSPIPE_RETURN_IF_ERROR(ScanCsv(
+        ar.Name(csv_full), text,
+        [&](const std::string& cell, std::string* name, int64_t* ordinal, std::string* error) {
+          const fs::path q(cell);
+          const std::string path = (base / q).lexically_normal().generic_string();
+          *name = ar.Name(q.is_absolute() ? cell : path);
+          std::string why;
+          if (q.is_absolute()) {
+            why = "absolute path in a CSV inside an archive";
+          } else if (path == ".." || path.rfind("../", 0) == 0) {
+            why = "path leaves the archive (\"..\")";
+          } else if (auto it = ar.files().find(path); it == ar.files().end()) {
+            why = "no such member in the archive";
+          } else {
+            *ordinal = it->second.ordinal;
+          }
+          if (!why.empty() && error->empty()) *error = "'" + cell + "': " + why;
+        },
+        out));
+  } else {
+    DSPIPE_RETURN_IF_ERROR(ScanImageFolder(t, out));
+  }
+  // Folder layouts follow the archive: one pass reads the images in order (and masks stored
+  // in the same order, with a second reader). Sorted archives keep the sorted-path order.
+  if (out->kind != "csv") {
+    std::stable_sort(out->items.begin(), out->items.end(),
+                     [](const SourceItem& a, const SourceItem& b) {
+                       return a.archive_image < b.archive_image;
+                     });
   }
   return Status::OK();
 }
 
 }  // namespace
 
-Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out) {
+Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
+                   uint64_t archive_buffer_bytes) {
   *out = SourceList{};
   std::error_code ec;
   const fs::path src(source);
@@ -188,12 +359,14 @@ Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, Sou
   Status s;
   if (lmdb) {
     s = ScanPlainLmdb(source, plain, out);
+  } else if (IsArchiveSource(source)) {
+    s = ScanArchive(source, archive_buffer_bytes, out);
   } else if (fs::is_regular_file(src, ec)) {
-    s = ScanCsv(src, out);
+    s = ScanCsvFile(src, out);
   } else if (fs::is_directory(src / "images", ec)) {
-    s = ScanFolder(src, out);
+    s = ScanFolder(DirTree(src), out);
   } else if (fs::is_directory(src, ec)) {
-    s = ScanImageFolder(src, out);
+    s = ScanImageFolder(DirTree(src), out);
   } else {
     return Status::BadInput(source + ": neither a folder nor a CSV file");
   }

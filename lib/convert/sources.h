@@ -11,6 +11,8 @@
 
 namespace dspipe {
 
+class ArchiveSource;  // convert/sources_archive.h
+
 struct SourceItem {
   std::string image;  // absolute or SRC-relative path
   std::string mask;   // "" when none
@@ -19,6 +21,10 @@ struct SourceItem {
   // Plain LMDB sources: the record index in SourceList::plain (image/mask then only name the
   // keys, "PATH key 'K'", for messages); -1 for files.
   int64_t plain_index = -1;
+  // Archive sources: the entry numbers of the image and mask members (image/mask then are
+  // "SRC:member"); -1 otherwise.
+  int64_t archive_image = -1;
+  int64_t archive_mask = -1;
 };
 
 struct SourceList {
@@ -29,12 +35,17 @@ struct SourceList {
   std::vector<std::string> class_names;
   std::vector<std::string> warnings;  // e.g. masks without an image
   std::shared_ptr<const Dataset> plain;  // the plain LMDB source, open (kind "plain-lmdb")
+  std::shared_ptr<ArchiveSource> archive;  // an archive source, listed (any other kind)
 };
 
 // Scans SRC (see BuildOptions::source). Items are in a stable order (sorted paths; a plain
-// LMDB's record order). `plain` pairs a plain LMDB's keys; set for another kind of SRC it is
+// LMDB's record order; an archive's member order of images, which is the sorted order when the
+// archive was written sorted; a CSV's row order). An archive (IsArchiveSource) holds one of the
+// other layouts, at its root or in its single top-level folder, found by the same rules. `plain` pairs a plain LMDB's keys; set for another kind of SRC it is
 // refused (kInvalidArgument) rather than ignored.
-Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out);
+// archive_buffer_bytes: see ArchiveSource::Open (0: nothing held in memory).
+Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
+                   uint64_t archive_buffer_bytes = 0);
 
 // True when SRC is an LMDB directory or file (data.mdb), i.e. a plain LMDB source to import.
 bool IsLmdbSource(const std::string& source);

@@ -8,6 +8,7 @@
 
 #include "codec/image.h"
 #include "convert/sources.h"
+#include "convert/sources_archive.h"
 #include "core/files.h"
 
 namespace dspipe::profile {
@@ -35,6 +36,9 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset>* out) {
   if (IsLmdbSource(src)) {
     return Status::InvalidArgument(src + ": an LMDB; --compare takes the image folder first");
+  }
+  if (IsArchiveSource(src)) {
+    return Status::InvalidArgument(src + ": an archive; --compare takes an extracted image folder");
   }
   SourceList list;
   DSPIPE_RETURN_IF_ERROR(ScanSources(src, PlainLmdbOptions{}, &list));

@@ -142,3 +142,56 @@ put("png_fast", "gray_alpha_filters", b"\x89PNG\r\n\x1a\n" +
     chunk(b"IHDR", struct.pack(">IIBBBBB", 6, 4, 8, 4, 0, 0, 0)) +
     chunk(b"gAMA", struct.pack(">I", 45455)) + chunk(b"IDAT", zlib.compress(rows)) +
     chunk(b"IEND", b""))
+
+
+# archive: small archives of each kind the archive source reads (the harness names them .tar;
+# libarchive finds the format from the bytes): folder, CSV and ImageFolder layouts, odd members.
+import io  # noqa: E402
+import tarfile  # noqa: E402
+import zipfile  # noqa: E402
+
+
+def tar_bytes(members, mode="w"):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode, format=tarfile.PAX_FORMAT) as t:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            info.mtime = 0
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            elif kind == "link":
+                info.type = tarfile.SYMTYPE
+                info.linkname = data
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def zip_bytes(members):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data, _ in members:
+            z.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+small_png = enc(".png", np.full((4, 4, 3), 90, np.uint8))
+small_mask = enc(".png", np.zeros((4, 4), np.uint8))
+folder = [("images/", "", "dir"), ("images/a.png", small_png, "file"),
+          ("masks/a.png", small_mask, "file")]
+put("archive", "folder.tar", tar_bytes(folder))
+put("archive", "folder.tar.gz", tar_bytes([("data/" + n, d, k) for n, d, k in folder], "w:gz"))
+put("archive", "folder.zip", zip_bytes([m for m in folder if m[2] == "file"]))
+put("archive", "csv.tar", tar_bytes([("list.csv", b"img/a.png,msk/a.png,1\n../b.png,msk/a.png\n",
+                                      "file"), ("img/a.png", small_png, "file"),
+                                     ("msk/a.png", small_mask, "file")]))
+put("archive", "classes.tar", tar_bytes([("cat/a.png", small_png, "file"),
+                                         ("dog/b.png", small_png, "file"),
+                                         ("dog/link.png", "../cat/a.png", "link"),
+                                         ("../up.png", small_png, "file")]))
+zst = subprocess.run(["zstd", "-q", "-c"], input=tar_bytes(folder), stdout=subprocess.PIPE,
+                     check=True).stdout
+put("archive", "folder.tar.zst", zst)

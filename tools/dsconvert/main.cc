@@ -48,7 +48,7 @@ int Run(int argc, char** argv) {
   dspipe::BuildOptions bo;
   std::string store = "encoded", resize, on_error = "fail", check = "header";
   auto* build =
-      app.add_subcommand("build", "convert SRC (folder, CSV, ImageFolder or plain LMDB) to LMDB");
+      app.add_subcommand("build", "convert SRC (folder, CSV, ImageFolder, plain LMDB or .tar/.tar.gz/.tar.zst/.zip of one) to LMDB");
   build->add_option("src", bo.source,
                     "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
       ->required();
@@ -92,6 +92,11 @@ int Run(int argc, char** argv) {
   double commit_mb = 64;
   build->add_option("--commit-mb", commit_mb, "MiB per LMDB transaction (crash loses at most one)")
       ->capture_default_str();
+  double archive_buffer_mb = static_cast<double>(bo.archive_buffer_bytes >> 20);
+  build->add_option("--archive-buffer-mb", archive_buffer_mb,
+                    "archive SRC: MiB of members kept in memory from the listing pass")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 
   // ---- verify / info
   std::string db;
@@ -171,6 +176,7 @@ int Run(int argc, char** argv) {
     bo.sync = !no_sync;
     bo.plain.detect_masks = !no_detect_masks;
     bo.commit_bytes = static_cast<uint64_t>(std::max(0.0, commit_mb) * (1 << 20));
+    bo.archive_buffer_bytes = static_cast<uint64_t>(archive_buffer_mb * (1 << 20));
     bo.check = check == "decode" ? dspipe::CheckLevel::kDecode : dspipe::CheckLevel::kHeader;
     dspipe::cli::Progress progress("build");
     if (!quiet) bo.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };

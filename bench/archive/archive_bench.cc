@@ -1,0 +1,179 @@
+// Side-by-side benchmark: `dsconvert build` from an archive vs from the extracted folder
+// (issue 10 target: an archive build >= 0.9x the folder build).
+//
+//   archive_bench [--count N] [--size WxH] [--repeats R] [--dir D] [--store encoded|raw] [--cold]
+//
+// Writes the synthetic folder once, then the same files (sorted: images/ then masks/) as
+// .tar, .tar.gz, .tar.zst and .zip with libarchive. Each repeat builds from the folder and from
+// each archive, in turn, in one run; the ratio is folder seconds / archive seconds of the same
+// repeat (> 1: the archive build is faster). Warm page cache unless --cold (each source's pages
+// dropped with posix_fadvise DONTNEED before its build). Prints median and min..max. The
+// default --archive-buffer-mb (512) holds these archives' members in memory from the listing
+// pass; the "unbuffered" rows stream .tar and .tar.gz with two readers (--archive-buffer-mb 0).
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+#include "dspipe/convert.h"
+#include "dspipe/synth.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Series {
+  std::vector<double> v;
+  double Median() const {
+    std::vector<double> s = v;
+    std::sort(s.begin(), s.end());
+    return s.empty() ? 0 : s[s.size() / 2];
+  }
+  double Min() const { return *std::min_element(v.begin(), v.end()); }
+  double Max() const { return *std::max_element(v.begin(), v.end()); }
+};
+
+void Check(const dspipe::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "archive_bench: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+void WriteArchive(const std::string& path, const std::string& kind, const std::string& src,
+                  const std::vector<std::string>& rel) {
+  archive* a = archive_write_new();
+  if (kind == "zip") {
+    archive_write_set_format_zip(a);
+  } else {
+    archive_write_set_format_pax_restricted(a);
+    if (kind == "tar.gz") archive_write_add_filter_gzip(a);
+    if (kind == "tar.zst") archive_write_add_filter_zstd(a);
+  }
+  if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) {
+    std::fprintf(stderr, "archive_bench: %s\n", archive_error_string(a));
+    std::exit(1);
+  }
+  std::string data;
+  for (const std::string& r : rel) {
+    Check(dspipe::ReadFile(src + "/" + r, &data));
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, r.c_str());
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    if (archive_write_header(a, e) != ARCHIVE_OK ||
+        archive_write_data(a, data.data(), data.size()) != static_cast<la_ssize_t>(data.size())) {
+      std::fprintf(stderr, "archive_bench: %s: %s\n", r.c_str(), archive_error_string(a));
+      std::exit(1);
+    }
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int count = 400, w = 256, h = 256, repeats = 5;
+  bool cold = false;
+  std::string dir = "/tmp/dspipe_archive_bench", store = "encoded";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--count") count = std::stoi(next());
+    else if (a == "--size") std::sscanf(next().c_str(), "%dx%d", &w, &h);
+    else if (a == "--repeats") repeats = std::stoi(next());
+    else if (a == "--dir") dir = next();
+    else if (a == "--store") store = next();
+    else if (a == "--cold") cold = true;
+    else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
+  }
+  const std::string src = dir + "/src";
+  fs::remove_all(dir);
+  dspipe::SynthOptions so;
+  so.out_dir = src;
+  so.count = count;
+  so.width = w;
+  so.height = h;
+  so.seed = 1;
+  so.classes = 3;
+  Check(dspipe::Synthesize(so));
+  std::vector<std::string> rel, files;
+  for (const char* sub : {"images", "masks"}) {
+    for (auto& e : fs::directory_iterator(src + "/" + sub)) {
+      rel.push_back(std::string(sub) + "/" + e.path().filename().string());
+    }
+  }
+  std::sort(rel.begin(), rel.end());
+  uint64_t bytes = 0;
+  for (const std::string& r : rel) {
+    files.push_back(src + "/" + r);
+    bytes += fs::file_size(files.back());
+  }
+  const std::vector<std::string> kinds = {"tar", "tar.gz", "tar.zst", "zip"};
+  for (const std::string& k : kinds) WriteArchive(dir + "/data." + k, k, src, rel);
+  std::printf("archive_bench: %d samples %dx%d, %.1f MB of files, --store %s, %s cache, "
+              "%d repeats\n", count, w, h, bytes / 1e6, store.c_str(),
+              cold ? "cold (dropped)" : "warm", repeats);
+  for (const std::string& k : kinds) {
+    std::printf("  data.%-8s %8.1f MB\n", k.c_str(), fs::file_size(dir + "/data." + k) / 1e6);
+  }
+  auto build = [&](const std::string& source, uint64_t buffer = dspipe::BuildOptions{}.archive_buffer_bytes) {
+    if (cold) {
+      if (source == src) {
+        for (const std::string& f : files) dspipe::DropFileCache(f);
+      } else {
+        dspipe::DropFileCache(source);
+      }
+    }
+    dspipe::BuildOptions bo;
+    bo.source = source;
+    bo.output = dir + "/out.lmdb";
+    bo.overwrite = true;
+    bo.archive_buffer_bytes = buffer;
+    bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
+    bo.stats_sample = std::max(1, count / 64);  // as bench/convert: 1.6% of images decoded
+    fs::remove_all(bo.output);
+    dspipe::BuildResult res;
+    const auto t = Clock::now();
+    Check(dspipe::BuildDataset(bo, &res));
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  Series folder;
+  std::map<std::string, Series> secs, ratio;
+  build(src);  // one untimed build: the first run pays for page faults and allocator growth
+  for (int r = 0; r < repeats; ++r) {
+    const double f = build(src);
+    folder.v.push_back(f);
+    for (const std::string& k : kinds) {
+      const double s = build(dir + "/data." + k);
+      secs[k].v.push_back(s);
+      ratio[k].v.push_back(f / s);
+    }
+    // Streamed by two forward readers instead of the listing pass's buffer.
+    for (const std::string& k : {std::string("tar"), std::string("tar.gz")}) {
+      const double s = build(dir + "/data." + k, 0);
+      secs[k + " unbuffered"].v.push_back(s);
+      ratio[k + " unbuffered"].v.push_back(f / s);
+    }
+  }
+  auto print = [](const std::string& name, const Series& s, const char* unit) {
+    std::printf("  %-40s median %7.3f %s  (min %.3f, max %.3f, n=%zu)\n", name.c_str(),
+                s.Median(), unit, s.Min(), s.Max(), s.v.size());
+  };
+  print("folder build", folder, "s");
+  for (const auto& [k, s] : secs) print("data." + k + " build", s, "s");
+  for (const auto& [k, s] : ratio) print("data." + k + " speed / folder", s, "x");
+  fs::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,312 @@
+#include "convert/sources_archive.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <filesystem>
+#include <limits>
+
+namespace dspipe {
+namespace {
+
+// Readers kept open at once: one for images and one for masks stored after them.
+constexpr size_t kMaxCursors = 2;
+// libarchive's read block size: large blocks keep the syscall count low on big archives.
+constexpr size_t kBlockSize = size_t{1} << 20;
+constexpr uint64_t kMaxMember = UINT32_MAX;  // a record payload's limit (format.h)
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A member path as a safe relative path: "./a//b/" -> "a/b". Refuses absolute paths and "..":
+// nothing is written to disk, but such a member must never stand for a file of the dataset.
+bool Normalize(const std::string& raw, std::string* out, std::string* why) {
+  out->clear();
+  if (raw.empty()) {
+    *why = "empty name";
+    return false;
+  }
+  if (raw[0] == '/') {
+    *why = "absolute path";
+    return false;
+  }
+  size_t i = 0;
+  while (i <= raw.size()) {
+    size_t j = raw.find('/', i);
+    if (j == std::string::npos) j = raw.size();
+    const std::string part = raw.substr(i, j - i);
+    if (part == "..") {
+      *why = "path leaves the archive (\"..\")";
+      return false;
+    }
+    if (!part.empty() && part != ".") {
+      if (!out->empty()) *out += '/';
+      *out += part;
+    }
+    i = j + 1;
+  }
+  if (out->empty()) {
+    *why = "empty name";
+    return false;
+  }
+  return true;
+}
+
+// Which reader serves entry k, given where each reader is (the ordinal of its next header;
+// INT64_MAX for a broken one): the one furthest along that has not passed k; else a new one
+// while there are fewer than kMaxCursors; else the one furthest along restarts. *fresh is set
+// when the chosen reader starts from the first entry. Read() and Passes() share it.
+size_t Pick(const std::vector<int64_t>& next, int64_t k, bool* fresh) {
+  size_t best = next.size();
+  for (size_t c = 0; c < next.size(); ++c) {
+    if (next[c] <= k && (best == next.size() || next[c] > next[best])) best = c;
+  }
+  *fresh = best == next.size();
+  if (!*fresh) return best;
+  if (next.size() < kMaxCursors) return next.size();
+  size_t far = 0;
+  for (size_t c = 1; c < next.size(); ++c) {
+    if (next[c] > next[far]) far = c;
+  }
+  return far;
+}
+
+// Reads the current entry's data into out. The declared size only sizes the first allocation
+// (at most 16 MiB: a corrupt header's size is never trusted with memory); the data decides.
+// Returns false on a read error or when more than `limit` bytes arrive (*over set).
+bool ReadEntry(::archive* a, uint64_t declared, uint64_t limit, std::string* out, bool* over) {
+  *over = false;
+  out->resize(std::min<uint64_t>(declared, uint64_t{16} << 20));
+  size_t got = 0;
+  for (;;) {
+    if (got == out->size()) out->resize(std::max<size_t>(got * 2, got + (size_t{1} << 16)));
+    const la_ssize_t n = archive_read_data(a, out->data() + got, out->size() - got);
+    if (n < 0) return false;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+    if (got > limit) {
+      *over = true;
+      return false;
+    }
+  }
+  out->resize(got);
+  return true;
+}
+
+}  // namespace
+
+bool IsArchiveSource(const std::string& source) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_regular_file(source, ec)) return false;
+  for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.bz2", ".tar.xz",
+                          ".zip"}) {
+    if (EndsWith(source, ext)) return true;
+  }
+  return false;
+}
+
+ArchiveSource::~ArchiveSource() {
+  for (Cursor& c : cursors_) {
+    if (c.a != nullptr) archive_read_free(c.a);
+  }
+}
+
+Status ArchiveSource::Fail(const std::string& where, ::archive* a, const char* what) const {
+  const char* err = a != nullptr ? archive_error_string(a) : nullptr;
+  return Status::IOError(where + ": " + what +
+                         (err != nullptr && *err != '\0' ? std::string(": ") + err : ""));
+}
+
+Status ArchiveSource::OpenReader(::archive** out) const {
+  ::archive* a = archive_read_new();
+  if (a == nullptr) return Status::Internal("archive_read_new failed");
+  // Named formats and filters only: archive_read_support_filter_all would also run external
+  // programs (lrzip, lzop, ...) for formats libarchive lacks.
+  archive_read_support_format_tar(a);
+  archive_read_support_format_zip(a);
+  archive_read_support_filter_gzip(a);
+  archive_read_support_filter_zstd(a);
+  archive_read_support_filter_bzip2(a);
+  archive_read_support_filter_xz(a);
+  if (archive_read_open_filename(a, source_.c_str(), kBlockSize) != ARCHIVE_OK) {
+    Status s = Fail(source_, a, "cannot open the archive");
+    archive_read_free(a);
+    return s;
+  }
+  *out = a;
+  return Status::OK();
+}
+
+Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
+                           std::shared_ptr<ArchiveSource>* out) {
+  std::shared_ptr<ArchiveSource> src(new ArchiveSource(source));
+  ::archive* a = nullptr;
+  DSPIPE_RETURN_IF_ERROR(src->OpenReader(&a));
+  std::unique_ptr<::archive, int (*)(::archive*)> guard(a, archive_read_free);
+  src->dirs_[""] = true;
+  std::string last;  // the previous entry's path, for messages
+  uint64_t buffered = 0;
+  bool buffering = buffer_bytes > 0;  // stops at the first member that does not fit
+  for (int64_t ordinal = 0;; ++ordinal) {
+    archive_entry* e = nullptr;
+    const int r = archive_read_next_header(a, &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN) {
+      if (ordinal == 0) return src->Fail(source, a, "not a readable archive");
+      return src->Fail(source, a, ("truncated or corrupt archive after member " + last).c_str());
+    }
+    const char* name = archive_entry_pathname(e);
+    if (name == nullptr) name = archive_entry_pathname_utf8(e);
+    const std::string raw = name != nullptr ? name : "";
+    std::string path, why;
+    const bool safe = Normalize(raw, &path, &why);
+    src->entry_paths_.push_back(safe ? path : std::string());
+    const bool macos_meta = safe && (path == "__MACOSX" || path.rfind("__MACOSX/", 0) == 0);
+    const mode_t type = archive_entry_filetype(e);
+    if (!safe) {
+      src->warnings_.push_back(src->Name(raw.empty() ? "entry " + std::to_string(ordinal) : raw) +
+                               ": " + why + "; ignored");
+    } else if (macos_meta) {
+      // Finder's resource forks: never part of the dataset.
+    } else if (type == AE_IFDIR) {
+      for (std::string d = path; !d.empty(); d = std::filesystem::path(d).parent_path().string()) {
+        src->dirs_[d] = true;
+      }
+    } else if (type == AE_IFREG && archive_entry_hardlink(e) == nullptr) {
+      const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+      if (auto old = src->files_.find(path); old != src->files_.end()) {
+        src->buffered_.erase(old->second.ordinal);  // stored again: the later one counts
+      }
+      src->files_[path] = Member{path, ordinal, size};
+      for (std::string d = std::filesystem::path(path).parent_path().string(); !d.empty();
+           d = std::filesystem::path(d).parent_path().string()) {
+        src->dirs_[d] = true;
+      }
+    } else {
+      const char* what = type == AE_IFLNK                  ? "a symbolic link"
+                         : archive_entry_hardlink(e) != nullptr ? "a hard link"
+                                                                : "not a regular file";
+      src->warnings_.push_back(src->Name(path) + ": " + what + "; ignored");
+    }
+    const bool regular = safe && !macos_meta && type == AE_IFREG &&
+                         archive_entry_hardlink(e) == nullptr;
+    const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    // Directories, links and ignored members neither use nor end the buffer.
+    if (regular) {
+      buffering = buffering && archive_entry_size_is_set(e) && size <= buffer_bytes - buffered;
+    }
+    if (regular && buffering) {
+      std::string data;
+      bool over = false;
+      if (!ReadEntry(a, size, size, &data, &over) || data.size() != size) {
+        return src->Fail(src->Name(path), a,
+                         over ? "corrupt archive: more data than the member's size"
+                              : "truncated or corrupt archive");
+      }
+      buffered += size;
+      src->buffered_[ordinal] = std::move(data);
+      ++src->buffered_count_;
+    }
+    if (archive_read_data_skip(a) < ARCHIVE_WARN) {
+      return src->Fail(src->Name(safe ? path : raw), a, "truncated or corrupt archive");
+    }
+    last = safe ? path : raw;
+  }
+  // A path stored both as a file and as a directory: the directory wins for layout detection;
+  // the file would never be listed as an image of it.
+  for (const auto& [d, unused] : src->dirs_) {
+    if (auto f = src->files_.find(d); f != src->files_.end()) {
+      src->buffered_.erase(f->second.ordinal);
+      src->files_.erase(f);
+    }
+  }
+  *out = std::move(src);
+  return Status::OK();
+}
+
+int ArchiveSource::Passes(const std::vector<int64_t>& ordinals) const {
+  std::vector<int64_t> next;
+  int passes = 0;
+  for (int64_t k : ordinals) {
+    if (k < 0 || buffered_.count(k)) continue;
+    bool fresh = false;
+    const size_t c = Pick(next, k, &fresh);
+    if (c == next.size()) next.push_back(0);
+    if (fresh) {
+      next[c] = 0;
+      ++passes;
+    }
+    next[c] = k + 1;
+  }
+  return passes;
+}
+
+Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out) {
+  out->clear();
+  if (k < 0 || k >= static_cast<int64_t>(entry_paths_.size()) || entry_paths_[k].empty() ||
+      !EndsWith(name, ":" + entry_paths_[k])) {
+    return Status::Corruption(name + ": the archive " + source_ +
+                              " changed since the build was planned (no such member at entry " +
+                              std::to_string(k) + "); rebuild with --overwrite");
+  }
+  if (auto it = buffered_.find(k); it != buffered_.end()) {
+    *out = std::move(it->second);
+    buffered_.erase(it);
+    return Status::OK();
+  }
+  std::vector<int64_t> next;
+  for (const Cursor& c : cursors_) {
+    next.push_back(c.a != nullptr ? c.next : std::numeric_limits<int64_t>::max());
+  }
+  bool fresh = false;
+  const size_t ci = Pick(next, k, &fresh);
+  if (ci == cursors_.size()) cursors_.emplace_back();
+  Cursor& c = cursors_[ci];
+  if (fresh) {
+    if (c.a != nullptr) archive_read_free(c.a);
+    c.a = nullptr;
+    DSPIPE_RETURN_IF_ERROR(OpenReader(&c.a));
+    c.next = 0;
+    ++passes_made_;
+  }
+  auto broken = [&](const std::string& where, const char* what) {
+    Status s = Fail(where, c.a, what);
+    archive_read_free(c.a);
+    c.a = nullptr;
+    return s;
+  };
+  archive_entry* e = nullptr;
+  for (;; ++c.next) {
+    const std::string at = Name(entry_paths_[c.next].empty() ? "entry " + std::to_string(c.next)
+                                                             : entry_paths_[c.next]);
+    if (archive_read_next_header(c.a, &e) < ARCHIVE_WARN) {
+      return broken(at, "truncated or corrupt archive");
+    }
+    if (c.next == k) break;
+    if (archive_read_data_skip(c.a) < ARCHIVE_WARN) {
+      return broken(at, "truncated or corrupt archive");
+    }
+  }
+  ++c.next;
+  const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+  if (size > kMaxMember) {
+    return Status::BadInput(name + ": member of " + std::to_string(size) +
+                            " bytes; records hold at most 4 GiB");
+  }
+  bool over = false;
+  if (!ReadEntry(c.a, size, kMaxMember, out, &over)) {
+    if (!over) return broken(name, "truncated or corrupt archive");
+    (void)broken(name, "");  // closes the reader; the size is the error to report
+    return Status::BadInput(name + ": member over 4 GiB; records hold at most 4 GiB");
+  }
+  if (archive_entry_size_is_set(e) && out->size() != size) {
+    return broken(name, ("truncated member: " + std::to_string(out->size()) + " of " +
+                         std::to_string(size) + " bytes")
+                            .c_str());
+  }
+  return Status::OK();
+}
+
+}  // namespace dspipe

@@ -1,0 +1,92 @@
+// One archive (.tar, .tar.gz, .tar.zst, .zip, ...) as a dsconvert build source, read with
+// libarchive without extracting anything to disk. Internal.
+//
+// Open() makes one pass over the members' headers (cheap for .tar and .zip: the data is skipped
+// by seeking; a full decompression for .tar.gz/.tar.zst) and keeps the regular files by path.
+// The layout (images/+masks/, CSV, ImageFolder) is then found by the same code as for folders
+// (sources.cc, through SourceTree). Read() streams a member's bytes through a small pool of
+// forward-only readers: reading the members in archive order costs one pass, images stored
+// before all masks two (one reader each), and every further pass is a reopen. The builder
+// refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/status.h"
+
+struct archive;
+
+namespace dspipe {
+
+// Passes over the archive that a build may make (readers opened from the start).
+inline constexpr int kMaxArchivePasses = 4;
+
+// True when SRC names a regular file with an archive extension (.tar, .tar.gz, .tgz,
+// .tar.zst, .tzst, .tar.bz2, .tar.xz, .zip).
+bool IsArchiveSource(const std::string& source);
+
+class ArchiveSource {
+ public:
+  struct Member {
+    std::string path;  // normalized: no "./", no empty components
+    int64_t ordinal;   // entry number in the archive (all entries count)
+    uint64_t size;
+  };
+
+  // Lists SRC's members. While listing, the data of the first members (in archive order) is
+  // kept in memory up to buffer_bytes (the listing pass reads it anyway for compressed
+  // archives): those members are served from memory, once, and need no further pass.
+  // Errors name the archive and the member where reading stopped.
+  static Status Open(const std::string& source, uint64_t buffer_bytes,
+                     std::shared_ptr<ArchiveSource>* out);
+  ~ArchiveSource();
+  ArchiveSource(const ArchiveSource&) = delete;
+  ArchiveSource& operator=(const ArchiveSource&) = delete;
+
+  const std::string& source() const { return source_; }
+  // Regular files by normalized path (a path stored twice: the last one, as extraction would).
+  const std::map<std::string, Member>& files() const { return files_; }
+  // Directories: explicit entries and the parents of every file, normalized; "" is the root.
+  bool IsDir(const std::string& path) const { return dirs_.count(path) > 0; }
+  const std::map<std::string, bool>& dirs() const { return dirs_; }
+  // Members that are ignored (symlinks, devices, unsafe paths), one line each.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  // "SRC:path", the name used for items and in messages.
+  std::string Name(const std::string& path) const { return source_ + ":" + path; }
+
+  // The member's bytes. `name` is the item's name for the member (checked against the member
+  // found at `ordinal`, so a changed archive is an error, not a wrong record). One caller at a
+  // time. Errors: kIOError for a truncated or unreadable archive, kCorruption when the archive
+  // no longer holds that member, kBadInput for a member over 4 GiB; all name SRC:member.
+  Status Read(int64_t ordinal, const std::string& name, std::string* out);
+  // Passes (readers started from the first entry) that reading `ordinals` in this order takes
+  // (members held in memory take none).
+  int Passes(const std::vector<int64_t>& ordinals) const;
+  uint64_t buffered_members() const { return buffered_count_; }
+  uint64_t passes_made() const { return passes_made_; }
+
+ private:
+  struct Cursor {
+    ::archive* a = nullptr;
+    int64_t next = 0;  // ordinal of the next header
+  };
+  explicit ArchiveSource(std::string source) : source_(std::move(source)) {}
+  Status OpenReader(::archive** out) const;
+  Status Fail(const std::string& where, ::archive* a, const char* what) const;
+
+  std::string source_;
+  std::map<std::string, Member> files_;
+  std::map<std::string, bool> dirs_;
+  std::vector<std::string> entry_paths_;  // by ordinal: the raw entry path, for checks
+  std::vector<std::string> warnings_;
+  std::vector<Cursor> cursors_;
+  std::map<int64_t, std::string> buffered_;  // entry -> data, until Read() takes it
+  uint64_t buffered_count_ = 0;
+  uint64_t passes_made_ = 0;
+};
+
+}  // namespace dspipe
