@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codec/image.h"
+#include "convert/shards.h"
 #include "dspipe/convert.h"
 
 namespace dspipe {
@@ -41,6 +42,7 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   *out = VerifyResult{};
   DatasetOpenOptions oo;
   oo.verify_crc = true;
+  DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, oo, &ds));
   out->records = ds->size();
@@ -75,6 +77,7 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
 }
 
 Status DescribeDataset(const std::string& path, std::string* text) {
+  DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
   const DatasetInfo& i = ds->info();
