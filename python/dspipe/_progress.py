@@ -13,6 +13,7 @@ class Progress:
         self._bar = None
         self._last = 0.0
         self._plain = False
+        self._first: tuple[float, int] | None = None  # (time, done) of the first call: the rate
         if not enabled:
             return
         try:
@@ -30,9 +31,13 @@ class Progress:
             self._bar.refresh()
         elif self._plain:
             now = time.monotonic()
+            if self._first is None:
+                self._first = (now, done)
             if done == total or now - self._last >= 1.0:
                 self._last = now
-                print(f"{self.desc}: {done}/{total}", file=sys.stderr, flush=True)
+                t0, d0 = self._first
+                rate = f" {(done - d0) / (now - t0):.0f}/s" if now > t0 else ""
+                print(f"{self.desc}: {done}/{total}{rate}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
