@@ -32,6 +32,8 @@ def main() -> int:
     ap.add_argument("--store", default="raw", choices=["raw", "encoded"])
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--fresh-worker-per-task", action="store_true",
+                    help="dspipe.ray.convert(fresh_worker_per_task=True): one worker per shard")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     a = ap.parse_args()
     w, h = (int(v) for v in a.size.lower().split("x"))
@@ -59,7 +61,8 @@ def main() -> int:
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.monotonic()
         r = dspipe.ray.convert(src, out, num_shards=a.shards, num_cpus_per_task=1,
-                               progress=False, **build)
+                               progress=False,
+                               fresh_worker_per_task=a.fresh_worker_per_task, **build)
         dt = time.monotonic() - t0
         assert r["records"] == a.count
         return a.count / dt
@@ -82,7 +85,8 @@ def main() -> int:
         print(f"  {name:<34} median {statistics.median(v):8.3f} {unit}   "
               f"(min {min(v):.3f}, max {max(v):.3f}, n={len(v)})")
 
-    print(f"{a.count} images {w}x{h}, --store {a.store}, {a.shards} shards, {a.cpus} CPUs:")
+    print(f"{a.count} images {w}x{h}, --store {a.store}, {a.shards} shards, {a.cpus} CPUs, "
+          f"fresh_worker_per_task={a.fresh_worker_per_task}:")
     line(f"single process --threads {a.cpus}", rates["single"], "rec/s")
     line(f"ray, {a.shards} tasks x 1 CPU", rates["ray"], "rec/s")
     line("ratio ray / single", ratios, "x")

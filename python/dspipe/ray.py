@@ -89,7 +89,8 @@ def _assemble(out: str) -> dict:
 def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
             num_cpus_per_task: float = 1, memory: int | None = None, max_retries: int = 3,
             overwrite: bool = False, progress: bool | Callable[[dict], Any] = True,
-            report_every_s: float = 0.5, **build_options: Any) -> dict:
+            report_every_s: float = 0.5, fresh_worker_per_task: bool = False,
+            **build_options: Any) -> dict:
     """Converts SRC into OUT (a sharded dataset, as `dsconvert build --shards num_shards`) with
     one Ray task per shard, then assembles OUT/manifest.json. Needs ray.init() first (or starts a
     local Ray with Ray's defaults).
@@ -101,7 +102,9 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     with the same options is continued. progress: True = one bar (tqdm when installed, else
     plain lines) with the records of all shards and the rate; False = quiet; or a callable
     given a dict {"done", "total", "rate", "shards": {i: {"attempts", "done", "total", "pid",
-    "node", "finished"}}} about every report_every_s seconds. build_options: dspipe.build()'s
+    "node", "finished"}}} about every report_every_s seconds. fresh_worker_per_task: run each
+    shard in a new worker process (Ray's max_calls=1), which frees its memory before the next
+    shard; costs a worker start (about 1-2 s) per shard. build_options: dspipe.build()'s
     (store, shuffle, seed, on_error, check, resize, gray, sync, commit_mb, threads).
 
     Returns {"records", "shards", "skipped", "report_path", "seconds", "attempts":
@@ -133,8 +136,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     resources: dict[str, Any] = {"num_cpus": num_cpus_per_task}
     if memory is not None:
         resources["memory"] = memory
-    # max_calls=1: a fresh worker process per shard (its LMDB maps and thread pools go with it).
-    task = ray.remote(max_calls=1)(_build_shard).options(
+    task = ray.remote(max_calls=1 if fresh_worker_per_task else 0)(_build_shard).options(
         max_retries=max_retries, retry_exceptions=[OSError], **resources)
     refs = [task.remote(src, out, num_shards, i, board, report_every_s, options)
             for i in range(num_shards)]
@@ -168,11 +170,15 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
         if bar is not None:
             bar.close()
     shards = ray.get(board.snapshot.remote())
-    joined = ray.get(ray.remote(_assemble).options(num_cpus=0).remote(out))
+    if os.path.isdir(out):  # the driver sees the shared storage: no worker to start
+        joined = dspipe.assemble(out)
+    else:
+        joined = ray.get(ray.remote(_assemble).options(num_cpus=0).remote(out))
     ray.kill(board)
     return {"records": joined["records"], "shards": joined["shards"],
             "skipped": joined["skipped"], "report_path": joined["report_path"],
             "seconds": time.monotonic() - t0,
+            "task_seconds": {r["shard"]: r["seconds"] for r in results},
             "attempts": {i: s["attempts"] for i, s in sorted(shards.items())},
             "resumed": {r["shard"]: r["resumed_from"] for r in results}}
 

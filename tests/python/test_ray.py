@@ -29,6 +29,8 @@ import dspipe.ray  # noqa: E402  (needs ray)
 
 COUNT, SHARDS = 48, 4
 BUILD = dict(store="raw", shuffle=True, seed=5, commit_mb=0, sync=False)
+# One worker process per task: the stop-after-first-commit hook fires once per process.
+RAY = dict(fresh_worker_per_task=True, report_every_s=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +115,7 @@ def test_ray_convert_equals_single_machine_sharded_build(local_ray, source, tmp_
     src, ref = source
     conductor = Conductor()
     r = dspipe.ray.convert(src, tmp_path / "out", num_shards=SHARDS, num_cpus_per_task=1,
-                           progress=conductor, report_every_s=0.05, **BUILD)
+                           progress=conductor, **RAY, **BUILD)
     assert r["records"] == COUNT and r["shards"] == SHARDS and r["skipped"] == 0
     assert r["attempts"] == {i: 1 for i in range(SHARDS)}
     assert len(conductor.handled) == SHARDS  # every task stopped once and was continued
@@ -126,7 +128,7 @@ def test_task_killed_mid_shard_is_retried_and_resumes(local_ray, source, tmp_pat
     src, ref = source
     conductor = Conductor(kill={(1, 1)})
     r = dspipe.ray.convert(src, tmp_path / "out", num_shards=SHARDS, num_cpus_per_task=1,
-                           progress=conductor, report_every_s=0.05, **BUILD)
+                           progress=conductor, **RAY, **BUILD)
     assert conductor.killed == [(1, 1)]
     assert r["attempts"][1] == 2 and all(r["attempts"][i] == 1 for i in (0, 2, 3))
     # The retry continued after the records the killed attempt had committed.
@@ -142,8 +144,7 @@ def test_convert_continues_an_interrupted_run_and_refuses_bad_arguments(local_ra
     dspipe.build(src, out, shards=SHARDS, shard_index=2, progress=False, **BUILD)
     with pytest.raises(Exception, match="shard-00000.lmdb is missing"):
         dspipe.assemble(out)
-    r = dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(),
-                           report_every_s=0.05, **BUILD)
+    r = dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
     assert r["records"] == COUNT
     expect_equal_to_reference(str(out), ref)
     with pytest.raises(ValueError, match="shard_index"):
