@@ -41,8 +41,9 @@ echo "== Python package: pip install . into a fresh venv, then pytest"
 PYVENV=build-pyvenv
 rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
-"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel
+# ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
+"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray
 CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$PYVENV/bin/pip" install -q --no-build-isolation \
   --config-settings=cmake.define.DSPIPE_CUDA="${DSPIPE_PY_CUDA:-OFF}" .
-"$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 (no tests) fails
+DSPIPE_TEST_RAY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 echo "== all test suites passed"

@@ -50,6 +50,11 @@ struct BuildOptions {
   uint64_t seed = 0;
   int threads = 0;                     // oneTBB workers; 0 = all cores this process may use
   int shards = 1;                      // >1: OUTPUT/shard-0000k.lmdb + OUTPUT/manifest.json
+  // -1 (default): build every shard. 0..shards-1: build only OUTPUT/shard-0000<i>.lmdb, exactly
+  // as a `shards` build writes that shard (same samples, same records), independently of the
+  // other shards (one process or cluster task per shard); AssembleDataset joins them. Resume
+  // works per shard; the plan (source scan + seeded shuffle) is recomputed by each shard.
+  int shard_index = -1;
   bool resume = false;                 // continue an interrupted build with the same options
   bool overwrite = false;              // replace an existing output
   OnError on_error = OnError::kFail;   // kSkip: list rejected files in OUTPUT/rejected.tsv
@@ -85,6 +90,21 @@ struct BuildResult {
 // Builds the dataset. Never leaves an output that looks complete and is not: the manifest is
 // written last; an interrupted build is refused by readers and continued with resume.
 Status BuildDataset(const BuildOptions& options, BuildResult* result);
+
+struct AssembleResult {
+  int shards = 0;
+  uint64_t records = 0;
+  uint64_t skipped = 0;         // sources rejected (--on-error skip) over all shards
+  std::string report_path;      // OUTPUT/rejected.tsv when anything was skipped
+  bool already_complete = false;  // manifest.json was there already and lists these shards
+};
+
+// Joins the shards that `BuildDataset` wrote one at a time (shard_index >= 0) into one dataset:
+// writes OUTPUT/manifest.json (written last, atomically) with counts, byte totals, codecs,
+// mask classes and mean/std combined from each shard's running sums (not averaged averages),
+// and OUTPUT/rejected.tsv. Refuses, naming every shard concerned, when a shard is missing,
+// unfinished, or was built with other options or from another source list.
+Status AssembleDataset(const std::string& output, AssembleResult* result);
 
 struct VerifyOptions {
   int threads = 0;         // 0 = all cores

@@ -27,8 +27,10 @@
 
 #include "convert/dataset_files.h"
 #include "convert/record_maker.h"
+#include "convert/shards.h"
 #include "convert/sources.h"
 #include "convert/sources_archive.h"
+#include "core/checksum.h"
 #include "core/files.h"
 #include "dspipe/convert.h"
 #include "dspipe/log.h"
@@ -127,6 +129,18 @@ struct Accum {
   }
 };
 
+// The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
+json StatsJson(const Accum& acc, int channels, uint64_t count) {
+  std::vector<double> mean(channels), sd(channels);
+  for (int k = 0; k < channels; ++k) {
+    mean[k] = acc.sum[k] / static_cast<double>(acc.pixels);
+    sd[k] = std::sqrt(
+        std::max(0.0, acc.sumsq[k] / static_cast<double>(acc.pixels) - mean[k] * mean[k]));
+  }
+  return {{"mean", mean}, {"std", sd}, {"units", "pixel values 0-255"},
+          {"images", acc.stat_images}, {"sampled", acc.stat_images < count}};
+}
+
 const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "encoded"; }
 
 // Parses JSON stored by an earlier build (meta db); a hand-edited or corrupt value is a
@@ -183,6 +197,9 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
     std::error_code ec;
     f["archive_bytes"] = static_cast<uint64_t>(fs::file_size(o.source, ec));
   }
+  // Only one-shard builds (--shard-index) carry it; AssembleDataset drops it again, so the
+  // joined manifest's options are those of the equivalent --shards N build.
+  if (o.shard_index >= 0) f["shard_index"] = o.shard_index;
   if (PlainOptionsSet(o.plain)) {
     f["plain"] = {{"image_key", o.plain.image_key}, {"mask_key", o.plain.mask_key},
                   {"masks", o.plain.masks}, {"labels", o.plain.labels},
@@ -218,6 +235,12 @@ class Builder {
   std::string ShardPath(int s) const {
     return o_.shards == 1 ? o_.output : o_.output + "/" + ShardDirName(s);
   }
+  bool OneShard() const { return o_.shard_index >= 0; }
+  // The shard whose meta db holds the build state (plan): shard 0, or the one being built.
+  int StateShard() const { return OneShard() ? o_.shard_index : 0; }
+  // What this run writes: the whole output, or its one shard.
+  std::string Target() const { return OneShard() ? ShardPath(o_.shard_index) : o_.output; }
+  std::string PlanDigest() const;
   uint64_t ShardBegin(int s) const { return plan_.size() * s / o_.shards; }
   bool WantStats(uint64_t pos) const {
     if (o_.store == StoreMode::kRaw || o_.check == CheckLevel::kDecode) return true;
@@ -243,6 +266,11 @@ Status Builder::Validate() {
     return Status::InvalidArgument("source and output are required");
   }
   if (o_.shards < 1 || o_.shards > 4096) return Status::InvalidArgument("--shards must be 1..4096");
+  if (o_.shard_index < -1 || o_.shard_index >= o_.shards || (OneShard() && o_.shards < 2)) {
+    return Status::InvalidArgument("--shard-index must be 0.." + std::to_string(o_.shards - 1) +
+                                   " and needs --shards N > 1, got " +
+                                   std::to_string(o_.shard_index));
+  }
   if ((o_.resize_width > 0) != (o_.resize_height > 0) || o_.resize_width < 0 ||
       o_.resize_height < 0) {
     return Status::InvalidArgument("--resize needs a positive WxH");
@@ -270,29 +298,55 @@ Status Builder::Validate() {
 Status Builder::PrepareOutput(bool* fresh) {
   std::error_code ec;
   *fresh = true;
-  const bool exists = fs::exists(o_.output, ec);
-  const bool non_empty = exists && !(fs::is_directory(o_.output, ec) &&
-                                     fs::is_empty(o_.output, ec));
+  const std::string target = Target();
+  const bool exists = fs::exists(target, ec);
+  const bool non_empty = exists && !(fs::is_directory(target, ec) && fs::is_empty(target, ec));
+  if (!non_empty || o_.overwrite) {
+    if (OneShard()) {
+      // A joined manifest would describe the shard about to be (re)written: drop it first, so
+      // that the dataset reads as unfinished until `dsconvert assemble` runs again.
+      const std::string top = o_.output + "/" + kTopManifestFile;
+      if (fs::exists(top, ec) && !fs::remove(top, ec)) {
+        return Status::IOError("remove " + top + ": " + ec.message());
+      }
+    }
+  }
   if (!non_empty) return Status::OK();
   if (o_.overwrite) {
-    if (!LooksLikeOutput(o_.output)) {
-      return Status::AlreadyExists(o_.output +
+    if (!LooksLikeOutput(target)) {
+      return Status::AlreadyExists(target +
                                    " exists and is not a dspipe dataset; refusing to delete it");
     }
-    fs::remove_all(o_.output, ec);
-    if (ec) return Status::IOError("remove " + o_.output + ": " + ec.message());
+    fs::remove_all(target, ec);
+    if (ec) return Status::IOError("remove " + target + ": " + ec.message());
     return Status::OK();
   }
   if (!o_.resume) {
-    return Status::AlreadyExists(o_.output +
+    return Status::AlreadyExists(target +
                                  " already exists; pass --resume to continue an interrupted "
                                  "build or --overwrite to replace it");
   }
-  if (!LooksLikeOutput(o_.output)) {
-    return Status::AlreadyExists(o_.output + " exists and is not a dspipe dataset to resume");
+  if (!LooksLikeOutput(target)) {
+    return Status::AlreadyExists(target + " exists and is not a dspipe dataset to resume");
   }
   *fresh = false;
   return Status::OK();
+}
+
+std::string Builder::PlanDigest() const {
+  uint32_t crc = 0;
+  auto add = [&crc](const std::string& v) {
+    crc = Crc32({reinterpret_cast<const uint8_t*>(v.data()), v.size() + 1}, crc);  // with NUL
+  };
+  for (const SourceItem& it : plan_) {
+    add(it.image);
+    add(it.mask);
+    add(std::to_string(it.label) + "," + std::to_string(it.plain_index));
+    add(it.error);
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return std::to_string(plan_.size()) + ":" + hex;
 }
 
 Status Builder::Plan(bool fresh) {
@@ -300,11 +354,11 @@ Status Builder::Plan(bool fresh) {
   std::string text;
   bool found = false;
   if (!fresh) {
-    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
     DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
   }
   if (!fresh && found) {
-    const std::string where = ShardPath(0) + " (meta " + kBuildStateKey + ")";
+    const std::string where = ShardPath(StateShard()) + " (meta " + kBuildStateKey + ")";
     json state;
     DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &state));
     try {
@@ -350,7 +404,7 @@ Status Builder::Plan(bool fresh) {
     }
   }
   if (archive_ != nullptr) DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
-  if (env0_ == nullptr) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(0), &env0_));
+  if (env0_ == nullptr) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
   plan_meta_ = {{"kind", sources_.kind}, {"has_masks", sources_.has_masks},
                 {"has_labels", sources_.has_labels}, {"class_names", sources_.class_names}};
   json p = json::array();
@@ -419,24 +473,14 @@ json Builder::Manifest(const Accum& acc, uint64_t count) const {
                        {"source_kind", plan_meta_.at("kind")},
                        {"sources", plan_.size()},
                        {"rejected", acc.rejected.size()}}}};
-  if (acc.pixels > 0) {
-    std::vector<double> mean(channels), sd(channels);
-    for (int k = 0; k < channels; ++k) {
-      mean[k] = acc.sum[k] / static_cast<double>(acc.pixels);
-      sd[k] = std::sqrt(std::max(0.0, acc.sumsq[k] / static_cast<double>(acc.pixels) -
-                                          mean[k] * mean[k]));
-    }
-    m["stats"] = {{"mean", mean}, {"std", sd}, {"units", "pixel values 0-255"},
-                  {"images", acc.stat_images},
-                  {"sampled", acc.stat_images < count}};
-  }
+  if (acc.pixels > 0) m["stats"] = StatsJson(acc, channels, count);
   return m;
 }
 
 Status Builder::BuildShard(int shard, Accum* acc) {
   std::unique_ptr<LmdbEnv> own;
   LmdbEnv* env = env0_.get();
-  if (shard > 0) {
+  if (shard != StateShard()) {
     DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(shard), &own));
     env = own.get();
   }
@@ -461,6 +505,10 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     DSPIPE_RETURN_IF_ERROR(ParseAccum(cursor, where, acc));
   } else {
     acc->next_pos = begin;
+    // Built alone, a shard cannot know what earlier shards rejected: its keys start at its
+    // first plan position (the global index when nothing is rejected; AssembleDataset records
+    // the offset otherwise).
+    if (OneShard()) acc->next_index = begin;
   }
   if (acc->next_pos < begin || acc->next_pos > end) {
     return Status::Corruption(env->path() + ": cursor outside the shard's range");
@@ -474,7 +522,10 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   if (resuming_ && result_->resumed_from == 0) result_->resumed_from = acc->next_pos;
   resuming_ = false;
   done_ = acc->next_pos;
-  if (o_.progress) o_.progress(done_.load(), plan_.size());  // the starting point, for rates
+  // One shard built alone counts its own samples; a whole build counts the whole plan.
+  const uint64_t shown_from = OneShard() ? begin : 0;
+  const uint64_t shown_total = OneShard() ? end - begin : plan_.size();
+  if (o_.progress) o_.progress(done_.load() - shown_from, shown_total);  // the starting point
 
   const int threads = o_.threads > 0 ? o_.threads : DefaultThreads();
   tbb::task_arena arena(threads);
@@ -570,7 +621,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   }
                   acc->next_pos = w->pos + 1;
                   ++done_;
-                  if (o_.progress) o_.progress(done_.load(), plan_.size());
+                  if (o_.progress) o_.progress(done_.load() - shown_from, shown_total);
                   if (writer.pending_bytes() >= o_.commit_bytes) {
                     Status s = commit_async();
                     if (!s.ok()) {
@@ -614,6 +665,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     json m = Manifest(*acc, count);
     m["shard"] = {{"index", shard}, {"of", o_.shards}, {"begin", first}, {"end", acc->next_index}};
     m["accum"] = acc->ToJson();
+    if (OneShard()) m["build"]["plan"] = PlanDigest();  // AssembleDataset: one source list
     writer.PutMeta(kManifestKey, m.dump(2));
     writer.DeleteMeta(kCursorKey);
     DSPIPE_RETURN_IF_ERROR(writer.Commit());
@@ -632,6 +684,11 @@ Status Builder::WriteFileList(const std::string& manifest,
 }
 
 Status Builder::Finish(const Accum& acc) {
+  if (OneShard()) {  // sealed by BuildShard; AssembleDataset writes the dataset's manifest
+    result_->records = acc.next_index - ShardBegin(o_.shard_index);
+    result_->skipped = acc.rejected.size();
+    return Status::OK();
+  }
   if (acc.next_index == 0) {
     return Status::BadInput(o_.source + ": every sample was rejected; nothing to write");
   }
@@ -682,7 +739,7 @@ Status Builder::Run() {
   DSPIPE_RETURN_IF_ERROR(PrepareOutput(&fresh));
   if (!fresh) {
     std::unique_ptr<Dataset> ds;
-    if (Dataset::Open(o_.output, DatasetOpenOptions{}, &ds).ok()) {
+    if (Dataset::Open(Target(), DatasetOpenOptions{}, &ds).ok()) {
       // Finished: still refuse other options (a different SRC, --gray, --store, --resize ...)
       // rather than report success for a build that was not asked for.
       const json m = json::parse(ds->info().manifest_json, nullptr, false);
@@ -708,7 +765,10 @@ Status Builder::Run() {
   resuming_ = !fresh;
   result_->sources = plan_.size();
   Accum acc;
-  for (int s = 0; s < o_.shards; ++s) DSPIPE_RETURN_IF_ERROR(BuildShard(s, &acc));
+  for (int s = 0; s < o_.shards; ++s) {
+    if (OneShard() && s != o_.shard_index) continue;
+    DSPIPE_RETURN_IF_ERROR(BuildShard(s, &acc));
+  }
   DSPIPE_RETURN_IF_ERROR(Finish(acc));
   result_->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -730,6 +790,253 @@ Status BuildDataset(const BuildOptions& options, BuildResult* result) {
   } catch (const std::out_of_range& e) {
     return Status::Corruption(options.output + ": bad build state or cursor: " + e.what());
   }
+}
+
+// ---- AssembleDataset: joining shards built one at a time (BuildOptions::shard_index) ----
+
+namespace {
+
+struct ShardState {
+  std::string name, path;
+  bool present = false;   // the directory exists
+  bool finished = false;  // its manifest (sealed shard) is there
+  uint64_t records = 0;   // records committed so far
+  json manifest;          // when finished
+  json options;           // the build options stored at its start (meta "build"), if any
+  std::string unreadable;  // why it could not be read, if so
+};
+
+void ReadShard(const std::string& dir, int index, ShardState* st) {
+  std::error_code ec;
+  st->name = ShardDirName(index);
+  st->path = dir + "/" + st->name;
+  st->present = fs::exists(st->path, ec);
+  if (!st->present || !fs::exists(st->path + "/data.mdb", ec)) return;
+  std::unique_ptr<LmdbEnv> env;
+  Status s = LmdbEnv::OpenReadOnly(st->path, 16, false, &env);
+  if (s.ok() && !env->has_dspipe_dbs()) return;  // created, nothing committed yet
+  std::string text;
+  bool found = false;
+  if (s.ok()) s = env->RecordCount(&st->records);
+  if (s.ok()) s = env->GetMeta(kBuildStateKey, &text, &found);
+  if (s.ok() && found) {
+    json state;
+    s = ParseStored(text, st->path + " (meta build)", &state);
+    if (s.ok() && state.contains("options")) st->options = state["options"];
+  }
+  if (s.ok()) s = env->GetMeta(kManifestKey, &text, &found);
+  if (s.ok() && found) {
+    s = ParseStored(text, st->path + " (meta manifest)", &st->manifest);
+    st->finished = s.ok();
+  }
+  if (!s.ok()) st->unreadable = s.ToString();
+}
+
+// The shards of a one-shard-at-a-time build in `dir`, all `of` of them (found or not). Sets
+// *is_one_shard_build false (and returns OK) when `dir` holds no such build.
+Status InspectShards(const std::string& dir, std::vector<ShardState>* shards,
+                     bool* is_one_shard_build) {
+  *is_one_shard_build = false;
+  shards->clear();
+  std::error_code ec;
+  std::vector<int> found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    int i = -1;
+    char tail[8] = {0};
+    if (n.size() == ShardDirName(0).size() &&
+        std::sscanf(n.c_str(), "shard-%5d%7s", &i, tail) == 2 && std::string(tail) == ".lmdb" &&
+        i >= 0 && ShardDirName(i) == n) {
+      found.push_back(i);
+    }
+  }
+  if (ec) return Status::IOErrorErrno("list", dir, ec.value());
+  std::sort(found.begin(), found.end());
+  int of = 0;
+  for (int i : found) {  // the first shard whose build state says how many there are
+    ShardState st;
+    ReadShard(dir, i, &st);
+    if (st.options.is_object() && st.options.contains("shards")) {
+      if (!st.options.contains("shard_index")) return Status::OK();  // a whole --shards build
+      of = st.options["shards"].get<int>();
+      break;
+    }
+  }
+  if (of < 2 || of > 4096) return Status::OK();
+  *is_one_shard_build = true;
+  shards->resize(of);
+  for (int i = 0; i < of; ++i) ReadShard(dir, i, &(*shards)[i]);
+  return Status::OK();
+}
+
+// Every missing or unfinished shard, named, in one error (OK when all are finished).
+Status ShardProblems(const std::string& dir, const std::vector<ShardState>& shards) {
+  std::string problems;
+  int bad = 0;
+  const std::string n = std::to_string(shards.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const ShardState& st = shards[i];
+    std::string p;
+    if (!st.present) {
+      p = st.name + " is missing (build it: dsconvert build SRC " + dir + " --shards " + n +
+          " --shard-index " + std::to_string(i) + ")";
+    } else if (!st.unreadable.empty()) {
+      p = st.name + " cannot be read (" + st.unreadable + ")";
+    } else if (!st.finished) {
+      p = st.name + " is incomplete (" + std::to_string(st.records) +
+          " records committed, not finished; rerun its build with --shard-index " +
+          std::to_string(i) + " --resume)";
+    } else {
+      continue;
+    }
+    problems += (bad++ ? "; " : "") + p;
+  }
+  if (bad == 0) return Status::OK();
+  return Status::Corruption(dir + ": " + std::to_string(bad) + " of " + n +
+                            " shards not finished: " + problems);
+}
+
+void MergeAccum(const Accum& a, Accum* total) {
+  for (int k = 0; k < 3; ++k) total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
+  total->pixels += a.pixels;
+  total->stat_images += a.stat_images;
+  total->mask_max = std::max(total->mask_max, a.mask_max);
+  auto merge = [](int64_t cur, int64_t v) -> int64_t {
+    if (v == -1) return cur;
+    return cur == -1 ? v : (cur == v ? cur : 0);
+  };
+  total->height = merge(total->height, a.height);
+  total->width = merge(total->width, a.width);
+  total->image_bytes += a.image_bytes;
+  total->mask_bytes += a.mask_bytes;
+  for (const auto& [codec, n] : a.codecs) total->codecs[codec] += n;
+  total->rejected.insert(total->rejected.end(), a.rejected.begin(), a.rejected.end());
+}
+
+Status Assemble(const std::string& dir, AssembleResult* result) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::NotFound(dir + ": no such directory");
+  std::vector<ShardState> shards;
+  bool one_shard_build = false;
+  DSPIPE_RETURN_IF_ERROR(InspectShards(dir, &shards, &one_shard_build));
+  if (!one_shard_build) {
+    return Status::NotFound(dir + ": no shards built with `dsconvert build ... --shards N "
+                            "--shard-index I` (a whole --shards N build joins its own shards)");
+  }
+  DSPIPE_RETURN_IF_ERROR(ShardProblems(dir, shards));
+  const int n = static_cast<int>(shards.size());
+  json options = shards[0].manifest.at("build").at("options");
+  options.erase("shard_index");
+  const json plan = shards[0].manifest.at("build").value("plan", json());
+  Accum total;
+  uint64_t first = 0;
+  json ranges = json::array();
+  for (int i = 0; i < n; ++i) {
+    const ShardState& st = shards[i];
+    const json& m = st.manifest;
+    const std::string where = st.path + " (meta manifest)";
+    json o = m.at("build").at("options");
+    if (o.value("shard_index", -1) != i || m.at("shard").at("index") != i ||
+        m.at("shard").at("of") != n) {
+      return Status::Corruption(where + ": not shard " + std::to_string(i) + " of " +
+                                std::to_string(n) + " (" + m.at("shard").dump() + ")");
+    }
+    o.erase("shard_index");
+    if (o != options) {
+      Status s = CheckSameOptions(options, o, st.path);
+      return Status::InvalidArgument(st.name + " was built with other options than " +
+                                     shards[0].name + ": " + s.message());
+    }
+    if (m.at("build").value("plan", json()) != plan) {
+      return Status::InvalidArgument(
+          st.name + " was built from another source list than " + shards[0].name + " (samples:" +
+          "crc32 " + m.at("build").value("plan", json()).dump() + " vs " + plan.dump() +
+          "): SRC changed between the shard builds; rebuild the shards with --overwrite");
+    }
+    if (!m.contains("accum")) return Status::Corruption(where + ": no \"accum\" field");
+    Accum a;
+    DSPIPE_RETURN_IF_ERROR(ParseAccum(m["accum"], where, &a));
+    const uint64_t count = m.at("count").get<uint64_t>();
+    const uint64_t key_begin = m.at("shard").at("begin").get<uint64_t>();
+    if (count != st.records || a.next_index != key_begin + count) {
+      return Status::Corruption(where + ": manifest says " + std::to_string(count) +
+                                " records, the shard holds " + std::to_string(st.records));
+    }
+    MergeAccum(a, &total);
+    json r = {{"name", st.name}, {"begin", first}, {"end", first + count}};
+    if (key_begin != first) r["key_begin"] = key_begin;  // earlier shards rejected samples
+    ranges.push_back(r);
+    first += count;
+  }
+  if (first == 0) {
+    return Status::BadInput(dir + ": every sample was rejected in every shard; nothing to join");
+  }
+  // The first shard's manifest carries every field through (also ones added later); the
+  // totals are replaced by the combined ones.
+  json m = shards[0].manifest;
+  m.erase("shard");
+  m.erase("accum");
+  m["build"].erase("plan");
+  m["build"]["options"] = options;
+  m["build"]["rejected"] = total.rejected.size();
+  m["count"] = first;
+  m["height"] = std::max<int64_t>(total.height, 0);
+  m["width"] = std::max<int64_t>(total.width, 0);
+  m["num_classes"] = total.mask_max + 1;
+  m["bytes"] = {{"image", total.image_bytes}, {"mask", total.mask_bytes}};
+  m["codecs"] = total.codecs;
+  m.erase("stats");
+  if (total.pixels > 0) m["stats"] = StatsJson(total, m.at("channels").get<int>(), first);
+  m["shards"] = ranges;
+  result->shards = n;
+  result->records = first;
+  result->skipped = total.rejected.size();
+  const std::string top = dir + "/" + kTopManifestFile;
+  const std::string text = m.dump(2);
+  std::string existing;
+  if (fs::exists(top, ec) && ReadFile(top, &existing).ok() && existing == text) {
+    result->already_complete = true;
+    if (!total.rejected.empty()) result->report_path = dir + "/rejected.tsv";
+    return Status::OK();
+  }
+  if (!total.rejected.empty()) {
+    std::string report = "file\treason\n";
+    for (const auto& [file, reason] : total.rejected) report += file + "\t" + reason + "\n";
+    result->report_path = dir + "/rejected.tsv";
+    DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(result->report_path, report));
+  }
+  return WriteFileAtomic(top, text);  // last: the dataset is complete from here on
+}
+
+}  // namespace
+
+Status AssembleDataset(const std::string& output, AssembleResult* result) {
+  *result = AssembleResult{};
+  try {
+    return Assemble(output, result);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(output + ": bad shard manifest: " + e.what());
+  }
+}
+
+Status DiagnoseUnassembled(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) || fs::exists(path + "/data.mdb", ec) ||
+      fs::exists(path + "/" + kTopManifestFile, ec)) {
+    return Status::OK();
+  }
+  std::vector<ShardState> shards;
+  bool one_shard_build = false;
+  try {
+    DSPIPE_RETURN_IF_ERROR(InspectShards(path, &shards, &one_shard_build));
+  } catch (const nlohmann::json::exception& e) {
+    return Status::OK();  // Dataset::Open reports the damage
+  }
+  if (!one_shard_build) return Status::OK();
+  DSPIPE_RETURN_IF_ERROR(ShardProblems(path, shards));
+  return Status::Corruption(path + ": all " + std::to_string(shards.size()) +
+                            " shards are finished but not joined: run `dsconvert assemble " +
+                            path + "`");
 }
 
 }  // namespace dspipe

@@ -9,6 +9,7 @@
 
 #include "codec/image.h"
 #include "convert/dataset_files.h"
+#include "convert/shards.h"
 #include "dspipe/convert.h"
 
 namespace dspipe {
@@ -42,6 +43,7 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   *out = VerifyResult{};
   DatasetOpenOptions oo;
   oo.verify_crc = true;
+  DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
   std::vector<ManifestFile> files;
   DSPIPE_RETURN_IF_ERROR(LoadDatasetFiles(path, &files, &out->files_listed));
   std::vector<std::string> file_problems;
@@ -83,6 +85,7 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
 }
 
 Status DescribeDataset(const std::string& path, std::string* text) {
+  DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
   const DatasetInfo& i = ds->info();

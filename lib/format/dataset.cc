@@ -163,7 +163,7 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
       }
       sh.begin = r.begin;
       sh.end = r.end;
-      sh.key_begin = r.begin;
+      sh.key_begin = r.key_begin;
       shards.push_back(std::move(sh));
     }
     *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options.verify_crc);

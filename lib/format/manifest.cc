@@ -103,13 +103,16 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
           return Status::Corruption(where + ": shard name \"" + name +
                                     "\" is not a directory name inside the dataset");
         }
-        ranges->push_back({name, IntField<uint64_t>(s, "begin"), IntField<uint64_t>(s, "end")});
+        const uint64_t begin = IntField<uint64_t>(s, "begin");
+        ranges->push_back({name, begin, IntField<uint64_t>(s, "end"),
+                           IntField<uint64_t>(s, "key_begin", begin)});
       }
     } else if (j.contains("shard")) {
       const json& s = j["shard"];
-      ranges->push_back({"", IntField<uint64_t>(s, "begin"), IntField<uint64_t>(s, "end")});
+      const uint64_t begin = IntField<uint64_t>(s, "begin");
+      ranges->push_back({"", begin, IntField<uint64_t>(s, "end"), begin});
     } else {
-      ranges->push_back({"", 0, info->count});
+      ranges->push_back({"", 0, info->count, 0});
     }
     if (ranges->empty()) return Status::Corruption(where + ": manifest lists no shards");
     uint64_t expect = ranges->front().begin;  // one shard of a set starts past 0

@@ -22,6 +22,9 @@ struct ShardRange {
   std::string name;  // directory name inside a sharded dataset ("" for a lone LMDB)
   uint64_t begin = 0;
   uint64_t end = 0;
+  // Key stored for index `begin`. Equals `begin` except in a dataset joined by `dsconvert
+  // assemble` after --on-error skip rejected samples of an earlier shard (optional "key_begin").
+  uint64_t key_begin = 0;
 };
 
 // Parses a manifest. `where` names the file or LMDB in messages. For a sharded top manifest

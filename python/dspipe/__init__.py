@@ -22,8 +22,8 @@ from .errors import CorruptDataset, CorruptRecord
 from ._progress import Progress
 from .loader import Loader
 
-__all__ = ["synth", "build", "verify", "info", "describe", "fetch", "fetch_dataset", "Loader",
-           "CorruptDataset",
+__all__ = ["synth", "build", "assemble", "verify", "info", "describe", "fetch", "fetch_dataset",
+           "Loader", "CorruptDataset",
            "CorruptRecord", "build_info", "cuda_status", "__version__"]
 
 _dspipe._set_corrupt_record(CorruptRecord)
@@ -42,11 +42,15 @@ def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "en
           shuffle: bool = False, seed: int = 0, on_error: str = "fail", threads: int = 0,
           shards: int = 1, resume: bool = False, overwrite: bool = False, check: str = "header",
           resize: tuple[int, int] | None = None, gray: bool = False, sync: bool = True,
-          progress: bool | Callable[[int, int], Any] = True) -> dict:
+          progress: bool | Callable[[int, int], Any] = True, shard_index: int | None = None,
+          commit_mb: float = 64) -> dict:
     """Builds a dataset (dsconvert build). store "encoded" (source bytes) or "raw" (zstd
     pixels); on_error "fail" or "skip" (rejected files listed in OUTPUT/rejected.tsv); check
     "header" or "decode"; resize (height, width). progress: True = tqdm.auto when installed,
-    else plain lines; False = quiet; or a callable(done, total). Returns the build's counts."""
+    else plain lines; False = quiet; or a callable(done, total). shard_index: build only that
+    shard of a `shards` build (dsconvert build --shard-index; join with assemble()); progress
+    then counts that shard's samples. commit_mb: MiB per LMDB transaction (--commit-mb).
+    Returns the build's counts."""
     if check not in ("header", "decode"):
         raise ValueError(f"check must be 'header' or 'decode', got {check!r}")
     height, width = resize if resize is not None else (0, 0)
@@ -60,10 +64,19 @@ def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "en
     try:
         return _dspipe.build(os.fspath(source), os.fspath(output), store, shuffle, seed, on_error,
                              threads, shards, resume, overwrite, check == "decode", width,
-                             height, gray, sync, hook)
+                             height, gray, sync, hook,
+                             -1 if shard_index is None else int(shard_index),
+                             int(max(0.0, commit_mb) * (1 << 20)))
     finally:
         if bar is not None:
             bar.close()
+
+
+def assemble(output: str | os.PathLike) -> dict:
+    """Joins the shards built one at a time (build(..., shards=N, shard_index=i)) into one
+    dataset (dsconvert assemble): counts and mean/std combined from the shards' sums. Raises
+    naming each missing or unfinished shard. Returns {"shards", "records", "skipped", ...}."""
+    return _dspipe.assemble(os.fspath(output))
 
 
 def verify(path: str | os.PathLike, threads: int = 0, max_listed: int = 100) -> dict:

@@ -13,6 +13,7 @@ class Progress:
         self._bar = None
         self._last = 0.0
         self._plain = False
+        self._first: tuple[float, int] | None = None  # (time, done) of the first call: the rate
         if not enabled:
             return
         try:
@@ -30,14 +31,19 @@ class Progress:
             self._bar.refresh()
         elif self._plain:
             now = time.monotonic()
+            if self._first is None:
+                self._first = (now, done)
             if done == total or now - self._last >= 1.0:
                 self._last = now
+                t0, d0 = self._first
                 if self.unit == "B":
                     mib = 1 << 20
-                    print(f"{self.desc}: {done / mib:.1f}/{total / mib:.1f} MiB", file=sys.stderr,
-                          flush=True)
+                    rate = f" {(done - d0) / mib / (now - t0):.1f} MiB/s" if now > t0 else ""
+                    print(f"{self.desc}: {done / mib:.1f}/{total / mib:.1f} MiB{rate}",
+                          file=sys.stderr, flush=True)
                 else:
-                    print(f"{self.desc}: {done}/{total}", file=sys.stderr, flush=True)
+                    rate = f" {(done - d0) / (now - t0):.0f}/s" if now > t0 else ""
+                    print(f"{self.desc}: {done}/{total}{rate}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -392,7 +392,8 @@ NB_MODULE(_dspipe, m) {
       [](const std::string& source, const std::string& output, const std::string& store,
          bool shuffle, uint64_t seed, const std::string& on_error, int threads, int shards,
          bool resume, bool overwrite, bool check_decode, int resize_width, int resize_height,
-         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress) {
+         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress,
+         int shard_index, uint64_t commit_bytes) {
         BuildOptions o;
         o.source = source;
         o.output = output;
@@ -416,6 +417,8 @@ NB_MODULE(_dspipe, m) {
         o.seed = seed;
         o.threads = threads;
         o.shards = shards;
+        o.shard_index = shard_index;
+        o.commit_bytes = commit_bytes;
         o.resume = resume;
         o.overwrite = overwrite;
         o.check = check_decode ? CheckLevel::kDecode : CheckLevel::kHeader;
@@ -447,7 +450,23 @@ NB_MODULE(_dspipe, m) {
       },
       "source"_a, "output"_a, "store"_a, "shuffle"_a, "seed"_a, "on_error"_a, "threads"_a,
       "shards"_a, "resume"_a, "overwrite"_a, "check_decode"_a, "resize_width"_a, "resize_height"_a,
-      "gray"_a, "sync"_a, "progress"_a.none());
+      "gray"_a, "sync"_a, "progress"_a.none(), "shard_index"_a = -1,
+      "commit_bytes"_a = BuildOptions{}.commit_bytes);
+
+  m.def(
+      "assemble",
+      [](const std::string& output) {
+        AssembleResult r;
+        Call([&] { return AssembleDataset(output, &r); });
+        nb::dict d;
+        d["shards"] = r.shards;
+        d["records"] = r.records;
+        d["skipped"] = r.skipped;
+        d["report_path"] = r.report_path;
+        d["already_complete"] = r.already_complete;
+        return d;
+      },
+      "output"_a);
 
   m.def(
       "fetch",

@@ -1,4 +1,4 @@
-// dsconvert: synth | build | verify | info | fetch. Parses flags and calls the library
+// dsconvert: synth | build | assemble | verify | info | fetch. Parses flags and calls the library
 // (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
 // bad records.
 #include <CLI/CLI.hpp>
@@ -67,6 +67,9 @@ int Run(int argc, char** argv) {
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
   build->add_option("--threads", bo.threads, "threads (0 = all cores)")->capture_default_str();
   build->add_option("--shards", bo.shards, "number of LMDB shards")->capture_default_str();
+  build->add_option("--shard-index", bo.shard_index,
+                    "build only this shard (0..N-1) of a --shards N build; then `assemble`")
+      ->check(CLI::NonNegativeNumber);
   build->add_flag("--resume", bo.resume, "continue an interrupted build");
   build->add_flag("--overwrite", bo.overwrite, "replace an existing output");
   build->add_option("--on-error", on_error, "fail, or skip bad files (listed in rejected.tsv)")
@@ -97,6 +100,13 @@ int Run(int argc, char** argv) {
                     "archive SRC: MiB of members kept in memory from the listing pass")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+
+  // ---- assemble
+  std::string assemble_dir;
+  auto* assemble = app.add_subcommand(
+      "assemble", "join the shards built one at a time (--shard-index) into one dataset");
+  assemble->add_option("out", assemble_dir, "the dataset directory (OUT of the shard builds)")
+      ->required();
 
   // ---- verify / info
   std::string db;
@@ -196,6 +206,20 @@ int Run(int argc, char** argv) {
     }
     std::printf(", %.2f s, %.1f MB/s read\n", r.seconds,
                 r.seconds > 0 ? static_cast<double>(r.bytes_read) / 1e6 / r.seconds : 0.0);
+    if (r.skipped) {
+      std::printf("skipped %llu bad files; see %s\n", static_cast<unsigned long long>(r.skipped),
+                  r.report_path.empty() ? (bo.output + "/rejected.tsv once assembled").c_str()
+                                        : r.report_path.c_str());
+    }
+    return 0;
+  }
+  if (*assemble) {
+    dspipe::AssembleResult r;
+    dspipe::Status s = dspipe::AssembleDataset(assemble_dir, &r);
+    if (!s.ok()) return Fail(s);
+    std::printf("%s %s: %llu records in %d shards\n",
+                r.already_complete ? "already assembled" : "assembled", assemble_dir.c_str(),
+                static_cast<unsigned long long>(r.records), r.shards);
     if (r.skipped) {
       std::printf("skipped %llu bad files; see %s\n", static_cast<unsigned long long>(r.skipped),
                   r.report_path.c_str());
