@@ -992,7 +992,14 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   result->records = first;
   result->skipped = total.rejected.size();
   const std::string top = dir + "/" + kTopManifestFile;
-  const std::string text = m.dump(2);
+  // Like a whole --shards N build's manifest.json: every shard's data.mdb with size + sha256
+  // (FetchDataset and verify need the list; docs/FORMAT.md "files").
+  std::vector<std::string> reader_files;
+  for (const ShardState& st : shards) reader_files.push_back(st.name + "/data.mdb");
+  std::vector<ManifestFile> files;
+  DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(dir, reader_files, &files));
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(SetManifestFiles(m.dump(2), files, &text));
   std::string existing;
   if (fs::exists(top, ec) && ReadFile(top, &existing).ok() && existing == text) {
     result->already_complete = true;
