@@ -283,6 +283,19 @@ TEST(Encode, PngRoundTripKeepsRgbOrder) {
   EXPECT_EQ(CountDiff(back, rgb), 0);
 }
 
+// cv::cvtColor throws for a depth it does not convert (64-bit float); EncodePng once called it
+// outside any try block, so the exception escaped the Status API (issue 11 defect 2).
+TEST(Encode, AnImageCvtColorCannotConvertIsAStatusNotAnException) {
+  const cv::Mat doubles(6, 5, CV_64FC3, cv::Scalar(0.25, 0.5, 0.75));
+  std::string png = "untouched";
+  Status s = Status::OK();
+  EXPECT_NO_THROW(s = EncodePng(doubles, 1, &png));
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("EncodePng"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("Unsupported depth"), std::string::npos) << s.ToString();
+  EXPECT_EQ(png, "untouched");
+}
+
 TEST(Zstd, RoundTripAndSizeChecks) {
   const cv::Mat rgb = Pattern(40, 30);
   const std::span<const uint8_t> raw(rgb.data, rgb.total() * 3);
