@@ -89,7 +89,8 @@ struct LoaderOptions {
   // Corrupt records (bad header, CRC, payload that does not decode) tolerated per epoch. 0
   // (default): Next fails with an error naming the key and the reason. N > 0: such samples are
   // skipped (their batch comes out smaller, order otherwise unchanged) and counted in
-  // corrupt_skipped(); the (N+1)-th in one epoch fails like N = 0.
+  // corrupt_skipped() and listed, with their keys, in corrupt_records(); the (N+1)-th in one
+  // epoch fails like N = 0.
   int max_corrupt = 0;
   // Where batch buffers come from; nullptr (default) = DefaultBatchAllocator() (aligned
   // malloc). The CUDA path passes a pinned-memory allocator.
@@ -107,6 +108,25 @@ struct LoaderOptions {
   // Capacity of the cache directory in bytes; least recently used entries that no live process
   // reads are evicted to make room. 0 (default) = only the budget limits it.
   uint64_t cache_limit = 0;
+};
+
+// One corrupt record a loader met: which one and why.
+struct CorruptRecord {
+  uint64_t index = 0;  // dataset index
+  std::string key;     // its key, as Dataset::KeyName shows it
+  uint64_t epoch = 0;  // the epoch it was first met in
+  std::string reason;  // the error (kCorruption / kBadInput), naming the key and the cause
+};
+
+// The corrupt records a loader met so far, all epochs (see LoaderOptions::max_corrupt).
+struct CorruptReport {
+  static constexpr size_t kMaxListed = 64;
+  // Corrupt records met, counting a record again in each epoch it is met: corrupt_skipped().
+  uint64_t count = 0;
+  // The first kMaxListed distinct records met, in the order they were met.
+  std::vector<CorruptRecord> records;
+  // True when a record beyond those was met too: the list is not all of them.
+  bool truncated = false;
 };
 
 // Where a rank is in its stream of batches. Save it with a checkpoint; Restore it into a loader
@@ -158,6 +178,8 @@ class Loader {
   virtual LoaderShape loader_shape() const = 0;
   // Corrupt records skipped so far (all epochs).
   virtual uint64_t corrupt_skipped() const = 0;
+  // Which records those were (bounded: CorruptReport::kMaxListed keys, then just counted).
+  virtual CorruptReport corrupt_records() const = 0;
   // Batch buffers allocated so far (prefetch + 1 in steady state when batches are released).
   virtual size_t pool_buffers() const = 0;
 };

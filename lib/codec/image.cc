@@ -13,6 +13,7 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "codec/limits_check.h"
 #include "codec/png_fast.h"
 #include "dspipe/limits.h"
 
@@ -62,45 +63,29 @@ bool HasJpegEoi(std::span<const uint8_t> b) {
   return false;
 }
 
-// Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
-// Debian's OpenCV reads DICOM through GDCM, which aborts (assert) or allocates what a corrupt
-// file declares (found by tests/fuzz decode and record). dspipe takes no DICOM: every
-// cv::imdecode call checks this first.
-Status RefuseDicom(std::span<const uint8_t> bytes) {
-  if (bytes.size() >= 132 && std::memcmp(bytes.data() + 128, "DICM", 4) == 0) {
-    return Status::BadInput("DICOM files are not supported");
-  }
-  return Status::OK();
-}
+Status JpegHeader(std::span<const uint8_t> bytes, int* w, int* h, int* colorspace);
 
-// BMP: OpenCV allocates the size its header declares (up to its own 2^30-pixel cap) before it
-// reads a pixel; a 182-byte file declaring 2053x458758 asked for 2.8 GB (tests/fuzz record).
-// The header's size is held to the DecodeLimits first, as for PNG and JPEG.
-Status CheckBmpHeader(std::span<const uint8_t> bytes) {
-  if (bytes.size() < 26 || bytes[0] != 'B' || bytes[1] != 'M') return Status::OK();
-  auto le32 = [&](size_t at) {
-    return static_cast<int32_t>(uint32_t{bytes[at]} | uint32_t{bytes[at + 1]} << 8 |
-                                uint32_t{bytes[at + 2]} << 16 | uint32_t{bytes[at + 3]} << 24);
-  };
-  const uint32_t header_size = static_cast<uint32_t>(le32(14));
-  int64_t w = 0, h = 0;
-  if (header_size == 12) {  // OS/2 BITMAPCOREHEADER: 16-bit sides
-    w = bytes[18] | bytes[19] << 8;
-    h = bytes[20] | bytes[21] << 8;
-  } else {
-    w = le32(18);
-    h = le32(22);
-  }
-  return CheckImageSize("BMP header", static_cast<uint64_t>(w < 0 ? -w : w),
-                             static_cast<uint64_t>(h < 0 ? -h : h));
-}
-
-// What every cv::imdecode call checks first.
+// What every cv::imdecode call checks first: OpenCV allocates whatever size a header declares
+// (up to its own 2^30-pixel cap), and reads formats dspipe does not take (DICOM through GDCM
+// aborted on a fuzzed file). PNG and JPEG headers are read by libspng and libjpeg-turbo here;
+// the other formats on the allow-list, and the refusal of the rest, are in limits_check.h.
 Status CheckBeforeOpenCv(std::span<const uint8_t> bytes) {
-  DSPIPE_RETURN_IF_ERROR(RefuseDicom(bytes));
-  return CheckBmpHeader(bytes);
+  switch (SniffImageFormat(bytes)) {
+    case ImageFormat::kPng: {
+      SpngCtx c;
+      spng_ihdr ihdr;
+      return OpenPng(bytes, &c, &ihdr);
+    }
+    case ImageFormat::kJpeg: {
+      int w = 0, h = 0, colorspace = 0;
+      return JpegHeader(bytes, &w, &h, &colorspace);
+    }
+    default:
+      return CheckOtherImageHeader(bytes);
+  }
 }
 
+// Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
 Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
   DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
   cv::Mat raw;
@@ -272,14 +257,8 @@ Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
   try {
     if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
-    const Codec codec = SniffCodec(bytes);
-    if (codec == Codec::kPng) return DecodePngTo(bytes, channels, out);
-    if (codec == Codec::kJpeg) {
-      // The frame header first: OpenCV would allocate whatever size it declares.
-      int w = 0, h = 0, colorspace = 0;
-      DSPIPE_RETURN_IF_ERROR(JpegHeader(bytes, &w, &h, &colorspace));
-    }
-    return DecodeOpenCv(bytes, channels, out);
+    if (SniffCodec(bytes) == Codec::kPng) return DecodePngTo(bytes, channels, out);
+    return DecodeOpenCv(bytes, channels, out);  // JPEG's frame header is checked there
   } catch (const std::exception& e) {
     return FromException("DecodeImage", e);
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "device/device_state.h"
+#include "device/slot_release.h"
 #include "dspipe/device_loader.h"
 #include "dspipe/log.h"
 
@@ -62,6 +63,56 @@ Status TensorBatch::WaitReady() const {
       ->WaitReady(state_->device_batches[static_cast<size_t>(slot_)]);
 }
 
+namespace internal {
+
+Status ReleaseDeviceSlot(DeviceState& state, size_t slot, SlotReleaseOps& ops,
+                         void* consumer_stream, Batch* host, bool* set_aside) {
+  *set_aside = false;
+  Status status = ops.Release(consumer_stream);
+  // The host buffer goes back to the pool below: its DMA must be over. This also waits for
+  // the kernels (the timings need them), normally long finished: the consumer waited.
+  GpuTimings t;
+  const Status timed = ops.Timings(&t);
+  if (timed.ok() && state.stats != nullptr) {
+    state.stats->Record(Stage::kH2D, static_cast<uint64_t>(double{t.h2d_ms} * 1e6));
+    state.stats->Record(Stage::kNormalize, static_cast<uint64_t>(double{t.normalize_ms} * 1e6));
+  }
+  if (!timed.ok()) {
+    // Whether or not Release failed, the host buffer's copy must be known to be done.
+    const Status waited = ops.WaitInputConsumed();
+    if (!waited.ok()) {
+      // Unknown: the DMA may still read the buffer. Keep it (and its slot) out of use for
+      // the loader's lifetime rather than let the pool refill it under the copy.
+      state.quarantined.push_back(std::move(*host));
+      if (status.ok()) status = waited;
+      *set_aside = true;
+      return status;
+    }
+  }
+  state.held[slot] = false;
+  host->Reset();
+  return status;
+}
+
+}  // namespace internal
+
+namespace {
+
+// The slot's GpuNormalizer answering for one DeviceBatch.
+class GpuSlotOps : public internal::SlotReleaseOps {
+ public:
+  GpuSlotOps(GpuNormalizer* gpu, const DeviceBatch& db) : gpu_(gpu), db_(db) {}
+  Status Release(void* consumer_stream) override { return gpu_->Release(db_, consumer_stream); }
+  Status Timings(GpuTimings* t) override { return gpu_->Timings(db_, t); }
+  Status WaitInputConsumed() override { return gpu_->WaitInputConsumed(db_); }
+
+ private:
+  GpuNormalizer* gpu_;
+  const DeviceBatch& db_;
+};
+
+}  // namespace
+
 Status TensorBatch::Release(void* consumer_stream) {
   if (!state_) {
     Clear();
@@ -73,31 +124,12 @@ Status TensorBatch::Release(void* consumer_stream) {
     std::lock_guard<std::mutex> lock(state_->mu);
     const auto slot = static_cast<size_t>(slot_);
     if (on_device_) {
-      const DeviceBatch& db = state_->device_batches[slot];
-      GpuNormalizer* gpu = state_->gpu(slot);
-      status = gpu->Release(db, consumer_stream);
-      // The host buffer goes back to the pool below: its DMA must be over. This also waits for
-      // the kernels (the timings need them), normally long finished: the consumer waited.
-      GpuTimings t;
-      const Status timed = gpu->Timings(db, &t);
-      if (timed.ok() && state_->stats != nullptr) {
-        state_->stats->Record(Stage::kH2D, static_cast<uint64_t>(double{t.h2d_ms} * 1e6));
-        state_->stats->Record(Stage::kNormalize,
-                              static_cast<uint64_t>(double{t.normalize_ms} * 1e6));
-      }
-      if (!timed.ok()) {
-        // Whether or not Release failed, the host buffer's copy must be known to be done.
-        const Status waited = gpu->WaitInputConsumed(db);
-        if (!waited.ok()) {
-          // Unknown: the DMA may still read the buffer. Keep it (and its slot) out of use for
-          // the loader's lifetime rather than let the pool refill it under the copy.
-          state_->quarantined.push_back(std::move(host_));
-          if (status.ok()) status = waited;
-          set_aside = true;
-        }
-      }
+      GpuSlotOps ops(state_->gpu(slot), state_->device_batches[slot]);
+      status = internal::ReleaseDeviceSlot(*state_, slot, ops, consumer_stream, &host_,
+                                           &set_aside);
+    } else {
+      state_->held[slot] = false;
     }
-    if (!set_aside) state_->held[slot] = false;
   }
   Clear();
   if (set_aside) return status.WithContext("TensorBatch::Release (host buffer set aside)");

@@ -222,6 +222,12 @@ class LoaderImpl final : public Loader {
     return s;
   }
   uint64_t corrupt_skipped() const override { return corrupt_total_.load(); }
+  CorruptReport corrupt_records() const override {
+    std::lock_guard<std::mutex> lock(corrupt_mu_);
+    CorruptReport r = corrupt_report_;
+    r.count = corrupt_total_.load();
+    return r;
+  }
   size_t pool_buffers() const override { return pool_->allocated(); }
 
  private:
@@ -359,9 +365,11 @@ class LoaderImpl final : public Loader {
   // The consumer's view of a finished job: skipped records counted, errors returned.
   Status Collect(const Job& job) {
     const Status* first_corrupt = nullptr;
-    for (const Status& s : job.status) {
+    for (size_t i = 0; i < job.status.size(); ++i) {
+      const Status& s = job.status[i];
       if (s.ok()) continue;
       if (!pipeline::IsCorruptRecord(s)) return s;
+      ListCorrupt(job.indices[i], job.epoch, s);
       corrupt_total_.fetch_add(1);
       if (++corrupt_in_epoch_ > static_cast<uint64_t>(options_.max_corrupt) && !first_corrupt) {
         first_corrupt = &s;
@@ -372,6 +380,20 @@ class LoaderImpl final : public Loader {
     return first_corrupt->WithContext(
         "more than max_corrupt=" + std::to_string(options_.max_corrupt) +
         " corrupt records in epoch " + std::to_string(job.epoch));
+  }
+
+  // Adds a corrupt record to corrupt_records(), unless listed already or the list is full.
+  void ListCorrupt(uint64_t index, uint64_t epoch, const Status& s) {
+    std::lock_guard<std::mutex> lock(corrupt_mu_);
+    std::vector<CorruptRecord>& listed = corrupt_report_.records;
+    for (const CorruptRecord& r : listed) {
+      if (r.index == index) return;
+    }
+    if (listed.size() >= CorruptReport::kMaxListed) {
+      corrupt_report_.truncated = true;
+      return;
+    }
+    listed.push_back({index, dataset_->KeyName(index), epoch, s.ToString()});
   }
 
   bool Forked() const { return ::getpid() != pid_; }
@@ -416,6 +438,8 @@ class LoaderImpl final : public Loader {
   std::vector<uint64_t> order_;
   uint64_t corrupt_in_epoch_ = 0;
   std::atomic<uint64_t> corrupt_total_{0};
+  mutable std::mutex corrupt_mu_;  // guards corrupt_report_ (read from any thread)
+  CorruptReport corrupt_report_;   // count filled in by corrupt_records()
 
   std::mutex mu_;
   std::condition_variable cv_;

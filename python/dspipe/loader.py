@@ -284,10 +284,13 @@ class Loader:
         """Per-stage timing: {stage: {count, total_ms, mean_ms, stddev_ms, min_ms, p50_ms,
         p95_ms, p99_ms, max_ms}} for read, decode, augment, collate, h2d, normalize, wait
         (docs/STATS.md), plus "elapsed_ms" and "compute_ms_per_batch" (the time your loop
-        spent between batches)."""
+        spent between batches), and "corrupt": the corrupt records met so far (max_corrupt),
+        {"count": n, "records": [{"index", "key", "epoch", "reason"}, ...], "truncated": bool},
+        the first 64 distinct records listed in the order met (docs/LOADER.md)."""
         out = dict(self._core.stats())
         out["elapsed_ms"] = self._core.elapsed_ms()
         out["compute_ms_per_batch"] = self._compute_ms()
+        out["corrupt"] = self._core.corrupt_records()
         return out
 
     def _compute_ms(self) -> float:

@@ -293,6 +293,24 @@ class PyLoader {
   size_t slots_allocated() const { return loader_->slots_allocated(); }
   size_t pool_buffers() { return loader_->loader().pool_buffers(); }
   uint64_t corrupt_skipped() { return loader_->loader().corrupt_skipped(); }
+  // Loader::corrupt_records(): {"count", "records": [{index, key, epoch, reason}], "truncated"}.
+  nb::dict corrupt_records() {
+    const CorruptReport r = loader_->loader().corrupt_records();
+    nb::list records;
+    for (const CorruptRecord& c : r.records) {
+      nb::dict d;
+      d["index"] = c.index;
+      d["key"] = c.key;
+      d["epoch"] = c.epoch;
+      d["reason"] = c.reason;
+      records.append(d);
+    }
+    nb::dict d;
+    d["count"] = r.count;
+    d["records"] = records;
+    d["truncated"] = r.truncated;
+    return d;
+  }
   int threads() { return loader_->loader().options().threads; }
   nb::tuple shape() {
     const BatchShape& s = loader_->loader().shape();
@@ -583,6 +601,7 @@ NB_MODULE(_dspipe, m) {
       .def("slots_allocated", &PyLoader::slots_allocated)
       .def("pool_buffers", &PyLoader::pool_buffers)
       .def("corrupt_skipped", &PyLoader::corrupt_skipped)
+      .def("corrupt_records", &PyLoader::corrupt_records)
       .def("stats", &PyLoader::stats)
       .def("elapsed_ms", &PyLoader::elapsed_ms)
       .def("reset_stats", &PyLoader::reset_stats)

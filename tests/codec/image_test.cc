@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "codec/test_images.h"
@@ -283,6 +286,19 @@ TEST(Encode, PngRoundTripKeepsRgbOrder) {
   EXPECT_EQ(CountDiff(back, rgb), 0);
 }
 
+// cv::cvtColor throws for a depth it does not convert (64-bit float); EncodePng once called it
+// outside any try block, so the exception escaped the Status API (issue 11 defect 2).
+TEST(Encode, AnImageCvtColorCannotConvertIsAStatusNotAnException) {
+  const cv::Mat doubles(6, 5, CV_64FC3, cv::Scalar(0.25, 0.5, 0.75));
+  std::string png = "untouched";
+  Status s = Status::OK();
+  EXPECT_NO_THROW(s = EncodePng(doubles, 1, &png));
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("EncodePng"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("Unsupported depth"), std::string::npos) << s.ToString();
+  EXPECT_EQ(png, "untouched");
+}
+
 TEST(Zstd, RoundTripAndSizeChecks) {
   const cv::Mat rgb = Pattern(40, 30);
   const std::span<const uint8_t> raw(rgb.data, rgb.total() * 3);
@@ -389,6 +405,186 @@ TEST(Limits, HugeBmpHeaderIsRefusedBeforeOpenCvAllocates) {
   put32(22, static_cast<uint32_t>(-100000));  // negative height = top-down rows
   s = DecodeImage(bmp, 3, &m);
   EXPECT_NE(s.message().find("2053x100000"), std::string::npos) << s.ToString();
+}
+
+// A little-endian TIFF with one strip of 8-bit gray that declares w x h, written byte by byte
+// (libtiff would not write a header without its pixels).
+std::vector<uint8_t> TiffHeader(uint32_t w, uint32_t h) {
+  std::vector<uint8_t> b = {'I', 'I', 42, 0, 8, 0, 0, 0};
+  auto put16 = [&](uint16_t v) {
+    b.push_back(static_cast<uint8_t>(v));
+    b.push_back(static_cast<uint8_t>(v >> 8));
+  };
+  auto put32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  // tag, type (3 SHORT, 4 LONG), count 1, value
+  const uint32_t entries[][3] = {{256, 4, w},  {257, 4, h},  {258, 3, 8},   {259, 3, 1},
+                                 {262, 3, 1},  {273, 4, 200}, {277, 3, 1}, {278, 4, h},
+                                 {279, 4, 16}};
+  put16(static_cast<uint16_t>(std::size(entries)));
+  for (const auto& e : entries) {
+    put16(static_cast<uint16_t>(e[0]));
+    put16(static_cast<uint16_t>(e[1]));
+    put32(1);
+    if (e[1] == 3) {
+      put16(static_cast<uint16_t>(e[2]));
+      put16(0);
+    } else {
+      put32(e[2]);
+    }
+  }
+  put32(0);  // no next directory
+  b.resize(216, 0x55);  // the strip at 200
+  return b;
+}
+
+std::vector<uint8_t> Imencode(const cv::Mat& m, const char* ext) {
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(cv::imencode(ext, m, out)) << ext;
+  return out;
+}
+
+std::vector<uint8_t> Text(const std::string& s) { return {s.begin(), s.end()}; }
+
+// The formats besides PNG and JPEG (limits_check.h): each decodes when genuine, and a header
+// over the limits is refused naming the limit and its flag, before OpenCV allocates.
+TEST(Formats, TiffHeaderIsReadByLibtiffAndHeldToTheLimits) {
+  LimitsGuard restore;
+  const cv::Mat rgb = Pattern(21, 13);
+  cv::Mat bgr, m;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  const std::vector<uint8_t> tiff = Imencode(bgr, ".tiff");
+  ASSERT_TRUE(DecodeImage(tiff, 3, &m).ok());
+  EXPECT_EQ(CountDiff(m, rgb), 0);
+  const std::vector<uint8_t> small = TiffHeader(4, 4);
+  Status s = DecodeImage(small, 1, &m);
+  ASSERT_TRUE(s.ok()) << s.ToString();  // the hand-made header is a valid 4x4 TIFF
+  EXPECT_EQ(m.cols, 4);
+  for (auto [w, h, flag] : {std::tuple{60000u, 60000u, "--max-image-side"},
+                            std::tuple{20000u, 20000u, "--max-image-pixels"}}) {
+    const std::vector<uint8_t> bomb = TiffHeader(w, h);
+    s = DecodeImage(bomb, 3, &m);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+    const std::string dims = std::to_string(w) + "x" + std::to_string(h);
+    EXPECT_NE(s.message().find("TIFF header declares " + dims), std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find(flag), std::string::npos) << s.ToString();
+    s = DecodeMask(bomb, &m);
+    EXPECT_NE(s.message().find("TIFF header declares"), std::string::npos) << s.ToString();
+  }
+  // Raised: the header passes (the one strip then cannot fill the image; not a crash).
+  DecodeLimits l;
+  l.max_side = 65535;
+  l.max_pixels = uint64_t{60000} * 60000;
+  SetDecodeLimits(l);
+  s = DecodeImage(TiffHeader(60000, 60000), 3, &m);
+  EXPECT_EQ(s.message().find("TIFF header declares"), std::string::npos) << s.ToString();
+}
+
+TEST(Formats, WebPHeaderIsReadByLibwebpAndHeldToTheLimits) {
+  LimitsGuard restore;
+  const cv::Mat bgr(24, 40, CV_8UC3, cv::Scalar(10, 200, 30));
+  const std::vector<uint8_t> webp = Imencode(bgr, ".webp");
+  cv::Mat m;
+  ASSERT_TRUE(DecodeImage(webp, 3, &m).ok());
+  EXPECT_EQ(m.cols, 40);
+  EXPECT_EQ(m.rows, 24);
+  // WebP's own format caps a side at 16383, below the default limits: lower them.
+  DecodeLimits l;
+  l.max_side = 32;
+  SetDecodeLimits(l);
+  Status s = DecodeImage(webp, 3, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("WebP header declares 40x24"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  l = DecodeLimits{};
+  l.max_pixels = 500;
+  SetDecodeLimits(l);
+  s = DecodeMask(webp, &m);
+  EXPECT_NE(s.message().find("--max-image-pixels"), std::string::npos) << s.ToString();
+  SetDecodeLimits(DecodeLimits{});
+  std::vector<uint8_t> cut(webp.begin(), webp.begin() + 16);  // RIFF....WEBP and no bitstream
+  s = DecodeImage(cut, 3, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("WebP header"), std::string::npos) << s.ToString();
+}
+
+TEST(Formats, PnmHeaderIsHeldToTheLimits) {
+  LimitsGuard restore;
+  cv::Mat gray, m;
+  cv::cvtColor(Pattern(9, 7), gray, cv::COLOR_RGB2GRAY);
+  ASSERT_TRUE(DecodeImage(Imencode(gray, ".pgm"), 1, &m).ok());
+  EXPECT_EQ(CountDiff(m, gray), 0);
+  const cv::Mat rgb = Pattern(9, 7);
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  ASSERT_TRUE(DecodeImage(Imencode(bgr, ".ppm"), 3, &m).ok());
+  EXPECT_EQ(CountDiff(m, rgb), 0);
+  Status s = DecodeImage(Text("P6\n# a comment\n60000 60000\n255\n0123456789"), 3, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("PNM header declares 60000x60000"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  s = DecodeMask(Text("P5 20000 20000 255 0123456789"), &m);
+  EXPECT_NE(s.message().find("PNM header declares 20000x20000"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("--max-image-pixels"), std::string::npos) << s.ToString();
+  // A number too long for any integer saturates instead of wrapping to a small size.
+  s = DecodeImage(Text("P5 4 184467440737095516170 255 0123456789"), 1, &m);
+  EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  s = DecodeImage(Text("P5\n# only a comment"), 1, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("PNM header"), std::string::npos) << s.ToString();
+}
+
+// Formats OpenCV reads but dspipe does not: refused by name, listing what dspipe reads, for
+// images, masks and probes alike, without reaching cv::imdecode.
+TEST(Formats, OtherFormatsAreRefusedNamingTheSupportedOnes) {
+  const cv::Mat bgr(8, 8, CV_8UC3, cv::Scalar(1, 2, 3));
+  cv::Mat f;
+  bgr.convertTo(f, CV_32FC3, 1.0 / 255);
+  struct Case {
+    std::vector<uint8_t> bytes;
+    std::string name;
+  };
+  const std::vector<Case> cases = {
+      {Imencode(f, ".hdr"), "Radiance HDR"},
+      {Imencode(bgr, ".ras"), "Sun raster"},
+      {Imencode(f, ".pfm"), "PFM"},
+      {Imencode(bgr, ".pam"), "PAM"},
+      {Text("\x76\x2f\x31\x01 rest of an OpenEXR file"), "OpenEXR"},
+      {Text(std::string("\x00\x00\x00\x0cjP  \r\n\x87\n", 12)), "JPEG 2000"},
+      {Text("GIF89a......"), "GIF"},
+      {Text("some text, not an image"), "unknown format"},
+  };
+  for (const Case& c : cases) {
+    // OpenCV itself decodes the files encoded above: the refusal is dspipe's.
+    cv::Mat m;
+    Status s = DecodeImage(c.bytes, 3, &m);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << c.name << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.name), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("dspipe reads PNG, JPEG, BMP, TIFF, WebP and PNM (PBM/PGM/PPM)"),
+              std::string::npos)
+        << s.ToString();
+    s = DecodeMask(c.bytes, &m);
+    EXPECT_NE(s.message().find(c.name), std::string::npos) << s.ToString();
+    ImageProbe p;
+    s = Probe(c.bytes, &p);
+    EXPECT_NE(s.message().find(c.name), std::string::npos) << s.ToString();
+  }
+  EXPECT_FALSE(cv::imdecode(cases[0].bytes, cv::IMREAD_COLOR).empty());
+  EXPECT_FALSE(cv::imdecode(cases[1].bytes, cv::IMREAD_COLOR).empty());
+}
+
+// JPEG masks go to cv::imdecode too (IMREAD_UNCHANGED): their frame header is checked first,
+// as for images.
+TEST(Limits, HugeJpegMaskIsRefusedBeforeOpenCvAllocates) {
+  cv::Mat m;
+  const Status s = DecodeMask(AsBytes(HugeJpeg(60000, 60000)), &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("JPEG header declares 60000x60000"), std::string::npos)
+      << s.ToString();
 }
 
 TEST(Limits, ZstdFrameClaimingAHugeSizeIsRefusedBeforeDecoding) {

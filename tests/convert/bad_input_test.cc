@@ -52,6 +52,12 @@ const BadCase kCases[] = {
        return Img(s);
      },
      "not a decodable image"},
+    {"UnsupportedFormatNamedPng",  // Sun raster: OpenCV reads it, dspipe refuses it by name
+     [](const std::string& s) {
+       WriteAll(Img(s), Encode(ImreadRgb(Img(s)), ".ras"));
+       return Img(s);
+     },
+     "Sun raster files are not supported; dspipe reads PNG, JPEG, BMP, TIFF, WebP and PNM"},
     {"CorruptPngData",
      [](const std::string& s) {
        std::string b = ReadAll(Img(s));

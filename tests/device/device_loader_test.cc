@@ -15,8 +15,12 @@
 
 #include "device/device_fixture.h"
 #include "device/device_select.h"
+#include "device/device_state.h"
+#include "device/slot_release.h"
 #include "dspipe/cuda.h"
 #include "dspipe/normalize.h"
+#include "dspipe/stats.h"
+#include "pipeline/batch_pool.h"
 
 namespace dspipe {
 namespace {
@@ -161,6 +165,110 @@ TEST(DevicePick, NoDeviceMeansCpuForAutoAndAnErrorForAnOrdinal) {
   const Status s = internal::PickDevice(none, 0, &device);
   EXPECT_EQ(s.code(), Status::Code::kUnsupported);
   EXPECT_NE(s.message().find("mocked: no device"), std::string::npos) << s.ToString();
+}
+
+// Releasing a GPU-path batch with a mocked normalizer (issue 11 defect 6c): the host buffer
+// may go back to its pool only once its copy is known done. Each call answers as told and
+// counts itself.
+class MockSlotOps : public internal::SlotReleaseOps {
+ public:
+  Status release = Status::OK(), timings = Status::OK(), wait = Status::OK();
+  int release_calls = 0, timings_calls = 0, wait_calls = 0;
+  Status Release(void*) override {
+    ++release_calls;
+    return release;
+  }
+  Status Timings(GpuTimings* t) override {
+    ++timings_calls;
+    t->h2d_ms = 1.5f;
+    t->normalize_ms = 0.5f;
+    return timings;
+  }
+  Status WaitInputConsumed() override {
+    ++wait_calls;
+    return wait;
+  }
+};
+
+// One held slot whose host batch is the only buffer of its pool.
+struct HeldSlot {
+  HeldSlot() {
+    BatchShape shape;
+    shape.batch_size = 2;
+    shape.height = shape.width = 4;
+    shape.channels = 3;
+    pool = internal::BatchPool::Create(shape, nullptr);
+    internal::BatchBuffer* buffer = nullptr;
+    EXPECT_TRUE(pool->Acquire(&buffer).ok());
+    host = pool->Wrap(buffer, 2, 0, 0);
+    state.held.assign(1, true);
+  }
+  std::shared_ptr<internal::BatchPool> pool;
+  internal::DeviceState state;
+  Batch host;
+};
+
+TEST(SlotRelease, ReleaseAndTimingsFailingWaitsForTheCopyBeforeRecycling) {
+  HeldSlot h;
+  MockSlotOps ops;
+  ops.release = Status::Internal("mocked: cudaEventRecord failed");
+  ops.timings = Status::Internal("mocked: cudaEventSynchronize failed");
+  bool set_aside = true;
+  const Status s = internal::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
+  // The copy was confirmed done by the wait, even though Release had already failed.
+  EXPECT_EQ(ops.wait_calls, 1);
+  EXPECT_FALSE(set_aside);
+  EXPECT_EQ(s.code(), Status::Code::kInternal);
+  EXPECT_NE(s.message().find("cudaEventRecord"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(h.host.empty());
+  EXPECT_EQ(h.pool->in_use(), 0u);  // back in the pool
+  EXPECT_FALSE(h.state.held[0]);
+  EXPECT_TRUE(h.state.quarantined.empty());
+}
+
+TEST(SlotRelease, CopyNotConfirmedSetsTheHostBufferAsideInsteadOfRecycling) {
+  HeldSlot h;
+  MockSlotOps ops;
+  ops.release = Status::Internal("mocked: cudaEventRecord failed");
+  ops.timings = Status::Internal("mocked: cudaEventSynchronize failed");
+  ops.wait = Status::Internal("mocked: cudaStreamSynchronize failed");
+  bool set_aside = false;
+  const Status s = internal::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
+  EXPECT_TRUE(set_aside);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(ops.wait_calls, 1);
+  // Not recycled: the buffer is still out of the pool, kept by the quarantine, and its slot
+  // stays held so nothing is processed into it either.
+  EXPECT_TRUE(h.host.empty());
+  ASSERT_EQ(h.state.quarantined.size(), 1u);
+  EXPECT_FALSE(h.state.quarantined[0].empty());
+  EXPECT_EQ(h.pool->in_use(), 1u);
+  EXPECT_TRUE(h.state.held[0]);
+  // Release succeeding does not make an unconfirmed copy safe either; the error is the wait's.
+  HeldSlot h2;
+  ops.release = Status::OK();
+  const Status s2 = internal::ReleaseDeviceSlot(h2.state, 0, ops, nullptr, &h2.host, &set_aside);
+  EXPECT_TRUE(set_aside);
+  EXPECT_NE(s2.message().find("cudaStreamSynchronize"), std::string::npos) << s2.ToString();
+  EXPECT_EQ(h2.pool->in_use(), 1u);
+  EXPECT_TRUE(h2.state.held[0]);
+}
+
+TEST(SlotRelease, TimingsConfirmTheCopyAndAreRecorded) {
+  HeldSlot h;
+  StageStats stats;
+  h.state.stats = &stats;
+  MockSlotOps ops;
+  bool set_aside = true;
+  const Status s = internal::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(set_aside);
+  EXPECT_EQ(ops.release_calls, 1);
+  EXPECT_EQ(ops.wait_calls, 0);  // the timings already waited for the whole batch
+  EXPECT_EQ(h.pool->in_use(), 0u);
+  EXPECT_FALSE(h.state.held[0]);
+  EXPECT_EQ(stats.Summary(Stage::kH2D).count, 1u);
+  EXPECT_EQ(stats.Summary(Stage::kNormalize).count, 1u);
 }
 
 TEST(DeviceLoaderCpu, RejectsBadOptions) {

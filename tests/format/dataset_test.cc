@@ -189,6 +189,29 @@ TEST(Dataset, PlainLmdbWithDecimalKeysIsReadInNumericOrder) {
   }
 }
 
+// Issue 11 defect 6b: Finish opened shard 0 read-only while it was open for writing. LMDB
+// forbids two opens of one environment in a process (closing the second drops the first's
+// locks, silently): every second open is refused, naming the path, and a build that tried it
+// would fail (convert_test BuildTest.Shards*), not break locking.
+TEST(LmdbEnv, SecondOpenOfAnEnvironmentOpenForWritingIsRefused) {
+  TempDir t;
+  const std::string path = t / "w.lmdb";
+  std::unique_ptr<LmdbEnv> writer, second;
+  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &writer).ok());
+  Status s = LmdbEnv::OpenReadOnly(path, 4, false, &second);
+  EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+  EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("already open for writing"), std::string::npos) << s.ToString();
+  EXPECT_EQ(second, nullptr);
+  s = LmdbEnv::OpenForWrite(path, &second);
+  EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+  // Closed, it opens again (read-only, then for writing).
+  writer.reset();
+  ASSERT_TRUE(LmdbEnv::OpenReadOnly(path, 4, false, &second).ok());
+  second.reset();
+  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &writer).ok());
+}
+
 TEST(LmdbEnv, MapGrowsPastTheInitialSize) {
   TempDir t;
   const std::string path = t / "big.lmdb";

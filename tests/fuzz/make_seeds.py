@@ -62,12 +62,44 @@ for name, data in (("png_gray", png_gray), ("png16", png16), ("png_rgba", png_rg
     put("decode", name, bytes([8]) + data)
 put("decode", "truncated_png", bytes([1]) + png_rgb[:-12])
 
+# The other formats on the decode allow-list (lib/codec/limits_check.h), genuine and with a
+# header over the DecodeLimits, and formats OpenCV reads that dspipe refuses.
+def tiff_header(w, h):
+    """A little-endian 8-bit gray TIFF with one 16-byte strip at offset 200 declaring w x h."""
+    tags = [(256, 4, w), (257, 4, h), (258, 3, 8), (259, 3, 1), (262, 3, 1), (273, 4, 200),
+            (277, 3, 1), (278, 4, h), (279, 4, 16)]
+    out = b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", len(tags))
+    for tag, typ, value in tags:
+        out += struct.pack("<HHI", tag, typ, 1)
+        out += struct.pack("<HH", value, 0) if typ == 3 else struct.pack("<I", value)
+    out += struct.pack("<I", 0)
+    return out + b"\x55" * (216 - len(out))
+
+
+tiff = enc(".tiff", rgb)
+webp = enc(".webp", rgb)
+ppm = enc(".ppm", rgb)
+pgm = enc(".pgm", gray * 60)
+others = (("tiff", tiff), ("tiff_small", tiff_header(4, 4)), ("webp", webp), ("ppm", ppm),
+          ("pgm", pgm), ("bomb_tiff_huge", tiff_header(60000, 60000)),
+          ("bomb_pnm_huge", b"P6\n# c\n60000 60000\n255\n" + bytes(16)),
+          ("refused_hdr", enc(".hdr", rgb.astype(np.float32) / 255)),
+          ("refused_ras", enc(".ras", rgb)))
+for name, data in others:
+    put("decode", name, bytes([8]) + data)
+
 # record: every codec, with and without masks.
 put("record", "raw", record("raw", raw, 3, 6, 5, label=2))
 put("record", "zstd", record("zstd", zst, 3, 6, 5))
 put("record", "png_mask", record("png", png_rgb, 3, 6, 5, mask_codec="png", mask=png_gray))
 put("record", "jpeg", record("jpeg", jpg, 3, 6, 5, label=0))
 put("record", "encoded_gray", record("encoded", bmp, 1, 6, 5))
+put("record", "encoded_tiff", record("encoded", tiff, 3, 6, 5))
+put("record", "encoded_webp_pgm_mask", record("encoded", webp, 3, 6, 5, mask_codec="encoded",
+                                               mask=pgm))
+put("record", "bomb_tiff_huge", record("encoded", tiff_header(60000, 60000), 1, 6, 5))
+put("record", "bomb_pnm_huge_mask", record("png", png_rgb, 3, 6, 5, mask_codec="encoded",
+                                              mask=b"P5 20000 20000 255\n" + bytes(16)))
 
 # manifest: a lone LMDB, one shard of a set, and a sharded top manifest.json.
 base = {"format": "dspipe", "format_version": 1, "complete": True, "count": 4,

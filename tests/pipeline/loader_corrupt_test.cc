@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "dspipe/format.h"
 #include "dspipe/loader.h"
@@ -115,6 +118,77 @@ TEST_F(LoaderCorruptTest, MaxCorruptSkipsAndCountsThem) {
     }
   }
   EXPECT_EQ(errors, 1);
+}
+
+// Flips one random bit in the value of record `index` (seeded: the same bit every run).
+void FlipOneBit(const std::string& lmdb_dir, uint64_t index, std::mt19937_64* rng) {
+  std::string v = testing::ReadRecord(lmdb_dir, index);
+  const uint64_t bit = (*rng)() % (static_cast<uint64_t>(v.size()) * 8);
+  v[bit / 8] = static_cast<char>(v[bit / 8] ^ (1 << (bit % 8)));
+  testing::OverwriteRecord(lmdb_dir, index, v);
+}
+
+// Skipped records are listed with their keys, not only counted: each distinct record once,
+// in the order met, across epochs; corrupt_skipped() goes on counting every meeting.
+TEST_F(LoaderCorruptTest, SkippedRecordsAreListedByKey) {
+  std::mt19937_64 rng(11);
+  const std::vector<uint64_t> flipped = {2, 5, 11};
+  for (uint64_t i : flipped) FlipOneBit(path_, i, &rng);
+  LoaderOptions o;
+  o.max_corrupt = 3;
+  o.sampler.shuffle = false;
+  o.dataset.verify_crc = true;  // a flipped bit anywhere in the value fails the record CRC
+  auto loader = Open(o);
+  EXPECT_EQ(loader->corrupt_records().count, 0u);
+  EXPECT_TRUE(loader->corrupt_records().records.empty());
+  for (const auto& b : testing::RunEpochs(loader.get(), 0, 2)) {
+    for (uint64_t i : b.indices) EXPECT_EQ(std::count(flipped.begin(), flipped.end(), i), 0);
+  }
+  const CorruptReport r = loader->corrupt_records();
+  EXPECT_EQ(r.count, 6u);  // 3 records x 2 epochs
+  EXPECT_EQ(r.count, loader->corrupt_skipped());
+  EXPECT_FALSE(r.truncated);
+  ASSERT_EQ(r.records.size(), flipped.size());
+  for (size_t k = 0; k < flipped.size(); ++k) {
+    EXPECT_EQ(r.records[k].index, flipped[k]);
+    EXPECT_EQ(r.records[k].key, KeyName(flipped[k]));
+    EXPECT_EQ(r.records[k].epoch, 0u);
+    EXPECT_NE(r.records[k].reason.find(KeyName(flipped[k])), std::string::npos)
+        << r.records[k].reason;
+  }
+}
+
+// More corrupt records than CorruptReport::kMaxListed: the first ones are listed, the list
+// says it is not all of them, and the count has every one.
+TEST(LoaderCorruptList, ListIsBoundedAndSaysSo) {
+  const int n = static_cast<int>(CorruptReport::kMaxListed) + 6;
+  const std::string root = testing::FreshDir("LoaderCorruptListBounded");
+  testing::WriteSourceTree(root + "/src", n, 8, 8, false);
+  const std::string path = testing::Build(root + "/src", root + "/data.lmdb", StoreMode::kRaw, 1);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < n - 1; ++i) FlipOneBit(path, static_cast<uint64_t>(i), &rng);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.threads = 2;
+  o.max_corrupt = n;
+  o.sampler.shuffle = false;
+  o.dataset.verify_crc = true;
+  std::unique_ptr<Loader> loader;
+  const Status s = Loader::Open(path, o, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const auto batches = testing::RunEpochs(loader.get(), 0, 1);
+  ASSERT_EQ(batches.size(), 1u);  // only the last record survives
+  EXPECT_EQ(batches[0].indices, std::vector<uint64_t>{static_cast<uint64_t>(n - 1)});
+  const CorruptReport r = loader->corrupt_records();
+  EXPECT_EQ(r.count, static_cast<uint64_t>(n - 1));
+  EXPECT_TRUE(r.truncated);
+  ASSERT_EQ(r.records.size(), CorruptReport::kMaxListed);
+  for (size_t k = 0; k < r.records.size(); ++k) {
+    EXPECT_EQ(r.records[k].index, k);  // in order: no shuffle
+    EXPECT_EQ(r.records[k].key, KeyName(k));
+  }
+  loader.reset();
+  std::filesystem::remove_all(root);
 }
 
 // The record CRC catches damage that still decodes (here: the label field).

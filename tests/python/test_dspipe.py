@@ -243,6 +243,29 @@ def test_corrupt_dataset_names_the_key(corrupt_dataset):
     assert e.value.key == "0000000000000003", str(e.value)
 
 
+def test_skipped_corrupt_records_are_listed_by_key(dataset, tmp_path):
+    lmdb = pytest.importorskip("lmdb")
+    path = tmp_path / "flipped.lmdb"
+    shutil.copytree(dataset, path)
+    env = lmdb.open(str(path), max_dbs=4)
+    records = env.open_db(b"records")
+    with env.begin(write=True, db=records) as txn:
+        for i in (7, 3):
+            key = i.to_bytes(8, "big")
+            value = bytearray(txn.get(key))
+            value[0] ^= 0x04  # one bit of the record magic
+            txn.put(key, bytes(value))
+    env.close()
+    loader = cpu_loader(str(path), shuffle=False, max_corrupt=2)
+    indices = [int(i) for b in loader for i in b["index"]]
+    assert 3 not in indices and 7 not in indices and len(indices) == COUNT - 2
+    corrupt = loader.stats()["corrupt"]
+    assert corrupt["count"] == 2 and not corrupt["truncated"]
+    assert [r["key"] for r in corrupt["records"]] == ["0000000000000003", "0000000000000007"]
+    assert [r["index"] for r in corrupt["records"]] == [3, 7]
+    assert all(r["key"] in r["reason"] and r["epoch"] == 0 for r in corrupt["records"])
+
+
 def run_python(code, *args, **kw):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
                           capture_output=True, text=True, timeout=300, **kw)
