@@ -262,9 +262,13 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   // A URL cannot be read in place: "off" (the Loader's default) means "auto" for it.
   const std::string mode = url && (options.mode == "off" || options.mode.empty()) ? "auto"
                                                                                   : options.mode;
+  // A URL not cached is the caller's error (it carries the reason): no "in place" line for it.
+  const auto log_in_place = [&] {
+    if (!url) LogDecision(source, *result);
+  };
   const std::string root = CacheRoot(mode, &result->reason);
   if (root.empty()) {
-    if (mode != "off" && !mode.empty()) LogDecision(source, *result);
+    if (mode != "off" && !mode.empty()) log_in_place();
     return Status::OK();
   }
   cache::SourceListing listing;
@@ -279,7 +283,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   if (options.cache_limit > 0 && listing.bytes > options.cache_limit) {
     result->reason = "the dataset (" + Bytes(listing.bytes) + ") is larger than cache_limit (" +
                      Bytes(options.cache_limit) + ")";
-    LogDecision(source, *result);
+    log_in_place();
     return Status::OK();
   }
   Status s = env->CreateDirs(root);
@@ -293,7 +297,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   if (!s.ok()) {
     if (mode == "auto") {
       result->reason = "the cache dir " + root + " is not usable (" + s.ToString() + ")";
-      LogDecision(source, *result);
+      log_in_place();
       return Status::OK();
     }
     return s.WithContext("cache: making the cache dir " + root);
@@ -317,7 +321,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     DSPIPE_RETURN_IF_ERROR(
         MakeRoom(env, root, name, listing.bytes, options, result, &fits, &result->reason));
     if (!fits) {
-      LogDecision(source, *result);
+      log_in_place();
       return Status::OK();
     }
     const std::string tmp = entry + ".tmp";
