@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "dspipe/cache.h"
+#include "dspipe/device_loader.h"
 #include "dspipe/loader.h"
 #include "fetch/http_server.h"
 
@@ -151,6 +152,29 @@ TEST_F(CacheUrlTest, AUrlOpensThroughTheCacheLikeTheLocalDatasetAndReusesTheEntr
   per_path = PerPath();
   EXPECT_EQ(per_path.size(), 1u);
   EXPECT_EQ(Entries().size(), 1u);
+}
+
+TEST_F(CacheUrlTest, DeviceLoaderOpensAUrlThroughTheCache) {
+  LoaderOptions o;
+  o.cache = root_;
+  o.batch_size = 4;
+  o.threads = 2;
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  std::unique_ptr<DeviceLoader> loader;
+  Status s = DeviceLoader::Open(server_->Url("ds/"), o, d, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int samples = 0;
+  for (;;) {
+    TensorBatch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    if (!b) break;
+    samples += b.size();
+  }
+  EXPECT_EQ(samples, 30);
+  ASSERT_EQ(Entries().size(), 1u) << "read from the cached copy";
+  std::map<std::string, int> per_path = PerPath();
+  for (const std::string& p : ListedPaths()) EXPECT_EQ(per_path[p], 1) << p;
 }
 
 TEST_F(CacheUrlTest, ARebuiltRemoteDatasetGetsANewEntry) {
