@@ -96,7 +96,8 @@ std::string UrlBaseName(const std::string& url) {
   const size_t slash = u.rfind('/');
   const std::string last = slash == std::string::npos ? u : u.substr(slash + 1);
   // "http://host" alone has no path: the host names it.
-  return last.find(':') != std::string::npos && slash != std::string::npos && u[slash - 1] == '/'
+  return last.find(':') != std::string::npos && slash != std::string::npos && slash > 0 &&
+                 u[slash - 1] == '/'
              ? last.substr(0, last.find(':'))
              : last;
 }
