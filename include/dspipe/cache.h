@@ -29,6 +29,14 @@
 // canonical absolute path and every file's relative path, size and modification time, so a
 // rebuilt or changed dataset gets a new entry (the old one ages out by LRU).
 //
+// A source may be the http(s):// URL of a served dataset directory (docs/CACHE.md "A dataset
+// URL"): its listing comes from URL/manifest.json (identity = the URL + the manifest's sha256,
+// bytes = the listed sizes, checked against the budget before any data file is requested), and
+// it is populated with FetchDataset (every file verified). A URL is never read in place: mode
+// "off" counts as "auto" for it, and a URL the cache does not take (no usable cache dir, over the
+// budget or cache_limit) is an Unsupported error naming the URL, the reason and the way out
+// (`dsconvert fetch URL DIR`, then open DIR; or make room).
+//
 // Thread-safety: AcquireCache may be called from several threads and processes at once.
 #pragma once
 
@@ -106,7 +114,8 @@ std::string CacheRoot(const std::string& mode, std::string* why = nullptr);
 // or incomplete dataset fails before anything is copied, and pipeline_bytes can size the
 // pipeline's buffers from its info); when the cache takes it, the copy is opened instead and the
 // lease lives as long as the returned Dataset. mode "off" opens in place and logs nothing.
-// *result (optional) says which and why.
+// *result (optional) says which and why. For an http(s):// URL nothing is opened in place:
+// pipeline_bytes gets the served manifest's info, and the copy is opened (or the error above).
 Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
                          CacheOptions cache_options,
                          const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,

@@ -103,7 +103,9 @@ struct LoaderOptions {
   // (other processes wait for it, then share it) when it fits the budget: free space and, on a
   // tmpfs, MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches),
   // less a 512 MiB margin. Otherwise the dataset is read in place. Either way one info line
-  // says which and why. Loader::Create (an already open dataset) ignores it.
+  // says which and why. Loader::Create (an already open dataset) ignores it. An http(s)://
+  // dataset URL as the path is always fetched into the cache ("off" counts as "auto" for it);
+  // one that cannot be cached is an error (see OpenDatasetCached).
   std::string cache = "off";
   // Capacity of the cache directory in bytes; least recently used entries that no live process
   // reads are evicted to make room. 0 (default) = only the budget limits it.
@@ -185,7 +187,8 @@ class Loader {
 };
 
 // Opens the dataset at `path` for a loader made with `options`: in place, or through the cache
-// when options.cache is not "off" (the copy's lease lives as long as *out). *cache (optional)
+// when options.cache is not "off" or path is an http(s):// dataset URL (the copy's lease lives
+// as long as *out). *cache (optional)
 // says which and why. Loader::Open and DeviceLoader::Open call it.
 Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
                          std::shared_ptr<const Dataset>* out, CacheResult* cache = nullptr);

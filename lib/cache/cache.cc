@@ -246,28 +246,48 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
   return Status::OK();
 }
 
-Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
-                    std::unique_ptr<CacheLease>* lease) {
+namespace {
+
+// AcquireCache's body. `prelisted` (optional): the source's listing, made by the caller (a URL's
+// manifest is fetched once per open). A URL that is not cached comes back OK with !cached and the
+// reason, like a local source: the caller turns that into the error (UrlNotCachedError).
+Status AcquireImpl(const std::string& source, const CacheOptions& options,
+                   const cache::SourceListing* prelisted, CacheResult* result,
+                   std::unique_ptr<CacheLease>* lease) {
   *result = CacheResult();
   result->path = source;
   lease->reset();
   Env* env = options.env ? options.env : Env::Default();
-  const std::string root = CacheRoot(options.mode, &result->reason);
+  const bool url = cache::IsUrl(source);
+  // A URL cannot be read in place: "off" (the Loader's default) means "auto" for it.
+  const std::string mode = url && (options.mode == "off" || options.mode.empty()) ? "auto"
+                                                                                  : options.mode;
+  // A URL not cached is the caller's error (it carries the reason): no "in place" line for it.
+  const auto log_in_place = [&] {
+    if (!url) LogDecision(source, *result);
+  };
+  const std::string root = CacheRoot(mode, &result->reason);
   if (root.empty()) {
-    if (options.mode != "off" && !options.mode.empty()) LogDecision(source, *result);
+    if (mode != "off" && !mode.empty()) log_in_place();
     return Status::OK();
   }
   cache::SourceListing listing;
-  DSPIPE_RETURN_IF_ERROR(cache::ListSource(source, &listing));
+  if (prelisted != nullptr) {
+    listing = *prelisted;
+  } else if (url) {
+    DSPIPE_RETURN_IF_ERROR(cache::ListUrlSource(source, env, &listing));
+  } else {
+    DSPIPE_RETURN_IF_ERROR(cache::ListSource(source, &listing));
+  }
   result->bytes = listing.bytes;
   if (options.cache_limit > 0 && listing.bytes > options.cache_limit) {
     result->reason = "the dataset (" + Bytes(listing.bytes) + ") is larger than cache_limit (" +
                      Bytes(options.cache_limit) + ")";
-    LogDecision(source, *result);
+    log_in_place();
     return Status::OK();
   }
   Status s = env->CreateDirs(root);
-  if (s.ok() && options.mode == "auto") {
+  if (s.ok() && mode == "auto") {
     // "auto" picked the directory, not the user: one this user cannot write (made by another
     // user, read-only) means "in place", not a failed open. A directory named by the user fails.
     std::unique_ptr<FileLock> probe;
@@ -275,9 +295,9 @@ Status AcquireCache(const std::string& source, const CacheOptions& options, Cach
     if (s.code() == Status::Code::kAborted) s = Status::OK();  // held by another process: fine
   }
   if (!s.ok()) {
-    if (options.mode == "auto") {
+    if (mode == "auto") {
       result->reason = "the cache dir " + root + " is not usable (" + s.ToString() + ")";
-      LogDecision(source, *result);
+      log_in_place();
       return Status::OK();
     }
     return s.WithContext("cache: making the cache dir " + root);
@@ -301,7 +321,7 @@ Status AcquireCache(const std::string& source, const CacheOptions& options, Cach
     DSPIPE_RETURN_IF_ERROR(
         MakeRoom(env, root, name, listing.bytes, options, result, &fits, &result->reason));
     if (!fits) {
-      LogDecision(source, *result);
+      log_in_place();
       return Status::OK();
     }
     const std::string tmp = entry + ".tmp";
@@ -336,10 +356,46 @@ Status AcquireCache(const std::string& source, const CacheOptions& options, Cach
   return Status::OK();
 }
 
+// The error for a URL the cache did not take (see cache.h): the URL, the reason, the way out.
+Status UrlNotCachedError(const std::string& url, const CacheResult& r) {
+  return Status::Unsupported(
+      "cache: the dataset at " + url + " cannot be cached (" + r.reason +
+      "), and a URL cannot be read in place: fetch it once with `dsconvert fetch " + url +
+      " DIR` and open DIR, or make room (raise cache_limit, free RAM, or point cache= / "
+      "DSPIPE_CACHE_DIR at a directory with space)");
+}
+
+}  // namespace
+
+Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
+                    std::unique_ptr<CacheLease>* lease) {
+  DSPIPE_RETURN_IF_ERROR(AcquireImpl(source, options, nullptr, result, lease));
+  if (cache::IsUrl(source) && !result->cached) return UrlNotCachedError(source, *result);
+  return Status::OK();
+}
+
 Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
                          CacheOptions cache_options,
                          const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
                          std::shared_ptr<const Dataset>* out, CacheResult* result) {
+  if (cache::IsUrl(path)) {
+    // Nothing to open in place: the served manifest sizes the pipeline, the copy is opened.
+    Env* env = cache_options.env ? cache_options.env : Env::Default();
+    cache::SourceListing listing;
+    DSPIPE_RETURN_IF_ERROR(cache::ListUrlSource(path, env, &listing));
+    if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(listing.info);
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    DSPIPE_RETURN_IF_ERROR(AcquireImpl(path, cache_options, &listing, &r, &lease));
+    if (!r.cached) return UrlNotCachedError(path, r);
+    std::unique_ptr<Dataset> copy;
+    Status s = Dataset::Open(r.path, open_options, &copy);
+    if (!s.ok()) return s.WithContext("cache: opening the copy of " + path);
+    std::shared_ptr<CacheLease> held(std::move(lease));
+    *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
+    if (result) *result = std::move(r);
+    return Status::OK();
+  }
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, open_options, &ds));
   CacheResult r;

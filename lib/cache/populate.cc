@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "dspipe/fetch.h"
+#include "format/manifest.h"
+
 namespace dspipe::cache {
 namespace {
 
@@ -71,7 +74,121 @@ Status CopyFile(const std::string& from, uint64_t size,
   return Status::OK();
 }
 
+std::string Sha256Hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  std::string hex(2 * len, '0');
+  for (unsigned int i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", md[i]);
+  return hex;
+}
+
+std::string StripSlashes(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// The last path component of a URL (the host when it has no path).
+std::string UrlBaseName(const std::string& url) {
+  std::string u = StripSlashes(url);
+  const size_t q = u.find_first_of("?#");
+  if (q != std::string::npos) u = StripSlashes(u.substr(0, q));
+  const size_t slash = u.rfind('/');
+  const std::string last = slash == std::string::npos ? u : u.substr(slash + 1);
+  // "http://host" alone has no path: the host names it.
+  return last.find(':') != std::string::npos && slash != std::string::npos && slash > 0 &&
+                 u[slash - 1] == '/'
+             ? last.substr(0, last.find(':'))
+             : last;
+}
+
+// A temp dir (removed with everything in it when this goes out of scope).
+class TempDir {
+ public:
+  Status Make() {
+    std::error_code ec;
+    std::string tmpl = (fs::temp_directory_path(ec) / "dspipe-cache-manifest-XXXXXX").string();
+    if (ec) tmpl = "/tmp/dspipe-cache-manifest-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return Status::IOErrorErrno("mkdtemp", tmpl, errno);
+    path_ = tmpl;
+    return Status::OK();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
+
+bool IsUrl(const std::string& source) {
+  auto starts = [&source](std::string_view p) {
+    if (source.size() < p.size()) return false;
+    for (size_t i = 0; i < p.size(); ++i) {
+      const char c = source[i];
+      if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != p[i]) return false;
+    }
+    return true;
+  };
+  return starts("http://") || starts("https://");
+}
+
+Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
+  *out = SourceListing();
+  out->url = url;
+  out->source = StripSlashes(url);
+  out->is_dir = true;
+  const std::string manifest_url = out->source + "/" + kTopManifestFile;
+  TempDir tmp;
+  DSPIPE_RETURN_IF_ERROR(tmp.Make());
+  const std::string local = tmp.path() + "/" + kTopManifestFile;
+  FetchOptions fo;
+  fo.lock = false;  // a private temp dir
+  fo.env = env;
+  Status s = Fetch(manifest_url, local, fo);
+  if (!s.ok()) {
+    return s.WithContext("cache: listing the dataset at " + url + " (its manifest.json)");
+  }
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(local, &out->manifest));
+  std::vector<ShardRange> ranges;
+  DSPIPE_RETURN_IF_ERROR(ParseManifest(out->manifest, manifest_url, &out->info, &ranges));
+  std::vector<ManifestFile> files;
+  bool present = false;
+  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(out->manifest, manifest_url, &files, &present));
+  if (!present) {
+    return Status::Unsupported(
+        manifest_url +
+        ": the manifest has no \"files\" list (each file's size and sha256), so the dataset "
+        "cannot be fetched into the cache; rebuild it with this dspipe's `dsconvert build`");
+  }
+  out->manifest_sha256 = Sha256Hex(out->manifest);
+  // manifest.json is part of the copy too (FetchDataset keeps it beside the files).
+  SourceFile m;
+  m.rel = kTopManifestFile;
+  m.size = out->manifest.size();
+  out->bytes = m.size;
+  out->files.push_back(std::move(m));
+  for (const ManifestFile& f : files) {
+    SourceFile sf;
+    sf.rel = f.path;
+    sf.size = f.size;
+    out->bytes += f.size;
+    out->files.push_back(std::move(sf));
+    // Parent dirs, parents first (for the listing's completeness; FetchDataset makes them).
+    for (fs::path d = fs::path(f.path).parent_path(); !d.empty(); d = d.parent_path()) {
+      out->dirs.push_back(d.string());
+    }
+  }
+  std::sort(out->dirs.begin(), out->dirs.end());
+  out->dirs.erase(std::unique(out->dirs.begin(), out->dirs.end()), out->dirs.end());
+  std::sort(out->files.begin(), out->files.end(),
+            [](const SourceFile& a, const SourceFile& b) { return a.rel < b.rel; });
+  return Status::OK();
+}
 
 Status ListSource(const std::string& source, SourceListing* out) {
   *out = SourceListing();
@@ -120,16 +237,23 @@ Status ListSource(const std::string& source, SourceListing* out) {
 }
 
 std::string EntryName(const SourceListing& listing) {
-  std::string id = "dspipe-cache-v1\n" + listing.source + "\n";
-  for (const SourceFile& f : listing.files) {
-    id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
+  std::string id;
+  if (!listing.url.empty()) {
+    // The URL + the served manifest: a dataset rebuilt on the server gets a new entry.
+    id = "dspipe-cache-url-v1\n" + listing.source + "\n" + listing.manifest_sha256 + "\n";
+  } else {
+    id = "dspipe-cache-v1\n" + listing.source + "\n";
+    for (const SourceFile& f : listing.files) {
+      id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
+    }
   }
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(id.data(), id.size(), md, &len, EVP_sha256(), nullptr);
   char hex[17];
   for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", md[i]);
-  std::string base = fs::path(listing.source).filename().string();
+  std::string base = listing.url.empty() ? fs::path(listing.source).filename().string()
+                                         : UrlBaseName(listing.source);
   for (char& c : base) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '-' || c == '_' || c == '.';
@@ -141,7 +265,21 @@ std::string EntryName(const SourceListing& listing) {
 }
 
 Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env) {
-  // Local sources only; an http(s):// source branches here (FetchDataset into dest).
+  if (!listing.url.empty()) {
+    // A served dataset: FetchDataset (verified against the manifest, resumable) into dest.
+    FetchOptions fo;
+    fo.lock = false;  // the caller holds the entry's lock; dest is inside its temp dir
+    fo.env = env;
+    DSPIPE_RETURN_IF_ERROR(FetchDataset(listing.url, dest, fo));
+    std::string fetched;
+    DSPIPE_RETURN_IF_ERROR(env->ReadFile(dest + "/" + kTopManifestFile, &fetched));
+    if (fetched != listing.manifest) {
+      return Status::Corruption("cache: the dataset at " + listing.url +
+                                " changed on the server while it was fetched (its manifest.json "
+                                "differs from the one listed); not cached, open it again");
+    }
+    return Status::OK();
+  }
   if (listing.is_dir) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(dest));
   for (const std::string& d : listing.dirs) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(dest + "/" + d));
   // 1. Reserve every file's space before copying a byte.

@@ -102,7 +102,10 @@ class Loader:
     """Batches of a dspipe dataset.
 
     Arguments (defaults in brackets):
-      path: a dspipe LMDB, a sharded dataset directory or a plain LMDB.
+      path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// URL of
+        a served dataset directory (its manifest.json lists the files): it is fetched into the
+        cache, then read there. A URL with cache "off" (the default) is cached as with "auto";
+        one the cache cannot take (no room, cache_limit) is an error saying how to fetch it.
       batch_size [8]; shuffle [True] with seed [0] (a fresh order every epoch, from (seed, epoch));
       num_threads [0 = the CPUs this process may use]; prefetch [2] batches decoded ahead.
       device ["auto"]: torch.cuda.current_device() when CUDA is usable, else the CPU (one log line
@@ -171,7 +174,9 @@ class Loader:
         self._fingerprint = {
             # The source, not the copy it may be read from (cache=): a checkpoint resumes
             # whether or not the next session caches.
-            "dataset": os.path.realpath(self._path),
+            # A URL (http(s)://, fetched into the cache) is kept as it is.
+            "dataset": (self._path if self._path.lower().startswith(("http://", "https://"))
+                        else os.path.realpath(self._path)),
             "manifest_sha256": hashlib.sha256(ds["manifest"].encode()).hexdigest(),
             "count": ds["count"],
             "batch_size": batch_size,

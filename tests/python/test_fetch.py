@@ -180,3 +180,37 @@ def test_fetch_dataset_loads_like_the_local_one(tmp_path):
         assert not (tmp_path / "out" / "old").exists()
     finally:
         server.close()
+
+
+def test_loader_over_a_url_goes_through_the_cache(tmp_path, monkeypatch):
+    root = tmp_path / "srv"
+    dspipe.synth(tmp_path / "src", count=20, size=(32, 48), seed=1, classes=3)
+    dspipe.build(tmp_path / "src", root / "ds", store="raw", shards=2, progress=False)
+    monkeypatch.setenv("DSPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    server = Server(root)
+    try:
+        def epoch(path, **kw):
+            loader = dspipe.Loader(path, batch_size=5, num_threads=2, shuffle=False,
+                                   device="cpu", **kw)
+            return loader, [b["image"].numpy().copy() for b in loader]
+
+        _, local = epoch(str(root / "ds"))
+        url = server.url("ds/")
+        loader, remote = epoch(url, cache="auto")
+        for a, b in zip(local, remote, strict=True):
+            assert np.array_equal(a, b)
+        assert loader.state_dict()["fingerprint"]["dataset"] == url
+        files = json.loads((root / "ds" / "manifest.json").read_text())["files"]
+        fetched = {q["path"] for q in server.requests()}
+        assert fetched == {"/files/ds/manifest.json"} | {"/files/ds/" + f["path"] for f in files}
+        # The default cache ("off") takes a URL as "auto": the entry is reused, no data fetched.
+        _, again = epoch(url)
+        assert len(again) == len(local)
+        assert {q["path"] for q in server.requests()} == {"/files/ds/manifest.json"}
+        # A URL the cache cannot take is an error naming it and the way out; no data fetched.
+        with pytest.raises(RuntimeError) as e:
+            dspipe.Loader(url, device="cpu", cache=str(tmp_path / "cache2"), cache_limit=1000)
+        assert url in str(e.value) and "dsconvert fetch" in str(e.value)
+        assert {q["path"] for q in server.requests()} == {"/files/ds/manifest.json"}
+    finally:
+        server.close()

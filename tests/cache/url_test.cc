@@ -1,0 +1,275 @@
+// http(s):// dataset paths through the RAM-disk cache, against a real HTTP server on 127.0.0.1
+// (tests/fetch/server.py) serving datasets built by `dsconvert build` (child processes). Every
+// wait is on a real condition: a line from the server, a process exit.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "dspipe/cache.h"
+#include "dspipe/device_loader.h"
+#include "dspipe/loader.h"
+#include "fetch/http_server.h"
+
+namespace dspipe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool Contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Every batch of one unshuffled epoch (image and mask bytes, in order) of a Loader over path.
+std::string LoadAll(const std::string& path, const LoaderOptions& base) {
+  LoaderOptions o = base;
+  o.batch_size = 5;
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(path, o, &loader);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return "";
+  std::string all;
+  for (;;) {
+    Batch b;
+    s = loader->Next(&b);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok() || !b) break;
+    all.append(reinterpret_cast<const char*>(b.images()), b.size() * b.shape().image_bytes());
+    if (b.masks() != nullptr) {
+      all.append(reinterpret_cast<const char*>(b.masks()), b.size() * b.shape().mask_bytes());
+    }
+  }
+  return all;
+}
+
+class CacheUrlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dspipe-cacheurl-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    root_ = dir_ + "/cache";
+    std::string out;
+    ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src", "--count", "30", "--size", "48x40",
+                            "--threads", "1"},
+                           &out),
+              0)
+        << out;
+    ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("ds"), "--shards", "2", "--threads", "1",
+                            "--store", "raw", "-q"},
+                           &out),
+              0)
+        << out;
+    server_ = std::make_unique<HttpServer>(dir_ + "/srv");
+  }
+  void TearDown() override {
+    server_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string Srv(const std::string& name) const { return dir_ + "/srv/" + name; }
+  // Paths of the files the served manifest lists, as the server logs them.
+  std::vector<std::string> ListedPaths() const {
+    std::vector<std::string> v;
+    const json manifest = json::parse(ReadAll(Srv("ds") + "/manifest.json"));
+    for (const json& f : manifest.at("files")) {
+      v.push_back("/files/ds/" + f.at("path").get<std::string>());
+    }
+    return v;
+  }
+  // Names under the cache root (entries, their .lock/.lease/.used files, temp dirs).
+  std::vector<std::string> RootNames() const {
+    std::vector<std::string> v;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root_, ec)) v.push_back(e.path().filename());
+    return v;
+  }
+  std::vector<std::string> Entries() const {  // complete entries: directories without .tmp
+    std::vector<std::string> v;
+    for (const std::string& n : RootNames()) {
+      if (fs::is_directory(root_ + "/" + n) && !n.ends_with(".tmp")) v.push_back(n);
+    }
+    return v;
+  }
+  std::map<std::string, int> PerPath() {
+    std::map<std::string, int> m;
+    for (const json& q : server_->Requests()) ++m[q["path"].get<std::string>()];
+    return m;
+  }
+
+  std::string dir_, root_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(CacheUrlTest, AUrlOpensThroughTheCacheLikeTheLocalDatasetAndReusesTheEntry) {
+  LoaderOptions o;
+  o.cache = root_;
+  const std::string url = server_->Url("ds/");
+  const std::string local = LoadAll(Srv("ds"), LoaderOptions());
+  ASSERT_FALSE(local.empty());
+  // First open: the manifest (listing), then FetchDataset (the manifest again, every file).
+  EXPECT_TRUE(LoadAll(url, o) == local) << "batches differ";
+  std::map<std::string, int> per_path = PerPath();
+  for (const std::string& p : ListedPaths()) EXPECT_EQ(per_path[p], 1) << p;
+  EXPECT_EQ(per_path["/files/ds/manifest.json"], 2);
+  EXPECT_EQ(per_path.size(), ListedPaths().size() + 1);
+  ASSERT_EQ(Entries().size(), 1u);
+  EXPECT_TRUE(Entries()[0].starts_with("ds-")) << Entries()[0];
+  // Second open: the entry is found; only manifest.json is asked for (its identity).
+  std::shared_ptr<const Dataset> ds;
+  CacheResult r;
+  Status s = OpenLoaderDataset(url, o, &ds, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(r.cached);
+  EXPECT_FALSE(r.copied);
+  EXPECT_EQ(r.entry, root_ + "/" + Entries()[0]);
+  ds.reset();
+  EXPECT_TRUE(LoadAll(url, o) == local);
+  per_path = PerPath();
+  EXPECT_EQ(per_path.size(), 1u);
+  EXPECT_EQ(per_path["/files/ds/manifest.json"], 2) << "one per open, nothing else";
+  // The Loader's default cache ("off") takes a URL as "auto" (here DSPIPE_CACHE_DIR = root_):
+  // the same entry, no data fetched.
+  ASSERT_EQ(::setenv("DSPIPE_CACHE_DIR", root_.c_str(), 1), 0);
+  EXPECT_TRUE(LoadAll(url, LoaderOptions()) == local);
+  ASSERT_EQ(::unsetenv("DSPIPE_CACHE_DIR"), 0);
+  per_path = PerPath();
+  EXPECT_EQ(per_path.size(), 1u);
+  EXPECT_EQ(Entries().size(), 1u);
+}
+
+TEST_F(CacheUrlTest, DeviceLoaderOpensAUrlThroughTheCache) {
+  LoaderOptions o;
+  o.cache = root_;
+  o.batch_size = 4;
+  o.threads = 2;
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  std::unique_ptr<DeviceLoader> loader;
+  Status s = DeviceLoader::Open(server_->Url("ds/"), o, d, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int samples = 0;
+  for (;;) {
+    TensorBatch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    if (!b) break;
+    samples += b.size();
+  }
+  EXPECT_EQ(samples, 30);
+  ASSERT_EQ(Entries().size(), 1u) << "read from the cached copy";
+  std::map<std::string, int> per_path = PerPath();
+  for (const std::string& p : ListedPaths()) EXPECT_EQ(per_path[p], 1) << p;
+}
+
+TEST_F(CacheUrlTest, ARebuiltRemoteDatasetGetsANewEntry) {
+  CacheOptions co;
+  co.mode = root_;
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  ASSERT_TRUE(AcquireCache(server_->Url("ds"), co, &r, &lease).ok());
+  ASSERT_TRUE(r.copied);
+  const std::string first = r.entry;
+  lease.reset();
+  std::string out;
+  ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src2", "--count", "30", "--size", "48x40", "--seed",
+                          "5", "--threads", "1"},
+                         &out),
+            0)
+      << out;
+  fs::remove_all(Srv("ds"));
+  ASSERT_EQ(RunDsconvert({"build", dir_ + "/src2", Srv("ds"), "--shards", "2", "--threads", "1",
+                          "--store", "raw", "-q"},
+                         &out),
+            0)
+      << out;
+  Status s = AcquireCache(server_->Url("ds"), co, &r, &lease);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(r.copied);
+  EXPECT_NE(r.entry, first);
+  EXPECT_TRUE(ReadAll(r.path + "/manifest.json") == ReadAll(Srv("ds") + "/manifest.json"));
+}
+
+TEST_F(CacheUrlTest, AUrlThatCannotBeCachedIsAClearErrorBeforeAnyDataIsFetched) {
+  LoaderOptions o;
+  o.cache = root_;
+  o.cache_limit = 1000;  // far below the dataset
+  const std::string url = server_->Url("ds/");
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(url, o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), url)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "cache_limit")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "cannot be read in place")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "dsconvert fetch " + url + " DIR")) << s.ToString();
+  std::map<std::string, int> per_path = PerPath();
+  EXPECT_EQ(per_path.size(), 1u) << "only the manifest; no data.mdb";
+  EXPECT_EQ(per_path["/files/ds/manifest.json"], 1);
+  EXPECT_TRUE(Entries().empty());
+  // AcquireCache says the same (the reason: over the budget of a dir that has no room).
+  CacheOptions co;
+  co.mode = root_;
+  co.margin = ~0ull >> 1;  // no budget at all
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  s = AcquireCache(url, co, &r, &lease);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "budget")) << s.ToString();
+  EXPECT_FALSE(lease);
+  per_path = PerPath();
+  EXPECT_EQ(per_path.size(), 1u);
+  EXPECT_TRUE(Entries().empty());
+  // A URL that serves no dataset names the manifest it looked for.
+  s = Loader::Open(server_->Url("nothing/"), o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), server_->Url("nothing/manifest.json"))) << s.ToString();
+}
+
+TEST_F(CacheUrlTest, KillMidFetchLeavesNoEntryAndTheNextOpenCompletes) {
+  server_->Set("/files/ds/shard-00001.lmdb/data.mdb", "pause=1000");
+  CacheOptions co;
+  co.mode = root_;
+  const std::string url = server_->Url("ds/");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    ::_exit(AcquireCache(url, co, &r, &lease).ok() ? 0 : 1);
+  }
+  server_->WaitPaused();  // the child is mid-body of the second shard, holding the entry lock
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  server_->Command("release");
+  EXPECT_TRUE(Entries().empty()) << "no entry after a kill";
+  bool tmp_left = false;
+  for (const std::string& n : RootNames()) tmp_left = tmp_left || n.ends_with(".tmp");
+  EXPECT_TRUE(tmp_left) << "the killed fetch's temp dir is what is left";
+  server_->Set("/files/ds/shard-00001.lmdb/data.mdb", "");
+  (void)server_->Requests();
+  LoaderOptions o;
+  o.cache = root_;
+  EXPECT_TRUE(LoadAll(url, o) == LoadAll(Srv("ds"), LoaderOptions()));
+  ASSERT_EQ(Entries().size(), 1u);
+  for (const std::string& n : RootNames()) EXPECT_FALSE(n.ends_with(".tmp")) << n;
+}
+
+}  // namespace
+}  // namespace dspipe::testing
