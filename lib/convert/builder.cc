@@ -750,9 +750,10 @@ Status Builder::Run() {
       DSPIPE_RETURN_IF_ERROR(CheckSameOptions(stored, Fingerprint(o_, source_abs_), o_.output));
       result_->already_complete = true;
       result_->records = ds->size();
-      // One shard, killed after its final commit but before manifest.json: write it now.
+      // One shard, killed after its final commit but before manifest.json: write it now. (Not
+      // a shard built alone with --shard-index: assemble writes the dataset's manifest.json.)
       std::error_code ec;
-      if (ds->info().kind == DatasetKind::kDspipe &&
+      if (o_.shards == 1 && ds->info().kind == DatasetKind::kDspipe &&
           !fs::exists(o_.output + "/" + kTopManifestFile, ec)) {
         const std::string manifest = ds->info().manifest_json;
         ds.reset();

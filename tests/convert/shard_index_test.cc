@@ -67,6 +67,17 @@ TEST_F(ShardIndexTest, ShardsBuiltAloneAndAssembledEqualOneShardedBuild) {
   ASSERT_TRUE(BuildDataset(Opts(tmp_ / "whole"), &r).ok());
   const std::string parts = tmp_ / "parts";
   for (int i : {3, 1, 0, 2}) BuildOne(parts, i);  // any order, any process
+  // --resume on a finished shard (a retried Ray task) is "already complete", before and after
+  // the dataset is assembled; it writes no manifest.json of its own into the dataset dir.
+  {
+    BuildOptions o = Opts(parts, 1);
+    o.resume = true;
+    BuildResult rr;
+    Status rs = BuildDataset(o, &rr);
+    ASSERT_TRUE(rs.ok()) << rs.ToString();
+    EXPECT_TRUE(rr.already_complete);
+    EXPECT_FALSE(fs::exists(parts + "/manifest.json"));
+  }
   AssembleResult a;
   Status s = AssembleDataset(parts, &a);
   ASSERT_TRUE(s.ok()) << s.ToString();
