@@ -16,47 +16,13 @@
 #include "dspipe/device_loader.h"
 #include "dspipe/loader.h"
 #include "fetch/http_server.h"
+#include "fetch/test_files.h"
 
 namespace dspipe::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-bool Contains(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Every batch of one unshuffled epoch (image and mask bytes, in order) of a Loader over path.
-std::string LoadAll(const std::string& path, const LoaderOptions& base) {
-  LoaderOptions o = base;
-  o.batch_size = 5;
-  o.threads = 2;
-  o.sampler.shuffle = false;
-  std::unique_ptr<Loader> loader;
-  Status s = Loader::Open(path, o, &loader);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return "";
-  std::string all;
-  for (;;) {
-    Batch b;
-    s = loader->Next(&b);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    if (!s.ok() || !b) break;
-    all.append(reinterpret_cast<const char*>(b.images()), b.size() * b.shape().image_bytes());
-    if (b.masks() != nullptr) {
-      all.append(reinterpret_cast<const char*>(b.masks()), b.size() * b.shape().mask_bytes());
-    }
-  }
-  return all;
-}
 
 class CacheUrlTest : public ::testing::Test {
  protected:

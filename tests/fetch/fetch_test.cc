@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "fetch/http_server.h"
+#include "fetch/test_files.h"
 
 namespace dspipe::testing {
 namespace {
@@ -21,28 +22,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!f) throw std::runtime_error("write " + path);
-}
-
 std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string s(n, '\0');
   for (char& c : s) c = static_cast<char>(rng());
   return s;
-}
-
-bool Contains(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
 }
 
 std::string Sha(const std::string& path) {
