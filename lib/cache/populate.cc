@@ -247,11 +247,7 @@ std::string EntryName(const SourceListing& listing) {
       id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
     }
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(id.data(), id.size(), md, &len, EVP_sha256(), nullptr);
-  char hex[17];
-  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  const std::string hex = Sha256Hex(id).substr(0, 16);
   std::string base = listing.url.empty() ? fs::path(listing.source).filename().string()
                                          : UrlBaseName(listing.source);
   for (char& c : base) {
