@@ -113,6 +113,10 @@ struct LoaderOptions {
   // Capacity of the cache directory in bytes; least recently used entries that no live process
   // reads are evicted to make room. 0 (default) = only the budget limits it.
   uint64_t cache_limit = 0;
+  // true (default): a dataset not in the cache yet is read in place while the copy is made in
+  // the background (above). false: the copy is made (or waited for) before Open returns, and
+  // every epoch reads it.
+  bool cache_overlap = true;
 };
 
 // One corrupt record a loader met: which one and why.

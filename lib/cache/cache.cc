@@ -3,6 +3,8 @@
 #include "dspipe/cache.h"
 
 #include <linux/magic.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -396,6 +398,23 @@ Status OpenCopy(const std::string& source, const CacheResult& r,
   return Status::OK();
 }
 
+// Below the decode workers: the background copy takes what they leave. nice +10 (per thread on
+// Linux) by default; DSPIPE_CACHE_COPY_SCHED=normal|idle (SCHED_IDLE) is for the bench
+// (bench/cache/cache_bench.sh --sched) to compare. Lowering one's own priority needs no
+// privilege, and a refusal changes nothing.
+void LowerCopyPriority() {
+  const char* v = std::getenv("DSPIPE_CACHE_COPY_SCHED");
+  const std::string how = v ? v : "nice";
+  if (how == "normal") return;
+  if (how == "idle") {
+    sched_param p{};
+    p.sched_priority = 0;
+    (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &p);
+    return;
+  }
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+}
+
 // CacheOptions::overlap: AcquireImpl + opening the copy, on a thread of its own.
 class BackgroundCopy final : public CacheCopy {
  public:
@@ -435,9 +454,7 @@ class BackgroundCopy final : public CacheCopy {
 
  private:
   void Run() {
-    // Below the decode workers: the copy takes what they leave (nice +10 applies per thread on
-    // Linux; lowering one's own priority needs no privilege, and failing it changes nothing).
-    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+    LowerCopyPriority();
     CacheResult r;
     std::unique_ptr<CacheLease> lease;
     std::shared_ptr<const Dataset> ds;

@@ -603,7 +603,7 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
   CacheOptions co;
   co.mode = options.cache;
   co.cache_limit = options.cache_limit;
-  co.overlap = true;  // the first epoch reads in place while the copy is made
+  co.overlap = options.cache_overlap;  // the first epoch reads in place while it is made
   // The batch buffers this loader will hold: prefetch in flight, one with the consumer, one
   // being filled (the device path's slots are of the same order). Sizes the dataset does not
   // fix (varying sizes, no resize) are taken as 1024 x 1024: an estimate, on the safe side.

@@ -74,6 +74,9 @@ struct ProfileOptions {
   // page cache is dropped first, so a copy reads it cold. Not for folders (--compare).
   std::string ram_cache = "off";
   uint64_t cache_limit = 0;  // LoaderOptions::cache_limit; 0 = only the budget
+  // LoaderOptions::cache_overlap; false: the copy is made before the loader starts (its time
+  // is copy_seconds, outside the measured batches) and the run reads the copy.
+  bool cache_overlap = true;
   // Write a Chrome trace of the whole run (warm-up included) here; "" = none. At most
   // trace_events_per_thread spans per thread are kept (32 bytes each).
   std::string trace_path;

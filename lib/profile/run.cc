@@ -325,6 +325,7 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   lo.dataset.plain = options.plain;
   lo.cache = options.ram_cache;
   lo.cache_limit = options.cache_limit;
+  lo.cache_overlap = options.cache_overlap;
   std::shared_ptr<const Dataset> ds;
   CacheResult cr;
   DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, lo, &ds, &cr));
