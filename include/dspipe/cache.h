@@ -139,7 +139,8 @@ Status AcquireCache(const std::string& source, const CacheOptions& options, Cach
                     std::unique_ptr<CacheLease>* lease);
 
 // Removes the temp dirs under the cache dir `root` whose creator is dead (its ENTRY.lock not
-// held). *removed (optional) counts them. AcquireCache calls it first.
+// held), and the use records' temp files (ENTRY.used.tmp.<pid>) whose <pid> is not alive.
+// *removed (optional) counts them. AcquireCache calls it first.
 Status CleanCacheOrphans(const std::string& root, Env* env, int* removed = nullptr);
 
 // The cache directory `mode` resolves to ("" for "off", and for "auto" when /dev/shm is not a

@@ -5,11 +5,13 @@
 #include <linux/magic.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -241,6 +243,20 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
   std::vector<std::string> names;
   DSPIPE_RETURN_IF_ERROR(env->ListDir(root, &names));
   for (const std::string& n : names) {
+    // A use record's temp file (Env::WriteFileAtomic writes E.used.tmp.<pid>, then renames it)
+    // left by a process killed mid-write: removed when <pid> is no longer alive.
+    if (const size_t at = n.rfind(".used.tmp."); at != std::string::npos) {
+      const std::string digits = n.substr(at + 10);
+      char* end = nullptr;
+      const long pid = std::strtol(digits.c_str(), &end, 10);
+      if (digits.empty() || *end != '\0' || pid <= 0) continue;
+      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(root + "/" + n));
+      if (removed) ++*removed;
+      Log(LogLevel::kInfo, "dspipe cache: removed " + root + "/" + n +
+                               " (a use record whose process died while writing it)");
+      continue;
+    }
     if (!n.ends_with(".tmp")) continue;
     const std::string entry = root + "/" + n.substr(0, n.size() - 4);
     std::unique_ptr<FileLock> lock;

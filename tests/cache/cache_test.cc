@@ -423,6 +423,25 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
   EXPECT_TRUE(Named(root, ".tmp").empty());
 }
 
+// A kill during the use record's write (Env::WriteFileAtomic) leaves E.used.tmp.<pid>: the next
+// start removes it when <pid> is dead, and keeps a live process's.
+TEST_F(CacheTest, StartRemovesUseRecordTempFilesOfDeadProcesses) {
+  const std::string root = shm_.path() + "/c";
+  fs::create_directories(root);
+  Child dead = StartTool({"--no-such-flag"}, {});
+  int code = 0;
+  Finish(&dead, &code);  // exited and reaped: its pid names no process now
+  const std::string of_dead = "e1.used.tmp." + std::to_string(dead.pid);
+  const std::string of_live = "e2.used.tmp." + std::to_string(::getpid());
+  std::ofstream(root + "/" + of_dead) << "1 2";
+  std::ofstream(root + "/" + of_live) << "1 2";
+  int removed = 0;
+  ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
+  EXPECT_EQ(removed, 1);
+  EXPECT_FALSE(fs::exists(root + "/" + of_dead));
+  EXPECT_TRUE(fs::exists(root + "/" + of_live));
+}
+
 TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
