@@ -77,6 +77,7 @@ struct CacheOptions {
   // on a background thread at lower CPU priority (nice +10), instead of before returning.
   // CacheCopyOf(dataset) then tells when the copy is ready; the Loader switches to it at the
   // next epoch boundary. A copy that fails is logged in one line and the dataset stays in place.
+  // `env` (when set) must outlive the copy (the returned dataset and what holds it).
   // Default false (the copy is made before OpenDatasetCached returns); the Loader sets it.
   bool overlap = false;
 };
