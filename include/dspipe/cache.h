@@ -69,8 +69,17 @@ struct CacheOptions {
   // MemAvailable for a tmpfs cache. Default 0; the Loader passes its own estimate.
   uint64_t reserved_ram = 0;
   // The file system for every write, lock and removal; nullptr (default) = Env::Default().
-  // Tests pass a FaultEnv.
+  // Tests pass a FaultEnv. With the default Env the bytes are copied inside the kernel
+  // (copy_file_range / sendfile); any other Env copies through its own read and write.
   Env* env = nullptr;
+  // OpenDatasetCached only, local sources: when the dataset is not in the cache yet, return the
+  // dataset opened in place at once and make the copy (or wait for another process making it)
+  // on a background thread at lower CPU priority (nice +10), instead of before returning.
+  // CacheCopyOf(dataset) then tells when the copy is ready; the Loader switches to it at the
+  // next epoch boundary. A copy that fails is logged in one line and the dataset stays in place.
+  // `env` (when set) must outlive the copy (the returned dataset and what holds it).
+  // Default false (the copy is made before OpenDatasetCached returns); the Loader sets it.
+  bool overlap = false;
 };
 
 struct CacheResult {
@@ -93,6 +102,34 @@ class CacheLease {
   virtual ~CacheLease() = default;
 };
 
+// The copy of a dataset into the cache made on a background thread while the dataset is read in
+// place (CacheOptions::overlap). It belongs to the in-place dataset OpenDatasetCached returned:
+// when the last reference to that dataset goes, a copy still running is cancelled (its temp dir
+// removed, no entry left; a temp dir a kill leaves is an orphan the next start removes) and the
+// thread is joined. Thread-safe.
+class CacheCopy {
+ public:
+  enum class State {
+    kCopying,  // being made (or waiting for another process that makes it)
+    kCached,   // committed: cached() is the dataset opened from the copy
+    kInPlace,  // not cached: the cache did not take it or the copy failed (result().reason)
+  };
+  virtual ~CacheCopy() = default;
+  virtual State state() const = 0;
+  // kCached: the copy, opened with the same DatasetOpenOptions, holding the entry's lease for
+  // as long as it lives; null otherwise.
+  virtual std::shared_ptr<const Dataset> cached() const = 0;
+  // The decision, once made (state() != kCopying): as AcquireCache's, with copy_seconds the
+  // background copy's time; in place: the reason (a failed copy: its error).
+  virtual CacheResult result() const = 0;
+  // Blocks until state() != kCopying and returns it (tests; dsbench before it exits).
+  virtual State Wait() const = 0;
+};
+
+// The background copy attached to a dataset OpenDatasetCached opened with overlap (the exact
+// shared_ptr it returned, or a copy of it), or null (no copy running or made at open).
+std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset);
+
 // Decides whether the dataset at `source` (a dataset directory or a single LMDB file) is cached,
 // makes or finds the copy, and logs the decision in one line (info level). On OK, result->path
 // is what to open; *lease is set when result->cached (keep it while the copy is read) and null
@@ -103,7 +140,8 @@ Status AcquireCache(const std::string& source, const CacheOptions& options, Cach
                     std::unique_ptr<CacheLease>* lease);
 
 // Removes the temp dirs under the cache dir `root` whose creator is dead (its ENTRY.lock not
-// held). *removed (optional) counts them. AcquireCache calls it first.
+// held), and the use records' temp files (ENTRY.used.tmp.<pid>) whose <pid> is not alive.
+// *removed (optional) counts them. AcquireCache calls it first.
 Status CleanCacheOrphans(const std::string& root, Env* env, int* removed = nullptr);
 
 // The cache directory `mode` resolves to ("" for "off", and for "auto" when /dev/shm is not a
@@ -114,6 +152,10 @@ std::string CacheRoot(const std::string& mode, std::string* why = nullptr);
 // or incomplete dataset fails before anything is copied, and pipeline_bytes can size the
 // pipeline's buffers from its info); when the cache takes it, the copy is opened instead and the
 // lease lives as long as the returned Dataset. mode "off" opens in place and logs nothing.
+// With cache_options.overlap and a local dataset whose entry does not exist yet, the in-place
+// dataset is returned at once with a CacheCopy attached (CacheCopyOf) and *result says
+// "in place: copying into the cache in the background"; an entry that exists is opened as
+// without overlap.
 // *result (optional) says which and why. For an http(s):// URL nothing is opened in place:
 // pipeline_bytes gets the served manifest's info, and the copy is opened (or the error above).
 Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,

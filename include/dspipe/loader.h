@@ -100,16 +100,23 @@ struct LoaderOptions {
   // RAM-disk cache for Loader::Open / DeviceLoader::Open (dspipe/cache.h, docs/CACHE.md):
   // "off" (default: read the dataset where it is), "auto" (copy it into /dev/shm/dspipe-cache
   // when /dev/shm is a tmpfs) or a directory to copy it into. The copy is made once per machine
-  // (other processes wait for it, then share it) when it fits the budget: free space and, on a
-  // tmpfs, MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches),
-  // less a 512 MiB margin. Otherwise the dataset is read in place. Either way one info line
-  // says which and why. Loader::Create (an already open dataset) ignores it. An http(s)://
+  // (other processes share it) when it fits the budget: free space and, on a tmpfs,
+  // MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches), less a
+  // 512 MiB margin. Otherwise the dataset is read in place. Either way one line says which and
+  // why. A dataset not in the cache yet is read in place at once while the copy is made (or
+  // another process makes it) on a background thread; the loader reads the copy from the first
+  // epoch boundary after it has committed (reading_from() says which); a failed copy leaves
+  // it in place, never fails the loader. Loader::Create (an already open dataset) ignores it. An http(s)://
   // dataset URL as the path is always fetched into the cache ("off" counts as "auto" for it);
   // one that cannot be cached is an error (see OpenDatasetCached).
   std::string cache = "off";
   // Capacity of the cache directory in bytes; least recently used entries that no live process
   // reads are evicted to make room. 0 (default) = only the budget limits it.
   uint64_t cache_limit = 0;
+  // true (default): a dataset not in the cache yet is read in place while the copy is made in
+  // the background (above). false: the copy is made (or waited for) before Open returns, and
+  // every epoch reads it.
+  bool cache_overlap = true;
 };
 
 // One corrupt record a loader met: which one and why.
@@ -173,7 +180,18 @@ class Loader {
   // The shape of every batch and the resolved options (threads, size, mean/std filled in).
   virtual const BatchShape& shape() const = 0;
   virtual const LoaderOptions& options() const = 0;
+  // The dataset records are read from now. With a background cache copy (LoaderOptions::cache)
+  // it is the in-place dataset until the copy has committed, then the copy from the next epoch
+  // boundary on: a reference taken before stays valid as long as the loader lives.
   virtual const Dataset& dataset() const = 0;
+  // Where records are read from, one line: "PATH" (no cache, or opened from it), "PATH (in
+  // place, copying into the cache)", "PATH (in place, the cache's copy is ready: used from the
+  // next epoch)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)" (the cache did not
+  // take it or the copy failed). Consumer thread, like dataset().
+  virtual std::string reading_from() const = 0;
+  // Blocks until a background cache copy has committed or failed (at once when there is none);
+  // the loader switches to it at the next epoch boundary. For tests and benches.
+  virtual void WaitForCacheCopy() const = 0;
   // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait).
   virtual StageStats& stats() = 0;
   // The shape to pass to Diagnose(stats(), shape, compute_ms).

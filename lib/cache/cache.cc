@@ -3,10 +3,19 @@
 #include "dspipe/cache.h"
 
 #include <linux/magic.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -234,6 +243,20 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
   std::vector<std::string> names;
   DSPIPE_RETURN_IF_ERROR(env->ListDir(root, &names));
   for (const std::string& n : names) {
+    // A use record's temp file (Env::WriteFileAtomic writes E.used.tmp.<pid>, then renames it)
+    // left by a process killed mid-write: removed when <pid> is no longer alive.
+    if (const size_t at = n.rfind(".used.tmp."); at != std::string::npos) {
+      const std::string digits = n.substr(at + 10);
+      char* end = nullptr;
+      const long pid = std::strtol(digits.c_str(), &end, 10);
+      if (digits.empty() || *end != '\0' || pid <= 0) continue;
+      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(root + "/" + n));
+      if (removed) ++*removed;
+      Log(LogLevel::kInfo, "dspipe cache: removed " + root + "/" + n +
+                               " (a use record whose process died while writing it)");
+      continue;
+    }
     if (!n.ends_with(".tmp")) continue;
     const std::string entry = root + "/" + n.substr(0, n.size() - 4);
     std::unique_ptr<FileLock> lock;
@@ -251,9 +274,12 @@ namespace {
 // AcquireCache's body. `prelisted` (optional): the source's listing, made by the caller (a URL's
 // manifest is fetched once per open). A URL that is not cached comes back OK with !cached and the
 // reason, like a local source: the caller turns that into the error (UrlNotCachedError).
+// `cancel` (optional): a background copy's token; waiting for another process's lock then polls
+// it, and the copy stops when it is requested (CancelledError, no entry).
 Status AcquireImpl(const std::string& source, const CacheOptions& options,
                    const cache::SourceListing* prelisted, CacheResult* result,
-                   std::unique_ptr<CacheLease>* lease) {
+                   std::unique_ptr<CacheLease>* lease,
+                   const cache::CancelToken* cancel = nullptr) {
   *result = CacheResult();
   result->path = source;
   lease->reset();
@@ -312,7 +338,18 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   if (s.code() == Status::Code::kAborted) {
     Log(LogLevel::kInfo, "dspipe cache: " + source + ": waiting for the process that holds " +
                              entry + ".lock (copying it, most likely)");
-    s = env->LockFile(entry + ".lock", true, &lock);
+    if (cancel == nullptr) {
+      s = env->LockFile(entry + ".lock", true, &lock);
+    } else {
+      // A background copy: a blocking flock could not be cancelled, so it polls (the first
+      // epoch goes on in place meanwhile; 50 ms is nothing against a copy).
+      while ((s = env->LockFile(entry + ".lock", false, &lock)).code() ==
+             Status::Code::kAborted) {
+        if (cancel->WaitFor(std::chrono::milliseconds(50))) {
+          return cache::CancelledError("waiting for " + entry + ".lock");
+        }
+      }
+    }
   }
   DSPIPE_RETURN_IF_ERROR(s);
 
@@ -328,7 +365,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     const auto t0 = std::chrono::steady_clock::now();
     s = env->RemoveTree(tmp);  // left by a dead creator (we hold the lock)
     if (s.ok()) s = env->CreateDirs(tmp);
-    if (s.ok()) s = cache::PopulateFromSource(listing, tmp + "/" + base, env);
+    if (s.ok()) s = cache::PopulateFromSource(listing, tmp + "/" + base, env, cancel);
     if (s.ok()) s = env->SyncDir(tmp);
     // The use record goes first: an entry without one would be invisible to eviction.
     if (s.ok()) s = WriteUse(env, entry, listing.bytes);
@@ -365,7 +402,126 @@ Status UrlNotCachedError(const std::string& url, const CacheResult& r) {
       "DSPIPE_CACHE_DIR at a directory with space)");
 }
 
+// Opens the copy a committed CacheResult names; the lease lives as long as the dataset.
+Status OpenCopy(const std::string& source, const CacheResult& r,
+                const DatasetOpenOptions& open_options, std::unique_ptr<CacheLease> lease,
+                std::shared_ptr<const Dataset>* out) {
+  std::unique_ptr<Dataset> copy;
+  Status s = Dataset::Open(r.path, open_options, &copy);
+  if (!s.ok()) return s.WithContext("cache: opening the copy of " + source);
+  std::shared_ptr<CacheLease> held(std::move(lease));
+  *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
+  return Status::OK();
+}
+
+// Below the decode workers: the background copy takes what they leave. nice +10 (per thread on
+// Linux) by default; DSPIPE_CACHE_COPY_SCHED=normal|idle (SCHED_IDLE) is for the bench
+// (bench/cache/cache_bench.sh --sched) to compare. Lowering one's own priority needs no
+// privilege, and a refusal changes nothing.
+void LowerCopyPriority() {
+  const char* v = std::getenv("DSPIPE_CACHE_COPY_SCHED");
+  const std::string how = v ? v : "nice";
+  if (how == "normal") return;
+  if (how == "idle") {
+    sched_param p{};
+    p.sched_priority = 0;
+    (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &p);
+    return;
+  }
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+}
+
+// CacheOptions::overlap: AcquireImpl + opening the copy, on a thread of its own.
+class BackgroundCopy final : public CacheCopy {
+ public:
+  BackgroundCopy(std::string source, CacheOptions options, cache::SourceListing listing,
+                 DatasetOpenOptions open_options)
+      : source_(std::move(source)),
+        options_(std::move(options)),
+        listing_(std::move(listing)),
+        open_options_(std::move(open_options)) {
+    result_.path = source_;
+    result_.bytes = listing_.bytes;
+    result_.reason = "copying into the cache in the background";
+  }
+  void Start() { thread_ = std::thread([this] { Run(); }); }
+  ~BackgroundCopy() override {
+    cancel_.Request();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  State state() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_;
+  }
+  std::shared_ptr<const Dataset> cached() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+  CacheResult result() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return result_;
+  }
+  State Wait() const override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return state_ != State::kCopying; });
+    return state_;
+  }
+
+ private:
+  void Run() {
+    LowerCopyPriority();
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    std::shared_ptr<const Dataset> ds;
+    Status s = AcquireImpl(source_, options_, &listing_, &r, &lease, &cancel_);
+    if (s.ok() && r.cached) s = OpenCopy(source_, r, open_options_, std::move(lease), &ds);
+    if (!s.ok()) {
+      const bool cancelled = cache::IsCancelled(s);
+      r = CacheResult();
+      r.path = source_;
+      r.bytes = listing_.bytes;
+      r.reason = cancelled ? "the copy was cancelled" : "the copy failed: " + s.ToString();
+      // The loader goes on in place; this line is all the cache says about it.
+      if (!cancelled) {
+        Log(LogLevel::kWarn, "dspipe cache: " + source_ + ": in place: " + r.reason);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      result_ = std::move(r);
+      cached_ = std::move(ds);
+      state_ = cached_ ? State::kCached : State::kInPlace;
+    }
+    cv_.notify_all();
+  }
+
+  const std::string source_;
+  const CacheOptions options_;
+  const cache::SourceListing listing_;
+  const DatasetOpenOptions open_options_;
+  cache::CancelToken cancel_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  State state_ = State::kCopying;          // guarded by mu_
+  CacheResult result_;                     // guarded by mu_
+  std::shared_ptr<const Dataset> cached_;  // guarded by mu_
+  std::thread thread_;
+};
+
+// The in-place dataset's deleter when a background copy is attached: CacheCopyOf finds it
+// (std::get_deleter), and it owns the copy, so the last reference to the dataset cancels it.
+struct WithBackgroundCopy {
+  std::shared_ptr<BackgroundCopy> copy;
+  void operator()(const Dataset* d) const { delete d; }
+};
+
 }  // namespace
+
+std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset) {
+  const auto* d = std::get_deleter<WithBackgroundCopy>(dataset);
+  return d ? d->copy : nullptr;
+}
 
 Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
                     std::unique_ptr<CacheLease>* lease) {
@@ -388,31 +544,46 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
     std::unique_ptr<CacheLease> lease;
     DSPIPE_RETURN_IF_ERROR(AcquireImpl(path, cache_options, &listing, &r, &lease));
     if (!r.cached) return UrlNotCachedError(path, r);
-    std::unique_ptr<Dataset> copy;
-    Status s = Dataset::Open(r.path, open_options, &copy);
-    if (!s.ok()) return s.WithContext("cache: opening the copy of " + path);
-    std::shared_ptr<CacheLease> held(std::move(lease));
-    *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
+    DSPIPE_RETURN_IF_ERROR(OpenCopy(path, r, open_options, std::move(lease), out));
     if (result) *result = std::move(r);
     return Status::OK();
   }
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, open_options, &ds));
   CacheResult r;
-  std::unique_ptr<CacheLease> lease;
   if (cache_options.mode == "off") {
     r.path = path;
     r.reason = "cache off";
-  } else {
-    if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(ds->info());
-    DSPIPE_RETURN_IF_ERROR(AcquireCache(path, cache_options, &r, &lease));
+    *out = std::shared_ptr<const Dataset>(std::move(ds));
+    if (result) *result = std::move(r);
+    return Status::OK();
   }
+  if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(ds->info());
+  cache::SourceListing listing;
+  bool listed = false;
+  const std::string root = CacheRoot(cache_options.mode);
+  if (cache_options.overlap && !root.empty()) {
+    DSPIPE_RETURN_IF_ERROR(cache::ListSource(path, &listing));
+    listed = true;
+    Env* env = cache_options.env ? cache_options.env : Env::Default();
+    const bool over_limit =
+        cache_options.cache_limit > 0 && listing.bytes > cache_options.cache_limit;
+    if (!over_limit && !env->FileExists(root + "/" + cache::EntryName(listing))) {
+      // Not in the cache yet: read in place now, copy meanwhile (decided and logged there).
+      auto copy = std::make_shared<BackgroundCopy>(path, cache_options, std::move(listing),
+                                                   open_options);
+      r = copy->result();
+      copy->Start();
+      *out = std::shared_ptr<const Dataset>(ds.release(), WithBackgroundCopy{std::move(copy)});
+      if (result) *result = std::move(r);
+      return Status::OK();
+    }
+  }
+  std::unique_ptr<CacheLease> lease;
+  DSPIPE_RETURN_IF_ERROR(
+      AcquireImpl(path, cache_options, listed ? &listing : nullptr, &r, &lease));
   if (r.cached) {
-    std::unique_ptr<Dataset> copy;
-    Status s = Dataset::Open(r.path, open_options, &copy);
-    if (!s.ok()) return s.WithContext("cache: opening the copy of " + path);
-    std::shared_ptr<CacheLease> held(std::move(lease));
-    *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
+    DSPIPE_RETURN_IF_ERROR(OpenCopy(path, r, open_options, std::move(lease), out));
   } else {
     *out = std::shared_ptr<const Dataset>(std::move(ds));
   }

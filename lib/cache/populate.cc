@@ -1,8 +1,11 @@
 // Listing a local dataset and copying it into a cache temp dir (see populate.h).
 #include "cache/populate.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "dspipe/fetch.h"
 #include "format/manifest.h"
@@ -51,13 +55,124 @@ void MaybeStopForTest() {
   if (stop_after > 0 && files.fetch_add(1) + 1 == stop_after) ::raise(SIGSTOP);
 }
 
-Status CopyFile(const std::string& from, uint64_t size,
-                std::unique_ptr<WritableFile>* out, Env* env, std::string* buf) {
+std::mutex& HookMu() {
+  static std::mutex mu;
+  return mu;
+}
+CopyHook& Hook() {
+  static CopyHook hook;
+  return hook;
+}
+
+void RunHook(size_t files_done, const CancelToken* cancel) {
+  CopyHook hook;
+  {
+    std::lock_guard<std::mutex> lock(HookMu());
+    hook = Hook();
+  }
+  if (hook) hook(files_done, cancel);
+}
+
+thread_local std::string last_method = "read/write";
+
+Status CheckCancel(const CancelToken* cancel, const std::string& from) {
+  if (cancel != nullptr && cancel->requested()) return CancelledError("copying " + from);
+  return Status::OK();
+}
+
+// Closes an fd at scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+bool KernelCopyRefused(int err) {
+  return err == EXDEV || err == ENOSYS || err == EINVAL || err == EOPNOTSUPP;
+}
+
+// The default Env's copy: the bytes move inside the kernel, `kCopyChunk` at a time (so a cancel
+// is seen within one chunk). copy_file_range first (same filesystem: maybe no copy at all),
+// sendfile when it refuses (ext4 -> tmpfs is EXDEV since Linux 5.19); *refused when both refuse
+// before the first byte (the caller copies through the Env instead). The space was reserved by
+// the caller; this opens the file again for writing, writes from offset 0 and fdatasyncs it.
+Status KernelCopy(const std::string& from, const std::string& to, uint64_t size,
+                  const CancelToken* cancel, bool* refused) {
+  *refused = false;
+  Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) return Status::IOErrorErrno("open", from, errno);
+  Fd out(::open(to.c_str(), O_WRONLY | O_CLOEXEC));
+  if (out.get() < 0) return Status::IOErrorErrno("open", to, errno);
+  bool use_sendfile = false;
+  uint64_t off = 0;
+  while (off < size) {
+    DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, from));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, size - off));
+    ssize_t n;
+    if (!use_sendfile) {
+      auto in_off = static_cast<off_t>(off), out_off = static_cast<off_t>(off);
+      n = ::copy_file_range(in.get(), &in_off, out.get(), &out_off, want, 0);
+      if (n < 0 && KernelCopyRefused(errno)) {
+        use_sendfile = true;
+        if (::lseek(out.get(), static_cast<off_t>(off), SEEK_SET) < 0) {
+          return Status::IOErrorErrno("lseek", to, errno);
+        }
+        continue;
+      }
+    } else {
+      auto in_off = static_cast<off_t>(off);
+      n = ::sendfile(out.get(), in.get(), &in_off, want);
+      if (n < 0 && off == 0 && KernelCopyRefused(errno)) {
+        *refused = true;
+        return Status::OK();
+      }
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOErrorErrno(use_sendfile ? "sendfile" : "copy_file_range",
+                                  from + " -> " + to, errno);
+    }
+    if (n == 0) {
+      return Status::Corruption("copying " + from + " to the cache: it ended at " +
+                                std::to_string(off) + " bytes, " + std::to_string(size) +
+                                " were listed (the source changed)");
+    }
+    off += static_cast<uint64_t>(n);
+  }
+  last_method = use_sendfile ? "sendfile" : "copy_file_range";
+  if (::fdatasync(out.get()) != 0) return Status::IOErrorErrno("fsync", to, errno);
+  if (::close(out.release()) != 0) return Status::IOErrorErrno("close", to, errno);
+  return Status::OK();
+}
+
+Status CopyFile(const std::string& from, uint64_t size, std::unique_ptr<WritableFile>* out,
+                Env* env, std::string* buf, const CancelToken* cancel) {
+  if (env == Env::Default()) {
+    bool refused = false;
+    DSPIPE_RETURN_IF_ERROR(KernelCopy(from, (*out)->path(), size, cancel, &refused));
+    if (!refused) return (*out)->Close();
+  }
+  last_method = "read/write";
+  if (buf->empty()) buf->assign(kCopyChunk, '\0');
   std::unique_ptr<RandomAccessFile> in;
   DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(from, &in));
   std::unique_ptr<WritableFile>& w = *out;
   uint64_t off = 0;
   while (off < size) {
+    DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, from));
     size_t got = 0;
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, size - off));
     DSPIPE_RETURN_IF_ERROR(in->Read(off, want, buf->data(), &got));
@@ -124,6 +239,21 @@ class TempDir {
 };
 
 }  // namespace
+
+Status CancelledError(const std::string& what) {
+  return Status::Aborted("cache: " + what + ": cancelled (the loader that wanted the copy is gone)");
+}
+
+bool IsCancelled(const Status& s) {
+  return s.code() == Status::Code::kAborted && s.ToString().find(": cancelled (") != std::string::npos;
+}
+
+void SetCopyHookForTest(CopyHook hook) {
+  std::lock_guard<std::mutex> lock(HookMu());
+  Hook() = std::move(hook);
+}
+
+std::string LastCopyMethod() { return last_method; }
 
 bool IsUrl(const std::string& source) {
   auto starts = [&source](std::string_view p) {
@@ -260,7 +390,8 @@ std::string EntryName(const SourceListing& listing) {
   return base + "-" + hex;
 }
 
-Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env) {
+Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env,
+                          const CancelToken* cancel) {
   if (!listing.url.empty()) {
     // A served dataset: FetchDataset (verified against the manifest, resumable) into dest.
     FetchOptions fo;
@@ -290,13 +421,15 @@ Status PopulateFromSource(const SourceListing& listing, const std::string& dest,
     }
   }
   // 2. Copy, file by file, each fsynced.
-  std::string buf(kCopyChunk, '\0');
+  std::string buf;  // read/write path only (allocated on first use)
   for (size_t i = 0; i < listing.files.size(); ++i) {
     const SourceFile& f = listing.files[i];
     const std::string from = Join(listing.source, f.rel);
-    DSPIPE_RETURN_IF_ERROR(CopyFile(from, f.size, &outs[i], env, &buf));
+    DSPIPE_RETURN_IF_ERROR(CopyFile(from, f.size, &outs[i], env, &buf, cancel));
     outs[i].reset();
     MaybeStopForTest();
+    RunHook(i + 1, cancel);
+    DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, from));
   }
   // 3. Verify: each copy has the listed size, and the source is what was listed (a dataset
   //    rewritten during the copy must not be cached as a mix of old and new bytes).

@@ -1,7 +1,11 @@
 // Internal to lib/cache: what a dataset source holds, and filling a cache temp dir from it.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -10,6 +14,52 @@
 #include "dspipe/status.h"
 
 namespace dspipe::cache {
+
+// A request to stop a background copy (the loader that wanted it is gone). Thread-safe.
+class CancelToken {
+ public:
+  void Request() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requested_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool requested() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requested_;
+  }
+  // Waits up to `d` (or until requested); true when requested.
+  bool WaitFor(std::chrono::milliseconds d) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, d, [this] { return requested_; });
+  }
+  // Blocks until requested (test hooks).
+  void WaitRequested() const {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return requested_; });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool requested_ = false;
+};
+
+// The error a cancelled copy returns (kAborted, "cancelled").
+Status CancelledError(const std::string& what);
+bool IsCancelled(const Status& s);
+
+// Test hook: called on the copying thread after each file of a local copy is complete (while
+// the entry's lock is held and the temp dir is partly filled), with the number of files done
+// and the copy's cancel token (null for a copy that cannot be cancelled). Tests block here on
+// a condition of their own to hold the copy at a known point. Empty (default) = no hook.
+using CopyHook = std::function<void(size_t files_done, const CancelToken* cancel)>;
+void SetCopyHookForTest(CopyHook hook);
+
+// How PopulateFromSource moved the bytes of its last local copy on this thread (for tests and
+// the bench): "copy_file_range", "sendfile" or "read/write".
+std::string LastCopyMethod();
 
 struct SourceFile {
   std::string rel;         // path relative to the source ("" when the source is one file)
@@ -54,6 +104,11 @@ std::string EntryName(const SourceListing& listing);
 // the file and nothing is copied yet), copy, check each copy's size and that the source did not
 // change meanwhile, fsync files and directories. On error `dest` may hold partial bytes: the
 // caller removes the temp dir.
-Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env);
+// With the default Env the bytes move inside the kernel (copy_file_range, else sendfile, one
+// memory copy instead of read + write through user space); any other Env (a FaultEnv) or a
+// kernel that refuses both gets read/write through the Env. `cancel` (optional) is checked
+// between chunks: a requested cancel stops the copy with CancelledError.
+Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env,
+                          const CancelToken* cancel = nullptr);
 
 }  // namespace dspipe::cache

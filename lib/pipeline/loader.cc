@@ -117,7 +117,9 @@ class LoaderImpl final : public Loader {
         parallelism_(static_cast<size_t>(options_.threads) + 1),
         // No slot reserved for an application thread: the consumer never joins the arena.
         arena_(std::make_unique<tbb::task_arena>(options_.threads, 0)),
-        pid_(::getpid()) {
+        pid_(::getpid()),
+        origin_(dataset_),
+        cache_copy_(CacheCopyOf(dataset_)) {
     ctx_.dataset = dataset_.get();
     ctx_.options = &options_;
     ctx_.shape = shape_;
@@ -210,6 +212,23 @@ class LoaderImpl final : public Loader {
   const BatchShape& shape() const override { return shape_; }
   const LoaderOptions& options() const override { return options_; }
   const Dataset& dataset() const override { return *dataset_; }
+  std::string reading_from() const override {
+    const std::string& path = dataset_->info().path;
+    if (!cache_copy_) return path;
+    if (switched_) return path + " (cache, since epoch " + std::to_string(cache_epoch_) + ")";
+    switch (cache_copy_->state()) {
+      case CacheCopy::State::kCopying:
+        return path + " (in place, copying into the cache)";
+      case CacheCopy::State::kCached:
+        return path + " (in place, the cache's copy is ready: used from the next epoch)";
+      case CacheCopy::State::kInPlace:
+        break;
+    }
+    return path + " (in place: " + cache_copy_->result().reason + ")";
+  }
+  void WaitForCacheCopy() const override {
+    if (cache_copy_) (void)cache_copy_->Wait();
+  }
   StageStats& stats() override { return stats_; }
   LoaderShape loader_shape() const override {
     LoaderShape s;
@@ -231,10 +250,26 @@ class LoaderImpl final : public Loader {
   size_t pool_buffers() const override { return pool_->allocated(); }
 
  private:
+  // REQUIRES: no job in flight (after Drain): every place that starts an epoch.
   void SetEpochLocked(uint64_t epoch) {
     epoch_ = epoch;
     deliver_pos_ = submit_pos_ = advised_pos_ = 0;
     corrupt_in_epoch_ = 0;
+    SwitchToCacheIfReady();
+  }
+
+  // An epoch boundary with nothing in flight: when the background copy into the cache has
+  // committed, the new epoch's tasks read the copy. It holds the same records (verified
+  // against the same listing), so the batches are byte-identical; the in-place dataset stays
+  // open (origin_) for dataset() references taken before.
+  void SwitchToCacheIfReady() {
+    if (!cache_copy_ || switched_ || cache_copy_->state() != CacheCopy::State::kCached) return;
+    std::shared_ptr<const Dataset> copy = cache_copy_->cached();
+    if (!copy || copy->size() != dataset_->size()) return;
+    dataset_ = std::move(copy);
+    ctx_.dataset = dataset_.get();
+    switched_ = true;
+    cache_epoch_ = epoch_;
   }
 
   // Submits batches until `prefetch` are in flight or the epoch's samples are all submitted.
@@ -417,7 +452,7 @@ class LoaderImpl final : public Loader {
     jobs_.clear();
   }
 
-  const std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<const Dataset> dataset_;  // read by new tasks; changes only between epochs
   LoaderOptions options_;
   const BatchShape shape_;
   Sampler sampler_;
@@ -428,6 +463,11 @@ class LoaderImpl final : public Loader {
   ParallelismLease parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
   const pid_t pid_;
+  // The dataset as opened (in place when a background cache copy is attached) and that copy.
+  const std::shared_ptr<const Dataset> origin_;
+  const std::shared_ptr<CacheCopy> cache_copy_;
+  bool switched_ = false;    // dataset_ is the cache's copy (consumer thread)
+  uint64_t cache_epoch_ = 0;  // the first epoch read from it
 
   // Consumer-side state (single consumer thread).
   uint64_t epoch_ = 0;
@@ -563,6 +603,7 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
   CacheOptions co;
   co.mode = options.cache;
   co.cache_limit = options.cache_limit;
+  co.overlap = options.cache_overlap;  // the first epoch reads in place while it is made
   // The batch buffers this loader will hold: prefetch in flight, one with the consumer, one
   // being filled (the device path's slots are of the same order). Sizes the dataset does not
   // fix (varying sizes, no resize) are taken as 1024 x 1024: an estimate, on the safe side.

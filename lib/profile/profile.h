@@ -67,11 +67,16 @@ struct ProfileOptions {
   // measure cold I/O. Whether it worked is reported in ProfileResult::cache.
   bool drop_cache = false;
   // RAM-disk cache (dspipe/cache.h, LoaderOptions::cache): "off" (default), "auto" or a
-  // directory. The copy (when the budget allows) is made before the loader starts; its time is
-  // ProfileResult::ram_cache.copy_seconds, outside the measured batches. With drop_cache the
-  // source's page cache is dropped first, so a copy reads it cold. Not for folders (--compare).
+  // directory. A dataset already in the cache is read from it. One not there yet is read in
+  // place while the copy is made on a background thread (as Loader::Open does; this run's
+  // loader stays in place for all its batches), and the run waits for the copy at its end:
+  // ProfileResult::ram_cache.copy_seconds and copy_wait_seconds. With drop_cache the source's
+  // page cache is dropped first, so a copy reads it cold. Not for folders (--compare).
   std::string ram_cache = "off";
   uint64_t cache_limit = 0;  // LoaderOptions::cache_limit; 0 = only the budget
+  // LoaderOptions::cache_overlap; false: the copy is made before the loader starts (its time
+  // is copy_seconds, outside the measured batches) and the run reads the copy.
+  bool cache_overlap = true;
   // Write a Chrome trace of the whole run (warm-up included) here; "" = none. At most
   // trace_events_per_thread spans per thread are kept (32 bytes each).
   std::string trace_path;
@@ -107,6 +112,9 @@ struct RamCacheResult {
   bool cached = false;      // the loader read a copy in the cache
   bool copied = false;      // this run made the copy
   double copy_seconds = 0;  // time to make it (0 when it was there)
+  // The copy ran in the background during the measured batches (read in place meanwhile).
+  bool overlapped = false;
+  double copy_wait_seconds = 0;  // how long the run waited for it after its batches
   std::string path;         // what the loader read
   std::string note;         // CacheResult::Describe(): "cached at ..." / "in place: why"
 };

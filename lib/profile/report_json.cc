@@ -87,6 +87,8 @@ json RunJson(const ProfileResult& r) {
             {"cached", r.ram_cache.cached},
             {"copied", r.ram_cache.copied},
             {"copy_s", r.ram_cache.copy_seconds},
+            {"overlapped", r.ram_cache.overlapped},
+            {"copy_wait_s", r.ram_cache.copy_wait_seconds},
             {"path", r.ram_cache.path},
             {"note", r.ram_cache.note}}},
           {"throughput", ThroughputJson(r)},

@@ -325,6 +325,7 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   lo.dataset.plain = options.plain;
   lo.cache = options.ram_cache;
   lo.cache_limit = options.cache_limit;
+  lo.cache_overlap = options.cache_overlap;
   std::shared_ptr<const Dataset> ds;
   CacheResult cr;
   DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, lo, &ds, &cr));
@@ -334,11 +335,27 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   out->ram_cache.copy_seconds = cr.copy_seconds;
   out->ram_cache.path = cr.path;
   out->ram_cache.note = cr.Describe();
-  if (options.ram_cache != "off") out->notes.push_back("ram cache: " + cr.Describe());
   const std::string kind = KindName(ds->info().kind);
+  // A background copy (the dataset was not in the cache yet): the batches read in place while
+  // it runs; its outcome is known after them.
+  const std::shared_ptr<CacheCopy> copy = CacheCopyOf(ds);
   auto counting = std::make_shared<CountingDataset>(std::move(ds));
   Status s = Measure(counting, options, out);
   if (!s.ok()) return s.WithContext("dsbench " + path);
+  if (copy) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)copy->Wait();
+    out->ram_cache.copy_wait_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cr = copy->result();
+    out->ram_cache.overlapped = true;
+    out->ram_cache.cached = false;  // this run's loader read in place
+    out->ram_cache.copied = cr.copied;
+    out->ram_cache.copy_seconds = cr.copy_seconds;
+    out->ram_cache.path = path;
+    out->ram_cache.note = cr.Describe() + " in the background; this run read in place";
+  }
+  if (options.ram_cache != "off") out->notes.push_back("ram cache: " + out->ram_cache.note);
   out->dataset.kind = kind;
   out->dataset.bytes = TotalSize(files);
   return Status::OK();

@@ -262,6 +262,17 @@ class Loader:
     def epoch(self) -> int:
         return self._core.epoch
 
+    @property
+    def reading_from(self) -> str:
+        """Where records are read from (cache=): "PATH", "PATH (in place, copying into the
+        cache)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)"."""
+        return self._core.reading_from()
+
+    def wait_for_cache_copy(self) -> None:
+        """Blocks until the background copy into the cache (cache=, a dataset not cached yet)
+        has committed or failed; the loader reads the copy from the next epoch on."""
+        self._core.wait_for_cache_copy()
+
     # -- resume -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """Where this rank is: restore it into a loader made with the same dataset and options

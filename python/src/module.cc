@@ -317,6 +317,14 @@ class PyLoader {
     return nb::make_tuple(s.batch_size, s.channels, s.height, s.width);
   }
   // What identifies the data: path, count, storage, shape.
+  // Loader::reading_from(): where records are read from (the RAM-disk cache's state).
+  std::string reading_from() { return loader_->loader().reading_from(); }
+  // Loader::WaitForCacheCopy(), with the GIL released.
+  void wait_for_cache_copy() {
+    nb::gil_scoped_release release;
+    loader_->loader().WaitForCacheCopy();
+  }
+
   nb::dict dataset() {
     const DatasetInfo& i = loader_->loader().dataset().info();
     nb::dict d;
@@ -598,6 +606,8 @@ NB_MODULE(_dspipe, m) {
       .def_prop_ro("threads", &PyLoader::threads)
       .def_prop_ro("shape", &PyLoader::shape)
       .def("dataset", &PyLoader::dataset)
+      .def("reading_from", &PyLoader::reading_from)
+      .def("wait_for_cache_copy", &PyLoader::wait_for_cache_copy)
       .def("slots_allocated", &PyLoader::slots_allocated)
       .def("pool_buffers", &PyLoader::pool_buffers)
       .def("corrupt_skipped", &PyLoader::corrupt_skipped)

@@ -8,12 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cache/populate.h"
 #include "dspipe/cache.h"
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
@@ -149,6 +152,9 @@ TEST_F(CacheTest, CopiesVerifiedDatasetOnceAndReusesTheEntry) {
     }
     EXPECT_EQ(r.bytes, bytes);
     EXPECT_EQ(Records(r.path), Records(src));
+    // The default Env copies inside the kernel (copy_file_range, or sendfile across
+    // filesystems), not through a user-space buffer.
+    EXPECT_NE(cache::LastCopyMethod(), "read/write");
 
     CacheResult again;
     std::unique_ptr<CacheLease> lease2;
@@ -417,6 +423,25 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
   EXPECT_TRUE(Named(root, ".tmp").empty());
 }
 
+// A kill during the use record's write (Env::WriteFileAtomic) leaves E.used.tmp.<pid>: the next
+// start removes it when <pid> is dead, and keeps a live process's.
+TEST_F(CacheTest, StartRemovesUseRecordTempFilesOfDeadProcesses) {
+  const std::string root = shm_.path() + "/c";
+  fs::create_directories(root);
+  Child dead = StartTool({"--no-such-flag"}, {});
+  int code = 0;
+  Finish(&dead, &code);  // exited and reaped: its pid names no process now
+  const std::string of_dead = "e1.used.tmp." + std::to_string(dead.pid);
+  const std::string of_live = "e2.used.tmp." + std::to_string(::getpid());
+  std::ofstream(root + "/" + of_dead) << "1 2";
+  std::ofstream(root + "/" + of_live) << "1 2";
+  int removed = 0;
+  ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
+  EXPECT_EQ(removed, 1);
+  EXPECT_FALSE(fs::exists(root + "/" + of_dead));
+  EXPECT_TRUE(fs::exists(root + "/" + of_live));
+}
+
 TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
@@ -529,9 +554,12 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
   o.cache = root;
   Status s = Loader::Open(src, o, &cached);
   ASSERT_TRUE(s.ok()) << s.ToString();
+  cached->WaitForCacheCopy();  // the copy is made in the background; epoch 0 then reads it
+  EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 2), testing::RunEpochs(in_place.get(), 0, 2));
   EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
       << cached->dataset().info().path;
-  EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 2), testing::RunEpochs(in_place.get(), 0, 2));
+  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 0)"))
+      << cached->reading_from();
   // The loader holds the lease: the entry cannot be evicted while it lives.
   std::vector<std::string> used = Named(root, ".used");
   ASSERT_EQ(used.size(), 1u);
@@ -568,14 +596,21 @@ TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
   profile::ProfileResult first, second, off;
   Status s = profile::RunProfile(src, o, &first);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(first.ram_cache.cached) << first.ram_cache.note;
-  EXPECT_TRUE(first.ram_cache.copied);
-  EXPECT_EQ(first.ram_cache.path.rfind(root + "/", 0), 0u) << first.ram_cache.path;
+  // Not in the cache yet: the run reads in place while the copy is made in the background, and
+  // waits for it at the end.
+  EXPECT_FALSE(first.ram_cache.cached) << first.ram_cache.note;
+  EXPECT_TRUE(first.ram_cache.overlapped);
+  EXPECT_TRUE(first.ram_cache.copied) << first.ram_cache.note;
+  EXPECT_GT(first.ram_cache.copy_seconds, 0.0);
+  EXPECT_EQ(first.ram_cache.path, src);
+  EXPECT_TRUE(Contains(first.ram_cache.note, "in the background; this run read in place"))
+      << first.ram_cache.note;
   ASSERT_TRUE(profile::RunProfile(src, o, &second).ok());
   EXPECT_TRUE(second.ram_cache.cached);
+  EXPECT_FALSE(second.ram_cache.overlapped);
   EXPECT_FALSE(second.ram_cache.copied);
   EXPECT_EQ(second.ram_cache.copy_seconds, 0.0);
-  EXPECT_EQ(second.ram_cache.path, first.ram_cache.path);
+  EXPECT_EQ(second.ram_cache.path.rfind(root + "/", 0), 0u) << second.ram_cache.path;
   profile::Report report;
   report.run = second;
   const std::string json = profile::ReportJson(report).dump();
@@ -584,6 +619,202 @@ TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
   ASSERT_TRUE(profile::RunProfile(src, o, &off).ok());
   EXPECT_FALSE(off.ram_cache.cached);
   EXPECT_EQ(off.ram_cache.path, src);
+}
+
+}  // namespace
+}  // namespace dspipe
+
+// ---- the copy overlapped with the first epoch (CacheOptions::overlap, the Loader's default)
+
+namespace dspipe {
+namespace {
+
+// Holds a background copy right after its first file (the entry's lock held, its temp dir
+// partly filled) until the test releases it, or, in kUntilCancelled mode, until the copy is
+// cancelled (the loader that wanted it is being destroyed): a known point, not a guessed one.
+class CopyGate {
+ public:
+  enum Mode { kUntilReleased, kUntilCancelled };
+  explicit CopyGate(Mode mode) : mode_(mode) {
+    cache::SetCopyHookForTest([this](size_t files_done, const cache::CancelToken* cancel) {
+      if (files_done != 1) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      held_ = true;
+      cv_.notify_all();
+      if (mode_ == kUntilCancelled) {
+        lock.unlock();
+        ASSERT_NE(cancel, nullptr);
+        cancel->WaitRequested();
+        return;
+      }
+      cv_.wait(lock, [this] { return released_; });
+    });
+  }
+  ~CopyGate() {
+    Release();
+    cache::SetCopyHookForTest(nullptr);
+  }
+  void WaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return held_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const Mode mode_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false, released_ = false;
+};
+
+LoaderOptions OverlapLoaderOptions() {
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.sampler.seed = 7;
+  o.augment.hflip_p = 0.5;
+  return o;
+}
+
+TEST_F(CacheTest, LoaderReadsInPlaceWhileCopyingThenSwitchesToTheCacheAtAnEpochBoundary) {
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  LoaderOptions o = OverlapLoaderOptions();
+  std::unique_ptr<Loader> off, cached;
+  ASSERT_TRUE(Loader::Open(src, o, &off).ok());
+  const std::vector<testing::BatchCopy> want = testing::RunEpochs(off.get(), 0, 3);
+  o.cache = root;
+  CopyGate gate(CopyGate::kUntilReleased);
+  Status s = Loader::Open(src, o, &cached);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  gate.WaitHeld();  // the copy is mid-way and stays there
+  EXPECT_EQ(cached->dataset().info().path, src);
+  EXPECT_EQ(cached->reading_from(), src + " (in place, copying into the cache)");
+  std::vector<testing::BatchCopy> got = testing::RunEpochs(cached.get(), 0, 1);
+  EXPECT_TRUE(Named(root, ".used").empty()) << "an entry before the copy was let go on";
+  EXPECT_EQ(cached->dataset().info().path, src);
+  gate.Release();
+  cached->WaitForCacheCopy();
+  ASSERT_EQ(Named(root, ".used").size(), 1u);
+  EXPECT_TRUE(Contains(cached->reading_from(), "the cache's copy is ready"))
+      << cached->reading_from();
+  for (const testing::BatchCopy& b : testing::RunEpochs(cached.get(), 1, 2)) got.push_back(b);
+  EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
+      << cached->dataset().info().path;
+  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)"))
+      << cached->reading_from();
+  EXPECT_EQ(got, want);
+  // The switched loader holds the entry's lease.
+  const std::string used = Named(root, ".used")[0];
+  const std::string entry = root + "/" + used.substr(0, used.size() - 5);
+  std::unique_ptr<FileLock> lock;
+  EXPECT_EQ(Env::Default()->LockFile(entry + ".lease", false, &lock).code(),
+            Status::Code::kAborted);
+  cached.reset();
+  EXPECT_TRUE(Env::Default()->LockFile(entry + ".lease", false, &lock).ok());
+}
+
+TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  LoaderOptions lo = OverlapLoaderOptions();
+  std::unique_ptr<Loader> off, loader;
+  ASSERT_TRUE(Loader::Open(src, lo, &off).ok());
+  FaultEnv fe;  // not the default Env: the copy goes through its writes, the first one fails
+  fe.FailWriteWithEnospc(1);
+  CacheOptions co = Options(root);
+  co.env = &fe;
+  co.overlap = true;
+  ::testing::internal::CaptureStderr();
+  std::shared_ptr<const Dataset> ds;
+  CacheResult r;
+  Status s = OpenDatasetCached(src, lo.dataset, co, nullptr, &ds, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(r.cached);
+  ASSERT_NE(CacheCopyOf(ds), nullptr);
+  ASSERT_TRUE(Loader::Create(ds, lo, &loader).ok());
+  loader->WaitForCacheCopy();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(CacheCopyOf(ds)->state(), CacheCopy::State::kInPlace);
+  EXPECT_TRUE(Contains(CacheCopyOf(ds)->result().reason, "No space left on device"))
+      << CacheCopyOf(ds)->result().reason;
+  EXPECT_EQ(testing::RunEpochs(loader.get(), 0, 2), testing::RunEpochs(off.get(), 0, 2));
+  EXPECT_EQ(loader->dataset().info().path, src);
+  EXPECT_TRUE(Contains(loader->reading_from(), "(in place: the copy failed:"))
+      << loader->reading_from();
+  std::istringstream lines(log);
+  std::vector<std::string> cache_lines;
+  for (std::string line; std::getline(lines, line);) {
+    if (Contains(line, "dspipe cache:")) cache_lines.push_back(line);
+  }
+  ASSERT_EQ(cache_lines.size(), 1u) << log;
+  EXPECT_TRUE(Contains(cache_lines[0], src + ": in place: the copy failed:")) << log;
+  EXPECT_TRUE(Contains(cache_lines[0], "No space left on device")) << log;
+  EXPECT_TRUE(Named(root, ".tmp").empty());
+  EXPECT_TRUE(Named(root, ".used").empty());
+  for (const auto& e : fs::directory_iterator(root)) {
+    EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
+  }
+}
+
+TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) {
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  LoaderOptions o = OverlapLoaderOptions();
+  o.cache = root;
+  {
+    CopyGate gate(CopyGate::kUntilCancelled);
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(src, o, &loader).ok());
+    gate.WaitHeld();
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());  // read in place meanwhile
+    EXPECT_TRUE(b);
+    b.Reset();
+    loader.reset();  // cancels the copy held at the gate and joins its thread
+    EXPECT_TRUE(Named(root, ".used").empty());
+    EXPECT_TRUE(Named(root, ".tmp").empty());
+    for (const auto& e : fs::directory_iterator(root)) {
+      EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
+    }
+  }
+  std::unique_ptr<Loader> again;
+  ASSERT_TRUE(Loader::Open(src, o, &again).ok());
+  again->WaitForCacheCopy();
+  EXPECT_EQ(Named(root, ".used").size(), 1u);
+  again->set_epoch(0);
+  EXPECT_EQ(again->dataset().info().path.rfind(root + "/", 0), 0u)
+      << again->dataset().info().path;
+}
+
+// Another process copying (ENTRY.lock held) does not block the first epoch: it is read in place
+// and the loader switches once that process's entry appears.
+TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
+  const std::string src = Make("ds", 3);
+  const std::string root = shm_.path() + "/c";
+  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  ASSERT_TRUE(WaitStopped(a.pid));  // mid-copy, holding the entry's lock
+  LoaderOptions o = OverlapLoaderOptions();
+  std::unique_ptr<Loader> off, loader;
+  ASSERT_TRUE(Loader::Open(src, o, &off).ok());
+  o.cache = root;
+  ASSERT_TRUE(Loader::Open(src, o, &loader).ok());
+  std::vector<testing::BatchCopy> got = testing::RunEpochs(loader.get(), 0, 1);
+  EXPECT_EQ(loader->reading_from(), src + " (in place, copying into the cache)");
+  ::kill(a.pid, SIGCONT);
+  int code = 0;
+  const std::string a_text = Finish(&a, &code);
+  ASSERT_EQ(code, 0) << a_text;
+  loader->WaitForCacheCopy();
+  for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) got.push_back(b);
+  EXPECT_TRUE(Contains(loader->reading_from(), "(cache, since epoch 1)"))
+      << loader->reading_from();
+  EXPECT_EQ(got, testing::RunEpochs(off.get(), 0, 2));
+  EXPECT_EQ(Named(root, ".used").size(), 1u);
 }
 
 }  // namespace

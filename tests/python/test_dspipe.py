@@ -191,7 +191,12 @@ def test_cache_reads_a_ram_disk_copy_with_the_same_batches(dataset):
         in_place = cpu_loader(dataset, **kw)
         cached = cpu_loader(dataset, cache=root, **kw)
         assert in_place._core.dataset()["path"] == dataset
+        # Not cached yet: read in place while the copy is made in the background; the loader
+        # takes the copy at the first epoch boundary after it has committed.
+        cached.wait_for_cache_copy()
+        cached.set_epoch(0)
         assert cached._core.dataset()["path"].startswith(root + "/")
+        assert "(cache, since epoch 0)" in cached.reading_from
         for got, want in zip(epoch_batches(cached), epoch_batches(in_place), strict=True):
             assert torch.equal(got["index"], want["index"])
             assert torch.equal(got["image"], want["image"])

@@ -82,10 +82,16 @@ int main(int argc, char** argv) {
   app.add_flag("--drop-cache", o.drop_cache,
                "evict the dataset's files from the page cache first (cold I/O)");
   app.add_option("--cache", o.ram_cache,
-                 "RAM-disk cache: off, auto (/dev/shm) or DIR; the copy's time is reported apart")
+                 "RAM-disk cache: off, auto (/dev/shm) or DIR; a dataset not cached yet is read "
+                 "in place while it is copied in the background (the copy's time is reported "
+                 "apart)")
       ->capture_default_str();
   app.add_option("--cache-limit", o.cache_limit,
                  "capacity of the cache dir in bytes (LRU eviction); 0 = only the budget");
+  bool no_overlap = false;
+  app.add_flag("--cache-no-overlap", no_overlap,
+               "make the copy before the run starts and read it (the copy is not overlapped "
+               "with the first epoch)");
   app.add_option("--sample-ms", o.sample_ms,
                  "resource timeline period in ms (CPU, RSS, storage reads, faults, GPU); 0 = off")
       ->capture_default_str()
@@ -117,6 +123,7 @@ int main(int argc, char** argv) {
   o.normalize = !no_normalize;
   o.plain.detect_masks = !no_detect_masks;
   o.shuffle = !no_shuffle;
+  o.cache_overlap = !no_overlap;
   o.trace_path = trace_path;
   if (!sweep_text.empty() && !compare_db.empty()) return Usage("--sweep and --compare: pick one");
   if (!sweep_text.empty() && !trace_path.empty()) {
