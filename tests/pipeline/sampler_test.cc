@@ -231,7 +231,9 @@ TEST(SamplerOrderTest, BlocksAreContiguousRangesOfOneGlobalPermutation) {
       joined.insert(joined.end(), mine.begin(), mine.end());
     }
     std::vector<uint64_t> expected;
-    const uint64_t total = rule == RemainderRule::kPad ? 24 : rule == RemainderRule::kDrop ? 21 : 23;
+    const uint64_t total = rule == RemainderRule::kPad    ? 24
+                           : rule == RemainderRule::kDrop ? 21
+                                                          : 23;
     for (uint64_t p = 0; p < total; ++p) expected.push_back(global[p % n]);
     EXPECT_EQ(joined, expected) << RemainderRuleName(rule);
   }
