@@ -202,6 +202,36 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
   }
 }
 
+// Restore continues exactly like an uninterrupted run, also into an epoch whose count differs
+// (kShards + kUneven) and with the seed taken from the state.
+TEST_F(RankTest, ResumeWithShardsOrder) {
+  for (uint64_t seed : {99, 5}) {
+    LoaderOptions o = Options(SampleOrder::kShards, 0, RemainderRule::kUneven, false);
+    o.sampler.seed = seed;
+    auto whole = Open(o, *path_);
+    ASSERT_TRUE(whole);
+    (void)Epoch(whole.get(), 0);
+    whole->set_epoch(1);
+    const uint64_t count = whole->samples_per_epoch();  // the current epoch's
+    const std::vector<uint64_t> want = Epoch(whole.get(), 1);
+    ASSERT_EQ(want.size(), count);
+
+    auto resumed = Open(Options(SampleOrder::kShards, 0, RemainderRule::kUneven, false), *path_);
+    ASSERT_TRUE(resumed);
+    ASSERT_TRUE(resumed->Restore(LoaderState{seed, 1, kBatch}).ok());
+    EXPECT_EQ(resumed->samples_per_epoch(), want.size());
+    std::vector<uint64_t> rest;
+    Batch batch;
+    while (true) {
+      ASSERT_TRUE(resumed->Next(&batch).ok());
+      if (!batch) break;
+      for (int i = 0; i < batch.size(); ++i) rest.push_back(batch.indices()[i]);
+    }
+    EXPECT_EQ(rest, std::vector<uint64_t>(want.begin() + kBatch, want.end())) << "seed " << seed;
+    EXPECT_FALSE(resumed->Restore(LoaderState{seed, 1, want.size() + 1}).ok());
+  }
+}
+
 TEST_F(RankTest, FewerShardsThanRanksIsAClearError) {
   LoaderOptions o = Options(SampleOrder::kShards, 0, RemainderRule::kPad, false);
   o.sampler.num_shards = kShards + 1;
