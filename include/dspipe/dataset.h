@@ -92,7 +92,7 @@ struct DatasetOpenOptions {
   // or advised (WillNeed), once per Dataset, so a reader that touches a few shards needs only
   // their files (docs/SCALE.md, "Shard locality"). Open then reads only manifest.json; a shard
   // that is missing, unreadable or holds another record count than the manifest says fails
-  // the first Read of its records, with an error naming the shard. Default false: Open opens
+  // every Read of its records (the first failure sticks), with an error naming the shard. Default false: Open opens
   // and checks every shard. The Loader sets it for SamplerOptions order kShards.
   bool lazy_shards = false;
 };

@@ -1,5 +1,7 @@
 #include "dspipe/dataset.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -68,7 +70,10 @@ class DspipeDataset final : public Dataset {
   };
   DspipeDataset(DatasetInfo info, std::vector<std::unique_ptr<Shard>> shards,
                 DatasetOpenOptions options)
-      : info_(std::move(info)), shards_(std::move(shards)), options_(std::move(options)) {}
+      : info_(std::move(info)),
+        shards_(std::move(shards)),
+        options_(std::move(options)),
+        pid_(::getpid()) {}
 
   // Opens the shard's LMDB and checks its record count against the manifest.
   static Status OpenShard(const DatasetOpenOptions& options, const Shard* sh) {
@@ -153,7 +158,16 @@ class DspipeDataset final : public Dataset {
   Status ShardEnv(const Shard& sh, const LmdbEnv** env) const {
     std::call_once(sh.once, [&] {
       if (sh.env != nullptr) return;  // opened eagerly
-      Status s = OpenShard(options_, &sh);
+      // Like every env's CheckPid: a Dataset opened before fork() is not used after it, even
+      // for a shard it has not mapped yet.
+      Status s = ::getpid() == pid_
+                     ? OpenShard(options_, &sh)
+                     : Status::Unsupported("dataset " + info_.path + " was opened in process " +
+                                           std::to_string(pid_) +
+                                           " and used after fork() in process " +
+                                           std::to_string(::getpid()) +
+                                           "; open datasets after forking (e.g. in "
+                                           "worker_init_fn)");
       if (!s.ok()) {
         s = s.WithContext("shard " + sh.name + " (records " + std::to_string(sh.begin) + ".." +
                           std::to_string(sh.end - 1) + ") of " + info_.path);
@@ -168,6 +182,7 @@ class DspipeDataset final : public Dataset {
   DatasetInfo info_;
   std::vector<std::unique_ptr<Shard>> shards_;
   DatasetOpenOptions options_;
+  pid_t pid_;
 };
 
 }  // namespace

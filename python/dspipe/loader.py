@@ -259,7 +259,8 @@ class Loader:
             self._compute_batches += 1
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank."""
+        """Batches per epoch for this rank (of the current epoch: with order="shards" and
+        remainder="uneven" it follows the sizes of the shards the epoch gives this rank)."""
         return self._core.batches_per_epoch()
 
     def set_epoch(self, epoch: int) -> None:

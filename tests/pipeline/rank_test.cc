@@ -1,11 +1,15 @@
 // Per-rank loading over a sharded dataset (docs/SCALE.md): 3 ranks as 3 loaders in one process,
 // orders kShards and kBlocks, and a rank of order kShards reading only its own shard files.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "dspipe/loader.h"
 #include "dspipe/sampler.h"
@@ -230,6 +234,41 @@ TEST_F(RankTest, ResumeWithShardsOrder) {
     EXPECT_EQ(rest, std::vector<uint64_t>(want.begin() + kBatch, want.end())) << "seed " << seed;
     EXPECT_FALSE(resumed->Restore(LoaderState{seed, 1, want.size() + 1}).ok());
   }
+}
+
+// Lazily opened shards: first reads from many threads at once open each shard once and all
+// succeed (TSan runs this too); a process forked after Open is refused, as for eager shards.
+TEST_F(RankTest, LazyShardsOpenOnceUnderConcurrentReadsAndNotAfterFork) {
+  DatasetOpenOptions lazy;
+  lazy.lazy_shards = true;
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(*path_, lazy, &ds).ok());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 6; ++k) {
+    threads.emplace_back([&, k] {
+      for (uint64_t i = 0; i < kCount; ++i) {
+        const uint64_t index = (i * 5 + static_cast<uint64_t>(k)) % kCount;
+        if (!ds->Read(index, [](const RecordView&) { return Status::OK(); }).ok()) ++bad;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+
+  std::unique_ptr<Dataset> fresh;
+  ASSERT_TRUE(Dataset::Open(*path_, lazy, &fresh).ok());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Status s = fresh->Read(0, [](const RecordView&) { return Status::OK(); });
+    ::_exit(s.code() == Status::Code::kUnsupported ? 0 : 1);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "a forked child opened a shard of the parent's Dataset";
+  EXPECT_TRUE(fresh->Read(0, [](const RecordView&) { return Status::OK(); }).ok());
 }
 
 TEST_F(RankTest, FewerShardsThanRanksIsAClearError) {
