@@ -39,6 +39,9 @@ struct DatasetInfo {
   std::vector<double> mean;
   std::vector<double> std;
   std::string manifest_json;  // the whole manifest ("" for plain LMDBs)
+  // Records per shard file, in index order: a sharded dataset's shards (manifest.json), one
+  // entry for a lone dspipe LMDB, empty for plain LMDBs. Sampler order kShards uses it.
+  std::vector<uint64_t> shard_sizes;
   // Plain LMDBs: how keys were paired into samples (one line, also logged at info level), and
   // warnings about the keys (also logged), e.g. keys that look like masks but load as images.
   std::string pairing;
@@ -85,6 +88,13 @@ struct DatasetOpenOptions {
   bool readahead = false;
   // Pairing of plain LMDB keys (masks, labels). Defaults: detect masks, no labels.
   PlainLmdbOptions plain;
+  // Sharded datasets: open (map) a shard's data.mdb only when one of its records is first read
+  // or advised (WillNeed), once per Dataset, so a reader that touches a few shards needs only
+  // their files (docs/SCALE.md, "Shard locality"). Open then reads only manifest.json; a shard
+  // that is missing, unreadable or holds another record count than the manifest says fails
+  // every Read of its records (the first failure sticks), with an error naming the shard. Default false: Open opens
+  // and checks every shard. The Loader sets it for SamplerOptions order kShards.
+  bool lazy_shards = false;
 };
 
 class Dataset {

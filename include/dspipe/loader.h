@@ -19,7 +19,8 @@
 //
 // Memory: at most `prefetch` batches are in flight plus the ones the consumer holds; batch
 // buffers come from a pool and are reused (see batch.h). Nothing grows with the dataset size
-// or the number of epochs except the epoch order (8 bytes per sample of this rank).
+// or the number of epochs except the epoch order (8 bytes per sample of this rank; the default
+// kGlobal order also builds the whole dataset's permutation at each epoch start, see sampler.h).
 //
 // Thread-safety: one consumer. Next, set_epoch, Restore and state must be called from one
 // thread at a time (not concurrently). stats() and pool_buffers() may be called from any thread.
@@ -63,7 +64,10 @@ struct LoaderOptions {
   // -1 (default) = prefetch * batch_size; 0 = off. Costs page cache, not process memory.
   int readahead = -1;
   // Order and sharding across ranks: shuffle (default true), seed (0), num_shards (1),
-  // shard_id (0), remainder rule (kPad). See sampler.h for the rules.
+  // shard_id (0), remainder rule (kPad), order (kGlobal), block_size (4096). See sampler.h for
+  // the rules. Order kShards opens the dataset with DatasetOpenOptions::lazy_shards (Open), so
+  // a rank maps only the shards it reads; samples_per_epoch() / batches_per_epoch() then
+  // describe the current epoch (they vary with kShards + kUneven).
   SamplerOptions sampler;
   // Drop this rank's last batch of an epoch when it has fewer than batch_size samples.
   // Default false: the last batch is smaller.
@@ -168,7 +172,8 @@ class Loader {
   // Starts epoch `epoch` from its beginning (drops batches already prefetched).
   virtual void set_epoch(uint64_t epoch) = 0;
   virtual uint64_t epoch() const = 0;
-  // Batches per epoch for this rank, and samples per epoch (after sharding, before skips).
+  // Batches per epoch for this rank, and samples per epoch (after sharding, before skips), of
+  // the current epoch (the same for every epoch except with order kShards + kUneven).
   virtual uint64_t batches_per_epoch() const = 0;
   virtual uint64_t samples_per_epoch() const = 0;
 

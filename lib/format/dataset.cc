@@ -1,8 +1,11 @@
 #include "dspipe/dataset.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
@@ -55,19 +58,41 @@ void AdviseValues(const LmdbEnv& env, std::span<const MDB_val> keys) {
 
 class DspipeDataset final : public Dataset {
  public:
+  // One shard file. `env` is set before the Dataset is shared (eager open) or exactly once by
+  // Open() under `once` (lazy open); either way readers see it after `once`.
   struct Shard {
-    std::unique_ptr<LmdbEnv> env;
+    std::string path, name;       // the LMDB, and its name in messages
     uint64_t begin = 0, end = 0;  // indices this dataset exposes
     uint64_t key_begin = 0;       // key stored for index `begin`
+    mutable std::once_flag once;
+    mutable std::unique_ptr<LmdbEnv> env;
+    mutable Status open_status;
   };
-  DspipeDataset(DatasetInfo info, std::vector<Shard> shards, bool verify_crc)
-      : info_(std::move(info)), shards_(std::move(shards)), verify_crc_(verify_crc) {}
+  DspipeDataset(DatasetInfo info, std::vector<std::unique_ptr<Shard>> shards,
+                DatasetOpenOptions options)
+      : info_(std::move(info)),
+        shards_(std::move(shards)),
+        options_(std::move(options)),
+        pid_(::getpid()) {}
+
+  // Opens the shard's LMDB and checks its record count against the manifest.
+  static Status OpenShard(const DatasetOpenOptions& options, const Shard* sh) {
+    DSPIPE_RETURN_IF_ERROR(
+        LmdbEnv::OpenReadOnly(sh->path, options.max_readers, options.readahead, &sh->env));
+    uint64_t n = 0;
+    DSPIPE_RETURN_IF_ERROR(sh->env->RecordCount(&n));
+    if (n != sh->end - sh->begin) {
+      sh->env.reset();
+      return Status::Corruption(sh->path + ": holds " + std::to_string(n) + " records, " +
+                                kTopManifestFile + " says " + std::to_string(sh->end - sh->begin));
+    }
+    return Status::OK();
+  }
 
   const DatasetInfo& info() const override { return info_; }
   std::string KeyName(uint64_t index) const override {
-    for (const Shard& s : shards_) {
-      if (index >= s.begin && index < s.end) return dspipe::KeyName(index - s.begin + s.key_begin);
-    }
+    const Shard* s = Find(index);
+    if (s != nullptr) return dspipe::KeyName(index - s->begin + s->key_begin);
     return dspipe::KeyName(index);
   }
 
@@ -77,22 +102,23 @@ class DspipeDataset final : public Dataset {
     std::vector<MDB_val> keys;
     keys.reserve(indices.size());
     const Shard* shard = nullptr;
+    const LmdbEnv* env = nullptr;
     size_t n = 0;
     for (uint64_t index : indices) {
-      if (index >= info_.count) continue;
-      auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
-                                 [](uint64_t i, const Shard& s) { return i < s.end; });
-      if (it == shards_.end() || index < it->begin) continue;
-      if (shard != &*it) {
-        if (shard != nullptr) AdviseValues(*shard->env, keys);
+      const Shard* it = Find(index);
+      if (it == nullptr) continue;
+      if (shard != it) {
+        if (env != nullptr) AdviseValues(*env, keys);
         keys.clear();
-        shard = &*it;
+        shard = it;
+        if (!ShardEnv(*it, &env).ok()) env = nullptr;  // best effort: the Read reports it
       }
+      if (env == nullptr) continue;
       uint8_t* kb = kbuf.data() + n++ * kKeySize;
       EncodeKey(index - it->begin + it->key_begin, kb);
       keys.push_back(MDB_val{kKeySize, kb});
     }
-    if (shard != nullptr) AdviseValues(*shard->env, keys);
+    if (env != nullptr) AdviseValues(*env, keys);
   }
 
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
@@ -101,28 +127,62 @@ class DspipeDataset final : public Dataset {
                                      std::to_string(info_.count) + " records in " +
                                      info_.path + ")");
     }
-    auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
-                               [](uint64_t i, const Shard& s) { return i < s.end; });
-    if (it == shards_.end() || index < it->begin) {
-      return Status::Internal("no shard holds index " + std::to_string(index));
-    }
+    const Shard* it = Find(index);
+    if (it == nullptr) return Status::Internal("no shard holds index " + std::to_string(index));
+    const LmdbEnv* env = nullptr;
+    DSPIPE_RETURN_IF_ERROR(ShardEnv(*it, &env));
     uint8_t kb[kKeySize];
     const uint64_t key = index - it->begin + it->key_begin;
     EncodeKey(key, kb);
     const std::string name = dspipe::KeyName(key);
-    return ReadValue(*it->env, MDB_val{kKeySize, kb}, name,
+    return ReadValue(*env, MDB_val{kKeySize, kb}, name,
                      [&](std::span<const uint8_t> value) -> Status {
                        RecordView view;
-                       Status s = DecodeRecord(value, verify_crc_, &view);
-                       if (!s.ok()) return s.WithContext("key " + name + " in " + it->env->path());
+                       Status s = DecodeRecord(value, options_.verify_crc, &view);
+                       if (!s.ok()) return s.WithContext("key " + name + " in " + env->path());
                        return fn(view);
                      });
   }
 
  private:
+  const Shard* Find(uint64_t index) const {
+    if (index >= info_.count) return nullptr;
+    auto it = std::upper_bound(
+        shards_.begin(), shards_.end(), index,
+        [](uint64_t i, const std::unique_ptr<Shard>& s) { return i < s->end; });
+    if (it == shards_.end() || index < (*it)->begin) return nullptr;
+    return it->get();
+  }
+
+  // The shard's environment, opened on first use when lazy (once; a failure sticks).
+  Status ShardEnv(const Shard& sh, const LmdbEnv** env) const {
+    std::call_once(sh.once, [&] {
+      if (sh.env != nullptr) return;  // opened eagerly
+      // Like every env's CheckPid: a Dataset opened before fork() is not used after it, even
+      // for a shard it has not mapped yet.
+      Status s = ::getpid() == pid_
+                     ? OpenShard(options_, &sh)
+                     : Status::Unsupported("dataset " + info_.path + " was opened in process " +
+                                           std::to_string(pid_) +
+                                           " and used after fork() in process " +
+                                           std::to_string(::getpid()) +
+                                           "; open datasets after forking (e.g. in "
+                                           "worker_init_fn)");
+      if (!s.ok()) {
+        s = s.WithContext("shard " + sh.name + " (records " + std::to_string(sh.begin) + ".." +
+                          std::to_string(sh.end - 1) + ") of " + info_.path);
+      }
+      sh.open_status = std::move(s);
+    });
+    if (!sh.open_status.ok()) return sh.open_status;
+    *env = sh.env.get();
+    return Status::OK();
+  }
+
   DatasetInfo info_;
-  std::vector<Shard> shards_;
-  bool verify_crc_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  DatasetOpenOptions options_;
+  pid_t pid_;
 };
 
 }  // namespace
@@ -149,24 +209,19 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
     DSPIPE_RETURN_IF_ERROR(ParseManifest(text, top_manifest, &info, &ranges));
     info.kind = DatasetKind::kSharded;
     info.path = path;
-    std::vector<DspipeDataset::Shard> shards;
+    std::vector<std::unique_ptr<DspipeDataset::Shard>> shards;
     for (const ShardRange& r : ranges) {
-      DspipeDataset::Shard sh;
-      const std::string sp = path + "/" + r.name;
-      DSPIPE_RETURN_IF_ERROR(
-          LmdbEnv::OpenReadOnly(sp, options.max_readers, options.readahead, &sh.env));
-      uint64_t n = 0;
-      DSPIPE_RETURN_IF_ERROR(sh.env->RecordCount(&n));
-      if (n != r.end - r.begin) {
-        return Status::Corruption(sp + ": holds " + std::to_string(n) + " records, " +
-                                  kTopManifestFile + " says " + std::to_string(r.end - r.begin));
-      }
-      sh.begin = r.begin;
-      sh.end = r.end;
-      sh.key_begin = r.key_begin;
+      auto sh = std::make_unique<DspipeDataset::Shard>();
+      sh->path = path + "/" + r.name;
+      sh->name = r.name;
+      sh->begin = r.begin;
+      sh->end = r.end;
+      sh->key_begin = r.key_begin;
+      if (!options.lazy_shards) DSPIPE_RETURN_IF_ERROR(DspipeDataset::OpenShard(options, sh.get()));
+      info.shard_sizes.push_back(r.end - r.begin);
       shards.push_back(std::move(sh));
     }
-    *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options.verify_crc);
+    *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options);
     return Status::OK();
   }
 
@@ -202,12 +257,16 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
                               " records, manifest says " + std::to_string(info.count));
   }
   // A lone LMDB; when it is one shard of a sharded set, its keys start at the shard's range.
-  std::vector<DspipeDataset::Shard> shards(1);
-  shards[0].env = std::move(env);
-  shards[0].begin = 0;
-  shards[0].end = info.count;
-  shards[0].key_begin = ranges.empty() ? 0 : ranges[0].begin;
-  *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options.verify_crc);
+  std::vector<std::unique_ptr<DspipeDataset::Shard>> shards;
+  auto sh = std::make_unique<DspipeDataset::Shard>();
+  sh->path = sh->name = path;
+  sh->env = std::move(env);
+  sh->begin = 0;
+  sh->end = info.count;
+  sh->key_begin = ranges.empty() ? 0 : ranges[0].begin;
+  shards.push_back(std::move(sh));
+  info.shard_sizes = {info.count};
+  *out = std::make_unique<DspipeDataset>(std::move(info), std::move(shards), options);
   return Status::OK();
 }
 

@@ -125,9 +125,7 @@ class LoaderImpl final : public Loader {
     ctx_.shape = shape_;
     ctx_.normalize = norm;
     ctx_.stats = &stats_;
-    const uint64_t n = sampler_.samples_per_epoch();
-    const auto b = static_cast<uint64_t>(options_.batch_size);
-    epoch_end_ = options_.drop_last ? n / b * b : n;
+    epoch_end_ = EpochEnd(0);
   }
 
   ~LoaderImpl() override {
@@ -186,25 +184,33 @@ class LoaderImpl final : public Loader {
     const auto b = static_cast<uint64_t>(options_.batch_size);
     return (epoch_end_ + b - 1) / b;
   }
-  uint64_t samples_per_epoch() const override { return sampler_.samples_per_epoch(); }
+  uint64_t samples_per_epoch() const override { return sampler_.SamplesInEpoch(epoch_); }
 
   LoaderState state() const override { return {seed_, epoch_, deliver_pos_}; }
   Status Restore(const LoaderState& state) override {
-    if (state.position > epoch_end_) {
-      return Status::InvalidArgument("loader: state position " + std::to_string(state.position) +
-                                     " is beyond the " + std::to_string(epoch_end_) +
-                                     " samples of an epoch of this rank");
-    }
-    Drain();
-    SetEpochLocked(state.epoch);
+    Sampler sampler = sampler_;
     if (seed_ != state.seed) {
       SamplerOptions so = sampler_.options();
       so.seed = state.seed;
-      DSPIPE_RETURN_IF_ERROR(Sampler::Create(dataset_->size(), so, &sampler_));
+      DSPIPE_RETURN_IF_ERROR(Sampler::Create(sampler_.shard_sizes(), so, &sampler));
+    }
+    const uint64_t n = sampler.SamplesInEpoch(state.epoch);
+    const auto b = static_cast<uint64_t>(options_.batch_size);
+    const uint64_t end = options_.drop_last ? n / b * b : n;
+    if (state.position > end) {
+      return Status::InvalidArgument("loader: state position " + std::to_string(state.position) +
+                                     " is beyond the " + std::to_string(end) +
+                                     " samples of epoch " + std::to_string(state.epoch) +
+                                     " of this rank");
+    }
+    Drain();
+    if (seed_ != state.seed) {
+      sampler_ = std::move(sampler);
       options_.sampler.seed = state.seed;
       seed_ = state.seed;
       order_.clear();
     }
+    SetEpochLocked(state.epoch);
     deliver_pos_ = submit_pos_ = advised_pos_ = state.position;
     return Status::OK();
   }
@@ -250,8 +256,17 @@ class LoaderImpl final : public Loader {
   size_t pool_buffers() const override { return pool_->allocated(); }
 
  private:
+  // Positions of epoch `epoch` handed out (after drop_last). The same every epoch except with
+  // order kShards + kUneven (a rank's shards change with the epoch).
+  uint64_t EpochEnd(uint64_t epoch) const {
+    const uint64_t n = sampler_.SamplesInEpoch(epoch);
+    const auto b = static_cast<uint64_t>(options_.batch_size);
+    return options_.drop_last ? n / b * b : n;
+  }
+
   // REQUIRES: no job in flight (after Drain): every place that starts an epoch.
   void SetEpochLocked(uint64_t epoch) {
+    epoch_end_ = EpochEnd(epoch);
     epoch_ = epoch;
     deliver_pos_ = submit_pos_ = advised_pos_ = 0;
     corrupt_in_epoch_ = 0;
@@ -591,7 +606,9 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   }
 
   Sampler sampler;
-  Status s = Sampler::Create(info.count, o.sampler, &sampler);
+  Status s = Sampler::Create(info.shard_sizes.empty() ? std::vector<uint64_t>{info.count}
+                                                     : info.shard_sizes,
+                             o.sampler, &sampler);
   if (!s.ok()) return s.WithContext("loader over " + info.path);
   *out = std::make_unique<LoaderImpl>(std::move(dataset), std::move(o), shape, std::move(sampler),
                                       norm);
@@ -617,7 +634,10 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
     const uint64_t batches = static_cast<uint64_t>(std::max(options.prefetch, 1)) + 2;
     return batches * static_cast<uint64_t>(std::max(options.batch_size, 1)) * per_sample;
   };
-  return OpenDatasetCached(path, options.dataset, co, pipeline_bytes, out, cache);
+  DatasetOpenOptions open_options = options.dataset;
+  // A rank of order kShards reads only its shards: open each when first read (docs/SCALE.md).
+  if (options.sampler.order == SampleOrder::kShards) open_options.lazy_shards = true;
+  return OpenDatasetCached(path, open_options, co, pipeline_bytes, out, cache);
 }
 
 Status Loader::Open(const std::string& path, const LoaderOptions& options,

@@ -1,5 +1,6 @@
 #include "dspipe/sampler.h"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -19,8 +20,43 @@ const char* RemainderRuleName(RemainderRule rule) {
   return "?";
 }
 
+const char* SampleOrderName(SampleOrder order) {
+  switch (order) {
+    case SampleOrder::kGlobal:
+      return "global";
+    case SampleOrder::kBlocks:
+      return "blocks";
+    case SampleOrder::kShards:
+      return "shards";
+  }
+  return "?";
+}
+
+namespace {
+
+// Stream keys: "SHUFF" (kGlobal, unchanged since the first release: part of the resume
+// contract), then one per kind of permutation of the other orders.
+constexpr uint64_t kGlobalStream = 0x5348554646ULL;     // "SHUFF"
+constexpr uint64_t kBlockOrderStream = 0x424C4B4F5244ULL;  // "BLKORD"
+constexpr uint64_t kInBlockStream = 0x424C4B494EULL;    // "BLKIN"
+constexpr uint64_t kShardOrderStream = 0x5348524452ULL;  // "SHRDR"
+constexpr uint64_t kInRankStream = 0x52414E4BULL;       // "RANK"
+
+void Shuffle(Rng rng, std::vector<uint64_t>* v) {
+  for (uint64_t i = v->size(); i > 1; --i) std::swap((*v)[i - 1], (*v)[rng.Below(i)]);
+}
+
+}  // namespace
+
 Status Sampler::Create(uint64_t dataset_size, const SamplerOptions& options, Sampler* out) {
+  return Create(std::vector<uint64_t>{dataset_size}, options, out);
+}
+
+Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOptions& options,
+                       Sampler* out) {
   const int s = options.num_shards;
+  uint64_t dataset_size = 0;
+  for (uint64_t n : shard_sizes) dataset_size += n;
   if (dataset_size == 0) return Status::InvalidArgument("sampler: the dataset is empty");
   if (s < 1) {
     return Status::InvalidArgument("sampler: num_shards must be >= 1, got " + std::to_string(s));
@@ -32,17 +68,54 @@ Status Sampler::Create(uint64_t dataset_size, const SamplerOptions& options, Sam
   }
   const uint64_t shards = static_cast<uint64_t>(s);
   const uint64_t rank = static_cast<uint64_t>(options.shard_id);
+  if (options.order == SampleOrder::kBlocks && options.block_size == 0) {
+    return Status::InvalidArgument("sampler: block_size must be >= 1 with order 'blocks'");
+  }
+  const uint64_t files = shard_sizes.size();
+  if (options.order == SampleOrder::kShards) {
+    if (files < shards) {
+      return Status::InvalidArgument(
+          "sampler: order 'shards' gives every rank whole shard files, but the dataset has " +
+          std::to_string(files) + " shard" + (files == 1 ? "" : "s") + " for " +
+          std::to_string(shards) + " ranks (num_shards); rebuild it with at least " +
+          std::to_string(shards) + " shards (dsconvert build --shards), or use order 'blocks'");
+    }
+    for (uint64_t k = 0; k < files; ++k) {
+      if (shard_sizes[k] == 0) {
+        return Status::InvalidArgument("sampler: order 'shards': shard " + std::to_string(k) +
+                                       " of the dataset is empty");
+      }
+    }
+  }
   uint64_t per_rank = 0;
-  switch (options.remainder) {
-    case RemainderRule::kPad:
-      per_rank = (dataset_size + shards - 1) / shards;
-      break;
-    case RemainderRule::kDrop:
-      per_rank = dataset_size / shards;
-      break;
-    case RemainderRule::kUneven:
-      per_rank = dataset_size / shards + (rank < dataset_size % shards ? 1 : 0);
-      break;
+  if (options.order == SampleOrder::kShards) {
+    std::vector<uint64_t> sorted = shard_sizes;
+    std::sort(sorted.begin(), sorted.end());
+    switch (options.remainder) {
+      case RemainderRule::kPad:  // the ceil(files / shards) largest
+        for (uint64_t k = 0; k < (files + shards - 1) / shards; ++k) {
+          per_rank += sorted[files - 1 - k];
+        }
+        break;
+      case RemainderRule::kDrop:  // the floor(files / shards) smallest
+        for (uint64_t k = 0; k < files / shards; ++k) per_rank += sorted[k];
+        break;
+      case RemainderRule::kUneven:  // per epoch; never zero (every rank has a non-empty shard)
+        per_rank = 1;
+        break;
+    }
+  } else {
+    switch (options.remainder) {
+      case RemainderRule::kPad:
+        per_rank = (dataset_size + shards - 1) / shards;
+        break;
+      case RemainderRule::kDrop:
+        per_rank = dataset_size / shards;
+        break;
+      case RemainderRule::kUneven:
+        per_rank = dataset_size / shards + (rank < dataset_size % shards ? 1 : 0);
+        break;
+    }
   }
   if (per_rank == 0) {
     return Status::InvalidArgument("sampler: " + std::to_string(dataset_size) +
@@ -52,28 +125,180 @@ Status Sampler::Create(uint64_t dataset_size, const SamplerOptions& options, Sam
   }
   out->size_ = dataset_size;
   out->per_rank_ = per_rank;
+  out->shard_sizes_ = shard_sizes;
+  out->shard_begin_.assign(files, 0);
+  for (uint64_t k = 1; k < files; ++k) {
+    out->shard_begin_[k] = out->shard_begin_[k - 1] + shard_sizes[k - 1];
+  }
   out->options_ = options;
   return Status::OK();
 }
 
+uint64_t Sampler::SamplesInEpoch(uint64_t epoch) const {
+  if (options_.order != SampleOrder::kShards || options_.remainder != RemainderRule::kUneven) {
+    return per_rank_;
+  }
+  uint64_t n = 0;
+  for (uint64_t shard : EpochShards(epoch)) n += shard_sizes_[shard];
+  return n;
+}
+
+void Sampler::Range(uint64_t* begin, uint64_t* end) const {
+  const auto shards = static_cast<uint64_t>(options_.num_shards);
+  const auto rank = static_cast<uint64_t>(options_.shard_id);
+  if (options_.remainder == RemainderRule::kUneven) {
+    // The first N mod S ranks take one more, as with kGlobal.
+    const uint64_t q = size_ / shards, rem = size_ % shards;
+    *begin = rank * q + std::min(rank, rem);
+  } else {
+    *begin = rank * per_rank_;
+  }
+  *end = *begin + per_rank_;
+}
+
+std::vector<uint64_t> Sampler::BlockOrder(uint64_t epoch) const {
+  const uint64_t k = options_.block_size;
+  std::vector<uint64_t> order((size_ + k - 1) / k);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (options_.shuffle) Shuffle(Rng::For(options_.seed, epoch, kBlockOrderStream), &order);
+  return order;
+}
+
+void Sampler::AppendBlocks(uint64_t epoch, const std::vector<uint64_t>& block_order, uint64_t lo,
+                           uint64_t hi, std::vector<uint64_t>* out) const {
+  const uint64_t k = options_.block_size;
+  const uint64_t blocks = block_order.size();
+  const uint64_t last = size_ - (blocks - 1) * k;  // size of block blocks-1 (the short one)
+  // Where the short block sits in the order: blocks before it are full, those after it start
+  // (k - last) earlier.
+  const uint64_t short_at = static_cast<uint64_t>(
+      std::find(block_order.begin(), block_order.end(), blocks - 1) - block_order.begin());
+  const auto start_of = [&](uint64_t j) { return j * k - (j > short_at ? k - last : 0); };
+  std::vector<uint64_t> block;
+  uint64_t p = lo;
+  while (p < hi) {
+    uint64_t j;
+    if (p < short_at * k) {
+      j = p / k;
+    } else if (p < short_at * k + last) {
+      j = short_at;
+    } else {
+      j = short_at + 1 + (p - short_at * k - last) / k;
+    }
+    const uint64_t b = block_order[j];
+    const uint64_t size = b == blocks - 1 ? last : k;
+    block.resize(size);
+    std::iota(block.begin(), block.end(), b * k);
+    if (options_.shuffle) {
+      Shuffle(Rng::For(Mix64(options_.seed ^ kInBlockStream), epoch, b), &block);
+    }
+    const uint64_t from = p - start_of(j);
+    const uint64_t to = std::min(size, hi - start_of(j));
+    out->insert(out->end(), block.begin() + static_cast<ptrdiff_t>(from),
+                block.begin() + static_cast<ptrdiff_t>(to));
+    p += to - from;
+  }
+}
+
+std::vector<uint64_t> Sampler::ShardOrder(uint64_t epoch) const {
+  std::vector<uint64_t> order(shard_sizes_.size());
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (options_.shuffle) Shuffle(Rng::For(options_.seed, epoch, kShardOrderStream), &order);
+  return order;
+}
+
+std::vector<uint64_t> Sampler::EpochShards(uint64_t epoch) const {
+  const auto shards = static_cast<uint64_t>(options_.num_shards);
+  const auto rank = static_cast<uint64_t>(options_.shard_id);
+  std::vector<uint64_t> mine;
+  if (options_.order == SampleOrder::kShards) {
+    const std::vector<uint64_t> order = ShardOrder(epoch);
+    for (uint64_t k = rank; k < order.size(); k += shards) mine.push_back(order[k]);
+    return mine;
+  }
+  std::vector<bool> touched(shard_sizes_.size(), false);
+  for (uint64_t index : EpochOrder(epoch)) {
+    const auto it = std::upper_bound(shard_begin_.begin(), shard_begin_.end(), index);
+    touched[static_cast<size_t>(it - shard_begin_.begin()) - 1] = true;
+  }
+  for (uint64_t k = 0; k < touched.size(); ++k) {
+    if (touched[k]) mine.push_back(k);
+  }
+  return mine;
+}
+
 std::vector<uint64_t> Sampler::GlobalOrder(uint64_t epoch) const {
-  std::vector<uint64_t> order(size_);
+  std::vector<uint64_t> order;
+  if (options_.order == SampleOrder::kBlocks) {
+    order.reserve(size_);
+    AppendBlocks(epoch, BlockOrder(epoch), 0, size_, &order);
+    return order;
+  }
+  if (options_.order == SampleOrder::kShards) {
+    order.reserve(size_);
+    const std::vector<uint64_t> shards = ShardOrder(epoch);
+    const auto ranks = static_cast<uint64_t>(options_.num_shards);
+    for (uint64_t r = 0; r < ranks; ++r) {
+      for (uint64_t k = r; k < shards.size(); k += ranks) {
+        for (uint64_t i = 0; i < shard_sizes_[shards[k]]; ++i) {
+          order.push_back(shard_begin_[shards[k]] + i);
+        }
+      }
+    }
+    return order;
+  }
+  order.resize(size_);
   std::iota(order.begin(), order.end(), uint64_t{0});
   if (!options_.shuffle) return order;
   // Fisher-Yates with a stream keyed by (seed, epoch): the same on every rank and platform.
-  auto rng = Rng::For(options_.seed, epoch, 0x5348554646ULL /* "SHUFF" */);
+  auto rng = Rng::For(options_.seed, epoch, kGlobalStream);
   for (uint64_t i = size_ - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
   return order;
 }
 
 std::vector<uint64_t> Sampler::EpochOrder(uint64_t epoch) const {
-  const std::vector<uint64_t> global = GlobalOrder(epoch);
   const auto shards = static_cast<uint64_t>(options_.num_shards);
   const auto rank = static_cast<uint64_t>(options_.shard_id);
   std::vector<uint64_t> mine;
-  mine.reserve(per_rank_);
-  // Position p of the padded / truncated global order is global[p % N].
-  for (uint64_t k = 0; k < per_rank_; ++k) mine.push_back(global[(rank + k * shards) % size_]);
+  switch (options_.order) {
+    case SampleOrder::kGlobal: {
+      const std::vector<uint64_t> global = GlobalOrder(epoch);
+      mine.reserve(per_rank_);
+      // Position p of the padded / truncated global order is global[p % N].
+      for (uint64_t k = 0; k < per_rank_; ++k) {
+        mine.push_back(global[(rank + k * shards) % size_]);
+      }
+      return mine;
+    }
+    case SampleOrder::kBlocks: {
+      uint64_t begin = 0, end = 0;
+      Range(&begin, &end);
+      mine.reserve(end - begin);
+      const std::vector<uint64_t> blocks = BlockOrder(epoch);
+      // Positions past N wrap around to the start of P (kPad).
+      for (uint64_t p = begin; p < end;) {
+        const uint64_t q = p % size_;
+        const uint64_t n = std::min(end - p, size_ - q);
+        AppendBlocks(epoch, blocks, q, q + n, &mine);
+        p += n;
+      }
+      return mine;
+    }
+    case SampleOrder::kShards: {
+      std::vector<uint64_t> own;
+      for (uint64_t shard : EpochShards(epoch)) {
+        for (uint64_t i = 0; i < shard_sizes_[shard]; ++i) own.push_back(shard_begin_[shard] + i);
+      }
+      if (options_.shuffle) {
+        Shuffle(Rng::For(Mix64(options_.seed ^ kInRankStream), epoch, rank), &own);
+      }
+      if (options_.remainder == RemainderRule::kUneven) return own;
+      mine.reserve(per_rank_);
+      // kPad: wrap around the rank's own samples; kDrop: per_rank_ <= own.size().
+      for (uint64_t k = 0; k < per_rank_; ++k) mine.push_back(own[k % own.size()]);
+      return mine;
+    }
+  }
   return mine;
 }
 

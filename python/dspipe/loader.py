@@ -117,6 +117,12 @@ class Loader:
       rank / world_size [None]: from torch.distributed when initialized, then RANK / WORLD_SIZE,
         then 0 / 1. remainder ["pad"]: samples that do not divide across ranks ("pad", "drop",
         "uneven"; see docs/LOADER.md).
+      order ["global"]: how an epoch's order is cut across ranks (docs/SCALE.md). "global": one
+        permutation of every sample, every world_size-th to this rank. "blocks": blocks of
+        block_size [4096] consecutive samples in a shuffled order, each block shuffled, a
+        contiguous range to each rank (each rank computes only its part). "shards": whole shard
+        files of a sharded dataset to each rank (rotated by epoch, samples shuffled within the
+        rank), so a rank opens only its shards' files; needs at least world_size shards.
       output [None = "torch" when torch imports, else "numpy"]: "torch", "numpy" or "dlpack".
       masks ["int64"] or "uint8"; max_corrupt [0] corrupt records skipped per epoch.
       slots [2] buffer sets made up front; max_slots [0 = no limit] batches held at once.
@@ -140,7 +146,7 @@ class Loader:
                  world_size: int | None = None, output: str | None = None,
                  masks: str = "int64", remainder: str = "pad", max_corrupt: int = 0,
                  slots: int = 2, max_slots: int = 0, cache: str | os.PathLike = "off",
-                 cache_limit: int = 0):
+                 cache_limit: int = 0, order: str = "global", block_size: int = 4096):
         torch = _torch()
         if output is None:
             output = "torch" if torch is not None else "numpy"
@@ -169,7 +175,7 @@ class Loader:
             self._path, batch_size, shuffle, seed, num_threads, prefetch, dev,
             dtype == "float16", normalize, masks == "int64", hflip, vflip, drop_last, rank,
             world_size, remainder, max_corrupt, consumer_stream, slots, max_slots,
-            os.fspath(cache), cache_limit)
+            os.fspath(cache), cache_limit, order, block_size)
         ds = self._core.dataset()
         self._fingerprint = {
             # The source, not the copy it may be read from (cache=): a checkpoint resumes
@@ -183,6 +189,8 @@ class Loader:
             "rank": rank,
             "world_size": world_size,
             "remainder": remainder,
+            "order": order,
+            "block_size": block_size,
             "drop_last": drop_last,
             "shuffle": shuffle,
             "hflip": hflip,
@@ -251,7 +259,8 @@ class Loader:
             self._compute_batches += 1
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank."""
+        """Batches per epoch for this rank (of the current epoch: with order="shards" and
+        remainder="uneven" it follows the sizes of the shards the epoch gives this rank)."""
         return self._core.batches_per_epoch()
 
     def set_epoch(self, epoch: int) -> None:
@@ -287,7 +296,8 @@ class Loader:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"load_state_dict: state version {state.get('version')!r}, this "
                              f"dspipe reads version {STATE_VERSION}")
-        theirs = state.get("fingerprint", {})
+        # States saved before order/block_size existed were made with the global order.
+        theirs = {"order": "global", "block_size": 4096, **state.get("fingerprint", {})}
         diffs = [f"{k}: state has {theirs.get(k)!r}, this loader {v!r}"
                  for k, v in self._fingerprint.items() if theirs.get(k) != v]
         if diffs:

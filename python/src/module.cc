@@ -229,7 +229,8 @@ class PyLoader {
            int prefetch, int device, bool fp16, bool normalize, bool masks_int64, double hflip,
            double vflip, bool drop_last, int rank, int world_size, const std::string& remainder,
            int max_corrupt, uintptr_t consumer_stream, int slots, int max_slots,
-           const std::string& cache, uint64_t cache_limit) {
+           const std::string& cache, uint64_t cache_limit, const std::string& order,
+           uint64_t block_size) {
     LoaderOptions lo;
     lo.cache = cache;
     lo.cache_limit = cache_limit;
@@ -250,6 +251,17 @@ class PyLoader {
       ThrowIfError(Status::InvalidArgument("remainder must be 'pad', 'drop' or 'uneven', got '" +
                                            remainder + "'"));
     }
+    if (order == "global") {
+      lo.sampler.order = SampleOrder::kGlobal;
+    } else if (order == "blocks") {
+      lo.sampler.order = SampleOrder::kBlocks;
+    } else if (order == "shards") {
+      lo.sampler.order = SampleOrder::kShards;
+    } else {
+      ThrowIfError(Status::InvalidArgument("order must be 'global', 'blocks' or 'shards', got '" +
+                                           order + "'"));
+    }
+    lo.sampler.block_size = block_size;
     lo.drop_last = drop_last;
     lo.augment.hflip_p = hflip;
     lo.augment.vflip_p = vflip;
@@ -588,11 +600,11 @@ NB_MODULE(_dspipe, m) {
   nb::class_<PyLoader>(m, "Loader")
       .def(nb::init<const std::string&, int, bool, uint64_t, int, int, int, bool, bool, bool,
                     double, double, bool, int, int, const std::string&, int, uintptr_t, int, int,
-                    const std::string&, uint64_t>(),
+                    const std::string&, uint64_t, const std::string&, uint64_t>(),
            "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
            "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
            "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
-           "max_slots"_a, "cache"_a, "cache_limit"_a)
+           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a)
       .def("next", &PyLoader::Next)
       .def("set_epoch", &PyLoader::set_epoch)
       .def_prop_ro("epoch", &PyLoader::epoch)

@@ -144,5 +144,223 @@ TEST(SamplerTest, RejectsBadOptions) {
   EXPECT_TRUE(Sampler::Create(3, o, &s).ok());
 }
 
+// ---- kBlocks / kShards (docs/SCALE.md)
+
+SamplerOptions OrderOptions(SampleOrder order, int ranks, int rank, RemainderRule rule,
+                            uint64_t block_size = 5) {
+  SamplerOptions o;
+  o.order = order;
+  o.block_size = block_size;
+  o.num_shards = ranks;
+  o.shard_id = rank;
+  o.remainder = rule;
+  o.seed = 11;
+  return o;
+}
+
+Sampler MakeOrder(const std::vector<uint64_t>& shard_sizes, const SamplerOptions& o) {
+  Sampler s;
+  Status st = Sampler::Create(shard_sizes, o, &s);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return s;
+}
+
+// Visits per index across `ranks` ranks in `epoch`; also checks each rank's count.
+std::map<uint64_t, int> OrderVisits(const std::vector<uint64_t>& sizes, SampleOrder order,
+                                    int ranks, RemainderRule rule, uint64_t epoch,
+                                    std::vector<uint64_t>* counts = nullptr) {
+  std::map<uint64_t, int> visits;
+  const uint64_t n = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
+  for (int r = 0; r < ranks; ++r) {
+    Sampler s = MakeOrder(sizes, OrderOptions(order, ranks, r, rule));
+    const auto mine = s.EpochOrder(epoch);
+    EXPECT_EQ(mine.size(), s.SamplesInEpoch(epoch));
+    if (counts) counts->push_back(mine.size());
+    for (uint64_t i : mine) {
+      EXPECT_LT(i, n);
+      ++visits[i];
+    }
+  }
+  return visits;
+}
+
+// The shard (index into sizes) that holds dataset index i.
+uint64_t ShardOf(const std::vector<uint64_t>& sizes, uint64_t i) {
+  uint64_t k = 0;
+  while (i >= sizes[k]) i -= sizes[k++];
+  return k;
+}
+
+TEST(SamplerOrderTest, UnevenSeesEverySampleExactlyOncePerEpoch) {
+  // Unequal shards; 3 ranks; 3 epochs; blocks of 5 (N = 47: a short last block).
+  const std::vector<uint64_t> sizes = {9, 8, 8, 7, 8, 7};
+  for (SampleOrder order : {SampleOrder::kBlocks, SampleOrder::kShards}) {
+    for (uint64_t epoch : {0, 1, 2}) {
+      std::vector<uint64_t> counts;
+      auto visits = OrderVisits(sizes, order, 3, RemainderRule::kUneven, epoch, &counts);
+      ASSERT_EQ(visits.size(), 47u) << SampleOrderName(order) << " epoch " << epoch;
+      for (auto [index, count] : visits) ASSERT_EQ(count, 1) << "index " << index;
+      if (order == SampleOrder::kBlocks) {
+        EXPECT_EQ(counts, (std::vector<uint64_t>{16, 16, 15}));
+      }
+    }
+  }
+}
+
+TEST(SamplerOrderTest, BlocksAreContiguousRangesOfOneGlobalPermutation) {
+  const uint64_t n = 23;  // blocks of 5: 4 full + one of 3
+  for (RemainderRule rule : {RemainderRule::kPad, RemainderRule::kDrop, RemainderRule::kUneven}) {
+    const auto global = MakeOrder({n}, OrderOptions(SampleOrder::kBlocks, 3, 0, rule))
+                            .GlobalOrder(4);
+    auto sorted = global;
+    std::sort(sorted.begin(), sorted.end());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i);
+    // Each block of 5 consecutive indices is contiguous in P.
+    for (uint64_t p = 0; p < n; ++p) {
+      const uint64_t b = global[p] / 5;
+      uint64_t q = p;
+      while (q < n && global[q] / 5 == b) ++q;
+      EXPECT_EQ(q - p, b == 4 ? 3u : 5u) << "at " << p;
+      p = q - 1;
+    }
+    // Rank r's order is its range of P (padded by wrapping around P).
+    std::vector<uint64_t> joined;
+    for (int r = 0; r < 3; ++r) {
+      const auto mine =
+          MakeOrder({n}, OrderOptions(SampleOrder::kBlocks, 3, r, rule)).EpochOrder(4);
+      joined.insert(joined.end(), mine.begin(), mine.end());
+    }
+    std::vector<uint64_t> expected;
+    const uint64_t total = rule == RemainderRule::kPad    ? 24
+                           : rule == RemainderRule::kDrop ? 21
+                                                          : 23;
+    for (uint64_t p = 0; p < total; ++p) expected.push_back(global[p % n]);
+    EXPECT_EQ(joined, expected) << RemainderRuleName(rule);
+  }
+}
+
+TEST(SamplerOrderTest, BlocksPadAndDropKeepCountsEqual) {
+  const uint64_t n = 47;
+  for (uint64_t epoch : {0, 1, 2}) {
+    std::vector<uint64_t> counts;
+    auto pad = OrderVisits({n}, SampleOrder::kBlocks, 3, RemainderRule::kPad, epoch, &counts);
+    EXPECT_EQ(counts, (std::vector<uint64_t>{16, 16, 16}));
+    const auto global =
+        MakeOrder({n}, OrderOptions(SampleOrder::kBlocks, 3, 0, RemainderRule::kPad))
+            .GlobalOrder(epoch);
+    ASSERT_EQ(pad.size(), n);
+    EXPECT_EQ(pad[global[0]], 2);  // 48 - 47: the first sample of P twice
+    counts.clear();
+    auto drop = OrderVisits({n}, SampleOrder::kBlocks, 3, RemainderRule::kDrop, epoch, &counts);
+    EXPECT_EQ(counts, (std::vector<uint64_t>{15, 15, 15}));
+    ASSERT_EQ(drop.size(), 45u);
+    EXPECT_EQ(drop.count(global[45]) + drop.count(global[46]), 0u);
+  }
+}
+
+TEST(SamplerOrderTest, ShardsGiveEachRankWholeShardsRotatedByEpoch) {
+  const std::vector<uint64_t> sizes = {9, 8, 8, 7, 8, 7};
+  std::set<std::vector<uint64_t>> assignments;
+  for (uint64_t epoch : {0, 1, 2, 3}) {
+    std::vector<uint64_t> all;
+    for (int r = 0; r < 3; ++r) {
+      Sampler s = MakeOrder(sizes, OrderOptions(SampleOrder::kShards, 3, r,
+                                                RemainderRule::kUneven));
+      const auto shards = s.EpochShards(epoch);
+      EXPECT_EQ(shards.size(), 2u);
+      std::set<uint64_t> read;
+      for (uint64_t i : s.EpochOrder(epoch)) read.insert(ShardOf(sizes, i));
+      EXPECT_EQ(read, std::set<uint64_t>(shards.begin(), shards.end()));
+      all.insert(all.end(), shards.begin(), shards.end());
+    }
+    assignments.insert(all);
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
+  }
+  EXPECT_GT(assignments.size(), 1u);  // the shard permutation changes with the epoch
+  // Unshuffled: shard k goes to rank k mod 3, in dataset order.
+  SamplerOptions o = OrderOptions(SampleOrder::kShards, 3, 1, RemainderRule::kUneven);
+  o.shuffle = false;
+  Sampler s = MakeOrder(sizes, o);
+  EXPECT_EQ(s.EpochShards(5), (std::vector<uint64_t>{1, 4}));
+  std::vector<uint64_t> expected;
+  for (uint64_t i = 9; i < 17; ++i) expected.push_back(i);
+  for (uint64_t i = 32; i < 40; ++i) expected.push_back(i);
+  EXPECT_EQ(s.EpochOrder(5), expected);
+}
+
+TEST(SamplerOrderTest, ShardsPadAndDropKeepCountsEqual) {
+  // 7 shards over 3 ranks: one rank gets 3 shards, the others 2.
+  const std::vector<uint64_t> sizes = {9, 8, 8, 7, 8, 7, 6};
+  for (uint64_t epoch : {0, 1, 2}) {
+    std::vector<uint64_t> counts;
+    auto pad = OrderVisits(sizes, SampleOrder::kShards, 3, RemainderRule::kPad, epoch, &counts);
+    EXPECT_EQ(counts, (std::vector<uint64_t>{25, 25, 25}));  // 9 + 8 + 8
+    ASSERT_EQ(pad.size(), 53u);                                // every sample at least once
+    counts.clear();
+    auto drop = OrderVisits(sizes, SampleOrder::kShards, 3, RemainderRule::kDrop, epoch, &counts);
+    EXPECT_EQ(counts, (std::vector<uint64_t>{13, 13, 13}));  // 6 + 7
+    for (auto [index, count] : drop) ASSERT_EQ(count, 1) << "index " << index;
+    // Pad repeats only a rank's own samples: each rank's order stays inside its shards.
+    for (int r = 0; r < 3; ++r) {
+      for (RemainderRule rule : {RemainderRule::kPad, RemainderRule::kDrop}) {
+        Sampler s = MakeOrder(sizes, OrderOptions(SampleOrder::kShards, 3, r, rule));
+        const auto shards = s.EpochShards(epoch);
+        for (uint64_t i : s.EpochOrder(epoch)) {
+          ASSERT_NE(std::find(shards.begin(), shards.end(), ShardOf(sizes, i)), shards.end());
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerOrderTest, DeterministicAndSeeded) {
+  const std::vector<uint64_t> sizes = {9, 8, 8, 7, 8, 7};
+  for (SampleOrder order : {SampleOrder::kBlocks, SampleOrder::kShards}) {
+    SamplerOptions o = OrderOptions(order, 3, 2, RemainderRule::kPad);
+    const auto a = MakeOrder(sizes, o).EpochOrder(1);
+    EXPECT_EQ(a, MakeOrder(sizes, o).EpochOrder(1));
+    EXPECT_NE(a, MakeOrder(sizes, o).EpochOrder(2));
+    o.seed = 12;
+    EXPECT_NE(a, MakeOrder(sizes, o).EpochOrder(1));
+  }
+}
+
+// Like PermutationIsStable: the orders are part of the resume contract. Pinned when they were
+// written (blocks {0,1,2} {3,4,5} {6,7,8} {9}; shards {0,1,2} {3,4,5} {6,7} {8,9}), so any
+// change to the streams shows here.
+TEST(SamplerOrderTest, OrdersAreStable) {
+  SamplerOptions o = OrderOptions(SampleOrder::kBlocks, 1, 0, RemainderRule::kPad, 3);
+  o.seed = 42;
+  EXPECT_EQ(MakeOrder({10}, o).EpochOrder(0),
+            (std::vector<uint64_t>{9, 6, 8, 7, 3, 4, 5, 2, 1, 0}));
+  o = OrderOptions(SampleOrder::kShards, 2, 1, RemainderRule::kPad);
+  o.seed = 42;
+  // Rank 1 gets shards 0 and 3 (5 samples), padded to 6 with its own first sample.
+  EXPECT_EQ(MakeOrder({3, 3, 2, 2}, o).EpochOrder(0),
+            (std::vector<uint64_t>{0, 2, 9, 1, 8, 0}));
+}
+
+TEST(SamplerOrderTest, RejectsFewerShardsThanRanksAndEmptyShards) {
+  Sampler s;
+  Status st = Sampler::Create(std::vector<uint64_t>{10, 10},
+                              OrderOptions(SampleOrder::kShards, 3, 0, RemainderRule::kPad), &s);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("2 shards for 3 ranks"), std::string::npos) << st.ToString();
+  st = Sampler::Create(uint64_t{100},
+                       OrderOptions(SampleOrder::kShards, 2, 0, RemainderRule::kUneven), &s);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  st = Sampler::Create(std::vector<uint64_t>{10, 0, 10},
+                       OrderOptions(SampleOrder::kShards, 2, 0, RemainderRule::kUneven), &s);
+  EXPECT_NE(st.message().find("shard 1 "), std::string::npos) << st.ToString();
+  st = Sampler::Create(uint64_t{100},
+                       OrderOptions(SampleOrder::kBlocks, 2, 0, RemainderRule::kPad, 0), &s);
+  EXPECT_NE(st.message().find("block_size"), std::string::npos) << st.ToString();
+  // One rank over one shard is fine.
+  EXPECT_TRUE(Sampler::Create(uint64_t{100},
+                              OrderOptions(SampleOrder::kShards, 1, 0, RemainderRule::kPad), &s)
+                  .ok());
+}
+
 }  // namespace
 }  // namespace dspipe

@@ -183,6 +183,27 @@ def test_three_ranks_cover_every_sample_once(dataset, monkeypatch):
     assert (loader.rank, loader.world_size) == (2, 3)
 
 
+def test_order_shards_and_blocks_cover_every_sample_once(dataset, tmp_path):
+    sharded = tmp_path / "sharded"
+    dspipe.build(os.path.dirname(dataset) + "/src", sharded, store="raw", shards=6,
+                 on_error="skip", progress=False)
+    for order in ("shards", "blocks"):
+        for epoch in range(2):
+            seen = []
+            for rank in range(3):
+                loader = cpu_loader(sharded, rank=rank, world_size=3, remainder="uneven",
+                                    order=order, block_size=5, seed=4)
+                loader.set_epoch(epoch)
+                for b in loader:
+                    seen += b["index"].tolist()
+                assert loader.state_dict()["fingerprint"]["order"] == order
+            assert sorted(seen) == list(range(COUNT)), (order, epoch)
+    with pytest.raises(Exception, match="6 shards for 7 ranks"):
+        cpu_loader(sharded, rank=0, world_size=7, order="shards")
+    with pytest.raises(Exception, match="order must be"):
+        cpu_loader(sharded, order="random")
+
+
 def test_cache_reads_a_ram_disk_copy_with_the_same_batches(dataset):
     # A real tmpfs dir: the copy, the same batches as in place, the source in the fingerprint.
     root = tempfile.mkdtemp(prefix="dspipe-pytest-cache-", dir="/dev/shm")
