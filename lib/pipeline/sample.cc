@@ -54,6 +54,7 @@ class NormalizeRows final : public codec::PngRowSink {
  public:
   NormalizeRows(const NormalizeParams& p, float* dst, int h, int w)
       : norm_(p), dst_(dst), width_(w), plane_(static_cast<size_t>(h) * static_cast<size_t>(w)) {}
+
   void Row(uint32_t y, const uint8_t* row) override {
     norm_.Row(row, width_, dst_ + size_t{y} * static_cast<size_t>(width_), plane_);
   }
