@@ -132,7 +132,7 @@ TEST_F(FusedLoaderTest, SameBatchesAsDecodeThenFlipThenNormalize) {
     for (uint8_t f : fused[i].hflip) flipped += f;
     ASSERT_FALSE(fused[i].normalized.empty());
   }
-  EXPECT_GT(flipped, 0);                  // both branches ran
+  EXPECT_GT(flipped, 0);  // both branches ran
   EXPECT_LT(flipped, 2 * kCount);
   // Without normalize (only the flip is fused), gray output (not fused: RGB records), deferred
   // flips (nothing mirrored).
