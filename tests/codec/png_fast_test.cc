@@ -323,8 +323,9 @@ class NormalizingSink final : public PngRowSink {
   uint32_t next_ = 0;
 };
 
-// DecodePayloadFused (mirror off/on, AVX2 and plain row normalizer) against today's unfused
-// steps: DecodePayloadInto, cv::flip, NormalizeNhwcToNchwF32. Bit for bit, uint8 and float.
+// DecodePayloadFused (mirror off/on, AVX2 and plain row normalizer) against the unfused steps:
+// DecodePayloadInto, cv::flip, NormalizeNhwcToNchwF32 (itself checked against the formula
+// written out). Bit for bit, uint8 and float.
 void ExpectFusedSameAsUnfused(const std::string& png, const std::string& what) {
   const PngRoute route = ChoosePngDecoder(AsBytes(png));
   const int h = static_cast<int>(route.header.height), w = static_cast<int>(route.header.width);
@@ -361,6 +362,12 @@ void ExpectFusedSameAsUnfused(const std::string& png, const std::string& what) {
       }
       std::vector<float> want_f(n);
       ASSERT_TRUE(NormalizeNhwcToNchwF32(want.data(), 1, h, w, p, want_f.data()).ok());
+      // The documented formula, written out (NormalizeNhwcToNchwF32 itself uses the row code).
+      for (size_t i = 0; i < n; ++i) {
+        const size_t c = i % static_cast<size_t>(channels), px = i / static_cast<size_t>(channels);
+        const float v = (static_cast<float>(want[i]) - p.mean[c]) * (1.0f / p.std[c]);
+        ASSERT_EQ(std::memcmp(&v, &want_f[c * static_cast<size_t>(h) * w + px], 4), 0) << what;
+      }
       for (bool plain : {false, true}) {
         std::vector<uint8_t> dst(n, 0xAB);
         std::vector<float> got_f(n, -1.0f);

@@ -40,12 +40,31 @@ TEST(RowNormalizer, MatchesTheBatchKernelBitForBit) {
       const int h = 300 / w + 1;  // every uint8 value shows up in every channel
       std::vector<uint8_t> src(static_cast<size_t>(h) * w * channels);
       for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i < 256 ? i : rng());
-      std::vector<float> want(src.size());
-      ASSERT_TRUE(NormalizeNhwcToNchwF32(src.data(), 1, h, w, p, want.data()).ok());
+      // The table kernel (mirror forces it for every channel count) and the formula written
+      // out (the batch kernel itself runs RowNormalizerF32 for gray and RGB).
+      std::vector<float> want(src.size()), table(src.size());
+      const size_t plane = static_cast<size_t>(h) * w;
+      for (size_t i = 0; i < src.size(); ++i) {
+        const size_t c = i % static_cast<size_t>(channels), px = i / static_cast<size_t>(channels);
+        want[c * plane + px] = (static_cast<float>(src[i]) - p.mean[c]) * (1.0f / p.std[c]);
+      }
+      std::vector<uint8_t> mirrored(src.size());
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          for (int c = 0; c < channels; ++c) {
+            mirrored[(static_cast<size_t>(y) * w + x) * channels + c] =
+                src[(static_cast<size_t>(y) * w + (w - 1 - x)) * channels + c];
+          }
+        }
+      }
+      NormalizeParams mirror = p;
+      mirror.mirror = true;
+      ASSERT_TRUE(NormalizeNhwcToNchwF32(mirrored.data(), 1, h, w, mirror, table.data()).ok());
+      ASSERT_EQ(std::memcmp(table.data(), want.data(), want.size() * sizeof(float)), 0)
+          << "channels " << channels << " width " << w;
       for (bool plain : {false, true}) {
         const kernels::RowNormalizerF32 norm(p, plain);
         std::vector<float> got(src.size(), -7.0f);
-        const size_t plane = static_cast<size_t>(h) * w;
         for (int y = 0; y < h; ++y) {
           norm.Row(src.data() + static_cast<size_t>(y) * w * channels, w,
                    got.data() + static_cast<size_t>(y) * w, plane);
