@@ -12,10 +12,12 @@
 //    Then the unfiltering alone, per filter type and pixel size: plain loop, SSE2, AVX2.
 // 2. The loader over an encoded PNG LMDB (synth dataset, like loader_bench), --loader-rounds
 //    rounds, each: libspng (the fast path switched off: SetPngFastPathEnabled(false), as
-//    DSPIPE_PNG_DECODER=libspng does) and fast, in alternating order. Per configuration: the
-//    single-thread read + decode (image and mask) rate x threads (the decode bound) and the
-//    loader's images/s (batch B, T threads, hflip 0.5, CPU float32 normalize), plus the
-//    images per CPU-second (meaningful when other processes share the cores).
+//    DSPIPE_PNG_DECODER=libspng does), fast unfused (pipeline::SetFusedDecodeEnabled(false):
+//    decode, then flip, then normalize) and fast fused (flip and normalize per row inside the
+//    decode), the order rotating by round. Per configuration: the single-thread read + decode
+//    (image and mask) rate x threads (the decode bound) and the loader's images/s (batch B,
+//    T threads, hflip 0.5, CPU float32 normalize), plus the images per CPU-second (meaningful
+//    when other processes share the cores), and per-round ratios.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +35,7 @@
 #include "dspipe/loader.h"
 #include "dspipe/stats.h"
 #include "dspipe/synth.h"
+#include "pipeline/sample.h"
 
 namespace {
 
@@ -266,10 +269,14 @@ void LoaderSideBySide(const std::string& dir, int count, int size, int batch, in
   o.normalize = NormalizeMode::kCpuFloat32;
   std::unique_ptr<Loader> loader;
   Check(Loader::Open(path, o, &loader));
-  Series series[2];  // [0] libspng, [1] fast
-  auto run = [&](int fast, uint64_t epoch) {
-    codec::SetPngFastPathEnabled(fast == 1);
-    Series& s = series[fast];
+  // [0] libspng (fast path off), [1] fast path, unfused (decode, flip, then normalize),
+  // [2] fast path, fused (flip and normalize done per row inside the decode).
+  constexpr int kConfigs = 3;
+  Series series[kConfigs];
+  auto run = [&](int config, uint64_t epoch) {
+    codec::SetPngFastPathEnabled(config != 0);
+    pipeline::SetFusedDecodeEnabled(config == 2);
+    Series& s = series[config];
     double rate = 0, per_cpu = 0;
     DecodeRate(loader->dataset(), &rate, &per_cpu);
     s.bound.push_back(rate * threads);
@@ -283,37 +290,53 @@ void LoaderSideBySide(const std::string& dir, int count, int size, int batch, in
   LoaderRate(loader.get(), 0, &ignored, &ignored2);    // start the workers
   for (int r = 0; r < rounds; ++r) {
     const uint64_t epoch = static_cast<uint64_t>(r + 1);
-    if (r % 2 == 0) {
-      run(0, epoch);
-      run(1, epoch);
-    } else {
-      run(1, epoch);
-      run(0, epoch);
+    // Each round starts with a different configuration, and every other round runs backwards.
+    for (int k = 0; k < kConfigs; ++k) {
+      const int step = r % 2 == 0 ? k : kConfigs - k;
+      run((r + step) % kConfigs, epoch);
     }
   }
   codec::SetPngFastPathEnabled(true);
+  pipeline::SetFusedDecodeEnabled(true);
   std::printf("\nLoader: %d x %dx%d RGB PNG + PNG mask (synth, encoded LMDB), batch %d, "
-              "%d threads, hflip 0.5 + CPU float32 normalize, %d rounds alternating\n",
+              "%d threads, hflip 0.5 + CPU float32 normalize, %d rounds interleaved\n",
               count, size, size, batch, threads, rounds);
-  std::printf("  %-9s %26s %26s %16s %16s\n", "decoder", "decode bound img/s", "loader img/s",
+  std::printf("  decode bound = one thread's read + decode (image and mask) x %d; the loader\n"
+              "  adds the flip, the float32 normalize and the batching\n", threads);
+  std::printf("  %-11s %26s %26s %16s %16s\n", "decoder", "decode bound img/s", "loader img/s",
               "bound img/CPU-s", "loader img/CPU-s");
-  const char* names[] = {"libspng", "fast"};
-  Spread sum[2][4];
-  for (int f = 0; f < 2; ++f) {
+  const char* names[] = {"libspng", "fast", "fast+fused"};
+  Spread sum[kConfigs][4];
+  for (int f = 0; f < kConfigs; ++f) {
     const Series& s = series[f];
     sum[f][0] = Summarize(s.bound);
     sum[f][1] = Summarize(s.loader);
     sum[f][2] = Summarize(s.bound_cpu);
     sum[f][3] = Summarize(s.loader_cpu);
-    std::printf("  %-9s %8.1f (%6.1f..%6.1f) %8.1f (%6.1f..%6.1f) %16.1f %16.1f\n", names[f],
+    std::printf("  %-11s %8.1f (%6.1f..%6.1f) %8.1f (%6.1f..%6.1f) %16.1f %16.1f\n", names[f],
                 sum[f][0].median, sum[f][0].min, sum[f][0].max, sum[f][1].median, sum[f][1].min,
                 sum[f][1].max, sum[f][2].median, sum[f][3].median);
   }
-  std::printf("  fast loader / libspng loader      %.2f  (target >= 1.4; per CPU-s %.2f)\n",
-              sum[1][1].median / sum[0][1].median, sum[1][3].median / sum[0][3].median);
-  std::printf("  fast loader / fast decode bound   %.2f  (target >= 0.9)\n",
-              sum[1][1].median / sum[1][0].median);
-  std::printf("  fast bound / libspng bound        %.2f\n", sum[1][0].median / sum[0][0].median);
+  // Per-round ratios (the configurations of one round ran back to back), then their median.
+  auto ratio = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> r;
+    for (size_t i = 0; i < a.size(); ++i) r.push_back(a[i] / b[i]);
+    return Summarize(r);
+  };
+  auto line = [&](const char* what, Spread w, Spread c, const char* target) {
+    std::printf("  %-34s wall %.2f (%.2f..%.2f)  per CPU-s %.2f (%.2f..%.2f)%s\n", what, w.median,
+                w.min, w.max, c.median, c.min, c.max, target);
+  };
+  line("fused loader / fast decode bound", ratio(series[2].loader, series[2].bound),
+       ratio(series[2].loader_cpu, series[2].bound_cpu), "  (target >= 0.9)");
+  line("unfused loader / fast decode bound", ratio(series[1].loader, series[1].bound),
+       ratio(series[1].loader_cpu, series[1].bound_cpu), "");
+  line("fused loader / unfused loader", ratio(series[2].loader, series[1].loader),
+       ratio(series[2].loader_cpu, series[1].loader_cpu), "");
+  line("fused loader / libspng loader", ratio(series[2].loader, series[0].loader),
+       ratio(series[2].loader_cpu, series[0].loader_cpu), "  (target >= 1.4)");
+  line("fast bound / libspng bound", ratio(series[1].bound, series[0].bound),
+       ratio(series[1].bound_cpu, series[0].bound_cpu), "");
 }
 
 }  // namespace

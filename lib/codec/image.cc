@@ -478,4 +478,31 @@ Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int chan
   }
 }
 
+Status DecodePayloadFused(Codec codec, std::span<const uint8_t> payload, int channels,
+                          int height, int width, bool mirror, PngRowSink* sink, uint8_t* dst,
+                          bool* fused) {
+  *fused = false;
+  if ((codec != Codec::kPng && codec != Codec::kEncoded) || SniffCodec(payload) != Codec::kPng ||
+      (channels != 1 && channels != 3) || height <= 0 || width <= 0) {
+    return Status::OK();
+  }
+  const PngRoute route = ChoosePngDecoder(payload);
+  if (route.decoder != PngDecoder::kFast ||
+      route.header.width != static_cast<uint32_t>(width) ||
+      route.header.height != static_cast<uint32_t>(height) ||
+      (channels == 1 && route.header.color_type != 0)) {
+    return Status::OK();
+  }
+  *fused = true;
+  try {
+    PngFastOptions options;
+    options.mirror = mirror;
+    options.sink = sink;
+    const Status s = DecodePngFast(payload, route.header, channels, dst, options);
+    return s.ok() ? s : Status::Corruption(s.message());
+  } catch (const std::exception& e) {
+    return FromException("DecodePayloadFused", e);
+  }
+}
+
 }  // namespace dspipe::codec

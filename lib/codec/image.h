@@ -13,6 +13,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "codec/png_fast.h"
 #include "dspipe/format.h"
 #include "dspipe/status.h"
 
@@ -68,5 +69,18 @@ Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t 
 // kCorruption (the record was validated when it was written); the caller adds the key.
 Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int channels,
                          int height, int width, uint8_t* dst, bool is_mask = false);
+
+// The loader's fused path (pipeline/sample.cc): decodes a record payload that is a PNG the fast
+// path takes (png_fast.h) at exactly height x width, into dst as DecodePayloadInto does,
+// mirrored left-right when `mirror`, handing each finished row to sink (may be null) while it
+// is still in cache; then *fused = true. channels: 3 (any fast-path PNG), or 1 for gray PNGs
+// (color type 0; for masks the only kind, as DecodeMask decodes the others differently). Any
+// other payload (another codec, a PNG for libspng, another size or channel layout): nothing is
+// written, *fused = false and the status is OK; the caller decodes with DecodePayloadInto.
+// Errors are kCorruption with the reason (as DecodePayloadInto); dst may then be partly
+// written and some rows handed to the sink.
+Status DecodePayloadFused(Codec codec, std::span<const uint8_t> payload, int channels,
+                          int height, int width, bool mirror, PngRowSink* sink, uint8_t* dst,
+                          bool* fused);
 
 }  // namespace dspipe::codec

@@ -2,6 +2,10 @@
 
 #include <libdeflate.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +64,7 @@ struct Scratch {
   std::vector<uint8_t> idat;
   std::vector<uint8_t> filtered;
   std::vector<uint8_t> zeros;
+  std::vector<uint8_t> rows;  // two unfiltered rows (+16 bytes each) when mirroring
 };
 
 Scratch& ThreadScratch() {
@@ -68,20 +73,26 @@ Scratch& ThreadScratch() {
 }
 
 // Converts one unfiltered row of `channels` samples per pixel to RGB (libspng's SPNG_FMT_RGB8:
-// gray replicated, alpha dropped).
-void RowToRgb(const uint8_t* row, int channels, uint32_t width, uint8_t* out) {
+// gray replicated, alpha dropped), mirrored left-right when `mirror`.
+void RowToRgb(const uint8_t* row, int channels, uint32_t width, bool mirror, uint8_t* out) {
+  if (channels == 3 && !mirror) {
+    std::memcpy(out, row, size_t{width} * 3);
+    return;
+  }
+  ptrdiff_t step = 3;
+  if (mirror) {
+    out += (ptrdiff_t{width} - 1) * 3;
+    step = -3;
+  }
   switch (channels) {
     case 1:
-      for (uint32_t x = 0; x < width; ++x, out += 3) out[0] = out[1] = out[2] = row[x];
+      for (uint32_t x = 0; x < width; ++x, out += step) out[0] = out[1] = out[2] = row[x];
       return;
     case 2:
-      for (uint32_t x = 0; x < width; ++x, out += 3) out[0] = out[1] = out[2] = row[2 * x];
-      return;
-    case 3:
-      std::memcpy(out, row, size_t{width} * 3);
+      for (uint32_t x = 0; x < width; ++x, out += step) out[0] = out[1] = out[2] = row[2 * x];
       return;
     default:
-      for (uint32_t x = 0; x < width; ++x, out += 3, row += 4) {
+      for (uint32_t x = 0; x < width; ++x, out += step, row += channels) {
         out[0] = row[0];
         out[1] = row[1];
         out[2] = row[2];
@@ -90,8 +101,57 @@ void RowToRgb(const uint8_t* row, int channels, uint32_t width, uint8_t* out) {
   }
 }
 
+void MirrorPlain(const uint8_t* src, int bpp, uint32_t width, uint8_t* dst, uint32_t from) {
+  const size_t b = static_cast<size_t>(bpp);
+  for (uint32_t x = from; x < width; ++x) {
+    const uint8_t* in = src + size_t{width - 1 - x} * b;
+    for (size_t k = 0; k < b; ++k) dst[size_t{x} * b + k] = in[k];
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// One 16-byte shuffle reverses 16 gray pixels or 5 RGB pixels (15 bytes). Loads may read past
+// the source row (MirrorRow's contract); stores never pass dst's end.
+__attribute__((target("ssse3"))) void MirrorSsse3(const uint8_t* src, int bpp, uint32_t width,
+                                                  uint8_t* dst) {
+  uint32_t x = 0;
+  if (bpp == 1) {
+    const __m128i rev = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (; x + 16 <= width; x += 16) {
+      const __m128i v =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (width - 16 - x)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + x), _mm_shuffle_epi8(v, rev));
+    }
+  } else {
+    const __m128i rev = _mm_setr_epi8(12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2, -128);
+    // The 16th byte stored is the next pixel's first, rewritten by the next step: stop while a
+    // full 16 bytes still fit in dst.
+    for (; size_t{x + 5} * 3 + 1 <= size_t{width} * 3; x += 5) {
+      const __m128i v =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + size_t{width - 5 - x} * 3));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + size_t{x} * 3), _mm_shuffle_epi8(v, rev));
+    }
+  }
+  MirrorPlain(src, bpp, width, dst, x);
+}
+
+bool HaveSsse3() {
+  static const bool have = __builtin_cpu_supports("ssse3");
+  return have;
+}
+#endif
+
 }  // namespace
 
+void MirrorRow(const uint8_t* src, int bpp, uint32_t width, uint8_t* dst, bool plain) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!plain && (bpp == 1 || bpp == 3) && HaveSsse3()) {
+    MirrorSsse3(src, bpp, width, dst);
+    return;
+  }
+#endif
+  MirrorPlain(src, bpp, width, dst, 0);
+}
 void SetPngFastPathEnabled(bool enabled) { FastPathFlag().store(enabled); }
 bool PngFastPathEnabled() { return FastPathFlag().load(std::memory_order_relaxed); }
 
@@ -143,7 +203,7 @@ PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) {
 }
 
 Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
-                     uint8_t* dst) {
+                     uint8_t* dst, const PngFastOptions& options) {
   DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", header.width, header.height));
   if (out_channels != 3 && !(out_channels == 1 && header.channels == 1)) {
     return Status::InvalidArgument("PNG fast path: " + std::to_string(out_channels) +
@@ -259,11 +319,17 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
   }
 
   // Unfilter. Without a channel conversion each row goes straight into dst (the previous dst
-  // row is the prediction row); otherwise in place in the filtered buffer, then converted.
+  // row is the prediction row); when mirrored, into one of two scratch rows (the other is the
+  // prediction row) and then mirrored into dst; with a conversion, in place in the filtered
+  // buffer, then converted (and mirrored) into dst. Each finished dst row goes to the sink.
   const bool direct = static_cast<size_t>(out_channels) == bpp;
+  const bool mirror = options.mirror;
   if (s.zeros.size() < row_bytes) s.zeros.assign(row_bytes, 0);
+  const size_t padded = row_bytes + 16;
+  if (direct && mirror && s.rows.size() < 2 * padded) s.rows.resize(2 * padded);
   const UnfilterIsa isa = BestUnfilterIsa();
   uint8_t* const filtered = s.filtered.data();
+  const size_t out_row = size_t{header.width} * static_cast<size_t>(out_channels);
   for (uint32_t y = 0; y < header.height; ++y) {
     uint8_t* row = filtered + size_t{y} * stride;
     const int filter = row[0];
@@ -271,15 +337,21 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
       return Status::BadInput("PNG row " + std::to_string(y) + " has filter type " +
                               std::to_string(filter) + " (0-4 exist)");
     }
-    if (direct) {
-      uint8_t* out = dst + size_t{y} * row_bytes;
+    uint8_t* out = dst + size_t{y} * out_row;
+    if (direct && !mirror) {
       const uint8_t* prev = y == 0 ? s.zeros.data() : out - row_bytes;
       UnfilterRow(isa, filter, row + 1, prev, out, row_bytes, static_cast<int>(bpp));
+    } else if (direct) {
+      uint8_t* cur = s.rows.data() + (y % 2) * padded;
+      const uint8_t* prev = y == 0 ? s.zeros.data() : s.rows.data() + ((y + 1) % 2) * padded;
+      UnfilterRow(isa, filter, row + 1, prev, cur, row_bytes, static_cast<int>(bpp));
+      MirrorRow(cur, static_cast<int>(bpp), header.width, out);
     } else {
       const uint8_t* prev = y == 0 ? s.zeros.data() : row - stride + 1;
       UnfilterRow(isa, filter, row + 1, prev, row + 1, row_bytes, static_cast<int>(bpp));
-      RowToRgb(row + 1, header.channels, header.width, dst + size_t{y} * header.width * 3);
+      RowToRgb(row + 1, header.channels, header.width, mirror, out);
     }
+    if (options.sink != nullptr) options.sink->Row(y, out);
   }
   return Status::OK();
 }

@@ -55,13 +55,38 @@ PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes);
 void SetPngFastPathEnabled(bool enabled);
 bool PngFastPathEnabled();
 
+// Receives the finished rows of a DecodePngFast call one at a time, top to bottom, right after
+// each is written (while it is still in L1): the loader converts them to float32 there instead
+// of reading the whole image back from memory afterwards (pipeline/sample.cc).
+class PngRowSink {
+ public:
+  virtual ~PngRowSink() = default;
+  // row == dst + y * width * out_channels, final (mirrored when PngFastOptions::mirror). Called
+  // once per row, y = 0, 1, ... in order. After an error only rows before it were handed over.
+  virtual void Row(uint32_t y, const uint8_t* row) = 0;
+};
+
+struct PngFastOptions {
+  // Write the image mirrored left-right: dst(y, x) = image(y, width - 1 - x). Default off.
+  bool mirror = false;
+  // Handed every finished row; nullptr (default) for none.
+  PngRowSink* sink = nullptr;
+};
+
 // Decodes a PNG that ChoosePngDecoder routed to kFast (header is its PngRoute::header) into dst,
 // which holds header.height * header.width * out_channels bytes. out_channels is 3 (RGB: gray
 // is replicated, alpha dropped, exactly as libspng's SPNG_FMT_RGB8) or 1 (only for color type
 // 0: the gray samples). Checks the DecodeLimits first. Errors are kBadInput with the reason
-// (chunk, byte offset, CRC or zlib failure); the caller adds the file name or key.
+// (chunk, byte offset, CRC or zlib failure); the caller adds the file name or key. On an error
+// dst may be partly written.
 Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
-                     uint8_t* dst);
+                     uint8_t* dst, const PngFastOptions& options = {});
+
+// dst = src mirrored left-right: width pixels of bpp (1 or 3) bytes. src must be readable for
+// 16 bytes past its end (the SIMD loads; the bytes are not used); dst gets exactly width * bpp
+// bytes. SSSE3 when the CPU has it (chosen at run time), else a plain loop (`plain` forces it;
+// tests compare the two). src and dst must not overlap.
+void MirrorRow(const uint8_t* src, int bpp, uint32_t width, uint8_t* dst, bool plain = false);
 
 // Row unfiltering (PNG filter types 0-4) of one scanline of n bytes at bpp bytes per pixel
 // (1..4): out[i] = src[i] + predictor(out[i - bpp], prev[i], prev[i - bpp]). prev is the

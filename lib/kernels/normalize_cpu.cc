@@ -1,6 +1,7 @@
 // CPU normalization: one 256-entry lookup table per channel (uint8 input has only 256 values,
 // so the table is exact and replaces a subtract, a multiply and, for fp16, a rounding per
-// element with one load). The loops are templated on the channel count and the flip so the
+// element with one load). float32 of gray and RGB without mirror on an AVX2 CPU takes
+// RowNormalizerF32 instead (normalize_row.h: the same two float operations, 8 pixels a step). The loops are templated on the channel count and the flip so the
 // source stride is a constant.
 #include <bit>
 #include <cmath>
@@ -8,6 +9,12 @@
 #include <string>
 
 #include "dspipe/normalize.h"
+#include "kernels/normalize_row.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DSPIPE_NORMALIZE_X86 1
+#endif
 
 namespace dspipe {
 namespace {
@@ -81,7 +88,106 @@ Status CheckArgs(int n, int h, int w, const NormalizeParams& p, const char* fn) 
   return s.WithContext(fn);
 }
 
+// RowNormalizerF32's plain loop; also the tail of the AVX2 one. Pixels [0, from) are done.
+void RowPlain(const uint8_t* src, int channels, int width, const float* mean,
+              const float* inv_std, float* dst, size_t plane, int from) {
+  for (int c = 0; c < channels; ++c) {
+    float* out = dst + static_cast<size_t>(c) * plane;
+    const float m = mean[c], inv = inv_std[c];
+    for (int x = from; x < width; ++x) {
+      out[x] = (static_cast<float>(src[static_cast<size_t>(x) * channels + c]) - m) * inv;
+    }
+  }
+}
+
+#ifdef DSPIPE_NORMALIZE_X86
+// RGB, 8 pixels a step: each channel's 8 bytes gathered with byte shuffles from two loads (24
+// bytes), widened to int32, converted to float (exact), then one sub and one mul. Returns the
+// pixels done.
+__attribute__((target("avx2"))) int Rgb8(const uint8_t* src, int width, const float* mean,
+                                         const float* inv_std, float* const out[3]) {
+  constexpr char Z = -128;  // shuffle: zero the byte
+  const __m128i lo_sel[3] = {_mm_setr_epi8(0, 3, 6, 9, 12, 15, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z),
+                             _mm_setr_epi8(1, 4, 7, 10, 13, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z),
+                             _mm_setr_epi8(2, 5, 8, 11, 14, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z)};
+  const __m128i hi_sel[3] = {_mm_setr_epi8(Z, Z, Z, Z, Z, Z, 2, 5, Z, Z, Z, Z, Z, Z, Z, Z),
+                             _mm_setr_epi8(Z, Z, Z, Z, Z, 0, 3, 6, Z, Z, Z, Z, Z, Z, Z, Z),
+                             _mm_setr_epi8(Z, Z, Z, Z, Z, 1, 4, 7, Z, Z, Z, Z, Z, Z, Z, Z)};
+  __m256 m[3], inv[3];
+  for (int c = 0; c < 3; ++c) {
+    m[c] = _mm256_set1_ps(mean[c]);
+    inv[c] = _mm256_set1_ps(inv_std[c]);
+  }
+  int x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const uint8_t* p = src + static_cast<size_t>(x) * 3;
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16));
+    for (int c = 0; c < 3; ++c) {
+      const __m128i b =
+          _mm_or_si128(_mm_shuffle_epi8(lo, lo_sel[c]), _mm_shuffle_epi8(hi, hi_sel[c]));
+      const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+      _mm256_storeu_ps(out[c] + x, _mm256_mul_ps(_mm256_sub_ps(f, m[c]), inv[c]));
+    }
+  }
+  return x;
+}
+
+__attribute__((target("avx2"))) int Gray8(const uint8_t* src, int width, float mean,
+                                          float inv_std, float* out) {
+  const __m256 m = _mm256_set1_ps(mean), inv = _mm256_set1_ps(inv_std);
+  int x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + x));
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    _mm256_storeu_ps(out + x, _mm256_mul_ps(_mm256_sub_ps(f, m), inv));
+  }
+  return x;
+}
+
+// (Streaming stores for the float rows were measured slower in the loader: png_bench per
+// CPU-second 0.88-0.90 of the decode bound against 0.92-0.93 with these plain stores.)
+void RowAvx2(const uint8_t* src, int channels, int width, const float* mean,
+             const float* inv_std, float* dst, size_t plane) {
+  int x = 0;
+  if (channels == 1) {
+    x = Gray8(src, width, mean[0], inv_std[0], dst);
+  } else if (channels == 3) {
+    float* const out[3] = {dst, dst + plane, dst + 2 * plane};
+    x = Rgb8(src, width, mean, inv_std, out);
+  }
+  RowPlain(src, channels, width, mean, inv_std, dst, plane, x);
+}
+#endif
+
 }  // namespace
+
+namespace kernels {
+
+RowNormalizerF32::RowNormalizerF32(const NormalizeParams& p, bool plain) : channels_(p.channels) {
+  for (int c = 0; c < p.channels; ++c) {
+    mean_[c] = p.mean[c];
+    inv_std_[c] = 1.0f / p.std[c];  // as BuildLut: the one formula
+  }
+#ifdef DSPIPE_NORMALIZE_X86
+  static const bool have_avx2 = __builtin_cpu_supports("avx2");
+  avx2_ = !plain && have_avx2 && (channels_ == 1 || channels_ == 3);
+#else
+  (void)plain;
+#endif
+}
+
+void RowNormalizerF32::Row(const uint8_t* src, int width, float* dst, size_t plane) const {
+#ifdef DSPIPE_NORMALIZE_X86
+  if (avx2_) {
+    RowAvx2(src, channels_, width, mean_, inv_std_, dst, plane);
+    return;
+  }
+#endif
+  RowPlain(src, channels_, width, mean_, inv_std_, dst, plane, 0);
+}
+
+}  // namespace kernels
 
 NormalizeParams NormalizeParams::ImageNet() {
   NormalizeParams p;
@@ -116,6 +222,18 @@ Status ValidateNormalizeParams(const NormalizeParams& p) {
 Status NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,
                               float* dst) {
   DSPIPE_RETURN_IF_ERROR(CheckArgs(n, h, w, p, "NormalizeNhwcToNchwF32"));
+  if (const kernels::RowNormalizerF32 rows(p); rows.simd() && !p.mirror) {
+    // Gray and RGB without mirror: the AVX2 rows (same floats as the table, 2-3x faster).
+    const size_t plane = static_cast<size_t>(h) * static_cast<size_t>(w);
+    const size_t c = static_cast<size_t>(p.channels);
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      for (size_t y = 0; y < static_cast<size_t>(h); ++y) {
+        rows.Row(src + (i * plane + y * static_cast<size_t>(w)) * c, w,
+                 dst + i * plane * c + y * static_cast<size_t>(w), plane);
+      }
+    }
+    return Status::OK();
+  }
   alignas(64) Lut<float> lut;
   BuildLut<float>(
       p, [](float v) { return v; }, lut);

@@ -1,11 +1,14 @@
 #include "pipeline/sample.h"
 
+#include <atomic>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <string>
 
 #include "codec/image.h"
 #include "dspipe/augment.h"
+#include "kernels/normalize_row.h"
 
 namespace dspipe::pipeline {
 namespace {
@@ -41,6 +44,28 @@ Status DecodeToMat(Codec codec, std::span<const uint8_t> payload, int channels, 
   return is_mask ? codec::DecodeMask(payload, out) : codec::DecodeImage(payload, channels, out);
 }
 
+std::atomic<bool>& FusedFlag() {
+  static std::atomic<bool> enabled{true};
+  return enabled;
+}
+
+// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot.
+class NormalizeRows final : public codec::PngRowSink {
+ public:
+  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w)
+      : norm_(p), dst_(dst), width_(w), plane_(static_cast<size_t>(h) * static_cast<size_t>(w)) {}
+
+  void Row(uint32_t y, const uint8_t* row) override {
+    norm_.Row(row, width_, dst_ + size_t{y} * static_cast<size_t>(width_), plane_);
+  }
+
+ private:
+  const kernels::RowNormalizerF32 norm_;
+  float* const dst_;
+  const int width_;
+  const size_t plane_;
+};
+
 class SampleJob {
  public:
   SampleJob(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
@@ -61,21 +86,46 @@ class SampleJob {
 
     if (src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
         !aug.crops()) {
-      // Fast path: decode straight into the batch, flip in place.
+      // Fast path: decode straight into the batch. PNGs the fast decoder takes are decoded
+      // mirrored when the sample is flipped, and their rows normalized as they come out of the
+      // unfilter (fused); everything else is flipped in place afterwards (and normalized by
+      // LoadSample).
+      const AugmentParams p = Draw(src_h, src_w);
+      const bool try_fused = FusedDecodeEnabled() && !p.vflip;
+      bool image_fused = false, mask_fused = false;
       {
         ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
-        Status s = codec::DecodePayloadInto(h.image_codec, rec.image, shape.channels, src_h, src_w,
-                                            slot_.image);
-        if (!s.ok()) return Context(s, "image");
+        Status s;
+        if (try_fused) {
+          std::optional<NormalizeRows> rows;
+          if (shape.normalized) rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w);
+          s = codec::DecodePayloadFused(h.image_codec, rec.image, shape.channels, src_h, src_w,
+                                        p.hflip, rows ? &*rows : nullptr, slot_.image,
+                                        &image_fused);
+          if (!s.ok()) return Context(s, "image");
+        }
+        if (!image_fused) {
+          s = codec::DecodePayloadInto(h.image_codec, rec.image, shape.channels, src_h, src_w,
+                                       slot_.image);
+          if (!s.ok()) return Context(s, "image");
+        }
         if (shape.masks) {
-          s = codec::DecodePayloadInto(h.mask_codec, rec.mask, 1, src_h, src_w, slot_.mask);
-          if (!s.ok()) return Context(s, "mask");
+          if (try_fused) {
+            s = codec::DecodePayloadFused(h.mask_codec, rec.mask, 1, src_h, src_w, p.hflip,
+                                          nullptr, slot_.mask, &mask_fused);
+            if (!s.ok()) return Context(s, "mask");
+          }
+          if (!mask_fused) {
+            s = codec::DecodePayloadInto(h.mask_codec, rec.mask, 1, src_h, src_w, slot_.mask);
+            if (!s.ok()) return Context(s, "mask");
+          }
         }
       }
+      normalized_ = image_fused && shape.normalized;
+      if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
       ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
-      const AugmentParams p = Draw(src_h, src_w);
-      FlipInPlace(p, dst);
-      if (shape.masks) FlipInPlace(p, dst_mask);
+      if (!image_fused) FlipInPlace(p, dst);
+      if (shape.masks && !mask_fused) FlipInPlace(p, dst_mask);
       return Status::OK();
     }
 
@@ -107,6 +157,9 @@ class SampleJob {
     return s.ok() ? s : Context(s, "augment");
   }
 
+  // True when Run already wrote the sample's float32 slot (fused into the PNG decode).
+  bool normalized() const { return normalized_; }
+
  private:
   AugmentParams Draw(int src_h, int src_w) {
     AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w);
@@ -125,9 +178,13 @@ class SampleJob {
   const SampleContext& ctx_;
   const uint64_t seed_, epoch_, index_;
   const SampleSlot& slot_;
+  bool normalized_ = false;
 };
 
 }  // namespace
+
+void SetFusedDecodeEnabled(bool enabled) { FusedFlag().store(enabled); }
+bool FusedDecodeEnabled() { return FusedFlag().load(std::memory_order_relaxed); }
 
 bool IsCorruptRecord(const Status& s) {
   return s.code() == Status::Code::kCorruption || s.code() == Status::Code::kBadInput;
@@ -147,7 +204,7 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
     return job.Run(rec);
   });
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
-  if (!s.ok() || !ctx.shape.normalized) return s;
+  if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
   s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
                              slot.normalized);

@@ -1,5 +1,13 @@
 // One sample's work on a loader worker: read the record (zero-copy), decode it, augment it and
 // write it into its slot of a batch buffer (optionally normalized). Internal to dspipe.
+//
+// Fused path: when the output has the stored size (no crop or resize), no vertical flip, and a
+// payload is a PNG the fast decoder takes (codec::DecodePayloadFused), the horizontal flip is
+// done by the decoder (it writes the rows mirrored) and, for images with CPU float32 normalize,
+// each row is normalized as the decoder finishes it (kernels::RowNormalizerF32, bit-identical
+// to NormalizeNhwcToNchwF32). That work is then timed in the decode stage: such samples record
+// no augment span and add nothing to the batch's normalize time. Everything else takes the
+// unfused path (decode, FlipInPlace, NormalizeNhwcToNchwF32 after the sample).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,11 @@ struct SampleSlot {
 // *normalize_ns receives the time spent normalizing (recorded per batch by the caller).
 Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
                   const SampleSlot& slot, uint64_t* normalize_ns);
+
+// Process-wide switch for the fused path (default on). Benchmarks and tests turn it off to run
+// the unfused path in the same process.
+void SetFusedDecodeEnabled(bool enabled);
+bool FusedDecodeEnabled();
 
 // True for errors that mean "this record is bad" rather than "the loader cannot work".
 bool IsCorruptRecord(const Status& s);

@@ -273,6 +273,19 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
   r->shape = consumer->shape();
   r->stages = stats.Summaries();
   r->verdict = Diagnose(r->stages, r->shape, o.compute_ms);
+  // Samples on the loader's fused PNG path (pipeline/sample.h) are flipped and normalized
+  // inside their decode and record no augment span: say so, or augment and normalize read as
+  // free (docs/STATS.md).
+  const uint64_t decoded = stats.Summary(Stage::kDecode).count;
+  const uint64_t augmented = stats.Summary(Stage::kAugment).count;
+  if (decoded > augmented) {
+    const bool cpu_normalize = o.device != "cuda" && o.normalize;
+    r->notes.push_back(std::to_string(decoded - augmented) + " of " + std::to_string(decoded) +
+                       " samples took the fused PNG path: their decode time includes their " +
+                       (cpu_normalize ? "flip and float32 normalize" : "flip") +
+                       "; augment" + (cpu_normalize ? " and normalize cover" : " covers") +
+                       " only the other samples");
+  }
 
   const DatasetInfo& info = ds->info();
   r->dataset.path = info.path;

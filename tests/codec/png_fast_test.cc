@@ -8,7 +8,9 @@
 #include <spng.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 #include "codec/image.h"
+#include "dspipe/normalize.h"
+#include "kernels/normalize_row.h"
 #include "test_images.h"
 
 namespace dspipe::codec {
@@ -272,6 +276,173 @@ TEST(PngFastCorrupt, FlippedBitsInStoredBlocksNeverDecodeSilently) {
   EXPECT_EQ(silent, 0);
 }
 
+// ---- mirrored rows -----------------------------------------------------------------------------
+
+TEST(PngMirror, SsseAndPlainMirrorEveryWidthWithoutWritingPastTheRow) {
+  std::mt19937 rng(7);
+  for (int bpp : {1, 3}) {
+    for (uint32_t w = 1; w <= 80; ++w) {
+      std::vector<uint8_t> src(w * bpp + 16);  // MirrorRow may read 16 bytes past the row
+      for (auto& v : src) v = static_cast<uint8_t>(rng());
+      std::vector<uint8_t> want(w * bpp);
+      for (uint32_t x = 0; x < w; ++x) {
+        for (int k = 0; k < bpp; ++k) want[x * bpp + k] = src[(w - 1 - x) * bpp + k];
+      }
+      for (bool plain : {false, true}) {
+        std::vector<uint8_t> dst(w * bpp + 32, 0xEE);
+        MirrorRow(src.data(), bpp, w, dst.data(), plain);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), dst.begin()))
+            << "bpp " << bpp << " width " << w << " plain " << plain;
+        EXPECT_TRUE(std::all_of(dst.begin() + w * bpp, dst.end(), [](uint8_t v) { return v == 0xEE; }))
+            << "wrote past the row: bpp " << bpp << " width " << w << " plain " << plain;
+      }
+    }
+  }
+}
+
+// ---- the loader's fused path: decode + mirror + normalize per row ----------------------------
+
+// Collects the rows DecodePngFast hands over into float32 planes, checking their order.
+class NormalizingSink final : public PngRowSink {
+ public:
+  NormalizingSink(const NormalizeParams& p, bool plain, int h, int w, const uint8_t* dst,
+                  float* out)
+      : norm_(p, plain), h_(h), w_(w), channels_(p.channels), dst_(dst), out_(out) {}
+  void Row(uint32_t y, const uint8_t* row) override {
+    EXPECT_EQ(y, next_++);
+    EXPECT_EQ(row, dst_ + size_t{y} * w_ * channels_);  // the final dst row
+    norm_.Row(row, w_, out_ + size_t{y} * w_, static_cast<size_t>(h_) * w_);
+  }
+  uint32_t rows() const { return next_; }
+
+ private:
+  const kernels::RowNormalizerF32 norm_;
+  const int h_, w_, channels_;
+  const uint8_t* dst_;
+  float* out_;
+  uint32_t next_ = 0;
+};
+
+// DecodePayloadFused (mirror off/on, AVX2 and plain row normalizer) against the unfused steps:
+// DecodePayloadInto, cv::flip, NormalizeNhwcToNchwF32 (itself checked against the formula
+// written out). Bit for bit, uint8 and float.
+void ExpectFusedSameAsUnfused(const std::string& png, const std::string& what) {
+  const PngRoute route = ChoosePngDecoder(AsBytes(png));
+  const int h = static_cast<int>(route.header.height), w = static_cast<int>(route.header.width);
+  for (int channels : {3, 1}) {
+    const bool takes = route.decoder == PngDecoder::kFast &&
+                       (channels == 3 || route.header.color_type == 0);
+    if (!takes) {
+      // Not for the fused path: nothing written, the caller falls back.
+      std::vector<uint8_t> dst(16, 0xAB);
+      bool fused = true;
+      const int fh = h > 0 ? h : 1, fw = w > 0 ? w : 1;
+      std::vector<uint8_t> big(static_cast<size_t>(fh) * fw * channels, 0xAB);
+      EXPECT_TRUE(DecodePayloadFused(Codec::kPng, AsBytes(png), channels, fh, fw, false, nullptr,
+                                     big.data(), &fused)
+                      .ok());
+      EXPECT_FALSE(fused) << what;
+      EXPECT_TRUE(std::all_of(big.begin(), big.end(), [](uint8_t v) { return v == 0xAB; }));
+      continue;
+    }
+    const size_t n = static_cast<size_t>(h) * w * channels;
+    std::vector<uint8_t> ref(n);
+    ASSERT_TRUE(DecodePayloadInto(Codec::kPng, AsBytes(png), channels, h, w, ref.data()).ok());
+    NormalizeParams p = NormalizeParams::ImageNet();
+    if (channels == 1) {
+      p.channels = 1;
+      p.mean[0] = 117.3f;
+      p.std[0] = 61.7f;
+    }
+    for (bool mirror : {false, true}) {
+      std::vector<uint8_t> want = ref;
+      if (mirror) {
+        cv::Mat m(h, w, CV_8UC(channels), want.data());
+        cv::flip(m, m, 1);
+      }
+      std::vector<float> want_f(n);
+      ASSERT_TRUE(NormalizeNhwcToNchwF32(want.data(), 1, h, w, p, want_f.data()).ok());
+      // The documented formula, written out (NormalizeNhwcToNchwF32 itself uses the row code).
+      for (size_t i = 0; i < n; ++i) {
+        const size_t c = i % static_cast<size_t>(channels), px = i / static_cast<size_t>(channels);
+        const float v = (static_cast<float>(want[i]) - p.mean[c]) * (1.0f / p.std[c]);
+        ASSERT_EQ(std::memcmp(&v, &want_f[c * static_cast<size_t>(h) * w + px], 4), 0) << what;
+      }
+      for (bool plain : {false, true}) {
+        std::vector<uint8_t> dst(n, 0xAB);
+        std::vector<float> got_f(n, -1.0f);
+        NormalizingSink sink(p, plain, h, w, dst.data(), got_f.data());
+        bool fused = false;
+        const Status s = DecodePayloadFused(Codec::kPng, AsBytes(png), channels, h, w, mirror,
+                                            &sink, dst.data(), &fused);
+        const std::string where = what + " channels " + std::to_string(channels) + " mirror " +
+                                  std::to_string(mirror) + " plain " + std::to_string(plain);
+        ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
+        EXPECT_TRUE(fused) << where;
+        EXPECT_EQ(sink.rows(), static_cast<uint32_t>(h)) << where;
+        EXPECT_EQ(dst, want) << where;
+        EXPECT_EQ(std::memcmp(got_f.data(), want_f.data(), n * sizeof(float)), 0) << where;
+      }
+    }
+  }
+}
+
+TEST(PngFused, FallsBackForOtherSizesCodecsAndLibspngFiles) {
+  cv::Mat rgb(5, 7, CV_8UC3);
+  cv::randu(rgb, 0, 256);
+  std::string png;
+  ASSERT_TRUE(EncodePng(rgb, 1, &png).ok());
+  std::vector<uint8_t> dst(8 * 8 * 3, 0xAB);
+  bool fused = true;
+  // Another size than the PNG's: the caller's DecodePayloadInto reports the mismatch.
+  ASSERT_TRUE(DecodePayloadFused(Codec::kPng, AsBytes(png), 3, 8, 8, false, nullptr, dst.data(),
+                                 &fused).ok());
+  EXPECT_FALSE(fused);
+  // A raw payload, an RGB PNG asked for one channel, the fast path switched off.
+  fused = true;
+  ASSERT_TRUE(DecodePayloadFused(Codec::kRaw, AsBytes(png), 3, 5, 7, false, nullptr, dst.data(),
+                                 &fused).ok());
+  EXPECT_FALSE(fused);
+  fused = true;
+  ASSERT_TRUE(DecodePayloadFused(Codec::kPng, AsBytes(png), 1, 5, 7, false, nullptr, dst.data(),
+                                 &fused).ok());
+  EXPECT_FALSE(fused);
+  {
+    FastPathScope off(false);
+    fused = true;
+    ASSERT_TRUE(DecodePayloadFused(Codec::kEncoded, AsBytes(png), 3, 5, 7, false, nullptr,
+                                   dst.data(), &fused).ok());
+    EXPECT_FALSE(fused);
+  }
+  EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](uint8_t v) { return v == 0xAB; }));
+  // Taken: kEncoded with PNG bytes.
+  ASSERT_TRUE(DecodePayloadFused(Codec::kEncoded, AsBytes(png), 3, 5, 7, true, nullptr,
+                                 dst.data(), &fused).ok());
+  EXPECT_TRUE(fused);
+}
+
+TEST(PngFused, CorruptFileIsCorruptionWithTheReason) {
+  // A bad filter type in the last row: the CRCs and the adler32 are right, so the rows before
+  // it have been written and handed over when the error comes.
+  const int w = 9, h = 4;
+  std::string raw;
+  for (int y = 0; y < h; ++y) {
+    raw += static_cast<char>(y == h - 1 ? 7 : 1);
+    raw += std::string(static_cast<size_t>(w) * 3, static_cast<char>(y * 10 + 1));
+  }
+  const std::string png = Png(Ihdr(w, h, 8, 2), Zlib(raw));
+  std::vector<uint8_t> dst(static_cast<size_t>(w) * h * 3);
+  std::vector<float> out(dst.size());
+  NormalizingSink sink(NormalizeParams::ImageNet(), false, h, w, dst.data(), out.data());
+  bool fused = false;
+  const Status s =
+      DecodePayloadFused(Codec::kPng, AsBytes(png), 3, h, w, true, &sink, dst.data(), &fused);
+  EXPECT_TRUE(fused);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("filter type 7"), std::string::npos) << s.ToString();
+  EXPECT_EQ(sink.rows(), static_cast<uint32_t>(h - 1));
+}
+
 // ---- bit-exact with libspng --------------------------------------------------------------------
 
 // Compares every decode the library offers for one PNG, fast path vs libspng. Returns whether
@@ -301,6 +472,7 @@ bool ExpectSameAsLibspng(const std::string& png, const std::string& what) {
                     .ok());
     EXPECT_TRUE(std::equal(slot.begin(), slot.end(), fast.datastart)) << what << " (slot)";
   }
+  ExpectFusedSameAsUnfused(png, what);
   return route.decoder == PngDecoder::kFast;
 }
 

@@ -3,7 +3,9 @@
 // DecodeMask for gray files too); where both accept it, the pixels must be identical. The fast
 // path may refuse more (trailing data, an ancillary chunk's CRC, bytes after IEND) but never
 // decode differently. Each input is tried as it is and with every chunk CRC recomputed. Errors
-// must carry a reason.
+// must carry a reason. The loader's fused path (DecodePayloadFused: rows written mirrored and
+// handed to a sink one by one) must fail exactly when the plain fast decode fails, and otherwise
+// give its pixels mirrored, every row handed over once, in order.
 #include <zlib.h>
 
 #include <algorithm>
@@ -43,6 +45,44 @@ std::vector<uint8_t> WithFixedCrcs(const uint8_t* data, size_t size) {
   return v;
 }
 
+// Checks the rows DecodePayloadFused hands over: in order, each the final row of dst.
+class RowCheck final : public codec::PngRowSink {
+ public:
+  RowCheck(const uint8_t* dst, size_t row_bytes) : dst_(dst), row_bytes_(row_bytes) {}
+  void Row(uint32_t y, const uint8_t* row) override {
+    DSPIPE_FUZZ_CHECK(y == rows_ && row == dst_ + y * row_bytes_);
+    ++rows_;
+  }
+  uint32_t rows() const { return rows_; }
+
+ private:
+  const uint8_t* dst_;
+  size_t row_bytes_;
+  uint32_t rows_ = 0;
+};
+
+void CheckFused(std::span<const uint8_t> file, const codec::PngHeader& header, int channels,
+                const Status& fast_status, const cv::Mat& fast) {
+  const int h = static_cast<int>(header.height), w = static_cast<int>(header.width);
+  const size_t row_bytes = static_cast<size_t>(w) * static_cast<size_t>(channels);
+  std::vector<uint8_t> dst(row_bytes * static_cast<size_t>(h));
+  RowCheck sink(dst.data(), row_bytes);
+  bool fused = false;
+  const Status s = codec::DecodePayloadFused(Codec::kPng, file, channels, h, w, true, &sink,
+                                             dst.data(), &fused);
+  DSPIPE_FUZZ_CHECK(fused);
+  DSPIPE_FUZZ_CHECK(s.ok() == fast_status.ok());
+  if (!s.ok()) {
+    DSPIPE_FUZZ_CHECK(!s.message().empty());
+    return;
+  }
+  DSPIPE_FUZZ_CHECK(sink.rows() == header.height);
+  cv::Mat mirrored;
+  cv::flip(fast, mirrored, 1);
+  DSPIPE_FUZZ_CHECK(mirrored.isContinuous());
+  DSPIPE_FUZZ_CHECK(std::equal(dst.begin(), dst.end(), mirrored.datastart));
+}
+
 void Compare(std::span<const uint8_t> file) {
   const codec::PngRoute route = codec::ChoosePngDecoder(file);
   if (route.decoder != codec::PngDecoder::kFast) return;
@@ -55,6 +95,7 @@ void Compare(std::span<const uint8_t> file) {
     cv::Mat fast, slow;
     const Status fs = Decode(file, channels, mask, true, &fast);
     const Status ss = Decode(file, channels, mask, false, &slow);
+    if (!mask) CheckFused(file, route.header, channels, fs, fast);
     if (!fs.ok() || !ss.ok()) continue;
     DSPIPE_FUZZ_CHECK(fast.size() == slow.size() && fast.type() == slow.type());
     DSPIPE_FUZZ_CHECK(fast.isContinuous() && slow.isContinuous());

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "pipeline/loader_fixture.h"
+#include "pipeline/sample.h"
 
 namespace dspipe {
 namespace {
@@ -360,6 +361,11 @@ TEST_F(LoaderTest, GrayOutputFromRgbRecords) {
 }
 
 TEST_F(LoaderTest, StatsCoverEveryStage) {
+  // Unfused: the fused PNG path times the flip and normalize inside decode (fused_test.cc).
+  pipeline::SetFusedDecodeEnabled(false);
+  struct Restore {
+    ~Restore() { pipeline::SetFusedDecodeEnabled(true); }
+  } restore;
   LoaderOptions o = Options(4, 2);
   o.augment.hflip_p = 0.5;
   o.normalize = NormalizeMode::kCpuFloat32;

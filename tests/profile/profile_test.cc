@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "dspipe/loader.h"
+#include "pipeline/sample.h"
 #include "profile/sources.h"
 #include "test_dataset.h"
 
@@ -51,8 +53,28 @@ TEST(RunProfile, EndToEndOnSynthLmdb) {
   EXPECT_GT(r.dataset.bytes, 0u);
   EXPECT_EQ(r.config.threads, 2);
   EXPECT_TRUE(r.config.normalize);
-  for (Stage s : {Stage::kRead, Stage::kDecode, Stage::kAugment, Stage::kNormalize, Stage::kWait}) {
+  for (Stage s : {Stage::kRead, Stage::kDecode, Stage::kNormalize, Stage::kWait}) {
     ASSERT_NE(Find(r, s), nullptr) << StageName(s);
+  }
+  // The synth PNGs take the fused path (flip + normalize inside decode, pipeline/sample.h): no
+  // augment spans, and a note says what decode holds.
+  EXPECT_EQ(Find(r, Stage::kAugment), nullptr);
+  const std::string fused_note = std::to_string(Find(r, Stage::kDecode)->count) + " of " +
+                                 std::to_string(Find(r, Stage::kDecode)->count) +
+                                 " samples took the fused PNG path: their decode time includes "
+                                 "their flip and float32 normalize";
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) {
+    return n.find(fused_note) == 0;
+  })) << fused_note;
+  {
+    pipeline::SetFusedDecodeEnabled(false);
+    ProfileResult unfused;
+    const Status s = RunProfile(SmallDataset().lmdb, Small(), &unfused);
+    pipeline::SetFusedDecodeEnabled(true);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_NE(Find(unfused, Stage::kAugment), nullptr);
+    EXPECT_EQ(Find(unfused, Stage::kAugment)->count, Find(unfused, Stage::kDecode)->count);
+    for (const std::string& n : unfused.notes) EXPECT_EQ(n.find("fused"), std::string::npos) << n;
   }
   // The stats were reset after the warm-up: the measured batches' waits only.
   EXPECT_EQ(Find(r, Stage::kWait)->count, 6u);
@@ -122,8 +144,9 @@ TEST(RunProfile, TraceHasSpansFromSeveralWorkerThreads) {
     ProfileResult r;
     ASSERT_TRUE(RunProfile(SmallDataset().lmdb, o, &r).ok());
     t = ReadTrace(o.trace_path);
-    // Warm-up included: (1 + 30) batches of 8, read + decode + augment each, plus waits.
-    EXPECT_GE(t.complete_events, 31u * 8 * 3);
+    // Warm-up included: (1 + 30) batches of 8, read + decode each (the flip is fused into
+    // decode), plus waits.
+    EXPECT_GE(t.complete_events, 31u * 8 * 2);
   }
   EXPECT_GE(t.decode.size(), 2u) << "decode spans from one thread only";
   EXPECT_EQ(t.wait.size(), 1u);  // the consumer
@@ -188,7 +211,7 @@ TEST(FolderProfile, SameStagesOverTheSourceFiles) {
   EXPECT_EQ(r.images, 48u);
   EXPECT_GT(r.dataset.bytes, 0u);
   EXPECT_GT(r.mb_per_s, 0);
-  for (Stage s : {Stage::kRead, Stage::kDecode, Stage::kAugment, Stage::kWait}) {
+  for (Stage s : {Stage::kRead, Stage::kDecode, Stage::kWait}) {  // augment: fused into decode
     EXPECT_NE(Find(r, s), nullptr) << StageName(s);
   }
 }
