@@ -9,10 +9,11 @@
 // before all masks two (one reader each), and every further pass is a reopen. The builder
 // refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
 //
-// Held whole in memory (when it fits the buffer; see Open()): a .tar.gz is inflated in one call
-// with libdeflate and its members are served from the inflated tar without a copy at listing
-// time; a .zip file is read in and its members are inflated by the calling threads (Read() is
-// then safe from several threads, in any order: ConcurrentReads()).
+// Held whole in memory (when it fits the buffer; see Open()): a .tar is read in, a .tar.gz is
+// inflated in one call with libdeflate, and their members are served from that tar without a
+// copy at listing time; a .zip file is read in and its members are inflated by the threads that
+// read them. Read() is then safe from several threads, in any order (ConcurrentReads()), so
+// the build reads members in parallel as it does files of a folder.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,21 @@ inline constexpr int kMaxArchivePasses = 4;
 // .tar.zst, .tzst, .tar.bz2, .tar.xz, .zip).
 bool IsArchiveSource(const std::string& source);
 
+// Memory that holds a whole archive (mmap'd; huge pages advised). Movable, not copyable.
+class WholeBuffer {
+ public:
+  WholeBuffer() = default;
+  static WholeBuffer Allocate(size_t n);  // get() is null when it could not be had
+  WholeBuffer(WholeBuffer&& o) noexcept { *this = std::move(o); }
+  WholeBuffer& operator=(WholeBuffer&& o) noexcept;
+  ~WholeBuffer();
+  char* get() const { return data_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class ArchiveSource {
  public:
   struct Member {
@@ -47,8 +63,9 @@ class ArchiveSource {
   // Lists SRC's members. With buffer_bytes > 0, the archive is first held whole in memory when
   // it fits: a gzip file (.tar.gz, .tgz) whose compressed and inflated sizes are each at most
   // buffer_bytes is inflated with libdeflate (one gzip member, no trailing bytes, CRC and size
-  // checked; anything else takes the streaming path below, which reports what is wrong); a
-  // .zip file of at most buffer_bytes is read in (its members stay deflated until Read()).
+  // checked; anything else takes the paths below, which report what is wrong); a POSIX/GNU
+  // .tar or a .zip file of at most buffer_bytes is read in (zip members stay deflated until
+  // Read()). A .tar.zst (or .bz2, .xz) is not held whole.
   // Otherwise, while listing, the data of the first members (in archive order) is kept in memory
   // up to buffer_bytes (the listing pass reads it anyway for compressed archives): those
   // members are served from memory, once, and need no further pass.
@@ -85,7 +102,8 @@ class ArchiveSource {
   uint64_t buffered_members() const { return buffered_count_; }
   uint64_t passes_made() const { return passes_made_.load(); }
   // What Open() held whole in memory: "" (nothing: members buffered while listing, or
-  // streamed), "tar" (a .tar.gz inflated with libdeflate) or "zip" (a .zip file read in).
+  // streamed), "tar" (a .tar read in or a .tar.gz inflated with libdeflate) or "zip" (a .zip
+  // file read in).
   const char* held() const {
     return held_ == Held::kTar ? "tar" : held_ == Held::kZip ? "zip" : "";
   }
@@ -116,7 +134,7 @@ class ArchiveSource {
   uint64_t buffered_count_ = 0;
   std::atomic<uint64_t> passes_made_{0};
   Held held_ = Held::kNone;
-  std::unique_ptr<char[]> whole_;  // the inflated tar or the zip file (held_ != kNone)
+  WholeBuffer whole_;  // the (inflated) tar or the zip file (held_ != kNone)
   size_t whole_size_ = 0;
   // Held tar: entry -> (offset, size) of its data in whole_ (buffered_ holds the rare member
   // whose data is not one contiguous block there; both stay until the source is destroyed).
