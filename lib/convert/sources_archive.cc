@@ -280,6 +280,10 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
   const libdeflate_result r =
       libdeflate_gzip_decompress_ex(d, data.get(), size, inflated.get(), isize, &in_used, &out_got);
   libdeflate_free_decompressor(d);
+  // libarchive's gzip reader does not check the CRC-32: bad data that it would stream without
+  // a complaint (a flipped bit in a stored block, a wrong CRC or size in the trailer) is an
+  // error after the listing (a truncated or undecodable stream is named there, by member).
+  corrupt_gzip_ = r == LIBDEFLATE_BAD_DATA;
   if (r != LIBDEFLATE_SUCCESS || in_used != size || out_got != isize) return Status::OK();
   whole_ = std::move(inflated);
   whole_size_ = isize;
@@ -380,6 +384,12 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
       return src->Fail(src->Name(safe ? path : raw), a, "truncated or corrupt archive");
     }
     last = safe ? path : raw;
+  }
+  if (src->corrupt_gzip_) {
+    return Status::Corruption(
+        source + ": corrupt gzip data: its CRC-32 or size does not match the inflated bytes (one "
+                 "checksum covers the whole stream, so no member can be named); recreate or "
+                 "download the archive again");
   }
   // A path stored both as a file and as a directory: the directory wins for layout detection;
   // the file would never be listed as an image of it.

@@ -63,7 +63,8 @@ class ArchiveSource {
   // Lists SRC's members. With buffer_bytes > 0, the archive is first held whole in memory when
   // it fits: a gzip file (.tar.gz, .tgz) whose compressed and inflated sizes are each at most
   // buffer_bytes is inflated with libdeflate (one gzip member, no trailing bytes, CRC and size
-  // checked; anything else takes the paths below, which report what is wrong); a POSIX/GNU
+  // checked: bad data is an error naming the archive, as libarchive's gzip reader does not
+  // check the CRC; several gzip members or trailing bytes take the paths below); a POSIX/GNU
   // .tar or a .zip file of at most buffer_bytes is read in (zip members stay deflated until
   // Read()). A .tar.zst (or .bz2, .xz) is not held whole.
   // Otherwise, while listing, the data of the first members (in archive order) is kept in memory
@@ -134,6 +135,7 @@ class ArchiveSource {
   uint64_t buffered_count_ = 0;
   std::atomic<uint64_t> passes_made_{0};
   Held held_ = Held::kNone;
+  bool corrupt_gzip_ = false;  // libdeflate found bad data: an error if the listing passes
   WholeBuffer whole_;  // the (inflated) tar or the zip file (held_ != kNone)
   size_t whole_size_ = 0;
   // Held tar: entry -> (offset, size) of its data in whole_ (buffered_ holds the rare member
