@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <libdeflate.h>
+#include <zstd.h>
 #include <sys/mman.h>
 
 #include <cstring>
@@ -252,9 +253,10 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
   DSPIPE_RETURN_IF_ERROR(file->Read(0, sizeof(magic), reinterpret_cast<char*>(magic), &got));
   const bool gzip = got >= 4 && magic[0] == 0x1f && magic[1] == 0x8b;
   const bool zip = got >= 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0;
+  const bool zstd = got >= 4 && std::memcmp(magic, "\x28\xb5\x2f\xfd", 4) == 0;
   // POSIX and GNU tar headers carry "ustar" at offset 257 (a pre-POSIX tar streams).
   const bool tar = got == sizeof(magic) && std::memcmp(magic + 257, "ustar", 5) == 0;
-  if (!gzip && !zip && !tar) return Status::OK();
+  if (!gzip && !zip && !tar && !zstd) return Status::OK();
   WholeBuffer data = WholeBuffer::Allocate(size);
   if (data.get() == nullptr) return Status::OK();  // no memory for it: stream instead
   for (uint64_t at = 0; at < size; at += got) {
@@ -265,6 +267,29 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
     whole_ = std::move(data);
     whole_size_ = size;
     held_ = zip ? Held::kZip : Held::kTar;
+    return Status::OK();
+  }
+  if (zstd) {
+    // The inflated size is not known up front (a streaming writer leaves it out of the frame
+    // header): inflate into buffer_bytes of address space, of which only the part written is
+    // backed by memory. Bad data or more than buffer_bytes: the streaming path below (which
+    // names the member where the data breaks: libarchive checks zstd's checksums too).
+    WholeBuffer inflated = WholeBuffer::Allocate(buffer_bytes);
+    ZSTD_DCtx* z = inflated.get() != nullptr ? ZSTD_createDCtx() : nullptr;
+    if (z == nullptr) return Status::OK();
+    ZSTD_inBuffer in = {data.get(), size, 0};
+    ZSTD_outBuffer out = {inflated.get(), buffer_bytes, 0};
+    size_t left = 1;  // 0 once a frame ends exactly where the input does
+    while (in.pos < in.size || left != 0) {
+      const size_t before = in.pos + out.pos;
+      left = ZSTD_decompressStream(z, &out, &in);
+      if (ZSTD_isError(left) || in.pos + out.pos == before) break;  // bad data, or no room
+    }
+    ZSTD_freeDCtx(z);
+    if (ZSTD_isError(left) || left != 0 || in.pos != in.size) return Status::OK();
+    whole_ = std::move(inflated);
+    whole_size_ = out.pos;
+    held_ = Held::kTar;
     return Status::OK();
   }
   // One gzip member: its last 4 bytes are the inflated size mod 2^32 (ISIZE). A larger result,

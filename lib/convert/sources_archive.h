@@ -10,7 +10,7 @@
 // refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
 //
 // Held whole in memory (when it fits the buffer; see Open()): a .tar is read in, a .tar.gz is
-// inflated in one call with libdeflate, and their members are served from that tar without a
+// inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are served from that tar without a
 // copy at listing time; a .zip file is read in and its members are inflated by the threads that
 // read them. Read() is then safe from several threads, in any order (ConcurrentReads()), so
 // the build reads members in parallel as it does files of a folder.
@@ -64,9 +64,11 @@ class ArchiveSource {
   // it fits: a gzip file (.tar.gz, .tgz) whose compressed and inflated sizes are each at most
   // buffer_bytes is inflated with libdeflate (one gzip member, no trailing bytes, CRC and size
   // checked: bad data is an error naming the archive, as libarchive's gzip reader does not
-  // check the CRC; several gzip members or trailing bytes take the paths below); a POSIX/GNU
-  // .tar or a .zip file of at most buffer_bytes is read in (zip members stay deflated until
-  // Read()). A .tar.zst (or .bz2, .xz) is not held whole.
+  // check the CRC; several gzip members or trailing bytes take the paths below); a zstd file
+  // (.tar.zst) of at most buffer_bytes that inflates to at most buffer_bytes is inflated with
+  // libzstd (bad data takes the paths below, which name the member); a POSIX/GNU .tar or a
+  // .zip file of at most buffer_bytes is read in (zip members stay deflated until Read()).
+  // .tar.bz2 and .tar.xz are not held whole.
   // Otherwise, while listing, the data of the first members (in archive order) is kept in memory
   // up to buffer_bytes (the listing pass reads it anyway for compressed archives): those
   // members are served from memory, once, and need no further pass.
@@ -103,7 +105,7 @@ class ArchiveSource {
   uint64_t buffered_members() const { return buffered_count_; }
   uint64_t passes_made() const { return passes_made_.load(); }
   // What Open() held whole in memory: "" (nothing: members buffered while listing, or
-  // streamed), "tar" (a .tar read in or a .tar.gz inflated with libdeflate) or "zip" (a .zip
+  // streamed), "tar" (a .tar read in, or a .tar.gz or .tar.zst inflated) or "zip" (a .zip
   // file read in).
   const char* held() const {
     return held_ == Held::kTar ? "tar" : held_ == Held::kZip ? "zip" : "";
