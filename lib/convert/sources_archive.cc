@@ -299,7 +299,8 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
   std::memcpy(&isize, data.get() + size - 4, 4);  // little-endian, as the hosts we build for
   if (isize == 0 || isize > buffer_bytes) return Status::OK();
   WholeBuffer inflated = WholeBuffer::Allocate(isize);
-  libdeflate_decompressor* d = inflated.get() != nullptr ? libdeflate_alloc_decompressor() : nullptr;
+  libdeflate_decompressor* d =
+      inflated.get() != nullptr ? libdeflate_alloc_decompressor() : nullptr;
   if (d == nullptr) return Status::OK();
   size_t in_used = 0, out_got = 0;
   const libdeflate_result r =

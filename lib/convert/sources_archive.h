@@ -10,10 +10,10 @@
 // refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
 //
 // Held whole in memory (when it fits the buffer; see Open()): a .tar is read in, a .tar.gz is
-// inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are served from that tar without a
-// copy at listing time; a .zip file is read in and its members are inflated by the threads that
-// read them. Read() is then safe from several threads, in any order (ConcurrentReads()), so
-// the build reads members in parallel as it does files of a folder.
+// inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are served from
+// that tar without a copy at listing time; a .zip file is read in and its members are inflated by
+// the threads that read them. Read() is then safe from several threads, in any order
+// (ConcurrentReads()), so the build reads members in parallel as it does files of a folder.
 #pragma once
 
 #include <cstdint>
