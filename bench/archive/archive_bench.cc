@@ -6,12 +6,17 @@
 // Writes the synthetic folder once, then the same files (sorted: images/ then masks/) as
 // .tar, .tar.gz, .tar.zst and .zip with libarchive. Each repeat builds from the folder and from
 // each archive, in turn, in one run; the ratio is folder seconds / archive seconds of the same
-// repeat (> 1: the archive build is faster). Warm page cache unless --cold (each source's pages
-// dropped with posix_fadvise DONTNEED before its build). Prints median and min..max. The
-// default --archive-buffer-mb (512) holds these archives' members in memory from the listing
-// pass; the "unbuffered" rows stream .tar and .tar.gz with two readers (--archive-buffer-mb 0).
+// repeat (> 1: the archive build is faster; the archives' order rotates). Warm page cache
+// unless --cold (each source's pages dropped with posix_fadvise DONTNEED before its build).
+// Prints median and min..max. The
+// default --archive-buffer-mb (512) holds each of these archives whole in memory (.tar.gz
+// inflated by libdeflate, .tar.zst by libzstd, .zip members inflated by the build threads); the
+// "unbuffered" rows stream .tar, .tar.gz and .zip with two readers (--archive-buffer-mb 0).
+// Also prints each build's CPU seconds (user + sys of this process, all threads): on a machine
+// shared with other work the wall-clock figures spread widely, the CPU seconds much less.
 #include <archive.h>
 #include <archive_entry.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -81,6 +86,13 @@ void WriteArchive(const std::string& path, const std::string& kind, const std::s
   archive_write_free(a);
 }
 
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,7 +140,9 @@ int main(int argc, char** argv) {
   for (const std::string& k : kinds) {
     std::printf("  data.%-8s %8.1f MB\n", k.c_str(), fs::file_size(dir + "/data." + k) / 1e6);
   }
-  auto build = [&](const std::string& source, uint64_t buffer = dspipe::BuildOptions{}.archive_buffer_bytes) {
+  std::map<std::string, Series> cpu;  // CPU seconds by row name ("" for the untimed build)
+  auto build = [&](const std::string& row, const std::string& source,
+                   uint64_t buffer = dspipe::BuildOptions{}.archive_buffer_bytes) {
     if (cold) {
       if (source == src) {
         for (const std::string& f : files) dspipe::DropFileCache(f);
@@ -145,26 +159,32 @@ int main(int argc, char** argv) {
     bo.stats_sample = std::max(1, count / 64);  // as bench/convert: 1.6% of images decoded
     fs::remove_all(bo.output);
     dspipe::BuildResult res;
+    const double cpu0 = CpuSeconds();
     const auto t = Clock::now();
     Check(dspipe::BuildDataset(bo, &res));
+    if (!row.empty()) cpu[row].v.push_back(CpuSeconds() - cpu0);
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   Series folder;
   std::map<std::string, Series> secs, ratio;
-  build(src);  // one untimed build: the first run pays for page faults and allocator growth
+  build("", src);  // one untimed build: the first run pays for page faults and allocator growth
   for (int r = 0; r < repeats; ++r) {
-    const double f = build(src);
+    const double f = build("folder", src);
     folder.v.push_back(f);
+    // Each archive held in memory (the default buffer), then .tar, .tar.gz and .zip streamed by
+    // two forward readers (no buffer). The order rotates with the repeat: the build that follows
+    // another pays for some of its leftovers (page cache reclaim), so no row always comes first.
+    std::vector<std::pair<std::string, uint64_t>> rows;
     for (const std::string& k : kinds) {
-      const double s = build(dir + "/data." + k);
-      secs[k].v.push_back(s);
-      ratio[k].v.push_back(f / s);
+      rows.push_back({k, dspipe::BuildOptions{}.archive_buffer_bytes});
     }
-    // Streamed by two forward readers instead of the listing pass's buffer.
-    for (const std::string& k : {std::string("tar"), std::string("tar.gz")}) {
-      const double s = build(dir + "/data." + k, 0);
-      secs[k + " unbuffered"].v.push_back(s);
-      ratio[k + " unbuffered"].v.push_back(f / s);
+    for (const char* k : {"tar", "tar.gz", "zip"}) rows.push_back({k, 0});
+    std::rotate(rows.begin(), rows.begin() + r % rows.size(), rows.end());
+    for (const auto& [k, buffer] : rows) {
+      const std::string row = k + (buffer == 0 ? " unbuffered" : "");
+      const double s = build("data." + row, dir + "/data." + k, buffer);
+      secs[row].v.push_back(s);
+      ratio[row].v.push_back(f / s);
     }
   }
   auto print = [](const std::string& name, const Series& s, const char* unit) {
@@ -174,6 +194,7 @@ int main(int argc, char** argv) {
   print("folder build", folder, "s");
   for (const auto& [k, s] : secs) print("data." + k + " build", s, "s");
   for (const auto& [k, s] : ratio) print("data." + k + " speed / folder", s, "x");
+  for (const auto& [k, s] : cpu) print(k + " CPU (user+sys)", s, "s");
   fs::remove_all(dir);
   return 0;
 }

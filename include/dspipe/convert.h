@@ -61,8 +61,10 @@ struct BuildOptions {
   CheckLevel check = CheckLevel::kHeader;
   // --store encoded computes mean/std from this many evenly spaced images (all when raw).
   int stats_sample = 512;
-  // Archive sources: member data kept in memory from the listing pass (the first members in
-  // archive order, up to this many bytes; each is freed once its record is made). Members in
+  // Archive sources: memory for the archive's data. A .tar, .zip, or .tar.gz/.tar.zst whose
+  // compressed and inflated sizes fit is held whole (inflated once, members read in parallel
+  // by the build threads); else member data is kept from the listing pass (the first members
+  // in archive order, up to this many bytes; each is freed once its record is made). Members in
   // memory need no second pass over the archive, whatever the order the build wants them in.
   uint64_t archive_buffer_bytes = uint64_t{512} << 20;
   // Commit a transaction every this many bytes (a crash loses at most one such batch of work).

@@ -582,9 +582,11 @@ Status Builder::BuildShard(int shard, Accum* acc) {
               }
               auto w = std::make_shared<Work>();
               w->pos = pos++;
-              // Archive members stream in order: read here, one item at a time.
+              // Archive members stream in order: read here, one item at a time (unless the
+              // archive is held in memory: then the parallel stage reads them).
               const SourceItem& item = plan_[w->pos];
-              if (archive_ != nullptr && item.archive_image >= 0 && item.error.empty()) {
+              if (archive_ != nullptr && !archive_->ConcurrentReads() &&
+                  item.archive_image >= 0 && item.error.empty()) {
                 w->status = ReadArchiveItem(item, &w->bytes);
                 w->have_bytes = true;
               }
@@ -594,6 +596,12 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                 tbb::filter_mode::parallel,
                 [&](std::shared_ptr<Work> w) {
                   const uint64_t p = w->pos;
+                  const SourceItem& item = plan_[p];
+                  if (archive_ != nullptr && archive_->ConcurrentReads() && !stop.load() &&
+                      item.archive_image >= 0 && item.error.empty()) {
+                    w->status = ReadArchiveItem(item, &w->bytes);  // a zip member inflates here
+                    w->have_bytes = true;
+                  }
                   if (!stop.load() && w->status.ok()) {
                     w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec, plain_.get(),
                                            w->have_bytes ? &w->bytes : nullptr);

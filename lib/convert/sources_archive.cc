@@ -2,9 +2,16 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <libdeflate.h>
+#include <zstd.h>
+#include <sys/mman.h>
 
+#include <cstring>
 #include <filesystem>
 #include <limits>
+#include <utility>
+
+#include "dspipe/env.h"
 
 namespace dspipe {
 namespace {
@@ -14,6 +21,9 @@ constexpr size_t kMaxCursors = 2;
 // libarchive's read block size: large blocks keep the syscall count low on big archives.
 constexpr size_t kBlockSize = size_t{1} << 20;
 constexpr uint64_t kMaxMember = UINT32_MAX;  // a record payload's limit (format.h)
+// Idle readers kept for a zip held in memory (each costs a parse of the central directory):
+// enough for the images and masks readers of every build thread.
+constexpr size_t kMaxPool = 16;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -96,6 +106,93 @@ bool ReadEntry(::archive* a, uint64_t declared, uint64_t limit, std::string* out
 
 }  // namespace
 
+// Anonymous memory for a whole archive, in transparent huge pages where the kernel allows
+// (madvise mode, the common default): a 4 KiB page fault per 4 KiB of a 100 MB buffer costs a
+// large share of inflating into it. Null when the memory cannot be had.
+WholeBuffer WholeBuffer::Allocate(size_t n) {
+  WholeBuffer b;
+  if (n == 0) return b;
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return b;
+#ifdef MADV_HUGEPAGE
+  (void)madvise(p, n, MADV_HUGEPAGE);  // advice only: regular pages when refused
+#endif
+  b.data_ = static_cast<char*>(p);
+  b.size_ = n;
+  return b;
+}
+
+WholeBuffer& WholeBuffer::operator=(WholeBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) munmap(data_, size_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+WholeBuffer::~WholeBuffer() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+namespace {
+
+// The current entry's data as one block of `whole` (a held tar: libarchive's tar reader hands
+// out pointers into the memory it reads): *offset set, true. False when the data comes in
+// several blocks or from elsewhere (a sparse member; an archive inside the gzip that is not a
+// tar): *copy then holds the data. A read error: false with *failed set.
+bool DataView(::archive* a, const char* whole, size_t whole_size, uint64_t size, size_t* offset,
+              std::string* copy, bool* failed) {
+  *failed = false;
+  copy->clear();
+  auto put = [copy](const char* p, uint64_t at, size_t len) {
+    if (copy->size() < at + len) copy->resize(at + len);
+    if (len > 0) std::memcpy(copy->data() + at, p, len);
+  };
+  // The first block, when it lies in `whole` (stable: not libarchive's own buffer), is copied
+  // only if more blocks follow.
+  bool deferred = false;
+  size_t first_offset = 0, first_len = 0;
+  uint64_t first_at = 0;
+  int blocks = 0;
+  for (;; ++blocks) {
+    const void* block = nullptr;
+    size_t len = 0;
+    la_int64_t at = 0;
+    const int r = archive_read_data_block(a, &block, &len, &at);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN || at < 0 || static_cast<uint64_t>(at) + len > kMaxMember) {
+      *failed = true;
+      return false;
+    }
+    const char* p = static_cast<const char*>(block);
+    const bool in_whole = p != nullptr && p >= whole && len <= whole_size &&
+                          static_cast<size_t>(p - whole) <= whole_size - len;
+    if (blocks == 0 && in_whole) {
+      deferred = true;
+      first_offset = static_cast<size_t>(p - whole);
+      first_len = len;
+      first_at = static_cast<uint64_t>(at);
+      continue;
+    }
+    if (deferred) put(whole + first_offset, first_at, first_len);
+    deferred = false;
+    put(p, static_cast<uint64_t>(at), len);
+  }
+  if (deferred && blocks == 1 && first_at == 0 && first_len == size) {
+    *offset = first_offset;
+    return true;
+  }
+  if (blocks == 0 && size == 0) {
+    *offset = 0;
+    return true;
+  }
+  if (deferred) put(whole + first_offset, first_at, first_len);
+  return false;
+}
+
+}  // namespace
+
 bool IsArchiveSource(const std::string& source) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -111,6 +208,7 @@ ArchiveSource::~ArchiveSource() {
   for (Cursor& c : cursors_) {
     if (c.a != nullptr) archive_read_free(c.a);
   }
+  for (Cursor& c : pool_) archive_read_free(c.a);
 }
 
 Status ArchiveSource::Fail(const std::string& where, ::archive* a, const char* what) const {
@@ -130,7 +228,10 @@ Status ArchiveSource::OpenReader(::archive** out) const {
   archive_read_support_filter_zstd(a);
   archive_read_support_filter_bzip2(a);
   archive_read_support_filter_xz(a);
-  if (archive_read_open_filename(a, source_.c_str(), kBlockSize) != ARCHIVE_OK) {
+  const int opened = held_ != Held::kNone
+                         ? archive_read_open_memory(a, whole_.get(), whole_size_)
+                         : archive_read_open_filename(a, source_.c_str(), kBlockSize);
+  if (opened != ARCHIVE_OK) {
     Status s = Fail(source_, a, "cannot open the archive");
     archive_read_free(a);
     return s;
@@ -139,16 +240,95 @@ Status ArchiveSource::OpenReader(::archive** out) const {
   return Status::OK();
 }
 
+Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
+  if (buffer_bytes == 0) return Status::OK();
+  Env* env = Env::Default();
+  uint64_t size = 0;
+  // Unreadable: OpenReader reports it, as for archives that are not held.
+  if (!env->FileSize(source_, &size).ok() || size < 4 || size > buffer_bytes) return Status::OK();
+  std::unique_ptr<RandomAccessFile> file;
+  if (!env->NewRandomAccessFile(source_, &file).ok()) return Status::OK();
+  unsigned char magic[263] = {};
+  size_t got = 0;
+  DSPIPE_RETURN_IF_ERROR(file->Read(0, sizeof(magic), reinterpret_cast<char*>(magic), &got));
+  const bool gzip = got >= 4 && magic[0] == 0x1f && magic[1] == 0x8b;
+  const bool zip = got >= 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0;
+  const bool zstd = got >= 4 && std::memcmp(magic, "\x28\xb5\x2f\xfd", 4) == 0;
+  // POSIX and GNU tar headers carry "ustar" at offset 257 (a pre-POSIX tar streams).
+  const bool tar = got == sizeof(magic) && std::memcmp(magic + 257, "ustar", 5) == 0;
+  if (!gzip && !zip && !tar && !zstd) return Status::OK();
+  WholeBuffer data = WholeBuffer::Allocate(size);
+  if (data.get() == nullptr) return Status::OK();  // no memory for it: stream instead
+  for (uint64_t at = 0; at < size; at += got) {
+    DSPIPE_RETURN_IF_ERROR(file->Read(at, size - at, data.get() + at, &got));
+    if (got == 0) return Status::OK();  // shrunk meanwhile: the streaming path reports it
+  }
+  if (zip || tar) {
+    whole_ = std::move(data);
+    whole_size_ = size;
+    held_ = zip ? Held::kZip : Held::kTar;
+    return Status::OK();
+  }
+  if (zstd) {
+    // The inflated size is not known up front (a streaming writer leaves it out of the frame
+    // header): inflate into buffer_bytes of address space, of which only the part written is
+    // backed by memory. Bad data or more than buffer_bytes: the streaming path below (which
+    // names the member where the data breaks: libarchive checks zstd's checksums too).
+    WholeBuffer inflated = WholeBuffer::Allocate(buffer_bytes);
+    ZSTD_DCtx* z = inflated.get() != nullptr ? ZSTD_createDCtx() : nullptr;
+    if (z == nullptr) return Status::OK();
+    ZSTD_inBuffer in = {data.get(), size, 0};
+    ZSTD_outBuffer out = {inflated.get(), buffer_bytes, 0};
+    size_t left = 1;  // 0 once a frame ends exactly where the input does
+    while (in.pos < in.size || left != 0) {
+      const size_t before = in.pos + out.pos;
+      left = ZSTD_decompressStream(z, &out, &in);
+      if (ZSTD_isError(left) || in.pos + out.pos == before) break;  // bad data, or no room
+    }
+    ZSTD_freeDCtx(z);
+    if (ZSTD_isError(left) || left != 0 || in.pos != in.size) return Status::OK();
+    whole_ = std::move(inflated);
+    whole_size_ = out.pos;
+    held_ = Held::kTar;
+    return Status::OK();
+  }
+  // One gzip member: its last 4 bytes are the inflated size mod 2^32 (ISIZE). A larger result,
+  // another member, trailing bytes or bad data fail here; the streaming path then handles the
+  // archive as before (inflating several members, or naming the member where it breaks).
+  uint32_t isize = 0;
+  std::memcpy(&isize, data.get() + size - 4, 4);  // little-endian, as the hosts we build for
+  if (isize == 0 || isize > buffer_bytes) return Status::OK();
+  WholeBuffer inflated = WholeBuffer::Allocate(isize);
+  libdeflate_decompressor* d =
+      inflated.get() != nullptr ? libdeflate_alloc_decompressor() : nullptr;
+  if (d == nullptr) return Status::OK();
+  size_t in_used = 0, out_got = 0;
+  const libdeflate_result r =
+      libdeflate_gzip_decompress_ex(d, data.get(), size, inflated.get(), isize, &in_used, &out_got);
+  libdeflate_free_decompressor(d);
+  // libarchive's gzip reader does not check the CRC-32: bad data that it would stream without
+  // a complaint (a flipped bit in a stored block, a wrong CRC or size in the trailer) is an
+  // error after the listing (a truncated or undecodable stream is named there, by member).
+  corrupt_gzip_ = r == LIBDEFLATE_BAD_DATA;
+  if (r != LIBDEFLATE_SUCCESS || in_used != size || out_got != isize) return Status::OK();
+  whole_ = std::move(inflated);
+  whole_size_ = isize;
+  held_ = Held::kTar;
+  return Status::OK();
+}
+
 Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
                            std::shared_ptr<ArchiveSource>* out) {
   std::shared_ptr<ArchiveSource> src(new ArchiveSource(source));
+  DSPIPE_RETURN_IF_ERROR(src->LoadWhole(buffer_bytes));
   ::archive* a = nullptr;
   DSPIPE_RETURN_IF_ERROR(src->OpenReader(&a));
   std::unique_ptr<::archive, int (*)(::archive*)> guard(a, archive_read_free);
   src->dirs_[""] = true;
   std::string last;  // the previous entry's path, for messages
   uint64_t buffered = 0;
-  bool buffering = buffer_bytes > 0;  // stops at the first member that does not fit
+  // Stops at the first member that does not fit. Off when the archive is held whole.
+  bool buffering = buffer_bytes > 0 && src->held_ == Held::kNone;
   for (int64_t ordinal = 0;; ++ordinal) {
     archive_entry* e = nullptr;
     const int r = archive_read_next_header(a, &e);
@@ -178,6 +358,7 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
       const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
       if (auto old = src->files_.find(path); old != src->files_.end()) {
         src->buffered_.erase(old->second.ordinal);  // stored again: the later one counts
+        src->views_.erase(old->second.ordinal);
       }
       src->files_[path] = Member{path, ordinal, size};
       for (std::string d = std::filesystem::path(path).parent_path().string(); !d.empty();
@@ -193,8 +374,24 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
     const bool regular = safe && !macos_meta && type == AE_IFREG &&
                          archive_entry_hardlink(e) == nullptr;
     const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    if (regular && src->held_ == Held::kTar) {
+      // Served from the inflated tar: no copy, unless the data is not one block there.
+      size_t offset = 0;
+      std::string copy;
+      bool failed = false;
+      if (DataView(a, src->whole_.get(), src->whole_size_, size, &offset, &copy, &failed)) {
+        src->views_[ordinal] = {offset, static_cast<size_t>(size)};
+      } else if (failed || copy.size() != size) {
+        return src->Fail(src->Name(path), a, "truncated or corrupt archive");
+      } else {
+        src->buffered_[ordinal] = std::move(copy);
+      }
+      ++src->buffered_count_;
+    } else if (regular && src->held_ == Held::kZip) {
+      ++src->buffered_count_;  // inflated by Read() from the zip held in memory
+    }
     // Directories, links and ignored members neither use nor end the buffer.
-    if (regular) {
+    if (regular && src->held_ == Held::kNone) {
       buffering = buffering && archive_entry_size_is_set(e) && size <= buffer_bytes - buffered;
     }
     if (regular && buffering) {
@@ -214,11 +411,18 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
     }
     last = safe ? path : raw;
   }
+  if (src->corrupt_gzip_) {
+    return Status::Corruption(
+        source + ": corrupt gzip data: its CRC-32 or size does not match the inflated bytes (one "
+                 "checksum covers the whole stream, so no member can be named); recreate or "
+                 "download the archive again");
+  }
   // A path stored both as a file and as a directory: the directory wins for layout detection;
   // the file would never be listed as an image of it.
   for (const auto& [d, unused] : src->dirs_) {
     if (auto f = src->files_.find(d); f != src->files_.end()) {
       src->buffered_.erase(f->second.ordinal);
+      src->views_.erase(f->second.ordinal);
       src->files_.erase(f);
     }
   }
@@ -227,6 +431,7 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
 }
 
 int ArchiveSource::Passes(const std::vector<int64_t>& ordinals) const {
+  if (held_ != Held::kNone) return 0;
   std::vector<int64_t> next;
   int passes = 0;
   for (int64_t k : ordinals) {
@@ -251,6 +456,18 @@ Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out)
                               " changed since the build was planned (no such member at entry " +
                               std::to_string(k) + "); rebuild with --overwrite");
   }
+  if (held_ == Held::kTar) {  // const after Open(): safe from several threads
+    if (auto v = views_.find(k); v != views_.end()) {
+      out->assign(whole_.get() + v->second.first, v->second.second);
+      return Status::OK();
+    }
+    if (auto it = buffered_.find(k); it != buffered_.end()) {
+      *out = it->second;
+      return Status::OK();
+    }
+    return Status::Corruption(name + ": not a regular file of " + source_);
+  }
+  if (held_ == Held::kZip) return ReadFromPool(k, name, out);
   if (auto it = buffered_.find(k); it != buffered_.end()) {
     *out = std::move(it->second);
     buffered_.erase(it);
@@ -271,6 +488,50 @@ Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out)
     c.next = 0;
     ++passes_made_;
   }
+  return ReadWith(&c, k, name, out);
+}
+
+Status ArchiveSource::ReadFromPool(int64_t k, const std::string& name, std::string* out) {
+  // The idle reader furthest along that has not passed k (moving it is cheap: the zip is in
+  // memory and its entries are found through the central directory); else a new one.
+  Cursor c;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    size_t best = pool_.size();
+    for (size_t i = 0; i < pool_.size(); ++i) {
+      if (pool_[i].next <= k && (best == pool_.size() || pool_[i].next > pool_[best].next)) {
+        best = i;
+      }
+    }
+    if (best < pool_.size()) {
+      c = pool_[best];
+      pool_[best] = pool_.back();
+      pool_.pop_back();
+    }
+  }
+  if (c.a == nullptr) {
+    DSPIPE_RETURN_IF_ERROR(OpenReader(&c.a));
+    c.next = 0;
+    ++passes_made_;
+  }
+  DSPIPE_RETURN_IF_ERROR(ReadWith(&c, k, name, out));  // closes c's reader on failure
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  pool_.push_back(c);
+  if (pool_.size() > kMaxPool) {  // drop the one furthest behind
+    size_t low = 0;
+    for (size_t i = 1; i < pool_.size(); ++i) {
+      if (pool_[i].next < pool_[low].next) low = i;
+    }
+    archive_read_free(pool_[low].a);
+    pool_[low] = pool_.back();
+    pool_.pop_back();
+  }
+  return Status::OK();
+}
+
+Status ArchiveSource::ReadWith(Cursor* cur, int64_t k, const std::string& name,
+                               std::string* out) const {
+  Cursor& c = *cur;
   auto broken = [&](const std::string& where, const char* what) {
     Status s = Fail(where, c.a, what);
     archive_read_free(c.a);

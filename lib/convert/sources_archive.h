@@ -8,11 +8,19 @@
 // forward-only readers: reading the members in archive order costs one pass, images stored
 // before all masks two (one reader each), and every further pass is a reopen. The builder
 // refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
+//
+// Held whole in memory (when it fits the buffer; see Open()): a .tar is read in, a .tar.gz is
+// inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are served from
+// that tar without a copy at listing time; a .zip file is read in and its members are inflated by
+// the threads that read them. Read() is then safe from several threads, in any order
+// (ConcurrentReads()), so the build reads members in parallel as it does files of a folder.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +37,21 @@ inline constexpr int kMaxArchivePasses = 4;
 // .tar.zst, .tzst, .tar.bz2, .tar.xz, .zip).
 bool IsArchiveSource(const std::string& source);
 
+// Memory that holds a whole archive (mmap'd; huge pages advised). Movable, not copyable.
+class WholeBuffer {
+ public:
+  WholeBuffer() = default;
+  static WholeBuffer Allocate(size_t n);  // get() is null when it could not be had
+  WholeBuffer(WholeBuffer&& o) noexcept { *this = std::move(o); }
+  WholeBuffer& operator=(WholeBuffer&& o) noexcept;
+  ~WholeBuffer();
+  char* get() const { return data_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class ArchiveSource {
  public:
   struct Member {
@@ -37,9 +60,18 @@ class ArchiveSource {
     uint64_t size;
   };
 
-  // Lists SRC's members. While listing, the data of the first members (in archive order) is
-  // kept in memory up to buffer_bytes (the listing pass reads it anyway for compressed
-  // archives): those members are served from memory, once, and need no further pass.
+  // Lists SRC's members. With buffer_bytes > 0, the archive is first held whole in memory when
+  // it fits: a gzip file (.tar.gz, .tgz) whose compressed and inflated sizes are each at most
+  // buffer_bytes is inflated with libdeflate (one gzip member, no trailing bytes, CRC and size
+  // checked: bad data is an error naming the archive, as libarchive's gzip reader does not
+  // check the CRC; several gzip members or trailing bytes take the paths below); a zstd file
+  // (.tar.zst) of at most buffer_bytes that inflates to at most buffer_bytes is inflated with
+  // libzstd (bad data takes the paths below, which name the member); a POSIX/GNU .tar or a
+  // .zip file of at most buffer_bytes is read in (zip members stay deflated until Read()).
+  // .tar.bz2 and .tar.xz are not held whole.
+  // Otherwise, while listing, the data of the first members (in archive order) is kept in memory
+  // up to buffer_bytes (the listing pass reads it anyway for compressed archives): those
+  // members are served from memory, once, and need no further pass.
   // Errors name the archive and the member where reading stopped.
   static Status Open(const std::string& source, uint64_t buffer_bytes,
                      std::shared_ptr<ArchiveSource>* out);
@@ -60,22 +92,39 @@ class ArchiveSource {
 
   // The member's bytes. `name` is the item's name for the member (checked against the member
   // found at `ordinal`, so a changed archive is an error, not a wrong record). One caller at a
-  // time. Errors: kIOError for a truncated or unreadable archive, kCorruption when the archive
-  // no longer holds that member, kBadInput for a member over 4 GiB; all name SRC:member.
+  // time, unless ConcurrentReads(). Errors: kIOError for a truncated or unreadable archive or
+  // member (a zip member's bad deflate data or CRC), kCorruption when the archive no longer
+  // holds that member, kBadInput for a member over 4 GiB; all name SRC:member.
   Status Read(int64_t ordinal, const std::string& name, std::string* out);
+  // True when the whole archive is held in memory (see Open()): Read() may then be called from
+  // several threads at once, in any order, and costs no pass.
+  bool ConcurrentReads() const { return held_ != Held::kNone; }
   // Passes (readers started from the first entry) that reading `ordinals` in this order takes
   // (members held in memory take none).
   int Passes(const std::vector<int64_t>& ordinals) const;
   uint64_t buffered_members() const { return buffered_count_; }
-  uint64_t passes_made() const { return passes_made_; }
+  uint64_t passes_made() const { return passes_made_.load(); }
+  // What Open() held whole in memory: "" (nothing: members buffered while listing, or
+  // streamed), "tar" (a .tar read in, or a .tar.gz or .tar.zst inflated) or "zip" (a .zip
+  // file read in).
+  const char* held() const {
+    return held_ == Held::kTar ? "tar" : held_ == Held::kZip ? "zip" : "";
+  }
 
  private:
   struct Cursor {
     ::archive* a = nullptr;
     int64_t next = 0;  // ordinal of the next header
   };
+  enum class Held { kNone, kTar, kZip };
   explicit ArchiveSource(std::string source) : source_(std::move(source)) {}
+  // Holds the archive whole in memory when it fits (see Open()); leaves held_ kNone otherwise.
+  Status LoadWhole(uint64_t buffer_bytes);
   Status OpenReader(::archive** out) const;
+  // Moves c to entry k and reads its data; on failure c's reader is closed.
+  Status ReadWith(Cursor* c, int64_t k, const std::string& name, std::string* out) const;
+  // A zip held in memory: entry k inflated by the calling thread with a reader from pool_.
+  Status ReadFromPool(int64_t k, const std::string& name, std::string* out);
   Status Fail(const std::string& where, ::archive* a, const char* what) const;
 
   std::string source_;
@@ -86,7 +135,16 @@ class ArchiveSource {
   std::vector<Cursor> cursors_;
   std::map<int64_t, std::string> buffered_;  // entry -> data, until Read() takes it
   uint64_t buffered_count_ = 0;
-  uint64_t passes_made_ = 0;
+  std::atomic<uint64_t> passes_made_{0};
+  Held held_ = Held::kNone;
+  bool corrupt_gzip_ = false;  // libdeflate found bad data: an error if the listing passes
+  WholeBuffer whole_;  // the (inflated) tar or the zip file (held_ != kNone)
+  size_t whole_size_ = 0;
+  // Held tar: entry -> (offset, size) of its data in whole_ (buffered_ holds the rare member
+  // whose data is not one contiguous block there; both stay until the source is destroyed).
+  std::map<int64_t, std::pair<size_t, size_t>> views_;
+  std::mutex pool_mu_;
+  std::vector<Cursor> pool_;  // held zip: idle readers, each at its `next` entry
 };
 
 }  // namespace dspipe

@@ -97,7 +97,8 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   double archive_buffer_mb = static_cast<double>(bo.archive_buffer_bytes >> 20);
   build->add_option("--archive-buffer-mb", archive_buffer_mb,
-                    "archive SRC: MiB of members kept in memory from the listing pass")
+                    "archive SRC: MiB of memory for it (held whole when it fits, else "
+                    "members kept from the listing pass)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
 
