@@ -59,6 +59,14 @@ class FileLock {
   virtual const std::string& path() const = 0;
 };
 
+// What a path is, following symlinks (Env::GetFileKind).
+enum class FileKind {
+  kMissing,    // nothing there (also a dangling symlink)
+  kRegular,    // a regular file
+  kDirectory,  // a directory
+  kOther,      // a device, FIFO, socket ...
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -77,6 +85,10 @@ class Env {
   // Size of a regular file; NotFound when it does not exist.
   virtual Status FileSize(const std::string& path, uint64_t* size) = 0;
   virtual bool FileExists(const std::string& path) = 0;
+  // What path is (stat(2), following symlinks); kMissing (and OK) when it does not exist, an
+  // IOError naming it for any other failure. Directory walks (dsconvert's folder sources) use it
+  // to tell files from folders. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  virtual Status GetFileKind(const std::string& path, FileKind* kind);
   // Atomic within one filesystem (rename(2)). Call SyncDir on the parent to make it durable.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
   // OK when path did not exist.
@@ -143,6 +155,9 @@ class FaultEnv : public Env {
     return base_->FileSize(path, size);
   }
   bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  Status GetFileKind(const std::string& path, FileKind* kind) override {
+    return base_->GetFileKind(path, kind);
+  }
   Status RenameFile(const std::string& from, const std::string& to) override {
     return base_->RenameFile(from, to);
   }

@@ -177,6 +177,21 @@ class PosixEnv final : public Env {
 
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
+  Status GetFileKind(const std::string& path, FileKind* kind) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) {
+        *kind = FileKind::kMissing;
+        return Status::OK();
+      }
+      return Status::IOErrorErrno("stat", path, errno);
+    }
+    *kind = S_ISREG(st.st_mode)   ? FileKind::kRegular
+            : S_ISDIR(st.st_mode) ? FileKind::kDirectory
+                                  : FileKind::kOther;
+    return Status::OK();
+  }
+
   Status RenameFile(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0)
       return Status::IOErrorErrno("rename", from + " -> " + to, errno);
@@ -266,6 +281,11 @@ Status Env::LockFileShared(const std::string& lock_path, bool wait,
   (void)wait;
   (void)out;
   return Status::Unsupported("shared lock " + lock_path + ": not supported by this Env");
+}
+
+Status Env::GetFileKind(const std::string& path, FileKind* kind) {
+  (void)kind;
+  return Status::Unsupported("stat " + path + ": not supported by this Env");
 }
 
 Status Env::RemoveTree(const std::string& path) {
