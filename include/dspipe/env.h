@@ -44,6 +44,11 @@ class WritableFile {
   // Cuts the file to size bytes; later appends continue at size.
   virtual Status Truncate(uint64_t size) = 0;
   virtual Status Sync() = 0;          // fdatasync
+  // Starts writing the bytes appended so far to disk without waiting for it
+  // (sync_file_range(SYNC_FILE_RANGE_WRITE)), so that the Sync() before a rename waits for little
+  // more than the last bytes instead of the whole file. A hint: no error, nothing made durable
+  // (Sync() still is what does). Default: nothing (PosixEnv starts the writeback).
+  virtual void StartWriteback() {}
   virtual Status Close() = 0;         // idempotent; the destructor closes without reporting
   virtual uint64_t size() const = 0;  // bytes in the file (offset of the next append)
   virtual const std::string& path() const = 0;

@@ -288,6 +288,7 @@ struct Request {
   Status write_error;
   std::string pending;    // body bytes not yet written (libcurl hands over 16 KiB at a time)
   uint64_t received = 0;  // body bytes written by this request
+  uint64_t writeback_at = 0;  // DEST.part's size at the last StartWriteback
   uint64_t total = 0;     // expected final size, 0 unknown
 };
 
@@ -395,6 +396,16 @@ void StartBody(Request* rq) {
 // libcurl hands over up to kCurlBuffer at a time.
 constexpr size_t kWriteBuffer = size_t{1} << 20;
 constexpr long kCurlBuffer = 512L * 1024;
+// Every this many bytes written, DEST.part's new bytes are handed to the disk (StartWriteback),
+// so the fsync before the rename does not wait for the whole file's writeback.
+constexpr uint64_t kWritebackEvery = uint64_t{8} << 20;
+
+// Starts the writeback of `part` when kWritebackEvery bytes were appended since *last.
+void MaybeStartWriteback(WritableFile* part, uint64_t* last) {
+  if (part->size() < *last + kWritebackEvery && part->size() >= *last) return;
+  part->StartWriteback();
+  *last = part->size();
+}
 
 // Writes the buffered body bytes to DEST.part, then hands them to the hash thread. False on a
 // write error (those bytes are then not hashed: the hash covers what DEST.part holds).
@@ -403,6 +414,7 @@ bool Flush(Request* rq) {
   rq->write_error = rq->part->Append(rq->pending);
   if (!rq->write_error.ok()) return false;
   rq->received += rq->pending.size();
+  MaybeStartWriteback(rq->part, &rq->writeback_at);
   rq->hash->Submit(&rq->pending);  // pending comes back empty (a recycled buffer)
   rq->pending.reserve(kWriteBuffer + kCurlBuffer);
   Report(*rq);
@@ -512,6 +524,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     rq.sidecar_path = sidecar_path;
     rq.sidecar = &sc;
     rq.offset = part->size();
+    rq.writeback_at = part->size();
     rq.opts = &o;
     rq.hash = hash;
     rq.total = sc.length > 0 ? static_cast<uint64_t>(sc.length) : 0;
@@ -632,6 +645,7 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
   std::unique_ptr<RandomAccessFile> in;
   Retrier retrier(o, res);
   std::string buf;
+  uint64_t writeback_at = part->size();
   ++res->attempts;
   bool progress = false;
   while (part->size() < *src_size) {
@@ -657,6 +671,7 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
     }
     buf.resize(got);
     DSPIPE_RETURN_IF_ERROR(part->Append(buf));
+    MaybeStartWriteback(part.get(), &writeback_at);
     hash->Submit(&buf);  // hashed while the next chunk is read and written
     res->downloaded += got;
     progress = true;
