@@ -208,15 +208,15 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   return f;
 }
 
-bool LooksLikeOutput(const std::string& out) {
-  std::error_code ec;
-  return fs::exists(out + "/data.mdb", ec) || fs::exists(out + "/" + kTopManifestFile, ec) ||
-         fs::exists(out + "/" + ShardDirName(0), ec);
+bool LooksLikeOutput(Env* env, const std::string& out) {
+  return env->FileExists(out + "/data.mdb") || env->FileExists(out + "/" + kTopManifestFile) ||
+         env->FileExists(out + "/" + ShardDirName(0));
 }
 
 class Builder {
  public:
-  Builder(const BuildOptions& o, BuildResult* r) : o_(o), result_(r) {}
+  Builder(const BuildOptions& o, BuildResult* r)
+      : o_(o), result_(r), env_(o.env != nullptr ? o.env : Env::Default()) {}
 
   Status Run();
 
@@ -250,6 +250,7 @@ class Builder {
 
   const BuildOptions& o_;
   BuildResult* result_;
+  Env* env_;  // the file system for everything but LMDB's own files (BuildOptions::env)
   std::string source_abs_;
   SourceList sources_;            // fresh builds only (for class names, warnings)
   std::vector<SourceItem> plan_;  // ordered samples
@@ -296,37 +297,37 @@ Status Builder::Validate() {
 }
 
 Status Builder::PrepareOutput(bool* fresh) {
-  std::error_code ec;
   *fresh = true;
   const std::string target = Target();
-  const bool exists = fs::exists(target, ec);
-  const bool non_empty = exists && !(fs::is_directory(target, ec) && fs::is_empty(target, ec));
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env_->GetFileKind(target, &kind));
+  bool non_empty = kind != FileKind::kMissing;
+  if (kind == FileKind::kDirectory) {
+    std::vector<std::string> names;
+    DSPIPE_RETURN_IF_ERROR(env_->ListDir(target, &names));
+    non_empty = !names.empty();
+  }
   if (!non_empty || o_.overwrite) {
     if (OneShard()) {
       // A joined manifest would describe the shard about to be (re)written: drop it first, so
       // that the dataset reads as unfinished until `dsconvert assemble` runs again.
-      const std::string top = o_.output + "/" + kTopManifestFile;
-      if (fs::exists(top, ec) && !fs::remove(top, ec)) {
-        return Status::IOError("remove " + top + ": " + ec.message());
-      }
+      DSPIPE_RETURN_IF_ERROR(env_->RemoveFile(o_.output + "/" + kTopManifestFile));
     }
   }
   if (!non_empty) return Status::OK();
   if (o_.overwrite) {
-    if (!LooksLikeOutput(target)) {
+    if (!LooksLikeOutput(env_, target)) {
       return Status::AlreadyExists(target +
                                    " exists and is not a dspipe dataset; refusing to delete it");
     }
-    fs::remove_all(target, ec);
-    if (ec) return Status::IOError("remove " + target + ": " + ec.message());
-    return Status::OK();
+    return env_->RemoveTree(target);
   }
   if (!o_.resume) {
     return Status::AlreadyExists(target +
                                  " already exists; pass --resume to continue an interrupted "
                                  "build or --overwrite to replace it");
   }
-  if (!LooksLikeOutput(target)) {
+  if (!LooksLikeOutput(env_, target)) {
     return Status::AlreadyExists(target + " exists and is not a dspipe dataset to resume");
   }
   *fresh = false;
@@ -392,7 +393,8 @@ Status Builder::Plan(bool fresh) {
     Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
   }
   // Scan before creating anything: a bad SRC leaves no output behind.
-  DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes));
+  DSPIPE_RETURN_IF_ERROR(
+      ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_));
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
   archive_ = sources_.archive;
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
@@ -685,10 +687,10 @@ Status Builder::BuildShard(int shard, Accum* acc) {
 Status Builder::WriteFileList(const std::string& manifest,
                               const std::vector<std::string>& reader_files) {
   std::vector<ManifestFile> files;
-  DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(o_.output, reader_files, &files));
+  DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(o_.output, reader_files, &files, env_));
   std::string text;
   DSPIPE_RETURN_IF_ERROR(SetManifestFiles(manifest, files, &text));
-  return WriteFileAtomic(o_.output + "/" + kTopManifestFile, text);
+  return env_->WriteFileAtomic(o_.output + "/" + kTopManifestFile, text);
 }
 
 Status Builder::Finish(const Accum& acc) {
@@ -704,7 +706,7 @@ Status Builder::Finish(const Accum& acc) {
     std::string report = "file\treason\n";
     for (const auto& [file, reason] : acc.rejected) report += file + "\t" + reason + "\n";
     result_->report_path = o_.output + "/rejected.tsv";
-    DSPIPE_RETURN_IF_ERROR(WriteFileAtomic(result_->report_path, report));
+    DSPIPE_RETURN_IF_ERROR(env_->WriteFileAtomic(result_->report_path, report));
   }
   json m = Manifest(acc, acc.next_index);
   std::vector<std::string> reader_files;  // what a reader needs: listed with size + sha256
@@ -760,9 +762,8 @@ Status Builder::Run() {
       result_->records = ds->size();
       // One shard, killed after its final commit but before manifest.json: write it now. (Not
       // a shard built alone with --shard-index: assemble writes the dataset's manifest.json.)
-      std::error_code ec;
       if (o_.shards == 1 && ds->info().kind == DatasetKind::kDspipe &&
-          !fs::exists(o_.output + "/" + kTopManifestFile, ec)) {
+          !env_->FileExists(o_.output + "/" + kTopManifestFile)) {
         const std::string manifest = ds->info().manifest_json;
         ds.reset();
         DSPIPE_RETURN_IF_ERROR(WriteFileList(manifest, {"data.mdb"}));

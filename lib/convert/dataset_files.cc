@@ -8,14 +8,15 @@
 namespace dspipe {
 
 Status DescribeDatasetFiles(const std::string& dir, const std::vector<std::string>& rel_paths,
-                            std::vector<ManifestFile>* files) {
+                            std::vector<ManifestFile>* files, Env* env) {
+  if (env == nullptr) env = Env::Default();
   files->clear();
   for (const std::string& rel : rel_paths) {
     ManifestFile f;
     f.path = rel;
     const std::string full = dir + "/" + rel;
-    DSPIPE_RETURN_IF_ERROR(Env::Default()->FileSize(full, &f.size));
-    DSPIPE_RETURN_IF_ERROR(Sha256File(full, &f.sha256));
+    DSPIPE_RETURN_IF_ERROR(env->FileSize(full, &f.size));
+    DSPIPE_RETURN_IF_ERROR(Sha256File(full, &f.sha256, env));
     files->push_back(std::move(f));
   }
   return Status::OK();

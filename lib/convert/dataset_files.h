@@ -5,14 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "dspipe/env.h"
 #include "dspipe/status.h"
 #include "format/manifest.h"
 
 namespace dspipe {
 
-// Size and sha256 of each of rel_paths (relative to dir), in that order.
+// Size and sha256 of each of rel_paths (relative to dir), in that order, read through env
+// (nullptr = Env::Default()).
 Status DescribeDatasetFiles(const std::string& dir, const std::vector<std::string>& rel_paths,
-                            std::vector<ManifestFile>* files);
+                            std::vector<ManifestFile>* files, Env* env = nullptr);
 
 // Checks every file of the list under dir: its size always, its sha256 when check_sha256.
 // Each mismatch or missing file is appended to *problems ("file data.mdb: size ..., manifest

@@ -3,7 +3,6 @@
 #include <opencv2/imgproc.hpp>
 
 #include "codec/image.h"
-#include "core/files.h"
 
 namespace dspipe {
 namespace {
@@ -68,10 +67,11 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     DSPIPE_RETURN_IF_ERROR(ReadPlainItem(*plain, item, &img_bytes, &mask_bytes, &label));
     out->bytes_read += img_bytes.size() + mask_bytes.size();
   } else {
-    DSPIPE_RETURN_IF_ERROR(ReadFile(item.image, &img_bytes));
+    Env* env = o.env != nullptr ? o.env : Env::Default();
+    DSPIPE_RETURN_IF_ERROR(env->ReadFile(item.image, &img_bytes));
     out->bytes_read += img_bytes.size();
     if (!item.mask.empty()) {
-      DSPIPE_RETURN_IF_ERROR(ReadFile(item.mask, &mask_bytes));
+      DSPIPE_RETURN_IF_ERROR(env->ReadFile(item.mask, &mask_bytes));
       out->bytes_read += mask_bytes.size();
     }
   }

@@ -8,7 +8,6 @@
 #include <map>
 
 #include "convert/sources_archive.h"
-#include "core/files.h"
 
 namespace dspipe {
 namespace {
@@ -38,36 +37,40 @@ class SourceTree {
   virtual int64_t Ordinal(const std::string&) const { return -1; }
 };
 
+// A folder on disk, walked through the Env (so tests can inject faults into the walk).
 class DirTree : public SourceTree {
  public:
-  explicit DirTree(fs::path root) : root_(std::move(root)) {}
+  DirTree(Env* env, fs::path root) : env_(env), root_(std::move(root)) {}
   Status Files(const std::string& dir, std::vector<std::string>* out) const override {
-    return List(dir, /*dirs=*/false, out);
+    return List(dir, FileKind::kRegular, out);
   }
   Status Dirs(const std::string& dir, std::vector<std::string>* out) const override {
-    return List(dir, /*dirs=*/true, out);
+    return List(dir, FileKind::kDirectory, out);
   }
   bool IsDir(const std::string& dir) const override {
-    std::error_code ec;
-    return fs::is_directory(Path(dir), ec);
+    FileKind kind = FileKind::kMissing;
+    return env_->GetFileKind(Name(dir), &kind).ok() && kind == FileKind::kDirectory;
   }
   std::string Name(const std::string& rel) const override { return Path(rel).string(); }
 
  private:
   fs::path Path(const std::string& rel) const { return rel.empty() ? root_ : root_ / rel; }
-  Status List(const std::string& dir, bool dirs, std::vector<std::string>* out) const {
-    std::error_code ec;
-    std::vector<std::string> names;
-    for (fs::directory_iterator it(Path(dir), ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string n = it->path().filename().string();
+  // The non-hidden entries of dir of the given kind (symlinks followed, as before the Env).
+  Status List(const std::string& dir, FileKind want, std::vector<std::string>* out) const {
+    std::vector<std::string> names, found;
+    Status s = env_->ListDir(Name(dir), &names);
+    if (!s.ok()) return s.WithContext("list " + Name(dir));
+    for (const std::string& n : names) {
       if (Hidden(n)) continue;
-      if (dirs ? it->is_directory(ec) : it->is_regular_file(ec)) names.push_back(n);
+      FileKind kind = FileKind::kMissing;
+      DSPIPE_RETURN_IF_ERROR(env_->GetFileKind((Path(dir) / n).string(), &kind));
+      if (kind == want) found.push_back(n);
     }
-    if (ec) return Status::IOError("list " + Name(dir) + ": " + ec.message());
-    std::sort(names.begin(), names.end());
-    for (const std::string& n : names) out->push_back(Join(dir, n));
+    std::sort(found.begin(), found.end());
+    for (const std::string& n : found) out->push_back(Join(dir, n));
     return Status::OK();
   }
+  Env* env_;
   fs::path root_;
 };
 
@@ -257,9 +260,9 @@ Status ScanCsv(const std::string& csv_name, const std::string& text, const CsvRe
   return Status::OK();
 }
 
-Status ScanCsvFile(const fs::path& csv_path, SourceList* out) {
+Status ScanCsvFile(Env* env, const fs::path& csv_path, SourceList* out) {
   std::string text;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(csv_path.string(), &text));
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(csv_path.string(), &text));
   const fs::path base = csv_path.parent_path();
   return ScanCsv(csv_path.string(), text,
                  [&](const std::string& cell, std::string* name, int64_t*, std::string*) {
@@ -345,28 +348,33 @@ Status ScanArchive(const std::string& source, uint64_t buffer_bytes, SourceList*
 }  // namespace
 
 Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
-                   uint64_t archive_buffer_bytes) {
+                   uint64_t archive_buffer_bytes, Env* env) {
   *out = SourceList{};
-  std::error_code ec;
+  if (env == nullptr) env = Env::Default();
   const fs::path src(source);
-  if (!fs::exists(src, ec)) return Status::NotFound(source + ": no such file or directory");
+  FileKind kind = FileKind::kMissing, images = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env->GetFileKind(source, &kind));
+  if (kind == FileKind::kMissing) return Status::NotFound(source + ": no such file or directory");
   const bool lmdb = IsLmdbSource(source);
   if (!lmdb && PlainOptionsSet(plain)) {
     return Status::InvalidArgument(source +
                                    ": --image-key/--mask-key/--masks/--labels/--no-detect-masks "
                                    "apply to plain LMDB sources only");
   }
+  if (kind == FileKind::kDirectory) {
+    DSPIPE_RETURN_IF_ERROR(env->GetFileKind((src / "images").string(), &images));
+  }
   Status s;
   if (lmdb) {
     s = ScanPlainLmdb(source, plain, out);
   } else if (IsArchiveSource(source)) {
     s = ScanArchive(source, archive_buffer_bytes, out);
-  } else if (fs::is_regular_file(src, ec)) {
-    s = ScanCsvFile(src, out);
-  } else if (fs::is_directory(src / "images", ec)) {
-    s = ScanFolder(DirTree(src), out);
-  } else if (fs::is_directory(src, ec)) {
-    s = ScanImageFolder(DirTree(src), out);
+  } else if (kind == FileKind::kRegular) {
+    s = ScanCsvFile(env, src, out);
+  } else if (images == FileKind::kDirectory) {
+    s = ScanFolder(DirTree(env, src), out);
+  } else if (kind == FileKind::kDirectory) {
+    s = ScanImageFolder(DirTree(env, src), out);
   } else {
     return Status::BadInput(source + ": neither a folder nor a CSV file");
   }

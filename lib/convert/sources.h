@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dspipe/dataset.h"
+#include "dspipe/env.h"
 #include "dspipe/status.h"
 
 namespace dspipe {
@@ -44,8 +45,10 @@ struct SourceList {
 // other layouts, at its root or in its single top-level folder, found by the same rules. `plain` pairs a plain LMDB's keys; set for another kind of SRC it is
 // refused (kInvalidArgument) rather than ignored.
 // archive_buffer_bytes: see ArchiveSource::Open (0: nothing held in memory).
+// env (nullptr = Env::Default()) lists folders and reads CSV files; a plain LMDB and an archive
+// are opened by LMDB and libarchive directly.
 Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
-                   uint64_t archive_buffer_bytes = 0);
+                   uint64_t archive_buffer_bytes = 0, Env* env = nullptr);
 
 // True when SRC is an LMDB directory or file (data.mdb), i.e. a plain LMDB source to import.
 bool IsLmdbSource(const std::string& source);

@@ -45,6 +45,7 @@ class FaultWritableFile final : public WritableFile {
     if (env_->fail_sync_.load()) return Status::IOErrorErrno("fsync", path(), EIO);
     return base_->Sync();
   }
+  void StartWriteback() override { base_->StartWriteback(); }
   Status Close() override { return base_->Close(); }
   uint64_t size() const override { return base_->size(); }
   const std::string& path() const override { return base_->path(); }

@@ -3,6 +3,7 @@
 #include "dspipe/env.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,6 +172,32 @@ TEST_F(EnvTest, RemoveTreeRemovesEverythingAndAcceptsMissing) {
   ASSERT_TRUE(fe.CreateDirs(P("u/v")).ok());
   EXPECT_TRUE(fe.RemoveTree(P("u")).ok());
   EXPECT_FALSE(env_->FileExists(P("u")));
+}
+
+TEST_F(EnvTest, GetFileKindFollowsSymlinksAndReportsMissing) {
+  ASSERT_TRUE(env_->CreateDirs(P("d")).ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(P("f"), "x").ok());
+  fs::create_symlink(P("d"), P("link-to-d"));
+  fs::create_symlink(P("gone"), P("dangling"));
+  ASSERT_EQ(::mkfifo(P("fifo").c_str(), 0600), 0);
+  FaultEnv fe;  // forwards to the default Env
+  for (Env* e : {env_, static_cast<Env*>(&fe)}) {
+    FileKind k = FileKind::kOther;
+    ASSERT_TRUE(e->GetFileKind(P("d"), &k).ok());
+    EXPECT_EQ(k, FileKind::kDirectory);
+    ASSERT_TRUE(e->GetFileKind(P("link-to-d"), &k).ok());
+    EXPECT_EQ(k, FileKind::kDirectory);
+    ASSERT_TRUE(e->GetFileKind(P("f"), &k).ok());
+    EXPECT_EQ(k, FileKind::kRegular);
+    ASSERT_TRUE(e->GetFileKind(P("fifo"), &k).ok());
+    EXPECT_EQ(k, FileKind::kOther);
+    k = FileKind::kOther;
+    ASSERT_TRUE(e->GetFileKind(P("dangling"), &k).ok());
+    EXPECT_EQ(k, FileKind::kMissing);
+    k = FileKind::kOther;
+    ASSERT_TRUE(e->GetFileKind(P("f/below-a-file"), &k).ok());
+    EXPECT_EQ(k, FileKind::kMissing);
+  }
 }
 
 TEST_F(EnvTest, FaultEnvEnospcAtNthWrite) {

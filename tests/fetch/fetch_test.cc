@@ -307,6 +307,63 @@ TEST_F(FetchTest, ShaMismatchRefetchesOnceThenFailsHard) {
   EXPECT_TRUE(Contains(s.message(), "expected 5")) << s.ToString();
 }
 
+// The sha256 (hashed on its own thread while the bytes are written) covers a resumed DEST.part's
+// prefix too: a prefix damaged on disk between the runs is caught and refetched, and a sound
+// one is hashed from the part (read once) and the appended bytes, without reading the file again.
+TEST_F(FetchTest, TheSha256OfAResumedTransferCoversThePrefix) {
+  const std::string sha = Sha(dir_ + "/srv/big.bin");
+  std::string url;
+  int phase = 0;
+  // Leaves DEST.part with the first 1500000 bytes (and its sidecar). Each phase has its own URL:
+  // the server cuts only the first request of a URL.
+  auto cut_run = [&] {
+    url = server_->Url("big.bin", "cut=1500000&phase=" + std::to_string(++phase));
+    FetchOptions o = opts_;
+    o.retries = 0;
+    FetchResult r;
+    Status s = Fetch(url, Dest(), o, &r);
+    ASSERT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+    ASSERT_EQ(fs::file_size(Dest() + ".part"), 1500000u);
+  };
+  // Resumes it through a FaultEnv (counting reads), with or without the sha256.
+  auto resume = [&](const std::string& want_sha, FetchResult* r) {
+    FaultEnv env;
+    FetchOptions o = opts_;
+    o.env = &env;
+    o.sha256 = want_sha;
+    Status s = Fetch(url, Dest(), o, r);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return env.reads();
+  };
+  cut_run();
+  FetchResult r;
+  const int reads_without_sha = resume("", &r);
+  ExpectComplete(big_);
+  EXPECT_EQ(r.resumed_from, 1500000u);
+  ASSERT_TRUE(fs::remove(Dest()));
+
+  cut_run();
+  const int reads_with_sha = resume(sha, &r);
+  ExpectComplete(big_);
+  EXPECT_EQ(r.resumed_from, 1500000u);
+  EXPECT_EQ(r.refetches, 0);
+  EXPECT_EQ(r.sha256, sha);
+  EXPECT_EQ(reads_with_sha - reads_without_sha, 2) << "the prefix, in 1 MiB reads; nothing more";
+  ASSERT_TRUE(fs::remove(Dest()));
+
+  cut_run();
+  {  // one byte of the prefix flipped on disk; the sidecar still says "resume"
+    std::string part = ReadAll(Dest() + ".part");
+    part[123456] = static_cast<char>(part[123456] ^ 0x5a);
+    WriteAll(Dest() + ".part", part);
+  }
+  resume(sha, &r);
+  EXPECT_EQ(r.resumed_from, 1500000u);
+  EXPECT_EQ(r.refetches, 1) << "the damaged prefix was caught by the sha256";
+  EXPECT_EQ(r.sha256, sha);
+  ExpectComplete(big_);
+}
+
 TEST_F(FetchTest, AStallIsCaughtByTheLowSpeedLimitAndResumed) {
   // The server sends 2000 bytes and then nothing, with the connection open. No global timeout
   // ends this: only the low-speed limit does.
