@@ -14,13 +14,13 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <thread>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "cache/populate.h"
 #include "dspipe/log.h"
@@ -237,7 +237,11 @@ std::string CacheRoot(const std::string& mode, std::string* why) {
   return mode;
 }
 
-Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
+namespace {
+
+// CleanCacheOrphans, keeping `keep` (a name under root, "" = none): the temp dir of a URL entry
+// being opened again, whose partial fetch it resumes.
+Status CleanOrphans(const std::string& root, Env* env, int* removed, const std::string& keep) {
   if (env == nullptr) env = Env::Default();
   if (removed) *removed = 0;
   std::vector<std::string> names;
@@ -257,7 +261,7 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
                                " (a use record whose process died while writing it)");
       continue;
     }
-    if (!n.ends_with(".tmp")) continue;
+    if (!n.ends_with(".tmp") || n == keep) continue;
     const std::string entry = root + "/" + n.substr(0, n.size() - 4);
     std::unique_ptr<FileLock> lock;
     if (!env->LockFile(entry + ".lock", false, &lock).ok()) continue;  // its creator is alive
@@ -267,6 +271,12 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
                              " (a copy whose process died before it finished)");
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
+  return CleanOrphans(root, env, removed, "");
 }
 
 namespace {
@@ -328,9 +338,12 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     }
     return s.WithContext("cache: making the cache dir " + root);
   }
-  DSPIPE_RETURN_IF_ERROR(CleanCacheOrphans(root, env));
-
   const std::string name = cache::EntryName(listing);
+  // A URL's temp dir left by a kill mid-fetch is resumed, not removed (FetchDataset keeps the
+  // finished files and the FILE.part, and resumes with a Range request); another entry's is
+  // removed as an orphan.
+  DSPIPE_RETURN_IF_ERROR(CleanOrphans(root, env, nullptr, url ? name + ".tmp" : ""));
+
   const std::string entry = root + "/" + name;
   const std::string base = fs::path(listing.source).filename().string();
   std::unique_ptr<FileLock> lock;
@@ -363,7 +376,9 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     }
     const std::string tmp = entry + ".tmp";
     const auto t0 = std::chrono::steady_clock::now();
-    s = env->RemoveTree(tmp);  // left by a dead creator (we hold the lock)
+    // Left by a dead creator (we hold the lock): removed, or, for a URL whose fetch did not
+    // finish (only FetchDataset's BASE.part/ there), resumed.
+    if (!url || env->FileExists(tmp + "/" + base)) s = env->RemoveTree(tmp);
     if (s.ok()) s = env->CreateDirs(tmp);
     if (s.ok()) s = cache::PopulateFromSource(listing, tmp + "/" + base, env, cancel);
     if (s.ok()) s = env->SyncDir(tmp);
@@ -372,7 +387,9 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     if (s.ok()) s = env->RenameFile(tmp, entry);
     if (s.ok()) s = env->SyncDir(root);
     if (!s.ok()) {
-      (void)env->RemoveTree(tmp);  // best effort; an orphan left here is cleaned next start
+      // Best effort; an orphan left here is cleaned at the next start. A URL's partial fetch
+      // is kept for the next open of the same URL to resume (any other open removes it).
+      if (!url || env->FileExists(tmp + "/" + base)) (void)env->RemoveTree(tmp);
       (void)env->RemoveFile(entry + ".used");
       return s.WithContext("cache: copying " + source + " into " + root);
     }

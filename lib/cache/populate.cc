@@ -75,6 +75,11 @@ void RunHook(size_t files_done, const CancelToken* cancel) {
 
 thread_local std::string last_method = "read/write";
 
+std::function<void(const FetchProgress&)>& FetchHook() {
+  static std::function<void(const FetchProgress&)> hook;
+  return hook;
+}
+
 Status CheckCancel(const CancelToken* cancel, const std::string& from) {
   if (cancel != nullptr && cancel->requested()) return CancelledError("copying " + from);
   return Status::OK();
@@ -255,6 +260,11 @@ void SetCopyHookForTest(CopyHook hook) {
 
 std::string LastCopyMethod() { return last_method; }
 
+void SetFetchProgressHookForTest(std::function<void(const FetchProgress&)> hook) {
+  std::lock_guard<std::mutex> lock(HookMu());
+  FetchHook() = std::move(hook);
+}
+
 bool IsUrl(const std::string& source) {
   auto starts = [&source](std::string_view p) {
     if (source.size() < p.size()) return false;
@@ -397,6 +407,10 @@ Status PopulateFromSource(const SourceListing& listing, const std::string& dest,
     FetchOptions fo;
     fo.lock = false;  // the caller holds the entry's lock; dest is inside its temp dir
     fo.env = env;
+    {
+      std::lock_guard<std::mutex> lock(HookMu());
+      fo.progress = FetchHook();
+    }
     DSPIPE_RETURN_IF_ERROR(FetchDataset(listing.url, dest, fo));
     std::string fetched;
     DSPIPE_RETURN_IF_ERROR(env->ReadFile(dest + "/" + kTopManifestFile, &fetched));

@@ -11,6 +11,7 @@
 
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
+#include "dspipe/fetch.h"
 #include "dspipe/status.h"
 
 namespace dspipe::cache {
@@ -56,6 +57,10 @@ bool IsCancelled(const Status& s);
 // a condition of their own to hold the copy at a known point. Empty (default) = no hook.
 using CopyHook = std::function<void(size_t files_done, const CancelToken* cancel)>;
 void SetCopyHookForTest(CopyHook hook);
+
+// Test hook: FetchOptions::progress of a URL source's FetchDataset (a test learns from it that
+// bytes reached the entry's temp dir, then kills the process there). Empty (default) = none.
+void SetFetchProgressHookForTest(std::function<void(const FetchProgress&)> hook);
 
 // How PopulateFromSource moved the bytes of its last local copy on this thread (for tests and
 // the bench): "copy_file_range", "sendfile" or "read/write".

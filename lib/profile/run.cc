@@ -366,7 +366,8 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
     out->ram_cache.copied = cr.copied;
     out->ram_cache.copy_seconds = cr.copy_seconds;
     out->ram_cache.path = path;
-    out->ram_cache.note = cr.Describe() + " in the background; this run read in place";
+    out->ram_cache.note =
+        cr.cached ? cr.Describe() + ", in the background; this run read in place" : cr.Describe();
   }
   if (options.ram_cache != "off") out->notes.push_back("ram cache: " + out->ram_cache.note);
   out->dataset.kind = kind;

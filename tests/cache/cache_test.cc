@@ -603,7 +603,7 @@ TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
   EXPECT_TRUE(first.ram_cache.copied) << first.ram_cache.note;
   EXPECT_GT(first.ram_cache.copy_seconds, 0.0);
   EXPECT_EQ(first.ram_cache.path, src);
-  EXPECT_TRUE(Contains(first.ram_cache.note, "in the background; this run read in place"))
+  EXPECT_TRUE(Contains(first.ram_cache.note, ", in the background; this run read in place"))
       << first.ram_cache.note;
   ASSERT_TRUE(profile::RunProfile(src, o, &second).ok());
   EXPECT_TRUE(second.ram_cache.cached);

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "cache/populate.h"
 #include "dspipe/cache.h"
 #include "dspipe/device_loader.h"
 #include "dspipe/loader.h"
@@ -206,19 +208,40 @@ TEST_F(CacheUrlTest, AUrlThatCannotBeCachedIsAClearErrorBeforeAnyDataIsFetched) 
   EXPECT_TRUE(Contains(s.message(), server_->Url("nothing/manifest.json"))) << s.ToString();
 }
 
-TEST_F(CacheUrlTest, KillMidFetchLeavesNoEntryAndTheNextOpenCompletes) {
-  server_->Set("/files/ds/shard-00001.lmdb/data.mdb", "pause=1000");
+TEST_F(CacheUrlTest, KillMidFetchLeavesNoEntryAndTheNextOpenResumes) {
+  // The child fetches the first shard and half the second (the server holds the rest back),
+  // reports once those bytes are in the entry's temp dir, and is killed there.
+  const json manifest = json::parse(ReadAll(Srv("ds") + "/manifest.json"));
+  std::map<std::string, uint64_t> sizes;
+  for (const json& f : manifest.at("files")) sizes[f.at("path")] = f.at("size").get<uint64_t>();
+  const uint64_t first = sizes.at("shard-00000.lmdb/data.mdb");
+  const uint64_t half = sizes.at("shard-00001.lmdb/data.mdb") / 2;
+  server_->Set("/files/ds/shard-00001.lmdb/data.mdb", "pause=" + std::to_string(half));
   CacheOptions co;
   co.mode = root_;
   const std::string url = server_->Url("ds/");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    bool signalled = false;
+    cache::SetFetchProgressHookForTest([&](const FetchProgress& p) {
+      if (signalled || p.phase != FetchProgress::Phase::kTransfer || p.bytes < first + half) {
+        return;
+      }
+      signalled = true;
+      const char c = 'x';
+      if (::write(fds[1], &c, 1) != 1) ::_exit(3);
+    });
     CacheResult r;
     std::unique_ptr<CacheLease> lease;
     ::_exit(AcquireCache(url, co, &r, &lease).ok() ? 0 : 1);
   }
-  server_->WaitPaused();  // the child is mid-body of the second shard, holding the entry lock
+  char c = 0;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);  // mid-body of the second shard, holding the lock
+  ::close(fds[0]);
+  ::close(fds[1]);
   ::kill(pid, SIGKILL);
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
@@ -229,12 +252,31 @@ TEST_F(CacheUrlTest, KillMidFetchLeavesNoEntryAndTheNextOpenCompletes) {
   for (const std::string& n : RootNames()) tmp_left = tmp_left || n.ends_with(".tmp");
   EXPECT_TRUE(tmp_left) << "the killed fetch's temp dir is what is left";
   server_->Set("/files/ds/shard-00001.lmdb/data.mdb", "");
-  (void)server_->Requests();
+  const std::vector<json> before = server_->Requests();
   LoaderOptions o;
   o.cache = root_;
   EXPECT_TRUE(LoadAll(url, o) == LoadAll(Srv("ds"), LoaderOptions()));
   ASSERT_EQ(Entries().size(), 1u);
   for (const std::string& n : RootNames()) EXPECT_FALSE(n.ends_with(".tmp")) << n;
+  // The next open resumed the killed fetch: the interrupted shard with a Range request from
+  // where it stopped, and no file finished before the kill requested again.
+  std::set<std::string> done_before;
+  for (const json& q : before) {
+    const std::string p = q["path"].get<std::string>();
+    if (p != "/files/ds/shard-00001.lmdb/data.mdb" && p != "/files/ds/manifest.json") {
+      done_before.insert(p);
+    }
+  }
+  bool resumed = false;
+  for (const json& q : server_->Requests()) {
+    const std::string p = q["path"].get<std::string>();
+    EXPECT_EQ(done_before.count(p), 0u) << p << " fetched again";
+    if (p == "/files/ds/shard-00001.lmdb/data.mdb") {
+      EXPECT_EQ(q["range"], "bytes=" + std::to_string(half) + "-") << q.dump();
+      resumed = true;
+    }
+  }
+  EXPECT_TRUE(resumed) << "the interrupted shard was not requested again";
 }
 
 }  // namespace
