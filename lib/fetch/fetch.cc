@@ -286,10 +286,10 @@ struct Request {
   bool cancelled = false;  // FetchOptions::cancelled said stop
   std::string restart_reason;
   Status write_error;
-  std::string pending;    // body bytes not yet written (libcurl hands over 16 KiB at a time)
-  uint64_t received = 0;  // body bytes written by this request
+  std::string pending;        // body bytes not yet written (gathered into ~1 MiB writes)
+  uint64_t received = 0;      // body bytes written by this request
   uint64_t writeback_at = 0;  // DEST.part's size at the last StartWriteback
-  uint64_t total = 0;     // expected final size, 0 unknown
+  uint64_t total = 0;         // expected final size, 0 unknown
 };
 
 // Parses "bytes a-b/len" or "bytes */len". Missing numbers are -1.
