@@ -541,7 +541,9 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     uint64_t pos;
     MadeRecord rec;
     Status status;
-    bool have_bytes = false;  // archive sources: `bytes` read by the first stage
+    // Archive sources: `bytes` read by the first stage (by the parallel one for an archive held
+    // whole in memory, whose members are read in any order by several threads).
+    bool have_bytes = false;
     SourceBytes bytes;
   };
   // Commits run on a background thread while the pipeline fills the next transaction (writing
