@@ -80,6 +80,12 @@ struct CacheOptions {
   // `env` (when set) must outlive the copy (the returned dataset and what holds it).
   // Default false (the copy is made before OpenDatasetCached returns); the Loader sets it.
   bool overlap = false;
+  // OpenDatasetCached only, a local sharded dataset opened with lazy_shards (order kShards):
+  // one cache entry per shard instead of one for the dataset, each made only when asked for
+  // (ShardCacheOf(dataset)->Want), on a background thread as with `overlap`. Each shard is
+  // opened from its entry when the entry is there at its first read, else in place. Default
+  // false; the Loader sets it for order kShards (docs/CACHE.md "Order shards").
+  bool per_shard = false;
 };
 
 struct CacheResult {
@@ -129,6 +135,33 @@ class CacheCopy {
 // The background copy attached to a dataset OpenDatasetCached opened with overlap (the exact
 // shared_ptr it returned, or a copy of it), or null (no copy running or made at open).
 std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset);
+
+// CacheOptions::per_shard: the entries of one dataset's shards (each entry is a shard's
+// directory, cached by the same rules as a whole dataset: identity, budget, lock, lease, LRU,
+// verify). It belongs to the dataset OpenDatasetCached returned (and to the datasets Reopen
+// makes): the last of them cancels a copy in progress and releases the leases. Thread-safe.
+class ShardCache {
+ public:
+  virtual ~ShardCache() = default;
+  // Asks for these shards (indices in manifest order, as Sampler::EpochShards gives them), in
+  // this order. A shard whose entry exists is leased at once (before Want returns); the others
+  // are copied one at a time on the background thread (nice +10). Shards asked for before are
+  // skipped. A shard the cache does not take, or whose copy fails, stays in place (one log line).
+  virtual void Want(const std::vector<uint64_t>& shards) = 0;
+  // Blocks until every shard asked for is decided (tests; benches).
+  virtual void Wait() const = 0;
+  // Shards with a leased entry now.
+  virtual size_t cached_count() const = 0;
+  // The dataset opened again (lazy, the same options): its shards not opened yet resolve to
+  // their entries as they are now. The Loader calls it at an epoch boundary when cached_count()
+  // grew, since a shard opened in place stays so for the dataset that opened it.
+  virtual Status Reopen(std::shared_ptr<const Dataset>* out) const = 0;
+  // "2 of 6 shards cached (4 asked for)".
+  virtual std::string Describe() const = 0;
+};
+
+// The per-shard cache attached to a dataset OpenDatasetCached opened with per_shard, or null.
+std::shared_ptr<ShardCache> ShardCacheOf(const std::shared_ptr<const Dataset>& dataset);
 
 // Decides whether the dataset at `source` (a dataset directory or a single LMDB file) is cached,
 // makes or finds the copy, and logs the decision in one line (info level). On OK, result->path

@@ -95,6 +95,11 @@ struct DatasetOpenOptions {
   // every Read of its records (the first failure sticks), with an error naming the shard. Default false: Open opens
   // and checks every shard. The Loader sets it for SamplerOptions order kShards.
   bool lazy_shards = false;
+  // lazy_shards only: maps a shard's LMDB path (DATASET/shard-NNNNN) to the path to open it
+  // from, called once per shard at its first read (the per-shard cache, docs/CACHE.md "Order
+  // shards: one entry per shard"). It returns the path itself to read in place. Must be
+  // thread-safe. Default empty: every shard is read in place.
+  std::function<std::string(const std::string& shard_path)> resolve_shard;
 };
 
 class Dataset {

@@ -14,6 +14,9 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <map>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +26,8 @@
 #include <thread>
 
 #include "cache/populate.h"
+#include "core/files.h"
+#include "format/manifest.h"
 #include "dspipe/log.h"
 
 namespace dspipe {
@@ -533,7 +538,156 @@ struct WithBackgroundCopy {
   void operator()(const Dataset* d) const { delete d; }
 };
 
+
+// CacheOptions::per_shard: one entry per shard directory, made on demand on one thread.
+class ShardCacheImpl final : public ShardCache,
+                             public std::enable_shared_from_this<ShardCacheImpl> {
+ public:
+  // `resolved`: shard path -> its entry's copy, read by the datasets' resolve_shard.
+  struct Map {
+    std::mutex mu;
+    std::map<std::string, std::string> copies;
+  };
+
+  ShardCacheImpl(std::string source, CacheOptions options, DatasetOpenOptions open_options,
+                 std::vector<std::string> shard_paths)
+      : source_(std::move(source)),
+        options_(std::move(options)),
+        open_options_(std::move(open_options)),
+        shard_paths_(std::move(shard_paths)),
+        map_(std::make_shared<Map>()) {
+    open_options_.lazy_shards = true;
+    open_options_.resolve_shard = [map = map_](const std::string& path) {
+      std::lock_guard<std::mutex> lock(map->mu);
+      auto it = map->copies.find(path);
+      return it == map->copies.end() ? path : it->second;
+    };
+  }
+  ~ShardCacheImpl() override {
+    cancel_.Request();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  const DatasetOpenOptions& open_options() const { return open_options_; }
+
+  void Want(const std::vector<uint64_t>& shards) override {
+    Env* env = options_.env ? options_.env : Env::Default();
+    const std::string root = CacheRoot(options_.mode);
+    for (uint64_t i : shards) {
+      if (i >= shard_paths_.size()) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!asked_.insert(i).second) continue;
+      }
+      // An entry that exists is taken now, so the shard's first read opens it.
+      cache::SourceListing listing;
+      if (cache::ListSource(shard_paths_[i], &listing).ok() &&
+          env->FileExists(root + "/" + cache::EntryName(listing))) {
+        Take(i, &listing);
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(i);
+      if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    }
+    cv_.notify_all();
+  }
+  void Wait() const override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  }
+  size_t cached_count() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return leases_.size();
+  }
+  Status Reopen(std::shared_ptr<const Dataset>* out) const override;
+  std::string Describe() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::to_string(leases_.size()) + " of " + std::to_string(shard_paths_.size()) +
+           " shards cached (" + std::to_string(asked_.size()) + " asked for)";
+  }
+
+ private:
+  // Acquires shard i's entry (copying it when missing) and records it; errors are logged.
+  void Take(uint64_t i, const cache::SourceListing* listing) {
+    const std::string& path = shard_paths_[i];
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    Status s = AcquireImpl(path, options_, listing, &r, &lease, &cancel_);
+    if (!s.ok()) {
+      if (!cache::IsCancelled(s)) {
+        Log(LogLevel::kWarn, "dspipe cache: " + path + ": in place: the copy failed: " +
+                                 s.ToString());
+      }
+      return;
+    }
+    if (!r.cached) return;  // AcquireImpl logged why
+    {
+      std::lock_guard<std::mutex> lock(map_->mu);
+      map_->copies[path] = r.path;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    leases_.push_back(std::move(lease));
+  }
+
+  void Run() {
+    LowerCopyPriority();
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      const uint64_t i = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      Take(i, nullptr);
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  const std::string source_;
+  const CacheOptions options_;
+  DatasetOpenOptions open_options_;
+  const std::vector<std::string> shard_paths_;
+  const std::shared_ptr<Map> map_;
+  cache::CancelToken cancel_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::set<uint64_t> asked_;                          // guarded by mu_
+  std::deque<uint64_t> queue_;                        // guarded by mu_
+  bool busy_ = false, stop_ = false;                  // guarded by mu_
+  std::vector<std::unique_ptr<CacheLease>> leases_;   // guarded by mu_
+  std::thread thread_;
+};
+
+// A dataset reading through a ShardCache owns it (ShardCacheOf finds it).
+struct WithShardCache {
+  std::shared_ptr<ShardCacheImpl> cache;
+  void operator()(const Dataset* d) const { delete d; }
+};
+
+Status ShardCacheImpl::Reopen(std::shared_ptr<const Dataset>* out) const {
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(source_, open_options_, &ds));
+  *out = std::shared_ptr<const Dataset>(
+      ds.release(),
+      WithShardCache{std::const_pointer_cast<ShardCacheImpl>(shared_from_this())});
+  return Status::OK();
+}
+
 }  // namespace
+
+std::shared_ptr<ShardCache> ShardCacheOf(const std::shared_ptr<const Dataset>& dataset) {
+  const auto* d = std::get_deleter<WithShardCache>(dataset);
+  return d ? d->cache : nullptr;
+}
 
 std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset) {
   const auto* d = std::get_deleter<WithBackgroundCopy>(dataset);
@@ -576,6 +730,25 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
     return Status::OK();
   }
   if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(ds->info());
+  if (cache_options.per_shard && open_options.lazy_shards &&
+      ds->info().kind == DatasetKind::kSharded && !CacheRoot(cache_options.mode).empty()) {
+    // One entry per shard, asked for by the reader (ShardCache::Want); nothing copied yet.
+    std::string text;
+    DatasetInfo info;
+    std::vector<ShardRange> ranges;
+    const std::string manifest = path + "/" + kTopManifestFile;
+    DSPIPE_RETURN_IF_ERROR(ReadFile(manifest, &text));
+    DSPIPE_RETURN_IF_ERROR(ParseManifest(text, manifest, &info, &ranges));
+    std::vector<std::string> shard_paths;
+    for (const ShardRange& range : ranges) shard_paths.push_back(path + "/" + range.name);
+    auto sc = std::make_shared<ShardCacheImpl>(path, cache_options, open_options,
+                                               std::move(shard_paths));
+    DSPIPE_RETURN_IF_ERROR(sc->Reopen(out));
+    r.path = path;
+    r.reason = "one cache entry per shard, made as the shards are asked for";
+    if (result) *result = std::move(r);
+    return Status::OK();
+  }
   cache::SourceListing listing;
   bool listed = false;
   const std::string root = CacheRoot(cache_options.mode);

@@ -76,14 +76,16 @@ class DspipeDataset final : public Dataset {
         pid_(::getpid()) {}
 
   // Opens the shard's LMDB and checks its record count against the manifest.
-  static Status OpenShard(const DatasetOpenOptions& options, const Shard* sh) {
+  // `from` is where the bytes are: the shard's own path, or its copy in the cache.
+  static Status OpenShard(const DatasetOpenOptions& options, const Shard* sh,
+                          const std::string& from) {
     DSPIPE_RETURN_IF_ERROR(
-        LmdbEnv::OpenReadOnly(sh->path, options.max_readers, options.readahead, &sh->env));
+        LmdbEnv::OpenReadOnly(from, options.max_readers, options.readahead, &sh->env));
     uint64_t n = 0;
     DSPIPE_RETURN_IF_ERROR(sh->env->RecordCount(&n));
     if (n != sh->end - sh->begin) {
       sh->env.reset();
-      return Status::Corruption(sh->path + ": holds " + std::to_string(n) + " records, " +
+      return Status::Corruption(from + ": holds " + std::to_string(n) + " records, " +
                                 kTopManifestFile + " says " + std::to_string(sh->end - sh->begin));
     }
     return Status::OK();
@@ -161,7 +163,9 @@ class DspipeDataset final : public Dataset {
       // Like every env's CheckPid: a Dataset opened before fork() is not used after it, even
       // for a shard it has not mapped yet.
       Status s = ::getpid() == pid_
-                     ? OpenShard(options_, &sh)
+                     ? OpenShard(options_, &sh,
+                                 options_.resolve_shard ? options_.resolve_shard(sh.path)
+                                                        : sh.path)
                      : Status::Unsupported("dataset " + info_.path + " was opened in process " +
                                            std::to_string(pid_) +
                                            " and used after fork() in process " +
@@ -217,7 +221,7 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
       sh->begin = r.begin;
       sh->end = r.end;
       sh->key_begin = r.key_begin;
-      if (!options.lazy_shards) DSPIPE_RETURN_IF_ERROR(DspipeDataset::OpenShard(options, sh.get()));
+      if (!options.lazy_shards) DSPIPE_RETURN_IF_ERROR(DspipeDataset::OpenShard(options, sh.get(), sh->path));
       info.shard_sizes.push_back(r.end - r.begin);
       shards.push_back(std::move(sh));
     }

@@ -119,13 +119,15 @@ class LoaderImpl final : public Loader {
         arena_(std::make_unique<tbb::task_arena>(options_.threads, 0)),
         pid_(::getpid()),
         origin_(dataset_),
-        cache_copy_(CacheCopyOf(dataset_)) {
+        cache_copy_(CacheCopyOf(dataset_)),
+        shard_cache_(ShardCacheOf(dataset_)) {
     ctx_.dataset = dataset_.get();
     ctx_.options = &options_;
     ctx_.shape = shape_;
     ctx_.normalize = norm;
     ctx_.stats = &stats_;
     epoch_end_ = EpochEnd(0);
+    WantShards();
   }
 
   ~LoaderImpl() override {
@@ -220,6 +222,7 @@ class LoaderImpl final : public Loader {
   const Dataset& dataset() const override { return *dataset_; }
   std::string reading_from() const override {
     const std::string& path = dataset_->info().path;
+    if (shard_cache_) return path + " (" + shard_cache_->Describe() + ")";
     if (!cache_copy_) return path;
     if (switched_) return path + " (cache, since epoch " + std::to_string(cache_epoch_) + ")";
     switch (cache_copy_->state()) {
@@ -234,6 +237,7 @@ class LoaderImpl final : public Loader {
   }
   void WaitForCacheCopy() const override {
     if (cache_copy_) (void)cache_copy_->Wait();
+    if (shard_cache_) shard_cache_->Wait();
   }
   StageStats& stats() override { return stats_; }
   LoaderShape loader_shape() const override {
@@ -278,6 +282,7 @@ class LoaderImpl final : public Loader {
   // against the same listing), so the batches are byte-identical; the in-place dataset stays
   // open (origin_) for dataset() references taken before.
   void SwitchToCacheIfReady() {
+    SwitchShardsIfReady();
     if (!cache_copy_ || switched_ || cache_copy_->state() != CacheCopy::State::kCached) return;
     std::shared_ptr<const Dataset> copy = cache_copy_->cached();
     if (!copy || copy->size() != dataset_->size()) return;
@@ -285,6 +290,29 @@ class LoaderImpl final : public Loader {
     ctx_.dataset = dataset_.get();
     switched_ = true;
     cache_epoch_ = epoch_;
+  }
+
+  // Order kShards with the per-shard cache: asks for this epoch's shards and the next epoch's
+  // (copied in that order in the background; those already cached are leased at once).
+  void WantShards() {
+    if (!shard_cache_) return;
+    shard_cache_->Want(sampler_.EpochShards(epoch_));
+    shard_cache_->Want(sampler_.EpochShards(epoch_ + 1));
+  }
+
+  // An epoch boundary with nothing in flight: a shard opened in place stays in place for the
+  // dataset that opened it, so when more shards are cached than when dataset_ was opened, the
+  // new epoch reads a dataset opened again (lazily: each shard from its entry when there).
+  void SwitchShardsIfReady() {
+    if (!shard_cache_) return;
+    WantShards();
+    const size_t n = shard_cache_->cached_count();
+    if (n == shards_cached_at_open_) return;
+    std::shared_ptr<const Dataset> ds;
+    if (!shard_cache_->Reopen(&ds).ok() || ds->size() != dataset_->size()) return;
+    dataset_ = std::move(ds);
+    ctx_.dataset = dataset_.get();
+    shards_cached_at_open_ = n;
   }
 
   // Submits batches until `prefetch` are in flight or the epoch's samples are all submitted.
@@ -483,6 +511,10 @@ class LoaderImpl final : public Loader {
   const std::shared_ptr<CacheCopy> cache_copy_;
   bool switched_ = false;    // dataset_ is the cache's copy (consumer thread)
   uint64_t cache_epoch_ = 0;  // the first epoch read from it
+  // Order kShards: the per-shard cache (CacheOptions::per_shard), and how many shards it had
+  // cached when dataset_ was opened (consumer thread).
+  const std::shared_ptr<ShardCache> shard_cache_;
+  size_t shards_cached_at_open_ = 0;
 
   // Consumer-side state (single consumer thread).
   uint64_t epoch_ = 0;
@@ -636,7 +668,10 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
   };
   DatasetOpenOptions open_options = options.dataset;
   // A rank of order kShards reads only its shards: open each when first read (docs/SCALE.md).
-  if (options.sampler.order == SampleOrder::kShards) open_options.lazy_shards = true;
+  if (options.sampler.order == SampleOrder::kShards) {
+    open_options.lazy_shards = true;
+    co.per_shard = true;  // and caches only the shards it asks for (docs/CACHE.md)
+  }
   return OpenDatasetCached(path, open_options, co, pipeline_bytes, out, cache);
 }
 

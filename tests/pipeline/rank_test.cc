@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "dspipe/cache.h"
 #include "dspipe/loader.h"
 #include "dspipe/sampler.h"
 #include "format/manifest.h"
@@ -204,6 +205,124 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
     EXPECT_NE(s.message().find("shard " + ShardDirName(static_cast<int>(first))), std::string::npos)
         << s.ToString();
   }
+}
+
+// The cache's entries in `dir` (directories, not .tmp), by name.
+std::set<std::string> Entries(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && !name.ends_with(".tmp")) out.insert(name);
+  }
+  return out;
+}
+
+// The shard k an entry name "<shard dir>-<16 hex>" is a copy of.
+uint64_t ShardOfEntry(const std::string& name) {
+  for (uint64_t k = 0; k < static_cast<uint64_t>(kShards); ++k) {
+    if (name.starts_with(ShardDirName(static_cast<int>(k)) + "-")) return k;
+  }
+  ADD_FAILURE() << "entry " << name << " is not a shard's";
+  return ~uint64_t{0};
+}
+
+// Order kShards with cache DIR: each rank copies only the shards it reads (this epoch's and
+// the next's), one entry per shard, and reads them from there: the batches equal cache="off"
+// even with those shards' source files gone.
+TEST_F(RankTest, WithTheCacheARankCopiesOnlyItsShards) {
+  const std::string src = *root_ + "/cached-src";
+  fs::remove_all(src);
+  fs::copy(*path_, src, fs::copy_options::recursive);
+  for (int r = 0; r < kRanks; ++r) {
+    LoaderOptions off = Options(SampleOrder::kShards, r, RemainderRule::kUneven, false);
+    auto plain = Open(off, *path_);
+    ASSERT_TRUE(plain);
+    LoaderOptions o = off;
+    o.cache = *root_ + "/cache-rank" + std::to_string(r);
+    fs::remove_all(o.cache);
+    auto loader = Open(o, src);
+    ASSERT_TRUE(loader);
+    loader->WaitForCacheCopy();
+    Sampler sampler;
+    ASSERT_TRUE(Sampler::Create(plain->dataset().info().shard_sizes, o.sampler, &sampler).ok());
+    std::set<uint64_t> want;
+    for (uint64_t e : {0, 1}) {
+      for (uint64_t k : sampler.EpochShards(e)) want.insert(k);
+    }
+    ASSERT_LT(want.size(), static_cast<size_t>(kShards));
+    std::set<uint64_t> have;
+    for (const std::string& name : Entries(o.cache)) have.insert(ShardOfEntry(name));
+    EXPECT_EQ(have, want) << "rank " << r;
+    EXPECT_NE(loader->reading_from().find(std::to_string(want.size()) + " of 6 shards cached"),
+              std::string::npos)
+        << loader->reading_from();
+    // The copies are what the loader reads: the sources of those shards are gone.
+    for (uint64_t k : want) {
+      ASSERT_TRUE(fs::remove(src + "/" + ShardDirName(static_cast<int>(k)) + "/data.mdb"));
+    }
+    EXPECT_EQ(testing::RunEpochs(loader.get(), 0, 2), testing::RunEpochs(plain.get(), 0, 2))
+        << "rank " << r;
+    loader.reset();  // its copies of the next epoch's shards stop before the sources change
+    fs::remove_all(src);
+    fs::copy(*path_, src, fs::copy_options::recursive);
+  }
+  fs::remove_all(src);
+}
+
+// Per-shard entries follow the whole-dataset rules: an entry a live loader holds is never
+// evicted (the other shard stays in place, with the reason); released, LRU evicts it.
+TEST_F(RankTest, ShardEntriesAreLeasedAndEvictedOneByOne) {
+  LoaderOptions o = Options(SampleOrder::kShards, 0, RemainderRule::kUneven, false);
+  o.cache = *root_ + "/cache-evict";
+  fs::remove_all(o.cache);
+  auto loader = Open(o, *path_);
+  ASSERT_TRUE(loader);
+  loader->WaitForCacheCopy();
+  const std::set<std::string> held = Entries(o.cache);
+  ASSERT_FALSE(held.empty());
+  std::set<uint64_t> held_shards;
+  for (const std::string& name : held) held_shards.insert(ShardOfEntry(name));
+  uint64_t other = 0;
+  while (held_shards.count(other) > 0) ++other;
+  ASSERT_LT(other, static_cast<uint64_t>(kShards));
+
+  CacheOptions co;
+  co.mode = o.cache;
+  co.margin = 0;
+  CacheResult probe;
+  std::unique_ptr<CacheLease> lease;
+  const std::string other_path = *path_ + "/" + ShardDirName(static_cast<int>(other));
+  // How big the other shard's entry is, found in a scratch cache dir.
+  CacheOptions scratch = co;
+  scratch.mode = *root_ + "/cache-scratch";
+  fs::remove_all(scratch.mode);
+  ASSERT_TRUE(AcquireCache(other_path, scratch, &probe, &lease).ok());
+  ASSERT_TRUE(probe.cached) << probe.reason;
+  lease.reset();
+  uint64_t held_bytes = 0;
+  for (const std::string& name : held) {
+    for (const auto& f : fs::recursive_directory_iterator(o.cache + "/" + name)) {
+      if (f.is_regular_file() && f.path().filename() != "lock.mdb") held_bytes += f.file_size();
+    }
+  }
+  co.cache_limit = held_bytes + probe.bytes / 2;  // the other shard fits only by evicting
+
+  CacheResult r;
+  ASSERT_TRUE(AcquireCache(other_path, co, &r, &lease).ok());
+  EXPECT_FALSE(r.cached) << "evicted a shard entry a live loader holds";
+  EXPECT_NE(r.reason.find("held by live processes"), std::string::npos) << r.reason;
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(Entries(o.cache), held);
+
+  loader.reset();  // its leases go with it
+  ASSERT_TRUE(AcquireCache(other_path, co, &r, &lease).ok());
+  EXPECT_TRUE(r.cached) << r.reason;
+  ASSERT_FALSE(r.evicted.empty());
+  for (const std::string& e : r.evicted) {
+    EXPECT_EQ(held.count(fs::path(e).filename().string()), 1u) << e;
+  }
+  fs::remove_all(o.cache);
+  fs::remove_all(scratch.mode);
 }
 
 // Restore continues exactly like an uninterrupted run, also into an epoch whose count differs
