@@ -112,14 +112,16 @@ struct LoaderOptions {
   // epoch boundary after it has committed (reading_from() says which); a failed copy leaves
   // it in place, never fails the loader. Loader::Create (an already open dataset) ignores it. An http(s)://
   // dataset URL as the path is always fetched into the cache ("off" counts as "auto" for it);
-  // one that cannot be cached is an error (see OpenDatasetCached).
+  // one that cannot be cached is an error (see OpenDatasetCached). With sampler.order kShards
+  // over a local sharded dataset, one entry per shard, and only the shards this rank reads
+  // (this epoch's and the next's) are copied (docs/CACHE.md "Order shards").
   std::string cache = "off";
   // Capacity of the cache directory in bytes; least recently used entries that no live process
   // reads are evicted to make room. 0 (default) = only the budget limits it.
   uint64_t cache_limit = 0;
   // true (default): a dataset not in the cache yet is read in place while the copy is made in
   // the background (above). false: the copy is made (or waited for) before Open returns, and
-  // every epoch reads it.
+  // every epoch reads it (order kShards: each epoch's shards are copied before it reads).
   bool cache_overlap = true;
 };
 

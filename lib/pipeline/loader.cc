@@ -298,6 +298,8 @@ class LoaderImpl final : public Loader {
     if (!shard_cache_) return;
     shard_cache_->Want(sampler_.EpochShards(epoch_));
     shard_cache_->Want(sampler_.EpochShards(epoch_ + 1));
+    // cache_overlap = false: the copies are made before the epoch reads, as without shards.
+    if (!options_.cache_overlap) shard_cache_->Wait();
   }
 
   // An epoch boundary with nothing in flight: a shard opened in place stays in place for the

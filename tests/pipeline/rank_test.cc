@@ -266,6 +266,23 @@ TEST_F(RankTest, WithTheCacheARankCopiesOnlyItsShards) {
     fs::remove_all(src);
     fs::copy(*path_, src, fs::copy_options::recursive);
   }
+  // cache_overlap = false: the epoch's shards (and the next's) are there when Open returns.
+  LoaderOptions o = Options(SampleOrder::kShards, 2, RemainderRule::kUneven, false);
+  o.cache = *root_ + "/cache-no-overlap";
+  o.cache_overlap = false;
+  fs::remove_all(o.cache);
+  auto loader = Open(o, src);
+  ASSERT_TRUE(loader);
+  Sampler sampler;
+  ASSERT_TRUE(Sampler::Create(loader->dataset().info().shard_sizes, o.sampler, &sampler).ok());
+  std::set<uint64_t> want;
+  for (uint64_t e : {0, 1}) {
+    for (uint64_t k : sampler.EpochShards(e)) want.insert(k);
+  }
+  std::set<uint64_t> have;
+  for (const std::string& name : Entries(o.cache)) have.insert(ShardOfEntry(name));
+  EXPECT_EQ(have, want);
+  loader.reset();
   fs::remove_all(src);
 }
 
