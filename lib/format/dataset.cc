@@ -221,7 +221,9 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
       sh->begin = r.begin;
       sh->end = r.end;
       sh->key_begin = r.key_begin;
-      if (!options.lazy_shards) DSPIPE_RETURN_IF_ERROR(DspipeDataset::OpenShard(options, sh.get(), sh->path));
+      if (!options.lazy_shards) {
+        DSPIPE_RETURN_IF_ERROR(DspipeDataset::OpenShard(options, sh.get(), sh->path));
+      }
       info.shard_sizes.push_back(r.end - r.begin);
       shards.push_back(std::move(sh));
     }

@@ -312,6 +312,9 @@ class LoaderImpl final : public Loader {
     if (n == shards_cached_at_open_) return;
     std::shared_ptr<const Dataset> ds;
     if (!shard_cache_->Reopen(&ds).ok() || ds->size() != dataset_->size()) return;
+    // Kept, as origin_ is: a dataset() reference taken before stays valid. At most one per
+    // shard (a reopen needs one more cached shard).
+    if (dataset_ != origin_) retired_.push_back(std::move(dataset_));
     dataset_ = std::move(ds);
     ctx_.dataset = dataset_.get();
     shards_cached_at_open_ = n;
@@ -517,6 +520,7 @@ class LoaderImpl final : public Loader {
   // cached when dataset_ was opened (consumer thread).
   const std::shared_ptr<ShardCache> shard_cache_;
   size_t shards_cached_at_open_ = 0;
+  std::vector<std::shared_ptr<const Dataset>> retired_;  // datasets reopened before dataset_
 
   // Consumer-side state (single consumer thread).
   uint64_t epoch_ = 0;
