@@ -89,8 +89,11 @@ class DspipeLmdb(Dataset, Sample):
         if os.path.isfile(os.path.join(path, "manifest.json")):
             with open(os.path.join(path, "manifest.json")) as f:
                 manifest = json.load(f)
-            self.shards = [(os.path.join(path, s["name"]), s["begin"], s["end"])
-                           for s in manifest["shards"]]
+            if "shards" in manifest:  # a sharded folder
+                self.shards = [(os.path.join(path, s["name"]), s["begin"], s["end"])
+                               for s in manifest["shards"]]
+            else:  # one LMDB whose manifest.json sits beside its data.mdb (with "files")
+                self.shards = [(path, 0, manifest["count"])]
         else:
             env = lmdb_open(path, 2)  # read the manifest, then close before any fork
             with env.begin() as txn:
