@@ -6,8 +6,8 @@
 #   bench/cache/cache_bench.sh [--dir DIR] [--count 300] [--threads 2] [--rounds 3]
 #                              [--sched "nice"] [--build-dir build]
 #
-# 1. DIR/src: COUNT noisy 512x512 RGB PNG images (~0.5 MB each) + PNG masks (numpy/cv2, the
-#    generator of bench/cold; reused when present); DIR/enc.lmdb (--store encoded) and
+# 1. DIR/src: COUNT noisy 512x512 RGB PNG images (~0.5 MB each) + PNG masks (numpy/cv2,
+#    bench/make_noisy_pngs.py, as bench/cold; reused when present); DIR/enc.lmdb (--store encoded) and
 #    DIR/raw.lmdb (--store raw, zstd), on DIR's disk.
 # 2. --rounds times, interleaved (every round runs every configuration once, so load from other
 #    processes hits all alike), each run one whole epoch, --warmup 0, THREADS threads, for each
@@ -61,20 +61,7 @@ mkdir -p "$DIR" "$OUT"
 
 if [ ! -f "$DIR/src/.complete" ] || [ "$(cat "$DIR/src/.complete")" != "$COUNT" ]; then
   rm -rf "$DIR/src" "$DIR/enc.lmdb" "$DIR/raw.lmdb"
-  "$PY" - "$DIR/src" "$COUNT" <<'EOF'
-import os, sys
-import numpy as np, cv2
-out, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(f"{out}/images"); os.makedirs(f"{out}/masks")
-rng = np.random.default_rng(8)
-y, x = np.mgrid[0:512, 0:512]
-for i in range(n):
-    base = np.stack([(x + 37 * i) % 256, (y + 11 * i) % 256, ((x + y) // 2 + i) % 256], -1)
-    img = np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype(np.uint8)
-    mask = (((x - 256) ** 2 + (y - 256 - i % 64) ** 2) < (100 + i % 50) ** 2).astype(np.uint8)
-    cv2.imwrite(f"{out}/images/{i:06d}.png", img[:, :, ::-1])
-    cv2.imwrite(f"{out}/masks/{i:06d}.png", mask)
-EOF
+  "$PY" "$ROOT/bench/make_noisy_pngs.py" "$DIR/src" "$COUNT"
   echo "$COUNT" > "$DIR/src/.complete"
 fi
 [ -f "$DIR/enc.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/enc.lmdb" -q --overwrite
