@@ -29,22 +29,12 @@
 #include "core/files.h"
 #include "dspipe/convert.h"
 #include "dspipe/synth.h"
+#include "../series.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-struct Series {
-  std::vector<double> v;
-  double Median() const {
-    std::vector<double> s = v;
-    std::sort(s.begin(), s.end());
-    return s.empty() ? 0 : s[s.size() / 2];
-  }
-  double Min() const { return *std::min_element(v.begin(), v.end()); }
-  double Max() const { return *std::max_element(v.begin(), v.end()); }
-};
 
 void Check(const dspipe::Status& s) {
   if (!s.ok()) {

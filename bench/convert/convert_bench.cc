@@ -17,22 +17,12 @@
 #include "core/files.h"
 #include "dspipe/convert.h"
 #include "dspipe/synth.h"
+#include "../series.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-struct Series {
-  std::vector<double> v;
-  double Median() const {
-    std::vector<double> s = v;
-    std::sort(s.begin(), s.end());
-    return s.empty() ? 0 : s[s.size() / 2];
-  }
-  double Min() const { return *std::min_element(v.begin(), v.end()); }
-  double Max() const { return *std::max_element(v.begin(), v.end()); }
-};
 
 void Print(const char* name, const Series& s, const char* unit) {
   std::printf("  %-34s median %8.3f %s   (min %.3f, max %.3f, n=%zu)\n", name, s.Median(), unit,

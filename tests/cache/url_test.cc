@@ -33,17 +33,7 @@ class CacheUrlTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     root_ = dir_ + "/cache";
-    std::string out;
-    ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src", "--count", "30", "--size", "48x40",
-                            "--threads", "1"},
-                           &out),
-              0)
-        << out;
-    ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("ds"), "--shards", "2", "--threads", "1",
-                            "--store", "raw", "-q"},
-                           &out),
-              0)
-        << out;
+    ASSERT_EQ(BuildServedDataset(dir_ + "/src", Srv("ds")), "");
     server_ = std::make_unique<HttpServer>(dir_ + "/srv");
   }
   void TearDown() override {
@@ -154,18 +144,7 @@ TEST_F(CacheUrlTest, ARebuiltRemoteDatasetGetsANewEntry) {
   ASSERT_TRUE(r.copied);
   const std::string first = r.entry;
   lease.reset();
-  std::string out;
-  ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src2", "--count", "30", "--size", "48x40", "--seed",
-                          "5", "--threads", "1"},
-                         &out),
-            0)
-      << out;
-  fs::remove_all(Srv("ds"));
-  ASSERT_EQ(RunDsconvert({"build", dir_ + "/src2", Srv("ds"), "--shards", "2", "--threads", "1",
-                          "--store", "raw", "-q"},
-                         &out),
-            0)
-      << out;
+  ASSERT_EQ(BuildServedDataset(dir_ + "/src2", Srv("ds"), "5"), "");
   Status s = AcquireCache(server_->Url("ds"), co, &r, &lease);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(r.copied);

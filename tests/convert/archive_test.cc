@@ -66,21 +66,6 @@ std::vector<Member> FilesOf(const std::string& dir, const std::string& prefix = 
   return out;
 }
 
-void ExpectSameRecords(const std::string& a, const std::string& b) {
-  std::vector<Rec> ra, rb;
-  Status s = ReadRecords(a, &ra);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  s = ReadRecords(b, &rb);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_EQ(ra.size(), rb.size());
-  for (size_t i = 0; i < ra.size(); ++i) {
-    EXPECT_EQ(ra[i].header.crc, rb[i].header.crc) << "record " << i;
-    EXPECT_EQ(ra[i].header.label, rb[i].header.label) << "record " << i;
-    EXPECT_EQ(ra[i].image, rb[i].image) << "record " << i;
-    EXPECT_EQ(ra[i].mask, rb[i].mask) << "record " << i;
-  }
-}
-
 nlohmann::json ManifestOf(const std::string& path) {
   std::unique_ptr<Dataset> ds;
   Status s = Dataset::Open(path, DatasetOpenOptions{}, &ds);

@@ -10,15 +10,6 @@
 namespace dspipe::testing {
 namespace {
 
-std::vector<uint32_t> Crcs(const std::string& path) {
-  std::vector<Rec> recs;
-  Status s = ReadRecords(path, &recs);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  std::vector<uint32_t> out;
-  for (const Rec& r : recs) out.push_back(r.header.crc);
-  return out;
-}
-
 // No temp file of an atomic write left behind in dir.
 void ExpectNoTempFiles(const std::string& dir) {
   for (const std::string& f : ListDir(dir)) {

@@ -10,15 +10,6 @@
 namespace dspipe::testing {
 namespace {
 
-std::vector<uint32_t> Crcs(const std::string& path) {
-  std::vector<Rec> recs;
-  Status s = ReadRecords(path, &recs);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  std::vector<uint32_t> out;
-  for (const Rec& r : recs) out.push_back(r.header.crc);
-  return out;
-}
-
 uint64_t CommittedRecords(const std::string& path) {
   std::unique_ptr<LmdbEnv> env;
   uint64_t n = 0;

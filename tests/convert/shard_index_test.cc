@@ -44,20 +44,6 @@ class ShardIndexTest : public ::testing::Test {
     m.erase("files");
     return m;
   }
-  // Same records in the same order (header with its CRC, payloads) and the same manifest.
-  static void ExpectSameDataset(const std::string& a, const std::string& b) {
-    std::vector<Rec> ra, rb;
-    Status s = ReadRecords(a, &ra);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = ReadRecords(b, &rb);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_EQ(ra.size(), rb.size());
-    for (size_t i = 0; i < ra.size(); ++i) {
-      EXPECT_EQ(ra[i].header.crc, rb[i].header.crc) << "record " << i;
-      EXPECT_EQ(ra[i].image, rb[i].image) << "record " << i;
-      EXPECT_EQ(ra[i].mask, rb[i].mask) << "record " << i;
-    }
-  }
   TempDir tmp_;
   std::string src_ = tmp_ / "src";
 };
@@ -86,10 +72,10 @@ TEST_F(ShardIndexTest, ShardsBuiltAloneAndAssembledEqualOneShardedBuild) {
   // The whole manifest is equal: counts, shard ranges, bytes, codecs, classes, and mean/std
   // to the last bit (sums of integer pixel values, exact in any order).
   EXPECT_EQ(Manifest(parts), Manifest(tmp_ / "whole"));
-  ExpectSameDataset(parts, tmp_ / "whole");
+  ExpectSameRecords(parts, tmp_ / "whole");
   // Each shard holds the same records as the same shard of the whole build.
   for (int i = 0; i < kShards; ++i) {
-    ExpectSameDataset(parts + "/" + ShardDirName(i), tmp_ / ("whole/" + ShardDirName(i)));
+    ExpectSameRecords(parts + "/" + ShardDirName(i), tmp_ / ("whole/" + ShardDirName(i)));
   }
   VerifyResult v;
   ASSERT_TRUE(VerifyDataset(parts, {}, &v).ok());
@@ -153,7 +139,7 @@ TEST_F(ShardIndexTest, MissingOrUnfinishedShardIsNamedByAssembleVerifyAndInfo) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(BuildDataset(Opts(tmp_ / "whole"), &r).ok());
   EXPECT_EQ(Manifest(parts), Manifest(tmp_ / "whole"));  // every sample exactly once
-  ExpectSameDataset(parts, tmp_ / "whole");
+  ExpectSameRecords(parts, tmp_ / "whole");
 }
 
 TEST_F(ShardIndexTest, RejectedSamplesShiftLaterShardsKeysThroughKeyBegin) {
@@ -176,7 +162,7 @@ TEST_F(ShardIndexTest, RejectedSamplesShiftLaterShardsKeysThroughKeyBegin) {
   EXPECT_EQ(a.records, 41u);
   EXPECT_EQ(a.skipped, 1u);
   EXPECT_TRUE(Contains(ReadAll(parts + "/rejected.tsv"), "000005.png"));
-  ExpectSameDataset(parts, tmp_ / "whole");
+  ExpectSameRecords(parts, tmp_ / "whole");
   json m = Manifest(parts), w = Manifest(tmp_ / "whole");
   int shifted = 0;
   for (json& sh : m["shards"]) shifted += sh.contains("key_begin") ? 1 : 0;

@@ -122,6 +122,32 @@ inline Status ReadRecords(const std::string& path, std::vector<Rec>* out,
   return Status::OK();
 }
 
+// Every record's CRC-32, in index order (EXPECTs that the dataset reads).
+inline std::vector<uint32_t> Crcs(const std::string& path) {
+  std::vector<Rec> recs;
+  Status s = ReadRecords(path, &recs);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  std::vector<uint32_t> out;
+  for (const Rec& r : recs) out.push_back(r.header.crc);
+  return out;
+}
+
+// The two datasets hold the same records in the same order: header CRC and label, payloads.
+inline void ExpectSameRecords(const std::string& a, const std::string& b) {
+  std::vector<Rec> ra, rb;
+  Status s = ReadRecords(a, &ra);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  s = ReadRecords(b, &rb);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(ra.size(), rb.size());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i].header.crc, rb[i].header.crc) << "record " << i;
+    EXPECT_EQ(ra[i].header.label, rb[i].header.label) << "record " << i;
+    EXPECT_EQ(ra[i].image, rb[i].image) << "record " << i;
+    EXPECT_EQ(ra[i].mask, rb[i].mask) << "record " << i;
+  }
+}
+
 // The record's image as the loader decodes it (RGB or gray, uint8).
 inline cv::Mat DecodedImage(const Rec& r) {
   const RecordHeader& h = r.header;

@@ -31,15 +31,6 @@ RunResult RunWithFault(const std::vector<std::string>& args, const Env& fault,
   return Wait(pid, log_path);
 }
 
-std::vector<uint32_t> Crcs(const std::string& path) {
-  std::vector<Rec> recs;
-  const Status s = ReadRecords(path, &recs);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  std::vector<uint32_t> out;
-  for (const Rec& r : recs) out.push_back(r.header.crc);
-  return out;
-}
-
 class FaultTest : public ::testing::Test {
  protected:
   static constexpr int kSamples = 16;

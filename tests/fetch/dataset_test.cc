@@ -31,18 +31,9 @@ class FetchDatasetTest : public ::testing::Test {
     char tmpl[] = "/tmp/dspipe-fetchds-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    std::string out;
-    ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src", "--count", "30", "--size", "48x40",
-                            "--threads", "1"},
-                           &out),
-              0)
-        << out;
     // Built by the CLI (a child process): this process stays single-threaded until it forks.
-    ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("ds"), "--shards", "2", "--threads", "1",
-                            "--store", "raw", "-q"},
-                           &out),
-              0)
-        << out;
+    ASSERT_EQ(BuildServedDataset(dir_ + "/src", Srv("ds")), "");
+    std::string out;
     ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("lone"), "--threads", "1", "-q"}, &out),
               0)
         << out;
@@ -87,14 +78,7 @@ pid_t FetchDatasetInChild(const std::string& url, const std::string& dest, Fetch
                           int signal_fd, std::function<bool(const FetchProgress&)> when) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
-  bool signalled = false;
-  o.progress = [&](const FetchProgress& p) {
-    if (!signalled && when(p)) {
-      signalled = true;
-      const char c = 'x';
-      if (::write(signal_fd, &c, 1) != 1) ::_exit(3);
-    }
-  };
+  o.progress = SignalOnceWhen(signal_fd, std::move(when));
   ::_exit(FetchDataset(url, dest, o).ok() ? 0 : 1);
 }
 
@@ -225,18 +209,7 @@ TEST_F(FetchDatasetTest, AChangedManifestStartsOver) {
   ASSERT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
   ASSERT_TRUE(fs::exists(Dest() + ".part/shard-00000.lmdb/data.mdb"));
   // The dataset is rebuilt on the server (other images): its manifest changes.
-  std::string out;
-  ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src2", "--count", "30", "--size", "48x40", "--seed",
-                          "5", "--threads", "1"},
-                         &out),
-            0)
-      << out;
-  fs::remove_all(Srv("ds"));
-  ASSERT_EQ(RunDsconvert({"build", dir_ + "/src2", Srv("ds"), "--shards", "2", "--threads", "1",
-                          "--store", "raw", "-q"},
-                         &out),
-            0)
-      << out;
+  ASSERT_EQ(BuildServedDataset(dir_ + "/src2", Srv("ds"), "5"), "");
   (void)server_->Requests();
   FetchResult r;
   s = FetchDataset(server_->Url("ds/"), Dest(), opts_, &r);

@@ -415,14 +415,7 @@ pid_t FetchInChild(const std::string& url, const std::string& dest, const std::s
                    FetchOptions o, int signal_fd, std::function<bool(const FetchProgress&)> when) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
-  bool signalled = false;
-  o.progress = [&](const FetchProgress& p) {
-    if (!signalled && when(p)) {
-      signalled = true;
-      const char c = 'x';
-      if (::write(signal_fd, &c, 1) != 1) ::_exit(3);
-    }
-  };
+  o.progress = SignalOnceWhen(signal_fd, std::move(when));
   Status s = Fetch(url, dest, o);
   ::_exit(s.ok() && ReadAll(dest) == want ? 0 : 1);
 }

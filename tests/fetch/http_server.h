@@ -11,10 +11,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "dspipe/fetch.h"
 
 extern char** environ;
 
@@ -132,6 +136,40 @@ inline int RunDsconvert(const std::vector<std::string>& args, std::string* err) 
   int st = 0;
   ::waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// A FetchOptions::progress for a fetch in a forked child: writes one byte to signal_fd the
+// first time `when` holds of a report, so the parent waits on the pipe (a real condition, not a
+// sleep); the child exits 3 if the write fails.
+inline std::function<void(const FetchProgress&)> SignalOnceWhen(
+    int signal_fd, std::function<bool(const FetchProgress&)> when) {
+  return [signal_fd, when = std::move(when), signalled = false](const FetchProgress& p) mutable {
+    if (!signalled && when(p)) {
+      signalled = true;
+      const char c = 'x';
+      if (::write(signal_fd, &c, 1) != 1) ::_exit(3);
+    }
+  };
+}
+
+// The small dataset the fetch and cache-URL tests serve: `dsconvert synth` of 30 samples of
+// 48x40 into src (seed "" = synth's default), then `dsconvert build` of it into out as 2
+// raw+zstd shards, replacing what out held. Both by the CLI (child processes), so the calling
+// test stays single-threaded until it forks. Returns "" or the failing command's output.
+inline std::string BuildServedDataset(const std::string& src, const std::string& out,
+                                      const std::string& seed = "") {
+  std::vector<std::string> synth = {"synth", src, "--count", "30", "--size", "48x40"};
+  if (!seed.empty()) synth.insert(synth.end(), {"--seed", seed});
+  synth.insert(synth.end(), {"--threads", "1"});
+  std::string log;
+  if (RunDsconvert(synth, &log) != 0) return "dsconvert synth: " + log;
+  std::error_code ec;
+  std::filesystem::remove_all(out, ec);
+  if (RunDsconvert({"build", src, out, "--shards", "2", "--threads", "1", "--store", "raw", "-q"},
+                   &log) != 0) {
+    return "dsconvert build: " + log;
+  }
+  return "";
 }
 
 }  // namespace dspipe::testing
