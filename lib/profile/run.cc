@@ -275,9 +275,13 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
   r->verdict = Diagnose(r->stages, r->shape, o.compute_ms);
   // Samples on the loader's fused PNG path (pipeline/sample.h) are flipped and normalized
   // inside their decode and record no augment span: say so, or augment and normalize read as
-  // free (docs/STATS.md).
-  const uint64_t decoded = stats.Summary(Stage::kDecode).count;
-  const uint64_t augmented = stats.Summary(Stage::kAugment).count;
+  // free (docs/STATS.md). Counted from r->stages, the snapshot the report shows: prefetch
+  // workers may still be recording spans, so a second read of the live stats could disagree.
+  uint64_t decoded = 0, augmented = 0;
+  for (const StageSummary& s : r->stages) {
+    if (s.stage == Stage::kDecode) decoded = s.count;
+    if (s.stage == Stage::kAugment) augmented = s.count;
+  }
   if (decoded > augmented) {
     const bool cpu_normalize = o.device != "cuda" && o.normalize;
     r->notes.push_back(std::to_string(decoded - augmented) + " of " + std::to_string(decoded) +
