@@ -61,7 +61,11 @@ Status CheckBmp(std::span<const uint8_t> b) {
 
 // PNM: "P<n>", then width, height (and maxval) as decimal numbers separated by whitespace, with
 // '#' comments to the end of a line (netpbm's rules). Numbers are read saturating, so a huge
-// one is a huge size, not an overflow.
+// one is a huge size, not an overflow. The sides are read exactly as OpenCV's PxM reader
+// (ReadNumber in grfmt_pxm.cpp) reads them, since its reading is the one that allocates: the
+// character that ends a number is consumed with it, so in "24000# 30000\n255" the '#' starts
+// no comment and the height is 30000, not 255 (tests/fuzz record: a 38-byte PPM that a
+// comment-aware reading passed as 24000x255 made OpenCV allocate 2.16 GB).
 Status CheckPnm(std::span<const uint8_t> b) {
   size_t at = 2;
   uint64_t sides[2] = {0, 0};
@@ -80,6 +84,7 @@ Status CheckPnm(std::span<const uint8_t> b) {
     for (; at < b.size() && std::isdigit(b[at]); ++at) {
       side = std::min<uint64_t>(side * 10 + (b[at] - '0'), uint64_t{1} << 40);
     }
+    ++at;  // the terminator goes with the number, whatever it is
   }
   return CheckImageSize("PNM header", sides[0], sides[1]);
 }

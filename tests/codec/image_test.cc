@@ -533,6 +533,22 @@ TEST(Formats, PnmHeaderIsHeldToTheLimits) {
   // A number too long for any integer saturates instead of wrapping to a small size.
   s = DecodeImage(Text("P5 4 184467440737095516170 255 0123456789"), 1, &m);
   EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+  // tests/fuzz record: OpenCV ends a number at any non-digit and consumes it, so this '#' does
+  // not start a comment and the file declares 24000x30000 (2.16 GB), not 24000x255.
+  const std::string fuzzed("P6\n# c\n24000# 30000\n255\n\0\0\xfe\0\0\0\0\0\0\0\0#\0", 37);
+  s = DecodeImage(Text(fuzzed), 3, &m);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("PNM header declares 24000x30000"), std::string::npos)
+      << s.ToString();
+  s = DecodeMask(Text(fuzzed), &m);
+  EXPECT_NE(s.message().find("PNM header declares 24000x30000"), std::string::npos)
+      << s.ToString();
+  // The same reading of an ordinary header with a comment between the sides.
+  const std::string commented = "P5\n3 # width\n2\n255\n" + std::string(6, '\x7f');
+  s = DecodeImage(Text(commented), 1, &m);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(m.cols, 3);
+  EXPECT_EQ(m.rows, 2);
   s = DecodeImage(Text("P5\n# only a comment"), 1, &m);
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_NE(s.message().find("PNM header"), std::string::npos) << s.ToString();
