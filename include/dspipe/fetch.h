@@ -90,6 +90,7 @@ struct FetchResult {
   int refetches = 0;                  // whole-file refetches after a failed verification
   bool already_present = false;       // DEST was there (and verified when sha256/size were given)
   std::vector<double> retry_waits_s;  // the wait before each retry, in order
+  long http_status = 0;               // the last HTTP response's status; 0 = none (or not HTTP)
 };
 
 // Fetches url (http://, https://, file:// or a plain path) to dest. See the guarantees above.
@@ -118,6 +119,35 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
 // refetches summed over the files, already_present = dest_dir was complete; sha256 is "".
 Status FetchDataset(const std::string& url, const std::string& dest_dir,
                     const FetchOptions& options, FetchResult* result = nullptr);
+
+// ---- URLs with a secret in their query: pre-signed S3/GCS URLs (?X-Amz-Signature=...),
+// token URLs (?token=..., ?download=true&...). docs/FETCH.md, "Signed and token URLs".
+// Fetch and FetchDataset send the query as given, and never show it: every message, log line,
+// progress note and file they write (DEST.part.json, the cache's metadata) shows RedactUrl(url).
+
+// url with its query replaced by "?..." (a fragment alone by "#..."), and a user:password@ by
+// "...@". Anything that is not "scheme://..." (a path) is returned unchanged.
+std::string RedactUrl(const std::string& url);
+
+// True when url is "scheme://..." with a query ('?' before any '#').
+bool UrlHasQuery(const std::string& url);
+
+// scheme://host[:port]/path of an http(s) URL (libcurl's parse): no user info, query or
+// fragment. What a resume (DEST.part.json) and the cache's key match on, so a re-signed URL of
+// the same object resumes and finds the same cache entry (the ETag / Last-Modified / length
+// checks still tell a different object apart). Other strings are returned unchanged.
+std::string UrlIdentity(const std::string& url);
+
+// url with "/" + rel appended to its path, the query kept (token-style auth: one token for a
+// directory's files), the fragment dropped. Paths and file:// URLs: url + "/" + rel.
+std::string UrlAppendPath(const std::string& url, const std::string& rel);
+
+// The file name url names (`dsconvert fetch URL` without DEST): the last non-empty segment of
+// its path, percent-decoded (libcurl); never the query or the fragment. A plain path: its last
+// component. InvalidArgument (naming RedactUrl(url)) when there is none, or when the name is
+// "." or "..", or holds a '/' (from "%2F") or a control character: it never leaves the
+// directory it is put in.
+Status UrlFileName(const std::string& url, std::string* name);
 
 // Hex sha256 of a file read through env (nullptr = Env::Default()).
 Status Sha256File(const std::string& path, std::string* hex, Env* env = nullptr);

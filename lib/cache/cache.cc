@@ -28,6 +28,7 @@
 #include "cache/populate.h"
 #include "core/files.h"
 #include "format/manifest.h"
+#include "dspipe/fetch.h"
 #include "dspipe/log.h"
 
 namespace dspipe {
@@ -208,7 +209,7 @@ Status MakeRoom(Env* env, const std::string& root, const std::string& self, uint
 }
 
 void LogDecision(const std::string& source, const CacheResult& r) {
-  Log(LogLevel::kInfo, "dspipe cache: " + source + ": " + r.Describe());
+  Log(LogLevel::kInfo, "dspipe cache: " + RedactUrl(source) + ": " + r.Describe());
 }
 
 }  // namespace
@@ -354,7 +355,8 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   std::unique_ptr<FileLock> lock;
   s = env->LockFile(entry + ".lock", false, &lock);
   if (s.code() == Status::Code::kAborted) {
-    Log(LogLevel::kInfo, "dspipe cache: " + source + ": waiting for the process that holds " +
+    Log(LogLevel::kInfo, "dspipe cache: " + RedactUrl(source) +
+                             ": waiting for the process that holds " +
                              entry + ".lock (copying it, most likely)");
     if (cancel == nullptr) {
       s = env->LockFile(entry + ".lock", true, &lock);
@@ -396,7 +398,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
       // is kept for the next open of the same URL to resume (any other open removes it).
       if (!url || env->FileExists(tmp + "/" + base)) (void)env->RemoveTree(tmp);
       (void)env->RemoveFile(entry + ".used");
-      return s.WithContext("cache: copying " + source + " into " + root);
+      return s.WithContext("cache: copying " + RedactUrl(source) + " into " + root);
     }
     result->copied = true;
     result->copy_seconds =
@@ -417,10 +419,12 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
 
 // The error for a URL the cache did not take (see cache.h): the URL, the reason, the way out.
 Status UrlNotCachedError(const std::string& url, const CacheResult& r) {
+  const std::string shown = RedactUrl(url);  // the query may be a secret
   return Status::Unsupported(
-      "cache: the dataset at " + url + " cannot be cached (" + r.reason +
-      "), and a URL cannot be read in place: fetch it once with `dsconvert fetch " + url +
-      " DIR` and open DIR, or make room (raise cache_limit, free RAM, or point cache= / "
+      "cache: the dataset at " + shown + " cannot be cached (" + r.reason +
+      "), and a URL cannot be read in place: fetch it once with `dsconvert fetch " + shown +
+      " DIR`" + (UrlHasQuery(url) ? " (with your URL's query for '...')" : "") +
+      " and open DIR, or make room (raise cache_limit, free RAM, or point cache= / "
       "DSPIPE_CACHE_DIR at a directory with space)");
 }
 
@@ -430,7 +434,7 @@ Status OpenCopy(const std::string& source, const CacheResult& r,
                 std::shared_ptr<const Dataset>* out) {
   std::unique_ptr<Dataset> copy;
   Status s = Dataset::Open(r.path, open_options, &copy);
-  if (!s.ok()) return s.WithContext("cache: opening the copy of " + source);
+  if (!s.ok()) return s.WithContext("cache: opening the copy of " + RedactUrl(source));
   std::shared_ptr<CacheLease> held(std::move(lease));
   *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
   return Status::OK();
@@ -506,7 +510,7 @@ class BackgroundCopy final : public CacheCopy {
       r.reason = cancelled ? "the copy was cancelled" : "the copy failed: " + s.ToString();
       // The loader goes on in place; this line is all the cache says about it.
       if (!cancelled) {
-        Log(LogLevel::kWarn, "dspipe cache: " + source_ + ": in place: " + r.reason);
+        Log(LogLevel::kWarn, "dspipe cache: " + RedactUrl(source_) + ": in place: " + r.reason);
       }
     }
     {

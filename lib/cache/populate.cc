@@ -280,9 +280,12 @@ bool IsUrl(const std::string& source) {
 Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   *out = SourceListing();
   out->url = url;
-  out->source = StripSlashes(url);
+  // The key ignores the query (a signature or token, which changes when re-signed: the same
+  // entry), and holds no secret.
+  out->source = StripSlashes(UrlIdentity(url));
   out->is_dir = true;
-  const std::string manifest_url = out->source + "/" + kTopManifestFile;
+  const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
+  const std::string shown_manifest = RedactUrl(manifest_url);
   TempDir tmp;
   DSPIPE_RETURN_IF_ERROR(tmp.Make());
   const std::string local = tmp.path() + "/" + kTopManifestFile;
@@ -291,17 +294,18 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   fo.env = env;
   Status s = Fetch(manifest_url, local, fo);
   if (!s.ok()) {
-    return s.WithContext("cache: listing the dataset at " + url + " (its manifest.json)");
+    return s.WithContext("cache: listing the dataset at " + RedactUrl(url) +
+                         " (its manifest.json)");
   }
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(local, &out->manifest));
   std::vector<ShardRange> ranges;
-  DSPIPE_RETURN_IF_ERROR(ParseManifest(out->manifest, manifest_url, &out->info, &ranges));
+  DSPIPE_RETURN_IF_ERROR(ParseManifest(out->manifest, shown_manifest, &out->info, &ranges));
   std::vector<ManifestFile> files;
   bool present = false;
-  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(out->manifest, manifest_url, &files, &present));
+  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(out->manifest, shown_manifest, &files, &present));
   if (!present) {
     return Status::Unsupported(
-        manifest_url +
+        shown_manifest +
         ": the manifest has no \"files\" list (each file's size and sha256), so the dataset "
         "cannot be fetched into the cache; rebuild it with this dspipe's `dsconvert build`");
   }
@@ -415,7 +419,7 @@ Status PopulateFromSource(const SourceListing& listing, const std::string& dest,
     std::string fetched;
     DSPIPE_RETURN_IF_ERROR(env->ReadFile(dest + "/" + kTopManifestFile, &fetched));
     if (fetched != listing.manifest) {
-      return Status::Corruption("cache: the dataset at " + listing.url +
+      return Status::Corruption("cache: the dataset at " + RedactUrl(listing.url) +
                                 " changed on the server while it was fetched (its manifest.json "
                                 "differs from the one listed); not cached, open it again");
     }

@@ -15,9 +15,23 @@ namespace fs = std::filesystem;
 
 constexpr const char* kNewManifest = "manifest.json.new";
 
-// url + "/" + rel, with one '/' between them.
-std::string Join(const std::string& base, const std::string& rel) {
-  return !base.empty() && base.back() == '/' ? base + rel : base + "/" + rel;
+// The error for a file of a dataset whose URL has a query, refused with 401/403: the query is
+// appended to every file's URL, which a token for the directory allows and a pre-signed URL
+// (S3/GCS: the signature covers one object) does not.
+Status SignedDatasetError(const Status& s, const std::string& shown_url, const std::string& file) {
+  return Status::IOError(
+      "file " + file + " of dataset " + shown_url +
+      ": access denied. The dataset URL's query is appended to each of its files' URLs (a token "
+      "valid for the whole directory works); a pre-signed URL (S3/GCS: its signature covers one "
+      "object) cannot fetch a multi-file dataset, only one file, such as an archive "
+      "(`dsconvert fetch URL FILE`, then `dsconvert build FILE OUT`); the signature may also "
+      "have expired. " +
+      s.message());
+}
+
+// True when a fetch of a dataset's file was refused in a way SignedDatasetError explains.
+bool SignedRefusal(const std::string& url, const FetchResult& r) {
+  return UrlHasQuery(url) && (r.http_status == 401 || r.http_status == 403);
 }
 
 std::string StripSlashes(std::string s) {
@@ -78,7 +92,9 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
 
   // The manifest, fetched anew on every call (it is small): a resumed download continues only
   // when the server still serves the same one.
-  const std::string manifest_url = Join(url, kTopManifestFile);
+  const std::string shown = RedactUrl(url);  // the query may be a secret: never in a message
+  const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
+  const std::string shown_manifest = RedactUrl(manifest_url);
   const std::string fresh = tmp + "/" + kNewManifest;
   for (const std::string& stale : {fresh, fresh + ".part", fresh + ".part.json"}) {
     DSPIPE_RETURN_IF_ERROR(env->RemoveFile(stale));
@@ -89,8 +105,11 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   FetchResult mr;
   Status s = Fetch(manifest_url, fresh, mo, &mr);
   if (s.code() == Status::Code::kNotFound) {
-    return drop_tmp(Status::NotFound(manifest_url + ": no manifest.json there (is " + url +
+    return drop_tmp(Status::NotFound(shown_manifest + ": no manifest.json there (is " + shown +
                                      " a dspipe dataset directory?): " + s.message()));
+  }
+  if (!s.ok() && SignedRefusal(url, mr)) {
+    return drop_tmp(SignedDatasetError(s, shown, kTopManifestFile));
   }
   if (!s.ok()) return drop_tmp(s);
   res->attempts += mr.attempts;
@@ -101,11 +120,11 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   std::vector<ShardRange> ranges;
   std::vector<ManifestFile> files;
   bool present = false;
-  s = ParseManifest(text, manifest_url, &info, &ranges);
-  if (s.ok()) s = ParseManifestFiles(text, manifest_url, &files, &present);
+  s = ParseManifest(text, shown_manifest, &info, &ranges);
+  if (s.ok()) s = ParseManifestFiles(text, shown_manifest, &files, &present);
   if (s.ok() && !present) {
     s = Status::Unsupported(
-        manifest_url +
+        shown_manifest +
         ": the manifest has no \"files\" list (each file's size and sha256), so its files cannot "
         "be fetched and verified; it was written by a dspipe before the list existed: rebuild "
         "the dataset with this dspipe's `dsconvert build`");
@@ -117,7 +136,7 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
     bool listed = false;
     for (const ManifestFile& f : files) listed = listed || f.path == need;
     if (!listed) {
-      s = Status::Corruption(manifest_url + ": the \"files\" list lacks " + need +
+      s = Status::Corruption(shown_manifest + ": the \"files\" list lacks " + need +
                              ", which the dataset needs");
     }
   }
@@ -162,8 +181,9 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
     const std::string path = tmp + "/" + f.path;
     DSPIPE_RETURN_IF_ERROR(env->CreateDirs(fs::path(path).parent_path().string()));
     FetchResult fr;
-    DSPIPE_RETURN_IF_ERROR(Fetch(Join(url, f.path), path, fo, &fr)
-                               .WithContext("file " + f.path + " of dataset " + url));
+    s = Fetch(UrlAppendPath(url, f.path), path, fo, &fr);
+    if (!s.ok() && SignedRefusal(url, fr)) return SignedDatasetError(s, shown, f.path);
+    DSPIPE_RETURN_IF_ERROR(s.WithContext("file " + f.path + " of dataset " + shown));
     res->resumed_from += fr.already_present ? f.size : fr.resumed_from;
     res->downloaded += fr.downloaded;
     res->attempts += fr.attempts;
@@ -191,11 +211,11 @@ Status FetchDataset(const std::string& url, const std::string& dest_dir,
   }
   if (!options.sha256.empty() || options.size >= 0) {
     return Status::InvalidArgument(
-        "fetch dataset " + url +
+        "fetch dataset " + RedactUrl(url) +
         ": sha256 and size are per file and come from the dataset's manifest; leave them unset");
   }
   const std::string dest = StripSlashes(dest_dir);
-  const std::string ctx = "fetch dataset " + url + " -> " + dest;
+  const std::string ctx = "fetch dataset " + RedactUrl(url) + " -> " + dest;
   const std::string parent = fs::path(dest).parent_path().string();
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
   std::unique_ptr<FileLock> lock;

@@ -192,6 +192,8 @@ std::string Trim(std::string_view s) {
 
 // ---- sidecar: what DEST.part holds, so a later run can resume it safely.
 struct Sidecar {
+  // HTTP: RedactUrl(url) (no query: it may be a signature or a token); a resume matches its
+  // UrlIdentity, so a re-signed URL of the same object resumes. Local copies: the source path.
   std::string url;
   std::string validator;  // strong ETag (with quotes) or Last-Modified; "" = cannot resume
   int64_t length = -1;    // full length of the file; -1 unknown
@@ -368,7 +370,7 @@ void StartBody(Request* rq) {
     }
     rq->hash->Reset();
     rq->offset = 0;
-    rq->sidecar->url = rq->url;
+    rq->sidecar->url = RedactUrl(rq->url);  // the query may be a secret: never on disk
     const bool strong_etag = !rq->etag.empty() && rq->etag.rfind("W/", 0) != 0;
     rq->sidecar->validator = strong_etag ? rq->etag : rq->last_modified;
     rq->sidecar->length = rq->content_length;
@@ -496,14 +498,22 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
                     const std::string& sidecar_path, const FetchOptions& o, Env* env,
                     FetchResult* res, bool first_round, HashThread* hash) {
   GlobalInit();
+  const std::string shown = RedactUrl(url);  // the query may be a secret: never in a message
   Sidecar sc;
-  const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == url &&
-                         !sc.validator.empty() && env->FileExists(part_path);
+  // Scheme + host + path, not the query: a fresh signature of the same object resumes (its
+  // validator, sent as If-Range, and the length still tell a different object apart).
+  const bool resumable = LoadSidecar(env, sidecar_path, &sc) &&
+                         UrlIdentity(sc.url) == UrlIdentity(url) && !sc.validator.empty() &&
+                         env->FileExists(part_path);
   std::unique_ptr<WritableFile> part;
   DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
   if (!resumable) {
     DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
     sc = Sidecar{};
+  } else if (sc.url != RedactUrl(sc.url)) {
+    // Written by a dspipe that kept the whole URL: its query (a secret) leaves the disk now.
+    sc.url = RedactUrl(sc.url);
+    DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
   }
   if (first_round) res->resumed_from = part->size();
   hash->Reset();
@@ -563,6 +573,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     long status = 0;
     curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &status);
     rq.status = status;
+    res->http_status = status;
     res->downloaded += rq.received;
     if (cc == CURLE_OK && !rq.body_started) StartBody(&rq);  // an empty body
     if (!rq.write_error.ok()) return rq.write_error;         // disk full: never retried
@@ -603,21 +614,31 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
         last_error = "HTTP " + std::to_string(status);
         retry_after = ParseRetryAfter(rq.retry_after);
       } else if (status == 404 || status == 410) {
-        return Status::NotFound(url + ": HTTP " + std::to_string(status));
+        return Status::NotFound(shown + ": HTTP " + std::to_string(status));
+      } else if ((status == 401 || status == 403) && UrlHasQuery(url)) {
+        // A signed or token URL refused: most often its signature expired. Not transient: the
+        // same URL will not work again; a fresh one of the same object resumes DEST.part.
+        std::string m = shown + ": HTTP " + std::to_string(status) +
+                        " (access denied): the URL's query (a signature or token) may have "
+                        "expired or be wrong; get a fresh URL and run again";
+        if (part->size() > 0) {
+          m += " (" + part_path + " is kept: a fresh URL of the same object resumes it)";
+        }
+        return Status::IOError(m);
       } else {
-        return Status::IOError(url + ": HTTP " + std::to_string(status));
+        return Status::IOError(shown + ": HTTP " + std::to_string(status));
       }
     } else if (TransientCurlError(cc)) {
       last_error =
           std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
     } else {
-      return Status::IOError(url + ": " + curl_easy_strerror(cc) +
+      return Status::IOError(shown + ": " + curl_easy_strerror(cc) +
                              (errbuf[0] ? std::string(" (") + errbuf + ")" : ""));
     }
     if (!retrier.Wait(progress, retry_after, part->size(), rq.total)) break;
   }
   if (retrier.cancelled()) return CancelledError(part_path);
-  return Status::IOError(url + ": gave up after " + std::to_string(res->attempts) + " attempts (" +
+  return Status::IOError(shown + ": gave up after " + std::to_string(res->attempts) + " attempts (" +
                          std::to_string(o.retries) + " retries without progress); last error: " +
                          last_error + "; " + part_path + " is kept: run again to resume");
 }
@@ -745,7 +766,7 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
     Sidecar sc;
     int64_t want_size = o.size;
     if (want_size < 0 && LoadSidecar(env, sidecar, &sc)) want_size = sc.length;
-    Status v = Verify(env, part, url, want_size, o.sha256, res, &hash);
+    Status v = Verify(env, part, RedactUrl(url), want_size, o.sha256, res, &hash);
     if (v.ok()) break;
     if (v.code() != Status::Code::kCorruption) return v;
     DSPIPE_RETURN_IF_ERROR(env->RemoveFile(part));
@@ -830,7 +851,7 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
     return Status::InvalidArgument("fetch: --sha256 must be 64 hex digits, got '" + options.sha256 +
                                    "'");
   if (options.retries < 0) return Status::InvalidArgument("fetch: retries must be >= 0");
-  const std::string ctx = "fetch " + url + " -> " + dest;
+  const std::string ctx = "fetch " + RedactUrl(url) + " -> " + dest;
   const std::string parent = std::filesystem::path(dest).parent_path().string();
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
   std::unique_ptr<FileLock> lock;

@@ -180,8 +180,10 @@ class Loader:
         self._fingerprint = {
             # The source, not the copy it may be read from (cache=): a checkpoint resumes
             # whether or not the next session caches.
-            # A URL (http(s)://, fetched into the cache) is kept as it is.
-            "dataset": (self._path if self._path.lower().startswith(("http://", "https://"))
+            # A URL (http(s)://, fetched into the cache): scheme, host and path, never its query
+            # (a signature or token: a secret, and a re-signed URL is the same dataset).
+            "dataset": (_dspipe.url_identity(self._path)
+                        if self._path.lower().startswith(("http://", "https://"))
                         else os.path.realpath(self._path)),
             "manifest_sha256": hashlib.sha256(ds["manifest"].encode()).hexdigest(),
             "count": ds["count"],
@@ -356,5 +358,5 @@ class Loader:
     def __repr__(self) -> str:
         n, c, h, w = self._core.shape
         where = "cuda" if self.on_device else "cpu"
-        return (f"dspipe.Loader({self._path!r}, batch_size={n}, shape=({c}, {h}, {w}), "
+        return (f"dspipe.Loader({_dspipe.redact_url(self._path)!r}, batch_size={n}, shape=({c}, {h}, {w}), "
                 f"device={where}, rank={self.rank}/{self.world_size}, output={self._output!r})")

@@ -522,6 +522,11 @@ NB_MODULE(_dspipe, m) {
       },
       "url"_a, "dest_dir"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
 
+  // URLs whose query is a secret (a signature or a token): how dspipe shows them, and what
+  // identifies the object (docs/FETCH.md, "Signed and token URLs").
+  m.def("redact_url", &RedactUrl, "url"_a);
+  m.def("url_identity", &UrlIdentity, "url"_a);
+
   m.def(
       "verify",
       [](const std::string& path, int threads, size_t max_listed) {

@@ -117,7 +117,7 @@ TEST_F(FetchTest, FailedRunLeavesPartAndSidecarAndTheNextRunResumes) {
   EXPECT_FALSE(fs::exists(Dest())) << "DEST never exists unverified";
   EXPECT_EQ(fs::file_size(Dest() + ".part"), 250000u);
   const json side = json::parse(ReadAll(Dest() + ".part.json"));
-  EXPECT_EQ(side["url"], server_->Url("f.bin", "cut=250000"));
+  EXPECT_EQ(side["url"], server_->Url("f.bin", "...")) << "the query is never on disk";
   EXPECT_EQ(side["length"], content_.size());
   EXPECT_FALSE(side["validator"].get<std::string>().empty());
   s = Fetch(server_->Url("f.bin", "cut=250000"), Dest(), opts_, &r);
@@ -592,6 +592,131 @@ TEST_F(FetchTest, DsconvertFetchCli) {
   err.clear();
   rc = RunDsconvert({"fetch", server_->Url("f.bin"), dir_ + "/out/h.bin", "--sha256", "abc"}, &err);
   EXPECT_NE(rc, 0) << err;
+}
+
+// ---- signed and token URLs: the query is sent, never shown or stored
+
+TEST(UrlTest, RedactIdentifyAppendAndNameWithoutTheQuery) {
+  const std::string s3 = "https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Expires=60&X-Amz-Signature=SEKRIT";
+  EXPECT_EQ(RedactUrl(s3), "https://b.s3.amazonaws.com/ds/data.tar?...");
+  EXPECT_EQ(RedactUrl("https://u:SEKRIT@h/x?t=1#f"), "https://...@h/x?...");
+  EXPECT_EQ(RedactUrl("https://h/x#SEKRIT"), "https://h/x#...");
+  EXPECT_EQ(RedactUrl("https://h/x"), "https://h/x");
+  EXPECT_EQ(RedactUrl("/data/a?b@c"), "/data/a?b@c") << "a path is not a URL";
+  EXPECT_TRUE(UrlHasQuery(s3));
+  EXPECT_FALSE(UrlHasQuery("https://h/x#a?b"));
+  EXPECT_FALSE(UrlHasQuery("/data/a?b"));
+  // Re-signed: the same object. Another path, host or port: not.
+  EXPECT_EQ(UrlIdentity(s3), "https://b.s3.amazonaws.com/ds/data.tar");
+  EXPECT_EQ(UrlIdentity(s3), UrlIdentity("https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Signature=NEW"));
+  EXPECT_EQ(UrlIdentity("https://u:pw@h/x?a#b"), "https://h/x");
+  EXPECT_NE(UrlIdentity("https://h/x?a"), UrlIdentity("https://h/y?a"));
+  EXPECT_NE(UrlIdentity("https://h:1/x"), UrlIdentity("https://h:2/x"));
+  // A dataset's files: the query follows them (token-style auth); the fragment does not.
+  EXPECT_EQ(UrlAppendPath("https://h/ds/?token=T", "manifest.json"),
+            "https://h/ds/manifest.json?token=T");
+  EXPECT_EQ(UrlAppendPath("https://h/ds?token=T#f", "shard-00000.lmdb/data.mdb"),
+            "https://h/ds/shard-00000.lmdb/data.mdb?token=T");
+  EXPECT_EQ(UrlAppendPath("https://h/ds", "m"), "https://h/ds/m");
+  EXPECT_EQ(UrlAppendPath("/local/ds/", "m"), "/local/ds/m");
+  // The file a URL names: its path's last segment, percent-decoded; never the query.
+  std::string name;
+  ASSERT_TRUE(UrlFileName(s3, &name).ok());
+  EXPECT_EQ(name, "data.tar");
+  ASSERT_TRUE(UrlFileName("https://huggingface.co/d/resolve/main/x.tar?download=true", &name).ok());
+  EXPECT_EQ(name, "x.tar");
+  ASSERT_TRUE(UrlFileName("https://h/a/my%20file.tar?token=SEKRIT", &name).ok());
+  EXPECT_EQ(name, "my file.tar");
+  ASSERT_TRUE(UrlFileName("https://h/train/?token=SEKRIT", &name).ok());
+  EXPECT_EQ(name, "train");
+  ASSERT_TRUE(UrlFileName("/local/dir/f.bin", &name).ok());
+  EXPECT_EQ(name, "f.bin");
+  // Nothing that could leave the destination directory, and no secret in the error.
+  for (const std::string bad :
+       {"https://h/a/%2e%2e?token=SEKRIT", "https://h/a/..%2F..%2Fetc%2Fpasswd?token=SEKRIT",
+        "https://h/?token=SEKRIT", "https://h?token=SEKRIT", "https://h/a/b%00c?token=SEKRIT",
+        "https://h/a/b%0Ac?token=SEKRIT", "https://h/a/..?token=SEKRIT"}) {
+    const Status st = UrlFileName(bad, &name);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << bad << " -> " << name;
+    EXPECT_TRUE(Contains(st.message(), "give DEST")) << st.ToString();
+    EXPECT_FALSE(Contains(st.message(), "SEKRIT")) << st.ToString();
+  }
+}
+
+TEST_F(FetchTest, ASignedUrlResumesWhenReSignedAndAnExpiredOneIsNotRetried) {
+  const std::string path = "/files/big.bin";
+  server_->Auth(path, "X-Amz-Signature", "SIGOLD1111");
+  // Cut after 1 MiB, no retries: DEST.part + sidecar stay, the error names the URL redacted.
+  opts_.retries = 0;
+  FetchResult r;
+  std::vector<FetchProgress> progress;
+  opts_.progress = [&progress](const FetchProgress& p) { progress.push_back(p); };
+  Status s = Fetch(server_->Url("big.bin", "X-Amz-Signature=SIGOLD1111&cut=1048576"), Dest(), opts_, &r);
+  ASSERT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_FALSE(Contains(s.ToString(), "SIGOLD1111")) << s.ToString();
+  EXPECT_TRUE(Contains(s.ToString(), server_->Url("big.bin", "..."))) << s.ToString();
+  EXPECT_FALSE(progress.empty());
+  ASSERT_EQ(fs::file_size(Dest() + ".part"), 1048576u);
+  const std::string sidecar = ReadAll(Dest() + ".part.json");
+  EXPECT_FALSE(Contains(sidecar, "SIGOLD1111")) << sidecar;
+  EXPECT_EQ(json::parse(sidecar)["url"], server_->Url("big.bin", "..."));
+  // The signature expires (the server takes a new one): the old URL gets a 403, which is not
+  // retried (8 retries allowed), and the error says why; DEST.part is kept.
+  server_->Auth(path, "X-Amz-Signature", "SIGNEW2222");
+  opts_.retries = 8;
+  s = Fetch(server_->Url("big.bin", "X-Amz-Signature=SIGOLD1111"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.http_status, 403);
+  EXPECT_TRUE(Contains(s.message(), "may have expired")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), Dest() + ".part is kept")) << s.ToString();
+  EXPECT_FALSE(Contains(s.ToString(), "SIGOLD1111")) << s.ToString();
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 1048576u);
+  // A fresh signature of the same object resumes: a Range request, a 206, appended.
+  s = Fetch(server_->Url("big.bin", "X-Amz-Signature=SIGNEW2222"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(big_);
+  EXPECT_EQ(r.resumed_from, 1048576u);
+  EXPECT_EQ(r.downloaded, big_.size() - 1048576u);
+  EXPECT_EQ(r.http_status, 206);
+  const auto reqs = server_->Requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_TRUE(reqs[0]["range"].is_null());
+  EXPECT_EQ(reqs[1]["range"], "bytes=1048576-") << "the expired URL asked for the rest too";
+  EXPECT_EQ(reqs[2]["range"], "bytes=1048576-");
+  EXPECT_EQ(reqs[2]["query"], "X-Amz-Signature=SIGNEW2222") << "the query is sent as given";
+}
+
+TEST_F(FetchTest, DsconvertFetchOfATokenUrlNamesTheFileWithoutTheQueryAndNeverPrintsIt) {
+  server_->Auth("/files/f.bin", "token", "TOKSECRET42");
+  fs::create_directories(dir_ + "/cwd");
+  fs::create_directories(dir_ + "/into");
+  // No DEST: the current directory, the name from the path.
+  std::string out;
+  int rc = RunDsconvert(
+      {"fetch", server_->Url("f.bin", "token=TOKSECRET42&download=true"), "--sha256", sha_},
+      &out, dir_ + "/cwd");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(ReadAll(dir_ + "/cwd/f.bin") == content_);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/cwd"), fs::directory_iterator()), 2)
+      << "f.bin and f.bin.lock, nothing named after the query";
+  EXPECT_TRUE(Contains(out, server_->Url("f.bin", "..."))) << out;
+  // DEST an existing directory: the file goes inside it.
+  rc = RunDsconvert({"fetch", server_->Url("f.bin", "token=TOKSECRET42"), dir_ + "/into"}, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(ReadAll(dir_ + "/into/f.bin") == content_);
+  // Expired: exit 1, the reason, not retried.
+  server_->Auth("/files/f.bin", "token", "TOKNEW");
+  rc = RunDsconvert({"fetch", server_->Url("f.bin", "token=TOKSECRET42"), dir_ + "/g.bin"}, &out);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(Contains(out, "may have expired")) << out;
+  // A name that would leave the directory: refused before any request.
+  (void)server_->Requests();
+  rc = RunDsconvert({"fetch", server_->Url("%2e%2e", "token=TOKSECRET42")}, &out, dir_ + "/cwd");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(Contains(out, "give DEST")) << out;
+  EXPECT_TRUE(server_->Requests().empty());
+  EXPECT_FALSE(Contains(out, "TOKSECRET42")) << out;
 }
 
 }  // namespace

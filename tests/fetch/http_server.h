@@ -97,6 +97,16 @@ class HttpServer {
       if (line.rfind("REQ ", 0) == 0) pending_.push_back(line);
     }
   }
+  // Requests for paths starting with prefix (e.g. "/files/big.bin", "/files/ds/") must carry
+  // param=value in their query, or get a 403 ("Request has expired"): a token, or a signature
+  // when the prefix is one object. Called again, the new value replaces the old (a re-signed
+  // URL; the old one now "expired"). Returns once the server has it.
+  void Auth(const std::string& prefix, const std::string& param, const std::string& value) {
+    Command("auth " + prefix + " " + param + " " + value);
+    for (std::string line = ReadLine(); line != "AUTH"; line = ReadLine()) {
+      if (line.rfind("REQ ", 0) == 0) pending_.push_back(line);
+    }
+  }
   // Blocks until the server prints "PAUSED ..." (a ?pause=N request stopped mid-body).
   void WaitPaused() {
     for (std::string line = ReadLine();; line = ReadLine()) {
@@ -113,8 +123,10 @@ class HttpServer {
   std::vector<std::string> pending_;
 };
 
-// Runs the dsconvert binary with args; *err gets its stdout + stderr. Returns the exit code.
-inline int RunDsconvert(const std::vector<std::string>& args, std::string* err) {
+// Runs the dsconvert binary with args (in the directory cwd, when given); *err gets its stdout +
+// stderr. Returns the exit code.
+inline int RunDsconvert(const std::vector<std::string>& args, std::string* err,
+                        const std::string& cwd = "") {
   int p[2];
   if (::pipe(p) != 0) return -1;
   const pid_t pid = ::fork();
@@ -122,6 +134,7 @@ inline int RunDsconvert(const std::vector<std::string>& args, std::string* err) 
     ::dup2(p[1], 1);
     ::dup2(p[1], 2);
     ::close(p[0]);
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
     std::vector<char*> argv{const_cast<char*>(DSCONVERT_PATH)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

@@ -9,6 +9,10 @@ before it is answered. Commands on stdin, one per line:
   sync      print "SYNC" (every REQ line of a finished request comes before it)
   set PATH QUERY  requests for PATH (e.g. /files/ds/data.mdb) behave as if they carried QUERY
             too (for URLs the test does not write itself: a dataset's files); prints "SET"
+  auth PREFIX PARAM VALUE  requests for paths starting with PREFIX must carry PARAM=VALUE in
+            their own query (a token, or a signature: one PREFIX per object), else 403 with an
+            S3-like "Request has expired" body; a new VALUE replaces the old one (re-signing:
+            the old URL expires); the longest matching PREFIX rules; prints "AUTH"
 Query parameters (counted per path+query; "n" is this request's 0-based index):
   fail=K&code=C[&retry_after=S]  the first K requests get status C with an HTML error body
   cut=B[&cuts=K]                 requests 0..K-1 (K=1) send B body bytes, then the connection
@@ -37,6 +41,7 @@ COUNTS = {}
 LOCK = threading.Lock()
 RELEASE = threading.Semaphore(0)
 RULES = {}  # path -> query parameters set by "set PATH QUERY"
+AUTH = {}  # path prefix -> (param, value) set by "auth PREFIX PARAM VALUE"
 OUT = threading.Lock()
 
 
@@ -70,6 +75,12 @@ class Handler(BaseHTTPRequestHandler):
             "path": url.path, "query": url.query, "n": n,
             "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
             "accept_encoding": self.headers.get("Accept-Encoding")}))
+        with LOCK:
+            rules = [p for p in AUTH if url.path.startswith(p)]
+            need = AUTH[max(rules, key=len)] if rules else None
+        if need and dict(urllib.parse.parse_qsl(url.query)).get(need[0]) != need[1]:
+            return self.error(403, n, q, b"<Error><Code>AccessDenied</Code>"
+                              b"<Message>Request has expired</Message></Error>")
         name = url.path[len("/files/"):] if url.path.startswith("/files/") else None
         fpath = os.path.join(ROOT, name) if name else None
         if not fpath or not os.path.isfile(fpath):
@@ -145,8 +156,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(view[i:i + (1 << 16)])
         self.wfile.flush()
 
-    def error(self, code, n, q):
-        body = ("<html>ERROR PAGE %d (request %d)</html>" % (code, n)).encode()
+    def error(self, code, n, q, body=None):
+        body = body or ("<html>ERROR PAGE %d (request %d)</html>" % (code, n)).encode()
         self.send_response(code)
         if "retry_after" in q:
             self.send_header("Retry-After", q["retry_after"])
@@ -168,6 +179,11 @@ def commands():
             with LOCK:
                 RULES[path] = dict(urllib.parse.parse_qsl(query.strip()))
             emit("SET")
+        elif cmd.startswith("auth "):
+            _, prefix, param, value = cmd.split(" ", 3)
+            with LOCK:
+                AUTH[prefix] = (param, value)
+            emit("AUTH")
     os._exit(0)  # stdin closed: the test is gone
 
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "dspipe/convert.h"
@@ -141,8 +142,9 @@ int Run(int argc, char** argv) {
       "fetch", "resumable, verified download of URL (http, https, file://) or copy of a path; "
                "with --dataset (or a URL ending in '/') a whole dataset directory");
   fetch->add_option("url", fetch_url, "http(s):// or file:// URL, or a local path")->required();
-  fetch->add_option("dest", fetch_dest, "destination file (DEST.part while in progress)")
-      ->required();
+  fetch->add_option("dest", fetch_dest,
+                    "destination file (DEST.part while in progress); an existing directory, or "
+                    "none (the current one): the file named after the URL's path goes there");
   fetch->add_option("--sha256", fo.sha256, "expected sha256 (64 hex digits)");
   fetch->add_option("--size", fo.size, "expected size in bytes (-1 = the server's)")
       ->capture_default_str();
@@ -259,8 +261,21 @@ int Run(int argc, char** argv) {
         if (p.phase == Phase::kVerifying && !fetch_dataset) progress.Note("verifying");
       };
     }
+    // The query (a signature or a token) is sent, never shown.
+    const std::string shown_url = dspipe::RedactUrl(fetch_url);
+    // A dataset URL is one whose path ends in '/' (the query does not count).
+    const std::string id = dspipe::UrlIdentity(fetch_url);
+    const bool dataset = fetch_dataset || (!id.empty() && id.back() == '/');
+    std::error_code ec;
+    if (fetch_dest.empty() || (!dataset && std::filesystem::is_directory(fetch_dest, ec))) {
+      // Named after the URL's path: never its query, never a name that leaves the directory.
+      std::string name;
+      dspipe::Status s = dspipe::UrlFileName(fetch_url, &name);
+      if (!s.ok()) return Fail(s);
+      fetch_dest = fetch_dest.empty() ? name : (std::filesystem::path(fetch_dest) / name).string();
+    }
     dspipe::FetchResult r;
-    if (fetch_dataset || (!fetch_url.empty() && fetch_url.back() == '/')) {
+    if (dataset) {
       dspipe::Status s = dspipe::FetchDataset(fetch_url, fetch_dest, fo, &r);
       if (!s.ok()) return Fail(s);
       if (r.already_present) {
@@ -269,7 +284,7 @@ int Run(int argc, char** argv) {
         return 0;
       }
       std::printf("fetched dataset %s -> %s: %llu bytes, every file's size and sha256 verified",
-                  fetch_url.c_str(), fetch_dest.c_str(), static_cast<unsigned long long>(r.bytes));
+                  shown_url.c_str(), fetch_dest.c_str(), static_cast<unsigned long long>(r.bytes));
       if (r.resumed_from)
         std::printf(" (%llu bytes kept from an interrupted run)",
                     static_cast<unsigned long long>(r.resumed_from));
@@ -284,7 +299,7 @@ int Run(int argc, char** argv) {
                   static_cast<unsigned long long>(r.bytes), r.sha256.empty() ? "" : ", verified");
       return 0;
     }
-    std::printf("fetched %s -> %s: %llu bytes", fetch_url.c_str(), fetch_dest.c_str(),
+    std::printf("fetched %s -> %s: %llu bytes", shown_url.c_str(), fetch_dest.c_str(),
                 static_cast<unsigned long long>(r.bytes));
     if (!r.sha256.empty()) std::printf(", sha256 %s verified", r.sha256.c_str());
     if (r.resumed_from)
