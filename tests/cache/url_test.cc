@@ -17,6 +17,7 @@
 #include "dspipe/cache.h"
 #include "dspipe/device_loader.h"
 #include "dspipe/loader.h"
+#include "dspipe/log.h"
 #include "fetch/http_server.h"
 #include "fetch/test_files.h"
 
@@ -256,6 +257,57 @@ TEST_F(CacheUrlTest, KillMidFetchLeavesNoEntryAndTheNextOpenResumes) {
     }
   }
   EXPECT_TRUE(resumed) << "the interrupted shard was not requested again";
+}
+
+// A dataset URL with a token: the cache entry's key ignores the query (a re-signed URL finds the
+// same entry), and the token is in no log line, error or file under the cache root.
+TEST_F(CacheUrlTest, ATokenUrlIsCachedUnderAKeyWithoutTheQueryAndTheTokenIsNeverShown) {
+  server_->Auth("/files/ds/", "token", "CACHETOKEN1");
+  const LogLevel level = GetLogLevel();
+  SetLogLevel(LogLevel::kInfo);  // the cache's decision lines are info
+  ::testing::internal::CaptureStderr();
+  LoaderOptions o;
+  o.cache = root_;
+  const std::string loaded = LoadAll(server_->Url("ds/", "token=CACHETOKEN1"), o);
+  CacheOptions co;
+  co.mode = root_;
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  server_->Auth("/files/ds/", "token", "CACHETOKEN2");  // re-signed; the old token expires
+  const Status again = AcquireCache(server_->Url("ds/", "token=CACHETOKEN2"), co, &r, &lease);
+  lease.reset();
+  std::unique_ptr<Loader> loader;
+  const Status expired = Loader::Open(server_->Url("ds/", "token=CACHETOKEN1"), o, &loader);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  SetLogLevel(level);
+  EXPECT_TRUE(loaded == LoadAll(Srv("ds"), LoaderOptions())) << "batches differ";
+  ASSERT_EQ(Entries().size(), 1u);
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE(r.cached);
+  EXPECT_FALSE(r.copied) << "a re-signed URL finds the entry";
+  EXPECT_EQ(r.entry, root_ + "/" + Entries()[0]);
+  EXPECT_EQ(expired.code(), Status::Code::kIOError) << expired.ToString();
+  EXPECT_TRUE(Contains(expired.message(), "may have expired")) << expired.ToString();
+  EXPECT_TRUE(Contains(log, "dspipe cache: " + server_->Url("ds/", "..."))) << log;
+  for (const std::string& secret : {std::string("CACHETOKEN1"), std::string("CACHETOKEN2")}) {
+    EXPECT_FALSE(Contains(log, secret)) << log;
+    EXPECT_FALSE(Contains(again.ToString() + expired.ToString(), secret)) << expired.ToString();
+    for (const auto& e : fs::recursive_directory_iterator(root_)) {
+      if (e.is_regular_file()) {
+        EXPECT_FALSE(Contains(ReadAll(e.path()), secret)) << e.path();
+      }
+    }
+  }
+  // Data files: the first open's manifest (listing + fetch) and files, then one manifest per
+  // open; each file's request carried the token.
+  std::map<std::string, int> per_path;
+  for (const json& q : server_->Requests()) {
+    const std::string p = q["path"].get<std::string>();
+    ++per_path[p];
+    EXPECT_TRUE(Contains(q["query"].get<std::string>(), "token=CACHETOKEN")) << q.dump();
+  }
+  for (const std::string& p : ListedPaths()) EXPECT_EQ(per_path[p], 1) << p;
+  EXPECT_EQ(per_path["/files/ds/manifest.json"], 4);
 }
 
 }  // namespace

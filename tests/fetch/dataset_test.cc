@@ -355,5 +355,41 @@ TEST_F(FetchDatasetTest, DsconvertFetchOfADatasetUrl) {
   EXPECT_TRUE(Contains(out, "per file")) << out;
 }
 
+// A dataset URL with a query: every file is asked for with the same query (a token for the
+// directory). A pre-signed URL (a signature per object) cannot fetch the other files: the error
+// says so, names the file, and never shows the query.
+TEST_F(FetchDatasetTest, ATokenUrlFetchesEveryFileWithItsQueryAndAPresignedOneSaysWhyItCannot) {
+  server_->Auth("/files/ds/", "token", "DSTOKEN77");
+  // The CLI: a URL whose path ends in '/' is a dataset, whatever its query; no secret printed.
+  std::string out;
+  int rc = RunDsconvert({"fetch", server_->Url("ds/", "token=DSTOKEN77"), Dest()}, &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_FALSE(Contains(out, "DSTOKEN77")) << out;
+  EXPECT_TRUE(Contains(out, server_->Url("ds/", "..."))) << out;
+  ExpectSameFiles("ds", Dest());
+  const auto reqs = server_->Requests();
+  EXPECT_EQ(reqs.size(), Listed("ds").size() + 1) << "the manifest + each file once";
+  for (const json& q : reqs) EXPECT_EQ(q["query"], "token=DSTOKEN77") << q.dump();
+  // Pre-signed: the signature is valid for manifest.json only (S3 signs one object).
+  server_->Auth("/files/ds/", "X-Amz-Signature", "SIG-OF-ANOTHER-OBJECT");
+  server_->Auth("/files/ds/manifest.json", "X-Amz-Signature", "SIGMANIFEST");
+  FetchResult r;
+  Status s = FetchDataset(server_->Url("ds/", "X-Amz-Signature=SIGMANIFEST"), Dest("signed"),
+                          opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "pre-signed URL")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "cannot fetch a multi-file dataset")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "file " + Listed("ds").begin()->first)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "HTTP 403")) << s.ToString();
+  EXPECT_FALSE(Contains(s.ToString(), "SIGMANIFEST")) << s.ToString();
+  EXPECT_FALSE(fs::exists(Dest("signed")));
+  // The sidecar of the file that was refused holds no secret either.
+  for (const auto& e : fs::recursive_directory_iterator(Dest("signed") + ".part")) {
+    if (e.is_regular_file()) {
+      EXPECT_FALSE(Contains(ReadAll(e.path()), "SIGMANIFEST")) << e.path();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dspipe::testing
