@@ -360,9 +360,12 @@ TEST_F(FetchDatasetTest, DsconvertFetchOfADatasetUrl) {
 // says so, names the file, and never shows the query.
 TEST_F(FetchDatasetTest, ATokenUrlFetchesEveryFileWithItsQueryAndAPresignedOneSaysWhyItCannot) {
   server_->Auth("/files/ds/", "token", "DSTOKEN77");
-  // The CLI: a URL whose path ends in '/' is a dataset, whatever its query; no secret printed.
+  // The CLI: a URL whose path ends in '/' is a dataset, whatever its query; no DEST_DIR: named
+  // after the URL's path ("ds") in the current directory; no secret printed.
   std::string out;
-  int rc = RunDsconvert({"fetch", server_->Url("ds/", "token=DSTOKEN77"), Dest()}, &out);
+  fs::create_directories(fs::path(Dest()).parent_path());
+  int rc = RunDsconvert({"fetch", server_->Url("ds/", "token=DSTOKEN77")}, &out,
+                        fs::path(Dest()).parent_path().string());
   ASSERT_EQ(rc, 0) << out;
   EXPECT_FALSE(Contains(out, "DSTOKEN77")) << out;
   EXPECT_TRUE(Contains(out, server_->Url("ds/", "..."))) << out;

@@ -37,6 +37,12 @@ class Server:
         self.p.stdin.write(cmd + "\n")
         self.p.stdin.flush()
 
+    def auth(self, prefix, param, value):
+        """Requests under prefix need param=value in their query, else 403 (a new value: the
+        old URL expired)."""
+        self.command(f"auth {prefix} {param} {value}")
+        self.wait_for("AUTH")
+
     def wait_for(self, prefix):
         for line in self.p.stdout:
             if line.startswith(prefix):
@@ -212,5 +218,32 @@ def test_loader_over_a_url_goes_through_the_cache(tmp_path, monkeypatch):
             dspipe.Loader(url, device="cpu", cache=str(tmp_path / "cache2"), cache_limit=1000)
         assert url in str(e.value) and "dsconvert fetch" in str(e.value)
         assert {q["path"] for q in server.requests()} == {"/files/ds/manifest.json"}
+        # A token URL of the same dataset: the same entry (the key has no query), and the token
+        # is in neither the repr nor the checkpoint fingerprint.
+        server.auth("/files/ds/", "token", "LOADERTOKEN")
+        loader, again = epoch(server.url("ds/", "token=LOADERTOKEN"))
+        assert len(again) == len(local)
+        assert {q["path"] for q in server.requests()} == {"/files/ds/manifest.json"}
+        assert loader.state_dict()["fingerprint"]["dataset"] == url
+        assert "LOADERTOKEN" not in repr(loader) and url + "?..." in repr(loader), repr(loader)
     finally:
         server.close()
+
+
+def test_a_signed_url_is_never_shown_and_a_re_signed_one_resumes(served, tmp_path):
+    server, _, data = served
+    server.auth("/files/f.bin", "X-Amz-Signature", "PYSIGOLD")
+    dest = tmp_path / "out" / "f.bin"
+    with pytest.raises(OSError) as e:  # cut after 300000 bytes, no retries: DEST.part stays
+        dspipe.fetch(server.url("f.bin", "X-Amz-Signature=PYSIGOLD&cut=300000"), dest,
+                     retries=0, progress=False)
+    assert "PYSIGOLD" not in str(e.value) and "f.bin?..." in str(e.value), str(e.value)
+    assert "PYSIGOLD" not in (tmp_path / "out" / "f.bin.part.json").read_text()
+    server.auth("/files/f.bin", "X-Amz-Signature", "PYSIGNEW")  # the old signature expired
+    with pytest.raises(OSError, match="may have expired") as e:
+        dspipe.fetch(server.url("f.bin", "X-Amz-Signature=PYSIGOLD"), dest, progress=False)
+    assert "PYSIGOLD" not in str(e.value)
+    r = dspipe.fetch(server.url("f.bin", "X-Amz-Signature=PYSIGNEW"), dest, progress=False)
+    assert dest.read_bytes() == data
+    assert r["resumed_from"] == 300000 and r["attempts"] == 1
+    assert [q["range"] for q in server.requests()] == [None, "bytes=300000-", "bytes=300000-"]
