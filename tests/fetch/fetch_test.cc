@@ -687,6 +687,24 @@ TEST_F(FetchTest, ASignedUrlResumesWhenReSignedAndAnExpiredOneIsNotRetried) {
   EXPECT_EQ(reqs[2]["query"], "X-Amz-Signature=SIGNEW2222") << "the query is sent as given";
 }
 
+// A DEST.part.json written by an older dspipe holds the whole URL: a resume rewrites it without
+// the query.
+TEST_F(FetchTest, AnOldSidecarWithTheWholeUrlLosesItsQueryOnResume) {
+  opts_.retries = 0;
+  const std::string url = server_->Url("big.bin", "token=OLDSIDECAR9&cut=500000&cuts=2");
+  ASSERT_EQ(Fetch(url, Dest(), opts_).code(), Status::Code::kIOError);  // cut at 500000
+  json side = json::parse(ReadAll(Dest() + ".part.json"));
+  side["url"] = url;  // as an older dspipe wrote it
+  WriteAll(Dest() + ".part.json", side.dump());
+  FetchResult r;
+  ASSERT_EQ(Fetch(url, Dest(), opts_, &r).code(), Status::Code::kIOError);  // resumed, cut again
+  EXPECT_EQ(r.resumed_from, 500000u);
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), 1000000u);
+  const std::string sidecar = ReadAll(Dest() + ".part.json");
+  EXPECT_FALSE(Contains(sidecar, "OLDSIDECAR9")) << sidecar;
+  EXPECT_EQ(json::parse(sidecar)["url"], server_->Url("big.bin", "..."));
+}
+
 TEST_F(FetchTest, DsconvertFetchOfATokenUrlNamesTheFileWithoutTheQueryAndNeverPrintsIt) {
   server_->Auth("/files/f.bin", "token", "TOKSECRET42");
   fs::create_directories(dir_ + "/cwd");
