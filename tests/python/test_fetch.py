@@ -29,6 +29,7 @@ class Server:
         line = self.p.stdout.readline()
         assert line.startswith("PORT "), line
         self.port = int(line.split()[1])
+        self.pending = []
 
     def url(self, name, query=""):
         return f"http://127.0.0.1:{self.port}/files/{name}" + (f"?{query}" if query else "")
@@ -41,7 +42,12 @@ class Server:
         """Requests under prefix need param=value in their query, else 403 (a new value: the
         old URL expired)."""
         self.command(f"auth {prefix} {param} {value}")
-        self.wait_for("AUTH")
+        for line in self.p.stdout:
+            if line.startswith("AUTH"):
+                return
+            if line.startswith("REQ "):
+                self.pending.append(json.loads(line[4:]))  # requests() returns them too
+        raise AssertionError("server.py exited")
 
     def wait_for(self, prefix):
         for line in self.p.stdout:
@@ -51,7 +57,7 @@ class Server:
 
     def requests(self):
         self.command("sync")
-        reqs = []
+        reqs, self.pending = self.pending, []
         for line in self.p.stdout:
             if line.startswith("SYNC"):
                 return reqs
