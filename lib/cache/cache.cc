@@ -356,8 +356,8 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   s = env->LockFile(entry + ".lock", false, &lock);
   if (s.code() == Status::Code::kAborted) {
     Log(LogLevel::kInfo, "dspipe cache: " + RedactUrl(source) +
-                             ": waiting for the process that holds " +
-                             entry + ".lock (copying it, most likely)");
+                             ": waiting for the process that holds " + entry +
+                             ".lock (copying it, most likely)");
     if (cancel == nullptr) {
       s = env->LockFile(entry + ".lock", true, &lock);
     } else {

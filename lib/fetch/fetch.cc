@@ -638,9 +638,10 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     if (!retrier.Wait(progress, retry_after, part->size(), rq.total)) break;
   }
   if (retrier.cancelled()) return CancelledError(part_path);
-  return Status::IOError(shown + ": gave up after " + std::to_string(res->attempts) + " attempts (" +
-                         std::to_string(o.retries) + " retries without progress); last error: " +
-                         last_error + "; " + part_path + " is kept: run again to resume");
+  return Status::IOError(shown + ": gave up after " + std::to_string(res->attempts) +
+                         " attempts (" + std::to_string(o.retries) +
+                         " retries without progress); last error: " + last_error + "; " +
+                         part_path + " is kept: run again to resume");
 }
 
 // Copies a local file into DEST.part, resuming at DEST.part's size; a failed read is retried

@@ -137,7 +137,8 @@ Status UrlFileName(const std::string& url, std::string* name) {
                                    "; give DEST");
   };
   if (decoded.empty()) return refuse("its path has no file name");
-  if (decoded == "." || decoded == "..") return refuse("its last path segment is '" + segment + "'");
+  if (decoded == "." || decoded == "..")
+    return refuse("its last path segment is '" + segment + "'");
   for (char c : decoded) {
     const auto b = static_cast<unsigned char>(c);
     if (c == '/' || b < 0x20 || b == 0x7f) {

@@ -358,5 +358,6 @@ class Loader:
     def __repr__(self) -> str:
         n, c, h, w = self._core.shape
         where = "cuda" if self.on_device else "cpu"
-        return (f"dspipe.Loader({_dspipe.redact_url(self._path)!r}, batch_size={n}, shape=({c}, {h}, {w}), "
+        path = _dspipe.redact_url(self._path)  # a URL's query may be a secret
+        return (f"dspipe.Loader({path!r}, batch_size={n}, shape=({c}, {h}, {w}), "
                 f"device={where}, rank={self.rank}/{self.world_size}, output={self._output!r})")

@@ -377,8 +377,8 @@ TEST_F(FetchDatasetTest, ATokenUrlFetchesEveryFileWithItsQueryAndAPresignedOneSa
   server_->Auth("/files/ds/", "X-Amz-Signature", "SIG-OF-ANOTHER-OBJECT");
   server_->Auth("/files/ds/manifest.json", "X-Amz-Signature", "SIGMANIFEST");
   FetchResult r;
-  Status s = FetchDataset(server_->Url("ds/", "X-Amz-Signature=SIGMANIFEST"), Dest("signed"),
-                          opts_, &r);
+  Status s =
+      FetchDataset(server_->Url("ds/", "X-Amz-Signature=SIGMANIFEST"), Dest("signed"), opts_, &r);
   EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "pre-signed URL")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "cannot fetch a multi-file dataset")) << s.ToString();

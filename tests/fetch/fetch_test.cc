@@ -597,7 +597,8 @@ TEST_F(FetchTest, DsconvertFetchCli) {
 // ---- signed and token URLs: the query is sent, never shown or stored
 
 TEST(UrlTest, RedactIdentifyAppendAndNameWithoutTheQuery) {
-  const std::string s3 = "https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Expires=60&X-Amz-Signature=SEKRIT";
+  const std::string s3 =
+      "https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Expires=60&X-Amz-Signature=SEKRIT";
   EXPECT_EQ(RedactUrl(s3), "https://b.s3.amazonaws.com/ds/data.tar?...");
   EXPECT_EQ(RedactUrl("https://u:SEKRIT@h/x?t=1#f"), "https://...@h/x?...");
   EXPECT_EQ(RedactUrl("https://h/x#SEKRIT"), "https://h/x#...");
@@ -608,7 +609,8 @@ TEST(UrlTest, RedactIdentifyAppendAndNameWithoutTheQuery) {
   EXPECT_FALSE(UrlHasQuery("/data/a?b"));
   // Re-signed: the same object. Another path, host or port: not.
   EXPECT_EQ(UrlIdentity(s3), "https://b.s3.amazonaws.com/ds/data.tar");
-  EXPECT_EQ(UrlIdentity(s3), UrlIdentity("https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Signature=NEW"));
+  EXPECT_EQ(UrlIdentity(s3),
+            UrlIdentity("https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Signature=NEW"));
   EXPECT_EQ(UrlIdentity("https://u:pw@h/x?a#b"), "https://h/x");
   EXPECT_NE(UrlIdentity("https://h/x?a"), UrlIdentity("https://h/y?a"));
   EXPECT_NE(UrlIdentity("https://h:1/x"), UrlIdentity("https://h:2/x"));
@@ -651,7 +653,8 @@ TEST_F(FetchTest, ASignedUrlResumesWhenReSignedAndAnExpiredOneIsNotRetried) {
   FetchResult r;
   std::vector<FetchProgress> progress;
   opts_.progress = [&progress](const FetchProgress& p) { progress.push_back(p); };
-  Status s = Fetch(server_->Url("big.bin", "X-Amz-Signature=SIGOLD1111&cut=1048576"), Dest(), opts_, &r);
+  Status s =
+      Fetch(server_->Url("big.bin", "X-Amz-Signature=SIGOLD1111&cut=1048576"), Dest(), opts_, &r);
   ASSERT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_FALSE(Contains(s.ToString(), "SIGOLD1111")) << s.ToString();
   EXPECT_TRUE(Contains(s.ToString(), server_->Url("big.bin", "..."))) << s.ToString();
@@ -712,8 +715,8 @@ TEST_F(FetchTest, DsconvertFetchOfATokenUrlNamesTheFileWithoutTheQueryAndNeverPr
   // No DEST: the current directory, the name from the path.
   std::string out;
   int rc = RunDsconvert(
-      {"fetch", server_->Url("f.bin", "token=TOKSECRET42&download=true"), "--sha256", sha_},
-      &out, dir_ + "/cwd");
+      {"fetch", server_->Url("f.bin", "token=TOKSECRET42&download=true"), "--sha256", sha_}, &out,
+      dir_ + "/cwd");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(ReadAll(dir_ + "/cwd/f.bin") == content_);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/cwd"), fs::directory_iterator()), 2)
