@@ -140,7 +140,8 @@ int Run(int argc, char** argv) {
   bool fetch_quiet = false;
   auto* fetch = app.add_subcommand(
       "fetch", "resumable, verified download of URL (http, https, file://) or copy of a path; "
-               "with --dataset (or a URL ending in '/') a whole dataset directory");
+               "with --dataset (or a URL whose path ends in '/') a whole dataset directory; a "
+               "URL's query (a signature or token) is sent, never printed");
   fetch->add_option("url", fetch_url, "http(s):// or file:// URL, or a local path")->required();
   fetch->add_option("dest", fetch_dest,
                     "destination file (DEST.part while in progress); an existing directory, or "
@@ -157,7 +158,7 @@ int Run(int argc, char** argv) {
   bool fetch_dataset = false;
   fetch->add_flag("--dataset", fetch_dataset,
                   "URL is a dataset directory: fetch its manifest.json and every file it lists "
-                  "into the directory DEST (implied by a URL ending in '/')");
+                  "into the directory DEST (implied by a URL whose path ends in '/')");
 
   try {
     app.parse(argc, argv);
