@@ -615,11 +615,12 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
         retry_after = ParseRetryAfter(rq.retry_after);
       } else if (status == 404 || status == 410) {
         return Status::NotFound(shown + ": HTTP " + std::to_string(status));
-      } else if ((status == 401 || status == 403) && UrlHasQuery(url)) {
-        // A signed or token URL refused: most often its signature expired. Not transient: the
-        // same URL will not work again; a fresh one of the same object resumes DEST.part.
+      } else if ((status == 400 || status == 401 || status == 403) && UrlHasQuery(url)) {
+        // A signed or token URL refused: most often its signature expired (S3: 403; GCS: 400
+        // "ExpiredToken"). Not transient: the same URL will not work again; a fresh one of the
+        // same object resumes DEST.part.
         std::string m = shown + ": HTTP " + std::to_string(status) +
-                        " (access denied): the URL's query (a signature or token) may have "
+                        " (refused): the URL's query (a signature or token) may have "
                         "expired or be wrong; get a fresh URL and run again";
         if (part->size() > 0) {
           m += " (" + part_path + " is kept: a fresh URL of the same object resumes it)";

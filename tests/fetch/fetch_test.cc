@@ -690,6 +690,21 @@ TEST_F(FetchTest, ASignedUrlResumesWhenReSignedAndAnExpiredOneIsNotRetried) {
   EXPECT_EQ(reqs[2]["query"], "X-Amz-Signature=SIGNEW2222") << "the query is sent as given";
 }
 
+// Google Cloud Storage answers an expired signature with 400 "ExpiredToken": the same message,
+// one attempt.
+TEST_F(FetchTest, AnExpiredGcsSignatureIsA400ThatSaysSo) {
+  server_->Auth("/files/f.bin", "X-Goog-Signature", "GOOGNEW", 400);
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin", "X-Goog-Signature=GOOGOLD5"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.http_status, 400);
+  EXPECT_TRUE(Contains(s.message(), "HTTP 400 (refused)")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "may have expired")) << s.ToString();
+  EXPECT_FALSE(Contains(s.ToString(), "GOOGOLD5")) << s.ToString();
+  EXPECT_FALSE(Contains(s.message(), ".part is kept")) << "nothing arrived: " << s.ToString();
+}
+
 // A DEST.part.json written by an older dspipe holds the whole URL: a resume rewrites it without
 // the query.
 TEST_F(FetchTest, AnOldSidecarWithTheWholeUrlLosesItsQueryOnResume) {

@@ -98,11 +98,13 @@ class HttpServer {
     }
   }
   // Requests for paths starting with prefix (e.g. "/files/big.bin", "/files/ds/") must carry
-  // param=value in their query, or get a 403 ("Request has expired"): a token, or a signature
-  // when the prefix is one object. Called again, the new value replaces the old (a re-signed
-  // URL; the old one now "expired"). Returns once the server has it.
-  void Auth(const std::string& prefix, const std::string& param, const std::string& value) {
-    Command("auth " + prefix + " " + param + " " + value);
+  // param=value in their query, or get `code` (403: S3's "Request has expired"; 400: GCS's
+  // "ExpiredToken"): a token, or a signature when the prefix is one object. Called again, the
+  // new value replaces the old (a re-signed URL; the old one now "expired"). Returns once the
+  // server has it.
+  void Auth(const std::string& prefix, const std::string& param, const std::string& value,
+            int code = 403) {
+    Command("auth " + prefix + " " + param + " " + value + " " + std::to_string(code));
     for (std::string line = ReadLine(); line != "AUTH"; line = ReadLine()) {
       if (line.rfind("REQ ", 0) == 0) pending_.push_back(line);
     }

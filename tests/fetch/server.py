@@ -9,10 +9,11 @@ before it is answered. Commands on stdin, one per line:
   sync      print "SYNC" (every REQ line of a finished request comes before it)
   set PATH QUERY  requests for PATH (e.g. /files/ds/data.mdb) behave as if they carried QUERY
             too (for URLs the test does not write itself: a dataset's files); prints "SET"
-  auth PREFIX PARAM VALUE  requests for paths starting with PREFIX must carry PARAM=VALUE in
-            their own query (a token, or a signature: one PREFIX per object), else 403 with an
-            S3-like "Request has expired" body; a new VALUE replaces the old one (re-signing:
-            the old URL expires); the longest matching PREFIX rules; prints "AUTH"
+  auth PREFIX PARAM VALUE [CODE]  requests for paths starting with PREFIX must carry
+            PARAM=VALUE in their own query (a token, or a signature: one PREFIX per object), else
+            CODE (default 403, S3's "Request has expired" body; 400: GCS's "ExpiredToken"); a new
+            VALUE replaces the old one (re-signing: the old URL expires); the longest matching
+            PREFIX rules; prints "AUTH"
 Query parameters (counted per path+query; "n" is this request's 0-based index):
   fail=K&code=C[&retry_after=S]  the first K requests get status C with an HTML error body
   cut=B[&cuts=K]                 requests 0..K-1 (K=1) send B body bytes, then the connection
@@ -41,7 +42,7 @@ COUNTS = {}
 LOCK = threading.Lock()
 RELEASE = threading.Semaphore(0)
 RULES = {}  # path -> query parameters set by "set PATH QUERY"
-AUTH = {}  # path prefix -> (param, value) set by "auth PREFIX PARAM VALUE"
+AUTH = {}  # path prefix -> (param, value, code) set by "auth PREFIX PARAM VALUE [CODE]"
 OUT = threading.Lock()
 
 
@@ -79,7 +80,10 @@ class Handler(BaseHTTPRequestHandler):
             rules = [p for p in AUTH if url.path.startswith(p)]
             need = AUTH[max(rules, key=len)] if rules else None
         if need and dict(urllib.parse.parse_qsl(url.query)).get(need[0]) != need[1]:
-            return self.error(403, n, q, b"<Error><Code>AccessDenied</Code>"
+            if need[2] == 400:
+                return self.error(400, n, q, b"<Error><Code>ExpiredToken</Code>"
+                                  b"<Message>Invalid argument.</Message></Error>")
+            return self.error(need[2], n, q, b"<Error><Code>AccessDenied</Code>"
                               b"<Message>Request has expired</Message></Error>")
         name = url.path[len("/files/"):] if url.path.startswith("/files/") else None
         fpath = os.path.join(ROOT, name) if name else None
@@ -180,9 +184,9 @@ def commands():
                 RULES[path] = dict(urllib.parse.parse_qsl(query.strip()))
             emit("SET")
         elif cmd.startswith("auth "):
-            _, prefix, param, value = cmd.split(" ", 3)
+            _, prefix, param, value, *code = cmd.split(" ")
             with LOCK:
-                AUTH[prefix] = (param, value)
+                AUTH[prefix] = (param, value, int(code[0]) if code else 403)
             emit("AUTH")
     os._exit(0)  # stdin closed: the test is gone
 
