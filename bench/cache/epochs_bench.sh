@@ -10,14 +10,18 @@
 #    bench/cache/cache_bench.sh; reused when present); DIR/enc.lmdb (--store encoded) and, with
 #    --stores "enc raw", DIR/raw.lmdb (--store raw, zstd).
 # 2. --rounds times, interleaved (each round runs both configurations, so load from other
-#    processes hits both alike), --epochs E --warmup 0 --threads THREADS:
+#    processes hits both alike; odd rounds run `cache` first, even rounds `place` first),
+#    --epochs E --warmup 0 --threads THREADS:
 #      cache   a fresh cache dir C on /dev/shm, `--cache C --cache-wait`: epoch 0 in place with
 #              the copy in the background; the run waits for the copy at the end of epoch 0
 #              (copy_wait_s, outside the epochs' times) so epochs 1.. read the copy
+#      entry   right after `cache`, the same `--cache C`: the entry is there at open, every
+#              epoch reads the copy (no switch): what the switched epochs should match
 #      place   no cache: every epoch warm in place (the page cache holds the source)
-# 3. Prints, per epoch, images/s median (min-max) of both, where each epoch read from, the
-#    ratio cache / place per epoch (median (min-max) of the per-round ratios), the copy's time
-#    and the wait, and /proc/loadavg before and after; writes DIR/out-epochs/summary.json.
+# 3. Prints, per epoch, images/s median (min-max) of the three, where each epoch of `cache` read
+#    from, the ratios cache / place and cache / entry per epoch (median (min-max) of the
+#    per-round ratios), the copy's time and the wait, and /proc/loadavg before and after;
+#    writes DIR/out-epochs/summary.json.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -64,9 +68,12 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS"
   for s in $STORES; do
     DB="$DIR/$s.lmdb"
+    # Alternating which runs first, so that neither always follows the other.
+    [ $((r % 2)) -eq 0 ] && "$DSB" "$DB" "${COMMON[@]}" --json "$OUT/$s-place-$r.json"
     rm -rf "${CACHE:?}"/*
     "$DSB" "$DB" --cache "$CACHE" --cache-wait "${COMMON[@]}" --json "$OUT/$s-cache-$r.json"
-    "$DSB" "$DB" "${COMMON[@]}" --json "$OUT/$s-place-$r.json"
+    "$DSB" "$DB" --cache "$CACHE" "${COMMON[@]}" --json "$OUT/$s-entry-$r.json"
+    [ $((r % 2)) -eq 1 ] && "$DSB" "$DB" "${COMMON[@]}" --json "$OUT/$s-place-$r.json"
   done
 done
 cat /proc/loadavg > "$OUT/loadavg-after.txt"
@@ -83,6 +90,10 @@ summary = {}
 for s in stores:
     cache = [load(f"{s}-cache", r) for r in range(1, rounds + 1)]
     place = [load(f"{s}-place", r) for r in range(1, rounds + 1)]
+    entry = [load(f"{s}-entry", r) for r in range(1, rounds + 1)]
+    for x in entry:
+        if not x["ram_cache"]["cached"] or x["ram_cache"]["overlapped"]:
+            sys.exit(f"epochs_bench.sh: entry run did not find the entry: {x['ram_cache']['note']}")
     d = cache[0]["dataset"]
     print(f"\n{s}.lmdb ({d['store']}): {d['count']} records, {d['bytes'] / 1e6:.1f} MB, "
           f"{rounds} rounds")
@@ -90,18 +101,22 @@ for s in stores:
         rc = x["ram_cache"]
         if not (rc["overlapped"] and rc["copied"] and rc["cache_from_epoch"] == 1):
             sys.exit(f"epochs_bench.sh: unexpected cache decision: {rc['note']}")
-    print("| epoch | --cache --cache-wait: read from | images/s | in place, no cache: images/s "
-          "| cache / in place |")
-    print("|---|---|---|---|---|")
+    print("| epoch | --cache --cache-wait: read from | images/s | entry there at open: images/s "
+          "| in place, no cache: images/s | cache / in place | cache / entry |")
+    print("|---|---|---|---|---|---|---|")
     res = {"epochs": []}
     for e in range(len(cache[0]["epochs"])):
         src = sorted({x["epochs"][e]["source"] for x in cache})
         a = [x["epochs"][e]["images_per_s"] for x in cache]
         b = [x["epochs"][e]["images_per_s"] for x in place]
+        c = [x["epochs"][e]["images_per_s"] for x in entry]
         rs = [p / q for p, q in zip(a, b)]
-        print(f"| {e} | {', '.join(src)} | {fmt(a)} | {fmt(b)} | "
-              f"{statistics.median(rs):.2f}× ({min(rs):.2f}–{max(rs):.2f}) |")
-        res["epochs"].append({"source": src, "cache": a, "place": b, "ratio": rs})
+        re = [p / q for p, q in zip(a, c)]
+        print(f"| {e} | {', '.join(src)} | {fmt(a)} | {fmt(c)} | {fmt(b)} | "
+              f"{statistics.median(rs):.2f}× ({min(rs):.2f}–{max(rs):.2f}) | "
+              f"{statistics.median(re):.2f}× ({min(re):.2f}–{max(re):.2f}) |")
+        res["epochs"].append({"source": src, "cache": a, "entry": c, "place": b,
+                              "cache/place": rs, "cache/entry": re})
     copy = [x["ram_cache"]["copy_s"] for x in cache]
     wait = [x["ram_cache"]["copy_wait_s"] for x in cache]
     print(f"copy (in the background during epoch 0): {fmt(copy, 3)} s; "
