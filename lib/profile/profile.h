@@ -130,7 +130,8 @@ struct RamCacheResult {
   std::string note;         // CacheResult::Describe(): "cached at ..." / "in place: why"
 };
 
-// One epoch of the measured part (the last one may be partial with `batches`).
+// One epoch of the measured part (with `batches`, the first one, after the warm-up, and the last
+// one may be partial).
 struct EpochResult {
   uint64_t batches = 0;
   uint64_t images = 0;

@@ -231,7 +231,7 @@ EpochResult CloseEpoch(const Counted& src, const EpochMark& m, uint64_t ns) {
   e.bytes_in_place = now.bytes_in_place - m.bytes_in_place;
   e.records_cache = now.records_cache - m.records_cache;
   e.bytes_cache = now.bytes_cache - m.bytes_cache;
-  e.source = e.records_cache == 0   ? (e.records_in_place == 0 ? "none" : "in place")
+  e.source = e.records_cache == 0      ? (e.records_in_place == 0 ? "none" : "in place")
              : e.records_in_place == 0 ? "cache"
                                        : "in place + cache";
   return e;
@@ -239,8 +239,7 @@ EpochResult CloseEpoch(const Counted& src, const EpochMark& m, uint64_t ns) {
 
 // The measured loop shared by both sources. *copy_wait_s: time spent in ProfileOptions::
 // cache_wait (outside r->seconds).
-Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r,
-               double* copy_wait_s) {
+Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, double* copy_wait_s) {
   *copy_wait_s = 0;
   const std::shared_ptr<const Dataset>& ds = src.dataset;
   if (o.batch_size < 1 || o.prefetch < 1 || o.threads < 0 || o.warmup < 0 || o.epochs < 0 ||
@@ -280,7 +279,7 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r,
   }
   const uint64_t start = NowNs();
   if (o.epochs > 0 && o.warmup > 0) loader.set_epoch(loader.epoch() + 1);  // whole epochs only
-  uint64_t paused_ns = 0;  // cache_wait
+  uint64_t paused_ns = 0;  // in cache_wait, not measured
   EpochMark epoch = MarkEpoch(src, NowNs());
   int epochs_ended = 0;
   while (o.epochs > 0 ? epochs_ended < o.epochs : r->batches < o.batches) {
