@@ -136,6 +136,15 @@ class CacheCopy {
 // shared_ptr it returned, or a copy of it), or null (no copy running or made at open).
 std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset);
 
+// For a dataset that wraps one with a background copy (a wrapper that counts or filters reads,
+// as dsbench's does): returns `wrapper` itself (sharing its ownership) with `copy` attached, so
+// that CacheCopyOf(result) is `copy` and a Loader over the result switches to copy->cached() at
+// the first epoch boundary after it committed. `copy` is usually an adapter over the inner
+// dataset's CacheCopyOf whose cached() is the same kind of wrapper over the inner copy. The
+// inner dataset's copy still belongs to the inner dataset (cancelled with its last reference).
+std::shared_ptr<const Dataset> AttachCacheCopy(std::shared_ptr<const Dataset> wrapper,
+                                               std::shared_ptr<CacheCopy> copy);
+
 // CacheOptions::per_shard: the entries of one dataset's shards (each entry is a shard's
 // directory, cached by the same rules as a whole dataset: identity, budget, lock, lease, LRU,
 // verify). It belongs to the dataset OpenDatasetCached returned (and to the datasets Reopen

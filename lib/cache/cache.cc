@@ -537,9 +537,13 @@ class BackgroundCopy final : public CacheCopy {
 
 // The in-place dataset's deleter when a background copy is attached: CacheCopyOf finds it
 // (std::get_deleter), and it owns the copy, so the last reference to the dataset cancels it.
+// AttachCacheCopy: `owner` holds the wrapper (deleted with the deleter), `copy` its adapter.
 struct WithBackgroundCopy {
-  std::shared_ptr<BackgroundCopy> copy;
-  void operator()(const Dataset* d) const { delete d; }
+  std::shared_ptr<CacheCopy> copy;
+  std::shared_ptr<const Dataset> owner;  // null: this deleter owns the dataset it is given
+  void operator()(const Dataset* d) const {
+    if (!owner) delete d;
+  }
 };
 
 
@@ -698,6 +702,13 @@ std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dat
   return d ? d->copy : nullptr;
 }
 
+std::shared_ptr<const Dataset> AttachCacheCopy(std::shared_ptr<const Dataset> wrapper,
+                                               std::shared_ptr<CacheCopy> copy) {
+  const Dataset* raw = wrapper.get();
+  return std::shared_ptr<const Dataset>(raw,
+                                        WithBackgroundCopy{std::move(copy), std::move(wrapper)});
+}
+
 Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
                     std::unique_ptr<CacheLease>* lease) {
   DSPIPE_RETURN_IF_ERROR(AcquireImpl(source, options, nullptr, result, lease));
@@ -768,7 +779,7 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
                                                    open_options);
       r = copy->result();
       copy->Start();
-      *out = std::shared_ptr<const Dataset>(ds.release(), WithBackgroundCopy{std::move(copy)});
+      *out = std::shared_ptr<const Dataset>(ds.release(), WithBackgroundCopy{std::move(copy), nullptr});
       if (result) *result = std::move(r);
       return Status::OK();
     }

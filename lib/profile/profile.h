@@ -68,11 +68,17 @@ struct ProfileOptions {
   bool drop_cache = false;
   // RAM-disk cache (dspipe/cache.h, LoaderOptions::cache): "off" (default), "auto" or a
   // directory. A dataset already in the cache is read from it. One not there yet is read in
-  // place while the copy is made on a background thread (as Loader::Open does; this run's
-  // loader stays in place for all its batches), and the run waits for the copy at its end:
+  // place while the copy is made on a background thread, as Loader::Open does: the loader
+  // switches to the copy at the first epoch boundary after it committed (ProfileResult::epochs
+  // says where each epoch read from), and a run that ends before the copy does waits for it:
   // ProfileResult::ram_cache.copy_seconds and copy_wait_seconds. With drop_cache the source's
   // page cache is dropped first, so a copy reads it cold. Not for folders (--compare).
   std::string ram_cache = "off";
+  // With a background copy (above): at the end of the first measured epoch, wait for the copy
+  // to commit or fail (the wait is copy_wait_seconds, outside `seconds` and the epoch's time),
+  // so that epoch 0 reads in place and the later epochs read the copy. Default false: the
+  // loader switches whenever the copy is ready, as in training.
+  bool cache_wait = false;
   uint64_t cache_limit = 0;  // LoaderOptions::cache_limit; 0 = only the budget
   // LoaderOptions::cache_overlap; false: the copy is made before the loader starts (its time
   // is copy_seconds, outside the measured batches) and the run reads the copy.
@@ -114,9 +120,31 @@ struct RamCacheResult {
   double copy_seconds = 0;  // time to make it (0 when it was there)
   // The copy ran in the background during the measured batches (read in place meanwhile).
   bool overlapped = false;
-  double copy_wait_seconds = 0;  // how long the run waited for it after its batches
-  std::string path;         // what the loader read
+  // How long the run waited for it: after its batches, or at the end of the first epoch with
+  // ProfileOptions::cache_wait. Outside `seconds`.
+  double copy_wait_seconds = 0;
+  // overlapped: the first measured epoch (ProfileResult::epochs index) read from the copy, or
+  // -1 when the loader stayed in place for the whole run.
+  int cache_from_epoch = -1;
+  std::string path;         // what the loader read (last: the copy once it switched)
   std::string note;         // CacheResult::Describe(): "cached at ..." / "in place: why"
+};
+
+// One epoch of the measured part (with `batches`, the first one, after the warm-up, and the last
+// one may be partial).
+struct EpochResult {
+  uint64_t batches = 0;
+  uint64_t images = 0;
+  double seconds = 0;  // its wall time (compute included, a cache_wait excluded)
+  double images_per_s = 0;
+  // Records and stored bytes read during it, from the dataset in place and from the RAM-disk
+  // cache's copy (overlapped runs switch between them at an epoch boundary).
+  uint64_t records_in_place = 0, bytes_in_place = 0;
+  uint64_t records_cache = 0, bytes_cache = 0;
+  // Where it read from: "in place", "cache" (the copy: after the switch, or for the whole run
+  // when the entry was there at open), "in place + cache" (a partial last epoch only) or
+  // "none" (nothing read).
+  std::string source;
 };
 
 struct ProfileResult {
@@ -133,6 +161,7 @@ struct ProfileResult {
   double mb_per_s = 0;          // stored bytes read per second (record / file bytes, 1e6 B)
   double decoded_mb_per_s = 0;  // uint8 pixels delivered per second (images + masks, 1e6 B)
   std::vector<StageSummary> stages;
+  std::vector<EpochResult> epochs;  // in order; the measured part's epochs
   Verdict verdict;
   std::vector<std::string> notes;  // things the reader should know (fallbacks, cache, ...)
   std::vector<ResourceSample> timeline;  // empty when sample_ms = 0
@@ -178,6 +207,10 @@ std::string ReportCsv(const Report& report);
 // --timeline-csv: one row per timeline sample of the main run (header row first; GPU columns
 // empty when absent).
 std::string ReportTimelineCsv(const Report& report);
+// --epochs-csv: one row per measured epoch of the main run (header row first):
+// epoch,source,batches,images,seconds,images_per_s,records_in_place,bytes_in_place,
+// records_cache,bytes_cache.
+std::string ReportEpochsCsv(const Report& report);
 // One self-contained HTML page (inline CSS and SVG; no scripts, no external references).
 std::string ReportHtml(const Report& report);
 // The console report: config, throughput, stage table, verdict and suggestions, and the sweep or

@@ -73,6 +73,24 @@ json TimelineJson(const ProfileResult& r) {
           {"samples", std::move(samples)}};
 }
 
+json EpochsJson(const ProfileResult& r) {
+  json epochs = json::array();
+  for (size_t i = 0; i < r.epochs.size(); ++i) {
+    const EpochResult& e = r.epochs[i];
+    epochs.push_back({{"epoch", i},
+                      {"source", e.source},
+                      {"batches", e.batches},
+                      {"images", e.images},
+                      {"seconds", e.seconds},
+                      {"images_per_s", e.images_per_s},
+                      {"records_in_place", e.records_in_place},
+                      {"bytes_in_place", e.bytes_in_place},
+                      {"records_cache", e.records_cache},
+                      {"bytes_cache", e.bytes_cache}});
+  }
+  return epochs;
+}
+
 json RunJson(const ProfileResult& r) {
   return {{"source", r.source},
           {"dataset", DatasetJson(r.dataset)},
@@ -89,10 +107,12 @@ json RunJson(const ProfileResult& r) {
             {"copy_s", r.ram_cache.copy_seconds},
             {"overlapped", r.ram_cache.overlapped},
             {"copy_wait_s", r.ram_cache.copy_wait_seconds},
+            {"cache_from_epoch", r.ram_cache.cache_from_epoch},
             {"path", r.ram_cache.path},
             {"note", r.ram_cache.note}}},
           {"throughput", ThroughputJson(r)},
           {"stages", StagesJson(r)},
+          {"epochs", EpochsJson(r)},
           {"verdict", ToJson(r.verdict)},
           {"notes", r.notes},
           {"timeline", TimelineJson(r)}};
@@ -133,6 +153,19 @@ std::string ReportTimelineCsv(const Report& report) {
                        Num(s.images_per_s), Num(s.wait_ms),
                        s.gpu_util_pct ? Num(*s.gpu_util_pct) : "",
                        s.gpu_mem_used_mb ? Num(*s.gpu_mem_used_mb) : "");
+  }
+  return out;
+}
+
+std::string ReportEpochsCsv(const Report& report) {
+  std::string out =
+      "epoch,source,batches,images,seconds,images_per_s,records_in_place,bytes_in_place,"
+      "records_cache,bytes_cache\n";
+  for (size_t i = 0; i < report.run.epochs.size(); ++i) {
+    const EpochResult& e = report.run.epochs[i];
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", i, CsvField(e.source), e.batches,
+                       e.images, Num(e.seconds), Num(e.images_per_s), e.records_in_place,
+                       e.bytes_in_place, e.records_cache, e.bytes_cache);
   }
   return out;
 }

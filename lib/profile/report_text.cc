@@ -50,6 +50,23 @@ void AppendRun(const ProfileResult& r, std::string* out) {
         cpu / secs, busiest, static_cast<double>(rss) / 1e6, static_cast<double>(read) / 1e6,
         faults, r.timeline.size(), r.config.sample_ms, r.timeline_gpu ? ", GPU sampled" : "");
   }
+  // Per epoch, where it read from: with the RAM-disk cache (an overlapped copy switches the
+  // loader from the dataset in place to the copy at an epoch boundary).
+  if (r.ram_cache.mode != "off" && !r.epochs.empty()) {
+    *out += fmt::format("epochs (ram cache: copy {:.3f} s{}):\n", r.ram_cache.copy_seconds,
+                        r.ram_cache.overlapped
+                            ? fmt::format(", in the background; waited {:.3f} s",
+                                          r.ram_cache.copy_wait_seconds)
+                            : std::string(r.ram_cache.copied ? ", before the run" : ""));
+    for (size_t i = 0; i < r.epochs.size(); ++i) {
+      const EpochResult& e = r.epochs[i];
+      *out += fmt::format("  {:>3}  {:<8} {:>9.1f} images/s  {:>6} images in {:.3f} s, {:.1f} MB "
+                          "read\n",
+                          i, e.source, e.images_per_s, e.images, e.seconds,
+                          static_cast<double>(e.bytes_in_place + e.bytes_cache) / 1e6);
+    }
+    *out += "\n";
+  }
   *out += FormatTable(r.stages, r.config.batch_size);
   *out += fmt::format("\nverdict: {}\n", r.verdict.headline);
   for (const std::string& s : r.verdict.suggestions) *out += fmt::format("  - {}\n", s);

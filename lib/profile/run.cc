@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/files.h"
+#include "dspipe/cache.h"
 #include "dspipe/loader.h"
 #include "format/residency.h"
 #include "profile/profile.h"
@@ -186,8 +187,61 @@ Status AddTraceCounters(const std::string& path, const std::vector<ResourceSampl
   return w.ok() ? w : w.WithContext("adding the timeline to the trace");
 }
 
-// The measured loop shared by both sources.
-Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, ProfileResult* r) {
+// What a run reads through: the counting wrapper (the loader's dataset), its counters in place
+// and in the cache's copy, and the background copy into the cache (null when none).
+struct Counted {
+  std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<ReadCounters> in_place = std::make_shared<ReadCounters>();
+  std::shared_ptr<ReadCounters> cache = std::make_shared<ReadCounters>();
+  std::shared_ptr<CacheCopy> copy;
+  uint64_t records() const {
+    return in_place->records.load(std::memory_order_relaxed) +
+           cache->records.load(std::memory_order_relaxed);
+  }
+  uint64_t bytes() const {
+    return in_place->bytes.load(std::memory_order_relaxed) +
+           cache->bytes.load(std::memory_order_relaxed);
+  }
+};
+
+// The counters and the clock at the start of an epoch.
+struct EpochMark {
+  uint64_t ns = 0, records_in_place = 0, bytes_in_place = 0, records_cache = 0, bytes_cache = 0;
+  uint64_t batches = 0, images = 0;  // delivered so far in this epoch
+};
+
+EpochMark MarkEpoch(const Counted& src, uint64_t ns) {
+  EpochMark m;
+  m.ns = ns;
+  m.records_in_place = src.in_place->records.load(std::memory_order_relaxed);
+  m.bytes_in_place = src.in_place->bytes.load(std::memory_order_relaxed);
+  m.records_cache = src.cache->records.load(std::memory_order_relaxed);
+  m.bytes_cache = src.cache->bytes.load(std::memory_order_relaxed);
+  return m;
+}
+
+EpochResult CloseEpoch(const Counted& src, const EpochMark& m, uint64_t ns) {
+  const EpochMark now = MarkEpoch(src, ns);
+  EpochResult e;
+  e.batches = m.batches;
+  e.images = m.images;
+  e.seconds = static_cast<double>(ns - m.ns) * 1e-9;
+  e.images_per_s = e.seconds > 0 ? static_cast<double>(e.images) / e.seconds : 0;
+  e.records_in_place = now.records_in_place - m.records_in_place;
+  e.bytes_in_place = now.bytes_in_place - m.bytes_in_place;
+  e.records_cache = now.records_cache - m.records_cache;
+  e.bytes_cache = now.bytes_cache - m.bytes_cache;
+  e.source = e.records_cache == 0      ? (e.records_in_place == 0 ? "none" : "in place")
+             : e.records_in_place == 0 ? "cache"
+                                       : "in place + cache";
+  return e;
+}
+
+// The measured loop shared by both sources. *copy_wait_s: time spent in ProfileOptions::
+// cache_wait (outside r->seconds).
+Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, double* copy_wait_s) {
+  *copy_wait_s = 0;
+  const std::shared_ptr<const Dataset>& ds = src.dataset;
   if (o.batch_size < 1 || o.prefetch < 1 || o.threads < 0 || o.warmup < 0 || o.epochs < 0 ||
       o.compute_ms < 0 || (o.epochs == 0 && o.batches == 0)) {
     return Status::InvalidArgument(
@@ -212,7 +266,7 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
     ++i;
   }
   stats.Reset();
-  const uint64_t records0 = ds->records(), bytes0 = ds->bytes();
+  const uint64_t records0 = src.records(), bytes0 = src.bytes();
   std::atomic<uint64_t> images_done{0};
   std::unique_ptr<ResourceTimeline> timeline;
   if (o.sample_ms > 0) {
@@ -224,30 +278,38 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
     });
   }
   const uint64_t start = NowNs();
-  if (o.epochs > 0) {
-    if (o.warmup > 0) loader.set_epoch(loader.epoch() + 1);  // whole epochs only
-    for (int e = 0; e < o.epochs;) {
-      DSPIPE_RETURN_IF_ERROR(consumer->Next(&size));
-      if (size == 0) {
-        ++e;
-        continue;
+  if (o.epochs > 0 && o.warmup > 0) loader.set_epoch(loader.epoch() + 1);  // whole epochs only
+  uint64_t paused_ns = 0;  // in cache_wait, not measured
+  EpochMark epoch = MarkEpoch(src, NowNs());
+  int epochs_ended = 0;
+  while (o.epochs > 0 ? epochs_ended < o.epochs : r->batches < o.batches) {
+    DSPIPE_RETURN_IF_ERROR(consumer->Next(&size));
+    if (size == 0) {  // the end of an epoch: nothing is in flight, the loader moved on
+      r->epochs.push_back(CloseEpoch(src, epoch, NowNs()));
+      ++epochs_ended;
+      const bool more = o.epochs == 0 || epochs_ended < o.epochs;
+      if (o.cache_wait && epochs_ended == 1 && more && src.copy &&
+          src.copy->state() == CacheCopy::State::kCopying) {
+        // Wait for the copy, then start the new epoch again (nothing of it read yet): it
+        // reads the copy once committed.
+        const uint64_t t0 = NowNs();
+        (void)src.copy->Wait();
+        loader.set_epoch(loader.epoch());
+        paused_ns += NowNs() - t0;
       }
-      Compute(o.compute_ms);
-      ++r->batches;
-      r->images += static_cast<uint64_t>(size);
-      images_done.store(r->images, std::memory_order_relaxed);
+      epoch = MarkEpoch(src, NowNs());
+      continue;
     }
-  } else {
-    while (r->batches < o.batches) {
-      DSPIPE_RETURN_IF_ERROR(consumer->Next(&size));
-      if (size == 0) continue;
-      Compute(o.compute_ms);
-      ++r->batches;
-      r->images += static_cast<uint64_t>(size);
-      images_done.store(r->images, std::memory_order_relaxed);
-    }
+    Compute(o.compute_ms);
+    ++r->batches;
+    r->images += static_cast<uint64_t>(size);
+    ++epoch.batches;
+    epoch.images += static_cast<uint64_t>(size);
+    images_done.store(r->images, std::memory_order_relaxed);
   }
   const uint64_t end = NowNs();
+  if (epoch.batches > 0) r->epochs.push_back(CloseEpoch(src, epoch, end));  // partial (batches)
+  *copy_wait_s = static_cast<double>(paused_ns) * 1e-9;
   if (timeline) {
     timeline->Stop();
     r->timeline = timeline->samples();
@@ -255,12 +317,12 @@ Status Measure(std::shared_ptr<CountingDataset> ds, const ProfileOptions& o, Pro
   }
   DSPIPE_RETURN_IF_ERROR(consumer->Finish());
 
-  r->seconds = static_cast<double>(end - start) * 1e-9;
+  r->seconds = static_cast<double>(end - start - paused_ns) * 1e-9;
   const double secs = r->seconds > 0 ? r->seconds : 1e-9;
   r->images_per_s = static_cast<double>(r->images) / secs;
   // Stored bytes: the mean record size over the reads of the measured part (prefetch makes the
   // exact set of records read inside the window fuzzy) times the images delivered.
-  const uint64_t records = ds->records() - records0, bytes = ds->bytes() - bytes0;
+  const uint64_t records = src.records() - records0, bytes = src.bytes() - bytes0;
   const double per_record = records > 0 ? static_cast<double>(bytes) / records : 0;
   r->mb_per_s = per_record * static_cast<double>(r->images) / secs / 1e6;
   const BatchShape& bs = loader.shape();
@@ -354,24 +416,39 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   out->ram_cache.note = cr.Describe();
   const std::string kind = KindName(ds->info().kind);
   // A background copy (the dataset was not in the cache yet): the batches read in place while
-  // it runs; its outcome is known after them.
-  const std::shared_ptr<CacheCopy> copy = CacheCopyOf(ds);
-  auto counting = std::make_shared<CountingDataset>(std::move(ds));
-  Status s = Measure(counting, options, out);
+  // it runs, and from the copy from the first epoch boundary after it committed (the counting
+  // wrapper forwards the copy to the loader, and counts the copy's reads too).
+  Counted src;
+  src.copy = CacheCopyOf(ds);
+  src.dataset = CountReads(std::move(ds), cr.cached ? src.cache : src.in_place, src.cache);
+  double copy_wait_s = 0;
+  Status s = Measure(src, options, out, &copy_wait_s);
   if (!s.ok()) return s.WithContext("dsbench " + path);
-  if (copy) {
+  if (src.copy) {
+    // A copy still running when the batches end: wait, so that the next run finds the entry.
     const auto t0 = std::chrono::steady_clock::now();
-    (void)copy->Wait();
-    out->ram_cache.copy_wait_seconds =
+    (void)src.copy->Wait();
+    copy_wait_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    cr = copy->result();
-    out->ram_cache.overlapped = true;
-    out->ram_cache.cached = false;  // this run's loader read in place
-    out->ram_cache.copied = cr.copied;
-    out->ram_cache.copy_seconds = cr.copy_seconds;
-    out->ram_cache.path = path;
-    out->ram_cache.note =
-        cr.cached ? cr.Describe() + ", in the background; this run read in place" : cr.Describe();
+    cr = src.copy->result();
+    RamCacheResult& rc = out->ram_cache;
+    rc.overlapped = true;
+    rc.copy_wait_seconds = copy_wait_s;
+    for (size_t i = 0; i < out->epochs.size() && rc.cache_from_epoch < 0; ++i) {
+      if (out->epochs[i].records_cache > 0) rc.cache_from_epoch = static_cast<int>(i);
+    }
+    rc.cached = rc.cache_from_epoch >= 0;  // this run's loader read the copy
+    rc.copied = cr.copied;
+    rc.copy_seconds = cr.copy_seconds;
+    rc.path = rc.cached ? cr.path : path;
+    if (!cr.cached) {
+      rc.note = cr.Describe();
+    } else if (rc.cached) {
+      rc.note = cr.Describe() + ", in the background; this run read in place, then the copy " +
+                "from epoch " + std::to_string(rc.cache_from_epoch);
+    } else {
+      rc.note = cr.Describe() + ", in the background; this run read in place";
+    }
   }
   if (options.ram_cache != "off") out->notes.push_back("ram cache: " + out->ram_cache.note);
   out->dataset.kind = kind;
@@ -390,9 +467,12 @@ Status RunFolderProfile(const std::string& src, const ProfileOptions& options, P
     out->notes.push_back(std::to_string(folder->skipped()) +
                          " source item(s) left out (the scan rejected them; see dsconvert build)");
   }
-  auto counting =
-      std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(folder)));
-  Status s = Measure(counting, options, out);
+  Counted counted;
+  counted.dataset =
+      std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(folder)),
+                                        counted.in_place);
+  double copy_wait_s = 0;
+  Status s = Measure(counted, options, out, &copy_wait_s);
   if (!s.ok()) return s.WithContext("dsbench " + src);
   out->dataset.kind = "folder";
   out->dataset.bytes = TotalSize(files);

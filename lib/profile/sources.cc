@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 
 #include "codec/image.h"
 #include "convert/sources.h"
@@ -18,11 +19,51 @@ namespace fs = std::filesystem;
 Status CountingDataset::Read(uint64_t index,
                              const std::function<Status(const RecordView&)>& fn) const {
   return inner_->Read(index, [&](const RecordView& rec) {
-    records_.fetch_add(1, std::memory_order_relaxed);
-    bytes_.fetch_add(kRecordHeaderSize + rec.image.size() + rec.mask.size(),
-                     std::memory_order_relaxed);
+    counters_->records.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(kRecordHeaderSize + rec.image.size() + rec.mask.size(),
+                               std::memory_order_relaxed);
     return fn(rec);
   });
+}
+
+namespace {
+
+// The inner dataset's background copy seen through the counting wrapper: the same state, result
+// and wait; cached() is a CountingDataset over the copy (made once, so the Loader and the
+// report see one object). Thread-safe.
+class CountingCacheCopy final : public CacheCopy {
+ public:
+  CountingCacheCopy(std::shared_ptr<CacheCopy> inner, std::shared_ptr<ReadCounters> counters)
+      : inner_(std::move(inner)), counters_(std::move(counters)) {}
+  State state() const override { return inner_->state(); }
+  std::shared_ptr<const Dataset> cached() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cached_) {
+      std::shared_ptr<const Dataset> copy = inner_->cached();
+      if (copy) cached_ = std::make_shared<CountingDataset>(std::move(copy), counters_);
+    }
+    return cached_;
+  }
+  CacheResult result() const override { return inner_->result(); }
+  State Wait() const override { return inner_->Wait(); }
+
+ private:
+  const std::shared_ptr<CacheCopy> inner_;
+  const std::shared_ptr<ReadCounters> counters_;
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<const Dataset> cached_;  // guarded by mu_
+};
+
+}  // namespace
+
+std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,
+                                          std::shared_ptr<ReadCounters> in_place,
+                                          std::shared_ptr<ReadCounters> cache) {
+  std::shared_ptr<CacheCopy> copy = CacheCopyOf(inner);
+  auto counting = std::make_shared<CountingDataset>(std::move(inner), std::move(in_place));
+  if (!copy) return counting;
+  return AttachCacheCopy(std::move(counting),
+                         std::make_shared<CountingCacheCopy>(std::move(copy), std::move(cache)));
 }
 
 namespace {

@@ -7,28 +7,47 @@
 #include <string>
 #include <vector>
 
+#include "dspipe/cache.h"
 #include "dspipe/dataset.h"
 
 namespace dspipe::profile {
 
-// Wraps a dataset and counts the records and stored bytes (header + payloads) read through it.
-// One relaxed atomic add per read. Thread-safe like the wrapped dataset.
+// Records and stored bytes (header + payloads) read through one or more CountingDatasets.
+struct ReadCounters {
+  std::atomic<uint64_t> records{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+// Wraps a dataset and counts the records and stored bytes (header + payloads) read through it
+// into `counters`. One relaxed atomic add per read. Thread-safe like the wrapped dataset.
 class CountingDataset : public Dataset {
  public:
-  explicit CountingDataset(std::shared_ptr<const Dataset> inner) : inner_(std::move(inner)) {}
+  explicit CountingDataset(std::shared_ptr<const Dataset> inner,
+                           std::shared_ptr<ReadCounters> counters = nullptr)
+      : inner_(std::move(inner)),
+        counters_(counters ? std::move(counters) : std::make_shared<ReadCounters>()) {}
   const DatasetInfo& info() const override { return inner_->info(); }
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override;
   void WillNeed(std::span<const uint64_t> indices) const override { inner_->WillNeed(indices); }
   std::string KeyName(uint64_t index) const override { return inner_->KeyName(index); }
 
-  uint64_t records() const { return records_.load(std::memory_order_relaxed); }
-  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  uint64_t records() const { return counters_->records.load(std::memory_order_relaxed); }
+  uint64_t bytes() const { return counters_->bytes.load(std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<const Dataset> inner_;
-  mutable std::atomic<uint64_t> records_{0};
-  mutable std::atomic<uint64_t> bytes_{0};
+  std::shared_ptr<ReadCounters> counters_;
 };
+
+// The counting wrapper over `inner`, which may have a background copy into the RAM-disk cache
+// attached (CacheCopyOf, CacheOptions::overlap). Reads of `inner` count into `in_place`. With a
+// copy, the wrapper has an adapter of it attached (AttachCacheCopy): the Loader sees the copy
+// through the wrapper and switches to it at an epoch boundary after it committed, and what it
+// switches to is a CountingDataset over the copy counting into `cache`. Without one, the
+// wrapper alone (nothing counts into `cache`).
+std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,
+                                          std::shared_ptr<ReadCounters> in_place,
+                                          std::shared_ptr<ReadCounters> cache);
 
 // A folder of image (+ mask) files seen as a Dataset, so the real loader runs its own stages
 // over it. Read() reads the files (into a per-thread buffer) and probes the image header for its

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -108,6 +109,37 @@ TEST(DsbenchCli, SweepTwoByTwo) {
   int lines = 0;
   for (std::string l; std::getline(c, l);) ++lines;
   EXPECT_EQ(lines, 5);
+}
+
+// --cache DIR on a dataset not cached yet, 2 epochs, --cache-wait: epoch 0 in place, epoch 1
+// from the copy, in the console, the JSON and the epochs CSV.
+TEST(DsbenchCli, CacheWaitReadsTheSecondEpochFromTheCopy) {
+  const auto& d = SmallDataset();
+  const std::string cache = d.dir + "/ramcache", json = d.dir + "/rc.json",
+                    csv = d.dir + "/rc-epochs.csv";
+  std::filesystem::remove_all(cache);  // a fresh cache: the copy is made during this run
+  std::string out;
+  ASSERT_EQ(Dsbench(d.lmdb + " --batch 8 --threads 2 --epochs 2 --warmup 0 --sample-ms 0 " +
+                        "--cache " + cache + " --cache-wait --json " + json +
+                        " --epochs-csv " + csv,
+                    &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("epochs (ram cache: copy "), std::string::npos) << out;
+  EXPECT_NE(out.find("    1  cache "), std::string::npos) << out;
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j["ram_cache"]["cache_from_epoch"], 1);
+  EXPECT_EQ(j["epochs"][0]["records_in_place"], 24);
+  EXPECT_EQ(j["epochs"][1]["records_cache"], 24);
+  std::ifstream c(csv);
+  std::string header, row0, row1;
+  std::getline(c, header);
+  std::getline(c, row0);
+  std::getline(c, row1);
+  EXPECT_EQ(header.rfind("epoch,source,batches,images,", 0), 0u) << header;
+  EXPECT_EQ(row0.rfind("0,in place,3,24,", 0), 0u) << row0;
+  EXPECT_EQ(row1.rfind("1,cache,3,24,", 0), 0u) << row1;
+  std::filesystem::remove_all(cache);
 }
 
 TEST(DsbenchCli, UsageErrorsAndFailures) {

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
       "  dsbench DB [options]              profile the LMDB dataset DB\n"
       "  dsbench SRC_DIR --compare DB      the image/mask folder and its LMDB side by side"};
   std::string path, compare_db, json_path, csv_path, trace_path, report_path, sweep_text,
-      timeline_csv;
+      timeline_csv, epochs_csv;
   pf::ProfileOptions o;
   bool no_normalize = false, no_shuffle = false, quiet = false;
   app.add_option("path", path, "dataset (LMDB, sharded dir, plain LMDB), or SRC_DIR with --compare")
@@ -83,9 +83,12 @@ int main(int argc, char** argv) {
                "evict the dataset's files from the page cache first (cold I/O)");
   app.add_option("--cache", o.ram_cache,
                  "RAM-disk cache: off, auto (/dev/shm) or DIR; a dataset not cached yet is read "
-                 "in place while it is copied in the background (the copy's time is reported "
-                 "apart)")
+                 "in place while it is copied in the background, then from the copy from the "
+                 "next epoch boundary (the copy's time is reported apart)")
       ->capture_default_str();
+  app.add_flag("--cache-wait", o.cache_wait,
+               "with --cache: wait for the background copy at the end of the first epoch (the "
+               "wait is reported apart), so that the later epochs read the copy");
   app.add_option("--cache-limit", o.cache_limit,
                  "capacity of the cache dir in bytes (LRU eviction); 0 = only the budget");
   bool no_overlap = false;
@@ -97,6 +100,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--timeline-csv", timeline_csv, "write the resource timeline, one row per sample");
+  app.add_option("--epochs-csv", epochs_csv,
+                 "write one row per measured epoch (where it read from: in place or cache)");
   app.add_option("--json", json_path, "write the results as JSON (docs/DSBENCH.md)");
   app.add_option("--csv", csv_path, "write one CSV row per stage (per configuration with --sweep)");
   app.add_option("--trace", trace_path, "write a Chrome trace (Perfetto / chrome://tracing)");
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
                                   Write(csv_path, "CSV", pf::ReportCsv(report)),
                                   Write(timeline_csv, "timeline CSV",
                                         pf::ReportTimelineCsv(report)),
+                                  Write(epochs_csv, "epochs CSV", pf::ReportEpochsCsv(report)),
                                   Write(report_path, "HTML report", pf::ReportHtml(report))}) {
     if (!s.ok()) return Fail(s);
   }
