@@ -15,6 +15,7 @@
 #include "profile/sources.h"
 #if DSPIPE_PROFILE_HAVE_DEVICE
 #include "dspipe/device_loader.h"
+#include "dspipe/fetch.h"
 #endif
 
 namespace dspipe::profile {
@@ -354,7 +355,7 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   }
 
   const DatasetInfo& info = ds->info();
-  r->dataset.path = info.path;
+  r->dataset.path = RedactUrl(info.path);
   r->dataset.store = info.store;
   r->dataset.count = info.count;
   r->dataset.height = bs.height;
@@ -423,7 +424,7 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   src.dataset = CountReads(std::move(ds), cr.cached ? src.cache : src.in_place, src.cache);
   double copy_wait_s = 0;
   Status s = Measure(src, options, out, &copy_wait_s);
-  if (!s.ok()) return s.WithContext("dsbench " + path);
+  if (!s.ok()) return s.WithContext("dsbench " + RedactUrl(path));  // a token URL's query is a secret
   if (src.copy) {
     // A copy still running when the batches end: wait, so that the next run finds the entry.
     const auto t0 = std::chrono::steady_clock::now();
