@@ -7,7 +7,12 @@
 // .tar, .tar.gz, .tar.zst and .zip with libarchive. Each repeat builds from the folder and from
 // each archive, in turn, in one run; the ratio is folder seconds / archive seconds of the same
 // repeat (> 1: the archive build is faster; the archives' order rotates). Warm page cache
-// unless --cold (each source's pages dropped with posix_fadvise DONTNEED before its build).
+// unless --cold: before each build, its source's pages are dropped (dspipe::DropFileCache:
+// fdatasync + posix_fadvise DONTNEED on every file of the folder, or on the archive) and the
+// drop is checked with mincore (format::ResidentFraction) on the archive, or on every 16th file
+// of the folder; the mean resident fraction after the drops is printed per source (a
+// filesystem that ignores DONTNEED shows here: near 1 instead of 0). --cold shows the case of a
+// dataset just downloaded or on a slow disk: many small files against one archive.
 // Prints median and min..max. The
 // default --archive-buffer-mb (512) holds each of these archives whole in memory (.tar.gz
 // inflated by libdeflate, .tar.zst by libzstd, .zip members inflated by the build threads); the
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "format/residency.h"
 #include "dspipe/convert.h"
 #include "dspipe/synth.h"
 #include "../series.h"
@@ -131,14 +137,22 @@ int main(int argc, char** argv) {
     std::printf("  data.%-8s %8.1f MB\n", k.c_str(), fs::file_size(dir + "/data." + k) / 1e6);
   }
   std::map<std::string, Series> cpu;  // CPU seconds by row name ("" for the untimed build)
+  // --cold: the resident fraction of each source right after its drop (mincore), by row name.
+  std::map<std::string, Series> resident;
   auto build = [&](const std::string& row, const std::string& source,
                    uint64_t buffer = dspipe::BuildOptions{}.archive_buffer_bytes) {
     if (cold) {
+      std::vector<std::string> sample;
       if (source == src) {
         for (const std::string& f : files) dspipe::DropFileCache(f);
+        for (size_t i = 0; i < files.size(); i += 16) sample.push_back(files[i]);
       } else {
         dspipe::DropFileCache(source);
+        sample.push_back(source);
       }
+      double sum = 0;
+      for (const std::string& f : sample) sum += dspipe::format::ResidentFraction(f);
+      if (!row.empty()) resident[row].v.push_back(sum / static_cast<double>(sample.size()));
     }
     dspipe::BuildOptions bo;
     bo.source = source;
@@ -185,6 +199,7 @@ int main(int argc, char** argv) {
   for (const auto& [k, s] : secs) print("data." + k + " build", s, "s");
   for (const auto& [k, s] : ratio) print("data." + k + " speed / folder", s, "x");
   for (const auto& [k, s] : cpu) print(k + " CPU (user+sys)", s, "s");
+  for (const auto& [k, s] : resident) print(k + " resident after drop", s, "");
   fs::remove_all(dir);
   return 0;
 }

@@ -67,6 +67,8 @@ struct BuildOptions {
   // by the build threads); else member data is kept from the listing pass (the first members
   // in archive order, up to this many bytes; each is freed once its record is made). Members in
   // memory need no second pass over the archive, whatever the order the build wants them in.
+  // A .tar or .zip held whole on a local filesystem is mapped read-only (no copy; not counted
+  // as anonymous memory), and read in on network and FUSE mounts.
   uint64_t archive_buffer_bytes = uint64_t{512} << 20;
   // Commit a transaction every this many bytes (a crash loses at most one such batch of work).
   uint64_t commit_bytes = uint64_t{64} << 20;

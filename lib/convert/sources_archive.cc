@@ -4,7 +4,11 @@
 #include <archive_entry.h>
 #include <libdeflate.h>
 #include <zstd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -120,6 +124,44 @@ WholeBuffer WholeBuffer::Allocate(size_t n) {
   b.data_ = static_cast<char*>(p);
   b.size_ = n;
   return b;
+}
+
+WholeBuffer WholeBuffer::MapFile(int fd, size_t size) {
+  WholeBuffer b;
+  if (size == 0) return b;
+  void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) return b;
+  // Advice only: aggressive readahead, and the whole file requested now (a cold archive is
+  // read while the listing walks its first headers).
+  (void)madvise(p, size, MADV_SEQUENTIAL);
+  (void)madvise(p, size, MADV_WILLNEED);
+  b.data_ = static_cast<char*>(p);
+  b.size_ = size;
+  return b;
+}
+
+bool MapsArchivesOn(int64_t fs_type) {
+  // Magic numbers of linux/magic.h (and of the filesystems that define their own).
+  switch (static_cast<uint32_t>(fs_type)) {
+    case 0x6969u:      // NFS
+    case 0x65735546u:  // FUSE (Google Drive in Colab, sshfs, rclone, s3fs, ...)
+    case 0x517Bu:      // SMB
+    case 0xFF534D42u:  // CIFS
+    case 0xFE534D42u:  // SMB2
+    case 0x01021997u:  // 9p (v9fs: WSL2's Windows drives, VM shared folders)
+    case 0x00C36400u:  // Ceph
+    case 0x5346414Fu:  // AFS (kAFS)
+    case 0x6B414653u:  // AFS (OpenAFS)
+    case 0x73757245u:  // Coda
+    case 0x564Cu:      // NCP
+    case 0x0BD00BD0u:  // Lustre
+    case 0x47504653u:  // GPFS
+    case 0x01161970u:  // GFS2
+    case 0x786F4256u:  // VirtualBox shared folders (vboxsf)
+      return false;
+    default:
+      return true;
+  }
 }
 
 WholeBuffer& WholeBuffer::operator=(WholeBuffer&& o) noexcept {
@@ -246,27 +288,50 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
   uint64_t size = 0;
   // Unreadable: OpenReader reports it, as for archives that are not held.
   if (!env->FileSize(source_, &size).ok() || size < 4 || size > buffer_bytes) return Status::OK();
-  std::unique_ptr<RandomAccessFile> file;
-  if (!env->NewRandomAccessFile(source_, &file).ok()) return Status::OK();
+  // On a local filesystem the file is mapped: no copy of the whole archive (a .tar's or a
+  // .zip's members are then served from the page cache; a compressed file is inflated from the
+  // map). Elsewhere, or when it cannot be mapped, it is read in.
+  WholeBuffer data;
+  bool mapped = false;
+  if (const int fd = ::open(source_.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    struct statfs fsb {};
+    struct stat st {};
+    if (::fstatfs(fd, &fsb) == 0 && MapsArchivesOn(static_cast<int64_t>(fsb.f_type)) &&
+        ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == size) {
+      data = WholeBuffer::MapFile(fd, size);
+      mapped = data.get() != nullptr;
+    }
+    ::close(fd);
+  }
   unsigned char magic[263] = {};
   size_t got = 0;
-  DSPIPE_RETURN_IF_ERROR(file->Read(0, sizeof(magic), reinterpret_cast<char*>(magic), &got));
+  std::unique_ptr<RandomAccessFile> file;
+  if (mapped) {
+    got = std::min<size_t>(size, sizeof(magic));
+    std::memcpy(magic, data.get(), got);
+  } else {
+    if (!env->NewRandomAccessFile(source_, &file).ok()) return Status::OK();
+    DSPIPE_RETURN_IF_ERROR(file->Read(0, sizeof(magic), reinterpret_cast<char*>(magic), &got));
+  }
   const bool gzip = got >= 4 && magic[0] == 0x1f && magic[1] == 0x8b;
   const bool zip = got >= 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0;
   const bool zstd = got >= 4 && std::memcmp(magic, "\x28\xb5\x2f\xfd", 4) == 0;
   // POSIX and GNU tar headers carry "ustar" at offset 257 (a pre-POSIX tar streams).
   const bool tar = got == sizeof(magic) && std::memcmp(magic + 257, "ustar", 5) == 0;
   if (!gzip && !zip && !tar && !zstd) return Status::OK();
-  WholeBuffer data = WholeBuffer::Allocate(size);
-  if (data.get() == nullptr) return Status::OK();  // no memory for it: stream instead
-  for (uint64_t at = 0; at < size; at += got) {
-    DSPIPE_RETURN_IF_ERROR(file->Read(at, size - at, data.get() + at, &got));
-    if (got == 0) return Status::OK();  // shrunk meanwhile: the streaming path reports it
+  if (!mapped) {
+    data = WholeBuffer::Allocate(size);
+    if (data.get() == nullptr) return Status::OK();  // no memory for it: stream instead
+    for (uint64_t at = 0; at < size; at += got) {
+      DSPIPE_RETURN_IF_ERROR(file->Read(at, size - at, data.get() + at, &got));
+      if (got == 0) return Status::OK();  // shrunk meanwhile: the streaming path reports it
+    }
   }
   if (zip || tar) {
     whole_ = std::move(data);
     whole_size_ = size;
     held_ = zip ? Held::kZip : Held::kTar;
+    mapped_ = mapped;
     return Status::OK();
   }
   if (zstd) {

@@ -9,7 +9,7 @@
 // before all masks two (one reader each), and every further pass is a reopen. The builder
 // refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
 //
-// Held whole in memory (when it fits the buffer; see Open()): a .tar is read in, a .tar.gz is
+// Held whole in memory (when it fits the buffer; see Open()): a .tar is mapped (or read in), a .tar.gz is
 // inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are served from
 // that tar without a copy at listing time; a .zip file is read in and its members are inflated by
 // the threads that read them. Read() is then safe from several threads, in any order
@@ -37,11 +37,22 @@ inline constexpr int kMaxArchivePasses = 4;
 // .tar.zst, .tzst, .tar.bz2, .tar.xz, .zip).
 bool IsArchiveSource(const std::string& source);
 
-// Memory that holds a whole archive (mmap'd; huge pages advised). Movable, not copyable.
+// Whether an archive on a filesystem of this statfs f_type is mapped (mmap) rather than read
+// in: false for network and FUSE filesystems (NFS, SMB/CIFS, 9p, Ceph, AFS, FUSE: Google
+// Drive, sshfs, ...), where a mapped page that cannot be read kills the process with SIGBUS
+// instead of returning EIO, and where the server may truncate the file underneath.
+bool MapsArchivesOn(int64_t fs_type);
+
+// Memory that holds a whole archive (mmap'd: anonymous memory with huge pages advised, or a
+// read-only private mapping of the archive file). Movable, not copyable.
 class WholeBuffer {
  public:
   WholeBuffer() = default;
   static WholeBuffer Allocate(size_t n);  // get() is null when it could not be had
+  // The first `size` bytes of the file `fd` mapped read-only (MAP_PRIVATE), advised
+  // MADV_SEQUENTIAL and MADV_WILLNEED (its reading starts now). Null when it cannot be mapped.
+  // Writing through get() faults: the buffer is for reading only.
+  static WholeBuffer MapFile(int fd, size_t size);
   WholeBuffer(WholeBuffer&& o) noexcept { *this = std::move(o); }
   WholeBuffer& operator=(WholeBuffer&& o) noexcept;
   ~WholeBuffer();
@@ -68,7 +79,11 @@ class ArchiveSource {
   // (.tar.zst) of at most buffer_bytes that inflates to at most buffer_bytes is inflated with
   // libzstd (bad data takes the paths below, which name the member); a POSIX/GNU .tar or a
   // .zip file of at most buffer_bytes is read in (zip members stay deflated until Read()).
-  // .tar.bz2 and .tar.xz are not held whole.
+  // .tar.bz2 and .tar.xz are not held whole. "Read in" is a read-only mmap of the file (no
+  // copy: members are served from the page cache) on local filesystems, and read() into memory
+  // on network and FUSE mounts (MapsArchivesOn()). A mapped archive truncated by another process
+  // while the build reads it kills the process with SIGBUS (as a truncated data.mdb does to an
+  // LMDB reader); the output is then left incomplete and --resume continues it.
   // Otherwise, while listing, the data of the first members (in archive order) is kept in memory
   // up to buffer_bytes (the listing pass reads it anyway for compressed archives): those
   // members are served from memory, once, and need no further pass.
@@ -110,6 +125,10 @@ class ArchiveSource {
   const char* held() const {
     return held_ == Held::kTar ? "tar" : held_ == Held::kZip ? "zip" : "";
   }
+  // True when the archive file itself is mapped (a .tar or .zip held whole on a local
+  // filesystem): members are served from the page cache. The compressed file of a .tar.gz or
+  // .tar.zst is mapped only while it is inflated.
+  bool mapped() const { return mapped_; }
 
  private:
   struct Cursor {
@@ -137,6 +156,7 @@ class ArchiveSource {
   uint64_t buffered_count_ = 0;
   std::atomic<uint64_t> passes_made_{0};
   Held held_ = Held::kNone;
+  bool mapped_ = false;
   bool corrupt_gzip_ = false;  // libdeflate found bad data: an error if the listing passes
   WholeBuffer whole_;  // the (inflated) tar or the zip file (held_ != kNone)
   size_t whole_size_ = 0;

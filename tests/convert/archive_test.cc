@@ -4,6 +4,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <signal.h>
+#include <sys/statfs.h>
 
 #include <thread>
 
@@ -82,6 +83,12 @@ Status Build(const std::string& src, const std::string& out, BuildResult* r = nu
   return BuildDataset(o, r ? r : &local);
 }
 
+// Whether archives under /tmp are mapped (MapsArchivesOn its filesystem).
+bool TmpIsLocal() {
+  struct statfs st {};
+  return ::statfs("/tmp", &st) == 0 && MapsArchivesOn(static_cast<int64_t>(st.f_type));
+}
+
 class ArchiveKinds : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ArchiveKinds, SameRecordsAsTheExtractedFolder) {
@@ -102,6 +109,10 @@ TEST_P(ArchiveKinds, SameRecordsAsTheExtractedFolder) {
     EXPECT_EQ(a->held(), buffer >= arc_size ? held.at(GetParam()) : "") << buffer;
     EXPECT_EQ(a->ConcurrentReads(), std::string(a->held()) != "");
     EXPECT_GT(a->buffered_members(), 0u);  // whole, or while listing
+    // A .tar or .zip held whole is the file mapped (no copy) on a local filesystem.
+    EXPECT_EQ(a->mapped(), buffer >= arc_size && TmpIsLocal() &&
+                               (GetParam() == "tar" || GetParam() == "zip"))
+        << buffer;
   }
   // Members from memory (held whole; or buffered while listing: a buffer of half the archive;
   // the members past it streamed) and streamed by two readers (no buffer: images, then masks
@@ -136,6 +147,47 @@ INSTANTIATE_TEST_SUITE_P(All, ArchiveKinds,
                            std::replace(n.begin(), n.end(), '.', '_');
                            return n;
                          });
+
+// Network and FUSE mounts (Drive in Colab is FUSE) are read in, never mapped: there a page that
+// cannot be read is a SIGBUS, not an error. Local filesystems are mapped.
+TEST(Archive, NetworkAndFuseArchivesAreReadInNotMapped) {
+  for (int64_t t : std::initializer_list<int64_t>{0x6969, 0x65735546, 0xFF534D42, 0xFE534D42, 0x517B, 0x01021997, 0x00C36400}) {
+    EXPECT_FALSE(MapsArchivesOn(t)) << std::hex << t;
+  }
+  // ext4, tmpfs, xfs, btrfs, overlayfs
+  for (int64_t t : std::initializer_list<int64_t>{0xEF53, 0x01021994, 0x58465342, 0x9123683E, 0x794C7630}) {
+    EXPECT_TRUE(MapsArchivesOn(t)) << std::hex << t;
+  }
+}
+
+// A mapped .tar serves members from the file's pages. Truncated underneath by another process
+// during the build, a read past the new end kills the process with SIGBUS (documented: the
+// output stays incomplete, --resume continues it): never a record of other bytes.
+TEST(ArchiveDeathTest, MappedTarTruncatedUnderneathKillsTheReadNotWrongBytes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!TmpIsLocal()) GTEST_SKIP() << "/tmp is a network or FUSE mount: archives are read in";
+  TempDir tmp;
+  const std::string src = tmp / "src";
+  Synth(src, 4, 48, 32);
+  const std::string arc = tmp / "data.tar";
+  WriteArchive(arc, "tar", FilesOf(src));
+  std::shared_ptr<ArchiveSource> a;
+  Status s = ArchiveSource::Open(arc, BuildOptions{}.archive_buffer_bytes, &a);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(a->mapped());
+  const ArchiveSource::Member last = a->files().rbegin()->second;  // masks/ sort last
+  std::string out;
+  ASSERT_TRUE(a->Read(last.ordinal, a->Name(last.path), &out).ok());
+  EXPECT_EQ(out, ReadAll(src + "/" + last.path));
+  EXPECT_DEATH(
+      {
+        fs::resize_file(arc, 512);
+        std::string bytes;
+        Status r = a->Read(last.ordinal, a->Name(last.path), &bytes);
+        std::fprintf(stderr, "read returned %s, %zu bytes\n", r.ToString().c_str(), bytes.size());
+      },
+      "");
+}
 
 TEST(Archive, SingleTopLevelFolderAndInterleavedMembers) {
   TempDir tmp;
