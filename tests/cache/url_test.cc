@@ -20,6 +20,7 @@
 #include "dspipe/log.h"
 #include "fetch/http_server.h"
 #include "fetch/test_files.h"
+#include "profile/profile.h"
 
 namespace dspipe::testing {
 namespace {
@@ -308,6 +309,30 @@ TEST_F(CacheUrlTest, ATokenUrlIsCachedUnderAKeyWithoutTheQueryAndTheTokenIsNever
   }
   for (const std::string& p : ListedPaths()) EXPECT_EQ(per_path[p], 1) << p;
   EXPECT_EQ(per_path["/files/ds/manifest.json"], 4);
+}
+
+// dsbench over a token URL: the report and the error of a failed measured run (prefetch 0 is
+// refused once the dataset is open) show the URL with its query redacted.
+TEST_F(CacheUrlTest, DsbenchOfATokenUrlNeverShowsTheToken) {
+  using profile::ProfileOptions, profile::ProfileResult, profile::RunProfile;
+  server_->Auth("/files/ds/", "token", "BENCHTOKEN");
+  const std::string url = server_->Url("ds/", "token=BENCHTOKEN");
+  ProfileOptions po;
+  po.batches = 2;
+  po.warmup = 0;
+  po.ram_cache = root_;
+  ProfileResult r;
+  const Status ok = RunProfile(url, po, &r);
+  ASSERT_TRUE(ok.ok()) << ok.ToString();
+  po.prefetch = 0;
+  ProfileResult bad;
+  const Status s = RunProfile(url, po, &bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(Contains(s.ToString(), "dsbench " + server_->Url("ds/", "..."))) << s.ToString();
+  for (const std::string& shown :
+       std::vector<std::string>{s.ToString(), r.dataset.path, r.ram_cache.path, r.ram_cache.note}) {
+    EXPECT_FALSE(Contains(shown, "BENCHTOKEN")) << shown;
+  }
 }
 
 }  // namespace
