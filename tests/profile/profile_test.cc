@@ -133,23 +133,24 @@ TraceThreads ReadTrace(const std::string& path) {
   return t;
 }
 
-TEST(RunProfile, TraceHasSpansFromSeveralWorkerThreads) {
+// dsbench's trace of a real run: every sample's read and decode spans are there, on named
+// loader worker threads, none on the consumer's (which only waits). How many workers took part
+// is the OS scheduler's call (on a loaded machine one worker may drain a short run alone: this
+// test asked for two and failed 24 times in 60 beside a busy build), so it is not asserted
+// here; spans from several threads, each under its own tid and name, are tested without a
+// scheduler in tests/stats/trace_test.cc (TraceTest.EventsThreadsAndNames).
+TEST(RunProfile, TraceHasWorkerSpansApartFromTheConsumer) {
   ProfileOptions o = Small();
   o.batches = 30;
   o.trace_path = SmallDataset().dir + "/trace.json";
-  // Which worker picks up which sample is the OS scheduler's call: on a loaded machine one
-  // thread may drain a short run alone. A loader that uses one thread never passes; retry.
-  TraceThreads t;
-  for (int attempt = 0; attempt < 4 && t.decode.size() < 2; ++attempt) {
-    ProfileResult r;
-    ASSERT_TRUE(RunProfile(SmallDataset().lmdb, o, &r).ok());
-    t = ReadTrace(o.trace_path);
-    // Warm-up included: (1 + 30) batches of 8, read + decode each (the flip is fused into
-    // decode), plus waits.
-    EXPECT_GE(t.complete_events, 31u * 8 * 2);
-  }
-  EXPECT_GE(t.decode.size(), 2u) << "decode spans from one thread only";
-  EXPECT_EQ(t.wait.size(), 1u);  // the consumer
+  ProfileResult r;
+  ASSERT_TRUE(RunProfile(SmallDataset().lmdb, o, &r).ok());
+  const TraceThreads t = ReadTrace(o.trace_path);
+  // Warm-up included: (1 + 30) batches of 8, read + decode each (the flip is fused into
+  // decode), plus waits.
+  EXPECT_GE(t.complete_events, 31u * 8 * 2);
+  ASSERT_GE(t.decode.size(), 1u);
+  ASSERT_EQ(t.wait.size(), 1u);  // the consumer
   EXPECT_EQ(t.decode.count(*t.wait.begin()), 0u) << "the consumer decoded";
   for (int tid : t.decode) EXPECT_TRUE(t.named.count(tid)) << tid;
 }
