@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -73,7 +74,14 @@ TEST(RunProfile, EndToEndOnSynthLmdb) {
     pipeline::SetFusedDecodeEnabled(true);
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_NE(Find(unfused, Stage::kAugment), nullptr);
-    EXPECT_EQ(Find(unfused, Stage::kAugment)->count, Find(unfused, Stage::kDecode)->count);
+    // Every sample is decoded and then augmented, but the stats are reset after the warm-up and
+    // snapshotted at the end while the prefetching workers run: a worker between its decode
+    // and its augment at either moment makes the counts differ by one (54 augments against 53
+    // decodes under ASan beside a busy build), so at most 2 x threads apart.
+    const auto decoded = static_cast<int64_t>(Find(unfused, Stage::kDecode)->count);
+    const auto augmented = static_cast<int64_t>(Find(unfused, Stage::kAugment)->count);
+    EXPECT_LE(std::abs(decoded - augmented), 2 * Small().threads) << decoded << " " << augmented;
+    EXPECT_GE(augmented, 48 - 2 * 8);
     for (const std::string& n : unfused.notes) EXPECT_EQ(n.find("fused"), std::string::npos) << n;
   }
   // The stats were reset after the warm-up: the measured batches' waits only.
