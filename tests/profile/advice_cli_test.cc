@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -119,6 +120,8 @@ TEST(VerdictAdvice, EveryNamedFlagIsAcceptedByItsCli) {
     if (cmd.rfind("dsconvert ", 0) == 0) {
       // dsconvert build SRC OUT <flags>: a real (small) build.
       const std::string out = d.dir + "/advice-" + std::to_string(n++) + ".lmdb";
+      std::error_code ec;
+      std::filesystem::remove_all(out, ec);  // a --gtest_repeat run built it before
       line = std::string(DSCONVERT_PATH) + " build " + d.folder + " " + out + " -q" +
              cmd.substr(std::string("dsconvert build").size());
     } else {
