@@ -254,13 +254,18 @@ Status CleanOrphans(const std::string& root, Env* env, int* removed, const std::
   DSPIPE_RETURN_IF_ERROR(env->ListDir(root, &names));
   for (const std::string& n : names) {
     // A use record's temp file (Env::WriteFileAtomic writes E.used.tmp.<pid>, then renames it)
-    // left by a process killed mid-write: removed when <pid> is no longer alive.
+    // left by a process killed mid-write. Every use record is written under E.lock, so the
+    // file is an orphan exactly when E.lock can be taken: no writer, whatever PID namespace it
+    // ran in (containers sharing /dev/shm, as with `docker --ipc=host`, see other namespaces'
+    // pids, so <pid> is not asked about).
     if (const size_t at = n.rfind(".used.tmp."); at != std::string::npos) {
       const std::string digits = n.substr(at + 10);
-      char* end = nullptr;
-      const long pid = std::strtol(digits.c_str(), &end, 10);
-      if (digits.empty() || *end != '\0' || pid <= 0) continue;
-      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+      if (at == 0 || digits.empty() ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      std::unique_ptr<FileLock> writer;
+      if (!env->LockFile(root + "/" + n.substr(0, at) + ".lock", false, &writer).ok()) continue;
       DSPIPE_RETURN_IF_ERROR(env->RemoveFile(root + "/" + n));
       if (removed) ++*removed;
       Log(LogLevel::kInfo, "dspipe cache: removed " + root + "/" + n +

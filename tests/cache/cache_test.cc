@@ -426,22 +426,36 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
 }
 
 // A kill during the use record's write (Env::WriteFileAtomic) leaves E.used.tmp.<pid>: the next
-// start removes it when <pid> is dead, and keeps a live process's.
-TEST_F(CacheTest, StartRemovesUseRecordTempFilesOfDeadProcesses) {
+// start removes it unless a process holds E.lock (every use record is written under it). The
+// pid in the name is not asked about: in containers sharing /dev/shm a live writer's pid may be
+// another namespace's, and a dead one's may have been reused.
+TEST_F(CacheTest, StartRemovesUseRecordTempFilesNobodyIsWriting) {
   const std::string root = shm_.path() + "/c";
   fs::create_directories(root);
   Child dead = StartTool({"--no-such-flag"}, {});
   int code = 0;
   Finish(&dead, &code);  // exited and reaped: its pid names no process now
   const std::string of_dead = "e1.used.tmp." + std::to_string(dead.pid);
-  const std::string of_live = "e2.used.tmp." + std::to_string(::getpid());
-  std::ofstream(root + "/" + of_dead) << "1 2";
-  std::ofstream(root + "/" + of_live) << "1 2";
+  // A live process's pid (ours), but nobody holds e3.lock: as a writer killed in another
+  // PID namespace whose pid happens to be alive here.
+  const std::string of_reused = "e3.used.tmp." + std::to_string(::getpid());
+  // A writer holding e2.lock, with a pid that is no process here (another namespace's).
+  const std::string of_writer = "e2.used.tmp." + std::to_string(dead.pid);
+  for (const std::string& n : {of_dead, of_reused, of_writer}) {
+    std::ofstream(root + "/" + n) << "1 2";
+  }
+  std::unique_ptr<FileLock> writer;
+  ASSERT_TRUE(Env::Default()->LockFile(root + "/e2.lock", false, &writer).ok());
   int removed = 0;
   ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
-  EXPECT_EQ(removed, 1);
+  EXPECT_EQ(removed, 2);
   EXPECT_FALSE(fs::exists(root + "/" + of_dead));
-  EXPECT_TRUE(fs::exists(root + "/" + of_live));
+  EXPECT_FALSE(fs::exists(root + "/" + of_reused));
+  EXPECT_TRUE(fs::exists(root + "/" + of_writer));
+  writer.reset();  // the writer is gone: the next start removes its file
+  ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
+  EXPECT_EQ(removed, 1);
+  EXPECT_FALSE(fs::exists(root + "/" + of_writer));
 }
 
 TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
