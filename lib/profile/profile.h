@@ -23,6 +23,7 @@
 
 #include "dspipe/augment.h"
 #include "dspipe/dataset.h"
+#include "dspipe/sampler.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 #include "dspipe/timeline.h"
@@ -63,6 +64,15 @@ struct ProfileOptions {
   // Shuffled order with this seed (default true, 0).
   bool shuffle = true;
   uint64_t seed = 0;
+  // The rank whose loading is measured (SamplerOptions order / block_size / num_shards /
+  // shard_id, docs/SCALE.md): the loader reads only this rank's share of each epoch, so
+  // `epochs` measures this rank's epochs. Defaults: order kGlobal, block_size 4096, one rank
+  // (rank 0 of world_size 1). Order kShards opens the dataset lazily and, with ram_cache, caches
+  // per shard, as Loader::Open does (OpenLoaderDataset). 0 <= rank < world_size.
+  SampleOrder order = SampleOrder::kGlobal;
+  uint64_t block_size = 4096;
+  int rank = 0;
+  int world_size = 1;
   // Evict the dataset's files from the page cache (posix_fadvise DONTNEED) before the run, to
   // measure cold I/O. Whether it worked is reported in ProfileResult::cache.
   bool drop_cache = false;

@@ -30,6 +30,10 @@ json ConfigJson(const ProfileOptions& o) {
           {"vflip", o.augment.vflip_p},
           {"shuffle", o.shuffle},
           {"seed", o.seed},
+          {"order", SampleOrderName(o.order)},
+          {"block_size", o.block_size},
+          {"rank", o.rank},
+          {"world_size", o.world_size},
           {"drop_cache", o.drop_cache}};
 }
 
@@ -215,13 +219,17 @@ std::string ReportCsv(const Report& report) {
     }
     return out;
   }
-  out = "source,stage,count,total_ms,mean_ms,p50_ms,p95_ms,p99_ms,max_ms,ms_per_batch,share\n";
+  out =
+      "source,stage,count,total_ms,mean_ms,p50_ms,p95_ms,p99_ms,max_ms,ms_per_batch,share,order,"
+      "rank,world_size\n";
   auto rows = [&](const ProfileResult& r) {
     for (const StageRow& row : StageRows(r)) {
       const StageSummary& s = row.summary;
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.source, StageName(s.stage),
-                         s.count, Num(s.total_ms), Num(s.mean_ms), Num(s.p50_ms), Num(s.p95_ms),
-                         Num(s.p99_ms), Num(s.max_ms), Num(row.ms_per_batch), Num(row.share));
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.source,
+                         StageName(s.stage), s.count, Num(s.total_ms), Num(s.mean_ms),
+                         Num(s.p50_ms), Num(s.p95_ms), Num(s.p99_ms), Num(s.max_ms),
+                         Num(row.ms_per_batch), Num(row.share), SampleOrderName(r.config.order),
+                         r.config.rank, r.config.world_size);
     }
   };
   rows(report.run);

@@ -12,10 +12,14 @@ namespace {
 bool PerSample(Stage s) { return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment; }
 
 std::string Config(const ProfileResult& r) {
-  return fmt::format("batch {}, threads {}, prefetch {}, device {}{}", r.config.batch_size,
-                     r.config.threads, r.config.prefetch, r.config.device,
-                     r.config.compute_ms > 0 ? fmt::format(", compute {} ms", r.config.compute_ms)
-                                             : std::string());
+  const ProfileOptions& c = r.config;
+  return fmt::format(
+      "batch {}, threads {}, prefetch {}, device {}{}, order {}{}, rank {} of {}", c.batch_size,
+      c.threads, c.prefetch, c.device,
+      c.compute_ms > 0 ? fmt::format(", compute {} ms", c.compute_ms) : std::string(),
+      SampleOrderName(c.order),
+      c.order == SampleOrder::kBlocks ? fmt::format(" (block {})", c.block_size) : std::string(),
+      c.rank, c.world_size);
 }
 
 void AppendRun(const ProfileResult& r, std::string* out) {

@@ -142,6 +142,53 @@ TEST(DsbenchCli, CacheWaitReadsTheSecondEpochFromTheCopy) {
   std::filesystem::remove_all(cache);
 }
 
+// 3 ranks of a 3-shard copy of the dataset (8 samples a shard), one whole epoch each: with
+// order shards every rank reads one shard, with blocks a third of the epoch; either way the
+// ranks' images add up to the dataset (24 divides evenly: no padding, nothing dropped).
+TEST(DsbenchCli, EachRankMeasuresItsShareOfTheEpoch) {
+  const auto& d = SmallDataset();
+  const std::string sharded = d.dir + "/sharded";
+  if (!std::filesystem::exists(sharded)) {
+    ASSERT_EQ(std::system(("TSAN_OPTIONS=report_bugs=0 " DSCONVERT_PATH " build " + d.folder +
+                           " " + sharded + " --shards 3 --threads 2 --no-sync -q > /dev/null")
+                              .c_str()),
+              0);
+  }
+  for (const std::string order : {"shards", "blocks"}) {
+    uint64_t total = 0;
+    for (int rank = 0; rank < 3; ++rank) {
+      const std::string json = d.dir + "/rank" + std::to_string(rank) + ".json";
+      const std::string csv = d.dir + "/rank" + std::to_string(rank) + ".csv";
+      std::string out;
+      ASSERT_EQ(Dsbench(sharded + " --order " + order + " --block-size 4 --rank " +
+                            std::to_string(rank) + " --world-size 3 --epochs 1 --warmup 0 " +
+                            "--batch 4 --threads 1 --sample-ms 0 --json " + json + " --csv " +
+                            csv,
+                        &out),
+                0)
+          << out;
+      EXPECT_NE(out.find("order " + order), std::string::npos) << out;
+      EXPECT_NE(out.find("rank " + std::to_string(rank) + " of 3"), std::string::npos) << out;
+      const nlohmann::json j = ReadJson(json);
+      EXPECT_EQ(j["config"]["order"], order);
+      EXPECT_EQ(j["config"]["rank"], rank);
+      EXPECT_EQ(j["config"]["world_size"], 3);
+      ASSERT_EQ(j["epochs"].size(), 1u) << j.dump();
+      const uint64_t images = j["throughput"]["images"].get<uint64_t>();
+      EXPECT_EQ(j["epochs"][0]["images"].get<uint64_t>(), images);
+      EXPECT_EQ(images, 8u) << order << " rank " << rank;
+      total += images;
+      std::ifstream c(csv);
+      std::string header, row;
+      std::getline(c, header);
+      std::getline(c, row);
+      EXPECT_TRUE(header.ends_with(",order,rank,world_size")) << header;
+      EXPECT_TRUE(row.ends_with("," + order + "," + std::to_string(rank) + ",3")) << row;
+    }
+    EXPECT_EQ(total, 24u) << order;
+  }
+}
+
 TEST(DsbenchCli, UsageErrorsAndFailures) {
   const auto& d = SmallDataset();
   std::string out;
@@ -150,6 +197,17 @@ TEST(DsbenchCli, UsageErrorsAndFailures) {
   EXPECT_EQ(Dsbench(d.lmdb + " --batches 3 --epochs 1", &out), 2) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --device tpu", &out), 2) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --sweep threads=1 --trace x.json", &out), 2) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --rank 3 --world-size 3", &out), 2) << out;
+  EXPECT_NE(out.find("--rank 3: must be less than --world-size 3"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --order rows", &out), 2) << out;
+  EXPECT_NE(out.find("--order"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --order shards --cache auto", &out), 2) << out;
+  EXPECT_NE(out.find("--cache with --order shards"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.folder + " --compare " + d.lmdb + " --world-size 2", &out), 2) << out;
+  // A lone LMDB is one shard: the sampler refuses 3 ranks of order shards, naming the flags.
+  EXPECT_EQ(Dsbench(d.lmdb + " --order shards --world-size 3 -q", &out), 1) << out;
+  EXPECT_NE(out.find("--order shards over 1 shard(s), --world-size 3"), std::string::npos)
+      << out;
   EXPECT_EQ(Dsbench(d.dir + "/nope.lmdb -q", &out), 1);
   EXPECT_NE(out.find("nope.lmdb"), std::string::npos) << out;
 }

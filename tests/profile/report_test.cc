@@ -168,11 +168,14 @@ TEST(ReportCsv, OneRowPerStageOrPerConfiguration) {
   std::vector<std::string> lines = Lines(ReportCsv(report));
   ASSERT_EQ(lines.size(), 1 + report.run.stages.size());
   EXPECT_EQ(lines[0],
-            "source,stage,count,total_ms,mean_ms,p50_ms,p95_ms,p99_ms,max_ms,ms_per_batch,share");
+            "source,stage,count,total_ms,mean_ms,p50_ms,p95_ms,p99_ms,max_ms,ms_per_batch,share,"
+            "order,rank,world_size");
   EXPECT_EQ(lines[1].rfind("lmdb,read,800,80,0.1,", 0), 0u) << lines[1];
   EXPECT_EQ(lines[2].rfind("lmdb,decode,800,1600,2,", 0), 0u) << lines[2];
   EXPECT_EQ(lines[5].rfind("lmdb,wait,100,", 0), 0u) << lines[5];
-  for (const std::string& l : lines) EXPECT_EQ(Fields(l), 11u) << l;
+  for (const std::string& l : lines) EXPECT_EQ(Fields(l), 14u) << l;
+  // The rank measured closes every row (default: one rank, order global).
+  EXPECT_TRUE(lines[1].ends_with(",global,0,1")) << lines[1];
   // decode: ms/batch = 2 ms x 8 samples; share = 1600 / (80 + 1600 + 80 + 1).
   EXPECT_NE(lines[2].find(",16,0.908575"), std::string::npos) << lines[2];
 

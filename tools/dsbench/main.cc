@@ -79,6 +79,21 @@ int main(int argc, char** argv) {
   app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
   app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "sequential order");
+  std::string order = "global";
+  app.add_option("--order", order,
+                 "how each epoch's order is cut across ranks (docs/SCALE.md): global, blocks or "
+                 "shards (whole shard files per rank; a sharded dataset)")
+      ->check(CLI::IsMember({"global", "blocks", "shards"}))
+      ->capture_default_str();
+  app.add_option("--block-size", o.block_size, "--order blocks: indices per block")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  auto* rank = app.add_option("--rank", o.rank, "the rank whose loading is measured")
+                   ->capture_default_str()
+                   ->check(CLI::NonNegativeNumber);
+  app.add_option("--world-size", o.world_size, "number of ranks the epoch is split across")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--drop-cache", o.drop_cache,
                "evict the dataset's files from the page cache first (cold I/O)");
   app.add_option("--cache", o.ram_cache,
@@ -129,6 +144,20 @@ int main(int argc, char** argv) {
   o.plain.detect_masks = !no_detect_masks;
   o.shuffle = !no_shuffle;
   o.cache_overlap = !no_overlap;
+  o.order = order == "blocks"   ? dspipe::SampleOrder::kBlocks
+            : order == "shards" ? dspipe::SampleOrder::kShards
+                                : dspipe::SampleOrder::kGlobal;
+  if (o.rank >= o.world_size) {
+    return Usage("--rank " + std::to_string(o.rank) + ": must be less than --world-size " +
+                 std::to_string(o.world_size));
+  }
+  if (o.order == dspipe::SampleOrder::kShards && o.ram_cache != "off") {
+    return Usage("--cache with --order shards (the per-shard cache) is not measured yet; use "
+                 "--order global|blocks with --cache");
+  }
+  if (!compare_db.empty() && (o.world_size > 1 || rank->count() > 0 || order != "global")) {
+    return Usage("--compare measures one whole dataset; drop --order/--rank/--world-size");
+  }
   o.trace_path = trace_path;
   if (!sweep_text.empty() && !compare_db.empty()) return Usage("--sweep and --compare: pick one");
   if (!sweep_text.empty() && !trace_path.empty()) {
