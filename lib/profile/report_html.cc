@@ -141,6 +141,29 @@ std::string TimelineChart(const ProfileResult& r) {
          " ms; each line scaled to its own top)</h3>\n" + svg + "</svg>\n";
 }
 
+// Per epoch, where it read from (in place / cache), as the console's epochs lines: with the
+// RAM-disk cache (an overlapped copy switches the loader to the copy at an epoch boundary).
+std::string EpochTable(const ProfileResult& r) {
+  if (r.ram_cache.mode == "off" || r.epochs.empty()) return "";
+  const RamCacheResult& c = r.ram_cache;
+  std::string t = fmt::format(
+      "<h3>Epochs (ram cache: copy {:.3f} s{})</h3>\n<table><tr><th>epoch</th><th>source</th>"
+      "<th>images/s</th><th>images</th><th>seconds</th><th>records in place</th>"
+      "<th>records cache</th><th>MB read</th></tr>\n",
+      c.copy_seconds,
+      c.overlapped ? fmt::format(", in the background; waited {:.3f} s", c.copy_wait_seconds)
+                   : std::string(c.copied ? ", before the run" : ""));
+  for (size_t i = 0; i < r.epochs.size(); ++i) {
+    const EpochResult& e = r.epochs[i];
+    t += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{:.3f}</td><td>{}</td><td>{}</td>"
+        "<td>{:.1f}</td></tr>\n",
+        i, Esc(e.source), e.images_per_s, e.images, e.seconds, e.records_in_place,
+        e.records_cache, static_cast<double>(e.bytes_in_place + e.bytes_cache) / 1e6);
+  }
+  return t + "</table>\n";
+}
+
 std::string RunSection(const ProfileResult& r, const std::string& title) {
   const DatasetSummary& d = r.dataset;
   std::string h = fmt::format("<h2>{}</h2>\n<table class=\"kv\">\n", Esc(title));
@@ -149,9 +172,11 @@ std::string RunSection(const ProfileResult& r, const std::string& title) {
   };
   kv("dataset", fmt::format("{} ({}, {}): {} samples, {}x{}x{}{}", d.path, d.kind, d.store, d.count,
                             d.width, d.height, d.channels, d.has_masks ? " + mask" : ""));
-  kv("config",
-     fmt::format("batch {}, threads {}, prefetch {}, device {}, compute {} ms", r.config.batch_size,
-                 r.config.threads, r.config.prefetch, r.config.device, r.config.compute_ms));
+  kv("config", fmt::format("batch {}, threads {}, prefetch {}, device {}, compute {} ms, order {}, "
+                           "rank {} of {}",
+                           r.config.batch_size, r.config.threads, r.config.prefetch,
+                           r.config.device, r.config.compute_ms, SampleOrderName(r.config.order),
+                           r.config.rank, r.config.world_size));
   kv("throughput",
      fmt::format("{:.1f} images/s, {:.1f} MB/s stored, {:.1f} MB/s decoded "
                  "({} batches in {:.3f} s)",
@@ -161,6 +186,7 @@ std::string RunSection(const ProfileResult& r, const std::string& title) {
   h += "</table>\n<div class=\"verdict\"><b>" + Esc(r.verdict.headline) + "</b><ul>\n";
   for (const std::string& s : r.verdict.suggestions) h += "<li>" + Esc(s) + "</li>\n";
   h += "</ul></div>\n<h3>Stage time per batch</h3>\n" + StageBars(r) + StageTable(r);
+  h += EpochTable(r);
   h += TimelineChart(r);
   return h;
 }

@@ -216,6 +216,8 @@ TEST(ReportHtml, SelfContainedWithStagesVerdictAndCharts) {
   EXPECT_EQ(html.find("<train>"), std::string::npos);
   EXPECT_NE(html.find("Decode-bound"), std::string::npos);
   EXPECT_EQ(html.find("Sweep"), std::string::npos);
+  EXPECT_NE(html.find("order global, rank 0 of 1"), std::string::npos);
+  EXPECT_EQ(html.find("Epochs ("), std::string::npos);  // no RAM-disk cache: no epochs table
 
   SweepResult sweep;
   sweep.runs = {report.run, report.run};
@@ -238,6 +240,38 @@ TEST(ReportHtml, SelfContainedWithStagesVerdictAndCharts) {
   html = ReportHtml(report);
   ExpectSelfContained(html);
   EXPECT_NE(html.find("Folder vs LMDB"), std::string::npos);
+}
+
+// With the RAM-disk cache, the page says per epoch where it read from, as the console does.
+TEST(ReportHtml, EpochsSayWhereTheyReadFrom) {
+  Report report;
+  report.run = Synthetic(0.1, 2.0, 0.1, 1.0, 0);
+  report.run.config.order = SampleOrder::kShards;
+  report.run.config.rank = 2;
+  report.run.config.world_size = 3;
+  report.run.ram_cache.mode = "auto";
+  report.run.ram_cache.overlapped = true;
+  report.run.ram_cache.copy_seconds = 0.25;
+  report.run.ram_cache.copy_wait_seconds = 0.125;
+  EpochResult in_place, cached;
+  in_place.source = "in place";
+  in_place.images = 24;
+  in_place.records_in_place = 24;
+  in_place.bytes_in_place = 2000000;
+  cached.source = "cache";
+  cached.images = 24;
+  cached.records_cache = 24;
+  cached.bytes_cache = 2000000;
+  report.run.epochs = {in_place, cached};
+  const std::string html = ReportHtml(report);
+  ExpectSelfContained(html);
+  EXPECT_NE(html.find("order shards, rank 2 of 3"), std::string::npos);
+  EXPECT_NE(html.find("Epochs (ram cache: copy 0.250 s, in the background; waited 0.125 s)"),
+            std::string::npos);
+  EXPECT_NE(html.find("<tr><td>0</td><td>in place</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><td>1</td><td>cache</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>24</td><td>0</td><td>2.0</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>0</td><td>24</td><td>2.0</td>"), std::string::npos) << html;
 }
 
 // Synthetic timings -> Diagnose -> every writer carries the same verdict.
