@@ -147,13 +147,7 @@ TEST(DsbenchCli, CacheWaitReadsTheSecondEpochFromTheCopy) {
 // ranks' images add up to the dataset (24 divides evenly: no padding, nothing dropped).
 TEST(DsbenchCli, EachRankMeasuresItsShareOfTheEpoch) {
   const auto& d = SmallDataset();
-  const std::string sharded = d.dir + "/sharded";
-  if (!std::filesystem::exists(sharded)) {
-    ASSERT_EQ(std::system(("TSAN_OPTIONS=report_bugs=0 " DSCONVERT_PATH " build " + d.folder +
-                           " " + sharded + " --shards 3 --threads 2 --no-sync -q > /dev/null")
-                              .c_str()),
-              0);
-  }
+  const std::string& sharded = testing::ShardedDataset();
   for (const std::string order : {"shards", "blocks"}) {
     uint64_t total = 0;
     for (int rank = 0; rank < 3; ++rank) {

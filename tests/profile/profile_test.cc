@@ -193,6 +193,22 @@ TEST(RunProfile, BadOptionsAndPathsAreErrors) {
   const Status s = RunProfile(SmallDataset().dir + "/missing.lmdb", Small(), &r);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("missing.lmdb"), std::string::npos) << s.ToString();
+  o = Small();
+  o.rank = 2;
+  o.world_size = 2;
+  const Status rank = RunProfile(SmallDataset().lmdb, o, &r);
+  EXPECT_EQ(rank.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(rank.ToString().find("--rank 2 of --world-size 2"), std::string::npos)
+      << rank.ToString();
+  // Order shards through the RAM-disk cache would cache per shard, which the read counters
+  // would hide from the loader (nothing cached, silently): refused, naming both flags.
+  o = Small();
+  o.order = SampleOrder::kShards;
+  o.ram_cache = SmallDataset().dir + "/shard-cache";
+  const Status cached = RunProfile(testing::ShardedDataset(), o, &r);
+  EXPECT_EQ(cached.code(), Status::Code::kUnsupported) << cached.ToString();
+  EXPECT_NE(cached.ToString().find("--cache with --order shards"), std::string::npos)
+      << cached.ToString();
 }
 
 TEST(RunProfile, CudaDeviceRunsOrSaysWhyNot) {

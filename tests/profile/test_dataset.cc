@@ -50,6 +50,18 @@ const TestDataset& SmallDataset() {
   return d;
 }
 
+const std::string& ShardedDataset() {
+  static const std::string sharded = [] {
+    const TestDataset& d = SmallDataset();
+    const std::string out = d.dir + "/sharded";
+    Run(std::string("TSAN_OPTIONS=report_bugs=0 ") + DSCONVERT_PATH + " build " + d.folder + " " +
+        out + " --shards 3 --threads 2 --no-sync -q > /dev/null");
+    EXPECT_TRUE(std::filesystem::exists(out + "/manifest.json"));
+    return out;
+  }();
+  return sharded;
+}
+
 }  // namespace dspipe::profile::testing
 
 // ThreadSanitizer hook (unused in other builds), as in tests/pipeline/loader_fixture.cc: the

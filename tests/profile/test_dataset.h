@@ -13,5 +13,8 @@ struct TestDataset {
 };
 // Creates it on first use (ASSERTs inside on failure). Thread-compatible (tests run serially).
 const TestDataset& SmallDataset();
+// The same 24 samples as a sharded dataset of 3 shards of 8 (dsconvert build --shards 3), at
+// SmallDataset().dir + "/sharded". Made on first use (only the tests that need it pay for it).
+const std::string& ShardedDataset();
 
 }  // namespace dspipe::profile::testing
