@@ -272,8 +272,8 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   Status made = MakeConsumer(ds, o, r, &consumer);
   if (!made.ok() && o.order == SampleOrder::kShards) {
     return made.WithContext(std::string("--order shards over ") +
-                            std::to_string(ds->info().shard_sizes.size()) + " shard(s), --world-size " +
-                            std::to_string(o.world_size));
+                            std::to_string(ds->info().shard_sizes.size()) +
+                            " shard(s), --world-size " + std::to_string(o.world_size));
   }
   DSPIPE_RETURN_IF_ERROR(made);
   Loader& loader = consumer->loader();
