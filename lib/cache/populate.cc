@@ -380,6 +380,12 @@ Status ListSource(const std::string& source, SourceListing* out) {
   return Status::OK();
 }
 
+std::string SideRel(const SourceListing& side) {
+  std::string base = fs::path(side.source).filename().string();
+  if (base.empty() || base == "." || base == "..") base = "masks.lmdb";
+  return "masks/" + base;
+}
+
 std::string EntryName(const SourceListing& listing) {
   std::string id;
   if (!listing.url.empty()) {
@@ -389,6 +395,13 @@ std::string EntryName(const SourceListing& listing) {
     id = "dspipe-cache-v1\n" + listing.source + "\n";
     for (const SourceFile& f : listing.files) {
       id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
+    }
+    // Sides (a plain LMDB's masks LMDB): none keeps the names entries had before sides existed.
+    for (const SourceListing& side : listing.sides) {
+      id += "side\t" + SideRel(side) + "\t" + side.source + "\n";
+      for (const SourceFile& f : side.files) {
+        id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
+      }
     }
   }
   const std::string hex = Sha256Hex(id).substr(0, 16);
