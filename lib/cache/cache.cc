@@ -410,15 +410,9 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     if (!url || env->FileExists(tmp + "/" + base)) s = env->RemoveTree(tmp);
     if (s.ok()) s = env->CreateDirs(tmp);
     if (s.ok()) s = cache::PopulateFromSource(listing, tmp + "/" + base, env, cancel);
-    // The masks LMDB (CacheOptions::masks) goes into the same temp dir: one entry, committed
-    // by the one rename below, so the images never exist cached without their masks.
-    for (const cache::SourceListing& side : listing.sides) {
-      const std::string dest = tmp + "/" + cache::SideRel(side);
-      const std::string parent = fs::path(dest).parent_path().string();
-      if (s.ok()) s = env->CreateDirs(parent);
-      if (s.ok()) s = cache::PopulateFromSource(side, dest, env, cancel);
-      if (s.ok()) s = env->SyncDir(parent);
-    }
+    // With a masks LMDB (CacheOptions::masks, listing.sides) it lands in the same temp dir
+    // (tmp/masks/...), reserved with the images: one entry, committed by the one rename below,
+    // so the images never exist cached without their masks.
     if (s.ok()) s = env->SyncDir(tmp);
     // The use record goes first: an entry without one would be invisible to eviction.
     if (s.ok()) s = WriteUse(env, entry, listing.bytes);

@@ -119,6 +119,8 @@ std::string EntryName(const SourceListing& listing);
 // memory copy instead of read + write through user space); any other Env (a FaultEnv) or a
 // kernel that refuses both gets read/write through the Env. `cancel` (optional) is checked
 // between chunks: a requested cancel stops the copy with CancelledError.
+// A local listing's sides (a plain LMDB's masks LMDB) go to dirname(dest)/SideRel(side), with
+// the same steps: every file of the source and of its sides is reserved before any is copied.
 Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env,
                           const CancelToken* cancel = nullptr);
 

@@ -940,14 +940,16 @@ namespace dspipe {
 namespace {
 
 // A plain LMDB (records in the main database) holding `files[i]`'s bytes under key "i":
-// a directory with data.mdb, or, with `as_file`, one LMDB file (MDB_NOSUBDIR).
+// a directory with data.mdb, or, with `as_file`, one LMDB file (MDB_NOSUBDIR). `file_bytes`
+// > 0: the data file is that large (MDB_WRITEMAP sizes it to the map).
 void WritePlainLmdb(const std::string& path, const std::vector<std::string>& files,
-                    bool as_file) {
+                    bool as_file, size_t file_bytes = 0) {
   if (!as_file) fs::create_directories(path);
   MDB_env* env = nullptr;
   ASSERT_EQ(mdb_env_create(&env), 0);
-  ASSERT_EQ(mdb_env_set_mapsize(env, 1 << 24), 0);
-  ASSERT_EQ(mdb_env_open(env, path.c_str(), as_file ? MDB_NOSUBDIR : 0, 0644), 0) << path;
+  ASSERT_EQ(mdb_env_set_mapsize(env, file_bytes > 0 ? file_bytes : 1 << 24), 0);
+  const unsigned flags = (as_file ? MDB_NOSUBDIR : 0) | (file_bytes > 0 ? MDB_WRITEMAP : 0);
+  ASSERT_EQ(mdb_env_open(env, path.c_str(), flags, 0644), 0) << path;
   MDB_txn* txn = nullptr;
   ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
   MDB_dbi dbi;
@@ -979,12 +981,13 @@ class PlainCacheTest : public CacheTest {
     std::snprintf(name, sizeof name, "%06d.png", i);
     return work_ + "/src/" + dir + "/" + name;
   }
-  // The masks LMDB with the first n masks (a rewrite changes its size and mtime).
-  void WriteMasks(int n) {
+  // The masks LMDB with the first n masks (a rewrite changes its size and mtime), its file
+  // `file_bytes` large when > 0.
+  void WriteMasks(int n, size_t file_bytes = 0) {
     fs::remove(masks_);
     std::vector<std::string> masks;
     for (int i = 0; i < n; ++i) masks.push_back(File("masks", i));
-    WritePlainLmdb(masks_, masks, true);
+    WritePlainLmdb(masks_, masks, true, file_bytes);
   }
   DatasetOpenOptions Plain() const {
     DatasetOpenOptions o;
@@ -1123,6 +1126,31 @@ TEST_F(PlainCacheTest, AChangedMasksLmdbGetsANewEntryAndTheBudgetCountsIt) {
   EXPECT_TRUE(loader->dataset().info().has_masks);
   EXPECT_TRUE(Contains(log, images_ + ": in place: the dataset with its masks LMDB")) << log;
   EXPECT_FALSE(fs::exists(lo.cache)) << "made " << lo.cache;
+}
+
+// The masks' space is reserved with the images', before any byte of either is copied: a masks
+// LMDB that does not fit is an ENOSPC naming it with nothing written and nothing left.
+TEST_F(PlainCacheTest, AMasksLmdbThatDoesNotFitIsAnEnospcBeforeAnyByteIsCopied) {
+  WriteMasks(12, 1 << 20);
+  const uint64_t images = fs::file_size(images_ + "/data.mdb");
+  ASSERT_EQ(fs::file_size(masks_), 1u << 20);
+  const std::string root = shm_.path() + "/c";
+  FullAfterCheckEnv fe;
+  fe.SetFreeSpace(4 * images);  // what fallocate sees: the images fit, the masks do not
+  ASSERT_LT(4 * images, 1u << 20);
+  CacheOptions o = WithMasks(root);
+  o.env = &fe;
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  Status s = AcquireCache(images_, o, &r, &lease);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "masks.mdb")) << s.ToString();
+  EXPECT_EQ(fe.writes(), 0) << "the images were copied before the masks' space was reserved";
+  EXPECT_EQ(lease, nullptr);
+  for (const auto& e : fs::directory_iterator(root)) {
+    EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
+  }
 }
 
 }  // namespace
