@@ -446,7 +446,9 @@ Status PopulateFromSource(const SourceListing& listing, const std::string& dest,
   };
   std::vector<Part> parts{{&listing, dest}};
   const std::string parent = fs::path(dest).parent_path().string();
-  for (const SourceListing& side : listing.sides) parts.push_back({&side, parent + "/" + SideRel(side)});
+  for (const SourceListing& side : listing.sides) {
+    parts.push_back({&side, parent + "/" + SideRel(side)});
+  }
   for (size_t p = 0; p < parts.size(); ++p) {
     const Part& part = parts[p];
     if (p > 0) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(fs::path(part.dest).parent_path().string()));

@@ -1,8 +1,10 @@
 // The RAM-disk cache against real dspipe datasets and real tmpfs directories (/dev/shm):
 // copies, the budget fallback, ENOSPC before copying, a kill mid-copy, two racing processes,
-// leases against eviction, LRU order, and the Loader reading the copy.
+// leases against eviction, LRU order, the Loader reading the copy, and a plain LMDB whose masks
+// LMDB is cached in the same entry.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <lmdb.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -934,16 +936,14 @@ TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
 }  // namespace
 }  // namespace dspipe
 
-#include <lmdb.h>
-
 namespace dspipe {
 namespace {
 
 // A plain LMDB (records in the main database) holding `files[i]`'s bytes under key "i":
 // a directory with data.mdb, or, with `as_file`, one LMDB file (MDB_NOSUBDIR). `file_bytes`
 // > 0: the data file is that large (MDB_WRITEMAP sizes it to the map).
-void WritePlainLmdb(const std::string& path, const std::vector<std::string>& files,
-                    bool as_file, size_t file_bytes = 0) {
+void WritePlainLmdb(const std::string& path, const std::vector<std::string>& files, bool as_file,
+                    size_t file_bytes = 0) {
   if (!as_file) fs::create_directories(path);
   MDB_env* env = nullptr;
   ASSERT_EQ(mdb_env_create(&env), 0);
@@ -1031,8 +1031,8 @@ TEST_F(PlainCacheTest, TheMasksLmdbIsCachedInTheSameEntryAndTheLoaderReadsIt) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 3), want);
   EXPECT_EQ(cached->dataset().info().path.rfind(first + "/", 0), 0u);
-  EXPECT_TRUE(Contains(cached->dataset().info().pairing, "from " + first + "/")) << "masks read in place: "
-      << cached->dataset().info().pairing;
+  EXPECT_TRUE(Contains(cached->dataset().info().pairing, "from " + first + "/"))
+      << "masks read in place: " << cached->dataset().info().pairing;
   cached.reset();
 
   // Overlapped: epoch 0 in place while the copy is held mid-way, then the switch.
