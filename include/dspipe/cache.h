@@ -26,8 +26,9 @@
 //   evicted. An evicted entry is renamed to ENTRY.tmp before it is deleted.
 //
 // Entry names: "<source basename>-<16 hex digits>", the digits from the sha256 of the source's
-// canonical absolute path and every file's relative path, size and modification time, so a
-// rebuilt or changed dataset gets a new entry (the old one ages out by LRU).
+// canonical absolute path and every file's relative path, size and modification time (and the
+// same of CacheOptions::masks, a plain LMDB's masks LMDB cached in the same entry), so a rebuilt
+// or changed dataset gets a new entry (the old one ages out by LRU).
 //
 // A source may be the http(s):// URL of a served dataset directory (docs/CACHE.md "A dataset
 // URL"): its listing comes from URL/manifest.json (identity = the URL + the manifest's sha256,
