@@ -26,8 +26,9 @@
 //   evicted. An evicted entry is renamed to ENTRY.tmp before it is deleted.
 //
 // Entry names: "<source basename>-<16 hex digits>", the digits from the sha256 of the source's
-// canonical absolute path and every file's relative path, size and modification time, so a
-// rebuilt or changed dataset gets a new entry (the old one ages out by LRU).
+// canonical absolute path and every file's relative path, size and modification time (and the
+// same of CacheOptions::masks, a plain LMDB's masks LMDB cached in the same entry), so a rebuilt
+// or changed dataset gets a new entry (the old one ages out by LRU).
 //
 // A source may be the http(s):// URL of a served dataset directory (docs/CACHE.md "A dataset
 // URL"): its listing comes from URL/manifest.json (identity = the URL + the manifest's sha256,
@@ -86,6 +87,13 @@ struct CacheOptions {
   // opened from its entry when the entry is there at its first read, else in place. Default
   // false; the Loader sets it for order kShards (docs/CACHE.md "Order shards").
   bool per_shard = false;
+  // A plain LMDB's masks LMDB (PlainLmdbOptions::masks: a directory with data.mdb, or an LMDB
+  // file), cached in the SAME entry as the source, at ENTRY/masks/<its basename>: its files are
+  // part of the entry's identity (a changed masks LMDB gives a new entry) and of the bytes the
+  // budget and cache_limit count, and it is reserved, copied, verified and committed with the
+  // source (CacheResult::masks_path). Local sources only (ignored for a URL). Default "" (none);
+  // OpenDatasetCached sets it from DatasetOpenOptions::plain.masks for a plain LMDB.
+  std::string masks;
 };
 
 struct CacheResult {
@@ -93,6 +101,7 @@ struct CacheResult {
   std::string path;      // what to open: the copy, or the source itself (in place)
   std::string entry;     // the entry directory; "" in place
   std::string reason;    // in place: why, one line ("cache off", "needs 2.1 GiB, budget ...")
+  std::string masks_path;  // cached with CacheOptions::masks: the masks LMDB's copy; "" otherwise
   bool copied = false;   // this call made the copy (false: found it, maybe made by another rank)
   uint64_t bytes = 0;    // bytes of the dataset's files
   uint64_t budget = 0;   // bytes the cache could take, when it was computed (0 otherwise)

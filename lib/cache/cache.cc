@@ -292,6 +292,21 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
 
 namespace {
 
+// Lists a local source and, with CacheOptions::masks, the masks LMDB as its side (same entry:
+// identity and bytes cover both).
+Status ListLocalSource(const std::string& source, const CacheOptions& options,
+                       cache::SourceListing* out) {
+  DSPIPE_RETURN_IF_ERROR(cache::ListSource(source, out));
+  if (!options.masks.empty()) {
+    cache::SourceListing side;
+    Status s = cache::ListSource(options.masks, &side);
+    if (!s.ok()) return s.WithContext("cache: the masks LMDB of " + source);
+    out->bytes += side.bytes;
+    out->sides.push_back(std::move(side));
+  }
+  return Status::OK();
+}
+
 // AcquireCache's body. `prelisted` (optional): the source's listing, made by the caller (a URL's
 // manifest is fetched once per open). A URL that is not cached comes back OK with !cached and the
 // reason, like a local source: the caller turns that into the error (UrlNotCachedError).
@@ -324,12 +339,14 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   } else if (url) {
     DSPIPE_RETURN_IF_ERROR(cache::ListUrlSource(source, env, &listing));
   } else {
-    DSPIPE_RETURN_IF_ERROR(cache::ListSource(source, &listing));
+    DSPIPE_RETURN_IF_ERROR(ListLocalSource(source, options, &listing));
   }
   result->bytes = listing.bytes;
   if (options.cache_limit > 0 && listing.bytes > options.cache_limit) {
-    result->reason = "the dataset (" + Bytes(listing.bytes) + ") is larger than cache_limit (" +
-                     Bytes(options.cache_limit) + ")";
+    result->reason =
+        std::string(listing.sides.empty() ? "the dataset" : "the dataset with its masks LMDB") +
+        " (" + Bytes(listing.bytes) + ") is larger than cache_limit (" +
+        Bytes(options.cache_limit) + ")";
     log_in_place();
     return Status::OK();
   }
@@ -393,6 +410,9 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
     if (!url || env->FileExists(tmp + "/" + base)) s = env->RemoveTree(tmp);
     if (s.ok()) s = env->CreateDirs(tmp);
     if (s.ok()) s = cache::PopulateFromSource(listing, tmp + "/" + base, env, cancel);
+    // With a masks LMDB (CacheOptions::masks, listing.sides) it lands in the same temp dir
+    // (tmp/masks/...), reserved with the images: one entry, committed by the one rename below,
+    // so the images never exist cached without their masks.
     if (s.ok()) s = env->SyncDir(tmp);
     // The use record goes first: an entry without one would be invisible to eviction.
     if (s.ok()) s = WriteUse(env, entry, listing.bytes);
@@ -416,6 +436,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options,
   result->cached = true;
   result->entry = entry;
   result->path = entry + "/" + base;
+  if (!listing.sides.empty()) result->masks_path = entry + "/" + cache::SideRel(listing.sides[0]);
   result->reason.clear();
   *lease = std::make_unique<Lease>(std::move(held));
   LogDecision(source, *result);
@@ -438,7 +459,9 @@ Status OpenCopy(const std::string& source, const CacheResult& r,
                 const DatasetOpenOptions& open_options, std::unique_ptr<CacheLease> lease,
                 std::shared_ptr<const Dataset>* out) {
   std::unique_ptr<Dataset> copy;
-  Status s = Dataset::Open(r.path, open_options, &copy);
+  DatasetOpenOptions o = open_options;
+  if (!r.masks_path.empty()) o.plain.masks = r.masks_path;  // the masks from the same entry
+  Status s = Dataset::Open(r.path, o, &copy);
   if (!s.ok()) return s.WithContext("cache: opening the copy of " + RedactUrl(source));
   std::shared_ptr<CacheLease> held(std::move(lease));
   *out = std::shared_ptr<const Dataset>(copy.release(), [held](const Dataset* d) { delete d; });
@@ -750,6 +773,8 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
     return Status::OK();
   }
   if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(ds->info());
+  // A plain LMDB's masks LMDB is cached with it, in the same entry.
+  cache_options.masks = ds->info().kind == DatasetKind::kPlain ? open_options.plain.masks : "";
   if (cache_options.per_shard && open_options.lazy_shards &&
       ds->info().kind == DatasetKind::kSharded && !CacheRoot(cache_options.mode).empty()) {
     // One entry per shard, asked for by the reader (ShardCache::Want); nothing copied yet.
@@ -773,7 +798,7 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
   bool listed = false;
   const std::string root = CacheRoot(cache_options.mode);
   if (cache_options.overlap && !root.empty()) {
-    DSPIPE_RETURN_IF_ERROR(cache::ListSource(path, &listing));
+    DSPIPE_RETURN_IF_ERROR(ListLocalSource(path, cache_options, &listing));
     listed = true;
     Env* env = cache_options.env ? cache_options.env : Env::Default();
     const bool over_limit =

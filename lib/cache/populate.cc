@@ -380,6 +380,12 @@ Status ListSource(const std::string& source, SourceListing* out) {
   return Status::OK();
 }
 
+std::string SideRel(const SourceListing& side) {
+  std::string base = fs::path(side.source).filename().string();
+  if (base.empty() || base == "." || base == "..") base = "masks.lmdb";
+  return "masks/" + base;
+}
+
 std::string EntryName(const SourceListing& listing) {
   std::string id;
   if (!listing.url.empty()) {
@@ -389,6 +395,13 @@ std::string EntryName(const SourceListing& listing) {
     id = "dspipe-cache-v1\n" + listing.source + "\n";
     for (const SourceFile& f : listing.files) {
       id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
+    }
+    // Sides (a plain LMDB's masks LMDB): none keeps the names entries had before sides existed.
+    for (const SourceListing& side : listing.sides) {
+      id += "side\t" + SideRel(side) + "\t" + side.source + "\n";
+      for (const SourceFile& f : side.files) {
+        id += f.rel + "\t" + std::to_string(f.size) + "\t" + std::to_string(f.mtime_ns) + "\n";
+      }
     }
   }
   const std::string hex = Sha256Hex(id).substr(0, 16);
@@ -425,54 +438,84 @@ Status PopulateFromSource(const SourceListing& listing, const std::string& dest,
     }
     return Status::OK();
   }
-  if (listing.is_dir) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(dest));
-  for (const std::string& d : listing.dirs) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(dest + "/" + d));
+  // The source at `dest`, each side (a plain LMDB's masks LMDB) beside it at SideRel: one plan,
+  // so that every file of every part is reserved before any byte is copied.
+  struct Part {
+    const SourceListing* listing;
+    std::string dest;
+  };
+  std::vector<Part> parts{{&listing, dest}};
+  const std::string parent = fs::path(dest).parent_path().string();
+  for (const SourceListing& side : listing.sides) {
+    parts.push_back({&side, parent + "/" + SideRel(side)});
+  }
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    if (p > 0) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(fs::path(part.dest).parent_path().string()));
+    if (part.listing->is_dir) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(part.dest));
+    for (const std::string& d : part.listing->dirs) {
+      DSPIPE_RETURN_IF_ERROR(env->CreateDirs(part.dest + "/" + d));
+    }
+  }
   // 1. Reserve every file's space before copying a byte.
-  std::vector<std::unique_ptr<WritableFile>> outs(listing.files.size());
-  for (size_t i = 0; i < listing.files.size(); ++i) {
-    const SourceFile& f = listing.files[i];
-    DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(Join(dest, f.rel), /*truncate=*/true, &outs[i]));
-    Status s = outs[i]->Allocate(0, f.size);
-    if (!s.ok()) {
-      return s.WithContext("cache: reserving " + std::to_string(f.size) + " bytes for " +
-                           Join(listing.source, f.rel));
+  struct Copy {
+    std::string from, to;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    std::unique_ptr<WritableFile> out;
+  };
+  std::vector<Copy> copies;
+  for (const Part& part : parts) {
+    for (const SourceFile& f : part.listing->files) {
+      Copy c;
+      c.from = Join(part.listing->source, f.rel);
+      c.to = Join(part.dest, f.rel);
+      c.size = f.size;
+      c.mtime_ns = f.mtime_ns;
+      DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(c.to, /*truncate=*/true, &c.out));
+      Status s = c.out->Allocate(0, f.size);
+      if (!s.ok()) {
+        return s.WithContext("cache: reserving " + std::to_string(f.size) + " bytes for " + c.from);
+      }
+      copies.push_back(std::move(c));
     }
   }
   // 2. Copy, file by file, each fsynced.
   std::string buf;  // read/write path only (allocated on first use)
-  for (size_t i = 0; i < listing.files.size(); ++i) {
-    const SourceFile& f = listing.files[i];
-    const std::string from = Join(listing.source, f.rel);
-    DSPIPE_RETURN_IF_ERROR(CopyFile(from, f.size, &outs[i], env, &buf, cancel));
-    outs[i].reset();
+  for (size_t i = 0; i < copies.size(); ++i) {
+    Copy& c = copies[i];
+    DSPIPE_RETURN_IF_ERROR(CopyFile(c.from, c.size, &c.out, env, &buf, cancel));
+    c.out.reset();
     MaybeStopForTest();
     RunHook(i + 1, cancel);
-    DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, from));
+    DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, c.from));
   }
   // 3. Verify: each copy has the listed size, and the source is what was listed (a dataset
   //    rewritten during the copy must not be cached as a mix of old and new bytes).
-  for (const SourceFile& f : listing.files) {
+  for (const Copy& c : copies) {
     uint64_t got = 0;
-    DSPIPE_RETURN_IF_ERROR(env->FileSize(Join(dest, f.rel), &got));
-    if (got != f.size) {
-      return Status::Corruption("cache: copy of " + Join(listing.source, f.rel) + " has " +
-                                std::to_string(got) + " bytes, expected " +
-                                std::to_string(f.size));
+    DSPIPE_RETURN_IF_ERROR(env->FileSize(c.to, &got));
+    if (got != c.size) {
+      return Status::Corruption("cache: copy of " + c.from + " has " + std::to_string(got) +
+                                " bytes, expected " + std::to_string(c.size));
     }
     uint64_t size = 0;
     int64_t mtime = 0;
-    DSPIPE_RETURN_IF_ERROR(StatFile(Join(listing.source, f.rel), &size, &mtime));
-    if (size != f.size || mtime != f.mtime_ns) {
-      return Status::Corruption("cache: " + Join(listing.source, f.rel) +
-                                " changed while it was copied; not cached");
+    DSPIPE_RETURN_IF_ERROR(StatFile(c.from, &size, &mtime));
+    if (size != c.size || mtime != c.mtime_ns) {
+      return Status::Corruption("cache: " + c.from + " changed while it was copied; not cached");
     }
   }
   // 4. Directories durable (files were fsynced as they were written).
-  if (listing.is_dir) {
-    for (auto it = listing.dirs.rbegin(); it != listing.dirs.rend(); ++it) {
-      DSPIPE_RETURN_IF_ERROR(env->SyncDir(dest + "/" + *it));
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    if (part.listing->is_dir) {
+      for (auto it = part.listing->dirs.rbegin(); it != part.listing->dirs.rend(); ++it) {
+        DSPIPE_RETURN_IF_ERROR(env->SyncDir(part.dest + "/" + *it));
+      }
+      DSPIPE_RETURN_IF_ERROR(env->SyncDir(part.dest));
     }
-    DSPIPE_RETURN_IF_ERROR(env->SyncDir(dest));
+    if (p > 0) DSPIPE_RETURN_IF_ERROR(env->SyncDir(fs::path(part.dest).parent_path().string()));
   }
   return Status::OK();
 }

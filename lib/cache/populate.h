@@ -81,8 +81,14 @@ struct SourceListing {
   bool is_dir = false;
   std::vector<std::string> dirs;   // relative subdirectories, parents first
   std::vector<SourceFile> files;   // sorted by rel
-  uint64_t bytes = 0;              // total of files[].size
+  uint64_t bytes = 0;              // total of files[].size, plus every side's bytes
+  // Local sources: LMDBs copied into the same entry beside the source (a plain LMDB's masks
+  // LMDB, CacheOptions::masks), each listed like a source; part of the identity (EntryName).
+  std::vector<SourceListing> sides;
 };
+
+// Where a side listing's copy goes, relative to the entry: "masks/<its basename>".
+std::string SideRel(const SourceListing& side);
 
 // Lists a local dataset (a directory, recursively, or one file). LMDB reader tables
 // (lock.mdb, *-lock) are skipped: LMDB makes a fresh one beside the copy.
@@ -113,6 +119,8 @@ std::string EntryName(const SourceListing& listing);
 // memory copy instead of read + write through user space); any other Env (a FaultEnv) or a
 // kernel that refuses both gets read/write through the Env. `cancel` (optional) is checked
 // between chunks: a requested cancel stops the copy with CancelledError.
+// A local listing's sides (a plain LMDB's masks LMDB) go to dirname(dest)/SideRel(side), with
+// the same steps: every file of the source and of its sides is reserved before any is copied.
 Status PopulateFromSource(const SourceListing& listing, const std::string& dest, Env* env,
                           const CancelToken* cancel = nullptr);
 

@@ -1,8 +1,10 @@
 // The RAM-disk cache against real dspipe datasets and real tmpfs directories (/dev/shm):
 // copies, the budget fallback, ENOSPC before copying, a kill mid-copy, two racing processes,
-// leases against eviction, LRU order, and the Loader reading the copy.
+// leases against eviction, LRU order, the Loader reading the copy, and a plain LMDB whose masks
+// LMDB is cached in the same entry.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <lmdb.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -929,6 +931,230 @@ TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
       << loader->reading_from();
   EXPECT_EQ(got, testing::RunEpochs(off.get(), 0, 2));
   EXPECT_EQ(Named(root, ".used").size(), 1u);
+}
+
+}  // namespace
+}  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// A plain LMDB (records in the main database) holding `files[i]`'s bytes under key "i":
+// a directory with data.mdb, or, with `as_file`, one LMDB file (MDB_NOSUBDIR). `file_bytes`
+// > 0: the data file is that large (MDB_WRITEMAP sizes it to the map).
+void WritePlainLmdb(const std::string& path, const std::vector<std::string>& files, bool as_file,
+                    size_t file_bytes = 0) {
+  if (!as_file) fs::create_directories(path);
+  MDB_env* env = nullptr;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  ASSERT_EQ(mdb_env_set_mapsize(env, file_bytes > 0 ? file_bytes : 1 << 24), 0);
+  const unsigned flags = (as_file ? MDB_NOSUBDIR : 0) | (file_bytes > 0 ? MDB_WRITEMAP : 0);
+  ASSERT_EQ(mdb_env_open(env, path.c_str(), flags, 0644), 0) << path;
+  MDB_txn* txn = nullptr;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string key = std::to_string(i), value = ReadAll(files[i]);
+    MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+    ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+  }
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  if (as_file) fs::remove(path + "-lock");
+}
+
+// The source tree's images in a plain LMDB directory, its masks in a second plain LMDB (a file).
+class PlainCacheTest : public CacheTest {
+ protected:
+  void SetUp() override {
+    CacheTest::SetUp();
+    images_ = work_ + "/images.lmdb";
+    masks_ = work_ + "/masks.mdb";
+    WriteMasks(12);
+    std::vector<std::string> images;
+    for (int i = 0; i < 12; ++i) images.push_back(File("images", i));
+    WritePlainLmdb(images_, images, false);
+  }
+  std::string File(const std::string& dir, int i) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06d.png", i);
+    return work_ + "/src/" + dir + "/" + name;
+  }
+  // The masks LMDB with the first n masks (a rewrite changes its size and mtime), its file
+  // `file_bytes` large when > 0.
+  void WriteMasks(int n, size_t file_bytes = 0) {
+    fs::remove(masks_);
+    std::vector<std::string> masks;
+    for (int i = 0; i < n; ++i) masks.push_back(File("masks", i));
+    WritePlainLmdb(masks_, masks, true, file_bytes);
+  }
+  DatasetOpenOptions Plain() const {
+    DatasetOpenOptions o;
+    o.plain.masks = masks_;
+    return o;
+  }
+  CacheOptions WithMasks(const std::string& root) const {
+    CacheOptions o = Options(root);
+    o.masks = masks_;
+    return o;
+  }
+  std::vector<std::string> PlainRecords(const std::string& images, const std::string& masks) {
+    DatasetOpenOptions o;
+    o.plain.masks = masks;
+    std::unique_ptr<Dataset> ds;
+    Status s = Dataset::Open(images, o, &ds);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return ds ? Records(*ds) : std::vector<std::string>{};
+  }
+  std::string images_, masks_;
+};
+
+TEST_F(PlainCacheTest, TheMasksLmdbIsCachedInTheSameEntryAndTheLoaderReadsIt) {
+  const std::vector<std::string> records = PlainRecords(images_, masks_);
+  ASSERT_EQ(records.size(), 12u);
+  ASSERT_FALSE(records[0].empty());
+  LoaderOptions o = OverlapLoaderOptions();
+  o.dataset.plain.masks = masks_;
+  std::unique_ptr<Loader> off;
+  ASSERT_TRUE(Loader::Open(images_, o, &off).ok());
+  ASSERT_TRUE(off->dataset().info().has_masks);
+  const std::vector<testing::BatchCopy> want = testing::RunEpochs(off.get(), 0, 3);
+  off.reset();
+
+  // Copy first (no overlap): epoch 0 reads the copy, masks from the entry.
+  const std::string first = shm_.path() + "/first";
+  o.cache = first;
+  o.cache_overlap = false;
+  std::unique_ptr<Loader> cached;
+  Status s = Loader::Open(images_, o, &cached);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 3), want);
+  EXPECT_EQ(cached->dataset().info().path.rfind(first + "/", 0), 0u);
+  EXPECT_TRUE(Contains(cached->dataset().info().pairing, "from " + first + "/"))
+      << "masks read in place: " << cached->dataset().info().pairing;
+  cached.reset();
+
+  // Overlapped: epoch 0 in place while the copy is held mid-way, then the switch.
+  const std::string root = shm_.path() + "/c";
+  o.cache = root;
+  o.cache_overlap = true;
+  {
+    CopyGate gate(CopyGate::kUntilReleased);
+    s = Loader::Open(images_, o, &cached);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    gate.WaitHeld();
+    std::vector<testing::BatchCopy> got = testing::RunEpochs(cached.get(), 0, 1);
+    EXPECT_EQ(cached->dataset().info().path, images_);
+    EXPECT_TRUE(Named(root, ".used").empty());
+    gate.Release();
+    cached->WaitForCacheCopy();
+    for (const testing::BatchCopy& b : testing::RunEpochs(cached.get(), 1, 2)) got.push_back(b);
+    EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)"))
+        << cached->reading_from();
+    EXPECT_TRUE(Contains(cached->dataset().info().pairing, "from " + root + "/"))
+        << "masks read in place: " << cached->dataset().info().pairing;
+    EXPECT_EQ(got, want);
+  }
+  cached.reset();
+
+  // One entry holds both, byte for byte, and its size counts both.
+  const std::vector<std::string> used = Named(root, ".used");
+  ASSERT_EQ(used.size(), 1u);
+  const std::string entry = root + "/" + used[0].substr(0, used[0].size() - 5);
+  EXPECT_EQ(ReadAll(entry + "/images.lmdb/data.mdb"), ReadAll(images_ + "/data.mdb"));
+  EXPECT_EQ(ReadAll(entry + "/masks/masks.mdb"), ReadAll(masks_));
+  const uint64_t both = fs::file_size(images_ + "/data.mdb") + fs::file_size(masks_);
+  uint64_t used_bytes = 0;
+  int64_t ns = 0;
+  std::istringstream(ReadAll(root + "/" + used[0])) >> ns >> used_bytes;
+  EXPECT_EQ(used_bytes, both);
+
+  // The masks source gone, the entry still gives every record with its mask.
+  fs::remove(masks_);
+  EXPECT_EQ(PlainRecords(entry + "/images.lmdb", entry + "/masks/masks.mdb"), records);
+}
+
+TEST_F(PlainCacheTest, AChangedMasksLmdbGetsANewEntryAndTheBudgetCountsIt) {
+  const std::string root = shm_.path() + "/c";
+  CacheResult a, b;
+  std::unique_ptr<CacheLease> la, lb;
+  Status s = AcquireCache(images_, WithMasks(root), &a, &la);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(a.cached) << a.reason;
+  EXPECT_EQ(a.masks_path, a.entry + "/masks/masks.mdb");
+  EXPECT_EQ(PlainRecords(a.path, a.masks_path), PlainRecords(images_, masks_));
+  // The masks LMDB changed (one mask fewer, and a size that differs for sure, so the test does
+  // not rest on the mtime's granularity), the images did not.
+  const uint64_t old_size = fs::file_size(masks_);
+  WriteMasks(11, 1 << 20);
+  ASSERT_NE(fs::file_size(masks_), old_size);
+  s = AcquireCache(images_, WithMasks(root), &b, &lb);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(b.cached) << b.reason;
+  EXPECT_TRUE(b.copied);
+  EXPECT_NE(a.entry, b.entry);
+
+  // A cache_limit between the images alone and images + masks: in place, with the reason.
+  const uint64_t images = fs::file_size(images_ + "/data.mdb");
+  const uint64_t both = images + fs::file_size(masks_);
+  CacheOptions o = WithMasks(shm_.path() + "/limited");
+  o.cache_limit = (images + both) / 2;
+  ASSERT_LT(images, o.cache_limit);
+  CacheResult c;
+  std::unique_ptr<CacheLease> lc;
+  ASSERT_TRUE(AcquireCache(images_, o, &c, &lc).ok());
+  EXPECT_FALSE(c.cached);
+  EXPECT_EQ(c.bytes, both);
+  EXPECT_TRUE(Contains(c.reason, "with its masks LMDB")) << c.reason;
+  EXPECT_TRUE(Contains(c.reason, "larger than cache_limit")) << c.reason;
+  EXPECT_EQ(c.path, images_);
+  EXPECT_TRUE(c.masks_path.empty());
+  EXPECT_EQ(lc, nullptr);
+  // The images alone would have fitted.
+  o.masks.clear();
+  ASSERT_TRUE(AcquireCache(images_, o, &c, &lc).ok());
+  EXPECT_TRUE(c.cached) << c.reason;
+
+  // Through the loader: the same limit reads in place, masks included, and says why.
+  LoaderOptions lo = OverlapLoaderOptions();
+  lo.dataset.plain.masks = masks_;
+  lo.cache = shm_.path() + "/loader";
+  lo.cache_limit = o.cache_limit;
+  std::unique_ptr<Loader> loader;
+  ::testing::internal::CaptureStderr();
+  s = Loader::Open(images_, lo, &loader);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(loader->dataset().info().path, images_);
+  EXPECT_TRUE(loader->dataset().info().has_masks);
+  EXPECT_TRUE(Contains(log, images_ + ": in place: the dataset with its masks LMDB")) << log;
+  EXPECT_FALSE(fs::exists(lo.cache)) << "made " << lo.cache;
+}
+
+// The masks' space is reserved with the images', before any byte of either is copied: a masks
+// LMDB that does not fit is an ENOSPC naming it with nothing written and nothing left.
+TEST_F(PlainCacheTest, AMasksLmdbThatDoesNotFitIsAnEnospcBeforeAnyByteIsCopied) {
+  WriteMasks(12, 1 << 20);
+  const uint64_t images = fs::file_size(images_ + "/data.mdb");
+  ASSERT_EQ(fs::file_size(masks_), 1u << 20);
+  const std::string root = shm_.path() + "/c";
+  FullAfterCheckEnv fe;
+  fe.SetFreeSpace(4 * images);  // what fallocate sees: the images fit, the masks do not
+  ASSERT_LT(4 * images, 1u << 20);
+  CacheOptions o = WithMasks(root);
+  o.env = &fe;
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  Status s = AcquireCache(images_, o, &r, &lease);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "masks.mdb")) << s.ToString();
+  EXPECT_EQ(fe.writes(), 0) << "the images were copied before the masks' space was reserved";
+  EXPECT_EQ(lease, nullptr);
+  for (const auto& e : fs::directory_iterator(root)) {
+    EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
+  }
 }
 
 }  // namespace
