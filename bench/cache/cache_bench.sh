@@ -48,24 +48,12 @@ while [ $# -gt 0 ]; do
     *) echo "cache_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-DSC="$BUILD/tools/dsconvert/dsconvert"
-DSB="$BUILD/tools/dsbench/dsbench"
-for b in "$DSC" "$DSB"; do
-  [ -x "$b" ] || { echo "cache_bench.sh: $b missing; build dsconvert and dsbench first" >&2; exit 1; }
-done
-[ "$(stat -f -c %T /dev/shm)" = tmpfs ] || { echo "cache_bench.sh: /dev/shm is not a tmpfs" >&2; exit 1; }
+source "$ROOT/bench/noisy_lmdbs.sh"
+bench_tools cache_bench.sh "$BUILD"
+bench_shm_cache cache_bench.sh dspipe-cache-bench
 OUT="$DIR/out"
-CACHE="$(mktemp -d /dev/shm/dspipe-cache-bench-XXXXXX)"
-trap 'rm -rf "$CACHE"' EXIT
 mkdir -p "$DIR" "$OUT"
-
-if [ ! -f "$DIR/src/.complete" ] || [ "$(cat "$DIR/src/.complete")" != "$COUNT" ]; then
-  rm -rf "$DIR/src" "$DIR/enc.lmdb" "$DIR/raw.lmdb"
-  "$PY" "$ROOT/bench/make_noisy_pngs.py" "$DIR/src" "$COUNT"
-  echo "$COUNT" > "$DIR/src/.complete"
-fi
-[ -f "$DIR/enc.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/enc.lmdb" -q --overwrite
-[ -f "$DIR/raw.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/raw.lmdb" --store raw -q --overwrite
+bench_noisy_lmdbs "$DIR" "$COUNT" enc raw
 
 COMMON=(--epochs 1 --warmup 0 --threads "$THREADS" --sample-ms 0 -q)
 for r in $(seq 1 "$ROUNDS"); do

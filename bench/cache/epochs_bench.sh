@@ -40,27 +40,13 @@ while [ $# -gt 0 ]; do
     *) echo "epochs_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-DSC="$BUILD/tools/dsconvert/dsconvert"
-DSB="$BUILD/tools/dsbench/dsbench"
-for b in "$DSC" "$DSB"; do
-  [ -x "$b" ] || { echo "epochs_bench.sh: $b missing; build dsconvert and dsbench first" >&2; exit 1; }
-done
-[ "$(stat -f -c %T /dev/shm)" = tmpfs ] || { echo "epochs_bench.sh: /dev/shm is not a tmpfs" >&2; exit 1; }
+source "$ROOT/bench/noisy_lmdbs.sh"
+bench_tools epochs_bench.sh "$BUILD"
+bench_shm_cache epochs_bench.sh dspipe-epochs-bench
 OUT="$DIR/out-epochs"
-CACHE="$(mktemp -d /dev/shm/dspipe-epochs-bench-XXXXXX)"
-trap 'rm -rf "$CACHE"' EXIT
 mkdir -p "$DIR" "$OUT"
-
-if [ ! -f "$DIR/src/.complete" ] || [ "$(cat "$DIR/src/.complete")" != "$COUNT" ]; then
-  rm -rf "$DIR/src" "$DIR/enc.lmdb" "$DIR/raw.lmdb"
-  "$PY" "$ROOT/bench/make_noisy_pngs.py" "$DIR/src" "$COUNT"
-  echo "$COUNT" > "$DIR/src/.complete"
-fi
-for s in $STORES; do
-  store=encoded
-  [ "$s" = raw ] && store=raw
-  [ -f "$DIR/$s.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/$s.lmdb" --store "$store" -q --overwrite
-done
+# shellcheck disable=SC2086  # STORES is a list
+bench_noisy_lmdbs "$DIR" "$COUNT" $STORES
 
 COMMON=(--epochs "$EPOCHS" --warmup 0 --threads "$THREADS" --sample-ms 0 -q)
 cat /proc/loadavg > "$OUT/loadavg-before.txt"

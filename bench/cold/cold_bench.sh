@@ -37,21 +37,11 @@ while [ $# -gt 0 ]; do
     *) echo "cold_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-DSC="$BUILD/tools/dsconvert/dsconvert"
-DSB="$BUILD/tools/dsbench/dsbench"
-for b in "$DSC" "$DSB"; do
-  [ -x "$b" ] || { echo "cold_bench.sh: $b missing; build dsconvert and dsbench first" >&2; exit 1; }
-done
+source "$ROOT/bench/noisy_lmdbs.sh"
+bench_tools cold_bench.sh "$BUILD"
 OUT="$DIR/out"
 mkdir -p "$DIR" "$OUT"
-
-if [ ! -f "$DIR/src/.complete" ] || [ "$(cat "$DIR/src/.complete")" != "$COUNT" ]; then
-  rm -rf "$DIR/src" "$DIR/enc.lmdb" "$DIR/raw.lmdb"
-  "$PY" "$ROOT/bench/make_noisy_pngs.py" "$DIR/src" "$COUNT"
-  echo "$COUNT" > "$DIR/src/.complete"
-fi
-[ -f "$DIR/enc.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/enc.lmdb" -q --overwrite
-[ -f "$DIR/raw.lmdb/data.mdb" ] || "$DSC" build "$DIR/src" "$DIR/raw.lmdb" --store raw -q --overwrite
+bench_noisy_lmdbs "$DIR" "$COUNT" enc raw
 
 COMMON=(--epochs 1 --warmup 0 --threads "$THREADS" -q)
 for r in $(seq 1 "$ROUNDS"); do
