@@ -600,17 +600,24 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
 namespace dspipe {
 namespace {
 
+// dsbench's library through the cache dir `root`: batches of 4, no warm-up (the first measured
+// batch is the loader's first: epoch 0 reads in place), no resource sampling, `threads`.
+profile::ProfileOptions CachedProfile(const std::string& root, int threads) {
+  profile::ProfileOptions o;
+  o.batch_size = 4;
+  o.threads = threads;
+  o.warmup = 0;
+  o.sample_ms = 0;
+  o.ram_cache = root;
+  return o;
+}
+
 // dsbench's library: --cache opens the dataset through the cache and reports the copy apart.
 TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
   const std::string src = Make("ds");
   const std::string root = shm_.path() + "/c";
-  profile::ProfileOptions o;
-  o.batch_size = 4;
-  o.threads = 1;
+  profile::ProfileOptions o = CachedProfile(root, 1);
   o.batches = 3;
-  o.warmup = 0;
-  o.sample_ms = 0;
-  o.ram_cache = root;
   profile::ProfileResult first, second, off;
   Status s = profile::RunProfile(src, o, &first);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -647,13 +654,8 @@ TEST_F(CacheTest, ProfileRunReportsTheCopyAndThenTheWarmEntry) {
 TEST_F(CacheTest, ProfileRunSwitchesToTheCopyAtAnEpochBoundaryAndCountsItsReads) {
   const std::string src = Make("ds");  // 12 samples: 3 batches of 4 per epoch
   const std::string root = shm_.path() + "/c";
-  profile::ProfileOptions o;
-  o.batch_size = 4;
-  o.threads = 2;
+  profile::ProfileOptions o = CachedProfile(root, 2);
   o.epochs = 3;
-  o.warmup = 0;  // the loader starts on the dataset in place: epoch 0 reads it there
-  o.sample_ms = 0;
-  o.ram_cache = root;
   o.cache_wait = true;
   profile::ProfileResult r;
   Status s = profile::RunProfile(src, o, &r);
@@ -707,13 +709,8 @@ TEST_F(CacheTest, ProfileRunSwitchesToTheCopyAtAnEpochBoundaryAndCountsItsReads)
 TEST_F(CacheTest, ProfileRunWithoutWaitingReportsWhereEachEpochReadFrom) {
   const std::string src = Make("ds");
   const std::string root = shm_.path() + "/c";
-  profile::ProfileOptions o;
-  o.batch_size = 4;
-  o.threads = 2;
+  profile::ProfileOptions o = CachedProfile(root, 2);
   o.epochs = 3;
-  o.warmup = 0;
-  o.sample_ms = 0;
-  o.ram_cache = root;
   profile::ProfileResult r;
   Status s = profile::RunProfile(src, o, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
