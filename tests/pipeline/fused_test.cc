@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -79,14 +78,9 @@ TEST(RowNormalizer, MatchesTheBatchKernelBitForBit) {
 constexpr int kCount = 13;
 constexpr int kH = 19, kW = 37;  // odd: the SIMD loops' tails run
 
-class FusedLoaderTest : public ::testing::Test {
+class FusedLoaderTest : public testing::EncodedLmdbTest {
  protected:
-  void SetUp() override {
-    root_ = testing::FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    testing::WriteSourceTree(root_ + "/src", kCount, kH, kW, true);
-    path_ = testing::Build(root_ + "/src", root_ + "/data.lmdb", StoreMode::kEncoded, 1);
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  FusedLoaderTest() : EncodedLmdbTest(kCount, kH, kW) {}
 
   static LoaderOptions Options() {
     LoaderOptions o;
@@ -137,8 +131,6 @@ class FusedLoaderTest : public ::testing::Test {
     EncodeRecord(view.header, testing::AsBytes(png), view.mask, &value);
     testing::OverwriteRecord(path_, index, value);
   }
-
-  std::string root_, path_;
 };
 
 TEST_F(FusedLoaderTest, SameBatchesAsDecodeThenFlipThenNormalize) {

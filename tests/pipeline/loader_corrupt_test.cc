@@ -21,14 +21,9 @@ namespace {
 constexpr int kCount = 13;
 constexpr int kH = 24, kW = 32;
 
-class LoaderCorruptTest : public ::testing::Test {
+class LoaderCorruptTest : public testing::EncodedLmdbTest {
  protected:
-  void SetUp() override {
-    root_ = testing::FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    testing::WriteSourceTree(root_ + "/src", kCount, kH, kW, true);
-    path_ = testing::Build(root_ + "/src", root_ + "/data.lmdb", StoreMode::kEncoded, 1);
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  LoaderCorruptTest() : EncodedLmdbTest(kCount, kH, kW) {}
 
   // Record 5: valid header, PNG payload garbled (fails to decode). Record 9: bad magic.
   void Corrupt() {
@@ -48,8 +43,6 @@ class LoaderCorruptTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.ToString();
     return loader;
   }
-
-  std::string root_, path_;
 };
 
 TEST_F(LoaderCorruptTest, TruncatedDataFileIsRefusedAtOpenNotSigbus) {

@@ -38,6 +38,14 @@ cv::Mat MaskOf(const cv::Mat& rgb) {
   return m;
 }
 
+void EncodedLmdbTest::SetUp() {
+  root_ = FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  WriteSourceTree(root_ + "/src", n_, h_, w_, /*masks=*/true);
+  path_ = Build(root_ + "/src", root_ + "/data.lmdb", StoreMode::kEncoded, 1);
+}
+
+void EncodedLmdbTest::TearDown() { std::filesystem::remove_all(root_); }
+
 std::string FreshDir(const std::string& name) {
   const fs::path dir =
       fs::path(DSPIPE_BINARY_DIR) / "test-tmp" / (name + "-" + std::to_string(::getpid()));

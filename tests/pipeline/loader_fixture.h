@@ -2,6 +2,8 @@
 // derived from the pixels (1 where channel 0 > 127), built into real dspipe LMDBs.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <opencv2/core.hpp>
 #include <string>
@@ -25,6 +27,21 @@ std::string FreshDir(const std::string& name);
 void WriteSourceTree(const std::string& dir, int n, int h, int w, bool masks);
 // Builds src into out (asserting success) and returns out.
 std::string Build(const std::string& src, const std::string& out, StoreMode store, int shards);
+// A fixture giving each test a fresh directory root_ (FreshDir, named after the test) holding a
+// source tree of n samples h x w with masks (WriteSourceTree) built into path_ =
+// root_/data.lmdb (--store encoded, one shard); root_ is removed after the test.
+class EncodedLmdbTest : public ::testing::Test {
+ protected:
+  EncodedLmdbTest(int n, int h, int w) : n_(n), h_(h), w_(w) {}
+  void SetUp() override;
+  void TearDown() override;
+
+  std::string root_, path_;
+
+ private:
+  const int n_, h_, w_;
+};
+
 // Replaces the value of record `index` in a dspipe LMDB (for corruption tests).
 void OverwriteRecord(const std::string& lmdb_dir, uint64_t index, const std::string& value);
 std::string ReadRecord(const std::string& lmdb_dir, uint64_t index);
