@@ -741,9 +741,15 @@ Status Verify(Env* env, const std::string& path, const std::string& what, int64_
 
 Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o, Env* env,
                    FetchResult* res) {
-  const bool http = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+  const UrlScheme scheme = ClassifyUrl(url);
+  const bool http = scheme == UrlScheme::kHttp || scheme == UrlScheme::kHttps;
+  if (scheme == UrlScheme::kOther) {
+    return Status::InvalidArgument(RedactUrl(url) +
+                                   ": not a URL dspipe fetches (http://, https://, file:// or a "
+                                   "path)");
+  }
   std::string src = url;
-  if (url.rfind("file://", 0) == 0) src = url.substr(7);
+  if (scheme == UrlScheme::kFile) src = url.substr(7);
   if (env->FileExists(dest)) {
     // Another process (or an earlier run) finished it. Check it when we know what to expect.
     Status s = Verify(env, dest, dest, o.size, o.sha256, res);

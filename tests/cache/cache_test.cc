@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_dir.h"
 #include "cache/populate.h"
+#include "cache/test_hooks.h"
 #include "dspipe/cache.h"
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
@@ -68,11 +71,14 @@ bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-// Names in root ending with suffix.
+// The cache's own directory below a cache root (everything the cache makes is in there).
+std::string Own(const std::string& root) { return root + "/" + cache::kOwnDirName; }
+
+// Names in the cache's own directory of root ending with suffix.
 std::vector<std::string> Named(const std::string& root, const std::string& suffix) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
+  for (const auto& e : fs::directory_iterator(Own(root), ec)) {
     const std::string n = e.path().filename().string();
     if (n.ends_with(suffix)) out.push_back(n);
   }
@@ -234,11 +240,22 @@ TEST_F(CacheTest, TinyCapacityOrBudgetFallsBackInPlaceWithTheReason) {
 
 // Free space looks plentiful (as when another process fills the tmpfs after the check), but
 // the reservation fails: an ENOSPC naming the file before a single byte is copied.
+// writes_after_reserved() counts the writes made after the reservation step (the cache's own
+// records before it, the marker and the reservation, are not data).
 class FullAfterCheckEnv : public FaultEnv {
  public:
-  Status FreeSpace(const std::string& path, uint64_t* bytes) override {
-    return Env::Default()->FreeSpace(path, bytes);
+  FullAfterCheckEnv() {
+    cache::SetStepHookForTest([this](cache::Step step, const std::string&, size_t,
+                                     const cache::CancelToken*) {
+      if (step == cache::Step::kReserved) at_reserved_ = writes();
+    });
   }
+  ~FullAfterCheckEnv() override { cache::SetStepHookForTest(nullptr); }
+  void SetFreeSpace(uint64_t bytes) { SetAllocateLimit(bytes); }  // what fallocate sees
+  int writes_after_reserved() const { return at_reserved_ < 0 ? -1 : writes() - at_reserved_; }
+
+ private:
+  std::atomic<int> at_reserved_{-1};
 };
 
 // "auto" chose the directory, so an unusable one means "in place" (say why), not a failed
@@ -265,10 +282,13 @@ TEST_F(CacheTest, AutoWithAnUnusableCacheDirFallsBackInPlace) {
   EXPECT_FALSE(AcquireCache(src, o, &r, &lease).ok()) << "a named dir that cannot be made fails";
   ASSERT_EQ(::unsetenv("DSPIPE_CACHE_DIR"), 0);
 
-  // Unset, "auto" resolves to /dev/shm/dspipe-cache on a machine whose /dev/shm is a tmpfs.
+  // Unset, "auto" resolves to this user's /dev/shm/dspipe-cache-<uid> on a machine whose
+  // /dev/shm is a tmpfs.
   std::string why;
   const std::string resolved = CacheRoot("auto", &why);
-  EXPECT_TRUE(resolved == "/dev/shm/dspipe-cache" || (resolved.empty() && !why.empty()));
+  EXPECT_TRUE(resolved == "/dev/shm/dspipe-cache-" + std::to_string(::geteuid()) ||
+              (resolved.empty() && !why.empty()))
+      << resolved;
 }
 
 TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
@@ -289,14 +309,14 @@ TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "fallocate " + root)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "fallocate " + Own(root))) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "data.mdb")) << s.ToString();
-  EXPECT_EQ(fe.writes(), 0) << "bytes were copied before the space was reserved";
+  EXPECT_EQ(fe.writes_after_reserved(), 0) << "bytes were copied before the space was reserved";
   EXPECT_EQ(lease, nullptr);
   EXPECT_TRUE(Named(root, ".tmp").empty());
   EXPECT_TRUE(Named(root, ".used").empty());
   EXPECT_TRUE(Named(root, "ds").empty());
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(Own(root))) {
     EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
   }
 }
@@ -377,10 +397,10 @@ TEST_F(CacheTest, KillMidCopyLeavesNoEntryAndTheNextStartRemovesTheOrphan) {
   const std::string src = Make("ds", 3);  // manifest.json + 3 shards: several files
   const std::string root = shm_.path() + "/c";
   // Stop the copier right after its first file is complete, while it holds the entry's lock.
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));
   ASSERT_EQ(Named(root, ".tmp").size(), 1u);
-  const std::string tmp = root + "/" + Named(root, ".tmp")[0];
+  const std::string tmp = Own(root) + "/" + Named(root, ".tmp")[0];
   const std::string entry = tmp.substr(0, tmp.size() - 4);
   // A live (stopped) creator's temp dir is not an orphan.
   int removed = -1;
@@ -413,7 +433,7 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
   const std::string src = Make("ds", 3);
   const std::string other = Make("other");
   const std::string root = shm_.path() + "/c";
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));
   ::kill(a.pid, SIGKILL);
   int code = 0;
@@ -427,44 +447,52 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
   EXPECT_TRUE(Named(root, ".tmp").empty());
 }
 
-// A kill during the use record's write (Env::WriteFileAtomic) leaves E.used.tmp.<pid>: the next
-// start removes it unless a process holds E.lock (every use record is written under it). The
-// pid in the name is not asked about: in containers sharing /dev/shm a live writer's pid may be
-// another namespace's, and a dead one's may have been reused.
+// A kill during the use record's write (Directory::WriteFileAtomic) leaves
+// E.used.tmp-<16 hex>: the next start removes it unless a process holds E.lock (every use record
+// is written under it), whatever process wrote it (no pid is asked about: in containers sharing
+// /dev/shm a live writer's pid may be another namespace's). The lock, lease and use files of an
+// entry that is gone are removed too; names that are not the cache's are left alone.
 TEST_F(CacheTest, StartRemovesUseRecordTempFilesNobodyIsWriting) {
   const std::string root = shm_.path() + "/c";
-  fs::create_directories(root);
-  Child dead = StartTool({"--no-such-flag"}, {});
-  int code = 0;
-  Finish(&dead, &code);  // exited and reaped: its pid names no process now
-  const std::string of_dead = "e1.used.tmp." + std::to_string(dead.pid);
-  // A live process's pid (ours), but nobody holds e3.lock: as a writer killed in another
-  // PID namespace whose pid happens to be alive here.
-  const std::string of_reused = "e3.used.tmp." + std::to_string(::getpid());
-  // A writer holding e2.lock, with a pid that is no process here (another namespace's).
-  const std::string of_writer = "e2.used.tmp." + std::to_string(dead.pid);
-  for (const std::string& n : {of_dead, of_reused, of_writer}) {
-    std::ofstream(root + "/" + n) << "1 2";
+  // Make the cache dir (marked) with one real entry in it.
+  const std::string src = Make("ds");
+  {
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    ASSERT_TRUE(AcquireCache(src, Options(root), &r, &lease).ok());
+    ASSERT_TRUE(r.cached) << r.reason;
+  }
+  const std::string own = Own(root);
+  const std::string e1 = "e1-0123456789abcdef", e2 = "e2-0123456789abcdef";
+  const std::string of_dead = e1 + ".used.tmp-00112233445566aa";
+  const std::string of_writer = e2 + ".used.tmp-00112233445566bb";
+  const std::string not_ours = "notes.used.tmp-00112233445566cc";
+  for (const std::string& n : {of_dead, of_writer, not_ours, e1 + ".used", e1 + ".lease"}) {
+    std::ofstream(own + "/" + n) << "1 2";
   }
   std::unique_ptr<FileLock> writer;
-  ASSERT_TRUE(Env::Default()->LockFile(root + "/e2.lock", false, &writer).ok());
+  ASSERT_TRUE(Env::Default()->LockFile(own + "/" + e2 + ".lock", false, &writer).ok());
   int removed = 0;
   ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
-  EXPECT_EQ(removed, 2);
-  EXPECT_FALSE(fs::exists(root + "/" + of_dead));
-  EXPECT_FALSE(fs::exists(root + "/" + of_reused));
-  EXPECT_TRUE(fs::exists(root + "/" + of_writer));
+  EXPECT_EQ(removed, 1);
+  EXPECT_FALSE(fs::exists(own + "/" + of_dead));
+  EXPECT_TRUE(fs::exists(own + "/" + of_writer)) << "its writer holds " << e2 << ".lock";
+  EXPECT_TRUE(fs::exists(own + "/" + not_ours)) << "not a name of the cache's";
+  EXPECT_FALSE(fs::exists(own + "/" + e1 + ".used")) << "an entry that is gone";
+  EXPECT_FALSE(fs::exists(own + "/" + e1 + ".lease"));
+  EXPECT_EQ(Named(root, ".used").size(), 1u) << "the real entry's record stays";
   writer.reset();  // the writer is gone: the next start removes its file
   ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
   EXPECT_EQ(removed, 1);
-  EXPECT_FALSE(fs::exists(root + "/" + of_writer));
+  EXPECT_FALSE(fs::exists(own + "/" + of_writer));
+  EXPECT_TRUE(fs::exists(own + "/" + not_ours));
 }
 
 TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
   // A starts copying and stops mid-copy, holding the entry's lock.
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));
   // B comes along and waits for A (it says so, at info level, before blocking on the lock).
   Child b = StartTool({src, root}, {"DSPIPE_LOG_LEVEL=info"});
@@ -581,7 +609,7 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
   // The loader holds the lease: the entry cannot be evicted while it lives.
   std::vector<std::string> used = Named(root, ".used");
   ASSERT_EQ(used.size(), 1u);
-  const std::string entry = root + "/" + used[0].substr(0, used[0].size() - 5);
+  const std::string entry = Own(root) + "/" + used[0].substr(0, used[0].size() - 5);
   std::unique_ptr<FileLock> lock;
   EXPECT_EQ(Env::Default()->LockFile(entry + ".lease", false, &lock).code(),
             Status::Code::kAborted);
@@ -749,8 +777,9 @@ class CopyGate {
  public:
   enum Mode { kUntilReleased, kUntilCancelled };
   explicit CopyGate(Mode mode) : mode_(mode) {
-    cache::SetCopyHookForTest([this](size_t files_done, const cache::CancelToken* cancel) {
-      if (files_done != 1) return;
+    cache::SetStepHookForTest([this](cache::Step step, const std::string&, size_t files_done,
+                                     const cache::CancelToken* cancel) {
+      if (step != cache::Step::kFileCopied || files_done != 1) return;
       std::unique_lock<std::mutex> lock(mu_);
       held_ = true;
       cv_.notify_all();
@@ -765,7 +794,7 @@ class CopyGate {
   }
   ~CopyGate() {
     Release();
-    cache::SetCopyHookForTest(nullptr);
+    cache::SetStepHookForTest(nullptr);
   }
   void WaitHeld() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -823,7 +852,7 @@ TEST_F(CacheTest, LoaderReadsInPlaceWhileCopyingThenSwitchesToTheCacheAtAnEpochB
   EXPECT_EQ(got, want);
   // The switched loader holds the entry's lease.
   const std::string used = Named(root, ".used")[0];
-  const std::string entry = root + "/" + used.substr(0, used.size() - 5);
+  const std::string entry = Own(root) + "/" + used.substr(0, used.size() - 5);
   std::unique_ptr<FileLock> lock;
   EXPECT_EQ(Env::Default()->LockFile(entry + ".lease", false, &lock).code(),
             Status::Code::kAborted);
@@ -869,7 +898,7 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   EXPECT_TRUE(Contains(cache_lines[0], "No space left on device")) << log;
   EXPECT_TRUE(Named(root, ".tmp").empty());
   EXPECT_TRUE(Named(root, ".used").empty());
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(Own(root))) {
     EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
   }
 }
@@ -891,7 +920,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
     loader.reset();  // cancels the copy held at the gate and joins its thread
     EXPECT_TRUE(Named(root, ".used").empty());
     EXPECT_TRUE(Named(root, ".tmp").empty());
-    for (const auto& e : fs::directory_iterator(root)) {
+    for (const auto& e : fs::directory_iterator(Own(root))) {
       EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
     }
   }
@@ -909,7 +938,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
 TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));  // mid-copy, holding the entry's lock
   LoaderOptions o = OverlapLoaderOptions();
   std::unique_ptr<Loader> off, loader;
@@ -1058,13 +1087,13 @@ TEST_F(PlainCacheTest, TheMasksLmdbIsCachedInTheSameEntryAndTheLoaderReadsIt) {
   // One entry holds both, byte for byte, and its size counts both.
   const std::vector<std::string> used = Named(root, ".used");
   ASSERT_EQ(used.size(), 1u);
-  const std::string entry = root + "/" + used[0].substr(0, used[0].size() - 5);
+  const std::string entry = Own(root) + "/" + used[0].substr(0, used[0].size() - 5);
   EXPECT_EQ(ReadAll(entry + "/images.lmdb/data.mdb"), ReadAll(images_ + "/data.mdb"));
   EXPECT_EQ(ReadAll(entry + "/masks/masks.mdb"), ReadAll(masks_));
   const uint64_t both = fs::file_size(images_ + "/data.mdb") + fs::file_size(masks_);
   uint64_t used_bytes = 0;
   int64_t ns = 0;
-  std::istringstream(ReadAll(root + "/" + used[0])) >> ns >> used_bytes;
+  std::istringstream(ReadAll(Own(root) + "/" + used[0])) >> ns >> used_bytes;
   EXPECT_EQ(used_bytes, both);
 
   // The masks source gone, the entry still gives every record with its mask.
@@ -1147,9 +1176,10 @@ TEST_F(PlainCacheTest, AMasksLmdbThatDoesNotFitIsAnEnospcBeforeAnyByteIsCopied) 
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "masks.mdb")) << s.ToString();
-  EXPECT_EQ(fe.writes(), 0) << "the images were copied before the masks' space was reserved";
+  EXPECT_EQ(fe.writes_after_reserved(), 0)
+      << "the images were copied before the masks' space was reserved";
   EXPECT_EQ(lease, nullptr);
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(Own(root))) {
     EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
   }
 }

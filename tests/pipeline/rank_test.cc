@@ -207,10 +207,10 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
   }
 }
 
-// The cache's entries in `dir` (directories, not .tmp), by name.
+// The cache's entries in the cache root `dir` (directories of its own dir, not .tmp), by name.
 std::set<std::string> Entries(const std::string& dir) {
   std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : fs::directory_iterator(dir + "/dspipe-cache-v1")) {
     const std::string name = e.path().filename().string();
     if (e.is_directory() && !name.ends_with(".tmp")) out.insert(name);
   }
