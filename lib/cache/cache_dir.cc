@@ -83,7 +83,7 @@ Status CacheDir::Open(const std::string& root, Env* env, std::unique_ptr<CacheDi
   untrusted->clear();
   namespace fs = std::filesystem;
   std::unique_ptr<Directory> rootdir;
-  if (root == PerUserRoot()) {
+  if (fs::path(root).filename() == fs::path(PerUserRoot()).filename()) {
     // Ours alone: made 0700, and refused when someone else made it (or made it writable).
     const fs::path p(root);
     std::unique_ptr<Directory> parent;
@@ -119,27 +119,36 @@ Status CacheDir::Open(const std::string& root, Env* env, std::unique_ptr<CacheDi
   DSPIPE_RETURN_IF_ERROR(own->Stat(kMarkerName, &info));
   if (info.kind == FileKind::kMissing) {
     // A directory we just made, or one another process is marking now (its temp file is the
-    // only name in it); anything else in it was not made by us.
+    // only name in it, or the marker is there by the time we list); anything else in it was not
+    // made by us.
     std::vector<std::string> names;
     DSPIPE_RETURN_IF_ERROR(own->List(&names));
     std::string target;
+    bool marked = false;
     for (const std::string& n : names) {
+      if (n == kMarkerName) marked = true;
+    }
+    for (const std::string& n : names) {
+      if (marked) break;
       if (IsAtomicTempName(n, &target) && target == kMarkerName) continue;
-      if (n == kMarkerName) continue;  // marked meanwhile
       *untrusted = own->path() + " holds names (" + n + ", ...) but no " + kMarkerName +
                    ": not made by dspipe, not used";
       return Status::OK();
     }
-    DSPIPE_RETURN_IF_ERROR(own->WriteFileAtomic(kMarkerName, kMarkerText));
-  } else {
-    std::string text;
-    Status s = info.kind == FileKind::kRegular ? own->ReadFile(kMarkerName, &text)
-                                               : Status::Corruption("not a regular file");
-    if (!s.ok() || text != kMarkerText) {
-      *untrusted = own->path() + "/" + kMarkerName + " is not dspipe's cache marker" +
-                   (s.ok() ? std::string() : " (" + s.ToString() + ")") + ": not used";
-      return Status::OK();
+    if (marked) {
+      DSPIPE_RETURN_IF_ERROR(own->Stat(kMarkerName, &info));
+    } else {
+      DSPIPE_RETURN_IF_ERROR(own->WriteFileAtomic(kMarkerName, kMarkerText));
+      info.kind = FileKind::kRegular;
     }
+  }
+  std::string text;
+  Status s = info.kind == FileKind::kRegular ? own->ReadFile(kMarkerName, &text)
+                                             : Status::Corruption("not a regular file");
+  if (!s.ok() || text != kMarkerText) {
+    *untrusted = own->path() + "/" + kMarkerName + " is not dspipe's cache marker" +
+                 (s.ok() ? std::string() : " (" + s.ToString() + ")") + ": not used";
+    return Status::OK();
   }
   out->reset(new CacheDir(env, root, std::move(own)));
   return Status::OK();

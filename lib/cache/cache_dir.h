@@ -44,7 +44,8 @@ bool IsEntryName(const std::string& name);
 
 class CacheDir {
  public:
-  // Opens ROOT (made when missing: mkdir -p, or 0700 for the per-user root) and its
+  // Opens ROOT (made when missing: mkdir -p, or 0700 for a per-user root: one named
+  // "dspipe-cache-<our uid>", as the default is, wherever it is; its parent must exist) and its
   // dspipe-cache-v1/ (made 0700 when missing, then marked). An error when they cannot be made
   // or opened (the caller decides: "auto" reads in place, a directory the user named fails).
   // OK with *untrusted set (and *out null) when they exist but are not ours alone (above).
