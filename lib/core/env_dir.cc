@@ -137,8 +137,14 @@ class PosixDirectory final : public Directory {
     }
     const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
-      if (errno == ENOENT) return Status::NotFound(Shown(name) + ": no such directory");
-      return OpenError("open", Shown(name), errno);
+      const int err = errno;
+      if (err == ENOENT) return Status::NotFound(Shown(name) + ": no such directory");
+      struct stat st;
+      if ((err == ENOTDIR || err == ELOOP) &&
+          ::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        return OpenError("open", Shown(name), ELOOP);  // O_DIRECTORY says ENOTDIR for a link
+      }
+      return OpenError("open", Shown(name), err);
     }
     *out = NewPosixDirectory(fd, Shown(name));
     return Status::OK();
