@@ -81,11 +81,16 @@ Status MakeEntry(CacheDir& cd, const SourceListing& listing, const std::string& 
   DSPIPE_RETURN_IF_ERROR(WriteCompletionRecord(tmp.get(), name, listing, files));
   DSPIPE_RETURN_IF_ERROR(tmp->Sync());
   RunStepHook(Step::kRecorded, name);
-  // The use record goes first: an entry without one would be invisible to eviction.
+  // The commit, under the budget lock: another process's room check sees this copy as a
+  // reservation (E.tmp/) or as an entry (E/ + E.used), never as neither. The use record goes
+  // first: an entry without one would be invisible to eviction.
+  std::unique_ptr<FileLock> budget;
+  DSPIPE_RETURN_IF_ERROR(LockBudget(cd, &budget));
   DSPIPE_RETURN_IF_ERROR(WriteUse(cd, name, listing.bytes));
   RunStepHook(Step::kUseRecorded, name);
   DSPIPE_RETURN_IF_ERROR(d.Rename(name + ".tmp", name));
   DSPIPE_RETURN_IF_ERROR(d.Sync());
+  budget.reset();
   RunStepHook(Step::kCommitted, name);
   return Status::OK();
 }

@@ -116,12 +116,16 @@ Status ComputeBudget(CacheDir& cd, const CacheOptions& o, Budget* b) {
   return Status::OK();
 }
 
+Status LockBudget(CacheDir& cd, std::unique_ptr<FileLock>* lock) {
+  return cd.dir().Lock(kBudgetLockName, true, true, lock);
+}
+
 Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const CacheOptions& o,
                    bool keep_partial, Room* room) {
   *room = Room();
   Directory& d = cd.dir();
   std::unique_ptr<FileLock> root_lock;
-  DSPIPE_RETURN_IF_ERROR(d.Lock(kBudgetLockName, true, true, &root_lock));
+  DSPIPE_RETURN_IF_ERROR(LockBudget(cd, &root_lock));
   for (;;) {
     Budget budget;
     DSPIPE_RETURN_IF_ERROR(ComputeBudget(cd, o, &budget));

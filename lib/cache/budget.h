@@ -45,6 +45,13 @@ struct Room {
   std::vector<std::string> evicted;  // entry paths evicted to make room
 };
 
+// Takes budget.lock (waiting for it; it is held only for short steps). Whatever changes what the
+// room check counts is done under it: the check and the reservation, eviction, and the commit
+// of an entry (E.used written and E.tmp/ renamed to E/), so the check sees a copy either as a
+// reservation or as an entry, never as neither (between its look at the entries and its look
+// at the reservations).
+Status LockBudget(CacheDir& cd, std::unique_ptr<FileLock>* lock);
+
 // Under budget.lock: evicts until `need` fits (above) or nothing more can go. When it fits, makes
 // E.tmp/ for entry `self` (removing what was there, unless keep_partial: a URL's partial fetch
 // that this open resumes) and writes its reservation. The caller holds self's E.lock.

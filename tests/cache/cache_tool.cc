@@ -17,57 +17,14 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
 
 #include "cache/test_hooks.h"
-#include "core/checksum.h"
+#include "digest.h"
 #include "dspipe/cache.h"
-
-namespace {
-
-namespace fs = std::filesystem;
-
-bool LmdbLock(const std::string& name) {
-  return name == "lock.mdb" || (name.size() > 5 && name.ends_with("-lock"));
-}
-
-// crc32 over "rel\0bytes" of every regular file below path (links followed), in name order.
-uint32_t Digest(const std::string& path) {
-  std::vector<std::string> rels;
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) {
-    rels.push_back("");
-  } else {
-    for (auto it = fs::recursive_directory_iterator(
-             path, fs::directory_options::follow_directory_symlink, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_regular_file(ec) && !LmdbLock(it->path().filename().string())) {
-        rels.push_back(it->path().lexically_relative(path).string());
-      }
-    }
-  }
-  std::sort(rels.begin(), rels.end());
-  uint32_t crc = 0;
-  for (const std::string& r : rels) {
-    std::ifstream f(r.empty() ? path : path + "/" + r, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const std::string head = r + std::string(1, '\0');
-    crc = dspipe::Crc32({reinterpret_cast<const uint8_t*>(head.data()), head.size()}, crc);
-    crc = dspipe::Crc32({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, crc);
-  }
-  return crc;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -118,7 +75,7 @@ int main(int argc, char** argv) {
   std::printf("result cached=%d copied=%d path=%s\n", r.cached ? 1 : 0, r.copied ? 1 : 0,
               r.path.c_str());
   std::printf("reason %s\n", r.reason.c_str());
-  if (digest) std::printf("digest %08x\n", Digest(r.path));
+  if (digest) std::printf("digest %08x\n", dspipe::cachetest::DatasetDigest(r.path));
   std::fflush(stdout);
   if (hold) {
     char buf[64];
