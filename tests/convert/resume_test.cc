@@ -93,6 +93,29 @@ TEST(Resume, AFinishedBuildRefusesAChangedSourceNamingTheFirstFileThatDiffers) {
   SetMtime(mask, Mtime(images[0]));  // any mtime but the old one is a change: restore it
 }
 
+// What dspipe.ray.convert runs again for every shard: build(shard_index=i, resume=True) on a
+// finished shard. A sample added to SRC since is refused (it used to report the shard complete,
+// and the assembled dataset was the old one).
+TEST(Resume, AShardBuiltAloneRefusesAChangedSource) {
+  TempDir tmp;
+  const std::string src = tmp / "src", out = tmp / "out";
+  Synth(src, 12, 32, 24);
+  BuildOptions o = Options(src, out);
+  o.shards = 3;
+  o.shard_index = 1;
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(o, &r).ok());
+  o.resume = true;
+  Status s = BuildDataset(o, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(r.already_complete);
+  const std::string image = Images(src)[0];
+  fs::copy_file(image, src + "/images/zz-added" + fs::path(image).extension().string());
+  s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "images/zz-added")) << s.ToString();
+}
+
 TEST(Resume, AnInterruptedBuildRefusesAChangedSourceAndResumesAnUnchangedOne) {
   TempDir tmp;
   const std::string src = tmp / "src", out = tmp / "out";
