@@ -105,8 +105,8 @@ struct LoaderOptions {
   // "off" (default: read the dataset where it is), "auto" (copy it into
   // /dev/shm/dspipe-cache-<uid> when /dev/shm is a tmpfs) or a directory to copy it into. The
   // copy is made once per machine (other processes share it) when it fits the budget: free
-  // space and, on a tmpfs, MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches), less a
-  // 512 MiB margin. Otherwise the dataset is read in place. Either way one line says which and
+  // space and, on a tmpfs, MemAvailable less this loader's batch buffers (an estimate:
+  // prefetch + 2 batches), less a 512 MiB margin. Otherwise the dataset is read in place. Either way one line says which and
   // why. A dataset not in the cache yet is read in place at once while the copy is made (or
   // another process makes it) on a background thread; the loader reads the copy from the first
   // epoch boundary after it has committed (reading_from() says which); a failed copy leaves
