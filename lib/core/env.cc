@@ -144,7 +144,9 @@ class PosixEnv final : public Env {
     int fd = ::open(path.c_str(),
                     O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (truncate ? O_TRUNC : 0), 0644);
     if (fd < 0) {
-      if (errno == ELOOP) return Status::IOError("open " + path + ": a symbolic link (not followed)");
+      if (errno == ELOOP) {
+        return Status::IOError("open " + path + ": a symbolic link (not followed)");
+      }
       return OpenError(path, errno);
     }
     struct stat st;
