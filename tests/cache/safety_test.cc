@@ -360,20 +360,31 @@ TEST_F(SafetyTest, APlantedLinkNeverRedirectsAWrite) {
   const std::string victim = work_ + "/victim.txt";
   std::ofstream(victim) << "the user's own file";
   const std::string victim_text = ReadAll(victim);
-  // The entry goes (as after an eviction); links wait at the names it will write, in the old
-  // layout's place (ROOT) and the new one's (ROOT/dspipe-cache-v1).
+  // The entry goes (as after an eviction). While it is copied again (after the orphan sweep at
+  // the start, which would remove a stale temp file), links are planted at the names it will
+  // write next, in the old layout's place (ROOT) and the new one's (ROOT/dspipe-cache-v1).
   for (const std::string& dir : {root, root + "/dspipe-cache-v1"}) {
     std::error_code ec;
     fs::remove_all(dir + "/" + entry, ec);
-    for (const std::string& n :
-         {entry + ".used", entry + ".used.tmp." + std::to_string(::getpid())}) {
-      fs::remove(dir + "/" + n, ec);
-      fs::create_symlink(victim, dir + "/" + n);
-    }
+    fs::remove(dir + "/" + entry + ".used", ec);
   }
+  cache::SetStepHookForTest(
+      [&](cache::Step step, const std::string&, size_t files, const cache::CancelToken*) {
+        if (step != cache::Step::kFileCopied || files != 1) return;
+        for (const std::string& dir : {root, root + "/dspipe-cache-v1"}) {
+          std::error_code ec;
+          fs::create_directories(dir, ec);  // the layout of the code under test may lack it
+          for (const std::string& n :
+               {entry + ".used", entry + ".used.tmp." + std::to_string(::getpid())}) {
+            fs::remove(dir + "/" + n, ec);
+            fs::create_symlink(victim, dir + "/" + n, ec);
+          }
+        }
+      });
   CacheResult r;
   std::unique_ptr<CacheLease> lease;
   Status s = AcquireCache(src, Options(root), &r, &lease);
+  cache::SetStepHookForTest(nullptr);
   EXPECT_EQ(ReadAll(victim), victim_text) << "a write went through a planted link";
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(r.cached) << r.reason;

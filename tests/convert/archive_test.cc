@@ -620,8 +620,11 @@ TEST(ArchiveLimits, ASparseMemberIsRefusedByNameAndItsHolesNeverFillMemory) {
   const std::string holes = src + "/images/000004.png";
   {
     const std::string png = ReadAll(src + "/images/000000.png");
-    WriteAll(holes, png.substr(0, 8));  // a PNG signature, then 600 MB of holes
-    fs::resize_file(holes, uint64_t{600} << 20);
+    // A PNG signature, 600 MB of holes, and one byte at the end (data at both ends: the
+    // member's data blocks span its whole declared size).
+    WriteAll(holes, png.substr(0, 8));
+    fs::resize_file(holes, (uint64_t{600} << 20) - 1);
+    std::ofstream(holes, std::ios::app | std::ios::binary) << 'x';
     fs::copy_file(src + "/masks/000000.png", src + "/masks/000004.png");
   }
   const std::string tar = tmp / "sparse.tar";
