@@ -286,8 +286,8 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
     if (rq.method == "PUT" || rq.method == "POST") {
       curl_easy_setopt(c.h, CURLOPT_POSTFIELDS, rq.body.data());
       curl_easy_setopt(c.h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(rq.body.size()));
+      // Not "Expect:" (to skip 100-continue): libcurl 7.88 would sign the header it then drops.
       c.headers = curl_slist_append(c.headers, "Content-Type: application/octet-stream");
-      c.headers = curl_slist_append(c.headers, "Expect:");  // no 100-continue round trip
     }
     for (const std::string& h : rq.headers) c.headers = curl_slist_append(c.headers, h.c_str());
     Sign(c.h, config_, payload_sha, &c.headers);

@@ -29,7 +29,8 @@ Query parameters (counted per path+query; "n" is this request's 0-based index):
   corrupt=K                      the first K requests get the file with one byte flipped
   wrong416=1                     a 416 names the wrong length
   validator=etag|lm|weak|none    which validator to send (default etag, plus Last-Modified)
-Proxy mode: REQ lines add "method", "if_match" and "host"; requests are counted per method +
+Proxy mode: REQ lines add "method", "if_match", "host" and "token" (an x-amz-security-token
+was sent); requests are counted per method +
 path + query; the rules of "set PATH QUERY" apply to requests of PATH (the method given by
 method=M, default GET):
   fail=K&code=C[&s3code=X][&retry_after=S]  the first K get status C with an S3 error body
@@ -225,6 +226,7 @@ class Proxy(Handler):
             "method": self.command, "path": url.path, "query": url.query, "n": n,
             "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
             "if_match": self.headers.get("If-Match"), "host": self.headers.get("Host"),
+            "token": self.headers.get("X-Amz-Security-Token") is not None,
             "accept_encoding": self.headers.get("Accept-Encoding")}))
         faulty = q.get("method", "GET") == self.command
         if faulty and n < int(q.get("fail", 0)):
