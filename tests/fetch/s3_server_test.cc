@@ -210,6 +210,7 @@ TEST_F(S3ServerTest, SlowDownIsRetriedAfterRetryAfterAndExpiredTokenIsOneAttempt
   const std::string data = RandomBytes(100000, 4);
   ASSERT_OK(DirectClient().Put("s3://bkt/ds/a", data));
   ASSERT_OK(DirectClient().Put("s3://bkt/ds/b", data));
+  ASSERT_OK(DirectClient().Put("s3://bkt/ds/c", data));
   ThroughProxy();
   proxy_->Set("/bkt/ds/a", "fail=2&code=503&retry_after=1");
   FetchResult r;
@@ -240,19 +241,19 @@ TEST_F(S3ServerTest, SlowDownIsRetriedAfterRetryAfterAndExpiredTokenIsOneAttempt
 
   // Temporary credentials (weed has no STS: the proxy answers for it).
   env_->Set("AWS_SESSION_TOKEN", "session-TOKEN-41");
-  proxy_->Set("/bkt/ds/b", "fail=1&code=403");  // ExpiredToken
+  proxy_->Set("/bkt/ds/c", "fail=1&code=403");  // ExpiredToken
   proxy_->Requests();
   r = FetchResult();
-  s = Fetch("s3://bkt/ds/b", dir_ + "/b", FetchOptions(), &r);
+  s = Fetch("s3://bkt/ds/c", dir_ + "/c", FetchOptions(), &r);
   EXPECT_EQ(s.code(), Status::Code::kIOError);
   EXPECT_EQ(r.attempts, 1);
-  EXPECT_NE(s.message().find("s3://bkt/ds/b: HTTP 403 ExpiredToken"), std::string::npos)
+  EXPECT_NE(s.message().find("s3://bkt/ds/c: HTTP 403 ExpiredToken"), std::string::npos)
       << s.ToString();
   EXPECT_NE(s.message().find("the credentials have expired"), std::string::npos);
   EXPECT_EQ(s.ToString().find("session-TOKEN-41"), std::string::npos);
   EXPECT_EQ(s.ToString().find(kSecretKey), std::string::npos);
-  EXPECT_FALSE(fs::exists(dir_ + "/b"));
-  const std::vector<json> gets = Reqs("GET", "/bkt/ds/b");
+  EXPECT_FALSE(fs::exists(dir_ + "/c"));
+  const std::vector<json> gets = Reqs("GET", "/bkt/ds/c");
   ASSERT_EQ(gets.size(), 1u);
   EXPECT_EQ(gets[0]["token"], true);  // the token went as x-amz-security-token
 }
