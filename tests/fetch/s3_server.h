@@ -2,7 +2,7 @@
 // by scripts/install-seaweedfs.sh) on 127.0.0.1, started by the test on free ports with two S3
 // identities (kAccessKey/kSecretKey may do anything; kOtherKey/kOtherSecret may only read),
 // ready when a signed ListBuckets answers 200 (polled, bounded), killed by pid, its data dir
-// removed. S3Env points the process's AWS_* variables at it. Header-only.
+// and the gRPC sockets it leaves in /tmp removed. S3Env points the process's AWS_* variables at it. Header-only.
 #pragma once
 
 #include <curl/curl.h>
@@ -132,6 +132,11 @@ class SeaweedServer {
   bool Start(const std::string& domain, std::string* why) {
     const std::vector<int> p = FreePorts(8);
     s3_port_ = p[0];
+    // weed puts a unix socket per gRPC port in /tmp whatever TMPDIR says: removed by Kill.
+    sockets_ = {"/tmp/seaweedfs-master-grpc-" + std::to_string(p[2]) + ".sock",
+                "/tmp/seaweedfs-volume-grpc-" + std::to_string(p[4]) + ".sock",
+                "/tmp/seaweedfs-filer-grpc-" + std::to_string(p[6]) + ".sock",
+                "/tmp/seaweedfs-s3-grpc-" + std::to_string(p[7]) + ".sock"};
     auto arg = [](const std::string& k, const std::string& v) { return "-" + k + "=" + v; };
     std::vector<std::string> args = {
         WeedPath(), "server", arg("dir", dir_ + "/data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -166,6 +171,7 @@ class SeaweedServer {
       int st = 0;
       if (::waitpid(pid_, &st, WNOHANG) == pid_) {
         pid_ = -1;
+        for (const std::string& s : sockets_) ::unlink(s.c_str());
         *why = "weed exited: " + Tail(log);
         return false;
       }
@@ -191,6 +197,7 @@ class SeaweedServer {
     int st = 0;
     ::waitpid(pid_, &st, 0);
     pid_ = -1;
+    for (const std::string& s : sockets_) ::unlink(s.c_str());
   }
 
   void Cleanup() {
@@ -200,6 +207,7 @@ class SeaweedServer {
   }
 
   std::string dir_;
+  std::vector<std::string> sockets_;
   pid_t pid_ = -1;
   int s3_port_ = 0;
 };
