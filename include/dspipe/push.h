@@ -51,13 +51,13 @@ struct PushOptions {
 };
 
 struct PushResult {
-  uint64_t files = 0;           // files in the manifest (manifest.json not counted)
-  uint64_t files_uploaded = 0;  // files (wholly or partly) uploaded by this call
-  uint64_t files_in_place = 0;  // files found complete at PREFIX (checked), not uploaded
-  uint64_t parts_uploaded = 0;  // parts uploaded by this call (a single PUT counts as one)
-  uint64_t parts_resumed = 0;   // parts of an unfinished multipart upload kept (checked)
-  uint64_t bytes = 0;           // the dataset's size
-  uint64_t bytes_uploaded = 0;  // bytes sent by this call
+  uint64_t files = 0;            // files in the manifest (manifest.json not counted)
+  uint64_t files_uploaded = 0;   // files (wholly or partly) uploaded by this call
+  uint64_t files_in_place = 0;   // files found complete at PREFIX (checked), not uploaded
+  uint64_t parts_uploaded = 0;   // parts uploaded by this call (a single PUT counts as one)
+  uint64_t parts_resumed = 0;    // parts of an unfinished multipart upload kept (checked)
+  uint64_t bytes = 0;            // the dataset's size
+  uint64_t bytes_uploaded = 0;   // bytes sent by this call
   bool already_present = false;  // the same manifest and every file were already there
 };
 

@@ -30,39 +30,7 @@ using json = nlohmann::json;
 
 constexpr size_t kCopyChunk = size_t{1} << 20;
 
-// ---- sha256 (OpenSSL libcrypto)
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
-  void Reset() {
-    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
-    bytes_ = 0;
-  }
-  uint64_t bytes() const { return bytes_; }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(const char* p, size_t n) {
-    EVP_DigestUpdate(ctx_, p, n);
-    bytes_ += n;
-  }
-  std::string HexDigest() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, md, &len);
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < len; ++i) {
-      out += kHex[md[i] >> 4];
-      out += kHex[md[i] & 15];
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-  uint64_t bytes_ = 0;
-};
+// ---- sha256: Sha256 (fetch/internal.h)
 
 // A Sha256 fed on its own thread, so that hashing overlaps receiving and writing instead of
 // adding to them (the sha256 runs at ~1.8 GB/s; on the transfer thread it cost a quarter of a
@@ -456,13 +424,23 @@ double ParseRetryAfter(const std::string& v) {
   return std::max(0.0, std::difftime(when, std::time(nullptr)));
 }
 
+void SetTransferOptions(CURL* h, const FetchOptions& o) {
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);  // the caller's XFERINFOFUNCTION polls cancelled
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, o.low_speed_bytes);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o.low_speed_time_s);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "dspipe-fetch/0.1");
+  // No CURLOPT_ACCEPT_ENCODING: identity bytes only, so byte ranges mean file offsets.
+  curl_easy_setopt(h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
+}
+
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
 namespace {
-
 
 // Downloads url into DEST.part until it holds the whole file. Retries transient failures.
 Status DownloadHttp(const std::string& url, const std::string& part_path,
@@ -526,21 +504,14 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c.h, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c.h, CURLOPT_NOSIGNAL, 1L);
+    SetTransferOptions(c.h, o);
     curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &rq);
     curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(c.h, CURLOPT_WRITEDATA, &rq);
     curl_easy_setopt(c.h, CURLOPT_BUFFERSIZE, kCurlBuffer);
-    curl_easy_setopt(c.h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c.h, CURLOPT_XFERINFOFUNCTION, OnXferInfo);
     curl_easy_setopt(c.h, CURLOPT_XFERINFODATA, &rq);
-    curl_easy_setopt(c.h, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
-    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_LIMIT, o.low_speed_bytes);
-    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_TIME, o.low_speed_time_s);
-    curl_easy_setopt(c.h, CURLOPT_USERAGENT, "dspipe-fetch/0.1");
-    // No CURLOPT_ACCEPT_ENCODING: identity bytes only, so byte ranges mean file offsets.
-    curl_easy_setopt(c.h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
     if (rq.offset > 0) {
       const std::string range = "Range: bytes=" + std::to_string(rq.offset) + "-";
       // S3: If-Match (412 when the object changed); If-Range is ignored by some S3 servers.

@@ -3,8 +3,6 @@
 // GET, ListObjectsV2, PUT, DELETE. Multipart uploads are in s3_upload.cc.
 #include "fetch/s3.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <pugixml.hpp>
@@ -24,15 +22,6 @@ std::string Trim(std::string_view s) {
   if (a == std::string_view::npos) return "";
   const size_t b = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(a, b - a + 1));
-}
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  std::string hex(2 * len, '0');
-  for (unsigned int i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", md[i]);
-  return hex;
 }
 
 // A bucket name that can be the first label of a host name (virtual-host addressing).
@@ -180,8 +169,7 @@ void Sign(CURL* h, const Config& cfg, const std::string& payload_sha256, curl_sl
   // libcurl 7.88 takes the payload hash of the canonical request from this header when given.
   *headers = curl_slist_append(*headers, ("x-amz-content-sha256: " + payload_sha256).c_str());
   if (!cfg.session_token.empty()) {
-    *headers = curl_slist_append(*headers,
-                                 ("x-amz-security-token: " + cfg.session_token).c_str());
+    *headers = curl_slist_append(*headers, ("x-amz-security-token: " + cfg.session_token).c_str());
   }
 }
 
@@ -265,19 +253,13 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
     char errbuf[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(c.h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c.h, CURLOPT_NOSIGNAL, 1L);
+    SetTransferOptions(c.h, options_);
     curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &ex);
     curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(c.h, CURLOPT_WRITEDATA, &ex);
-    curl_easy_setopt(c.h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c.h, CURLOPT_XFERINFOFUNCTION, OnXferInfo);
     curl_easy_setopt(c.h, CURLOPT_XFERINFODATA, &ex);
-    curl_easy_setopt(c.h, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
-    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_bytes);
-    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
-    curl_easy_setopt(c.h, CURLOPT_USERAGENT, "dspipe-fetch/0.1");
-    curl_easy_setopt(c.h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
     if (rq.method == "HEAD") {
       curl_easy_setopt(c.h, CURLOPT_NOBODY, 1L);
     } else if (rq.method != "GET") {
@@ -319,8 +301,7 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
   }
   if (retrier.cancelled()) return Status::Aborted(shown + ": cancelled");
   return Status::IOError(shown + ": gave up after " + std::to_string(attempts) + " attempts (" +
-                         std::to_string(options_.retries) +
-                         " retries); last error: " + last_error);
+                         std::to_string(options_.retries) + " retries); last error: " + last_error);
 }
 
 Status Client::Expect2xx(const std::string& url, const Response& r) const {

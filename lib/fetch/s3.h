@@ -62,7 +62,8 @@ std::string CanonicalQuery(std::vector<std::pair<std::string, std::string>> para
 // The http(s) URL of loc under cfg: path-style "E/bucket/key" or virtual-host "bucket.E/key"
 // (kAuto: virtual-host on AWS's own endpoint when the bucket name is a valid host label, else
 // path-style), the key UriEncoded with '/' kept, then "?" + canonical_query when given.
-std::string HttpUrl(const Config& cfg, const Location& loc, const std::string& canonical_query = "");
+std::string HttpUrl(const Config& cfg, const Location& loc,
+                    const std::string& canonical_query = "");
 
 // Makes h sign its request with SigV4 (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3", the key pair as
 // CURLOPT_USERNAME/PASSWORD) and appends x-amz-content-sha256 (payload_sha256: the body's hex
@@ -88,7 +89,7 @@ struct ObjectInfo {
 };
 
 struct PartInfo {
-  int number = 0;    // 1-based
+  int number = 0;  // 1-based
   uint64_t size = 0;
   std::string etag;  // with its quotes
 };
@@ -96,13 +97,13 @@ struct PartInfo {
 // One HTTP exchange's answer (of the last attempt).
 struct Response {
   long status = 0;
-  std::string body;                                         // capped: see Request::max_body
+  std::string body;                                          // capped: see Request::max_body
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string Header(const std::string& lower_name) const;  // "" when absent
+  std::string Header(const std::string& lower_name) const;   // "" when absent
 };
 
 struct Request {
-  std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
+  std::string method = "GET";                              // GET, HEAD, PUT, POST, DELETE
   std::vector<std::pair<std::string, std::string>> query;  // made canonical by Call
   std::vector<std::string> headers;                        // "Name: value"
   std::string_view body;                                   // PUT/POST payload

@@ -74,8 +74,8 @@ Status ParseStyle(const std::string& v, const std::string& where, AddressingStyl
   } else if (s == "auto" || s.empty()) {
     *out = AddressingStyle::kAuto;
   } else {
-    return Status::InvalidArgument(where + ": addressing style must be path, virtual or auto, got '" +
-                                   v + "'");
+    return Status::InvalidArgument(
+        where + ": addressing style must be path, virtual or auto, got '" + v + "'");
   }
   return Status::OK();
 }
@@ -84,8 +84,8 @@ Status CheckEndpoint(std::string* e, const std::string& where) {
   while (!e->empty() && e->back() == '/') e->pop_back();
   const std::string l = Lower(*e);
   if (l.rfind("http://", 0) != 0 && l.rfind("https://", 0) != 0) {
-    return Status::InvalidArgument(where + ": an S3 endpoint must be an http:// or https:// URL, got '" +
-                                   *e + "'");
+    return Status::InvalidArgument(
+        where + ": an S3 endpoint must be an http:// or https:// URL, got '" + *e + "'");
   }
   if (e->find_first_of("?#", 0) != std::string::npos) {
     return Status::InvalidArgument(where + ": an S3 endpoint URL takes no query or fragment");
@@ -155,15 +155,16 @@ Status ResolveConfig(const GetEnv& env, Config* out) {
       const Ini* ini;
       std::string section, path;
     };
-    for (const Place& p : {Place{&creds, profile, cred_path}, Place{&conf, conf_section, conf_path}}) {
+    for (const Place& p :
+         {Place{&creds, profile, cred_path}, Place{&conf, conf_section, conf_path}}) {
       const std::string key = Get(*p.ini, p.section, "aws_access_key_id");
       const std::string secret = Get(*p.ini, p.section, "aws_secret_access_key");
       if (key.empty() && secret.empty()) continue;
       if (key.empty() || secret.empty()) {
-        return Status::InvalidArgument("S3 credentials: profile '" + profile + "' in " + p.path +
-                                       " has " +
-                                       (key.empty() ? "aws_secret_access_key but no aws_access_key_id"
-                                                    : "aws_access_key_id but no aws_secret_access_key"));
+        return Status::InvalidArgument(
+            "S3 credentials: profile '" + profile + "' in " + p.path + " has " +
+            (key.empty() ? "aws_secret_access_key but no aws_access_key_id"
+                         : "aws_access_key_id but no aws_secret_access_key"));
       }
       out->access_key = key;
       out->secret_key = secret;

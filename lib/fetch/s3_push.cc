@@ -1,8 +1,6 @@
 // PushDataset: a dataset directory to s3://bucket/prefix/, file by file (single PUT or a
 // multipart upload resumed from the server's ListParts), every byte checked by MD5 (Content-MD5,
 // the answered ETags) and each file's sha256 against the manifest, manifest.json last.
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -10,6 +8,7 @@
 
 #include "dspipe/log.h"
 #include "dspipe/push.h"
+#include "fetch/internal.h"
 #include "fetch/s3.h"
 #include "format/manifest.h"
 
@@ -18,26 +17,6 @@ namespace {
 
 constexpr uint64_t kMinPart = uint64_t{5} << 20;  // S3's minimum part (but the last)
 constexpr uint64_t kMaxParts = 10000;
-
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(std::string_view d) { EVP_DigestUpdate(ctx_, d.data(), d.size()); }
-  std::string Hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, md, &len);
-    std::string hex(2 * len, '0');
-    for (unsigned int i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", md[i]);
-    return hex;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
 
 // The part size for a file of `size` bytes: options' (at least 5 MiB), raised to a whole MiB
 // that keeps the count within S3's 10000 parts.
@@ -55,8 +34,8 @@ Status ReadExact(const RandomAccessFile& f, uint64_t off, uint64_t n, std::strin
   buf->resize(static_cast<size_t>(n));
   for (uint64_t got_all = 0; got_all < n;) {
     size_t got = 0;
-    DSPIPE_RETURN_IF_ERROR(f.Read(off + got_all, static_cast<size_t>(n - got_all),
-                                  buf->data() + got_all, &got));
+    DSPIPE_RETURN_IF_ERROR(
+        f.Read(off + got_all, static_cast<size_t>(n - got_all), buf->data() + got_all, &got));
     if (got == 0) {
       return Status::Corruption(f.path() + ": ended at " + std::to_string(off + got_all) +
                                 " bytes, the manifest lists " + std::to_string(off + n) +
@@ -85,11 +64,11 @@ class Pusher {
     uint64_t off = 0;
     do {  // an empty file is one empty part
       DSPIPE_RETURN_IF_ERROR(ReadExact(*in, off, std::min(ps, f.size - off), &buf));
-      sha.Update(buf);
+      sha.Update(buf.data(), buf.size());
       md5s.push_back(s3::Md5Hex(buf));
       off += ps;
     } while (off < f.size);
-    DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.Hex()));
+    DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.HexDigest()));
     *etag = f.size <= ps ? "\"" + md5s[0] + "\"" : s3::MultipartEtag(md5s);
     return Status::OK();
   }
@@ -97,8 +76,10 @@ class Pusher {
   Status CheckSha(const ManifestFile& f, const std::string& got) {
     if (got == f.sha256) return Status::OK();
     return Status::Corruption(dir_ + "/" + f.path + ": sha256 " + got + ", the manifest says " +
-                              f.sha256 + " (the local dataset is damaged or changed: run "
-                              "`dsconvert verify`); nothing of it was made visible at " + prefix_);
+                              f.sha256 +
+                              " (the local dataset is damaged or changed: run "
+                              "`dsconvert verify`); nothing of it was made visible at " +
+                              prefix_);
   }
 
   // Uploads f unless PREFIX already holds exactly its bytes.
@@ -126,8 +107,8 @@ class Pusher {
     std::string buf;
     DSPIPE_RETURN_IF_ERROR(ReadExact(*in, 0, f.size, &buf));
     Sha256 sha;
-    sha.Update(buf);
-    DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.Hex()));
+    sha.Update(buf.data(), buf.size());
+    DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.HexDigest()));
     DSPIPE_RETURN_IF_ERROR(client_.Put(url, buf));
     ++res_->parts_uploaded;
     res_->bytes_uploaded += f.size;
@@ -161,7 +142,7 @@ class Pusher {
       const uint64_t off = static_cast<uint64_t>(n - 1) * ps;
       const uint64_t len = std::min(ps, f.size - off);
       DSPIPE_RETURN_IF_ERROR(ReadExact(*in, off, len, &buf));
-      sha.Update(buf);
+      sha.Update(buf.data(), buf.size());
       const std::string md5 = s3::Md5Hex(buf);
       md5s.push_back(md5);
       s3::PartInfo part{n, len, "\"" + md5 + "\""};
@@ -176,7 +157,7 @@ class Pusher {
       done.push_back(part);
       Progress(len);
     }
-    Status sha_ok = CheckSha(f, sha.Hex());
+    Status sha_ok = CheckSha(f, sha.HexDigest());
     if (!sha_ok.ok()) {
       (void)client_.AbortMultipart(url, id);  // best effort: the error is what matters
       return sha_ok;
@@ -195,7 +176,8 @@ class Pusher {
     DSPIPE_RETURN_IF_ERROR(client_.Head(url, &info).WithContext("checking the upload"));
     if (info.size != f.size) {
       return Status::Corruption(url + ": the server holds " + std::to_string(info.size) +
-                                " bytes after the upload, " + std::to_string(f.size) + " were sent");
+                                " bytes after the upload, " + std::to_string(f.size) +
+                                " were sent");
     }
     // An ETag that is not an MD5 (SSE-KMS) cannot be compared; the MD5s were checked per part.
     const bool md5_like = info.etag.size() >= 34 && info.etag.front() == '"';
@@ -241,7 +223,8 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(manifest_path, &text).WithContext(ctx));
   std::vector<ManifestFile> files;
   bool present = false;
-  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(text, manifest_path, &files, &present).WithContext(ctx));
+  DSPIPE_RETURN_IF_ERROR(
+      ParseManifestFiles(text, manifest_path, &files, &present).WithContext(ctx));
   if (!present) {
     return Status::Unsupported(ctx + ": " + manifest_path +
                                " has no \"files\" list (each file's size and sha256), so its "
@@ -261,8 +244,8 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   if (g.ok() && !same) {
     // Another dataset is there: it disappears before any of its files is replaced, so no reader
     // pairs its manifest with our files.
-    Log(LogLevel::kInfo, "dsconvert push: " + manifest_url +
-                             " holds another dataset's manifest: deleting it first");
+    Log(LogLevel::kInfo,
+        "dsconvert push: " + manifest_url + " holds another dataset's manifest: deleting it first");
     DSPIPE_RETURN_IF_ERROR(client->Delete(manifest_url).WithContext(ctx));
   }
   Pusher pusher(dir, prefix, options, env, *client, res);

@@ -24,21 +24,15 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-#define ASSERT_OK(expr)                    \
-  do {                                     \
-    const Status _s = (expr);              \
-    ASSERT_TRUE(_s.ok()) << _s.ToString(); \
-  } while (0)
-
 constexpr uint64_t kPart = uint64_t{5} << 20;  // S3's minimum part
 
 // 24 synthetic 512x512 samples, 2 shards of raw, uncompressed pixels: each data.mdb is about
 // 12 MiB, so it goes up in 3 parts of 5 MiB. Returns "" or the failing command's output.
 std::string BuildBig(const std::string& src, const std::string& out, const std::string& seed) {
   std::string log;
-  if (RunDsconvert({"synth", src, "--count", "24", "--size", "512x512", "--seed", seed,
-                    "--threads", "1"},
-                   &log) != 0) {
+  if (RunDsconvert(
+          {"synth", src, "--count", "24", "--size", "512x512", "--seed", seed, "--threads", "1"},
+          &log) != 0) {
     return "synth: " + log;
   }
   if (RunDsconvert({"build", src, out, "--shards", "2", "--store", "raw", "--compression", "none",
@@ -168,10 +162,10 @@ TEST_F(S3DatasetTest, APushedDatasetReadsEverywhereLikeTheLocalOneAndARePushUplo
   EXPECT_TRUE(Contains(out, "records:     24")) << out;
   EXPECT_TRUE(Contains(out, "source:      s3://bkt/train/")) << out;
   out.clear();
-  EXPECT_EQ(RunDsconvert({"fetch", "s3://bkt/train/shard-00001.lmdb/data.mdb", dir_ + "/one.mdb",
-                          "-q"},
-                         &out),
-            0)
+  EXPECT_EQ(
+      RunDsconvert({"fetch", "s3://bkt/train/shard-00001.lmdb/data.mdb", dir_ + "/one.mdb", "-q"},
+                   &out),
+      0)
       << out;
   EXPECT_TRUE(ReadAll(dir_ + "/one.mdb") == ReadAll(ds + "/shard-00001.lmdb/data.mdb"));
 
@@ -234,7 +228,7 @@ TEST_F(S3DatasetTest, AKilledPushIsResumedAndAReaderNeverSeesHalfADataset) {
   proxy_->Requests();
   PushResult r;
   ASSERT_OK(PushDataset(b, "s3://bkt/ds/", Small(), &r));
-  EXPECT_GE(r.parts_resumed, 1u);  // the part the killed push uploaded was kept
+  EXPECT_GE(r.parts_resumed, 1u);   // the part the killed push uploaded was kept
   for (const json& w : Writes()) {  // and not sent again
     EXPECT_FALSE(w["path"] == "/bkt/ds/shard-00000.lmdb/data.mdb" &&
                  Contains(w["query"].get<std::string>(), "partNumber=1&"))

@@ -2,7 +2,8 @@
 // by scripts/install-seaweedfs.sh) on 127.0.0.1, started by the test on free ports with two S3
 // identities (kAccessKey/kSecretKey may do anything; kOtherKey/kOtherSecret may only read),
 // ready when a signed ListBuckets answers 200 (polled, bounded), killed by pid, its data dir
-// and the gRPC sockets it leaves in /tmp removed. S3Env points the process's AWS_* variables at it. Header-only.
+// and the gRPC sockets it leaves in /tmp removed. S3Env points the process's AWS_* variables at it.
+// Header-only.
 #pragma once
 
 #include <curl/curl.h>
@@ -25,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "dspipe/status.h"
+
 extern char** environ;
 
 namespace dspipe::testing {
@@ -38,9 +41,17 @@ inline constexpr const char* kOtherSecret = "dspipe-reader-SECRET-77c1";
 // (scripts/install-seaweedfs.sh); "" when neither exists.
 inline std::string WeedPath() {
   const char* env = std::getenv("DSPIPE_WEED");
-  std::string p = env && *env ? env : std::string(DSPIPE_SOURCE_DIR) + "/build-tools/seaweedfs/bin/weed";
+  std::string p =
+      env && *env ? env : std::string(DSPIPE_SOURCE_DIR) + "/build-tools/seaweedfs/bin/weed";
   return ::access(p.c_str(), X_OK) == 0 ? p : "";
 }
+
+// A Status expression that must be OK; its message otherwise.
+#define ASSERT_OK(expr)                    \
+  do {                                     \
+    const ::dspipe::Status _s = (expr);    \
+    ASSERT_TRUE(_s.ok()) << _s.ToString(); \
+  } while (0)
 
 // Skips the test without weed outside CI; fails it under CI (CI has it: scripts/test.sh).
 #define DSPIPE_REQUIRE_WEED()                                                                 \
@@ -68,8 +79,8 @@ class SeaweedServer {
         << R"({"identities":[{"name":"dspipe","credentials":[{"accessKey":")" << kAccessKey
         << R"(","secretKey":")" << kSecretKey
         << R"("}],"actions":["Admin","Read","Write","List","Tagging"]},)"
-        << R"({"name":"reader","credentials":[{"accessKey":")" << kOtherKey
-        << R"(","secretKey":")" << kOtherSecret << R"("}],"actions":["Read","List"]}]})";
+        << R"({"name":"reader","credentials":[{"accessKey":")" << kOtherKey << R"(","secretKey":")"
+        << kOtherSecret << R"("}],"actions":["Read","List"]}]})";
     std::string last;
     for (int attempt = 0; attempt < 3; ++attempt) {  // another test may take a port we picked
       if (Start(domain, &last)) return;
@@ -121,7 +132,8 @@ class SeaweedServer {
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, +[](char*, size_t s, size_t n, void*) { return s * n; });
+    curl_easy_setopt(
+        h, CURLOPT_WRITEFUNCTION, +[](char*, size_t s, size_t n, void*) { return s * n; });
     long status = 0;
     if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hs);
@@ -138,16 +150,31 @@ class SeaweedServer {
                 "/tmp/seaweedfs-filer-grpc-" + std::to_string(p[6]) + ".sock",
                 "/tmp/seaweedfs-s3-grpc-" + std::to_string(p[7]) + ".sock"};
     auto arg = [](const std::string& k, const std::string& v) { return "-" + k + "=" + v; };
-    std::vector<std::string> args = {
-        WeedPath(), "server", arg("dir", dir_ + "/data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-        arg("master.port", std::to_string(p[1])), arg("master.port.grpc", std::to_string(p[2])),
-        arg("volume.port", std::to_string(p[3])), arg("volume.port.grpc", std::to_string(p[4])),
-        "-filer", arg("filer.port", std::to_string(p[5])),
-        arg("filer.port.grpc", std::to_string(p[6])), arg("filer.localSocket", dir_ + "/filer.sock"),
-        "-s3", arg("s3.port", std::to_string(p[0])), arg("s3.port.grpc", std::to_string(p[7])),
-        "-s3.port.iceberg=0", "-s3.port.lance=0", arg("s3.localSocket", dir_ + "/s3.sock"),
-        arg("s3.config", dir_ + "/s3.json"), arg("s3.domainName", domain), "-iam=false",
-        "-master.telemetry=false", "-volume.max=4", "-master.volumeSizeLimitMB=64"};
+    std::vector<std::string> args = {WeedPath(),
+                                     "server",
+                                     arg("dir", dir_ + "/data"),
+                                     "-ip=127.0.0.1",
+                                     "-ip.bind=127.0.0.1",
+                                     arg("master.port", std::to_string(p[1])),
+                                     arg("master.port.grpc", std::to_string(p[2])),
+                                     arg("volume.port", std::to_string(p[3])),
+                                     arg("volume.port.grpc", std::to_string(p[4])),
+                                     "-filer",
+                                     arg("filer.port", std::to_string(p[5])),
+                                     arg("filer.port.grpc", std::to_string(p[6])),
+                                     arg("filer.localSocket", dir_ + "/filer.sock"),
+                                     "-s3",
+                                     arg("s3.port", std::to_string(p[0])),
+                                     arg("s3.port.grpc", std::to_string(p[7])),
+                                     "-s3.port.iceberg=0",
+                                     "-s3.port.lance=0",
+                                     arg("s3.localSocket", dir_ + "/s3.sock"),
+                                     arg("s3.config", dir_ + "/s3.json"),
+                                     arg("s3.domainName", domain),
+                                     "-iam=false",
+                                     "-master.telemetry=false",
+                                     "-volume.max=4",
+                                     "-master.volumeSizeLimitMB=64"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

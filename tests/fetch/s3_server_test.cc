@@ -2,6 +2,8 @@
 // tests/fetch/server.py as a proxy in front of it for the faults SeaweedFS does not make (a cut
 // connection, 503 SlowDown with Retry-After, 403 ExpiredToken, a pause to change an object
 // mid-download). Every wait is on a real condition: a line from the proxy, weed's answer.
+#include "fetch/s3_server.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include "dspipe/fetch.h"
 #include "fetch/http_server.h"
 #include "fetch/s3.h"
-#include "fetch/s3_server.h"
 #include "fetch/test_files.h"
 
 namespace dspipe::testing {
@@ -19,12 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-#define ASSERT_OK(expr)                      \
-  do {                                       \
-    const Status _s = (expr);                \
-    ASSERT_TRUE(_s.ok()) << _s.ToString();   \
-  } while (0)
 
 std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -168,9 +163,11 @@ TEST_F(S3ServerTest, AWrongSecretOrAReadOnlyKeyIsAClearErrorNamingTheObjectNever
   EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_EQ(r.attempts, 1);  // not transient: never retried
   EXPECT_NE(s.message().find("s3://bkt/ds/data.mdb: HTTP 403 SignatureDoesNotMatch"),
-            std::string::npos) << s.ToString();
+            std::string::npos)
+      << s.ToString();
   EXPECT_NE(s.message().find("the secret key does not match access key " + std::string(kAccessKey)),
-            std::string::npos) << s.ToString();
+            std::string::npos)
+      << s.ToString();
   EXPECT_EQ(s.ToString().find("wrong-SECRET-9f"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir_ + "/data.mdb"));
   // The reader identity may read but not write.
@@ -282,7 +279,7 @@ TEST_F(S3ServerTest, AnObjectChangedMidDownloadIsFetchedAgainWholeNeverMixed) {
   const std::vector<json> gets = Reqs("GET", "/bkt/ds/data.mdb");
   ASSERT_EQ(gets.size(), 3u);
   EXPECT_EQ(gets[1]["if_match"], "\"" + s3::Md5Hex(v1) + "\"");  // answered 412
-  EXPECT_TRUE(gets[2]["range"].is_null());                        // then the whole of v2
+  EXPECT_TRUE(gets[2]["range"].is_null());                       // then the whole of v2
   // A ranged read of the old version is refused, not served from the new one.
   std::unique_ptr<s3::Client> c;
   ASSERT_OK(s3::Client::Make(FetchOptions(), &c));

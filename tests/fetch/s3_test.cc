@@ -1,6 +1,8 @@
 // S3 without a server: s3:// URLs, the HTTP URLs they map to (path-style, virtual-host, AWS's),
 // canonical queries, the credentials/region/endpoint chain over a given environment and real
 // INI files, S3 error bodies turned into messages, the multipart ETag.
+#include "fetch/s3.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <fstream>
 #include <map>
 
-#include "fetch/s3.h"
 #include "fetch/s3_config.h"
 
 namespace dspipe::s3 {
@@ -69,7 +70,8 @@ TEST(S3UrlTest, MultipartEtagAndMd5) {
   const std::string a = Md5Hex("a"), b = Md5Hex("b");
   std::string raw;
   for (const std::string& h : {a, b}) {
-    for (size_t i = 0; i < 32; i += 2) raw += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+    for (size_t i = 0; i < 32; i += 2)
+      raw += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
   }
   EXPECT_EQ(MultipartEtag({a, b}), "\"" + Md5Hex(raw) + "-2\"");
 }
@@ -186,16 +188,19 @@ TEST_F(S3ConfigTest, BadOrMissingCredentialsAreClearErrorsWithoutSecrets) {
   vars_.erase("AWS_PROFILE");
   Write(".aws/credentials", "[default]\naws_access_key_id = AKIDHALF\n");
   s = Resolve(&c);
-  EXPECT_TRUE(Has(s.message(), "has aws_access_key_id but no aws_secret_access_key")) << s.ToString();
-  Write(".aws/credentials", "[default]\naws_access_key_id = K\naws_secret_access_key = bad-SECRET\n"
-                            "this line is not ini\n");
+  EXPECT_TRUE(Has(s.message(), "has aws_access_key_id but no aws_secret_access_key"))
+      << s.ToString();
+  Write(".aws/credentials",
+        "[default]\naws_access_key_id = K\naws_secret_access_key = bad-SECRET\n"
+        "this line is not ini\n");
   s = Resolve(&c);
   EXPECT_TRUE(Has(s.message(), home_ + "/.aws/credentials: line 4")) << s.ToString();
   EXPECT_FALSE(Has(s.message(), "bad-SECRET"));
   Write(".aws/credentials", "[default]\naws_access_key_id = K\naws_secret_access_key = S\n");
   vars_["AWS_ENDPOINT_URL_S3"] = "ftp://x";
   s = Resolve(&c);
-  EXPECT_TRUE(Has(s.message(), "AWS_ENDPOINT_URL_S3: an S3 endpoint must be an http")) << s.ToString();
+  EXPECT_TRUE(Has(s.message(), "AWS_ENDPOINT_URL_S3: an S3 endpoint must be an http"))
+      << s.ToString();
   vars_.erase("AWS_ENDPOINT_URL_S3");
   vars_["DSPIPE_S3_ADDRESSING_STYLE"] = "sideways";
   s = Resolve(&c);
@@ -235,7 +240,8 @@ TEST(S3ErrorTest, RefusalsNameTheObjectTheCodeAndTheWayOutButNoSecret) {
     EXPECT_TRUE(Has(s.message(), obj + ": HTTP " + std::to_string(k.status) + " " + k.code))
         << s.ToString();
     EXPECT_TRUE(Has(s.message(), k.expect)) << s.ToString();
-    EXPECT_FALSE(Has(s.ToString(), "zq-SECRET-zq") || Has(s.ToString(), "zq-TOKEN-zq")) << s.ToString();
+    EXPECT_FALSE(Has(s.ToString(), "zq-SECRET-zq") || Has(s.ToString(), "zq-TOKEN-zq"))
+        << s.ToString();
   }
   std::string code, message;
   ParseError("not xml", &code, &message);

@@ -1,6 +1,6 @@
 // dsconvert: synth | build | assemble | verify | info | fetch | push. Parses flags and calls the
-// library (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h, dspipe/push.h, dspipe/cache.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
-// bad records.
+// library (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h, dspipe/push.h, dspipe/cache.h). Exit
+// codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found bad records.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -154,8 +154,9 @@ int Run(int argc, char** argv) {
   double push_part_mb = 16;
   bool push_quiet = false;
   auto* push = app.add_subcommand(
-      "push", "upload a dataset to s3://bucket/prefix/ (multipart, every part's MD5 checked, "
-              "resumable after a kill, manifest.json last; a re-push checks and uploads nothing)");
+      "push",
+      "upload a dataset to s3://bucket/prefix/ (multipart, every part's MD5 checked, "
+      "resumable after a kill, manifest.json last; a re-push checks and uploads nothing)");
   push->add_option("db", push_db, "dataset directory (with manifest.json)")->required();
   push->add_option("url", push_url, "s3://bucket/prefix/")->required();
   push->add_option("--part-mb", push_part_mb, "multipart part size in MiB (at least 5)")
@@ -170,9 +171,10 @@ int Run(int argc, char** argv) {
   dspipe::FetchOptions fo;
   bool fetch_quiet = false;
   auto* fetch = app.add_subcommand(
-      "fetch", "resumable, verified download of URL (http, https, s3, file://) or copy of a path; "
-               "with --dataset (or a URL whose path ends in '/') a whole dataset directory; a "
-               "URL's query (a signature or token) is sent, never printed");
+      "fetch",
+      "resumable, verified download of URL (http, https, s3, file://) or copy of a path; "
+      "with --dataset (or a URL whose path ends in '/') a whole dataset directory; a "
+      "URL's query (a signature or token) is sent, never printed");
   fetch->add_option("url", fetch_url, "http(s)://, s3:// or file:// URL, or a local path")
       ->required();
   fetch->add_option("dest", fetch_dest,
