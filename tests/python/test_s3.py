@@ -70,10 +70,13 @@ def s3_endpoint():
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     saved = {k: os.environ.get(k) for k in (
         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3", "AWS_REGION",
-        "AWS_SESSION_TOKEN", "AWS_PROFILE", "HOME")}
+        "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")}
+    # No ~/.aws file is read (HOME stays: Ray keeps its own files there).
     os.environ.update({"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET,
                        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{p[0]}",
-                       "AWS_REGION": "us-east-1", "HOME": work})
+                       "AWS_REGION": "us-east-1",
+                       "AWS_SHARED_CREDENTIALS_FILE": os.path.join(work, "no-credentials"),
+                       "AWS_CONFIG_FILE": os.path.join(work, "no-config")})
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
     try:
