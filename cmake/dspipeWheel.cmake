@@ -11,7 +11,9 @@
 # - libstdc++ is linked statically into the module and the two CLIs (-static-libstdc++; libgcc_s
 #   stays shared, it is on the manylinux allow-list and a static libgcc would need glibc 2.35's
 #   _dl_find_object), hidden inside each binary (--exclude-libs), so the GLIBCXX version the
-#   wheel needs is the one of the libraries it bundles (oneTBB: 3.4.21), not gcc 12's 3.4.30.
+#   wheel needs is the one of the libraries it bundles (libLerc, libfmt: 3.4.29), not the 3.4.30
+#   (std::condition_variable::wait) the module needs from a shared libstdc++ (measured: that
+#   alone would make the wheel manylinux_2_35).
 #   oneTBB's runtime keeps using the system libstdc++; both are gcc 12's, one C++ ABI, and
 #   dspipe's tasks return Status rather than throw across oneTBB.
 # - std::random_device in the static libstdc++ calls arc4random (GLIBC_2.36): the link wraps it
@@ -41,7 +43,7 @@ endfunction()
 # wrapper's object library.
 add_library(dspipe_wheel_compat OBJECT ${CMAKE_CURRENT_LIST_DIR}/dspipe_wheel_compat.c)
 set(DSPIPE_WHEEL_LINK_OPTIONS -static-libstdc++ -Wl,--exclude-libs,ALL -Wl,--as-needed
-  -Wl,--wrap=arc4random)
+  -Wl,--gc-sections -Wl,--wrap=arc4random)
 function(dspipe_wheel_link target)
   target_link_options(${target} PRIVATE ${DSPIPE_WHEEL_LINK_OPTIONS})
   target_sources(${target} PRIVATE $<TARGET_OBJECTS:dspipe_wheel_compat>)

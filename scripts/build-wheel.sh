@@ -66,9 +66,10 @@ wheel_in=$(ls "$raw"/dspipe-*.whl)
 
 echo "== wheel: auditwheel repair (bundles the non-allow-listed shared libraries)"
 mkdir -p "$out"
-rm -f "$out"/dspipe-*-cp"$pyver"-*.whl "$out"/dspipe-*-cp312-abi3-*.whl
+if [ "$pyver" -ge 312 ]; then abi=cp312-abi3; else abi="cp$pyver-cp$pyver"; fi
+rm -f "$out"/dspipe-*-"$abi"-*.whl  # the last build for this interpreter
 "$venv/bin/auditwheel" repair -w "$out" "$wheel_in" 2>&1 | grep -vE "^INFO:auditwheel\.(main_repair|wheeltools)" || true
-wheel=$(ls -t "$out"/dspipe-*.whl 2>/dev/null | head -1)
+wheel=$(ls "$out"/dspipe-*-"$abi"-*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] || { echo "build-wheel.sh: auditwheel repair wrote no wheel" >&2; exit 1; }
 
 echo "== wheel: $(basename "$wheel")"
@@ -81,8 +82,9 @@ for p in 2_5 2_12 2_17 2_24 2_27 2_28 2_31 2_34 2_35; do
   [ -n "$tag" ] && [ "${p#2_}" -lt "${tag#manylinux_2_}" ] && lower=$p
 done
 if [ -n "$lower" ]; then
-  echo "symbols that keep it from manylinux_$lower (auditwheel-symbols; per file, highest first):"
+  echo "symbol versions that keep it from manylinux_$lower (auditwheel-symbols), per file:"
   "$venv/bin/auditwheel-symbols" --manylinux "$lower" "$wheel" 2>&1 |
-    grep -E "offending versions|is not manylinux" | sed 's/^/  /' | head -60 || true
+    awk '/ is not manylinux/ {f = $1} /offending versions/ {sub(/\t/, " "); print "  " f ": " $0}' ||
+    true
 fi
 echo "$wheel"
