@@ -23,6 +23,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FEED = os.path.join(ROOT, "bench", "python_feed.py")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import python_feed  # noqa: E402  (its flags; it imports dspipe only when run)
 
 
 def run(py: str, code: str, *args: str) -> str:
@@ -46,14 +48,7 @@ def main() -> int:
     p.add_argument("--a", required=True, help="NAME=PYTHON")
     p.add_argument("--b", required=True, help="NAME=PYTHON")
     p.add_argument("--dir", default="/tmp/dspipe-wheelfeed")
-    p.add_argument("--count", type=int, default=256)
-    p.add_argument("--size", default="512x512")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batches", type=int, default=32)
-    p.add_argument("--warmup", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--stores", default="raw,encoded")
+    python_feed.add_work_args(p, rounds=7)
     a = p.parse_args()
     (na, pa), (nb, pb) = (x.split("=", 1) for x in (a.a, a.b))
     for name, py in ((na, pa), (nb, pb)):
