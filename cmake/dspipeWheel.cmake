@@ -14,8 +14,9 @@
 #   wheel needs is the one of the libraries it bundles (libLerc, libfmt: 3.4.29), not the 3.4.30
 #   (std::condition_variable::wait) the module needs from a shared libstdc++ (measured: that
 #   alone would make the wheel manylinux_2_35).
-#   oneTBB's runtime keeps using the system libstdc++; both are gcc 12's, one C++ ABI, and
-#   dspipe's tasks return Status rather than throw across oneTBB.
+#   oneTBB's runtime keeps using the system libstdc++: an exception escaping a oneTBB task
+#   would cross the two copies (same Itanium C++ ABI); dspipe reports errors as Status, and the
+#   Python tests (scripts/test.sh) run on this wheel.
 # - std::random_device in the static libstdc++ calls arc4random (GLIBC_2.36): the link wraps it
 #   to dspipe_wheel_compat.c's getrandom() version, so the wheel keeps the floor its libraries
 #   set (manylinux_2_34) and installs on glibc 2.35 (Colab).

@@ -73,7 +73,9 @@ wheel=$(ls "$out"/dspipe-*-"$abi"-*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] || { echo "build-wheel.sh: auditwheel repair wrote no wheel" >&2; exit 1; }
 
 echo "== wheel: $(basename "$wheel")"
-echo "size: $(du -k "$wheel" | cut -f1) KiB compressed, $(unzip -l "$wheel" | tail -1 | awk '{printf "%d", $1/1024}') KiB unpacked"
+unpacked=$("$venv/bin/python" -c 'import sys, zipfile
+print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()) // 1024)' "$wheel")
+echo "size: $(du -k "$wheel" | cut -f1) KiB compressed, $unpacked KiB unpacked"
 "$venv/bin/auditwheel" show "$wheel" | sed 's/^/  /'
 tag=$(basename "$wheel" .whl | grep -oE 'manylinux_2_[0-9]+' | head -1)
 # auditwheel-symbols knows these policies; ask it about the highest one below the tag.
