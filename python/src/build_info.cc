@@ -63,8 +63,8 @@ nb::dict Libraries() {
   d["lmdb"] = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   d["libcsv"] = std::to_string(CSV_MAJOR) + "." + std::to_string(CSV_MINOR) + "." +
                 std::to_string(CSV_RELEASE) + " (header)";
-  d["nanobind"] = std::to_string(NB_VERSION_MAJOR) + "." + std::to_string(NB_VERSION_MINOR) +
-                  "." + std::to_string(NB_VERSION_PATCH);
+  d["nanobind"] = std::to_string(NB_VERSION_MAJOR) + "." + std::to_string(NB_VERSION_MINOR) + "." +
+                  std::to_string(NB_VERSION_PATCH);
   return d;
 }
 
