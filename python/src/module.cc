@@ -31,6 +31,7 @@
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 #include "dspipe/synth.h"
+#include "build_info.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -601,6 +602,7 @@ NB_MODULE(_dspipe, m) {
     return d;
   });
   m.def("log", [](const std::string& message) { Log(LogLevel::kInfo, message); });
+  RegisterBuildInfo(m);
 
   nb::class_<PyBatch>(m, "Batch")
       .def_prop_ro("size", &PyBatch::size)
