@@ -266,7 +266,8 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
       curl_easy_setopt(c.h, CURLOPT_CUSTOMREQUEST, rq.method.c_str());
     }
     if (rq.method == "PUT" || rq.method == "POST") {
-      curl_easy_setopt(c.h, CURLOPT_POSTFIELDS, rq.body.data());
+      // Never a null pointer (libcurl would then read the body from a callback).
+      curl_easy_setopt(c.h, CURLOPT_POSTFIELDS, rq.body.empty() ? "" : rq.body.data());
       curl_easy_setopt(c.h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(rq.body.size()));
       // Not "Expect:" (to skip 100-continue): libcurl 7.88 would sign the header it then drops.
       c.headers = curl_slist_append(c.headers, "Content-Type: application/octet-stream");
