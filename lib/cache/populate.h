@@ -96,7 +96,9 @@ std::string SideRel(const SourceListing& side);
 // cached sets not_cacheable (and returns OK); a source that does not exist is NotFound.
 Status ListSource(const std::string& source, SourceListing* out);
 
-// True for http:// and https:// URLs (the one classifier, dspipe::ClassifyUrl).
+// True for "http://...", "https://..." and "s3://..." URLs (the one classifier,
+// dspipe::ClassifyUrl): a dataset FetchDataset fetches (s3:// objects signed with SigV4,
+// docs/STORAGE.md).
 bool IsUrl(const std::string& source);
 
 // Lists a dataset served at an http(s):// URL from its manifest.json (fetched with dspipe::Fetch
