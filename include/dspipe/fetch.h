@@ -131,7 +131,8 @@ enum class UrlScheme {
   kFile,   // file://PATH
   kHttp,   // http://
   kHttps,  // https://
-  kOther,  // another scheme (s3://, ftp://, ...): not read by dspipe's fetch
+  kS3,     // s3://bucket/key (SigV4-signed requests: lib/fetch/s3.h)
+  kOther,  // another scheme (ftp://, gs://, ...): not read by dspipe's fetch
 };
 // By the scheme before "://" (RFC 3986: a letter, then letters, digits, '+', '-', '.'),
 // compared without regard to case.

@@ -82,7 +82,9 @@ void SetFetchProgressHookForTest(std::function<void(const FetchProgress&)> hook)
   FetchHook() = std::move(hook);
 }
 
-bool IsUrl(const std::string& source) { return IsHttpUrl(source); }
+bool IsUrl(const std::string& source) {
+  return IsHttpUrl(source) || ClassifyUrl(source) == UrlScheme::kS3;
+}
 
 Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   *out = SourceListing();

@@ -39,7 +39,7 @@ using UrlPtr = std::unique_ptr<CURLU, UrlDeleter>;
 // it is parsed by the generic syntax.
 UrlPtr Parse(const std::string& url) {
   UrlPtr u(curl_url());
-  const bool s3 = url.size() >= 5 && (url[0] == 's' || url[0] == 'S') && url.substr(1, 4) == "3://";
+  const bool s3 = ClassifyUrl(url) == UrlScheme::kS3;
   const unsigned flags = s3 ? CURLU_NON_SUPPORT_SCHEME : 0;
   if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), flags) != CURLUE_OK) return nullptr;
   return u;
@@ -67,6 +67,7 @@ UrlScheme ClassifyUrl(std::string_view url) {
   if (scheme == "http") return UrlScheme::kHttp;
   if (scheme == "https") return UrlScheme::kHttps;
   if (scheme == "file") return UrlScheme::kFile;
+  if (scheme == "s3") return UrlScheme::kS3;
   return UrlScheme::kOther;
 }
 

@@ -688,7 +688,8 @@ TEST_F(FetchTest, AnUppercaseSchemeIsAUrl) {
   EXPECT_EQ(ClassifyUrl("HttpS://x/y"), UrlScheme::kHttps);
   EXPECT_EQ(ClassifyUrl("FILE:///tmp/x"), UrlScheme::kFile);
   EXPECT_EQ(ClassifyUrl("/tmp/http://x"), UrlScheme::kPath);
-  EXPECT_EQ(ClassifyUrl("s3://bucket/key"), UrlScheme::kOther);
+  EXPECT_EQ(ClassifyUrl("S3://bucket/key"), UrlScheme::kS3);
+  EXPECT_EQ(ClassifyUrl("gs://bucket/key"), UrlScheme::kOther);
   opts_.sha256 = sha_;
   Status s = Fetch(url, Dest(), opts_);
   ASSERT_TRUE(s.ok()) << s.ToString();

@@ -318,8 +318,12 @@ TEST_F(RankTest, ShardEntriesAreLeasedAndEvictedOneByOne) {
   lease.reset();
   uint64_t held_bytes = 0;
   for (const std::string& name : held) {
-    for (const auto& f : fs::recursive_directory_iterator(o.cache + "/" + name)) {
-      if (f.is_regular_file() && f.path().filename() != "lock.mdb") held_bytes += f.file_size();
+    for (const auto& f : fs::recursive_directory_iterator(o.cache + "/dspipe-cache-v1/" + name)) {
+      const std::string n = f.path().filename().string();  // the dataset's files only
+      if (f.is_regular_file() && n != "lock.mdb" && n != "dspipe-entry.json" &&
+          n != ".dspipe-reserved") {
+        held_bytes += f.file_size();
+      }
     }
   }
   co.cache_limit = held_bytes + probe.bytes / 2;  // the other shard fits only by evicting
