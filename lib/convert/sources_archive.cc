@@ -617,7 +617,12 @@ Status ArchiveSource::ReadFromPool(int64_t k, const std::string& name, std::stri
     c.next = 0;
     ++passes_made_;
   }
-  DSPIPE_RETURN_IF_ERROR(ReadWith(&c, k, name, out));  // closes c's reader on failure
+  // ReadWith closes c's reader when the archive is broken; a member it refuses (over the
+  // limit) leaves it open: this reader was taken from the pool, so it is freed here.
+  if (Status s = ReadWith(&c, k, name, out); !s.ok()) {
+    if (c.a != nullptr) archive_read_free(c.a);
+    return s;
+  }
   std::lock_guard<std::mutex> lock(pool_mu_);
   pool_.push_back(c);
   if (pool_.size() > kMaxPool) {  // drop the one furthest behind
