@@ -9,6 +9,8 @@
 #include <set>
 #include <utility>
 
+#include "core/checksum.h"
+
 namespace dspipe::cache {
 namespace {
 

@@ -114,8 +114,6 @@ std::string EntryName(const SourceListing& listing);
 // starting with '.'.
 std::string CopyBase(const SourceListing& listing);
 
-// Hex sha256 of data (source_url.cc).
-std::string Sha256Hex(const std::string& data);
 // The last path component of a URL, the host when it has no path (source_url.cc).
 std::string UrlBaseName(const std::string& url);
 

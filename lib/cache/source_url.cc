@@ -1,6 +1,5 @@
 // A served dataset (http(s):// URL) as a cache source: its listing from manifest.json, and its
 // copy made with FetchDataset (see populate.h).
-#include <openssl/evp.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "cache/entries.h"
 #include "cache/populate.h"
+#include "core/checksum.h"
 #include "core/files.h"
 #include "format/manifest.h"
 
@@ -54,15 +54,6 @@ std::function<void(const FetchProgress&)>& FetchHook() {
 }
 
 }  // namespace
-
-std::string Sha256Hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  std::string hex(2 * len, '0');
-  for (unsigned int i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", md[i]);
-  return hex;
-}
 
 std::string UrlBaseName(const std::string& url) {
   std::string u = StripSlashes(url);

@@ -1,7 +1,6 @@
 // The stamps of what a build reads from its source (see sources.h, StampSources): what --resume
 // compares against the ones stored when the build started, so that a source changed since is
 // refused by name instead of finished (or reported complete) as the old dataset.
-#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include "convert/sources.h"
 #include "convert/sources_archive.h"
+#include "core/checksum.h"
 
 namespace dspipe {
 namespace {
@@ -24,15 +24,6 @@ Status Stat(const std::string& path, SourceStamp* s) {
   s->size = static_cast<uint64_t>(st.st_size);
   s->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return Status::OK();
-}
-
-std::string Sha256Hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  std::string hex(2 * len, '0');
-  for (unsigned int i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", md[i]);
-  return hex;
 }
 
 // An LMDB given as a directory (its data.mdb) or as its file.

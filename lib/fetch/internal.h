@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/checksum.h"
 #include "dspipe/env.h"
 #include "dspipe/fetch.h"
 
@@ -85,12 +86,7 @@ class Sha256 {
   uint64_t bytes_ = 0;
 };
 
-// Hex sha256 of data.
-inline std::string Sha256Hex(std::string_view data) {
-  Sha256 h;
-  h.Update(data.data(), data.size());
-  return h.HexDigest();
-}
+// Hex sha256 of data: Sha256Hex, core/checksum.h.
 
 // The retry policy shared by HTTP downloads, local copies and S3 requests: exponential backoff
 // with full jitter, Retry-After honoured (capped), a budget of FetchOptions::retries failures in

@@ -19,9 +19,10 @@
 
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
+#include "dspipe/cache.h"
 #include "dspipe/dataset.h"
-
-extern char** environ;
+#include "pipeline/loader_fixture.h"
+#include "tool_process.h"
 
 namespace dspipe::cachetest {
 
@@ -80,76 +81,39 @@ inline std::vector<std::string> Records(const std::string& path) {
   return ds ? Records(*ds) : std::vector<std::string>{};
 }
 
-// ---- several processes (cache_tool: one AcquireCache per process)
-
-struct Child {
-  pid_t pid = -1;
-  int out = -1;  // read end of its stdout + stderr (or -1 when they go to a file)
+// Each test's fresh directory (named after it) holding a source tree of 12 samples with masks,
+// datasets built from it (Make), and a fresh tmpfs dir (shm_) to put cache roots in.
+class CacheFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    work_ = testing::FreshDir("cache-" + name);
+    testing::WriteSourceTree(work_ + "/src", 12, 48, 64, /*masks=*/true);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(work_, ec);
+  }
+  // A dataset built from the source tree: one LMDB, or a sharded directory.
+  std::string Make(const std::string& name, int shards = 1) {
+    return testing::Build(work_ + "/src", work_ + "/" + name, StoreMode::kEncoded, shards);
+  }
+  // Cache options for the cache root `root`, with no margin.
+  CacheOptions Options(const std::string& root) const {
+    CacheOptions o;
+    o.mode = root;
+    o.margin = 0;
+    return o;
+  }
+  std::string work_;
+  ShmDir shm_;
 };
 
-// Starts cache_tool with args; stdout+stderr to a pipe; `extra_env` ("NAME=value") goes first,
-// so it wins over the same name in this process's environment (getenv takes the first).
-// stdin is a pipe too (its write end in *stdin_w, or closed when null).
+// ---- several processes (cache_tool: one AcquireCache per process)
+
 inline Child StartTool(const std::vector<std::string>& args,
                        const std::vector<std::string>& extra_env, int* stdin_w = nullptr) {
-  std::vector<std::string> env_s = extra_env;
-  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_s = {CACHE_TOOL_PATH};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out[2], in[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  Child c;
-  const int rc = posix_spawn(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("posix_spawn cache_tool failed");
-  ::close(out[1]);
-  ::close(in[0]);
-  if (stdin_w) {
-    *stdin_w = in[1];
-  } else {
-    ::close(in[1]);
-  }
-  c.out = out[0];
-  return c;
-}
-
-// Reads the child's output until `needle` appears (true) or EOF (false). *text gets it all.
-inline bool ReadUntil(int fd, const std::string& needle, std::string* text) {
-  char buf[4096];
-  while (!Contains(*text, needle)) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text->append(buf, static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Reads to EOF and reaps the child; returns its output; *code its exit status (-signal).
-inline std::string Finish(Child* c, int* code, std::string text = "") {
-  ReadUntil(c->out, "\x01never", &text);
-  ::close(c->out);
-  int st = 0;
-  if (::waitpid(c->pid, &st, 0) != c->pid) throw std::runtime_error("waitpid");
-  *code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-  return text;
-}
-
-inline bool WaitStopped(pid_t pid) {
-  int st = 0;
-  if (::waitpid(pid, &st, WUNTRACED) != pid) throw std::runtime_error("waitpid");
-  return WIFSTOPPED(st);
+  return StartToolAt(CACHE_TOOL_PATH, args, extra_env, stdin_w);
 }
 
 // Holds a background copy right after its first file (the entry's lock held, its temp dir

@@ -2,6 +2,8 @@
 // copies, the budget fallback, ENOSPC before copying, a kill mid-copy, two racing processes,
 // leases against eviction, LRU order, the Loader reading the copy, and a plain LMDB whose masks
 // LMDB is cached in the same entry.
+#include "dspipe/cache.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <lmdb.h>
@@ -21,10 +23,9 @@
 #include <vector>
 
 #include "cache/cache_dir.h"
-#include "cache_support.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
-#include "dspipe/cache.h"
+#include "cache_support.h"
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
 #include "dspipe/format.h"
@@ -55,30 +56,7 @@ std::vector<std::string> Named(const std::string& root, const std::string& suffi
   return out;
 }
 
-class CacheTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    work_ = FreshDir("cache-" + name);
-    WriteSourceTree(work_ + "/src", 12, 48, 64, /*masks=*/true);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(work_, ec);
-  }
-  // A dataset built from the shared source tree: one LMDB, or a sharded directory.
-  std::string Make(const std::string& name, int shards = 1) {
-    return Build(work_ + "/src", work_ + "/" + name, StoreMode::kEncoded, shards);
-  }
-  CacheOptions Options(const std::string& root) const {
-    CacheOptions o;
-    o.mode = root;
-    o.margin = 0;
-    return o;
-  }
-  std::string work_;
-  ShmDir shm_;
-};
+class CacheTest : public CacheFixture {};
 
 TEST_F(CacheTest, CopiesVerifiedDatasetOnceAndReusesTheEntry) {
   for (int shards : {1, 3}) {
@@ -192,10 +170,10 @@ TEST_F(CacheTest, TinyCapacityOrBudgetFallsBackInPlaceWithTheReason) {
 class FullAfterCheckEnv : public FaultEnv {
  public:
   FullAfterCheckEnv() {
-    cache::SetStepHookForTest([this](cache::Step step, const std::string&, size_t,
-                                     const cache::CancelToken*) {
-      if (step == cache::Step::kReserved) at_reserved_ = writes();
-    });
+    cache::SetStepHookForTest(
+        [this](cache::Step step, const std::string&, size_t, const cache::CancelToken*) {
+          if (step == cache::Step::kReserved) at_reserved_ = writes();
+        });
   }
   ~FullAfterCheckEnv() override { cache::SetStepHookForTest(nullptr); }
   void SetFreeSpace(uint64_t bytes) { SetAllocateLimit(bytes); }  // what fallocate sees
@@ -479,8 +457,7 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
   EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 2), testing::RunEpochs(in_place.get(), 0, 2));
   EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
       << cached->dataset().info().path;
-  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 0)"))
-      << cached->reading_from();
+  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 0)")) << cached->reading_from();
   // The loader holds the lease: the entry cannot be evicted while it lives.
   std::vector<std::string> used = Named(root, ".used");
   ASSERT_EQ(used.size(), 1u);
@@ -679,8 +656,7 @@ TEST_F(CacheTest, LoaderReadsInPlaceWhileCopyingThenSwitchesToTheCacheAtAnEpochB
   for (const testing::BatchCopy& b : testing::RunEpochs(cached.get(), 1, 2)) got.push_back(b);
   EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
       << cached->dataset().info().path;
-  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)"))
-      << cached->reading_from();
+  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)")) << cached->reading_from();
   EXPECT_EQ(got, want);
   // The switched loader holds the entry's lease.
   const std::string used = Named(root, ".used")[0];
@@ -761,8 +737,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
   again->WaitForCacheCopy();
   EXPECT_EQ(Named(root, ".used").size(), 1u);
   again->set_epoch(0);
-  EXPECT_EQ(again->dataset().info().path.rfind(root + "/", 0), 0u)
-      << again->dataset().info().path;
+  EXPECT_EQ(again->dataset().info().path.rfind(root + "/", 0), 0u) << again->dataset().info().path;
 }
 
 // Another process copying (ENTRY.lock held) does not block the first epoch: it is read in place
@@ -785,8 +760,7 @@ TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
   ASSERT_EQ(code, 0) << a_text;
   loader->WaitForCacheCopy();
   for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) got.push_back(b);
-  EXPECT_TRUE(Contains(loader->reading_from(), "(cache, since epoch 1)"))
-      << loader->reading_from();
+  EXPECT_TRUE(Contains(loader->reading_from(), "(cache, since epoch 1)")) << loader->reading_from();
   EXPECT_EQ(got, testing::RunEpochs(off.get(), 0, 2));
   EXPECT_EQ(Named(root, ".used").size(), 1u);
 }

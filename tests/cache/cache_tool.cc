@@ -23,7 +23,7 @@
 #include <string>
 
 #include "cache/test_hooks.h"
-#include "digest.h"
+#include "cache_checks.h"
 #include "dspipe/cache.h"
 
 int main(int argc, char** argv) {

@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,17 +37,17 @@
 #include <vector>
 
 #include "cache/entries.h"
-#include "digest.h"
+#include "cache_checks.h"
 #include "dspipe/convert.h"
 #include "dspipe/env.h"
 #include "dspipe/synth.h"
-
-extern char** environ;
+#include "tool_process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using dspipe::cachetest::DatasetDigest;
+using dspipe::cachetest::DatasetFileUsage;
 using dspipe::cachetest::IsLmdbReaderTable;
 
 struct Args {
@@ -117,24 +116,6 @@ std::string Changed(const std::map<std::string, std::string>& a,
   return "";
 }
 
-// Storage the cache holds for dataset files (data.mdb, manifest.json) in its own dir; *files
-// counts them (each may round up to a page).
-uint64_t Usage(const std::string& own, int* files) {
-  uint64_t total = 0;
-  *files = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(own, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const std::string n = it->path().filename().string();
-    if (n != "data.mdb" && n != "manifest.json") continue;
-    struct stat st;
-    if (::lstat(it->path().c_str(), &st) != 0) continue;  // removed meanwhile
-    total += static_cast<uint64_t>(st.st_blocks) * 512;
-    ++*files;
-  }
-  return total;
-}
-
 // What each top-level name of the cache's own dir holds, for a violation's message.
 std::string Breakdown(const std::string& own) {
   std::string out;
@@ -142,7 +123,7 @@ std::string Breakdown(const std::string& own) {
   for (const auto& e : fs::directory_iterator(own, ec)) {
     const std::string n = e.path().filename().string();
     int files = 0;
-    const uint64_t u = e.is_directory(ec) ? Usage(e.path().string(), &files) : 0;
+    const uint64_t u = e.is_directory(ec) ? DatasetFileUsage(e.path().string(), &files) : 0;
     out += "\n    " + n + (u ? " " + std::to_string(u) : "");
     if (n.ends_with(".used") || n.ends_with(".dspipe-reserved"))
       out += " [" + ReadAll(e.path()) + "]";
@@ -165,28 +146,11 @@ struct Worker {
 
 Worker Start(const std::string& tool, const std::string& src, const std::string& root,
              uint64_t limit) {
-  std::vector<std::string> a = {
-      tool, src, root, "--steps", "--digest", "--limit", std::to_string(limit)};
-  std::vector<char*> argv;
-  for (auto& s : a) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  int out[2], in[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) std::abort();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   Worker w;
-  if (posix_spawn(&w.pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) {
-    std::fprintf(stderr, "cannot start %s\n", tool.c_str());
-    std::exit(2);
-  }
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]);
-  ::close(in[0]);
-  w.out = out[0];
-  w.in = in[1];
+  const dspipe::cachetest::Child c = dspipe::cachetest::StartToolAt(
+      tool, {src, root, "--steps", "--digest", "--limit", std::to_string(limit)}, {}, &w.in);
+  w.pid = c.pid;
+  w.out = c.out;
   w.source = src;
   return w;
 }
@@ -296,7 +260,7 @@ int Run(const Args& args) {
     }
     auto sample = [&](const std::string& when) {
       int files = 0;
-      const uint64_t u = Usage(own, &files);
+      const uint64_t u = DatasetFileUsage(own, &files);
       ++samples;
       peak = std::max(peak, u);
       if (u > limit + 4096u * files) {

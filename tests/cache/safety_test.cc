@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/test_hooks.h"
+#include "cache_checks.h"
 #include "cache_support.h"
 #include "dspipe/cache.h"
 #include "dspipe/env.h"
@@ -101,29 +102,7 @@ std::vector<std::string> EntryDirs(const std::string& root) {
   return out;
 }
 
-class SafetyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    work_ = testing::FreshDir("safety-" + name);
-    testing::WriteSourceTree(work_ + "/src", 12, 48, 64, /*masks=*/true);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(work_, ec);
-  }
-  std::string Make(const std::string& name, int shards = 1) {
-    return testing::Build(work_ + "/src", work_ + "/" + name, StoreMode::kEncoded, shards);
-  }
-  CacheOptions Options(const std::string& root) const {
-    CacheOptions o;
-    o.mode = root;
-    o.margin = 0;
-    return o;
-  }
-  std::string work_;
-  ShmDir shm_;
-};
+class SafetyTest : public CacheFixture {};
 
 // Item 1. A dataset whose data.mdb is a symlink to the real file elsewhere (datasets linked from
 // a Drive mount or a shared disk). The source lies deeper than the cache's temp dir and the file
@@ -529,25 +508,6 @@ void Go(Stepper* w) {
   if (::write(w->in, &c, 1) != 1) ADD_FAILURE() << "a stepper died";
 }
 
-// Bytes the cache holds for datasets: the storage of every dataset file (data.mdb and
-// manifest.json, the only files of these datasets) in entries and temp dirs, wherever the
-// layout keeps them. *files counts them (each may round up to a page).
-uint64_t Usage(const std::string& root, int* files) {
-  uint64_t total = 0;
-  *files = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const std::string n = it->path().filename().string();
-    if (n != "data.mdb" && n != "manifest.json") continue;
-    struct stat st;
-    if (::lstat(it->path().c_str(), &st) != 0) continue;  // removed meanwhile
-    total += static_cast<uint64_t>(st.st_blocks) * 512;
-    ++*files;
-  }
-  return total;
-}
-
 // Item 5. Four processes copy four different datasets into one cache dir at once, with a
 // cache_limit room for two and a half. Each is held right after the first file of its copy
 // until all four are copying or decided, then the usage of the cache dir is sampled, and again
@@ -571,7 +531,7 @@ TEST_F(SafetyTest, FourProcessesCopyingFourDatasetsAtOnceNeverExceedTheLimit) {
   int peak_files = 0;
   auto sample = [&] {
     int files = 0;
-    const uint64_t u = Usage(root, &files);
+    const uint64_t u = DatasetFileUsage(root, &files);
     if (u > peak) peak = u, peak_files = files;
     EXPECT_LE(u, limit + 4096u * files) << "limit " << limit;
   };

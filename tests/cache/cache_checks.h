@@ -1,8 +1,10 @@
-// The digest of a dataset as the cache tests compare it: crc32 over "rel\0bytes" of every
-// regular file below a path (links followed, as the cache resolves them), in name order,
-// LMDB reader tables (lock.mdb, *-lock) skipped. Shared by cache_tool and cache_torture.
-// Header-only.
+// What the cache tests measure: the digest of a dataset (crc32 over "rel\0bytes" of every
+// regular file below a path, links followed as the cache resolves them, in name order, LMDB
+// reader tables skipped) and the storage a cache dir holds for dataset files. Shared by
+// cache_tool, the cache tests and cache_torture. Header-only.
 #pragma once
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -45,6 +47,26 @@ inline uint32_t DatasetDigest(const std::string& path) {
     crc = Crc32({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, crc);
   }
   return crc;
+}
+
+// Bytes of storage (st_blocks) the dataset files (data.mdb, manifest.json: the only files of
+// the test datasets) hold below `dir`, in entries and temp dirs alike; *files counts them (each
+// may round up to a page). Names removed while it walks are skipped.
+inline uint64_t DatasetFileUsage(const std::string& dir, int* files) {
+  namespace fs = std::filesystem;
+  uint64_t total = 0;
+  *files = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n != "data.mdb" && n != "manifest.json") continue;
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    total += static_cast<uint64_t>(st.st_blocks) * 512;
+    ++*files;
+  }
+  return total;
 }
 
 }  // namespace dspipe::cachetest
