@@ -6,28 +6,13 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
+#include "codec/region.h"
 #include "core/rng.h"
 
 namespace dspipe {
 namespace {
 
 constexpr uint64_t kAugmentSalt = 0x4155474DULL;  // "AUGM"
-
-int CvInterpolation(Interpolation i) {
-  switch (i) {
-    // NEAREST_EXACT samples at pixel centres like INTER_LINEAR does (plain INTER_NEAREST is
-    // shifted by up to half a source pixel), so masks line up with linearly resized images.
-    case Interpolation::kNearest:
-      return cv::INTER_NEAREST_EXACT;
-    case Interpolation::kLinear:
-      return cv::INTER_LINEAR;
-    case Interpolation::kArea:
-      return cv::INTER_AREA;
-    case Interpolation::kCubic:
-      return cv::INTER_CUBIC;
-  }
-  return cv::INTER_LINEAR;
-}
 
 cv::Mat Wrap(ImageRef r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels), r.data); }
 
@@ -102,16 +87,12 @@ Status ApplyAugment(const AugmentParams& params, Interpolation interpolation, Im
                                    std::to_string(src.height) + "x" + std::to_string(src.width) +
                                    " source");
   }
-  const cv::Mat roi =
-      Wrap(src)(cv::Rect(params.crop_x, params.crop_y, params.crop_w, params.crop_h));
-  cv::Mat out = Wrap(dst);
-  if (roi.rows == out.rows && roi.cols == out.cols) {
-    roi.copyTo(out);
-  } else {
-    cv::resize(roi, out, out.size(), 0, 0, CvInterpolation(interpolation));
-  }
-  FlipInPlace(params, dst);
-  return Status::OK();
+  // One resampler for every path (codec/region.h): the loader's region decodes use it too.
+  return codec::ResampleRegion(
+      Wrap(src),
+      codec::RectF{static_cast<double>(params.crop_x), static_cast<double>(params.crop_y),
+                   static_cast<double>(params.crop_w), static_cast<double>(params.crop_h)},
+      interpolation, params.hflip, params.vflip, dst);
 }
 
 void FlipInPlace(const AugmentParams& params, ImageRef image) {

@@ -2,7 +2,7 @@
 // write it into its slot of a batch buffer (optionally normalized). Internal to dspipe.
 //
 // Fused path: when the output has the stored size (no crop or resize), no vertical flip, and a
-// payload is a PNG the fast decoder takes (codec::DecodePayloadFused), the horizontal flip is
+// payload is a PNG the fast decoder takes (codec::DecodePayload, fused), the horizontal flip is
 // done by the decoder (it writes the rows mirrored) and, for images with CPU float32 normalize,
 // each row is normalized as the decoder finishes it (kernels::RowNormalizerF32, bit-identical
 // to NormalizeNhwcToNchwF32). That work is then timed in the decode stage: such samples record
