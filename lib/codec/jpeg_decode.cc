@@ -7,12 +7,12 @@
 
 #include <libexif/exif-data.h>
 
-// clang-format off: jpeglib.h needs FILE and size_t declared first, jerror.h comes after it.
-#include <jerror.h>
-#include <jpeglib.h>
-
+// jpeglib.h needs FILE and size_t declared first; jerror.h comes after it.
+// clang-format off
 #include <csetjmp>
 #include <cstdio>
+#include <jpeglib.h>
+#include <jerror.h>
 // clang-format on
 
 #include <algorithm>

@@ -28,7 +28,6 @@ Scratch& ThreadScratch() {
 
 bool IsRaw(Codec c) { return c == Codec::kRaw || c == Codec::kRawZstd; }
 
-
 std::atomic<bool>& FusedFlag() {
   static std::atomic<bool> enabled{true};
   return enabled;
@@ -153,13 +152,12 @@ class SampleJob {
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
     if (!drawn) {  // decoded whole at full size: draw now, the crop is the drawn rectangle
       p = Draw(img.source_height, img.source_width);
-      img.crop = mask.crop = codec::RectF{static_cast<double>(p.crop_x),
-                                          static_cast<double>(p.crop_y),
-                                          static_cast<double>(p.crop_w),
-                                          static_cast<double>(p.crop_h)};
+      img.crop = mask.crop =
+          codec::RectF{static_cast<double>(p.crop_x), static_cast<double>(p.crop_y),
+                       static_cast<double>(p.crop_w), static_cast<double>(p.crop_h)};
     }
-    Status s = codec::ResampleRegion(img.image, img.crop, aug.image_interpolation, p.hflip,
-                                     p.vflip, dst);
+    Status s =
+        codec::ResampleRegion(img.image, img.crop, aug.image_interpolation, p.hflip, p.vflip, dst);
     if (s.ok() && shape.masks) {
       s = codec::ResampleRegion(mask.image, mask.crop, Interpolation::kNearest, p.hflip, p.vflip,
                                 dst_mask);
@@ -198,7 +196,8 @@ class SampleJob {
     ctx_.stats->RecordDecodePath(path, t1 > t0 ? t1 - t0 : 0);
   }
   AugmentParams Draw(int src_h, int src_w) {
-    AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w);
+    AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w,
+                                  ctx_.shape.height, ctx_.shape.width);
     *slot_.hflip = p.hflip ? 1 : 0;
     if (ctx_.options->defer_hflip) p.hflip = false;
     return p;
