@@ -2,11 +2,11 @@
 """Writes an ImageNet-like ImageFolder of JPEGs for bench/jpeg/jpeg_bench.sh, deterministically.
 
   /usr/bin/python3 bench/jpeg/make_jpegs.py OUT_DIR [--count 2000] [--classes 10] [--seed 0]
-                                                   [--quality 90]
+                                                   [--quality 90] [--size-scale 1]
 
 OUT_DIR/class_00/00000.jpg ... : `count` images spread evenly over `classes` folders. Sizes are
 drawn like ImageNet's: short side uniform in [300, 500], aspect (w/h) log-uniform in
-[3/4, 16/9]. Content is natural-image-like, not flat colour: a lit two-colour gradient, noise
+[3/4, 16/9], both times --size-scale (3 makes camera-sized sources). Content is natural-image-like, not flat colour: a lit two-colour gradient, noise
 at four scales (clouds down to fine texture, upsampled bicubically), 4-12 soft-edged shapes
 (ellipses, polygons, bars) in a per-class palette, and sensor-like grain. Encoded by PIL
 (libjpeg-turbo) at `quality`, 4:2:0, baseline. Each image depends only on (seed, index), so
@@ -22,12 +22,11 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 
-def size_for(rng):
+def size_for(rng, scale):
     short = int(rng.integers(300, 501))
     aspect = math.exp(rng.uniform(math.log(3 / 4), math.log(16 / 9)))
-    if aspect >= 1:
-        return int(round(short * aspect)), short  # w, h
-    return short, int(round(short / aspect))
+    w, h = (short * aspect, short) if aspect >= 1 else (short, short / aspect)
+    return int(round(w * scale)), int(round(h * scale))
 
 
 def noise_layer(rng, w, h, cell, amp):
@@ -38,12 +37,12 @@ def noise_layer(rng, w, h, cell, amp):
     return up * (amp / 40.0)
 
 
-def make_image(seed, index, classes):
+def make_image(seed, index, classes, scale=1.0):
     rng = np.random.default_rng([seed, index])
     cls = index % classes
     prng = np.random.default_rng([seed, 1_000_000 + cls])  # the class's palette
     palette = prng.uniform(20, 235, (6, 3))
-    w, h = size_for(rng)
+    w, h = size_for(rng, scale)
     # Lit gradient between two palette colours, in a random direction.
     a, b = palette[rng.integers(0, 6)], palette[rng.integers(0, 6)]
     theta = rng.uniform(0, 2 * math.pi)
@@ -90,6 +89,7 @@ def main():
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quality", type=int, default=90)
+    ap.add_argument("--size-scale", type=float, default=1.0)
     args = ap.parse_args()
     if args.count < 1 or args.classes < 1:
         sys.exit("make_jpegs: --count and --classes must be >= 1")
@@ -98,7 +98,7 @@ def main():
     for i in range(args.count):
         path = os.path.join(args.out, f"class_{i % args.classes:02d}", f"{i:05d}.jpg")
         tmp = path + ".tmp"
-        make_image(args.seed, i, args.classes).save(tmp, "JPEG", quality=args.quality,
+        make_image(args.seed, i, args.classes, args.size_scale).save(tmp, "JPEG", quality=args.quality,
                                                     subsampling=2, optimize=False)
         os.replace(tmp, path)  # never a half-written image under the final name
         if (i + 1) % 500 == 0:

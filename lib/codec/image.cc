@@ -385,6 +385,31 @@ Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
   }
 }
 
+Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out) {
+  try {
+    if (quality < 1 || quality > 100) return Status::InvalidArgument("JPEG quality must be 1..100");
+    cv::Mat bgr;
+    const cv::Mat* src = &image;
+    if (image.channels() == 3) {
+      cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
+      src = &bgr;
+    }
+    std::vector<uint8_t> buf;
+    try {
+      // OpenCV's libjpeg defaults: 4:2:0 chroma, baseline, standard tables scaled to quality.
+      if (!cv::imencode(".jpg", *src, buf, {cv::IMWRITE_JPEG_QUALITY, quality})) {
+        return Status::Internal("JPEG encode failed");
+      }
+    } catch (const cv::Exception& e) {
+      return Status::Internal(std::string("JPEG encode failed: ") + e.what());
+    }
+    out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("EncodeJpeg", e);
+  }
+}
+
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {
   out->resize(ZSTD_compressBound(raw.size()));
   const size_t n = ZSTD_compress(out->data(), out->size(), raw.data(), raw.size(), level);

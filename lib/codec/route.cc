@@ -75,7 +75,7 @@ Status RouteJpeg(const DecodeRequest& q, cv::Mat* image, cv::Mat* scratch, Decod
   out->source_height = r.source_height;
   const bool part = cropped && (r.crop.w * 8 < r.source_width * r.scale_num - 1e-6 ||
                                 r.crop.h * 8 < r.source_height * r.scale_num - 1e-6);
-  if (part && r.progressive && !r.region) {
+  if (region && part && r.progressive && !r.region) {
     out->path = DecodePath::kProgressive;
   } else if (r.region) {
     out->path = r.scale_num < 8 ? DecodePath::kRoiScaled : DecodePath::kRoi;
