@@ -17,6 +17,7 @@
 #include "dspipe/convert.h"
 #include "dspipe/dataset.h"
 #include "dspipe/loader.h"
+#include "profile/profile.h"
 
 namespace dspipe::codec {
 namespace {
@@ -139,6 +140,30 @@ TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
     }
     EXPECT_LT(sum / n, 3.0);
   }
+  fs::remove_all(root);
+}
+
+// dsbench's report names the decode paths when JPEG region decoding happened.
+TEST(JpegLoader, ProfileReportNamesTheDecodePaths) {
+  const std::string root = FreshDir("jpeg-profile");
+  const std::string db = JpegDataset(root);
+  profile::ProfileOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.batches = 3;
+  o.warmup = 0;
+  o.augment.crop_scale_min = 0.08;
+  profile::ProfileResult r;
+  const Status s = profile::RunProfile(db, o, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  bool found = false;
+  for (const std::string& n : r.notes) {
+    if (n.rfind("decode paths:", 0) == 0) {
+      found = true;
+      EXPECT_NE(n.find("roi"), std::string::npos) << n;
+    }
+  }
+  EXPECT_TRUE(found);
   fs::remove_all(root);
 }
 
