@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything dspipe needs to build, test and benchmark on Debian 12, by package name.
-# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard for bench/)
+# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard and
+# python3-torchvision for bench/)
 # The Python package's tests (scripts/test.sh) run in a venv over /usr/bin/python3 with system
 # site packages: python3-venv makes it, python3-torch is what they feed. python3-pil and
 # imagemagick write the PNG corpus tests/codec compares the fast PNG decoder on (with OpenCV).
@@ -18,7 +19,7 @@ PKGS=(
   python3-pil imagemagick
   clang-14 libclang-rt-14-dev
 )
-if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard); fi
+if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard python3-torchvision); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
