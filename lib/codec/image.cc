@@ -4,8 +4,6 @@
 #include <zstd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>

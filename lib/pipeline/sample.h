@@ -8,6 +8,11 @@
 // to NormalizeNhwcToNchwF32). That work is then timed in the decode stage: such samples record
 // no augment span and add nothing to the batch's normalize time. Everything else takes the
 // unfused path (decode, FlipInPlace, NormalizeNhwcToNchwF32 after the sample).
+//
+// General path (crop, resize, other size): the augmentation is drawn first, then the decode
+// router (codec::DecodePayload) decodes only what the crop needs (a JPEG's MCUs covering it, at
+// a DCT scale when the output is smaller) and codec::ResampleRegion resizes it into the slot
+// with the flips (docs/DECODE.md). Each sample's decode path is counted in the stats.
 #pragma once
 
 #include <cstdint>
