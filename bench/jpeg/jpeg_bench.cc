@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_time.h"
 #include "codec/image.h"
 #include "codec/jpeg_decode.h"
 #include "dspipe/augment.h"
@@ -50,18 +51,6 @@ void Check(const Status& s) {
   }
 }
 
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 codec::JpegScales ParseScales(const std::string& s) {
   if (s == "none") return codec::JpegScales::kNone;

@@ -360,7 +360,11 @@ bool IsPlainGray8Png(std::span<const uint8_t> bytes) {
   return ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 8;
 }
 
-Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
+namespace {
+
+// Encodes an RGB (or gray) image with cv::imencode (which wants BGR); what = "PNG" / "JPEG".
+Status Imencode(const char* ext, const char* what, const cv::Mat& image,
+                const std::vector<int>& params, std::string* out) {
   try {
     cv::Mat bgr;
     const cv::Mat* src = &image;
@@ -370,42 +374,29 @@ Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
     }
     std::vector<uint8_t> buf;
     try {
-      if (!cv::imencode(".png", *src, buf, {cv::IMWRITE_PNG_COMPRESSION, compression})) {
-        return Status::Internal("PNG encode failed");
+      if (!cv::imencode(ext, *src, buf, params)) {
+        return Status::Internal(std::string(what) + " encode failed");
       }
     } catch (const cv::Exception& e) {
-      return Status::Internal(std::string("PNG encode failed: ") + e.what());
+      return Status::Internal(std::string(what) + " encode failed: " + e.what());
     }
     out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
     return Status::OK();
   } catch (const std::exception& e) {
-    return FromException("EncodePng", e);
+    return FromException("cv::imencode", e);
   }
 }
 
+}  // namespace
+
+Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
+  return Imencode(".png", "PNG", image, {cv::IMWRITE_PNG_COMPRESSION, compression}, out);
+}
+
 Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out) {
-  try {
-    if (quality < 1 || quality > 100) return Status::InvalidArgument("JPEG quality must be 1..100");
-    cv::Mat bgr;
-    const cv::Mat* src = &image;
-    if (image.channels() == 3) {
-      cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
-      src = &bgr;
-    }
-    std::vector<uint8_t> buf;
-    try {
-      // OpenCV's libjpeg defaults: 4:2:0 chroma, baseline, standard tables scaled to quality.
-      if (!cv::imencode(".jpg", *src, buf, {cv::IMWRITE_JPEG_QUALITY, quality})) {
-        return Status::Internal("JPEG encode failed");
-      }
-    } catch (const cv::Exception& e) {
-      return Status::Internal(std::string("JPEG encode failed: ") + e.what());
-    }
-    out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
-    return Status::OK();
-  } catch (const std::exception& e) {
-    return FromException("EncodeJpeg", e);
-  }
+  if (quality < 1 || quality > 100) return Status::InvalidArgument("JPEG quality must be 1..100");
+  // OpenCV's libjpeg defaults: 4:2:0 chroma, baseline, standard tables scaled to quality.
+  return Imencode(".jpg", "JPEG", image, {cv::IMWRITE_JPEG_QUALITY, quality}, out);
 }
 
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {

@@ -73,8 +73,7 @@ Status RouteJpeg(const DecodeRequest& q, cv::Mat* image, cv::Mat* scratch, Decod
   out->crop = r.crop;
   out->source_width = r.source_width;
   out->source_height = r.source_height;
-  const bool part = cropped && (r.crop.w * 8 < r.source_width * r.scale_num - 1e-6 ||
-                                r.crop.h * 8 < r.source_height * r.scale_num - 1e-6);
+  const bool part = cropped && (q.crop_w < r.source_width || q.crop_h < r.source_height);
   if (region && part && r.progressive && !r.region) {
     out->path = DecodePath::kProgressive;
   } else if (r.region) {
