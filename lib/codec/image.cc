@@ -209,11 +209,21 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
       out->bit_depth = ihdr.bit_depth;
       out->palette = ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
       switch (ihdr.color_type) {
-        case SPNG_COLOR_TYPE_GRAYSCALE: out->channels = 1; break;
-        case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: out->channels = 2; break;
-        case SPNG_COLOR_TYPE_TRUECOLOR: out->channels = 3; break;
-        case SPNG_COLOR_TYPE_INDEXED: out->channels = 3; break;
-        default: out->channels = 4; break;
+        case SPNG_COLOR_TYPE_GRAYSCALE:
+          out->channels = 1;
+          break;
+        case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+          out->channels = 2;
+          break;
+        case SPNG_COLOR_TYPE_TRUECOLOR:
+          out->channels = 3;
+          break;
+        case SPNG_COLOR_TYPE_INDEXED:
+          out->channels = 3;
+          break;
+        default:
+          out->channels = 4;
+          break;
       }
       return Status::OK();
     }
@@ -325,8 +335,7 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
       double mx = 0;
       cv::minMaxLoc(raw.reshape(1), nullptr, &mx);
       if (mx > 255) {
-        return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) +
-                                " > 255");
+        return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) + " > 255");
       }
       raw.convertTo(raw, CV_8U);
     } else if (raw.depth() != CV_8U) {
@@ -362,8 +371,9 @@ bool IsPlainGray8Png(std::span<const uint8_t> bytes) {
 
 namespace {
 
-// Encodes an RGB (or gray) image with cv::imencode (which wants BGR); what = "PNG" / "JPEG".
-Status Imencode(const char* ext, const char* what, const cv::Mat& image,
+// Encodes an RGB (or gray) image with cv::imencode (which wants BGR); what = "PNG" / "JPEG",
+// fn the caller's name for exceptions ("EncodePng").
+Status Imencode(const char* fn, const char* ext, const char* what, const cv::Mat& image,
                 const std::vector<int>& params, std::string* out) {
   try {
     cv::Mat bgr;
@@ -383,20 +393,21 @@ Status Imencode(const char* ext, const char* what, const cv::Mat& image,
     out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
     return Status::OK();
   } catch (const std::exception& e) {
-    return FromException("cv::imencode", e);
+    return FromException(fn, e);
   }
 }
 
 }  // namespace
 
 Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
-  return Imencode(".png", "PNG", image, {cv::IMWRITE_PNG_COMPRESSION, compression}, out);
+  return Imencode("EncodePng", ".png", "PNG", image, {cv::IMWRITE_PNG_COMPRESSION, compression},
+                  out);
 }
 
 Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out) {
   if (quality < 1 || quality > 100) return Status::InvalidArgument("JPEG quality must be 1..100");
   // OpenCV's libjpeg defaults: 4:2:0 chroma, baseline, standard tables scaled to quality.
-  return Imencode(".jpg", "JPEG", image, {cv::IMWRITE_JPEG_QUALITY, quality}, out);
+  return Imencode("EncodeJpeg", ".jpg", "JPEG", image, {cv::IMWRITE_JPEG_QUALITY, quality}, out);
 }
 
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {
@@ -427,8 +438,8 @@ Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t 
   // One decompression context per thread: ZSTD_decompress would allocate one per call.
   thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
                                                                        ZSTD_freeDCtx);
-  const size_t n = ZSTD_decompressDCtx(dctx.get(), dst, dst_size, compressed.data(),
-                                       compressed.size());
+  const size_t n =
+      ZSTD_decompressDCtx(dctx.get(), dst, dst_size, compressed.data(), compressed.size());
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != dst_size) {
     return Status::Corruption("zstd frame decompressed to " + std::to_string(n) +
