@@ -102,14 +102,15 @@ struct LoaderOptions {
   // Dataset open options for Loader::Open (verify_crc default false, readahead false).
   DatasetOpenOptions dataset;
   // RAM-disk cache for Loader::Open / DeviceLoader::Open (dspipe/cache.h, docs/CACHE.md):
-  // "off" (default: read the dataset where it is), "auto" (copy it into /dev/shm/dspipe-cache
-  // when /dev/shm is a tmpfs) or a directory to copy it into. The copy is made once per machine
-  // (other processes share it) when it fits the budget: free space and, on a tmpfs,
-  // MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches), less a
-  // 512 MiB margin. Otherwise the dataset is read in place. Either way one line says which and
-  // why. A dataset not in the cache yet is read in place at once while the copy is made (or
-  // another process makes it) on a background thread; the loader reads the copy from the first
-  // epoch boundary after it has committed (reading_from() says which); a failed copy leaves
+  // "off" (default: read the dataset where it is), "auto" (copy it into this user's
+  // /dev/shm/dspipe-cache-<uid> when /dev/shm is a tmpfs) or a directory to copy it into. The
+  // copy is made once per machine (other processes share it) when it fits the budget: free
+  // space and, on a tmpfs, MemAvailable less this loader's batch buffers (an estimate:
+  // prefetch + 2 batches), less a 512 MiB margin. Otherwise the dataset is read in place.
+  // Either way one line says which and why. A dataset not in the cache yet is read in place at
+  // once while the copy is made (or another process makes it) on a background thread; the
+  // loader reads the copy from the first epoch boundary after it has committed (reading_from()
+  // says which); a failed copy leaves
   // it in place, never fails the loader. Loader::Create (an already open dataset) ignores it. An http(s)://
   // dataset URL as the path is always fetched into the cache ("off" counts as "auto" for it);
   // one that cannot be cached is an error (see OpenDatasetCached). With sampler.order kShards
