@@ -30,6 +30,7 @@
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 #include "dspipe/synth.h"
+#include "transforms.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -573,6 +574,7 @@ NB_MODULE(_dspipe, m) {
     return d;
   });
   m.def("log", [](const std::string& message) { Log(LogLevel::kInfo, message); });
+  RegisterTransforms(m);
 
   nb::class_<PyBatch>(m, "Batch")
       .def_prop_ro("size", &PyBatch::size)

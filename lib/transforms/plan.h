@@ -1,0 +1,102 @@
+// One sample's plan and its execution: the leaves that run, their draws, how they are grouped
+// (consecutive geometric steps fused into one resampling pass; LUT steps into one table), the
+// source region the first group needs (the ROI-decode contract), and the executor that runs the
+// groups from the decoded record into the batch slot. Internal to dspipe::transforms; the
+// loader (pipeline/sample.cc) and TransformPipeline::Apply both come through here.
+//
+// Fusion rules (docs/TRANSFORMS.md "Fusion"): a geometric step joins the current group unless
+//   - it needs the mask to draw (CropNonEmptyMaskIfExists: it starts a group),
+//   - it may show pixels from outside its input (pad, rotate, affine: Frame::kBorder) and the
+//     group already holds a step that is not a whole-frame map (a crop) or another such step -
+//     so the group's one border mode applies in source coordinates exactly where the
+//     sequential steps would have applied it,
+//   - it or the group is standalone (INTER_AREA / *_EXACT resizes run as cv::resize alone),
+//   - it resamples with another interpolation than the group's resampling steps.
+// A group of one step runs that leaf's own code (albumentations' cv2 call, bit-exact); a group
+// of exact steps (flips, transposes, rot90, crops, integer pads/shifts) is one copy; any other
+// group is one cv::warpAffine of the composed map (border: the group's border step, else
+// replicate, which is what cv::resize does at the edges).
+#pragma once
+
+#include <cstdint>
+#include <opencv2/core.hpp>
+#include <vector>
+
+#include "dspipe/stats.h"
+#include "dspipe/status.h"
+#include "transforms/ops.h"
+#include "transforms/spec.h"
+
+namespace dspipe::transforms {
+
+struct Group {
+  Kind kind = Kind::kGeometric;
+  int begin = 0, end = 0;  // steps [begin, end)
+  int segment = 0;         // stage-table row
+};
+
+// Where the decoded source pixels come from: decoded pixel (i, j) is source pixel
+// (x0 + (j + 0.5) * scale - 0.5, y0 + (i + 0.5) * scale - 0.5). The full decode is {0, 0, 1}.
+struct Region {
+  int x0 = 0, y0 = 0;
+  int scale = 1;  // 1, 2, 4 or 8 (a DCT-scaled JPEG decode)
+  bool full() const { return x0 == 0 && y0 == 0 && scale == 1; }
+};
+
+struct Plan {
+  Size in;  // the record's size
+  int channels = 3;
+  std::vector<Step> steps;
+  std::vector<Group> groups;
+  Size out;  // after every step (deferred crops included: their size is known)
+  // The ROI-decode contract, for the first group when it is geometric: the part of the source
+  // it reads (x, y, w, h; the whole image when it reads outside or needs the mask), the size
+  // it resamples that part to, and how many source pixels one output pixel spans at least (a
+  // decoder may decode at 1/s for s <= this, s a power of two).
+  cv::Rect source_rect;
+  Size first_output;
+  double source_per_output = 1.0;
+  bool has_geometry = false;
+};
+
+// Draws a plan for sample (seed, epoch, index) of an in-size input with `channels` channels.
+// Errors: BadInput when a step cannot take its input (a crop larger than the image).
+Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Size in,
+                int channels, Plan* plan);
+
+// What Execute may leave undone for the caller to fuse: the trailing LUT steps (when the
+// caller normalizes afterwards) are returned as one table instead of being applied.
+struct Fold {
+  bool allowed = false;  // in: the caller will run LUT + normalize in one pass
+  bool folded = false;   // out: *lut holds the trailing LUT steps, not applied to the pixels
+  uint8_t lut[4][256];   // out
+};
+
+// Per-segment timing: spans of the loader's transform rows (StageStats::RecordTransform).
+struct Timing {
+  StageStats* stats = nullptr;
+  uint64_t id = 0;
+};
+
+// Runs the plan: image / mask are the decoded record (image_region says which part of the
+// source the image holds; the mask is always whole), dst_image / dst_mask the outputs, already
+// allocated at plan.out (the batch slot). Deferred draws happen here. mask / dst_mask may be
+// empty (no masks). `scratch` holds reusable intermediates (per thread).
+struct Scratch {
+  cv::Mat a, b, ma, mb;
+};
+Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, const cv::Mat& mask,
+               cv::Mat* dst_image, cv::Mat* dst_mask, Scratch* scratch, Fold* fold,
+               const Timing& timing);
+
+// Each step on its own, in order, with the plan's draws (albumentations' sequential
+// semantics): the reference the fused path is compared with.
+Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,
+                         cv::Mat* out_mask);
+
+// One geometric group [first, last) of drawn steps: src -> dst (allocated at the group's
+// output size). warp.cc.
+void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
+                       const Region& region, cv::Mat* dst, bool is_mask);
+
+}  // namespace dspipe::transforms
