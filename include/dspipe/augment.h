@@ -2,6 +2,12 @@
 // horizontal / vertical flips. Image and mask always get the same geometry; masks are always
 // resampled with nearest neighbour so class ids stay class ids.
 //
+// These options are sugar for a transform pipeline (dspipe/transforms.h): AugmentPipelineJson
+// gives the albumentations JSON the loader runs for them - RandomResizedCrop(size = the output
+// size, scale, ratio) when cropping, HorizontalFlip(p = hflip_p), VerticalFlip(p = vflip_p),
+// then a Resize to the output size for samples of another size - so flips and crops take the
+// same (fused) code path as any pipeline. DrawAugment reports that pipeline's draws.
+//
 // Randomness: a sample's parameters depend only on (seed, epoch, dataset index) and the source
 // size, never on which thread ran it or when; so batches are reproducible for any thread count.
 //
@@ -10,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "dspipe/status.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe {
 
@@ -49,17 +57,14 @@ struct AugmentParams {
   bool vflip = false;
 };
 
-// Draws sample `index`'s parameters for epoch `epoch` from a src_h x src_w source.
+// Draws sample `index`'s parameters for epoch `epoch` from a src_h x src_w source: the crop
+// and flips the loader's pipeline for `options` draws (AugmentPipelineJson).
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
                           uint64_t index, int src_h, int src_w);
 
-// A view of a row-major HWC uint8 image (masks: channels 1). Does not own the pixels.
-struct ImageRef {
-  uint8_t* data = nullptr;
-  int height = 0;
-  int width = 0;
-  int channels = 1;
-};
+// The albumentations JSON of the pipeline `options` stand for, for an output of height x width
+// (the RandomResizedCrop's size). Masks use INTER_NEAREST_EXACT (aligned with the image).
+std::string AugmentPipelineJson(const AugmentOptions& options, int height, int width);
 
 // Crops src to params' rectangle and resizes it into dst (dst's size is the output size;
 // `interpolation` is used only when the size changes), then flips dst. src and dst must not

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
 
-#include "core/rng.h"
-
 namespace dspipe {
 namespace {
-
-constexpr uint64_t kAugmentSalt = 0x4155474DULL;  // "AUGM"
 
 int CvInterpolation(Interpolation i) {
   switch (i) {
@@ -48,45 +45,57 @@ Status AugmentOptions::Validate() const {
   return Status::OK();
 }
 
+std::string AugmentPipelineJson(const AugmentOptions& options, int height, int width) {
+  static const int kCodes[] = {6, 1, 3, 2};  // cv2 INTER_NEAREST_EXACT, LINEAR, AREA, CUBIC
+  const int code = kCodes[static_cast<int>(options.image_interpolation)];
+  nlohmann::json list = nlohmann::json::array();
+  if (options.crops()) {
+    list.push_back({{"__class_fullname__", "RandomResizedCrop"},
+                    {"size", {height, width}},
+                    {"scale", {options.crop_scale_min, options.crop_scale_max}},
+                    {"ratio", {options.crop_ratio_min, options.crop_ratio_max}},
+                    {"interpolation", code},
+                    {"mask_interpolation", 6},
+                    {"p", 1.0}});
+  } else {  // a no-op for samples of the output size
+    list.push_back({{"__class_fullname__", "Resize"},
+                    {"height", height},
+                    {"width", width},
+                    {"interpolation", code},
+                    {"mask_interpolation", 6},
+                    {"p", 1.0}});
+  }
+  if (options.hflip_p > 0) {
+    list.push_back({{"__class_fullname__", "HorizontalFlip"}, {"p", options.hflip_p}});
+  }
+  if (options.vflip_p > 0) {
+    list.push_back({{"__class_fullname__", "VerticalFlip"}, {"p", options.vflip_p}});
+  }
+  return nlohmann::json{{"__class_fullname__", "Compose"}, {"transforms", list}}.dump();
+}
+
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
                           uint64_t index, int src_h, int src_w) {
-  auto rng = Rng::For(seed ^ kAugmentSalt, epoch, index);
   AugmentParams p;
   p.crop_w = src_w;
   p.crop_h = src_h;
-  // Draw every value unconditionally so that turning one option on does not change the others.
-  const double u_flip_h = rng.Uniform();
-  const double u_flip_v = rng.Uniform();
-  p.hflip = u_flip_h < options.hflip_p;
-  p.vflip = u_flip_v < options.vflip_p;
-  if (!options.crops()) return p;
-  // torchvision's RandomResizedCrop: 10 tries, then a centre crop of the clamped ratio.
-  const double area = static_cast<double>(src_h) * src_w;
-  const double log_r0 = std::log(options.crop_ratio_min);
-  const double log_r1 = std::log(options.crop_ratio_max);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * rng.Uniform(options.crop_scale_min, options.crop_scale_max);
-    const double ratio = std::exp(rng.Uniform(log_r0, log_r1));
-    const int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
-    const int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
-    if (w > 0 && h > 0 && w <= src_w && h <= src_h) {
-      p.crop_w = w;
-      p.crop_h = h;
-      p.crop_y = static_cast<int>(rng.Below(static_cast<uint64_t>(src_h - h) + 1));
-      p.crop_x = static_cast<int>(rng.Below(static_cast<uint64_t>(src_w - w) + 1));
-      return p;
+  std::shared_ptr<const TransformPipeline> pipeline;
+  std::string draws;
+  if (!TransformPipeline::Parse(AugmentPipelineJson(options, src_h, src_w), &pipeline).ok() ||
+      !pipeline->Draws(seed, epoch, index, src_h, src_w, nullptr, &draws).ok()) {
+    return p;  // options that do not Validate(); the loader refuses them
+  }
+  for (const nlohmann::json& d : nlohmann::json::parse(draws)) {
+    const std::string name = d["name"];
+    if (name == "HorizontalFlip") p.hflip = true;
+    if (name == "VerticalFlip") p.vflip = true;
+    if (name == "RandomResizedCrop") {
+      const auto& c = d["params"]["crop_coords"];
+      p.crop_x = c[0], p.crop_y = c[1];
+      p.crop_w = c[2].get<int>() - p.crop_x;
+      p.crop_h = c[3].get<int>() - p.crop_y;
     }
   }
-  const double in_ratio = static_cast<double>(src_w) / src_h;
-  if (in_ratio < options.crop_ratio_min) {
-    p.crop_w = src_w;
-    p.crop_h = std::max(1, static_cast<int>(std::lround(src_w / options.crop_ratio_min)));
-  } else if (in_ratio > options.crop_ratio_max) {
-    p.crop_h = src_h;
-    p.crop_w = std::max(1, static_cast<int>(std::lround(src_h * options.crop_ratio_max)));
-  }
-  p.crop_y = (src_h - p.crop_h) / 2;
-  p.crop_x = (src_w - p.crop_w) / 2;
   return p;
 }
 

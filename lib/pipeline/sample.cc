@@ -1,6 +1,7 @@
 #include "pipeline/sample.h"
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <optional>
@@ -9,16 +10,22 @@
 #include "codec/image.h"
 #include "dspipe/augment.h"
 #include "kernels/normalize_row.h"
+#include "transforms/impl.h"
 
 namespace dspipe::pipeline {
 namespace {
 
-// Per-thread decode targets for samples that are resized or cropped afterwards. They grow to
-// the largest record a thread has seen and are reused (no allocation per sample).
+using transforms::Plan;
+
+// Per-thread decode targets, the plan and the transforms' intermediates. They grow to the
+// largest record a thread has seen and are reused (no allocation per sample).
 struct Scratch {
   cv::Mat image;
   cv::Mat converted;
   cv::Mat mask;
+  Plan plan;
+  transforms::Scratch warp;
+  std::vector<uint8_t> row;
 };
 Scratch& ThreadScratch() {
   thread_local Scratch scratch;
@@ -27,16 +34,14 @@ Scratch& ThreadScratch() {
 
 bool IsRaw(Codec c) { return c == Codec::kRaw || c == Codec::kRawZstd; }
 
-ImageRef Ref(cv::Mat& m) { return {m.data, m.rows, m.cols, m.channels()}; }
-
 // Decodes a payload into *out: straight to the stated size when the header knows it, else
 // whatever size the bytes say (plain LMDBs).
 Status DecodeToMat(Codec codec, std::span<const uint8_t> payload, int channels, int h, int w,
                    bool is_mask, cv::Mat* out) {
   if (h > 0 && w > 0) {
     // The record header sizes the allocation: hold it to the decode limits first.
-    const Status fits = codec::CheckImageSize("record header", static_cast<uint64_t>(w),
-                                              static_cast<uint64_t>(h));
+    const Status fits =
+        codec::CheckImageSize("record header", static_cast<uint64_t>(w), static_cast<uint64_t>(h));
     if (!fits.ok()) return Status::Corruption(fits.message());
     out->create(h, w, CV_8UC(channels));
     return codec::DecodePayloadInto(codec, payload, channels, h, w, out->data);
@@ -49,22 +54,59 @@ std::atomic<bool>& FusedFlag() {
   return enabled;
 }
 
-// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot.
+void ApplyLut(uint8_t* p, size_t pixels, int channels, const uint8_t lut[4][256]) {
+  for (size_t i = 0; i < pixels; ++i, p += channels) {
+    for (int c = 0; c < channels; ++c) p[c] = lut[c][p[c]];
+  }
+}
+
+// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot, through
+// the plan's LUT when it has one (the uint8 row is LUT'd afterwards, by the caller).
 class NormalizeRows final : public codec::PngRowSink {
  public:
-  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w)
-      : norm_(p), dst_(dst), width_(w), plane_(static_cast<size_t>(h) * static_cast<size_t>(w)) {}
+  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w, int channels,
+                const uint8_t (*lut)[256], std::vector<uint8_t>* row)
+      : norm_(p),
+        dst_(dst),
+        width_(w),
+        channels_(channels),
+        plane_(static_cast<size_t>(h) * static_cast<size_t>(w)),
+        lut_(lut),
+        row_(row) {
+    if (lut_ != nullptr) row_->resize(static_cast<size_t>(w) * static_cast<size_t>(channels));
+  }
 
   void Row(uint32_t y, const uint8_t* row) override {
+    if (lut_ != nullptr) {
+      std::memcpy(row_->data(), row, row_->size());
+      ApplyLut(row_->data(), static_cast<size_t>(width_), channels_, lut_);
+      row = row_->data();
+    }
     norm_.Row(row, width_, dst_ + size_t{y} * static_cast<size_t>(width_), plane_);
   }
 
  private:
   const kernels::RowNormalizerF32 norm_;
   float* const dst_;
-  const int width_;
+  const int width_, channels_;
   const size_t plane_;
+  const uint8_t (*lut_)[256];
+  std::vector<uint8_t>* row_;
 };
+
+// The trailing LUT ops and the float32 normalize in one pass: each row LUT'd once (written
+// back to the uint8 slot) and normalized from L1.
+void LutNormalize(const NormalizeParams& p, const uint8_t lut[4][256], uint8_t* image, int h, int w,
+                  float* dst) {
+  const kernels::RowNormalizerF32 norm(p);
+  const size_t plane = static_cast<size_t>(h) * static_cast<size_t>(w);
+  const size_t row_bytes = static_cast<size_t>(w) * static_cast<size_t>(p.channels);
+  for (int y = 0; y < h; ++y) {
+    uint8_t* row = image + static_cast<size_t>(y) * row_bytes;
+    ApplyLut(row, static_cast<size_t>(w), p.channels, lut);
+    norm.Row(row, w, dst + static_cast<size_t>(y) * static_cast<size_t>(w), plane);
+  }
+}
 
 class SampleJob {
  public:
@@ -80,58 +122,39 @@ class SampleJob {
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
     const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
     const int decode_c = IsRaw(h.image_codec) ? h.channels : shape.channels;
-    const AugmentOptions& aug = ctx_.options->augment;
-    ImageRef dst{slot_.image, shape.height, shape.width, shape.channels};
-    ImageRef dst_mask{slot_.mask, shape.height, shape.width, 1};
+    Scratch& scratch = ThreadScratch();
+    Plan& plan = scratch.plan;
+    const bool sized = src_h > 0 && src_w > 0;  // plain LMDBs: the size is known after decoding
+    if (sized) DSPIPE_RETURN_IF_ERROR(MakePlan(src_h, src_w, &plan));
 
-    if (src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
-        !aug.crops()) {
-      // Fast path: decode straight into the batch. PNGs the fast decoder takes are decoded
-      // mirrored when the sample is flipped, and their rows normalized as they come out of the
-      // unfilter (fused); everything else is flipped in place afterwards (and normalized by
-      // LoadSample).
-      const AugmentParams p = Draw(src_h, src_w);
-      const bool try_fused = FusedDecodeEnabled() && !p.vflip;
-      bool image_fused = false, mask_fused = false;
-      {
-        ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
-        Status s;
-        if (try_fused) {
-          std::optional<NormalizeRows> rows;
-          if (shape.normalized) rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w);
-          s = codec::DecodePayloadFused(h.image_codec, rec.image, shape.channels, src_h, src_w,
-                                        p.hflip, rows ? &*rows : nullptr, slot_.image,
-                                        &image_fused);
-          if (!s.ok()) return Context(s, "image");
-        }
-        if (!image_fused) {
-          s = codec::DecodePayloadInto(h.image_codec, rec.image, shape.channels, src_h, src_w,
-                                       slot_.image);
-          if (!s.ok()) return Context(s, "image");
-        }
-        if (shape.masks) {
-          if (try_fused) {
-            s = codec::DecodePayloadFused(h.mask_codec, rec.mask, 1, src_h, src_w, p.hflip,
-                                          nullptr, slot_.mask, &mask_fused);
-            if (!s.ok()) return Context(s, "mask");
-          }
-          if (!mask_fused) {
-            s = codec::DecodePayloadInto(h.mask_codec, rec.mask, 1, src_h, src_w, slot_.mask);
-            if (!s.ok()) return Context(s, "mask");
-          }
-        }
+    if (sized && src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
+        FusedDecodeEnabled()) {
+      bool mirror = false, has_lut = false;
+      if (transforms::FlipsAndLutsOnly(plan, &mirror, &has_lut, lut_)) {
+        return RunFlipsAndLuts(rec, mirror, has_lut);
       }
-      normalized_ = image_fused && shape.normalized;
-      if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
-      ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
-      if (!image_fused) FlipInPlace(p, dst);
-      if (shape.masks && !mask_fused) FlipInPlace(p, dst_mask);
-      return Status::OK();
     }
 
-    // General path: decode into per-thread scratch, then crop / resize / flip into the batch.
-    Scratch& scratch = ThreadScratch();
+    // General path. THE decode call site. Contract for a region / DCT-scaled decoder (the JPEG
+    // ROI decoder, issue 22): before decoding, plan.source_rect is the part of the source the
+    // first fused geometric group reads (the whole image when it reads outside the image -
+    // reflect / wrap borders -, needs the mask to draw, or there is no geometry),
+    // plan.first_output the size that part is resampled to, and plan.source_per_output the
+    // fewest source pixels one output pixel spans. A decoder may decode only source_rect, at
+    // 1/s of the resolution (s a power of two <= source_per_output), and pass
+    // transforms::Region{x, y, s} to Execute, which composes the first group's map with it
+    // (a scaled region is always resampled through the composed warp). The mask is decoded
+    // whole. Until that decoder lands: the whole image, Region{}.
+    const bool geometry = !sized || plan.has_geometry;
+    cv::Mat dst(shape.height, shape.width, CV_8UC(shape.channels), slot_.image);
+    cv::Mat dst_mask;
+    if (shape.masks) dst_mask = cv::Mat(shape.height, shape.width, CV_8UC1, slot_.mask);
     cv::Mat* image = &scratch.image;
+    cv::Mat* mask = &scratch.mask;
+    const bool into_slot =
+        !geometry && decode_c == shape.channels && src_h == shape.height && src_w == shape.width;
+    if (into_slot) image = &dst, mask = &dst_mask;  // photometric only: in place in the slot
+    const transforms::Region region;
     {
       ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
       Status s = DecodeToMat(h.image_codec, rec.image, decode_c, src_h, src_w, false, image);
@@ -142,31 +165,110 @@ class SampleJob {
         image = &scratch.converted;
       }
       if (shape.masks) {
-        s = DecodeToMat(h.mask_codec, rec.mask, 1, src_h, src_w, true, &scratch.mask);
+        s = DecodeToMat(h.mask_codec, rec.mask, 1, src_h, src_w, true, mask);
         if (!s.ok()) return Context(s, "mask");
-        if (scratch.mask.size() != image->size()) {
-          return Bad("mask size differs from the image size");
-        }
+        if (mask->size() != image->size()) return Bad("mask size differs from the image size");
       }
     }
+    if (!sized) DSPIPE_RETURN_IF_ERROR(MakePlan(image->rows, image->cols, &plan));
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
-    const AugmentParams p = Draw(image->rows, image->cols);
-    Status s = ApplyAugment(p, aug.image_interpolation, Ref(*image), dst);
-    if (s.ok() && shape.masks)
-      s = ApplyAugment(p, Interpolation::kNearest, Ref(scratch.mask), dst_mask);
-    return s.ok() ? s : Context(s, "augment");
+    transforms::Fold fold;
+    fold.allowed = shape.normalized;
+    Status s = transforms::Execute(&plan, *image, region, shape.masks ? *mask : cv::Mat(), &dst,
+                                   shape.masks ? &dst_mask : nullptr, &scratch.warp, &fold,
+                                   {ctx_.stats, index_});
+    if (!s.ok())
+      return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
+    if (fold.folded) {
+      std::copy(&fold.lut[0][0], &fold.lut[0][0] + 4 * 256, &lut_[0][0]);
+      lut_pending_ = true;
+    }
+    return Status::OK();
   }
 
   // True when Run already wrote the sample's float32 slot (fused into the PNG decode).
   bool normalized() const { return normalized_; }
+  // Trailing LUT ops left for the normalize pass (LoadSample runs LutNormalize).
+  const uint8_t (*pending_lut() const)[256] { return lut_pending_ ? lut_ : nullptr; }
 
  private:
-  AugmentParams Draw(int src_h, int src_w) {
-    AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w);
-    *slot_.hflip = p.hflip ? 1 : 0;
-    if (ctx_.options->defer_hflip) p.hflip = false;
-    return p;
+  Status MakePlan(int src_h, int src_w, Plan* plan) {
+    Status s = transforms::MakePlan(*ctx_.pipeline->impl().root, seed_, epoch_, index_,
+                                    {src_h, src_w}, ctx_.shape.channels, plan);
+    if (!s.ok()) return Bad(s.message());
+    *slot_.hflip = transforms::OddHorizontalFlips(*plan) ? 1 : 0;
+    if (ctx_.options->defer_hflip && *slot_.hflip != 0) {
+      // Only a flip every later step commutes with can be left to the consumer.
+      if (!transforms::DeferLastHorizontalFlip(plan)) *slot_.hflip = 0;
+    }
+    if (plan->out.h != ctx_.shape.height || plan->out.w != ctx_.shape.width) {
+      return Bad("the transforms made " + std::to_string(plan->out.h) + "x" +
+                 std::to_string(plan->out.w) + " from " + std::to_string(src_h) + "x" +
+                 std::to_string(src_w) + ", the batch is " + std::to_string(ctx_.shape.height) +
+                 "x" + std::to_string(ctx_.shape.width));
+    }
+    return Status::OK();
   }
+
+  // The fused PNG path (see sample.h), or the same work unfused when the payload is not a PNG
+  // the fast decoder takes.
+  Status RunFlipsAndLuts(const RecordView& rec, bool mirror, bool has_lut) {
+    const BatchShape& shape = ctx_.shape;
+    const RecordHeader& h = rec.header;
+    const int src_h = shape.height, src_w = shape.width;
+    bool image_fused = false, mask_fused = false;
+    Scratch& scratch = ThreadScratch();
+    {
+      ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
+      std::optional<NormalizeRows> rows;
+      if (shape.normalized) {
+        rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w, shape.channels,
+                     has_lut ? lut_ : nullptr, &scratch.row);
+      }
+      Status s =
+          codec::DecodePayloadFused(h.image_codec, rec.image, shape.channels, src_h, src_w, mirror,
+                                    rows ? &*rows : nullptr, slot_.image, &image_fused);
+      if (!s.ok()) return Context(s, "image");
+      if (!image_fused) {
+        s = codec::DecodePayloadInto(h.image_codec, rec.image, shape.channels, src_h, src_w,
+                                     slot_.image);
+        if (!s.ok()) return Context(s, "image");
+      }
+      if (shape.masks) {
+        s = codec::DecodePayloadFused(h.mask_codec, rec.mask, 1, src_h, src_w, mirror, nullptr,
+                                      slot_.mask, &mask_fused);
+        if (!s.ok()) return Context(s, "mask");
+        if (!mask_fused) {
+          s = codec::DecodePayloadInto(h.mask_codec, rec.mask, 1, src_h, src_w, slot_.mask);
+          if (!s.ok()) return Context(s, "mask");
+        }
+      }
+      if (image_fused && has_lut) {  // the sink normalized LUT'd rows; now the uint8 pixels
+        ApplyLut(slot_.image, static_cast<size_t>(src_h) * static_cast<size_t>(src_w),
+                 shape.channels, lut_);
+      }
+    }
+    normalized_ = image_fused && shape.normalized;
+    if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
+    ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    if (!image_fused) {
+      cv::Mat img(src_h, src_w, CV_8UC(shape.channels), slot_.image);
+      if (mirror) cv::flip(img, img, 1);
+      if (has_lut) {
+        if (shape.normalized) {
+          lut_pending_ = true;  // applied with the normalize (LoadSample)
+        } else {
+          ApplyLut(slot_.image, img.total(), shape.channels, lut_);
+        }
+      }
+    }
+    if (shape.masks && !mask_fused && mirror) {
+      cv::Mat m(src_h, src_w, CV_8UC1, slot_.mask);
+      cv::flip(m, m, 1);
+    }
+    return Status::OK();
+  }
+
   std::string Where() const {
     return "key " + ctx_.dataset->KeyName(index_) + " in " + ctx_.dataset->info().path;
   }
@@ -179,6 +281,8 @@ class SampleJob {
   const uint64_t seed_, epoch_, index_;
   const SampleSlot& slot_;
   bool normalized_ = false;
+  bool lut_pending_ = false;
+  uint8_t lut_[4][256];
 };
 
 }  // namespace
@@ -206,10 +310,79 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
   if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
-  s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
-                             slot.normalized);
+  if (job.pending_lut() != nullptr) {
+    LutNormalize(ctx.normalize, job.pending_lut(), slot.image, ctx.shape.height, ctx.shape.width,
+                 slot.normalized);
+  } else {
+    s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
+                               slot.normalized);
+  }
   *normalize_ns = NowNs() - t0;
   return s;
+}
+
+Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
+                       Status (*probe)(const Dataset&, int*, int*), const Dataset& dataset,
+                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out) {
+  auto invalid = [](const std::string& m) { return Status::InvalidArgument("loader: " + m); };
+  const AugmentOptions& aug = options.augment;
+  if (!options.transform) {  // augment's sugar: the batch size is the requested / stored one
+    if (*height == 0) {
+      *height = info.height;
+      *width = info.width;
+      if (*height <= 0 || *width <= 0) DSPIPE_RETURN_IF_ERROR(probe(dataset, height, width));
+    }
+    return TransformPipeline::Parse(AugmentPipelineJson(aug, *height, *width), out);
+  }
+  if (aug.hflip_p > 0 || aug.vflip_p > 0 || aug.crops()) {
+    return invalid(
+        "set augment or transform, not both (put the flips and crops in the "
+        "pipeline: HorizontalFlip, VerticalFlip, RandomResizedCrop)");
+  }
+  std::shared_ptr<const TransformPipeline> p = options.transform;
+  if (p->impl().needs_mask && !info.has_masks) {
+    return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
+                   info.path + " has none");
+  }
+  int ph = 0, pw = 0;
+  if (p->OutputSize(info.height, info.width, &ph, &pw)) {
+    if (*height > 0 && (ph != *height || pw != *width)) {
+      return invalid("the transform pipeline ends in " + std::to_string(ph) + "x" +
+                     std::to_string(pw) + " but height/width ask for " + std::to_string(*height) +
+                     "x" + std::to_string(*width) + ": drop height/width or change the pipeline");
+    }
+    *height = ph, *width = pw;
+    *out = p;
+    return Status::OK();
+  }
+  if (*height == 0) {
+    const std::string why = p->OutputSizeReason(info.height, info.width);
+    const std::string fix =
+        ": end the pipeline in a fixed size (e.g. Resize(height=H, width=W), CenterCrop or "
+        "RandomCrop(H, W), RandomResizedCrop(size=(H, W))) or set height/width (every sample "
+        "is then resized to it)";
+    if (info.height > 0 || info.store != "plain") {
+      return invalid("batches need one size, and " +
+                     (info.height > 0
+                          ? why
+                          : "the records of " + info.path + " differ in size (" + why + ")") +
+                     fix);
+    }
+    int h0 = 0, w0 = 0;  // plain LMDB: record 0's size, as without a pipeline
+    DSPIPE_RETURN_IF_ERROR(probe(dataset, &h0, &w0));
+    if (!p->OutputSize(h0, w0, height, width)) {
+      return invalid("batches need one size, and " + p->OutputSizeReason(h0, w0) + fix);
+    }
+  }
+  // A final Resize (before Normalize) to the batch size: a no-op for samples already that size.
+  nlohmann::json j = nlohmann::json::parse(p->ToJson());
+  nlohmann::json& list = j["transform"]["transforms"];
+  auto at = list.end();
+  if (!list.empty() && list.back()["__class_fullname__"] == "Normalize") --at;
+  const nlohmann::json resize = {
+      {"__class_fullname__", "Resize"}, {"height", *height}, {"width", *width}, {"p", 1.0}};
+  list.insert(at, resize);
+  return TransformPipeline::Parse(j.dump(), out);
 }
 
 }  // namespace dspipe::pipeline

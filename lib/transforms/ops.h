@@ -69,6 +69,14 @@ struct Geo {
   int mask_interp = 0;      // for the mask
   Border border;            // used when frame == kBorder
   bool standalone = false;  // not fusable with other resampling steps (INTER_AREA, *_EXACT)
+  // The part of the input a resampling step reads, replicated beyond its edges (x, y, w, h;
+  // w <= 0: all of it): RandomResizedCrop resizes its crop, as cv::resize of the ROI does.
+  int reads[4] = {0, 0, 0, 0};
+  // cv::resize's INTER_NEAREST takes source floor(x * in / out) (no half-pixel centring): a
+  // resize step with a nearest mask gives mask_fwd (x' = x * out / in after its crop) and
+  // mask_floor, and a fused group of such steps and exact ones gathers the mask with floor.
+  bool mask_floor = false;
+  Affine mask_fwd;
 };
 
 class Leaf;
@@ -80,7 +88,7 @@ struct Step {
   int segment = 0;   // static segment (stage-table row), see plan.h
   Size in, out;
   Geo geo;
-  double v[12] = {};
+  double v[16] = {};
   int iv[8] = {};
   std::vector<int> holes;  // CoarseDropout: x_min, y_min, x_max, y_max per hole
   uint64_t seed = 0;       // per-step seed for per-pixel randomness (noise, random fills)
@@ -108,6 +116,9 @@ class Leaf {
   virtual bool draw_needs_mask() const { return false; }
   // kLut: the table depends on the pixels (e.g. brightness_by_max=false reads the mean).
   virtual bool lut_reads_image() const { return false; }
+  // Applying it before or after a horizontal flip gives the same pixels (a deferred flip,
+  // LoaderOptions::defer_hflip, may move past it).
+  virtual bool commutes_with_hflip() const { return false; }
   // The output size for `in` when no draw changes it; nullopt when it varies per sample.
   // in unknown (0 x 0): known only for transforms that end in a fixed size.
   virtual std::optional<Size> StaticOutput(Size in) const { return in; }

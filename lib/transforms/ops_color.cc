@@ -59,6 +59,7 @@ double MeanAll(const cv::Mat& img) {  // np.mean(image) over every value
 class LutLeaf : public Leaf {
  public:
   Kind kind() const override { return Kind::kLut; }
+  bool commutes_with_hflip() const override { return true; }
   Status Apply(const Step& s, cv::Mat* image, cv::Mat*) const override {
     uint8_t lut[4][256];
     Lut(s, *image, lut);
@@ -318,6 +319,10 @@ Status MakeColorJitter(ArgReader& r, std::unique_ptr<Leaf>* out) {
 class ToGrayLeaf final : public Leaf {
  public:
   Kind kind() const override { return Kind::kPixel; }
+  // Per pixel, with the same integer arithmetic in OpenCV's vector and scalar code. (Not so
+  // HSV / ColorJitter / blurs: their vector and row-tail code round differently, so moving a
+  // pixel moves its rounding.)
+  bool commutes_with_hflip() const override { return true; }
   Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
     s->out = s->in;
     return Status::OK();

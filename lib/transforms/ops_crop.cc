@@ -366,7 +366,13 @@ class ResizeLeaf final : public Leaf {
     const bool crops = type_ == kRandomResizedCrop || type_ == kRandomSizedCrop;
     s->iv[5] = area_ == "image_mask" && (down || crops) ? 3 : mask_interp_;
     s->geo.fwd = Affine::Translate(-crop[0], -crop[1]).Then(Affine::Resize(cropped, s->out));
+    s->geo.reads[0] = crop[0], s->geo.reads[1] = crop[1];
+    s->geo.reads[2] = cropped.w, s->geo.reads[3] = cropped.h;
+    const double mx = static_cast<double>(s->out.w) / cropped.w;
+    const double my = static_cast<double>(s->out.h) / cropped.h;
+    s->geo.mask_fwd = Affine::Translate(-crop[0], -crop[1]).Then({mx, 0, 0, 0, my, 0});
     s->geo.exact = cropped == s->out;
+    s->geo.mask_floor = !s->geo.exact && s->iv[5] == 0;
     s->geo.frame = cropped == in ? Frame::kFull : Frame::kCrop;
     s->geo.interp = s->iv[4];
     s->geo.mask_interp = s->iv[5];

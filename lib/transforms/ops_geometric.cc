@@ -95,6 +95,9 @@ class SymmetryLeaf final : public Leaf {
     s->geo.exact = true;
     return Status::OK();
   }
+  bool commutes_with_hflip() const override {
+    return mode_ == kFixed && (fixed_ == D4::kV || fixed_ == D4::kH);
+  }
   std::optional<Size> StaticOutput(Size in) const override {
     if (mode_ == kFixed) {
       Size out;
@@ -210,6 +213,7 @@ class AffineLeaf final : public Leaf {
     }
     s->v[0] = m.a, s->v[1] = m.b, s->v[2] = m.c, s->v[3] = m.d, s->v[4] = m.e, s->v[5] = m.f;
     s->v[6] = angle, s->v[7] = sx, s->v[8] = sy;
+    s->v[9] = tx, s->v[10] = ty, s->v[11] = shx, s->v[12] = shy;
     s->iv[0] = 0, s->iv[1] = 0, s->iv[2] = in.w, s->iv[3] = in.h;  // crop: x_min y_min x_max y_max
     if (crop_border_) {
       RotatedRect(in.h, in.w, angle, s->iv);
@@ -262,6 +266,8 @@ class AffineLeaf final : public Leaf {
     } else {
       out["rotate"] = s.v[6];
       out["scale"] = {{"x", s.v[7]}, {"y", s.v[8]}};
+      out["translate"] = {{"x", s.v[9]}, {"y", s.v[10]}};
+      out["shear"] = {{"x", s.v[11]}, {"y", s.v[12]}};
     }
     return out;
   }

@@ -180,8 +180,8 @@ Status MakeGaussianBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
   l->prob = r.Prob(0.5);
   l->blur_ = r.RangeArg("blur_limit", {0, 0}, Widen::kZeroPlus, 0, 1e6, true);
   l->sigma_ = r.RangeArg("sigma_limit", {0.5, 3.0}, Widen::kZeroPlus, 0, 1e6);
-  if (l->sigma_.lo <= 0) {
-    r.Fail(r.where() + ": argument sigma_limit must be > 0 (a zero sigma divides by zero)");
+  if (l->sigma_.hi <= 0) {
+    r.Fail(r.where() + ": argument sigma_limit must reach above 0 (a zero sigma divides by zero)");
   }
   DSPIPE_RETURN_IF_ERROR(r.Finish({"blur_limit", "sigma_limit", "p"}));
   *out = std::move(l);

@@ -11,18 +11,21 @@ namespace {
 bool Joins(const Plan& plan, const Group& g, const Step& s) {
   if (g.kind != Kind::kGeometric || g.segment != s.segment) return false;
   if (s.leaf->draw_needs_mask() || s.geo.standalone) return false;
-  bool has_border = false, only_full = true;
+  bool has_border = false, aligned = true;
   for (int i = g.begin; i < g.end; ++i) {
     const Geo& t = plan.steps[static_cast<size_t>(i)].geo;
     if (t.standalone) return false;
     has_border |= t.frame == Frame::kBorder;
-    only_full &= t.frame == Frame::kFull;
+    // Axis-aligned (crops, flips, transposes, resizes): the border step's input frame is then
+    // a rectangle of the group's source, where warp.cc applies the border.
+    aligned &= (std::fabs(t.fwd.b) < 1e-12 && std::fabs(t.fwd.d) < 1e-12) ||
+               (std::fabs(t.fwd.a) < 1e-12 && std::fabs(t.fwd.e) < 1e-12);
     if (!t.exact && !s.geo.exact &&
         (t.interp != s.geo.interp || t.mask_interp != s.geo.mask_interp)) {
       return false;
     }
   }
-  return s.geo.frame != Frame::kBorder || (!has_border && only_full);
+  return s.geo.frame != Frame::kBorder || (!has_border && aligned);
 }
 
 void MakeGroups(Plan* plan) {
@@ -137,6 +140,12 @@ Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index,
     Status st = s.leaf->Draw(it->second, channels, nullptr, &s);
     if (!st.ok()) return st.WithContext(Where(node->position, node->leaf->name));
     cur = s.out;
+    // A geometric step that maps every pixel onto itself (a Resize to the same size, an
+    // identity Affine, a crop of the whole image) is albumentations' no-op: left out.
+    if (s.leaf->kind() == Kind::kGeometric && !s.deferred && s.geo.exact && s.out == s.in &&
+        s.geo.fwd.IsIdentity()) {
+      continue;
+    }
     plan->steps.push_back(std::move(s));
   }
   plan->out = cur;
@@ -236,6 +245,48 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
   if (masks && cur_mask != dst_mask && cur_mask->data != dst_mask->data)
     cur_mask->copyTo(*dst_mask);
   return Status::OK();
+}
+
+bool OddHorizontalFlips(const Plan& plan) {
+  bool odd = false;
+  for (const Step& s : plan.steps) odd ^= s.leaf->name == "HorizontalFlip";
+  return odd;
+}
+
+bool DeferLastHorizontalFlip(Plan* plan) {
+  for (int i = static_cast<int>(plan->steps.size()) - 1; i >= 0; --i) {
+    const Step& s = plan->steps[static_cast<size_t>(i)];
+    if (s.leaf->name == "HorizontalFlip") {
+      plan->steps.erase(plan->steps.begin() + i);
+      MakeGroups(plan);
+      FirstRegion(plan);
+      return true;
+    }
+    if (!s.leaf->commutes_with_hflip()) return false;
+  }
+  return false;
+}
+
+bool FlipsAndLutsOnly(const Plan& plan, bool* mirror, bool* has_lut, uint8_t lut[4][256]) {
+  *mirror = false;
+  *has_lut = false;
+  for (int c = 0; c < 4; ++c) {
+    for (int v = 0; v < 256; ++v) lut[c][v] = static_cast<uint8_t>(v);
+  }
+  uint8_t next[4][256];
+  const cv::Mat none;
+  for (const Step& s : plan.steps) {
+    if (s.leaf->name == "HorizontalFlip") {
+      *mirror = !*mirror;
+    } else if (s.leaf->kind() == Kind::kLut && !s.leaf->lut_reads_image()) {
+      s.leaf->Lut(s, none, next);
+      Compose(lut, next);
+      *has_lut = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
 }
 
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,

@@ -7,9 +7,9 @@
 // Fusion rules (docs/TRANSFORMS.md "Fusion"): a geometric step joins the current group unless
 //   - it needs the mask to draw (CropNonEmptyMaskIfExists: it starts a group),
 //   - it may show pixels from outside its input (pad, rotate, affine: Frame::kBorder) and the
-//     group already holds a step that is not a whole-frame map (a crop) or another such step -
-//     so the group's one border mode applies in source coordinates exactly where the
-//     sequential steps would have applied it,
+//     group already holds another such step or one that is not axis-aligned - so its input
+//     frame is a rectangle of the group's source, where warp.cc applies its border mode exactly
+//     where the sequential step would,
 //   - it or the group is standalone (INTER_AREA / *_EXACT resizes run as cv::resize alone),
 //   - it resamples with another interpolation than the group's resampling steps.
 // A group of one step runs that leaf's own code (albumentations' cv2 call, bit-exact); a group
@@ -93,6 +93,16 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
 // semantics): the reference the fused path is compared with.
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,
                          cv::Mat* out_mask);
+
+// Loader helpers. The number of HorizontalFlip steps that run is odd (Batch::hflip).
+bool OddHorizontalFlips(const Plan& plan);
+// Removes the last HorizontalFlip step when every later step commutes with a horizontal flip
+// (VerticalFlip, per-pixel ops that do not depend on the position): the consumer mirrors
+// instead (LoaderOptions::defer_hflip). True when one was removed.
+bool DeferLastHorizontalFlip(Plan* plan);
+// The plan is HorizontalFlips and data-independent LUT steps only: true, *mirror (an odd count
+// of flips) and lut (the LUT steps composed; identity when *has_lut is false).
+bool FlipsAndLutsOnly(const Plan& plan, bool* mirror, bool* has_lut, uint8_t lut[4][256]);
 
 // One geometric group [first, last) of drawn steps: src -> dst (allocated at the group's
 // output size). warp.cc.

@@ -2,6 +2,8 @@
 // Exact groups (every step a copy: flips, transposes, rot90, crops, integer pads) are one
 // dihedral copy of the in-range rectangle plus the border; others are one cv::warpAffine with
 // the inverse of the composed map. A one-step group runs the leaf's own albumentations code.
+#include <cmath>
+#include <cstring>
 #include <opencv2/imgproc.hpp>
 
 #include "transforms/plan.h"
@@ -90,7 +92,80 @@ void ExactCopy(const cv::Mat& src, const Affine& t, const Border* border, cv::Ma
   }
 }
 
+// The mask of a group whose resampling steps are all nearest resizes: source pixel
+// floor(inverse map) as cv::resize's INTER_NEAREST picks it, exact steps composed in.
+void FloorGather(const cv::Mat& src, const Affine& t, const Border* border, cv::Mat* dst) {
+  const Affine m = t.Inverse();
+  const bool swapped = std::fabs(m.a) < 1e-12 && std::fabs(m.e) < 1e-12;
+  constexpr double kEps = 1e-7;
+  const int mode = border != nullptr ? border->mode : cv::BORDER_REPLICATE;
+  const uint8_t fill = cv::saturate_cast<uint8_t>(border != nullptr ? border->fill_mask : 0);
+  auto index = [&](double v, int n) {  // -1: a constant border
+    int i = static_cast<int>(std::floor(v + kEps));
+    if (i >= 0 && i < n) return i;
+    return mode == cv::BORDER_CONSTANT ? -1 : cv::borderInterpolate(i, n, mode);
+  };
+  std::vector<int> cols(static_cast<size_t>(dst->cols)), rows(static_cast<size_t>(dst->rows));
+  for (int x = 0; x < dst->cols; ++x) {
+    cols[static_cast<size_t>(x)] =
+        swapped ? index(m.d * x + m.f, src.rows) : index(m.a * x + m.c, src.cols);
+  }
+  for (int y = 0; y < dst->rows; ++y) {
+    rows[static_cast<size_t>(y)] =
+        swapped ? index(m.b * y + m.c, src.cols) : index(m.e * y + m.f, src.rows);
+  }
+  for (int y = 0; y < dst->rows; ++y) {
+    uint8_t* out = dst->ptr<uint8_t>(y);
+    const int r = rows[static_cast<size_t>(y)];
+    for (int x = 0; x < dst->cols; ++x) {
+      const int c = cols[static_cast<size_t>(x)];
+      if (r < 0 || c < 0) {
+        out[x] = fill;
+      } else {
+        out[x] = swapped ? src.at<uint8_t>(c, r) : src.at<uint8_t>(r, c);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+// The rectangle of `src` the group reads, beyond which its border mode (or, without a border
+// step, replication) applies: a border step's input frame when it has one, else the first
+// resampling step's (a RandomResizedCrop's crop); mapped back through the steps before it,
+// which are axis-aligned (plan.cc's rule), so it is a rectangle. False: all of src.
+bool ViewFrame(const Step* first, const Step* last, const Region& region, cv::Size size,
+               cv::Rect* frame) {
+  const Step* k = nullptr;
+  for (const Step* s = first; s != last && k == nullptr; ++s) {
+    if (s->geo.frame == Frame::kBorder) k = s;
+  }
+  if (k == nullptr) {
+    for (const Step* s = first; s != last && k == nullptr; ++s) {
+      if (!s->geo.exact) k = s;
+    }
+    if (k == nullptr) return false;
+    for (const Step* s = first; s != k; ++s) {
+      if (!s->geo.exact) return false;
+    }
+  }
+  const double sc = region.scale;  // source -> decoded pixels
+  Affine pre =
+      Affine{sc, 0, region.x0 + 0.5 * sc - 0.5, 0, sc, region.y0 + 0.5 * sc - 0.5}.Inverse();
+  for (const Step* s = first; s != k; ++s) pre = s->geo.fwd.Inverse().Then(pre);
+  const bool part = k->geo.frame != Frame::kBorder && k->geo.reads[2] > 0;
+  const double fx0 = part ? k->geo.reads[0] : 0, fy0 = part ? k->geo.reads[1] : 0;
+  const double fx1 = fx0 + (part ? k->geo.reads[2] : k->in.w) - 1;
+  const double fy1 = fy0 + (part ? k->geo.reads[3] : k->in.h) - 1;
+  const double ax = pre.a * fx0 + pre.b * fy0 + pre.c, ay = pre.d * fx0 + pre.e * fy0 + pre.f;
+  const double bx = pre.a * fx1 + pre.b * fy1 + pre.c, by = pre.d * fx1 + pre.e * fy1 + pre.f;
+  const int x0 = static_cast<int>(std::floor(std::min(ax, bx) + 1e-6));
+  const int y0 = static_cast<int>(std::floor(std::min(ay, by) + 1e-6));
+  const int x1 = static_cast<int>(std::ceil(std::max(ax, bx) - 1e-6));
+  const int y1 = static_cast<int>(std::ceil(std::max(ay, by) - 1e-6));
+  *frame = cv::Rect(x0, y0, x1 - x0 + 1, y1 - y0 + 1) & cv::Rect(0, 0, size.width, size.height);
+  return frame->area() > 0 && frame->size() != size;
+}
 
 void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
                        const Region& region, cv::Mat* dst, bool is_mask) {
@@ -105,7 +180,11 @@ void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
   }
   const Border* border = nullptr;
   int interp = -1, mask_interp = -1;
+  bool floor_mask = is_mask && region.full();
+  Affine mt;  // the mask map with cv::resize's nearest convention
   for (const Step* s = first; s != last; ++s) {
+    mt = mt.Then(s->geo.mask_floor ? s->geo.mask_fwd : s->geo.fwd);
+    floor_mask &= s->geo.exact || s->geo.mask_floor;
     t = t.Then(s->geo.fwd);
     if (s->geo.frame == Frame::kBorder) border = &s->geo.border;
     if (!s->geo.exact) {
@@ -113,8 +192,19 @@ void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
       mask_interp = s->geo.mask_interp;
     }
   }
+  cv::Mat view = src;
+  cv::Rect frame;
+  if (ViewFrame(first, last, region, src.size(), &frame)) {
+    view = src(frame);
+    t = Affine::Translate(frame.x, frame.y).Then(t);
+    mt = Affine::Translate(frame.x, frame.y).Then(mt);
+  }
   if (interp < 0 && t.IsExact()) {
-    ExactCopy(src, t, border, dst, is_mask);
+    ExactCopy(view, t, border, dst, is_mask);
+    return;
+  }
+  if (floor_mask && src.channels() == 1) {
+    FloorGather(view, mt, border, dst);
     return;
   }
   if (interp < 0) interp = cv::INTER_LINEAR, mask_interp = cv::INTER_NEAREST;  // scaled region
@@ -125,7 +215,7 @@ void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
                            : is_mask         ? cv::Scalar::all(border->fill_mask)
                                              : FillScalar(border->fill, src.channels());
   const int flags = WarpInterpolation(is_mask ? mask_interp : interp) | cv::WARP_INVERSE_MAP;
-  cv::warpAffine(src, *dst, mat, dst->size(), flags, mode, value);
+  cv::warpAffine(view, *dst, mat, dst->size(), flags, mode, value);
 }
 
 }  // namespace dspipe::transforms

@@ -231,8 +231,9 @@ class PyLoader {
            double vflip, bool drop_last, int rank, int world_size, const std::string& remainder,
            int max_corrupt, uintptr_t consumer_stream, int slots, int max_slots,
            const std::string& cache, uint64_t cache_limit, const std::string& order,
-           uint64_t block_size) {
+           uint64_t block_size, const std::string& transform) {
     LoaderOptions lo;
+    if (!transform.empty()) ThrowIfError(TransformPipeline::Parse(transform, &lo.transform));
     lo.cache = cache;
     lo.cache_limit = cache_limit;
     lo.batch_size = batch_size;
@@ -352,7 +353,13 @@ class PyLoader {
   nb::dict stats() {
     nb::dict out;
     for (const StageSummary& m : loader_->stats().Summaries()) {
-      out[StageName(m.stage)] = SummaryDict(m);
+      if (m.stage != Stage::kTransform) {
+        out[StageName(m.stage)] = SummaryDict(m);
+        continue;
+      }
+      nb::dict row = SummaryDict(m);  // the transform rows: "transform1", ... with their label
+      row["label"] = m.label;
+      out[("transform" + std::to_string(m.row + 1)).c_str()] = row;
     }
     return out;
   }
@@ -607,11 +614,13 @@ NB_MODULE(_dspipe, m) {
   nb::class_<PyLoader>(m, "Loader")
       .def(nb::init<const std::string&, int, bool, uint64_t, int, int, int, bool, bool, bool,
                     double, double, bool, int, int, const std::string&, int, uintptr_t, int, int,
-                    const std::string&, uint64_t, const std::string&, uint64_t>(),
+                    const std::string&, uint64_t, const std::string&, uint64_t,
+                    const std::string&>(),
            "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
            "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
            "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
-           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a)
+           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a,
+           "transform"_a = "")
       .def("next", &PyLoader::Next)
       .def("set_epoch", &PyLoader::set_epoch)
       .def_prop_ro("epoch", &PyLoader::epoch)
