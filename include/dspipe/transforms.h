@@ -10,9 +10,10 @@
 // "transform": {"__class_fullname__": "Compose", "transforms": [...]}}); a bare Compose / OneOf
 // / transform object or a JSON list of transforms is accepted too. Names, arguments, defaults
 // and ranges follow albumentations 2.0.8 (a scalar where albumentations takes a range is
-// widened its way, e.g. Rotate(limit=30) is (-30, 30)). A transform or argument value dspipe does
-// not implement is refused by Parse, naming it and listing what is supported; nothing is
-// silently dropped.
+// widened its way, e.g. Rotate(limit=30) is (-30, 30)); a transform object without "p" has
+// p=0.5, as albumentations' from_dict reads it (Compose and Sequential: their defaults). A
+// transform or argument value dspipe does not implement is refused by Parse, naming it and listing
+// what is supported; nothing is silently dropped.
 //
 // Determinism: every random draw depends only on (seed, epoch, sample index, the transform's
 // position in the spec) - never on threads or timing - so batches are identical for any thread
@@ -63,6 +64,7 @@ struct TransformInfo {
   std::string mask;               // what happens to the mask, e.g. "same geometry, nearest"
   bool fused = false;             // composed into the sample's geometric pass / folded LUT
   std::vector<std::string> args;  // argument names in albumentations' signature order
+  double default_p = 0.5;         // the constructor's p (serialized without "p": 0.5)
 };
 
 // Every transform and container Parse accepts.

@@ -11,6 +11,7 @@
 #include "dspipe/augment.h"
 #include "kernels/normalize_row.h"
 #include "transforms/impl.h"
+#include "transforms/simd.h"
 
 namespace dspipe::pipeline {
 namespace {
@@ -54,35 +55,40 @@ std::atomic<bool>& FusedFlag() {
   return enabled;
 }
 
-void ApplyLut(uint8_t* p, size_t pixels, int channels, const uint8_t lut[4][256]) {
-  for (size_t i = 0; i < pixels; ++i, p += channels) {
-    for (int c = 0; c < channels; ++c) p[c] = lut[c][p[c]];
-  }
+using RowOps = std::vector<std::unique_ptr<transforms::RowOp>>;
+
+// The row ops (trailing LUT / noise steps) and the float32 normalize of one row, from L1.
+void RowsAndNormalize(const RowOps& ops, const kernels::RowNormalizerF32& norm, uint8_t* row,
+                      int width, int channels, float* dst, size_t plane) {
+  for (const auto& op : ops) op->Row(row, width, channels);
+  norm.Row(row, width, dst, plane);
 }
 
-// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot, through
-// the plan's LUT when it has one (the uint8 row is LUT'd afterwards, by the caller).
+// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot, after
+// the plan's row ops on a copy of the row (the decoder's row stays as decoded: the next row is
+// unfiltered against it; the uint8 slot gets the same ops afterwards, from a fresh state).
 class NormalizeRows final : public codec::PngRowSink {
  public:
-  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w, int channels,
-                const uint8_t (*lut)[256], std::vector<uint8_t>* row)
+  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w, int channels, RowOps ops,
+                std::vector<uint8_t>* row)
       : norm_(p),
         dst_(dst),
         width_(w),
         channels_(channels),
         plane_(static_cast<size_t>(h) * static_cast<size_t>(w)),
-        lut_(lut),
+        ops_(std::move(ops)),
         row_(row) {
-    if (lut_ != nullptr) row_->resize(static_cast<size_t>(w) * static_cast<size_t>(channels));
+    if (!ops_.empty()) row_->resize(static_cast<size_t>(w) * static_cast<size_t>(channels));
   }
 
   void Row(uint32_t y, const uint8_t* row) override {
-    if (lut_ != nullptr) {
-      std::memcpy(row_->data(), row, row_->size());
-      ApplyLut(row_->data(), static_cast<size_t>(width_), channels_, lut_);
-      row = row_->data();
+    float* out = dst_ + size_t{y} * static_cast<size_t>(width_);
+    if (ops_.empty()) {
+      norm_.Row(row, width_, out, plane_);
+      return;
     }
-    norm_.Row(row, width_, dst_ + size_t{y} * static_cast<size_t>(width_), plane_);
+    std::memcpy(row_->data(), row, row_->size());
+    RowsAndNormalize(ops_, norm_, row_->data(), width_, channels_, out, plane_);
   }
 
  private:
@@ -90,21 +96,28 @@ class NormalizeRows final : public codec::PngRowSink {
   float* const dst_;
   const int width_, channels_;
   const size_t plane_;
-  const uint8_t (*lut_)[256];
+  const RowOps ops_;
   std::vector<uint8_t>* row_;
 };
 
-// The trailing LUT ops and the float32 normalize in one pass: each row LUT'd once (written
-// back to the uint8 slot) and normalized from L1.
-void LutNormalize(const NormalizeParams& p, const uint8_t lut[4][256], uint8_t* image, int h, int w,
-                  float* dst) {
+// The row ops on every row of the uint8 image, in order.
+void RunRowOps(const RowOps& ops, uint8_t* image, int h, int w, int channels) {
+  const size_t row = static_cast<size_t>(w) * static_cast<size_t>(channels);
+  for (int y = 0; y < h; ++y) {
+    for (const auto& op : ops) op->Row(image + static_cast<size_t>(y) * row, w, channels);
+  }
+}
+
+// The trailing row ops and the float32 normalize in one pass: each row's ops run once (written
+// back to the uint8 slot) and the row is normalized from L1.
+void RowOpsNormalize(const NormalizeParams& p, const RowOps& ops, uint8_t* image, int h, int w,
+                     float* dst) {
   const kernels::RowNormalizerF32 norm(p);
   const size_t plane = static_cast<size_t>(h) * static_cast<size_t>(w);
   const size_t row_bytes = static_cast<size_t>(w) * static_cast<size_t>(p.channels);
   for (int y = 0; y < h; ++y) {
-    uint8_t* row = image + static_cast<size_t>(y) * row_bytes;
-    ApplyLut(row, static_cast<size_t>(w), p.channels, lut);
-    norm.Row(row, w, dst + static_cast<size_t>(y) * static_cast<size_t>(w), plane);
+    RowsAndNormalize(ops, norm, image + static_cast<size_t>(y) * row_bytes, w, p.channels,
+                     dst + static_cast<size_t>(y) * static_cast<size_t>(w), plane);
   }
 }
 
@@ -129,10 +142,8 @@ class SampleJob {
 
     if (sized && src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
         FusedDecodeEnabled()) {
-      bool mirror = false, has_lut = false;
-      if (transforms::FlipsAndLutsOnly(plan, &mirror, &has_lut, lut_)) {
-        return RunFlipsAndLuts(rec, mirror, has_lut);
-      }
+      bool mirror = false;
+      if (transforms::FlipsAndRowOpsOnly(plan, &mirror)) return RunFlipsAndRows(rec, mirror);
     }
 
     // General path. THE decode call site. Contract for a region / DCT-scaled decoder (the JPEG
@@ -179,17 +190,14 @@ class SampleJob {
                                    {ctx_.stats, index_});
     if (!s.ok())
       return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
-    if (fold.folded) {
-      std::copy(&fold.lut[0][0], &fold.lut[0][0] + 4 * 256, &lut_[0][0]);
-      lut_pending_ = true;
-    }
+    pending_ = std::move(fold.rows);  // run with the normalize (LoadSample)
     return Status::OK();
   }
 
   // True when Run already wrote the sample's float32 slot (fused into the PNG decode).
   bool normalized() const { return normalized_; }
-  // Trailing LUT ops left for the normalize pass (LoadSample runs LutNormalize).
-  const uint8_t (*pending_lut() const)[256] { return lut_pending_ ? lut_ : nullptr; }
+  // Trailing row ops left for the normalize pass (LoadSample runs RowOpsNormalize).
+  const RowOps& pending() const { return pending_; }
 
  private:
   Status MakePlan(int src_h, int src_w, Plan* plan) {
@@ -212,18 +220,20 @@ class SampleJob {
 
   // The fused PNG path (see sample.h), or the same work unfused when the payload is not a PNG
   // the fast decoder takes.
-  Status RunFlipsAndLuts(const RecordView& rec, bool mirror, bool has_lut) {
+  Status RunFlipsAndRows(const RecordView& rec, bool mirror) {
     const BatchShape& shape = ctx_.shape;
     const RecordHeader& h = rec.header;
     const int src_h = shape.height, src_w = shape.width;
-    bool image_fused = false, mask_fused = false;
     Scratch& scratch = ThreadScratch();
+    const Plan& plan = scratch.plan;
+    const bool has_ops = !transforms::RowOpsOf(plan).empty();
+    bool image_fused = false, mask_fused = false;
     {
       ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
       std::optional<NormalizeRows> rows;
       if (shape.normalized) {
         rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w, shape.channels,
-                     has_lut ? lut_ : nullptr, &scratch.row);
+                     transforms::RowOpsOf(plan), &scratch.row);
       }
       Status s =
           codec::DecodePayloadFused(h.image_codec, rec.image, shape.channels, src_h, src_w, mirror,
@@ -243,9 +253,9 @@ class SampleJob {
           if (!s.ok()) return Context(s, "mask");
         }
       }
-      if (image_fused && has_lut) {  // the sink normalized LUT'd rows; now the uint8 pixels
-        ApplyLut(slot_.image, static_cast<size_t>(src_h) * static_cast<size_t>(src_w),
-                 shape.channels, lut_);
+      // The sink normalized the rows after the ops; now the same ops on the uint8 slot.
+      if (image_fused && has_ops) {
+        RunRowOps(transforms::RowOpsOf(plan), slot_.image, src_h, src_w, shape.channels);
       }
     }
     normalized_ = image_fused && shape.normalized;
@@ -253,13 +263,11 @@ class SampleJob {
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
     if (!image_fused) {
       cv::Mat img(src_h, src_w, CV_8UC(shape.channels), slot_.image);
-      if (mirror) cv::flip(img, img, 1);
-      if (has_lut) {
-        if (shape.normalized) {
-          lut_pending_ = true;  // applied with the normalize (LoadSample)
-        } else {
-          ApplyLut(slot_.image, img.total(), shape.channels, lut_);
-        }
+      if (mirror) cv::flip(img, img, 1);  // in place: cv::flip
+      if (shape.normalized) {
+        pending_ = transforms::RowOpsOf(plan);  // run with the normalize (LoadSample)
+      } else {
+        RunRowOps(transforms::RowOpsOf(plan), slot_.image, src_h, src_w, shape.channels);
       }
     }
     if (shape.masks && !mask_fused && mirror) {
@@ -281,8 +289,7 @@ class SampleJob {
   const uint64_t seed_, epoch_, index_;
   const SampleSlot& slot_;
   bool normalized_ = false;
-  bool lut_pending_ = false;
-  uint8_t lut_[4][256];
+  RowOps pending_;
 };
 
 }  // namespace
@@ -310,9 +317,9 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
   if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
-  if (job.pending_lut() != nullptr) {
-    LutNormalize(ctx.normalize, job.pending_lut(), slot.image, ctx.shape.height, ctx.shape.width,
-                 slot.normalized);
+  if (!job.pending().empty()) {
+    RowOpsNormalize(ctx.normalize, job.pending(), slot.image, ctx.shape.height, ctx.shape.width,
+                    slot.normalized);
   } else {
     s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
                                slot.normalized);

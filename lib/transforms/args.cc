@@ -65,9 +65,9 @@ const json* ArgReader::Get(const char* key) {
 
 const json* ArgReader::Raw(const char* key) { return Get(key); }
 
-double ArgReader::Prob(double def) {
-  const double p = Number("p", def, 0.0, 1.0);
-  return p;
+double ArgReader::Prob(double class_default, bool missing_is_class_default) {
+  class_default_p_ = class_default;
+  return Number("p", missing_is_class_default ? class_default : 0.5, 0.0, 1.0);
 }
 
 double ArgReader::Number(const char* key, double def, double lo, double hi) {

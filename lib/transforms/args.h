@@ -37,7 +37,11 @@ class ArgReader {
   // obj: the transform's JSON object; where: "transform 3 (Affine)" for messages.
   ArgReader(const nlohmann::json& obj, std::string where);
 
-  double Prob(double def);  // "p" in [0, 1]
+  // "p" in [0, 1]. Missing: 0.5, as albumentations' from_dict reads a serialized transform
+  // without one (Compose / Sequential: their class default, as from_dict does); class_default
+  // is the constructor's default, remembered for class_default_p() (dspipe.transforms' classes).
+  double Prob(double class_default, bool missing_is_class_default = false);
+  double class_default_p() const { return class_default_p_; }
   double Number(const char* key, double def, double lo = -1e300, double hi = 1e300);
   int Int(const char* key, int def, int lo = INT32_MIN, int hi = INT32_MAX);
   // An int or null (returns def_null = true when null / absent with a null default).
@@ -78,6 +82,7 @@ class ArgReader {
   std::set<std::string> read_;
   nlohmann::json out_ = nlohmann::json::object();
   std::string error_;
+  double class_default_p_ = 0.5;
 };
 
 // "transform 3 (Affine)"-style prefix used in messages.

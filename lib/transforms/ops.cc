@@ -90,6 +90,8 @@ Status Leaf::Apply(const Step&, cv::Mat*, cv::Mat*) const {
   return Status::Internal(name + ": not a pixel transform");
 }
 
+std::unique_ptr<RowOp> Leaf::Rows(const Step&, int) const { return nullptr; }
+
 void Leaf::Lut(const Step&, const cv::Mat&, uint8_t lut[4][256]) const {
   for (int c = 0; c < 4; ++c) {
     for (int v = 0; v < 256; ++v) lut[c][v] = static_cast<uint8_t>(v);

@@ -105,6 +105,14 @@ inline int RandInt(Rng& r, int a, int b) {  // inclusive, a <= b
   return a + static_cast<int>(r.Below(static_cast<uint64_t>(static_cast<int64_t>(b) - a + 1)));
 }
 
+// A per-pixel step run one row at a time, top to bottom (its randomness drawn in row-major
+// order, so running it row by row inside another pass gives what Apply gives).
+class RowOp {
+ public:
+  virtual ~RowOp() = default;
+  virtual void Row(uint8_t* p, int width, int channels) = 0;
+};
+
 class Leaf {
  public:
   virtual ~Leaf() = default;
@@ -129,6 +137,9 @@ class Leaf {
   virtual Status Apply(const Step& step, cv::Mat* image, cv::Mat* mask) const;
   // kLut: the per-channel table that Apply is on this image (data-dependent tables read it).
   virtual void Lut(const Step& step, const cv::Mat& image, uint8_t lut[4][256]) const;
+  // A step that needs no neighbours and no whole-image statistics: its row-by-row form, which
+  // the caller may fuse into its normalize pass (Execute's Fold); null otherwise.
+  virtual std::unique_ptr<RowOp> Rows(const Step& step, int channels) const;
   // albumentations' apply() arguments for this draw (tests feed them to albumentations).
   virtual nlohmann::json Params(const Step& step) const = 0;
 

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "transforms/ops.h"
+#include "transforms/simd.h"
 
 namespace dspipe::transforms {
 namespace {
@@ -24,22 +25,7 @@ void MultiplyAddLut(double factor, double value, uint8_t* lut) {
   }
 }
 
-void ApplyLut(cv::Mat* image, const uint8_t lut[4][256]) {
-  const int c = image->channels();
-  for (int y = 0; y < image->rows; ++y) {
-    uint8_t* p = image->ptr<uint8_t>(y);
-    const int n = image->cols * c;
-    if (c == 1) {
-      for (int i = 0; i < n; ++i) p[i] = lut[0][p[i]];
-    } else {
-      for (int i = 0; i < n; i += 3) {
-        p[i] = lut[0][p[i]];
-        p[i + 1] = lut[1][p[i + 1]];
-        p[i + 2] = lut[2][p[i + 2]];
-      }
-    }
-  }
-}
+void ApplyLut(cv::Mat* image, const uint8_t lut[4][256]) { LookUp(image, lut); }
 
 double GrayMean(const cv::Mat& img) {
   if (img.channels() == 1) return cv::mean(img)[0];
@@ -56,6 +42,14 @@ double MeanAll(const cv::Mat& img) {  // np.mean(image) over every value
 }
 
 // A lookup-table leaf: Apply is Lut + ApplyLut.
+class LutRows final : public RowOp {
+ public:
+  void Row(uint8_t* p, int width, int channels) override {
+    LookUpRow(p, static_cast<size_t>(width) * static_cast<size_t>(channels), channels, lut);
+  }
+  uint8_t lut[4][256];
+};
+
 class LutLeaf : public Leaf {
  public:
   Kind kind() const override { return Kind::kLut; }
@@ -65,6 +59,12 @@ class LutLeaf : public Leaf {
     Lut(s, *image, lut);
     ApplyLut(image, lut);
     return Status::OK();
+  }
+  std::unique_ptr<RowOp> Rows(const Step& s, int) const override {
+    if (lut_reads_image()) return nullptr;
+    auto op = std::make_unique<LutRows>();
+    Lut(s, cv::Mat(), op->lut);
+    return op;
   }
 };
 
@@ -426,7 +426,11 @@ class NormalizeLeaf final : public Leaf {
 Status MakeNormalize(ArgReader& r, std::unique_ptr<Leaf>* out) {
   auto l = std::make_unique<NormalizeLeaf>();
   l->prob = r.Prob(1.0);
-  if (l->prob != 1.0) r.Fail(r.where() + ": Normalize needs p=1 (every sample is normalized)");
+  if (l->prob != 1.0) {
+    r.Fail(r.where() +
+           ": Normalize needs p=1 (every sample is normalized; a serialized "
+           "transform without \"p\" has p=0.5, as albumentations' from_dict reads it)");
+  }
   const double maxv = r.Number("max_pixel_value", 255.0, 1e-9);
   auto list = [&](const char* key, std::vector<double> def) {
     const json* v = r.Raw(key);

@@ -146,6 +146,11 @@ class PadCropLeaf final : public Leaf {
     }
     const cv::Scalar value =
         is_mask ? cv::Scalar::all(border_.fill_mask) : FillScalar(border_.fill, src.channels());
+    if (roi.x == 0 && roi.y == 0 && roi.width == dst->cols && roi.height == dst->rows &&
+        dst->rows == src.rows + pad[0] + pad[1] && dst->cols == src.cols + pad[2] + pad[3]) {
+      cv::copyMakeBorder(src, *dst, pad[0], pad[1], pad[2], pad[3], border_.mode, value);
+      return;  // the whole padded image: padded straight into dst
+    }
     cv::Mat padded;
     cv::copyMakeBorder(src, padded, pad[0], pad[1], pad[2], pad[3], border_.mode, value);
     padded(roi).copyTo(*dst);

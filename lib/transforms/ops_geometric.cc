@@ -6,6 +6,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "transforms/ops.h"
+#include "transforms/simd.h"
 
 namespace dspipe::transforms {
 namespace {
@@ -66,7 +67,7 @@ void D4Warp(D4 g, const cv::Mat& src, cv::Mat* dst) {
       cv::flip(*dst, *dst, -1);
       return;
     case D4::kH:
-      cv::flip(src, *dst, 1);
+      FlipHorizontal(src, dst);
       return;
     case D4::kT:
       cv::transpose(src, *dst);

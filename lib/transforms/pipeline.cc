@@ -281,12 +281,20 @@ const std::vector<TransformInfo>& SupportedTransforms() {
   static const std::vector<TransformInfo> table = [] {
     std::vector<TransformInfo> t;
     for (const char* c : {"Compose", "OneOf", "SomeOf", "Sequential"}) {
-      TransformInfo i{c, "container", "as its children", false, {"transforms", "p"}};
-      if (std::string(c) == "SomeOf") i.args = {"transforms", "n", "replace", "p"};
+      const std::string n = c;
+      TransformInfo i{c,     "container",         "as its children",
+                      false, {"transforms", "p"}, n == "OneOf" || n == "Sequential" ? 0.5 : 1.0};
+      if (n == "SomeOf") i.args = {"transforms", "n", "replace", "p"};
       t.push_back(i);
     }
     for (const transforms::LeafType& l : transforms::LeafTypes()) {
-      t.push_back({l.name, l.kind, l.mask, l.fused, l.args});
+      // The constructor's p: what the leaf's parser is told (it is asked first, so a bare
+      // object that then lacks a required argument still tells it).
+      const nlohmann::json bare = {{"__class_fullname__", l.name}};
+      transforms::ArgReader r(bare, l.name);
+      std::unique_ptr<transforms::Leaf> unused;
+      (void)l.make(r, &unused);
+      t.push_back({l.name, l.kind, l.mask, l.fused, l.args, r.class_default_p()});
     }
     return t;
   }();

@@ -104,12 +104,6 @@ Status FinishDraw(Step* s, int channels, const cv::Mat& mask) {
   return s->leaf->Draw(rng, channels, &mask, s);
 }
 
-void Compose(uint8_t lut[4][256], const uint8_t next[4][256]) {
-  for (int c = 0; c < 4; ++c) {
-    for (int v = 0; v < 256; ++v) lut[c][v] = next[c][lut[c][v]];
-  }
-}
-
 }  // namespace
 
 Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Size in,
@@ -163,25 +157,17 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
   for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
     if (groups[static_cast<size_t>(g)].kind == Kind::kGeometric) last_geo = g;
   }
-  // Trailing LUT groups the caller folds into its normalize pass (no pixel read needed).
-  int fold_from = static_cast<int>(groups.size());
+  // Trailing row-wise steps (LUT ops, GaussNoise) the caller fuses into its normalize pass.
+  size_t fold_step = plan->steps.size();
   if (fold != nullptr) {
-    fold->folded = false;
-    while (fold->allowed && fold_from > last_geo + 1 &&
-           groups[static_cast<size_t>(fold_from - 1)].kind == Kind::kLut) {
-      const Group& g = groups[static_cast<size_t>(fold_from - 1)];
-      bool reads = false;
-      for (int i = g.begin; i < g.end; ++i) {
-        reads |= plan->steps[static_cast<size_t>(i)].leaf->lut_reads_image();
-      }
-      if (reads) break;
-      --fold_from;
-    }
-    if (fold_from < static_cast<int>(groups.size())) {
-      for (int c = 0; c < 4; ++c) {
-        for (int v = 0; v < 256; ++v) fold->lut[c][v] = static_cast<uint8_t>(v);
-      }
-      fold->folded = true;
+    fold->rows.clear();
+    while (fold->allowed && fold_step > 0) {
+      const Step& s = plan->steps[fold_step - 1];
+      if (s.leaf->kind() == Kind::kGeometric) break;
+      std::unique_ptr<RowOp> op = s.leaf->Rows(s, plan->channels);
+      if (!op) break;
+      fold->rows.insert(fold->rows.begin(), std::move(op));
+      --fold_step;
     }
   }
   const cv::Mat* cur = &image;
@@ -191,7 +177,6 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
   cv::Mat* ping[2] = {&scratch->a, &scratch->b};
   cv::Mat* mping[2] = {&scratch->ma, &scratch->mb};
   int flip = 0;
-  uint8_t lut[4][256];
   for (int gi = 0; gi < static_cast<int>(groups.size()); ++gi) {
     const Group& g = groups[static_cast<size_t>(gi)];
     const uint64_t t0 = timing.stats ? NowNs() : 0;
@@ -230,16 +215,14 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
       cv::Mat* img = const_cast<cv::Mat*>(cur);
       cv::Mat* msk = masks ? const_cast<cv::Mat*>(cur_mask) : nullptr;
       for (Step* s = first; s != last; ++s) {
-        if (gi >= fold_from) {
-          s->leaf->Lut(*s, *img, lut);
-          Compose(fold->lut, lut);
-        } else {
-          Status st = s->leaf->Apply(*s, img, msk);
-          if (!st.ok()) return st.WithContext(Where(s->position, s->leaf->name));
-        }
+        if (static_cast<size_t>(s - plan->steps.data()) >= fold_step) break;  // the caller's
+        Status st = s->leaf->Apply(*s, img, msk);
+        if (!st.ok()) return st.WithContext(Where(s->position, s->leaf->name));
       }
     }
-    if (timing.stats) timing.stats->RecordTransform(g.segment, t0, NowNs(), timing.id);
+    // A group left wholly to the caller (folded into its normalize pass) is timed there.
+    const bool folded = static_cast<size_t>(g.begin) >= fold_step;
+    if (timing.stats && !folded) timing.stats->RecordTransform(g.segment, t0, NowNs(), timing.id);
   }
   if (cur != dst_image && cur->data != dst_image->data) cur->copyTo(*dst_image);
   if (masks && cur_mask != dst_mask && cur_mask->data != dst_mask->data)
@@ -267,26 +250,24 @@ bool DeferLastHorizontalFlip(Plan* plan) {
   return false;
 }
 
-bool FlipsAndLutsOnly(const Plan& plan, bool* mirror, bool* has_lut, uint8_t lut[4][256]) {
+bool FlipsAndRowOpsOnly(const Plan& plan, bool* mirror) {
   *mirror = false;
-  *has_lut = false;
-  for (int c = 0; c < 4; ++c) {
-    for (int v = 0; v < 256; ++v) lut[c][v] = static_cast<uint8_t>(v);
-  }
-  uint8_t next[4][256];
-  const cv::Mat none;
   for (const Step& s : plan.steps) {
     if (s.leaf->name == "HorizontalFlip") {
       *mirror = !*mirror;
-    } else if (s.leaf->kind() == Kind::kLut && !s.leaf->lut_reads_image()) {
-      s.leaf->Lut(s, none, next);
-      Compose(lut, next);
-      *has_lut = true;
-    } else {
+    } else if (s.leaf->kind() == Kind::kGeometric || !s.leaf->Rows(s, plan.channels)) {
       return false;
     }
   }
   return true;
+}
+
+std::vector<std::unique_ptr<RowOp>> RowOpsOf(const Plan& plan) {
+  std::vector<std::unique_ptr<RowOp>> ops;
+  for (const Step& s : plan.steps) {
+    if (s.leaf->name != "HorizontalFlip") ops.push_back(s.leaf->Rows(s, plan.channels));
+  }
+  return ops;
 }
 
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,

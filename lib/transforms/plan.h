@@ -64,12 +64,16 @@ struct Plan {
 Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Size in,
                 int channels, Plan* plan);
 
-// What Execute may leave undone for the caller to fuse: the trailing LUT steps (when the
-// caller normalizes afterwards) are returned as one table instead of being applied.
+// What Execute may leave undone for the caller to fuse: the trailing per-pixel steps (LUT
+// ops, GaussNoise: Leaf::Rows), returned in order instead of applied, for the caller to run row
+// by row inside its normalize pass.
 struct Fold {
-  bool allowed = false;  // in: the caller will run LUT + normalize in one pass
-  bool folded = false;   // out: *lut holds the trailing LUT steps, not applied to the pixels
-  uint8_t lut[4][256];   // out
+  bool allowed = false;                      // in: the caller runs `rows` + normalize per row
+  std::vector<std::unique_ptr<RowOp>> rows;  // out: in order; empty = nothing left undone
+  // Runs the ops on one row (the caller's pass), in order.
+  void Row(uint8_t* p, int width, int channels) const {
+    for (const auto& op : rows) op->Row(p, width, channels);
+  }
 };
 
 // Per-segment timing: spans of the loader's transform rows (StageStats::RecordTransform).
@@ -100,9 +104,12 @@ bool OddHorizontalFlips(const Plan& plan);
 // (VerticalFlip, per-pixel ops that do not depend on the position): the consumer mirrors
 // instead (LoaderOptions::defer_hflip). True when one was removed.
 bool DeferLastHorizontalFlip(Plan* plan);
-// The plan is HorizontalFlips and data-independent LUT steps only: true, *mirror (an odd count
-// of flips) and lut (the LUT steps composed; identity when *has_lut is false).
-bool FlipsAndLutsOnly(const Plan& plan, bool* mirror, bool* has_lut, uint8_t lut[4][256]);
+// The plan is HorizontalFlips and row-wise steps (Leaf::Rows: LUT ops, GaussNoise) only: true
+// and *mirror (an odd count of flips).
+bool FlipsAndRowOpsOnly(const Plan& plan, bool* mirror);
+// The row-wise form of every step that is not a HorizontalFlip, in order, each with a fresh
+// state (two calls give two runs of the same noise).
+std::vector<std::unique_ptr<RowOp>> RowOpsOf(const Plan& plan);
 
 // One geometric group [first, last) of drawn steps: src -> dst (allocated at the group's
 // output size). warp.cc.

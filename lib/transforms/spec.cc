@@ -94,7 +94,11 @@ class Parser {
                  : name == "OneOf"  ? Node::kOneOf
                  : name == "SomeOf" ? Node::kSomeOf
                                     : Node::kSequential;
-    node->p = r.Prob(node->type == Node::kOneOf || node->type == Node::kSequential ? 0.5 : 1.0);
+    // from_dict gives a serialized container without "p" 0.5, but Compose and Sequential their
+    // class defaults (1 and 0.5).
+    const bool keeps_default = node->type == Node::kCompose || node->type == Node::kSequential;
+    node->p = r.Prob(node->type == Node::kOneOf || node->type == Node::kSequential ? 0.5 : 1.0,
+                     keeps_default);
     std::vector<std::string> args = {"transforms", "p"};
     if (node->type == Node::kSomeOf) {
       node->n = r.Int("n", 1, 0);

@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "transforms/plan.h"
+#include "transforms/simd.h"
 
 namespace dspipe::transforms {
 namespace {
@@ -25,8 +26,10 @@ void DihedralCopy(const cv::Mat& src, const Affine& t, cv::Mat dst) {
   if (b == 0) {  // axis-preserving
     if (a == 1 && e == 1) {
       src.copyTo(dst);
+    } else if (a == -1 && e == 1) {
+      FlipHorizontal(src, &dst);
     } else {
-      cv::flip(src, dst, a == -1 && e == -1 ? -1 : a == -1 ? 1 : 0);
+      cv::flip(src, dst, a == -1 ? -1 : 0);
     }
     return;
   }

@@ -27,9 +27,9 @@ _CONTAINERS = ("Compose", "OneOf", "SomeOf", "Sequential")
 
 
 def supported() -> list[dict]:
-    """The supported transforms: name, kind, mask behaviour, fused, argument names."""
-    return [{"name": n, "kind": k, "mask": m, "fused": f, "args": list(a)}
-            for n, k, m, f, a in _dspipe.transforms_supported()]
+    """The supported transforms: name, kind, mask behaviour, fused, argument names, default p."""
+    return [{"name": n, "kind": k, "mask": m, "fused": f, "args": list(a), "p": p}
+            for n, k, m, f, a, p in _dspipe.transforms_supported()]
 
 
 def _plain(value: Any) -> Any:
@@ -48,6 +48,7 @@ class BasicTransform:
 
     _name = ""
     _args: tuple[str, ...] = ()
+    _default_p = 0.5  # the albumentations constructor's (a serialized one without p: 0.5)
 
     def __init__(self, *args: Any, **kwargs: Any):
         if len(args) > len(self._args):
@@ -56,6 +57,7 @@ class BasicTransform:
             if name in kwargs:
                 raise TypeError(f"{self._name} got two values for argument {name!r}")
             kwargs[name] = value
+        kwargs.setdefault("p", self._default_p)
         self.kwargs = kwargs
         self._normalized = _normalize(self._raw())  # refuses bad arguments now
 
@@ -98,8 +100,7 @@ class _Container(BasicTransform):
             if not isinstance(t, BasicTransform):
                 raise TypeError(f"{self._name}: {t!r} is not a dspipe.transforms transform "
                                 "(pass an albumentations Compose to dspipe.Loader directly)")
-        if p is not None:
-            kwargs["p"] = p
+        kwargs["p"] = self._default_p if p is None else p
         self.kwargs = kwargs
         self._normalized = _normalize(self._raw())
 
@@ -115,6 +116,7 @@ class _Container(BasicTransform):
 class Compose(_Container):
     """Runs each transform in order (each with its own p); p: the whole pipeline's."""
     _name = "Compose"
+    _default_p = 1.0
 
 
 class OneOf(_Container):
@@ -125,6 +127,7 @@ class OneOf(_Container):
 class SomeOf(_Container):
     """Picks n of its transforms uniformly (sorted), each then run with its own p."""
     _name = "SomeOf"
+    _default_p = 1.0
 
     def __init__(self, transforms, n: int = 1, replace: bool = False, p: float | None = None):
         super().__init__(transforms, p=p, n=n, replace=replace)
@@ -136,13 +139,13 @@ class Sequential(_Container):
 
 
 def _make_classes() -> None:
-    for name, kind, mask, fused, args in _dspipe.transforms_supported():
+    for name, kind, mask, fused, args, p in _dspipe.transforms_supported():
         if name in _CONTAINERS:
             continue
         doc = (f"albumentations.{name} ({kind}; mask: {mask}; "
-               f"{'fused' if fused else 'not fused'}). Arguments: {', '.join(args)}.")
-        globals()[name] = type(name, (BasicTransform,),
-                               {"_name": name, "_args": tuple(args), "__doc__": doc})
+               f"{'fused' if fused else 'not fused'}). Arguments: {', '.join(args)}; p={p}.")
+        globals()[name] = type(name, (BasicTransform,), {"_name": name, "_args": tuple(args),
+                                                         "_default_p": p, "__doc__": doc})
         __all__.append(name)
 
 

@@ -438,8 +438,8 @@ NB_MODULE(_dspipe, m) {
       [](const std::string& source, const std::string& output, const std::string& store,
          bool shuffle, uint64_t seed, const std::string& on_error, int threads, int shards,
          bool resume, bool overwrite, bool check_decode, int resize_width, int resize_height,
-         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress,
-         int shard_index, uint64_t commit_bytes) {
+         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress, int shard_index,
+         uint64_t commit_bytes) {
         BuildOptions o;
         o.source = source;
         o.output = output;
@@ -520,8 +520,7 @@ NB_MODULE(_dspipe, m) {
          int retries, long stall_seconds, const std::function<void(uint64_t, uint64_t)>& progress) {
         return CallFetch(false, url, dest, sha256, size, retries, stall_seconds, progress);
       },
-      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a,
-      "progress"_a.none());
+      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
   m.def(
       "fetch_dataset",
       [](const std::string& url, const std::string& dest_dir, int retries, long stall_seconds,
@@ -619,8 +618,7 @@ NB_MODULE(_dspipe, m) {
            "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
            "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
            "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
-           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a,
-           "transform"_a = "")
+           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a, "transform"_a = "")
       .def("next", &PyLoader::Next)
       .def("set_epoch", &PyLoader::set_epoch)
       .def_prop_ro("epoch", &PyLoader::epoch)

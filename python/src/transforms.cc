@@ -92,7 +92,7 @@ void RegisterTransforms(nb::module_& m) {
   m.def("transforms_supported", [] {
     std::vector<nb::tuple> rows;
     for (const TransformInfo& t : SupportedTransforms()) {
-      rows.push_back(nb::make_tuple(t.name, t.kind, t.mask, t.fused, t.args));
+      rows.push_back(nb::make_tuple(t.name, t.kind, t.mask, t.fused, t.args, t.default_p));
     }
     return rows;
   });

@@ -82,17 +82,17 @@ void ExpectBins(const std::vector<int>& values, int bins, const std::vector<doub
 
 TEST(TransformDraws, DependOnlyOnSeedEpochIndexAndPosition) {
   const std::string a = R"([{"__class_fullname__": "Rotate", "p": 1},
-                            {"__class_fullname__": "RandomCrop", "height": 40, "width": 40}])";
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40}])";
   // Another transform inserted after, and a different p before one of them, leave the draws of
   // the others as they were.
   const std::string b = R"([{"__class_fullname__": "Rotate", "p": 1},
-                            {"__class_fullname__": "RandomCrop", "height": 40, "width": 40},
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40},
                             {"__class_fullname__": "GaussNoise", "p": 1}])";
   auto pa = MustParse(a), pb = MustParse(b);
   const std::string c = R"([{"__class_fullname__": "HorizontalFlip", "p": 0.1},
-                            {"__class_fullname__": "RandomCrop", "height": 40, "width": 40}])";
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40}])";
   const std::string d = R"([{"__class_fullname__": "HorizontalFlip", "p": 0.9},
-                            {"__class_fullname__": "RandomCrop", "height": 40, "width": 40}])";
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40}])";
   auto pc = MustParse(c), pd = MustParse(d);
   int differ_index = 0, differ_epoch = 0, differ_seed = 0;
   for (uint64_t i = 0; i < 200; ++i) {
@@ -128,7 +128,7 @@ TEST(TransformDraws, ProbabilitiesAndContainers) {
   }
   ExpectBins(picks, 2, {0.25, 0.75});
   // SomeOf(n=2) of four p=1 transforms: each of the 6 pairs equally likely, in spec order.
-  p = MustParse(R"([{"__class_fullname__": "SomeOf", "n": 2, "transforms": [
+  p = MustParse(R"([{"__class_fullname__": "SomeOf", "p": 1, "n": 2, "transforms": [
       {"__class_fullname__": "HorizontalFlip", "p": 1}, {"__class_fullname__": "VerticalFlip", "p": 1},
       {"__class_fullname__": "Transpose", "p": 1}, {"__class_fullname__": "RandomGamma", "p": 1}]}])");
   const std::vector<std::string> order = {"HorizontalFlip", "VerticalFlip", "Transpose",
@@ -158,22 +158,23 @@ TEST(TransformDraws, ProbabilitiesAndContainers) {
 
 TEST(TransformDraws, GeometricParametersFollowTheirRanges) {
   std::vector<int> factors, elements, xs, ys;
-  for (const json& q : Params(R"([{"__class_fullname__": "RandomRotate90"}])", "RandomRotate90",
-                              100, 120, kN, true)) {
+  for (const json& q : Params(R"([{"__class_fullname__": "RandomRotate90", "p": 1}])",
+                              "RandomRotate90", 100, 120, kN, true)) {
     factors.push_back(q.is_null() ? 0 : q["factor"].get<int>());
   }
   ExpectBins(factors, 4);
   const char* names[] = {"e", "r90", "r180", "r270", "v", "hvt", "h", "t"};
-  for (const json& q : Params(R"([{"__class_fullname__": "SquareSymmetry"}])", "SquareSymmetry",
-                              100, 120, kN, true)) {
+  for (const json& q : Params(R"([{"__class_fullname__": "SquareSymmetry", "p": 1}])",
+                              "SquareSymmetry", 100, 120, kN, true)) {
     elements.push_back(
         q.is_null() ? 0
                     : static_cast<int>(std::find(names, names + 8, q["group_element"]) - names));
   }
   ExpectBins(elements, 8);
   // RandomCrop 40x30 of 100x120: x_min uniform on 0..90, y_min on 0..60.
-  for (const json& q : Params(
-           R"([{"__class_fullname__": "RandomCrop", "height": 40, "width": 30}])", "RandomCrop")) {
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 30}])",
+              "RandomCrop")) {
     xs.push_back(q["crop_coords"][0]);
     ys.push_back(q["crop_coords"][1]);
   }
@@ -215,9 +216,10 @@ TEST(TransformDraws, GeometricParametersFollowTheirRanges) {
   // RandomResizedCrop on a 1000 x 1000 image takes the first try: area ~ U(scale), log ratio
   // ~ U(log ratio range), up to rounding the crop size to whole pixels.
   std::vector<double> area, log_ratio;
-  for (const json& q : Params(R"([{"__class_fullname__": "RandomResizedCrop", "size": [64, 64],
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [64, 64],
       "scale": [0.2, 0.5]}])",
-                              "RandomResizedCrop", 1000, 1000)) {
+              "RandomResizedCrop", 1000, 1000)) {
     const double w = q["crop_coords"][2].get<int>() - q["crop_coords"][0].get<int>();
     const double h = q["crop_coords"][3].get<int>() - q["crop_coords"][1].get<int>();
     area.push_back(w * h / 1e6);
@@ -308,7 +310,7 @@ TEST(TransformDraws, GaussNoiseIsTruncatedNormal) {
 
 TEST(TransformDraws, CropNonEmptyMaskIfExistsCropsAroundTheMask) {
   auto p = MustParse(
-      R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "height": 10, "width": 12}])");
+      R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 10, "width": 12}])");
   ASSERT_TRUE(p);
   std::vector<uint8_t> mask(80 * 90, 0), image(80 * 90 * 3, 7);
   for (int y = 50; y < 54; ++y) {

@@ -81,13 +81,13 @@ TEST(TransformFusion, ChainsOfExactStepsAreBitIdenticalToSequential) {
       R"({"__class_fullname__": "HorizontalFlip", "p": 1})",
       R"({"__class_fullname__": "VerticalFlip", "p": 0.5})",
       R"({"__class_fullname__": "Transpose", "p": 0.5})",
-      R"({"__class_fullname__": "RandomRotate90"})",
-      R"({"__class_fullname__": "SquareSymmetry"})",
-      R"({"__class_fullname__": "RandomCrop", "height": 41, "width": 37, "pad_if_needed": true, "fill": 9, "fill_mask": 255})",
-      R"({"__class_fullname__": "CenterCrop", "height": 50, "width": 30, "pad_if_needed": true, "pad_position": "random"})",
-      R"({"__class_fullname__": "PadIfNeeded", "min_height": 80, "min_width": 70, "fill": 5, "fill_mask": 255})",
-      R"({"__class_fullname__": "PadIfNeeded", "min_height": 72, "min_width": 66, "border_mode": 4})",
-      R"({"__class_fullname__": "Pad", "padding": [3, 1, 4, 2], "border_mode": 2})",
+      R"({"__class_fullname__": "RandomRotate90", "p": 1})",
+      R"({"__class_fullname__": "SquareSymmetry", "p": 1})",
+      R"({"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 37, "pad_if_needed": true, "fill": 9, "fill_mask": 255})",
+      R"({"__class_fullname__": "CenterCrop", "p": 1, "height": 50, "width": 30, "pad_if_needed": true, "pad_position": "random"})",
+      R"({"__class_fullname__": "PadIfNeeded", "p": 1, "min_height": 80, "min_width": 70, "fill": 5, "fill_mask": 255})",
+      R"({"__class_fullname__": "PadIfNeeded", "p": 1, "min_height": 72, "min_width": 66, "border_mode": 4})",
+      R"({"__class_fullname__": "Pad", "p": 1, "padding": [3, 1, 4, 2], "border_mode": 2})",
       R"({"__class_fullname__": "Affine", "p": 1, "translate_px": [-6, 6], "fill_mask": 255})",
       R"({"__class_fullname__": "Affine", "p": 1, "translate_px": [-6, 6], "border_mode": 1})",
   };
@@ -123,18 +123,18 @@ TEST(TransformFusion, ChainsOfExactStepsAreBitIdenticalToSequential) {
 // fill_mask.
 TEST(TransformFusion, ResamplingGroupsStayWithinTheDocumentedBound) {
   const char* pipelines[] = {
-      R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 160},
-          {"__class_fullname__": "RandomCrop", "height": 160, "width": 160},
-          {"__class_fullname__": "SquareSymmetry"},
+      R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 160},
+          {"__class_fullname__": "RandomCrop", "p": 1, "height": 160, "width": 160},
+          {"__class_fullname__": "SquareSymmetry", "p": 1},
           {"__class_fullname__": "Affine", "p": 1, "rotate": [-15, 15], "translate_percent": 0.05, "fill_mask": 255}])",
-      R"([{"__class_fullname__": "RandomResizedCrop", "size": [96, 96]}, {"__class_fullname__": "HorizontalFlip"}])",
-      R"([{"__class_fullname__": "Resize", "height": 140, "width": 180},
+      R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [96, 96]}, {"__class_fullname__": "HorizontalFlip"}])",
+      R"([{"__class_fullname__": "Resize", "p": 1, "height": 140, "width": 180},
           {"__class_fullname__": "Rotate", "limit": 25, "p": 1, "fill_mask": 255}])",
-      R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 160}, {"__class_fullname__": "CenterCrop", "height": 140, "width": 140},
-          {"__class_fullname__": "Resize", "height": 96, "width": 96}])",
+      R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 160}, {"__class_fullname__": "CenterCrop", "p": 1, "height": 140, "width": 140},
+          {"__class_fullname__": "Resize", "p": 1, "height": 96, "width": 96}])",
       R"([{"__class_fullname__": "ShiftScaleRotate", "p": 1, "fill_mask": 255}, {"__class_fullname__": "Transpose", "p": 1}])",
-      R"([{"__class_fullname__": "LongestMaxSize", "max_size": 150}, {"__class_fullname__": "PadIfNeeded", "min_height": 150, "min_width": 150, "fill_mask": 255},
-          {"__class_fullname__": "RandomCrop", "height": 128, "width": 128}])",
+      R"([{"__class_fullname__": "LongestMaxSize", "p": 1, "max_size": 150}, {"__class_fullname__": "PadIfNeeded", "p": 1, "min_height": 150, "min_width": 150, "fill_mask": 255},
+          {"__class_fullname__": "RandomCrop", "p": 1, "height": 128, "width": 128}])",
   };
   const cv::Mat k5 = cv::Mat::ones(5, 5, CV_8U);
   for (const char* spec : pipelines) {
@@ -179,12 +179,12 @@ TEST(TransformFusion, ResamplingGroupsStayWithinTheDocumentedBound) {
 }
 
 TEST(TransformFusion, TheRecipeIsOneGeometricPass) {
-  auto p = MustParse(R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 512},
-      {"__class_fullname__": "RandomCrop", "height": 512, "width": 512},
-      {"__class_fullname__": "SquareSymmetry"},
+  auto p = MustParse(R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 512},
+      {"__class_fullname__": "RandomCrop", "p": 1, "height": 512, "width": 512},
+      {"__class_fullname__": "SquareSymmetry", "p": 1},
       {"__class_fullname__": "Affine", "p": 1, "rotate": [-15, 15], "translate_percent": 0.05},
       {"__class_fullname__": "RandomBrightnessContrast", "p": 1},
-      {"__class_fullname__": "GaussNoise", "p": 1}, {"__class_fullname__": "Normalize"}])");
+      {"__class_fullname__": "GaussNoise", "p": 1}, {"__class_fullname__": "Normalize", "p": 1}])");
   ASSERT_TRUE(p);
   transforms::Plan plan;
   ASSERT_TRUE(transforms::MakePlan(*p->impl().root, 1, 0, 2, {600, 700}, 3, &plan).ok());
@@ -198,15 +198,15 @@ TEST(TransformFusion, TheRecipeIsOneGeometricPass) {
   EXPECT_EQ(plan.groups[2].kind, transforms::Kind::kPixel);
   // A border step after a crop joins: its border applies at the crop's edge (warp.cc reads
   // the crop's rectangle of the source), bit-identical to sequential (previous test).
-  p = MustParse(R"([{"__class_fullname__": "RandomCrop", "height": 30, "width": 30},
-      {"__class_fullname__": "PadIfNeeded", "min_height": 40, "min_width": 40, "border_mode": 4},
+  p = MustParse(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 30, "width": 30},
+      {"__class_fullname__": "PadIfNeeded", "p": 1, "min_height": 40, "min_width": 40, "border_mode": 4},
       {"__class_fullname__": "HorizontalFlip", "p": 1}])");
   ASSERT_TRUE(transforms::MakePlan(*p->impl().root, 1, 0, 2, {50, 50}, 3, &plan).ok());
   ASSERT_EQ(plan.groups.size(), 1u);
   EXPECT_EQ(plan.groups[0].end - plan.groups[0].begin, 3);
   // ...but not after a rotation (its input frame is no rectangle of the source).
   p = MustParse(R"([{"__class_fullname__": "Rotate", "p": 1, "limit": [10, 20]},
-      {"__class_fullname__": "PadIfNeeded", "min_height": 60, "min_width": 60}])");
+      {"__class_fullname__": "PadIfNeeded", "p": 1, "min_height": 60, "min_width": 60}])");
   ASSERT_TRUE(transforms::MakePlan(*p->impl().root, 1, 0, 2, {50, 50}, 3, &plan).ok());
   EXPECT_EQ(plan.groups.size(), 2u);
 }
@@ -221,11 +221,11 @@ TEST(TransformFusion, DecodingOnlyTheSourceRectGivesTheSameOutput) {
     int tolerance, half_tolerance;
   };
   const Case cases[] = {
-      {R"([{"__class_fullname__": "RandomCrop", "height": 40, "width": 50}, {"__class_fullname__": "HorizontalFlip", "p": 1}])",
+      {R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 50}, {"__class_fullname__": "HorizontalFlip", "p": 1}])",
        0, -1},
-      {R"([{"__class_fullname__": "RandomResizedCrop", "size": [32, 32], "scale": [0.1, 0.3]}])", 2,
-       12},
-      {R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 60}, {"__class_fullname__": "RandomCrop", "height": 40, "width": 40},
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32, 32], "scale": [0.1, 0.3]}])",
+       2, 12},
+      {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 60}, {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40},
           {"__class_fullname__": "Affine", "p": 1, "rotate": [-10, 10]}])",
        2, 12},
   };

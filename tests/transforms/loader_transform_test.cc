@@ -24,13 +24,13 @@ namespace {
 constexpr int kCount = 14, kH = 40, kW = 48;
 
 const char* const kRecipe = R"([
-  {"__class_fullname__": "SmallestMaxSize", "max_size": 32},
-  {"__class_fullname__": "RandomCrop", "height": 32, "width": 32},
-  {"__class_fullname__": "SquareSymmetry"},
+  {"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 32},
+  {"__class_fullname__": "RandomCrop", "p": 1, "height": 32, "width": 32},
+  {"__class_fullname__": "SquareSymmetry", "p": 1},
   {"__class_fullname__": "Affine", "p": 0.7, "rotate": [-15, 15], "translate_percent": 0.05, "fill_mask": 255},
   {"__class_fullname__": "RandomBrightnessContrast", "p": 0.8},
   {"__class_fullname__": "GaussNoise", "p": 0.5},
-  {"__class_fullname__": "Normalize"}])";
+  {"__class_fullname__": "Normalize", "p": 1}])";
 
 std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
   std::shared_ptr<const TransformPipeline> p;
@@ -74,9 +74,9 @@ TEST_F(LoaderTransformTest, EveryBatchIsTheTransformOfItsRecords) {
       const char* spec :
       {kRecipe,
        R"([{"__class_fullname__": "HorizontalFlip"}, {"__class_fullname__": "RandomGamma", "p": 1},
-            {"__class_fullname__": "Normalize", "mean": 0.5, "std": 0.25}])",
-       R"([{"__class_fullname__": "RandomResizedCrop", "size": [24, 30]}, {"__class_fullname__": "CoarseDropout", "p": 1, "fill_mask": 255},
-            {"__class_fullname__": "Normalize"}])"}) {
+            {"__class_fullname__": "Normalize", "p": 1, "mean": 0.5, "std": 0.25}])",
+       R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [24, 30]}, {"__class_fullname__": "CoarseDropout", "p": 1, "fill_mask": 255},
+            {"__class_fullname__": "Normalize", "p": 1}])"}) {
     for (bool fused : {true, false}) {
       FusedScope scope(fused);
       const LoaderOptions o = Options(spec);
@@ -172,8 +172,8 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
   EXPECT_NE(s.message().find("differ in size"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("Resize(height="), std::string::npos) << s.ToString();
   // One that does gives fixed-size batches; so does height/width (a final Resize).
-  for (const char* spec : {R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 24},
-                              {"__class_fullname__": "RandomCrop", "height": 24, "width": 24}])",
+  for (const char* spec : {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 24},
+                              {"__class_fullname__": "RandomCrop", "p": 1, "height": 24, "width": 24}])",
                            R"([{"__class_fullname__": "HorizontalFlip"}])"}) {
     o = Options(spec);
     if (std::string(spec).find("Flip") != std::string::npos) o.height = o.width = 24;
@@ -187,7 +187,7 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
     EXPECT_EQ(samples, 9);
   }
   // Height/width that contradict the size the pipeline ends in.
-  o = Options(R"([{"__class_fullname__": "CenterCrop", "height": 20, "width": 20}])");
+  o = Options(R"([{"__class_fullname__": "CenterCrop", "p": 1, "height": 20, "width": 20}])");
   o.height = o.width = 24;
   EXPECT_NE(OpenError(o, varied).message().find("ends in 20x20"), std::string::npos);
 }
@@ -196,7 +196,7 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
   o.augment.hflip_p = 0.5;
   EXPECT_NE(OpenError(o).message().find("augment or transform"), std::string::npos);
-  o = Options(R"([{"__class_fullname__": "Normalize"}])");
+  o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
   o.mean = {1, 2, 3};
   o.std = {4, 5, 6};
   EXPECT_NE(OpenError(o).message().find("leave mean and std empty"), std::string::npos);
@@ -204,28 +204,35 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   testing::WriteSourceTree(root_ + "/nomask", 4, kH, kW, false);
   const std::string nomask =
       testing::Build(root_ + "/nomask", root_ + "/nomask.lmdb", StoreMode::kEncoded, 1);
-  o = Options(R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "height": 8, "width": 8}])");
+  o = Options(
+      R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 8}])");
   o.normalize = NormalizeMode::kNone;
   const Status s = OpenError(o, nomask);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("needs masks"), std::string::npos) << s.ToString();
 }
 
-TEST_F(LoaderTransformTest, FlipsAndLutsKeepTheFusedPngPath) {
-  const char* spec = R"([{"__class_fullname__": "HorizontalFlip"},
-      {"__class_fullname__": "RandomBrightnessContrast", "p": 0.7}, {"__class_fullname__": "Normalize"}])";
-  std::vector<testing::BatchCopy> unfused;
-  {
-    FusedScope scope(false);
+// Flips with row-wise ops (LUTs, noise) keep the fused PNG path: decoded mirrored, each row's
+// ops and normalize done as the decoder finishes it; the same batches as the general path.
+TEST_F(LoaderTransformTest, FlipsAndRowOpsKeepTheFusedPngPath) {
+  for (const char* spec :
+       {R"([{"__class_fullname__": "HorizontalFlip"},
+      {"__class_fullname__": "RandomBrightnessContrast", "p": 0.7}, {"__class_fullname__": "Normalize", "p": 1}])",
+        R"([{"__class_fullname__": "HorizontalFlip"}, {"__class_fullname__": "RandomGamma", "p": 1},
+      {"__class_fullname__": "GaussNoise", "p": 0.8}, {"__class_fullname__": "Normalize", "p": 1}])"}) {
+    std::vector<testing::BatchCopy> unfused;
+    {
+      FusedScope scope(false);
+      auto loader = Open(Options(spec));
+      unfused = testing::RunEpochs(loader.get(), 0, 1);
+    }
     auto loader = Open(Options(spec));
-    unfused = testing::RunEpochs(loader.get(), 0, 1);
+    EXPECT_TRUE(testing::RunEpochs(loader.get(), 0, 1) == unfused) << spec;
+    StageStats& st = loader->stats();
+    EXPECT_EQ(st.Summary(Stage::kDecode).count, static_cast<uint64_t>(kCount));
+    EXPECT_EQ(st.Summary(Stage::kAugment).count, 0u) << "every sample took the fused PNG path";
+    EXPECT_EQ(st.Summary(Stage::kNormalize).total_ms, 0.0);
   }
-  auto loader = Open(Options(spec));
-  EXPECT_TRUE(testing::RunEpochs(loader.get(), 0, 1) == unfused);
-  StageStats& st = loader->stats();
-  EXPECT_EQ(st.Summary(Stage::kDecode).count, static_cast<uint64_t>(kCount));
-  EXPECT_EQ(st.Summary(Stage::kAugment).count, 0u) << "every sample took the fused PNG path";
-  EXPECT_EQ(st.Summary(Stage::kNormalize).total_ms, 0.0);
 }
 
 TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {

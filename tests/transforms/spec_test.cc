@@ -87,7 +87,7 @@ const char* const kAlbumentationsDefaults[] = {
 TEST(TransformSpec, DefaultsAreFilledInAsAToDictWritesThem) {
   for (const char* want_text : kAlbumentationsDefaults) {
     const json want = json::parse(want_text);
-    json minimal = {{"__class_fullname__", want["__class_fullname__"]}};
+    json minimal = {{"__class_fullname__", want["__class_fullname__"]}, {"p", want["p"]}};
     for (const char* required : {"height", "width", "size"}) {
       if (want.contains(required) && want["__class_fullname__"] != "PadIfNeeded") {
         minimal[required] = want[required];
@@ -98,6 +98,27 @@ TEST(TransformSpec, DefaultsAreFilledInAsAToDictWritesThem) {
     EXPECT_TRUE(Same(got, want)) << "\n got: " << got.dump() << "\nwant: " << want.dump();
     // And the full dict reads back to itself.
     EXPECT_TRUE(Same(Normalized(want.dump()), want)) << want.dump();
+  }
+}
+
+// albumentations' from_dict reads a transform without "p" as p=0.5 (it warns), Compose and
+// Sequential with their class defaults; dspipe reads it the same way and writes p.
+TEST(TransformSpec, AMissingPIsWhatFromDictMakesOfIt) {
+  EXPECT_EQ(Normalized(R"({"__class_fullname__": "RandomCrop", "height": 4, "width": 4})")["p"],
+            0.5);
+  EXPECT_EQ(Normalized(R"({"__class_fullname__": "SomeOf", "transforms": []})")["p"], 0.5);
+  EXPECT_EQ(Normalized(R"({"__class_fullname__": "Sequential", "transforms": []})")["p"], 0.5);
+  auto p = MustParse(R"({"__class_fullname__": "Compose", "transforms": []})");
+  EXPECT_EQ(json::parse(p->ToJson())["transform"]["p"], 1.0);
+  const Status s = ParseError(R"([{"__class_fullname__": "Normalize"}])");
+  EXPECT_NE(s.message().find("without \"p\" has p=0.5"), std::string::npos) << s.ToString();
+  // The constructors' defaults, for dspipe.transforms' classes.
+  for (const TransformInfo& t : SupportedTransforms()) {
+    const bool one = t.name == "RandomCrop" || t.name == "Normalize" || t.name == "Compose" ||
+                     t.name == "SquareSymmetry" || t.name == "Resize";
+    if (one || t.name == "HorizontalFlip" || t.name == "OneOf") {
+      EXPECT_EQ(t.default_p, one ? 1.0 : 0.5) << t.name;
+    }
   }
 }
 
@@ -157,15 +178,16 @@ TEST(TransformSpec, RefusesWhatItDoesNotImplementNamingIt) {
       {R"([{"__class_fullname__": "CoarseDropout", "fill": "inpaint_telea"}])", "inpaint_telea"},
       {R"([{"__class_fullname__": "ToGray", "num_output_channels": 1}])", "num_output_channels"},
       {R"([{"__class_fullname__": "ToGray", "method": "pca"}])", "pca"},
-      {R"([{"__class_fullname__": "Normalize", "normalization": "image"}])", "normalization"},
+      {R"([{"__class_fullname__": "Normalize", "p": 1, "normalization": "image"}])",
+       "normalization"},
       {R"([{"__class_fullname__": "Rotate", "border_mode": 5}])", "border_mode"},
       {R"([{"__class_fullname__": "Rotate", "interpolation": 9}])", "interpolation"},
-      {R"([{"__class_fullname__": "RandomCrop", "height": 0, "width": 4}])", "height"},
+      {R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 0, "width": 4}])", "height"},
       {R"({"__class_fullname__": "Compose", "transforms": [], "bbox_params": {"format": "coco"}})",
        "bbox_params"},
-      {R"([{"__class_fullname__": "Normalize"}, {"__class_fullname__": "HorizontalFlip"}])",
+      {R"([{"__class_fullname__": "Normalize", "p": 1}, {"__class_fullname__": "HorizontalFlip"}])",
        "Normalize must be the last"},
-      {R"({"__class_fullname__": "Compose", "p": 0.5, "transforms": [{"__class_fullname__": "Normalize"}]})",
+      {R"({"__class_fullname__": "Compose", "p": 0.5, "transforms": [{"__class_fullname__": "Normalize", "p": 1}]})",
        "skip Normalize"},
       {R"({"no": "class"})", "__class_fullname__"},
       {R"(not json)", "not valid JSON"},
@@ -179,8 +201,8 @@ TEST(TransformSpec, RefusesWhatItDoesNotImplementNamingIt) {
   const Status t = ParseError(R"([{"__class_fullname__": "MotionBlur"}])");
   EXPECT_NE(t.message().find("RandomResizedCrop"), std::string::npos) << t.ToString();
   EXPECT_NE(t.message().find("transform 1"), std::string::npos) << t.ToString();
-  const Status a =
-      ParseError(R"([{"__class_fullname__": "Resize", "height": 4, "width": 4, "size": 3}])");
+  const Status a = ParseError(
+      R"([{"__class_fullname__": "Resize", "p": 1, "height": 4, "width": 4, "size": 3}])");
   EXPECT_NE(a.message().find("interpolation"), std::string::npos) << a.ToString();
 }
 
@@ -194,21 +216,22 @@ TEST(TransformSpec, OutputSizeIsFixedOnlyWhenEverySampleGetsIt) {
   const Case cases[] = {
       {R"([{"__class_fullname__": "HorizontalFlip"}])", 50, 60, true, 50, 60},
       {R"([{"__class_fullname__": "HorizontalFlip"}])", 0, 0, false, 0, 0},
-      {R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 30}])", 60, 90, true, 30, 45},
-      {R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 30}])", 0, 0, false, 0, 0},
-      {R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 30}, {"__class_fullname__": "RandomCrop", "height": 30, "width": 30}])",
+      {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 30}])", 60, 90, true, 30,
+       45},
+      {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 30}])", 0, 0, false, 0, 0},
+      {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 30}, {"__class_fullname__": "RandomCrop", "p": 1, "height": 30, "width": 30}])",
        0, 0, true, 30, 30},
-      {R"([{"__class_fullname__": "RandomRotate90"}])", 40, 50, false, 0, 0},
-      {R"([{"__class_fullname__": "RandomRotate90"}])", 40, 40, true, 40, 40},
+      {R"([{"__class_fullname__": "RandomRotate90", "p": 1}])", 40, 50, false, 0, 0},
+      {R"([{"__class_fullname__": "RandomRotate90", "p": 1}])", 40, 40, true, 40, 40},
       {R"([{"__class_fullname__": "RandomCrop", "height": 10, "width": 10, "p": 0.5}])", 40, 40,
        false, 0, 0},
-      {R"([{"__class_fullname__": "OneOf", "transforms": [{"__class_fullname__": "Resize", "height": 8, "width": 8}, {"__class_fullname__": "CenterCrop", "height": 8, "width": 8}]}, {"__class_fullname__": "VerticalFlip"}])",
+      {R"([{"__class_fullname__": "OneOf", "transforms": [{"__class_fullname__": "Resize", "p": 1, "height": 8, "width": 8}, {"__class_fullname__": "CenterCrop", "p": 1, "height": 8, "width": 8}]}, {"__class_fullname__": "VerticalFlip"}])",
        0, 0, false, 0, 0},
-      {R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [{"__class_fullname__": "Resize", "height": 8, "width": 8}, {"__class_fullname__": "CenterCrop", "height": 8, "width": 8}]}])",
+      {R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [{"__class_fullname__": "Resize", "p": 1, "height": 8, "width": 8}, {"__class_fullname__": "CenterCrop", "p": 1, "height": 8, "width": 8}]}])",
        0, 0, true, 8, 8},
       {R"([{"__class_fullname__": "Rotate", "crop_border": true, "p": 1}])", 40, 40, false, 0, 0},
-      {R"([{"__class_fullname__": "PadIfNeeded", "min_height": 64, "min_width": 32}])", 40, 40,
-       true, 64, 40},
+      {R"([{"__class_fullname__": "PadIfNeeded", "p": 1, "min_height": 64, "min_width": 32}])", 40,
+       40, true, 64, 40},
   };
   for (const Case& c : cases) {
     auto p = MustParse(c.spec);
@@ -225,11 +248,11 @@ TEST(TransformSpec, OutputSizeIsFixedOnlyWhenEverySampleGetsIt) {
 }
 
 TEST(TransformSpec, SegmentsAreTheStageTableRows) {
-  auto p = MustParse(R"([{"__class_fullname__": "SmallestMaxSize", "max_size": 64},
-    {"__class_fullname__": "RandomCrop", "height": 64, "width": 64},
+  auto p = MustParse(R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 64},
+    {"__class_fullname__": "RandomCrop", "p": 1, "height": 64, "width": 64},
     {"__class_fullname__": "HorizontalFlip"}, {"__class_fullname__": "RandomBrightnessContrast"},
     {"__class_fullname__": "RandomGamma"}, {"__class_fullname__": "GaussNoise"},
-    {"__class_fullname__": "Normalize"}])");
+    {"__class_fullname__": "Normalize", "p": 1}])");
   ASSERT_TRUE(p);
   const std::vector<std::string> want = {"geometric: SmallestMaxSize > RandomCrop > HorizontalFlip",
                                          "lut: RandomBrightnessContrast > RandomGamma",
