@@ -17,7 +17,7 @@ namespace {
 TEST(TransformSimd, FlipHorizontalIsCvFlip) {
   cv::RNG rng(4);
   for (int channels : {1, 3}) {
-    for (int w = 1; w <= 70; ++w) {
+    for (int w = 1; w <= 140; ++w) {
       cv::Mat src(5, w, CV_8UC(channels)), want, got;
       rng.fill(src, cv::RNG::UNIFORM, 0, 256);
       cv::flip(src, want, 1);
