@@ -102,8 +102,9 @@ class Loader:
     """Batches of a dspipe dataset.
 
     Arguments (defaults in brackets):
-      path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// URL of
-        a served dataset directory (its manifest.json lists the files): it is fetched into the
+      path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// or
+        s3://bucket/prefix/ URL of a dataset directory (its manifest.json lists the files;
+        s3: docs/STORAGE.md for the credentials): it is fetched into the
         cache, then read there. A URL with cache "off" (the default) is cached as with "auto";
         one the cache cannot take (no room, cache_limit) is an error saying how to fetch it.
       batch_size [8]; shuffle [True] with seed [0] (a fresh order every epoch, from (seed, epoch));
@@ -183,10 +184,10 @@ class Loader:
         self._fingerprint = {
             # The source, not the copy it may be read from (cache=): a checkpoint resumes
             # whether or not the next session caches.
-            # A URL (http(s)://, fetched into the cache): scheme, host and path, never its query
-            # (a signature or token: a secret, and a re-signed URL is the same dataset).
+            # A URL (http(s)://, s3://, fetched into the cache): scheme, host and path, never
+            # its query (a signature or token: a secret, and a re-signed URL is the same dataset).
             "dataset": (_dspipe.url_identity(self._path)
-                        if self._path.lower().startswith(("http://", "https://"))
+                        if self._path.lower().startswith(("http://", "https://", "s3://"))
                         else os.path.realpath(self._path)),
             "manifest_sha256": hashlib.sha256(ds["manifest"].encode()).hexdigest(),
             "count": ds["count"],
