@@ -52,7 +52,10 @@ PYVENV=build-pyvenv
 rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
 # ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
-"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray
+# albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
+# numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
+"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray \
+  albumentations==2.0.8 numpy==1.26.4
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
 DSPIPE_TEST_RAY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 echo "== all test suites passed"
