@@ -26,7 +26,8 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== concurrent code (pipeline, ranks, cache, stats) under TSan"
 cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON \
   -DDSPIPE_SANITIZE=thread -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
-TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test)
+TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test
+  transforms/loader_transform_test)
 cmake --build build-tsan -j "$JOBS" --target "${TSAN_TESTS[@]##*/}"
 for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \

@@ -33,6 +33,7 @@ def transforms():
         A.RandomBrightnessContrast(p=1), A.RandomGamma(p=1), A.HueSaturationValue(p=1),
         A.ColorJitter(p=1), A.GaussNoise(p=1), A.GaussianBlur(p=1), A.CLAHE(p=1),
         A.CoarseDropout(p=1), A.ToGray(p=1), A.Normalize(),
+        A.GridDistortion(p=1), A.ElasticTransform(p=1),
     ]
 
 

@@ -226,7 +226,8 @@ class SampleJob {
     const int src_h = shape.height, src_w = shape.width;
     Scratch& scratch = ThreadScratch();
     const Plan& plan = scratch.plan;
-    const bool has_ops = !transforms::RowOpsOf(plan).empty();
+    bool has_ops = false;  // anything but the flips
+    for (const transforms::Step& st : plan.steps) has_ops |= st.leaf->name != "HorizontalFlip";
     bool image_fused = false, mask_fused = false;
     {
       ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);

@@ -91,6 +91,7 @@ struct Step {
   double v[16] = {};
   int iv[8] = {};
   std::vector<int> holes;  // CoarseDropout: x_min, y_min, x_max, y_max per hole
+  std::vector<float> data;  // GridDistortion's grid, ElasticTransform's displacement fields
   uint64_t seed = 0;       // per-step seed for per-pixel randomness (noise, random fills)
   bool deferred = false;   // Draw waits for the mask (draw_needs_mask)
   Rng rng{0};              // the step's stream after its draws (a deferred draw resumes it)
@@ -165,6 +166,7 @@ void AddGeometricLeaves(std::vector<LeafType>* types);
 void AddCropLeaves(std::vector<LeafType>* types);
 void AddColorLeaves(std::vector<LeafType>* types);
 void AddPixelLeaves(std::vector<LeafType>* types);
+void AddDistortLeaves(std::vector<LeafType>* types);
 
 // Shared helpers for the ops files.
 cv::Scalar FillScalar(const Fill& f, int channels);

@@ -207,6 +207,7 @@ const std::vector<LeafType>& LeafTypes() {
     AddCropLeaves(&t);
     AddColorLeaves(&t);
     AddPixelLeaves(&t);
+    AddDistortLeaves(&t);
     return t;
   }();
   return types;

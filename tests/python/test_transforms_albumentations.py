@@ -43,6 +43,9 @@ def kwargs_for(params, img):
     for k in ("matrix", "bbox_matrix"):
         if k in kw:
             kw[k] = np.array(kw[k], dtype=np.float64)
+    for k in ("map_x", "map_y"):
+        if k in kw:
+            kw[k] = np.array(kw[k], dtype=np.float32)
     for k in ("output_shape", "crop_coords"):
         if k in kw:
             kw[k] = tuple(kw[k])
@@ -122,6 +125,12 @@ INTERPOLATING = [
     A.SmallestMaxSize(max_size_hw=(40, None), p=1),
     A.ColorJitter(p=1), A.CLAHE(p=1), A.GaussianBlur(p=1),
     A.GaussianBlur(blur_limit=(3, 9), sigma_limit=(0.3, 2), p=1),
+    # The non-affine ones: the map is dspipe's draw (passed to albumentations as map_x/map_y).
+    A.GridDistortion(p=1), A.GridDistortion(num_steps=3, distort_limit=0.5, normalized=False,
+                                            border_mode=cv2.BORDER_REFLECT_101, p=1),
+    A.ElasticTransform(alpha=20, sigma=5, p=1, fill=9, fill_mask=255),
+    A.ElasticTransform(alpha=5, sigma=3, approximate=True, same_dxdy=True,
+                       noise_distribution="uniform", p=1),
 ]
 
 
