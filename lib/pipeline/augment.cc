@@ -7,24 +7,10 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
+#include "codec/region.h"
+
 namespace dspipe {
 namespace {
-
-int CvInterpolation(Interpolation i) {
-  switch (i) {
-    // NEAREST_EXACT samples at pixel centres like INTER_LINEAR does (plain INTER_NEAREST is
-    // shifted by up to half a source pixel), so masks line up with linearly resized images.
-    case Interpolation::kNearest:
-      return cv::INTER_NEAREST_EXACT;
-    case Interpolation::kLinear:
-      return cv::INTER_LINEAR;
-    case Interpolation::kArea:
-      return cv::INTER_AREA;
-    case Interpolation::kCubic:
-      return cv::INTER_CUBIC;
-  }
-  return cv::INTER_LINEAR;
-}
 
 cv::Mat Wrap(ImageRef r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels), r.data); }
 
@@ -42,6 +28,12 @@ Status AugmentOptions::Validate() const {
   if (!(crop_ratio_min > 0.0 && crop_ratio_min <= crop_ratio_max)) {
     return Status::InvalidArgument("augment: need 0 < crop_ratio_min <= crop_ratio_max");
   }
+  if (resize_shorter < 0) return Status::InvalidArgument("augment: resize_shorter must be >= 0");
+  if (resize_shorter > 0 && crop_scale_min < 1.0) {
+    return Status::InvalidArgument(
+        "augment: resize_shorter (validation centre crop) and a random crop (crop_scale_min < 1) "
+        "exclude each other");
+  }
   return Status::OK();
 }
 
@@ -49,7 +41,18 @@ std::string AugmentPipelineJson(const AugmentOptions& options, int height, int w
   static const int kCodes[] = {6, 1, 3, 2};  // cv2 INTER_NEAREST_EXACT, LINEAR, AREA, CUBIC
   const int code = kCodes[static_cast<int>(options.image_interpolation)];
   nlohmann::json list = nlohmann::json::array();
-  if (options.crops()) {
+  if (options.resize_shorter > 0) {  // Resize(N) + CenterCrop(output), in albumentations' terms
+    list.push_back({{"__class_fullname__", "SmallestMaxSize"},
+                    {"max_size", options.resize_shorter},
+                    {"interpolation", code},
+                    {"mask_interpolation", 6},
+                    {"p", 1.0}});
+    list.push_back({{"__class_fullname__", "CenterCrop"},
+                    {"height", height},
+                    {"width", width},
+                    {"pad_if_needed", true},
+                    {"p", 1.0}});
+  } else if (options.crops()) {
     list.push_back({{"__class_fullname__", "RandomResizedCrop"},
                     {"size", {height, width}},
                     {"scale", {options.crop_scale_min, options.crop_scale_max}},
@@ -75,13 +78,15 @@ std::string AugmentPipelineJson(const AugmentOptions& options, int height, int w
 }
 
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
-                          uint64_t index, int src_h, int src_w) {
+                          uint64_t index, int src_h, int src_w, int out_h, int out_w) {
   AugmentParams p;
   p.crop_w = src_w;
   p.crop_h = src_h;
+  if (out_h <= 0 || out_w <= 0) out_h = src_h, out_w = src_w;
   std::shared_ptr<const TransformPipeline> pipeline;
   std::string draws;
-  if (!TransformPipeline::Parse(AugmentPipelineJson(options, src_h, src_w), &pipeline).ok() ||
+  double scale = 1;  // SmallestMaxSize's, for the CenterCrop's rectangle in source pixels
+  if (!TransformPipeline::Parse(AugmentPipelineJson(options, out_h, out_w), &pipeline).ok() ||
       !pipeline->Draws(seed, epoch, index, src_h, src_w, nullptr, &draws).ok()) {
     return p;  // options that do not Validate(); the loader refuses them
   }
@@ -89,6 +94,16 @@ AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t
     const std::string name = d["name"];
     if (name == "HorizontalFlip") p.hflip = true;
     if (name == "VerticalFlip") p.vflip = true;
+    if (name == "SmallestMaxSize") scale = d["params"]["scale"].get<double>();
+    if (name == "CenterCrop") {  // the window, in source pixels, clamped to the image
+      const auto& c = d["params"]["crop_coords"];
+      const int x0 = std::max(0, static_cast<int>(std::lround(c[0].get<int>() / scale)));
+      const int y0 = std::max(0, static_cast<int>(std::lround(c[1].get<int>() / scale)));
+      const int x1 = std::min(src_w, static_cast<int>(std::lround(c[2].get<int>() / scale)));
+      const int y1 = std::min(src_h, static_cast<int>(std::lround(c[3].get<int>() / scale)));
+      p.crop_x = x0, p.crop_y = y0;
+      p.crop_w = std::max(1, x1 - x0), p.crop_h = std::max(1, y1 - y0);
+    }
     if (name == "RandomResizedCrop") {
       const auto& c = d["params"]["crop_coords"];
       p.crop_x = c[0], p.crop_y = c[1];
@@ -111,16 +126,12 @@ Status ApplyAugment(const AugmentParams& params, Interpolation interpolation, Im
                                    std::to_string(src.height) + "x" + std::to_string(src.width) +
                                    " source");
   }
-  const cv::Mat roi =
-      Wrap(src)(cv::Rect(params.crop_x, params.crop_y, params.crop_w, params.crop_h));
-  cv::Mat out = Wrap(dst);
-  if (roi.rows == out.rows && roi.cols == out.cols) {
-    roi.copyTo(out);
-  } else {
-    cv::resize(roi, out, out.size(), 0, 0, CvInterpolation(interpolation));
-  }
-  FlipInPlace(params, dst);
-  return Status::OK();
+  // One resampler for every path (codec/region.h).
+  return codec::ResampleRegion(
+      Wrap(src),
+      codec::RectF{static_cast<double>(params.crop_x), static_cast<double>(params.crop_y),
+                   static_cast<double>(params.crop_w), static_cast<double>(params.crop_h)},
+      interpolation, params.hflip, params.vflip, dst);
 }
 
 void FlipInPlace(const AugmentParams& params, ImageRef image) {

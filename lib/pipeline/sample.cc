@@ -1,6 +1,8 @@
 #include "pipeline/sample.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "codec/image.h"
+#include "codec/jpeg_decode.h"
 #include "dspipe/augment.h"
 #include "kernels/normalize_row.h"
 #include "transforms/impl.h"
@@ -34,21 +37,6 @@ Scratch& ThreadScratch() {
 }
 
 bool IsRaw(Codec c) { return c == Codec::kRaw || c == Codec::kRawZstd; }
-
-// Decodes a payload into *out: straight to the stated size when the header knows it, else
-// whatever size the bytes say (plain LMDBs).
-Status DecodeToMat(Codec codec, std::span<const uint8_t> payload, int channels, int h, int w,
-                   bool is_mask, cv::Mat* out) {
-  if (h > 0 && w > 0) {
-    // The record header sizes the allocation: hold it to the decode limits first.
-    const Status fits =
-        codec::CheckImageSize("record header", static_cast<uint64_t>(w), static_cast<uint64_t>(h));
-    if (!fits.ok()) return Status::Corruption(fits.message());
-    out->create(h, w, CV_8UC(channels));
-    return codec::DecodePayloadInto(codec, payload, channels, h, w, out->data);
-  }
-  return is_mask ? codec::DecodeMask(payload, out) : codec::DecodeImage(payload, channels, out);
-}
 
 std::atomic<bool>& FusedFlag() {
   static std::atomic<bool> enabled{true};
@@ -130,6 +118,7 @@ class SampleJob {
   Status Run(const RecordView& rec) {
     const BatchShape& shape = ctx_.shape;
     const RecordHeader& h = rec.header;
+    rec_header_ = &h;
     *slot_.label = h.label;
     const bool has_mask = h.mask_codec != Codec::kNone && !rec.mask.empty();
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
@@ -137,8 +126,13 @@ class SampleJob {
     const int decode_c = IsRaw(h.image_codec) ? h.channels : shape.channels;
     Scratch& scratch = ThreadScratch();
     Plan& plan = scratch.plan;
-    const bool sized = src_h > 0 && src_w > 0;  // plain LMDBs: the size is known after decoding
-    if (sized) DSPIPE_RETURN_IF_ERROR(MakePlan(src_h, src_w, &plan));
+    const bool sized = src_h > 0 && src_w > 0;
+    // The plan is drawn before decoding: the record header knows the source size, for plain
+    // LMDBs the image header (else the size is known after decoding).
+    int size_h = src_h, size_w = src_w;
+    if (!sized && !codec::PeekImageSize(rec.image, &size_h, &size_w)) size_h = size_w = 0;
+    const bool planned = size_h > 0 && size_w > 0;
+    if (planned) DSPIPE_RETURN_IF_ERROR(MakePlan(size_h, size_w, &plan));
 
     if (sized && src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
         FusedDecodeEnabled()) {
@@ -146,47 +140,63 @@ class SampleJob {
       if (transforms::FlipsAndRowOpsOnly(plan, &mirror)) return RunFlipsAndRows(rec, mirror);
     }
 
-    // General path. THE decode call site. Contract for a region / DCT-scaled decoder (the JPEG
-    // ROI decoder, issue 22): before decoding, plan.source_rect is the part of the source the
-    // first fused geometric group reads (the whole image when it reads outside the image -
-    // reflect / wrap borders -, needs the mask to draw, or there is no geometry),
-    // plan.first_output the size that part is resampled to, and plan.source_per_output the
-    // fewest source pixels one output pixel spans. A decoder may decode only source_rect, at
-    // 1/s of the resolution (s a power of two <= source_per_output), and pass
-    // transforms::Region{x, y, s} to Execute, which composes the first group's map with it
-    // (a scaled region is always resampled through the composed warp). The mask is decoded
-    // whole. Until that decoder lands: the whole image, Region{}.
-    const bool geometry = !sized || plan.has_geometry;
+    // General path.
+    const bool geometry = !planned || plan.has_geometry;
     cv::Mat dst(shape.height, shape.width, CV_8UC(shape.channels), slot_.image);
     cv::Mat dst_mask;
     if (shape.masks) dst_mask = cv::Mat(shape.height, shape.width, CV_8UC1, slot_.mask);
-    cv::Mat* image = &scratch.image;
-    cv::Mat* mask = &scratch.mask;
     const bool into_slot =
         !geometry && decode_c == shape.channels && src_h == shape.height && src_w == shape.width;
-    if (into_slot) image = &dst, mask = &dst_mask;  // photometric only: in place in the slot
-    const transforms::Region region;
+    codec::DecodedImage img, mask;
+    transforms::Region region;
     {
-      ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
-      Status s = DecodeToMat(h.image_codec, rec.image, decode_c, src_h, src_w, false, image);
+      const uint64_t t0 = NowNs();
+      // THE decode call site (codec::DecodePayload, the decode router: docs/DECODE.md). The
+      // contract: before decoding, plan.source_rect is the part of the source the first fused
+      // geometric group reads (the whole image when it reads outside the image - reflect / wrap
+      // borders -, needs the mask to draw, resizes the whole image, or there is no geometry),
+      // plan.first_output the size that part is resampled to, and plan.source_per_output the
+      // fewest source pixels one output pixel spans. The router decodes at least that part
+      // (a JPEG: its MCUs), at an n/8 DCT scale only when asked for an output size, which is
+      // set so that 8/n <= source_per_output; it reports where the part lies in what it
+      // decoded (img.crop), which gives the transforms::Region Execute composes the first
+      // group's map with. At 8/8 that is a whole-pixel offset and the output is the whole
+      // decode's, bit for bit; a scaled region is resampled through the composed warp. The
+      // mask is decoded whole (never scaled).
+      codec::DecodeRequest q = Request(h.image_codec, rec.image, decode_c, false);
+      if (into_slot) q.dst = slot_.image;  // photometric only: decoded straight into the slot
+      if (planned && plan.has_geometry) Crop(plan, &q);
+      Status s = codec::DecodePayload(q, &scratch.image, &img);
       if (!s.ok()) return Context(s, "image");
-      if (image->channels() != shape.channels) {
-        cv::cvtColor(*image, scratch.converted,
+      if (img.image.channels() != shape.channels) {
+        cv::cvtColor(img.image, scratch.converted,
                      shape.channels == 3 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
-        image = &scratch.converted;
+        img.image = scratch.converted;
       }
       if (shape.masks) {
-        s = DecodeToMat(h.mask_codec, rec.mask, 1, src_h, src_w, true, mask);
+        q = Request(h.mask_codec, rec.mask, 1, true);
+        if (into_slot) q.dst = slot_.mask;
+        s = codec::DecodePayload(q, &scratch.mask, &mask);
         if (!s.ok()) return Context(s, "mask");
-        if (mask->size() != image->size()) return Bad("mask size differs from the image size");
+        if (mask.source_height != img.source_height || mask.source_width != img.source_width) {
+          return Bad("mask size differs from the image size");
+        }
       }
+      RecordDecode(img.path, t0);
+      if (q.crop_w > 0 || q.out_width > 0) region = RegionOf(q, img);
     }
-    if (!sized) DSPIPE_RETURN_IF_ERROR(MakePlan(image->rows, image->cols, &plan));
+    if (!planned) {
+      DSPIPE_RETURN_IF_ERROR(MakePlan(img.source_height, img.source_width, &plan));
+    } else if (img.source_height != size_h || img.source_width != size_w) {
+      return Bad("the image header says " + std::to_string(size_h) + "x" +
+                 std::to_string(size_w) + ", the decoded image is " +
+                 std::to_string(img.source_height) + "x" + std::to_string(img.source_width));
+    }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
     transforms::Fold fold;
     fold.allowed = shape.normalized;
-    Status s = transforms::Execute(&plan, *image, region, shape.masks ? *mask : cv::Mat(), &dst,
-                                   shape.masks ? &dst_mask : nullptr, &scratch.warp, &fold,
+    Status s = transforms::Execute(&plan, img.image, region, shape.masks ? mask.image : cv::Mat(),
+                                   &dst, shape.masks ? &dst_mask : nullptr, &scratch.warp, &fold,
                                    {ctx_.stats, index_});
     if (!s.ok())
       return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
@@ -200,6 +210,53 @@ class SampleJob {
   const RowOps& pending() const { return pending_; }
 
  private:
+  codec::DecodeRequest Request(Codec codec, std::span<const uint8_t> payload, int channels,
+                               bool is_mask) const {
+    codec::DecodeRequest q;
+    q.codec = codec;
+    q.payload = payload;
+    q.channels = channels;
+    q.is_mask = is_mask;
+    q.height = static_cast<int>(rec_header_->height);
+    q.width = static_cast<int>(rec_header_->width);
+    return q;
+  }
+  // The part of the source the plan's first group reads, and (when one output pixel spans at
+  // least 2 source pixels) an output size that lets the router pick a DCT scale of at most
+  // source_per_output.
+  static void Crop(const Plan& plan, codec::DecodeRequest* q) {
+    const cv::Rect& r = plan.source_rect;
+    if (r.area() < plan.in.h * plan.in.w) {
+      q->crop_x = r.x, q->crop_y = r.y, q->crop_w = r.width, q->crop_h = r.height;
+    }
+    const double s = plan.source_per_output;
+    if (s >= 2.0) {
+      q->out_width = std::max(1, static_cast<int>(std::ceil(r.width / s - 1e-9)));
+      q->out_height = std::max(1, static_cast<int>(std::ceil(r.height / s - 1e-9)));
+    }
+  }
+  // Where the decoded pixels lie in the source: the requested part R (source pixels) is
+  // img.crop in the decoded image, so decoded edge d is source edge R.x + (d - crop.x) * k.
+  static transforms::Region RegionOf(const codec::DecodeRequest& q, const codec::DecodedImage& d) {
+    const bool part = q.crop_w > 0 && q.crop_h > 0;
+    const double rx = part ? q.crop_x : 0, ry = part ? q.crop_y : 0;
+    const double rw = part ? q.crop_w : d.source_width;
+    const double k = rw / d.crop.w;
+    transforms::Region r;
+    r.scale = std::abs(k - std::round(k)) < 1e-9 ? std::round(k) : k;
+    r.x0 = rx - d.crop.x * r.scale;
+    r.y0 = ry - d.crop.y * r.scale;
+    if (std::abs(r.x0 - std::round(r.x0)) < 1e-9) r.x0 = std::round(r.x0);
+    if (std::abs(r.y0 - std::round(r.y0)) < 1e-9) r.y0 = std::round(r.y0);
+    return r;
+  }
+  // The decode span and which path the image took (the stage table's decode paths).
+  void RecordDecode(DecodePath path, uint64_t t0) const {
+    const uint64_t t1 = NowNs();
+    ctx_.stats->RecordSpan(Stage::kDecode, t0, t1, index_);
+    ctx_.stats->RecordDecodePath(path, t1 > t0 ? t1 - t0 : 0);
+  }
+
   Status MakePlan(int src_h, int src_w, Plan* plan) {
     Status s = transforms::MakePlan(*ctx_.pipeline->impl().root, seed_, epoch_, index_,
                                     {src_h, src_w}, ctx_.shape.channels, plan);
@@ -228,36 +285,38 @@ class SampleJob {
     const Plan& plan = scratch.plan;
     bool has_ops = false;  // anything but the flips
     for (const transforms::Step& st : plan.steps) has_ops |= st.leaf->name != "HorizontalFlip";
-    bool image_fused = false, mask_fused = false;
+    bool image_fused = false, mask_fused = false;  // decoded mirrored (and normalized)
     {
-      ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
+      const uint64_t t0 = NowNs();
       std::optional<NormalizeRows> rows;
       if (shape.normalized) {
         rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w, shape.channels,
                      transforms::RowOpsOf(plan), &scratch.row);
       }
-      Status s =
-          codec::DecodePayloadFused(h.image_codec, rec.image, shape.channels, src_h, src_w, mirror,
-                                    rows ? &*rows : nullptr, slot_.image, &image_fused);
+      codec::DecodeRequest q = Request(h.image_codec, rec.image, shape.channels, false);
+      q.dst = slot_.image;
+      q.fuse = true;
+      q.mirror = mirror;
+      q.sink = rows ? &*rows : nullptr;
+      codec::DecodedImage img;
+      Status s = codec::DecodePayload(q, &scratch.image, &img);
       if (!s.ok()) return Context(s, "image");
-      if (!image_fused) {
-        s = codec::DecodePayloadInto(h.image_codec, rec.image, shape.channels, src_h, src_w,
-                                     slot_.image);
-        if (!s.ok()) return Context(s, "image");
-      }
+      image_fused = img.path == DecodePath::kFused;
       if (shape.masks) {
-        s = codec::DecodePayloadFused(h.mask_codec, rec.mask, 1, src_h, src_w, mirror, nullptr,
-                                      slot_.mask, &mask_fused);
+        q = Request(h.mask_codec, rec.mask, 1, true);
+        q.dst = slot_.mask;
+        q.fuse = true;
+        q.mirror = mirror;
+        codec::DecodedImage m;
+        s = codec::DecodePayload(q, &scratch.mask, &m);
         if (!s.ok()) return Context(s, "mask");
-        if (!mask_fused) {
-          s = codec::DecodePayloadInto(h.mask_codec, rec.mask, 1, src_h, src_w, slot_.mask);
-          if (!s.ok()) return Context(s, "mask");
-        }
+        mask_fused = m.path == DecodePath::kFused;
       }
       // The sink normalized the rows after the ops; now the same ops on the uint8 slot.
       if (image_fused && has_ops) {
         RunRowOps(transforms::RowOpsOf(plan), slot_.image, src_h, src_w, shape.channels);
       }
+      RecordDecode(img.path, t0);
     }
     normalized_ = image_fused && shape.normalized;
     if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
@@ -291,6 +350,7 @@ class SampleJob {
   const SampleSlot& slot_;
   bool normalized_ = false;
   RowOps pending_;
+  const RecordHeader* rec_header_ = nullptr;
 };
 
 }  // namespace

@@ -5,16 +5,19 @@
 // Paths, fastest first:
 //  - Fused PNG: the plan is HorizontalFlips and LUT ops only (e.g. augment's flips, or
 //    HorizontalFlip + RandomBrightnessContrast), the output has the stored size and the payload
-//    is a PNG the fast decoder takes (codec::DecodePayloadFused): decoded straight into the
-//    slot, mirrored when the flips say so, and for CPU float32 normalize each row normalized as
-//    the decoder finishes it (kernels::RowNormalizerF32 on the LUT'd row, bit-identical to
-//    NormalizeNhwcToNchwF32 of the LUT'd image); the LUT is then applied to the uint8 slot.
-//    That work is timed in decode: such samples record no augment span (nor a mask one) and add
-//    nothing to the batch's normalize time.
-//  - General: decoded (whole, for now: see the decode call site's contract for region /
-//    DCT-scaled decoders) into per-thread scratch - or into the slot when the plan has no
-//    geometry - then transforms::Execute runs the fused groups into the slot; trailing LUT ops
-//    are folded into the normalize pass (one pass writes the LUT'd uint8 and the floats).
+//    is a PNG the fast decoder takes (codec::DecodePayload with fuse): decoded straight into
+//    the slot, mirrored when the flips say so, and for CPU float32 normalize each row
+//    normalized as the decoder finishes it (kernels::RowNormalizerF32 on the LUT'd row,
+//    bit-identical to NormalizeNhwcToNchwF32 of the LUT'd image); the LUT is then applied to
+//    the uint8 slot. That work is timed in decode: such samples record no augment span (nor a
+//    mask one) and add nothing to the batch's normalize time.
+//  - General: the plan is drawn first (the record header knows the source size; for plain
+//    LMDBs the image header), then the decode router (codec::DecodePayload) decodes only what
+//    the first fused geometric group reads (a JPEG's MCUs covering it, at a DCT scale when the
+//    group shrinks it; see the decode call site's contract) into per-thread scratch - or into
+//    the slot when the plan has no geometry - and transforms::Execute runs the fused groups
+//    into the slot; trailing LUT ops are folded into the normalize pass (one pass writes the
+//    LUT'd uint8 and the floats). Each sample's decode path is counted in the stats.
 #pragma once
 
 #include <cstdint>

@@ -86,6 +86,8 @@ nlohmann::json AffineJson(const Affine& m) {
 
 void Leaf::Warp(const Step&, const cv::Mat& src, cv::Mat* dst, bool) const { src.copyTo(*dst); }
 
+bool Leaf::WarpPart(const Step&, const cv::Mat&, int, int, cv::Mat*, bool) const { return false; }
+
 Status Leaf::Apply(const Step&, cv::Mat*, cv::Mat*) const {
   return Status::Internal(name + ": not a pixel transform");
 }

@@ -68,7 +68,12 @@ struct Geo {
   int interp = 1;           // cv::INTER_* for the image, when !exact
   int mask_interp = 0;      // for the mask
   Border border;            // used when frame == kBorder
-  bool standalone = false;  // not fusable with other resampling steps (INTER_AREA, *_EXACT)
+  bool standalone = false;  // the image interpolation is one the warp cannot do (INTER_AREA,
+                            // *_EXACT): not fused, its own Warp
+  // The mask interpolation is one the warp cannot do (NEAREST_EXACT): fused for the image, but
+  // in a group of several steps the mask runs step by step (each step's own Warp).
+  bool mask_steps = false;
+  bool map = false;  // not an affine map (the distortions): its own Warp only, on the whole image
   // The part of the input a resampling step reads, replicated beyond its edges (x, y, w, h;
   // w <= 0: all of it): RandomResizedCrop resizes its crop, as cv::resize of the ROI does.
   int reads[4] = {0, 0, 0, 0};
@@ -78,6 +83,10 @@ struct Geo {
   bool mask_floor = false;
   Affine mask_fwd;
 };
+
+// cv::warpAffine takes the interpolation (NEAREST, LINEAR, CUBIC, LANCZOS4): a resampling step
+// with it may be fused into a composed warp.
+inline bool Warpable(int interp) { return interp == 0 || interp == 1 || interp == 2 || interp == 4; }
 
 class Leaf;
 
@@ -134,6 +143,11 @@ class Leaf {
   // Geometric: this step alone, exactly as albumentations computes it, src (step.in) -> *dst
   // (allocated step.out, same type). is_mask selects mask interpolation and fill.
   virtual void Warp(const Step& step, const cv::Mat& src, cv::Mat* dst, bool is_mask) const;
+  // Warp of a part of step.in: src holds source pixels from (x0, y0) on (a region decode).
+  // True when the step could and did: exactly Warp's output. False (nothing written): the
+  // caller resamples through the step's map instead.
+  virtual bool WarpPart(const Step& step, const cv::Mat& src, int x0, int y0, cv::Mat* dst,
+                        bool is_mask) const;
   // Photometric: in place. mask may be null (no mask); only CoarseDropout touches it.
   virtual Status Apply(const Step& step, cv::Mat* image, cv::Mat* mask) const;
   // kLut: the per-channel table that Apply is on this image (data-dependent tables read it).

@@ -15,7 +15,6 @@ namespace {
 using nlohmann::json;
 
 const std::vector<int> kResizeInterpolations = {0, 6, 1, 2, 3, 4, 5};
-bool Warpable(int interp) { return interp == 0 || interp == 1 || interp == 2 || interp == 4; }
 int PyRound(double v) { return static_cast<int>(std::nearbyint(v)); }  // half to even
 
 // fcrops.get_crop_coords.
@@ -135,6 +134,16 @@ class PadCropLeaf final : public Leaf {
       }
     }
     return std::nullopt;
+  }
+
+  bool WarpPart(const Step& s, const cv::Mat& src, int x0, int y0, cv::Mat* dst,
+                bool) const override {
+    const int* pad = s.iv + 4;
+    const cv::Rect roi(s.iv[0] - x0, s.iv[1] - y0, s.iv[2] - s.iv[0], s.iv[3] - s.iv[1]);
+    if (pad[0] + pad[1] + pad[2] + pad[3] != 0 || (roi & cv::Rect(0, 0, src.cols, src.rows)) != roi)
+      return false;
+    src(roi).copyTo(*dst);
+    return true;
   }
 
   void Warp(const Step& s, const cv::Mat& src, cv::Mat* dst, bool is_mask) const override {
@@ -381,7 +390,8 @@ class ResizeLeaf final : public Leaf {
     s->geo.frame = cropped == in ? Frame::kFull : Frame::kCrop;
     s->geo.interp = s->iv[4];
     s->geo.mask_interp = s->iv[5];
-    s->geo.standalone = !s->geo.exact && (!Warpable(s->iv[4]) || !Warpable(s->iv[5]));
+    s->geo.standalone = !s->geo.exact && !Warpable(s->iv[4]);
+    s->geo.mask_steps = !s->geo.exact && !Warpable(s->iv[5]);
     return Status::OK();
   }
 
@@ -400,6 +410,14 @@ class ResizeLeaf final : public Leaf {
   void Warp(const Step& s, const cv::Mat& src, cv::Mat* dst, bool is_mask) const override {
     const cv::Mat roi = src(cv::Rect(s.iv[0], s.iv[1], s.iv[2] - s.iv[0], s.iv[3] - s.iv[1]));
     ResizeLike(roi, dst, is_mask ? s.iv[5] : s.iv[4]);
+  }
+
+  bool WarpPart(const Step& s, const cv::Mat& src, int x0, int y0, cv::Mat* dst,
+                bool is_mask) const override {
+    const cv::Rect roi(s.iv[0] - x0, s.iv[1] - y0, s.iv[2] - s.iv[0], s.iv[3] - s.iv[1]);
+    if ((roi & cv::Rect(0, 0, src.cols, src.rows)) != roi) return false;
+    ResizeLike(src(roi), dst, is_mask ? s.iv[5] : s.iv[4]);
+    return true;
   }
 
   json Params(const Step& s) const override {

@@ -62,6 +62,7 @@ class DistortLeaf final : public Leaf {
     s->geo.frame = Frame::kBorder;
     s->geo.exact = false;
     s->geo.standalone = true;  // a map, not an affine transform: never fused
+    s->geo.map = true;
     s->geo.interp = interp_;
     s->geo.mask_interp = mask_interp_;
     s->geo.border = border_;

@@ -71,8 +71,15 @@ void FirstRegion(Plan* plan) {
   plan->first_output = out;
   const Affine inv = t.Inverse();
   plan->source_per_output = std::min(std::hypot(inv.a, inv.d), std::hypot(inv.b, inv.e));
-  if (whole || (g.end - g.begin == 1 && !exact && g.begin == 0 &&
-                plan->steps[0].geo.frame == Frame::kFull)) {
+  const Step& s0 = plan->steps[static_cast<size_t>(g.begin)];
+  if (s0.geo.map) {  // the distortions: their own Warp of the whole image at full resolution
+    plan->source_per_output = 1.0;
+    return;
+  }
+  // A resize the warp cannot do for the image (INTER_AREA, *_EXACT) runs as its own Warp /
+  // WarpPart: full resolution (a part when it resizes a crop).
+  if (s0.geo.standalone) plan->source_per_output = 1.0;
+  if (whole || (g.end - g.begin == 1 && !exact && s0.geo.frame == Frame::kFull)) {
     return;  // reads outside (reflect, wrap...) / needs the mask / resizes the whole image
   }
   double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;

@@ -10,12 +10,16 @@
 //     group already holds another such step or one that is not axis-aligned - so its input
 //     frame is a rectangle of the group's source, where warp.cc applies its border mode exactly
 //     where the sequential step would,
-//   - it or the group is standalone (INTER_AREA / *_EXACT resizes run as cv::resize alone),
+//   - it or the group is standalone (resizes with an image interpolation cv::warpAffine lacks,
+//     INTER_AREA / *_EXACT, run as cv::resize alone; the distortion maps),
 //   - it resamples with another interpolation than the group's resampling steps.
 // A group of one step runs that leaf's own code (albumentations' cv2 call, bit-exact); a group
-// of exact steps (flips, transposes, rot90, crops, integer pads/shifts) is one copy; any other
-// group is one cv::warpAffine of the composed map (border: the group's border step, else
-// replicate, which is what cv::resize does at the edges).
+// of exact steps (flips, transposes, rot90, crops, integer pads/shifts) is one copy; a resize
+// (or crop + resize) followed by flips / transposes / rot90 only is that resize's own code and
+// one copy (sequential: bit-exact); any other group is one cv::warpAffine of the composed map
+// (border: the group's border step, else replicate, which is what cv::resize does at the
+// edges). A mask whose interpolation warpAffine lacks (NEAREST_EXACT) runs such a group step by
+// step.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +40,17 @@ struct Group {
 };
 
 // Where the decoded source pixels come from: decoded pixel (i, j) is source pixel
-// (x0 + (j + 0.5) * scale - 0.5, y0 + (i + 0.5) * scale - 0.5). The full decode is {0, 0, 1}.
+// (x0 + (j + 0.5) * scale - 0.5, y0 + (i + 0.5) * scale - 0.5), i.e. decoded pixel edges
+// d map to source edges x0 + d * scale. The full decode is {0, 0, 1}.
 struct Region {
-  int x0 = 0, y0 = 0;
-  int scale = 1;  // 1, 2, 4 or 8 (a DCT-scaled JPEG decode)
+  double x0 = 0, y0 = 0;
+  double scale = 1;  // source pixels per decoded pixel: 1, or 8 / n after an n/8 DCT decode
   bool full() const { return x0 == 0 && y0 == 0 && scale == 1; }
+  // Full resolution at a whole-pixel offset (a region decode at 8/8): resampled exactly as the
+  // whole decode is (same maps, same pixels read), so the output is bit-identical to it.
+  bool shifted() const {
+    return scale == 1 && x0 == static_cast<int>(x0) && y0 == static_cast<int>(y0);
+  }
 };
 
 struct Plan {

@@ -12,7 +12,6 @@
 namespace dspipe::transforms {
 namespace {
 
-bool Warpable(int interp) { return interp == 0 || interp == 1 || interp == 2 || interp == 4; }
 int WarpInterpolation(int interp) {
   if (Warpable(interp)) return interp;
   return interp == 6 ? cv::INTER_NEAREST : cv::INTER_LINEAR;  // NEAREST_EXACT; AREA, LINEAR_EXACT
@@ -172,35 +171,94 @@ bool ViewFrame(const Step* first, const Step* last, const Region& region, cv::Si
 
 void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
                        const Region& region, cv::Mat* dst, bool is_mask) {
-  if (last - first == 1 && region.full()) {
-    first->leaf->Warp(*first, src, dst, is_mask);
-    return;
+  const bool shifted = !region.full() && region.shifted();
+  const int ox = shifted ? static_cast<int>(region.x0) : 0;
+  const int oy = shifted ? static_cast<int>(region.y0) : 0;
+  if (last - first == 1) {
+    if (region.full()) {
+      first->leaf->Warp(*first, src, dst, is_mask);
+      return;
+    }
+    if (shifted && first->leaf->WarpPart(*first, src, ox, oy, dst, is_mask)) return;
   }
-  Affine t;  // decoded pixels -> this group's output
-  if (!region.full()) {
-    const double s = region.scale;
-    t = {s, 0, region.x0 + 0.5 * s - 0.5, 0, s, region.y0 + 0.5 * s - 0.5};
+  bool mask_steps = false, d4_tail = !first->geo.exact;
+  for (const Step* s = first; s != last; ++s) {
+    mask_steps |= s->geo.mask_steps;
+    if (s != first) d4_tail &= s->geo.exact && s->geo.frame == Frame::kFull;
+  }
+  if (d4_tail && (region.full() || shifted)) {
+    // A resize (or crop + resize) and then flips / transposes / rot90: its own cv::resize,
+    // then one copy (what sequential application gives, bit for bit).
+    thread_local cv::Mat resized;
+    resized.create(first->out.h, first->out.w, src.type());
+    bool done = true;
+    if (region.full()) {
+      first->leaf->Warp(*first, src, &resized, is_mask);
+    } else {
+      done = first->leaf->WarpPart(*first, src, ox, oy, &resized, is_mask);
+    }
+    if (done) {
+      RunGeometricGroup(first + 1, last, resized, Region{}, dst, is_mask);
+      return;
+    }
+  }
+  if (is_mask && mask_steps && region.full()) {
+    // Each step's own Warp (NEAREST_EXACT, which warpAffine lacks): albumentations' mask.
+    thread_local cv::Mat ping, pong;
+    const cv::Mat* cur = &src;
+    for (const Step* s = first; s != last; ++s) {
+      cv::Mat* out = s + 1 == last ? dst : (cur == &ping ? &pong : &ping);
+      if (out != dst) out->create(s->out.h, s->out.w, src.type());
+      s->leaf->Warp(*s, *cur, out, true);
+      cur = out;
+    }
+    return;
   }
   const Border* border = nullptr;
   int interp = -1, mask_interp = -1;
   bool floor_mask = is_mask && region.full();
-  Affine mt;  // the mask map with cv::resize's nearest convention
+  Affine chain;  // source pixels -> this group's output
+  Affine mt;     // the mask map with cv::resize's nearest convention
   for (const Step* s = first; s != last; ++s) {
     mt = mt.Then(s->geo.mask_floor ? s->geo.mask_fwd : s->geo.fwd);
     floor_mask &= s->geo.exact || s->geo.mask_floor;
-    t = t.Then(s->geo.fwd);
+    chain = chain.Then(s->geo.fwd);
     if (s->geo.frame == Frame::kBorder) border = &s->geo.border;
     if (!s->geo.exact) {
       interp = s->geo.interp;
       mask_interp = s->geo.mask_interp;
     }
   }
+  // `view` (the pixels the warp reads; its border mode applies beyond them) and t: view pixels
+  // -> output. A shifted region reads the same source rectangle with the same map as the whole
+  // decode (only its origin differs), so the output is the whole decode's, bit for bit.
   cv::Mat view = src;
+  Affine t = chain;
+  bool shift_inverse = false;  // the map is the whole decode's, the view `o` pixels off
   cv::Rect frame;
-  if (ViewFrame(first, last, region, src.size(), &frame)) {
-    view = src(frame);
-    t = Affine::Translate(frame.x, frame.y).Then(t);
-    mt = Affine::Translate(frame.x, frame.y).Then(mt);
+  if (region.full()) {
+    if (ViewFrame(first, last, region, src.size(), &frame)) {
+      view = src(frame);
+      t = Affine::Translate(frame.x, frame.y).Then(t);
+      mt = Affine::Translate(frame.x, frame.y).Then(mt);
+    }
+  } else if (shifted) {
+    const cv::Size source(first->in.w, first->in.h);
+    if (ViewFrame(first, last, Region{}, source, &frame)) {
+      const cv::Rect in_src = (frame - cv::Point(ox, oy)) & cv::Rect(0, 0, src.cols, src.rows);
+      view = src(in_src);
+      t = Affine::Translate(in_src.x + ox, in_src.y + oy).Then(chain);
+    } else {
+      t = Affine::Translate(ox, oy).Then(chain);
+      shift_inverse = true;
+    }
+  } else {
+    const double s = region.scale;
+    t = Affine{s, 0, region.x0 + 0.5 * s - 0.5, 0, s, region.y0 + 0.5 * s - 0.5}.Then(chain);
+    if (ViewFrame(first, last, region, src.size(), &frame)) {
+      view = src(frame);
+      t = Affine::Translate(frame.x, frame.y).Then(t);
+    }
   }
   if (interp < 0 && t.IsExact()) {
     ExactCopy(view, t, border, dst, is_mask);
@@ -211,7 +269,12 @@ void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
     return;
   }
   if (interp < 0) interp = cv::INTER_LINEAR, mask_interp = cv::INTER_NEAREST;  // scaled region
-  const Affine m = t.Inverse();
+  Affine m = t.Inverse();
+  if (shift_inverse) {  // output -> source as the whole decode computes it, then -> view
+    m = chain.Inverse();
+    m.c -= ox;
+    m.f -= oy;
+  }
   const cv::Mat mat = (cv::Mat_<double>(2, 3) << m.a, m.b, m.c, m.d, m.e, m.f);
   const int mode = border != nullptr ? border->mode : cv::BORDER_REPLICATE;
   const cv::Scalar value = border == nullptr ? cv::Scalar::all(0)

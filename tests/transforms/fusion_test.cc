@@ -211,10 +211,15 @@ TEST(TransformFusion, TheRecipeIsOneGeometricPass) {
   EXPECT_EQ(plan.groups.size(), 2u);
 }
 
+transforms::Region Shifted(int x, int y) {
+  transforms::Region r;
+  r.x0 = x, r.y0 = y;
+  return r;
+}
+
 // The ROI-decode contract (plan.h, pipeline/sample.cc): decoding only plan.source_rect and
-// telling Execute where it sits gives the whole decode's output - exactly for copies, within
-// the warp's fixed-point rounding for resampling groups; at half resolution (a DCT-scaled
-// decode) within the resampling bound.
+// telling Execute where it sits gives the whole decode's output, bit for bit (the same maps
+// read the same pixels); at half resolution (a DCT-scaled decode) within the resampling bound.
 TEST(TransformFusion, DecodingOnlyTheSourceRectGivesTheSameOutput) {
   struct Case {
     const char* spec;
@@ -224,10 +229,16 @@ TEST(TransformFusion, DecodingOnlyTheSourceRectGivesTheSameOutput) {
       {R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 50}, {"__class_fullname__": "HorizontalFlip", "p": 1}])",
        0, -1},
       {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32, 32], "scale": [0.1, 0.3]}])",
-       2, 12},
+       0, 12},
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32, 32], "scale": [0.1, 0.3]}, {"__class_fullname__": "HorizontalFlip", "p": 1}])",
+       0, 12},
       {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 60}, {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40},
           {"__class_fullname__": "Affine", "p": 1, "rotate": [-10, 10]}])",
-       2, 12},
+       0, 12},
+      {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 48}, {"__class_fullname__": "CenterCrop", "p": 1, "height": 32, "width": 40}])",
+       0, 12},
+      {R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 80, "width": 80}, {"__class_fullname__": "Rotate", "p": 1, "limit": [-20, 20]}])",
+       0, -1},
   };
   for (const Case& c : cases) {
     auto p = MustParse(c.spec);
@@ -247,7 +258,7 @@ TEST(TransformFusion, DecodingOnlyTheSourceRectGivesTheSameOutput) {
           transforms::Execute(&full_plan, image, {}, mask, &want, &want_mask, &scratch, nullptr, {})
               .ok());
       const cv::Mat part = image(r).clone();
-      ASSERT_TRUE(transforms::Execute(&plan, part, {r.x, r.y, 1}, mask, &got, &got_mask, &scratch,
+      ASSERT_TRUE(transforms::Execute(&plan, part, Shifted(r.x, r.y), mask, &got, &got_mask, &scratch,
                                       nullptr, {})
                       .ok());
       cv::Mat diff;
@@ -263,7 +274,7 @@ TEST(TransformFusion, DecodingOnlyTheSourceRectGivesTheSameOutput) {
       cv::resize(image(even), half, cv::Size(even.width / 2, even.height / 2), 0, 0,
                  cv::INTER_AREA);
       transforms::Plan half_plan = full_plan;
-      ASSERT_TRUE(transforms::Execute(&half_plan, half, {even.x, even.y, 2}, mask, &got, &got_mask,
+      ASSERT_TRUE(transforms::Execute(&half_plan, half, {double(even.x), double(even.y), 2.0}, mask, &got, &got_mask,
                                       &scratch, nullptr, {})
                       .ok());
       cv::absdiff(want, got, diff);

@@ -77,6 +77,13 @@ int Run(int argc, char** argv) {
   build->add_option("--zstd-level", bo.zstd_level, "zstd level for --store raw")
       ->capture_default_str();
   build->add_option("--resize", resize, "WxH (images area/linear, masks nearest)");
+  build->add_option("--max-side", bo.max_side,
+                    "shrink images whose longer side exceeds N to N (aspect kept; re-encoded)")
+      ->check(CLI::PositiveNumber)
+      ->excludes("--resize");
+  build->add_option("--jpeg-quality", bo.jpeg_quality,
+                    "store every image as a JPEG of quality Q (1..100, 4:2:0), not --store raw")
+      ->check(CLI::Range(1, 100));
   build->add_flag("--gray", bo.gray, "store 1-channel images");
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
@@ -218,6 +225,10 @@ int Run(int argc, char** argv) {
       return 2;
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
+    if (bo.jpeg_quality > 0 && bo.store == dspipe::StoreMode::kRaw) {
+      std::fprintf(stderr, "dsconvert build: --jpeg-quality stores JPEGs; it excludes --store raw\n");
+      return 2;
+    }
     bo.compression =
         compression == "none" ? dspipe::Compression::kNone : dspipe::Compression::kZstd;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
