@@ -54,8 +54,10 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) size_t NoiseAvx512(uint8_t*
     z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
     z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
     const __m512i q = _mm512_and_si512(z, field);  // 32 indices, value order
+    // The extract's lane must be an immediate (a loop variable is not one at -O0).
+    const __m256i halves[2] = {_mm512_extracti64x4_epi64(q, 0), _mm512_extracti64x4_epi64(q, 1)};
     for (int half = 0; half < 2; ++half) {
-      const __m512i idx = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(q, half));
+      const __m512i idx = _mm512_cvtepu16_epi32(halves[half]);
       const __m512i noise = _mm512_i32gather_epi32(idx, table, 4);
       const __m128i px = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * half));
       __m512i v = _mm512_add_epi32(_mm512_cvtepu8_epi32(px), noise);
