@@ -114,6 +114,18 @@ uint64_t Count(const Loaded& r, DecodePath p) {
   return 0;
 }
 
+// Mean |diff| of the uint8 batches of two runs of the same size.
+double MeanAbsDiff(const Loaded& a, const Loaded& b) {
+  double sum = 0, n = 0;
+  for (size_t i = 0; i < a.images.size(); ++i) {
+    for (size_t k = 0; k < a.images[i].size(); ++k) {
+      sum += std::abs(int(a.images[i][k]) - int(b.images[i][k]));
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : 0;
+}
+
 TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
   const std::string root = FreshDir("jpeg-loader");
   const std::string db = JpegDataset(root);
@@ -137,14 +149,7 @@ TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
     const Loaded scaled = Load(db, aug, true, JpegScales::kSimd);
     EXPECT_GT(Count(scaled, DecodePath::kRoiScaled) + Count(scaled, DecodePath::kScaled), 0u);
     ASSERT_EQ(scaled.images.size(), full.images.size());
-    double sum = 0, n = 0;
-    for (size_t i = 0; i < full.images.size(); ++i) {
-      for (size_t k = 0; k < full.images[i].size(); ++k) {
-        sum += std::abs(int(scaled.images[i][k]) - int(full.images[i][k]));
-        ++n;
-      }
-    }
-    EXPECT_LT(sum / n, 3.0);
+    EXPECT_LT(MeanAbsDiff(scaled, full), 3.0);
   }
   fs::remove_all(root);
 }
@@ -188,14 +193,7 @@ TEST(JpegLoader, TransformPipelinesGetRegionAndScaledDecodes) {
     const Loaded scaled = Load(db, none, true, JpegScales::kSimd, t);
     EXPECT_GT(Count(scaled, DecodePath::kRoiScaled) + Count(scaled, DecodePath::kScaled), 0u);
     ASSERT_EQ(scaled.images.size(), full.images.size());
-    double sum = 0, n = 0;
-    for (size_t i = 0; i < full.images.size(); ++i) {
-      for (size_t k = 0; k < full.images[i].size(); ++k) {
-        sum += std::abs(int(scaled.images[i][k]) - int(full.images[i][k]));
-        ++n;
-      }
-    }
-    EXPECT_LT(sum / n, 3.0);
+    EXPECT_LT(MeanAbsDiff(scaled, full), 3.0);
   }
   // resize_shorter is the pipeline SmallestMaxSize + CenterCrop(pad_if_needed), written out.
   AugmentOptions val;
