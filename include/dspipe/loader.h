@@ -39,6 +39,7 @@
 #include "dspipe/sampler.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe {
 
@@ -74,12 +75,23 @@ struct LoaderOptions {
   bool drop_last = false;
   // Output size in pixels; 0 (default) = the dataset's (for datasets whose sizes vary or are
   // unknown, e.g. plain LMDBs: the size of record 0). Samples of another size are resized.
+  // With a `transform`: 0 = the size the pipeline ends in; a pipeline whose output size is not
+  // fixed gets a final Resize to this size (or the dataset's, or record 0's for plain LMDBs);
+  // a size that differs from the one the pipeline fixes is an error.
   int height = 0;
   int width = 0;
   // Image channels: 0 (default) = the dataset's; 1 or 3 converts (gray <-> RGB) while decoding.
   int channels = 0;
-  // Random flips / crops, applied identically to image and mask. Default: none.
+  // Random flips / crops, applied identically to image and mask. Default: none. Sugar for the
+  // pipeline [RandomResizedCrop, HorizontalFlip, VerticalFlip] (augment.h); one code path.
   AugmentOptions augment;
+  // An albumentations 2.0.8 pipeline (dspipe/transforms.h, docs/TRANSFORMS.md) the workers
+  // apply to image and mask; nullptr (default) = the one `augment` stands for (set one of the
+  // two). Checked by Create before the first batch: records whose sizes vary need a pipeline
+  // that ends in a fixed size (or height/width); CropNonEmptyMaskIfExists needs masks; the
+  // pipeline's Normalize supplies mean/std (pixel units) when `mean`/`std` are empty (both set:
+  // an error) - the normalize itself is this loader's `normalize` (or the DeviceLoader's).
+  std::shared_ptr<const TransformPipeline> transform;
   // Leave horizontal flips to the consumer: pixels are not flipped, Batch::hflip() says which
   // samples to mirror (e.g. GpuNormalizer's per-sample mirror flags, which flip for free).
   // Default false.
@@ -200,7 +212,8 @@ class Loader {
   // Blocks until a background cache copy has committed or failed (at once when there is none);
   // the loader switches to it at the next epoch boundary. For tests and benches.
   virtual void WaitForCacheCopy() const = 0;
-  // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait).
+  // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait), with a
+  // transform row per pipeline segment under augment (docs/STATS.md).
   virtual StageStats& stats() = 0;
   // The shape to pass to Diagnose(stats(), shape, compute_ms).
   virtual LoaderShape loader_shape() const = 0;

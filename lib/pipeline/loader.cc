@@ -106,7 +106,8 @@ struct Job {
 class LoaderImpl final : public Loader {
  public:
   LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions options, BatchShape shape,
-             Sampler sampler, NormalizeParams norm)
+             Sampler sampler, NormalizeParams norm,
+             std::shared_ptr<const TransformPipeline> pipeline)
       : dataset_(std::move(dataset)),
         options_(std::move(options)),
         shape_(shape),
@@ -126,6 +127,8 @@ class LoaderImpl final : public Loader {
     ctx_.shape = shape_;
     ctx_.normalize = norm;
     ctx_.stats = &stats_;
+    ctx_.pipeline = std::move(pipeline);
+    stats_.SetTransformRows(ctx_.pipeline->segment_labels());
     epoch_end_ = EpochEnd(0);
     WantShards();
   }
@@ -626,12 +629,16 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   shape.channels = o.channels != 0 ? o.channels : (info.channels == 1 ? 1 : 3);
   shape.masks = info.has_masks;
   shape.normalized = o.normalize == NormalizeMode::kCpuFloat32;
-  if (o.height == 0) {
-    o.height = info.height;
-    o.width = info.width;
-    if (o.height <= 0 || o.width <= 0) {
-      DSPIPE_RETURN_IF_ERROR(ProbeFirstRecord(*dataset, &o.height, &o.width));
+  // The pipeline (the transform, or augment's) and the batch size it gives (sample.h).
+  std::shared_ptr<const TransformPipeline> pipeline;
+  DSPIPE_RETURN_IF_ERROR(pipeline::ResolvePipeline(o, info, ProbeFirstRecord, *dataset, &o.height,
+                                                   &o.width, &pipeline));
+  if (pipeline->has_normalize()) {  // A.Normalize maps onto the normalize stage
+    if (!o.mean.empty() || !o.std.empty()) {
+      return Invalid("the transform pipeline's Normalize sets mean/std: leave mean and std empty");
     }
+    o.mean = pipeline->normalize_mean();
+    o.std = pipeline->normalize_std();
   }
   o.channels = shape.channels;
   shape.height = o.height;
@@ -649,7 +656,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
                              o.sampler, &sampler);
   if (!s.ok()) return s.WithContext("loader over " + info.path);
   *out = std::make_unique<LoaderImpl>(std::move(dataset), std::move(o), shape, std::move(sampler),
-                                      norm);
+                                      norm, std::move(pipeline));
   return Status::OK();
 }
 

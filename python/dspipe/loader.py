@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from . import _dspipe
+from . import _dspipe, transforms
 
 STATE_VERSION = 1
 
@@ -147,7 +147,8 @@ class Loader:
                  world_size: int | None = None, output: str | None = None,
                  masks: str = "int64", remainder: str = "pad", max_corrupt: int = 0,
                  slots: int = 2, max_slots: int = 0, cache: str | os.PathLike = "off",
-                 cache_limit: int = 0, order: str = "global", block_size: int = 4096):
+                 cache_limit: int = 0, order: str = "global", block_size: int = 4096,
+                 transform: Any = None):
         torch = _torch()
         if output is None:
             output = "torch" if torch is not None else "numpy"
@@ -172,11 +173,13 @@ class Loader:
         self._torch = torch
         self._pid = os.getpid()
         self._restore_device = dev >= 0 and torch is not None and torch.cuda.is_available()
+        spec = "" if transform is None else _dspipe.transforms_to_json(
+            transforms.spec_json(transform))
         self._core = _dspipe.Loader(
             self._path, batch_size, shuffle, seed, num_threads, prefetch, dev,
             dtype == "float16", normalize, masks == "int64", hflip, vflip, drop_last, rank,
             world_size, remainder, max_corrupt, consumer_stream, slots, max_slots,
-            os.fspath(cache), cache_limit, order, block_size)
+            os.fspath(cache), cache_limit, order, block_size, spec)
         ds = self._core.dataset()
         self._fingerprint = {
             # The source, not the copy it may be read from (cache=): a checkpoint resumes
@@ -199,6 +202,7 @@ class Loader:
             "hflip": hflip,
             "vflip": vflip,
             "seed": seed,
+            "transform": spec,
         }
         self.rank, self.world_size = rank, world_size
         self._compute_ns = 0
@@ -300,7 +304,8 @@ class Loader:
             raise ValueError(f"load_state_dict: state version {state.get('version')!r}, this "
                              f"dspipe reads version {STATE_VERSION}")
         # States saved before order/block_size existed were made with the global order.
-        theirs = {"order": "global", "block_size": 4096, **state.get("fingerprint", {})}
+        theirs = {"order": "global", "block_size": 4096, "transform": "",
+                  **state.get("fingerprint", {})}
         diffs = [f"{k}: state has {theirs.get(k)!r}, this loader {v!r}"
                  for k, v in self._fingerprint.items() if theirs.get(k) != v]
         if diffs:

@@ -32,6 +32,7 @@
 #include "dspipe/status.h"
 #include "dspipe/synth.h"
 #include "build_info.h"
+#include "transforms.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -232,8 +233,9 @@ class PyLoader {
            double vflip, bool drop_last, int rank, int world_size, const std::string& remainder,
            int max_corrupt, uintptr_t consumer_stream, int slots, int max_slots,
            const std::string& cache, uint64_t cache_limit, const std::string& order,
-           uint64_t block_size) {
+           uint64_t block_size, const std::string& transform) {
     LoaderOptions lo;
+    if (!transform.empty()) ThrowIfError(TransformPipeline::Parse(transform, &lo.transform));
     lo.cache = cache;
     lo.cache_limit = cache_limit;
     lo.batch_size = batch_size;
@@ -353,7 +355,13 @@ class PyLoader {
   nb::dict stats() {
     nb::dict out;
     for (const StageSummary& m : loader_->stats().Summaries()) {
-      out[StageName(m.stage)] = SummaryDict(m);
+      if (m.stage != Stage::kTransform) {
+        out[StageName(m.stage)] = SummaryDict(m);
+        continue;
+      }
+      nb::dict row = SummaryDict(m);  // the transform rows: "transform1", ... with their label
+      row["label"] = m.label;
+      out[("transform" + std::to_string(m.row + 1)).c_str()] = row;
     }
     return out;
   }
@@ -432,8 +440,8 @@ NB_MODULE(_dspipe, m) {
       [](const std::string& source, const std::string& output, const std::string& store,
          bool shuffle, uint64_t seed, const std::string& on_error, int threads, int shards,
          bool resume, bool overwrite, bool check_decode, int resize_width, int resize_height,
-         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress,
-         int shard_index, uint64_t commit_bytes) {
+         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress, int shard_index,
+         uint64_t commit_bytes) {
         BuildOptions o;
         o.source = source;
         o.output = output;
@@ -514,8 +522,7 @@ NB_MODULE(_dspipe, m) {
          int retries, long stall_seconds, const std::function<void(uint64_t, uint64_t)>& progress) {
         return CallFetch(false, url, dest, sha256, size, retries, stall_seconds, progress);
       },
-      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a,
-      "progress"_a.none());
+      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
   m.def(
       "fetch_dataset",
       [](const std::string& url, const std::string& dest_dir, int retries, long stall_seconds,
@@ -603,6 +610,7 @@ NB_MODULE(_dspipe, m) {
   });
   m.def("log", [](const std::string& message) { Log(LogLevel::kInfo, message); });
   RegisterBuildInfo(m);
+  RegisterTransforms(m);
 
   nb::class_<PyBatch>(m, "Batch")
       .def_prop_ro("size", &PyBatch::size)
@@ -635,11 +643,12 @@ NB_MODULE(_dspipe, m) {
   nb::class_<PyLoader>(m, "Loader")
       .def(nb::init<const std::string&, int, bool, uint64_t, int, int, int, bool, bool, bool,
                     double, double, bool, int, int, const std::string&, int, uintptr_t, int, int,
-                    const std::string&, uint64_t, const std::string&, uint64_t>(),
+                    const std::string&, uint64_t, const std::string&, uint64_t,
+                    const std::string&>(),
            "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
            "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
            "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
-           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a)
+           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a, "transform"_a = "")
       .def("next", &PyLoader::Next)
       .def("set_epoch", &PyLoader::set_epoch)
       .def_prop_ro("epoch", &PyLoader::epoch)

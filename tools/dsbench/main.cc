@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
   app.add_option("--vflip", o.augment.vflip_p, "vertical flip probability")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  std::string transform_path;
+  auto* transform = app.add_option(
+      "--transform", transform_path,
+      "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) applied to every "
+      "sample instead of --hflip/--vflip; the stage table gets a transform row per segment");
   app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
   app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "sequential order");
@@ -141,6 +146,15 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   o.normalize = !no_normalize;
+  if (transform->count() > 0) {
+    if (o.augment.hflip_p > 0 || o.augment.vflip_p > 0) {
+      return Usage("--transform and --hflip/--vflip: put the flips in the pipeline");
+    }
+    std::string text;
+    dspipe::Status s = dspipe::ReadFile(transform_path, &text);
+    if (s.ok()) s = dspipe::TransformPipeline::Parse(text, &o.transform);
+    if (!s.ok()) return Fail(s.WithContext("--transform " + transform_path));
+  }
   o.plain.detect_masks = !no_detect_masks;
   o.shuffle = !no_shuffle;
   o.cache_overlap = !no_overlap;
