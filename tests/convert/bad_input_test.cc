@@ -125,13 +125,15 @@ TEST_P(BadInput, FailStopsWithTheFileAndReason) {
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), bad_file_)) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), GetParam().reason)) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::resume")) << s.ToString();
+  EXPECT_TRUE(Contains(bad_file_, s.path()) && !s.path().empty())
+      << "the file apart from the text (Python: CorruptRecord.path): " << s.path();
   // Not openable as complete; the records before the bad one were kept (whole).
   std::unique_ptr<Dataset> ds;
   Status open = Dataset::Open(o.output, {}, &ds);
   EXPECT_EQ(open.code(), Status::Code::kCorruption) << open.ToString();
   EXPECT_TRUE(Contains(open.message(), "interrupted")) << open.ToString();
-  EXPECT_TRUE(Contains(open.message(), "--resume")) << open.ToString();
+  EXPECT_TRUE(Contains(open.message(), "BuildOptions::resume")) << open.ToString();
   std::unique_ptr<LmdbEnv> env;
   ASSERT_TRUE(LmdbEnv::OpenReadOnly(o.output, 8, false, &env).ok());
   uint64_t n = 0;

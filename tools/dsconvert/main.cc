@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../option_names.h"
 #include "dspipe/convert.h"
 #include "dspipe/fetch.h"
 #include "dspipe/limits.h"
@@ -22,7 +23,7 @@ bool ParseSize(const std::string& s, int* w, int* h) {
 }
 
 int Fail(const dspipe::Status& s) {
-  std::fprintf(stderr, "dsconvert: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "dsconvert: %s\n", dspipe::cli::Describe(s).c_str());
   return 1;
 }
 
@@ -48,10 +49,12 @@ int Run(int argc, char** argv) {
   // ---- build
   dspipe::BuildOptions bo;
   std::string store = "encoded", resize, on_error = "fail", check = "header";
-  auto* build =
-      app.add_subcommand("build", "convert SRC (folder, CSV, ImageFolder, plain LMDB or .tar/.tar.gz/.tar.zst/.zip of one) to LMDB");
-  build->add_option("src", bo.source,
-                    "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
+  auto* build = app.add_subcommand("build",
+                                   "convert SRC (folder, CSV, ImageFolder, plain LMDB or "
+                                   ".tar/.tar.gz/.tar.zst/.zip of one) to LMDB");
+  build
+      ->add_option("src", bo.source,
+                   "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
       ->required();
   build->add_option("out", bo.output, "output LMDB directory")->required();
   build->add_option("--store", store, "encoded: original bytes; raw: decoded pixels + zstd")
