@@ -42,8 +42,9 @@ PYVENV=build-pyvenv
 rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
 # ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
-"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray
+# mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
+"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy
 CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$PYVENV/bin/pip" install -q --no-build-isolation \
   --config-settings=cmake.define.DSPIPE_CUDA="${DSPIPE_PY_CUDA:-OFF}" .
-DSPIPE_TEST_RAY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
+DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 echo "== all test suites passed"
