@@ -87,19 +87,24 @@ def run_json(cmd) -> dict:
         return json.load(open(f.name))
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dir", default="/tmp/dspipe-pyfeed")
+def add_work_args(p: argparse.ArgumentParser, rounds: int) -> None:
+    """The data and work flags, shared with bench/wheel_feed.py."""
     p.add_argument("--count", type=int, default=256)
     p.add_argument("--size", default="512x512")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batches", type=int, default=32)
     p.add_argument("--warmup", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--stores", default="raw,encoded")
     p.add_argument("--out-size", help="resize to HxW in both (dsbench --size, Loader size=)")
     p.add_argument("--crop-scale", help="random resized crop MIN,MAX in both")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dir", default="/tmp/dspipe-pyfeed")
+    add_work_args(p, rounds=5)
     p.add_argument("--no-torch", action="store_true", help="skip the torch DataLoader runs")
     p.add_argument("--out")
     p.add_argument("--measure", help=argparse.SUPPRESS)  # child: time dspipe.Loader on LMDB

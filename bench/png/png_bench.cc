@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_time.h"
 #include "codec/image.h"
 #include "codec/png_fast.h"
 #include "dspipe/convert.h"
@@ -56,20 +57,6 @@ Spread Summarize(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v.front(), v.back()};
-}
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-// This thread's CPU time: per-core cost that other processes on the machine do not inflate.
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // ---- 1. per-core decode ----------------------------------------------------------------------

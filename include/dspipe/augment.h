@@ -31,13 +31,21 @@ struct AugmentOptions {
   double crop_scale_max = 1.0;
   double crop_ratio_min = 3.0 / 4.0;
   double crop_ratio_max = 4.0 / 3.0;
+  // Validation geometry instead of a random crop: torchvision's Resize(resize_shorter) +
+  // CenterCrop(output size). The source is scaled so that its shorter side is resize_shorter
+  // pixels and the centred window of the output size is kept, i.e. the centred source
+  // rectangle of output size * shorter side / resize_shorter (rounded to whole pixels, clamped
+  // to the image) is resized to the output size. 0 (default) = off; > 0 needs crop_scale_min
+  // = 1 (no random crop). Typical: 256 for a 224 x 224 output.
+  int resize_shorter = 0;
   // Image resampling when the size changes. Default kLinear (fast, smooth); kArea is better for
   // strong downscaling at ~2x the cost; kNearest keeps pixel values exact. Masks: kNearest.
   Interpolation image_interpolation = Interpolation::kLinear;
 
-  bool crops() const { return crop_scale_min < 1.0; }
+  // True when samples are cut from the source (a random crop or the validation centre crop).
+  bool crops() const { return crop_scale_min < 1.0 || resize_shorter > 0; }
   // InvalidArgument naming the field when out of range (probabilities in [0,1], 0 < scale_min
-  // <= scale_max <= 1, 0 < ratio_min <= ratio_max).
+  // <= scale_max <= 1, 0 < ratio_min <= ratio_max, resize_shorter >= 0 and not with a crop).
   Status Validate() const;
 };
 
@@ -49,9 +57,10 @@ struct AugmentParams {
   bool vflip = false;
 };
 
-// Draws sample `index`'s parameters for epoch `epoch` from a src_h x src_w source.
+// Draws sample `index`'s parameters for epoch `epoch` from a src_h x src_w source that is
+// resized to out_h x out_w (which only resize_shorter uses; without it, 0 x 0 is fine).
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
-                          uint64_t index, int src_h, int src_w);
+                          uint64_t index, int src_h, int src_w, int out_h = 0, int out_w = 0);
 
 // A view of a row-major HWC uint8 image (masks: channels 1). Does not own the pixels.
 struct ImageRef {

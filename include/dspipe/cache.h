@@ -30,7 +30,7 @@
 // same of CacheOptions::masks, a plain LMDB's masks LMDB cached in the same entry), so a rebuilt
 // or changed dataset gets a new entry (the old one ages out by LRU).
 //
-// A source may be the http(s):// URL of a served dataset directory (docs/CACHE.md "A dataset
+// A source may be the http(s):// or s3:// URL of a dataset directory (docs/CACHE.md "A dataset
 // URL"): its listing comes from URL/manifest.json (identity = the URL + the manifest's sha256,
 // bytes = the listed sizes, checked against the budget before any data file is requested), and
 // it is populated with FetchDataset (every file verified). A URL is never read in place: mode

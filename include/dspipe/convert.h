@@ -46,6 +46,16 @@ struct BuildOptions {
   int zstd_level = 3;                  // --store raw + zstd: 1 fast .. 19 small; 3 balances both
   int resize_width = 0;                // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
   int resize_height = 0;               //   masks INTER_NEAREST_EXACT: identical geometry
+  // Shrink images whose longer side exceeds max_side to max_side, keeping the aspect ratio
+  // (INTER_AREA; masks NEAREST_EXACT, identical geometry); smaller ones are kept as they are.
+  // 0 (default) = off. Excludes resize_width/height. Shrunk images are re-encoded (below).
+  // Fewer pixels per record: less disk and less decode time per sample (docs/DECODE.md).
+  int max_side = 0;
+  // 0 (default): images that are re-encoded (resized, --max-side) are stored as lossless PNG,
+  // the others keep their original bytes. 1..100: every image is decoded and stored as a JPEG
+  // of this quality (4:2:0, baseline), resized or not; trades fidelity for disk and decode time
+  // (docs/DECODE.md has measured effects). Masks are always PNG. Not with store = kRaw.
+  int jpeg_quality = 0;
   bool gray = false;                   // store 1-channel images
   bool shuffle = false;                // record order = a seeded permutation of the sources
   uint64_t seed = 0;

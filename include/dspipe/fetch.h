@@ -1,5 +1,5 @@
-// dspipe::Fetch: a resumable, verified download of one URL (http, https, file://) or a copy of
-// one local path, into a local file.
+// dspipe::Fetch: a resumable, verified download of one URL (http, https, s3, file://) or a copy
+// of one local path, into a local file.
 //
 //   dspipe::FetchOptions o;
 //   o.sha256 = "9f86d0...";
@@ -93,7 +93,10 @@ struct FetchResult {
   long http_status = 0;               // the last HTTP response's status; 0 = none (or not HTTP)
 };
 
-// Fetches url (http://, https://, file:// or a plain path) to dest. See the guarantees above.
+// Fetches url (http://, https://, s3://bucket/key, file:// or a plain path) to dest. See the
+// guarantees above. s3://: each request signed with SigV4 (credentials, region and endpoint from
+// the AWS variables and files, docs/STORAGE.md), a resume sent with If-Match: <ETag> (412: the
+// object changed, start over), S3's error code named in the message.
 // Errors name the URL or file and the reason; InvalidArgument for bad options, NotFound for a
 // 404 or missing source, Corruption for a verification that failed twice, IOError for the OS.
 Status Fetch(const std::string& url, const std::string& dest, const FetchOptions& options,

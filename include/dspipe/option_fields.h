@@ -249,6 +249,7 @@ struct OptionFields<AugmentOptions> {
       Field("crop_scale_max", &S::crop_scale_max, kInState),
       Field("crop_ratio_min", &S::crop_ratio_min, kInState),
       Field("crop_ratio_max", &S::crop_ratio_max, kInState),
+      Field("resize_shorter", &S::resize_shorter, kInState),
       Field("image_interpolation", &S::image_interpolation, kInState));
 };
 
@@ -317,7 +318,8 @@ struct OptionFields<BuildOptions> {
       Field("source", &S::source), Field("plain", &S::plain), Field("output", &S::output),
       Field("store", &S::store), Field("compression", &S::compression),
       Field("zstd_level", &S::zstd_level), Field("resize_width", &S::resize_width),
-      Field("resize_height", &S::resize_height), Field("gray", &S::gray),
+      Field("resize_height", &S::resize_height), Field("max_side", &S::max_side),
+      Field("jpeg_quality", &S::jpeg_quality), Field("gray", &S::gray),
       Field("shuffle", &S::shuffle), Field("seed", &S::seed), Field("threads", &S::threads),
       Field("shards", &S::shards), Field("shard_index", &S::shard_index),
       Field("resume", &S::resume), Field("overwrite", &S::overwrite),

@@ -46,6 +46,30 @@ inline constexpr int kNumStages = static_cast<int>(Stage::kCount);
 // "read", "decode", "augment", "collate", "h2d", "normalize", "wait"; "none" for kCount.
 const char* StageName(Stage stage);
 
+// How one sample's image was decoded (docs/DECODE.md): the decode router's choice, counted per
+// sample by StageStats::RecordDecodePath. Values index arrays; kCount is not a path.
+enum class DecodePath : int {
+  kFull = 0,         // the whole image at full size (PNG, other formats, JPEG with nothing to save)
+  kRoi = 1,          // JPEG: only the MCU rows and columns covering the sample's crop
+  kScaled = 2,       // JPEG: the whole image at a DCT scale (1/8, 1/4, 1/2)
+  kRoiScaled = 3,    // JPEG: the crop's MCUs at a DCT scale
+  kProgressive = 4,  // JPEG, progressive: a crop was wanted; decoded whole (maybe scaled), cropped
+  kFused = 5,        // PNG fast path with flip (and normalize) fused into the decode
+  kRaw = 6,          // raw / raw+zstd record: no image decode
+  kCount = 7,
+};
+inline constexpr int kNumDecodePaths = static_cast<int>(DecodePath::kCount);
+// "full", "roi", "scaled", "roi+scaled", "progressive", "fused", "raw"; "none" for kCount.
+const char* DecodePathName(DecodePath path);
+
+// Samples decoded on one path and their decode time (the decode stage's spans of those samples).
+struct DecodePathSummary {
+  DecodePath path = DecodePath::kCount;
+  uint64_t count = 0;
+  double total_ms = 0;
+  double mean_ms = 0;
+};
+
 // Monotonic clock (std::chrono::steady_clock) in nanoseconds since an arbitrary epoch.
 uint64_t NowNs();
 
@@ -93,6 +117,11 @@ class StageStats {
   StageSummary Summary(Stage stage) const;
   // Summaries of the stages with count > 0, in Stage order.
   std::vector<StageSummary> Summaries() const;
+  // Counts one sample's image decode on `path`, taking decode_ns (lock-free, 2 relaxed adds).
+  // The decode span itself is recorded separately (RecordSpan(kDecode, ...)).
+  void RecordDecodePath(DecodePath path, uint64_t decode_ns) noexcept;
+  // The paths with count > 0, in DecodePath order. Reset() zeroes them too.
+  std::vector<DecodePathSummary> DecodePaths() const;
   // Zeroes all counters and restarts the elapsed clock (e.g. after a warm-up). Safe while other
   // threads record; a record racing with Reset may land on either side of it. Does NOT clear
   // trace events: the trace keeps the whole run, warm-up included.
@@ -127,6 +156,11 @@ class StageStats {
   TraceBuffer* BufferForThisThread();
 
   std::array<Counters, kNumStages> counters_;
+  struct PathCounters {
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> total_ns{0};
+  };
+  std::array<PathCounters, kNumDecodePaths> paths_;
   std::atomic<uint64_t> start_ns_;
   const uint64_t origin_ns_;  // trace time zero
   const uint64_t serial_;     // unique per object: keys the per-thread buffer cache

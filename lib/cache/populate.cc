@@ -274,7 +274,7 @@ bool IsUrl(const std::string& source) {
     }
     return true;
   };
-  return starts("http://") || starts("https://");
+  return starts("http://") || starts("https://") || starts("s3://");  // s3: lib/fetch/s3.h
 }
 
 Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {

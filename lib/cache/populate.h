@@ -94,7 +94,8 @@ std::string SideRel(const SourceListing& side);
 // (lock.mdb, *-lock) are skipped: LMDB makes a fresh one beside the copy.
 Status ListSource(const std::string& source, SourceListing* out);
 
-// True for "http://..." and "https://..." (case-insensitive scheme).
+// True for "http://...", "https://..." and "s3://..." (case-insensitive scheme): a dataset
+// FetchDataset fetches (s3:// objects signed with SigV4, docs/STORAGE.md).
 bool IsUrl(const std::string& source);
 
 // Lists a dataset served at an http(s):// URL from its manifest.json (fetched with dspipe::Fetch

@@ -1,13 +1,11 @@
 #include "codec/image.h"
 
-#include <libexif/exif-data.h>
 #include <spng.h>
-#include <turbojpeg.h>
 #include <zstd.h>
 
 #include <algorithm>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -63,8 +61,6 @@ bool HasJpegEoi(std::span<const uint8_t> b) {
   return false;
 }
 
-Status JpegHeader(std::span<const uint8_t> bytes, int* w, int* h, int* colorspace);
-
 // What every cv::imdecode call checks first: OpenCV allocates whatever size a header declares
 // (up to its own 2^30-pixel cap), and reads formats dspipe does not take (DICOM through GDCM
 // aborted on a fuzzed file). PNG and JPEG headers are read by libspng and libjpeg-turbo here;
@@ -77,8 +73,8 @@ Status CheckBeforeOpenCv(std::span<const uint8_t> bytes) {
       return OpenPng(bytes, &c, &ihdr);
     }
     case ImageFormat::kJpeg: {
-      int w = 0, h = 0, colorspace = 0;
-      return JpegHeader(bytes, &w, &h, &colorspace);
+      JpegInfo info;
+      return ReadJpegInfo(bytes, &info);
     }
     default:
       return CheckOtherImageHeader(bytes);
@@ -158,40 +154,24 @@ Status DecodePngTo(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
   return Status::OK();
 }
 
-// JPEG shape from its frame header (libjpeg-turbo) and EXIF orientation (libexif): orientations
-// 5-8 rotate by 90 degrees, which the decoder applies, so the decoded sides are swapped.
-// The frame header's size (libjpeg-turbo reads just the header), held to the DecodeLimits.
-Status JpegHeader(std::span<const uint8_t> bytes, int* w, int* h, int* colorspace) {
-  thread_local std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitDecompress(), tjDestroy);
-  if (!tj) return Status::Internal("tjInitDecompress failed");
-  int subsamp = 0;
-  if (tjDecompressHeader3(tj.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), w,
-                          h, &subsamp, colorspace) != 0) {
-    return Status::BadInput(std::string("JPEG header: ") + tjGetErrorStr2(tj.get()));
-  }
-  if (*w <= 0 || *h <= 0) {
-    return Status::BadInput("JPEG dimensions " + std::to_string(*w) + "x" + std::to_string(*h) +
-                            " out of range");
-  }
-  return CheckImageSize("JPEG header", static_cast<uint64_t>(*w), static_cast<uint64_t>(*h));
+// JPEG shape from its frame header and EXIF orientation (jpeg_decode.h): orientations 5-8
+// rotate by 90 degrees, which the decoder applies, so the decoded sides are swapped.
+Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
+  JpegInfo info;
+  DSPIPE_RETURN_IF_ERROR(ReadJpegInfo(bytes, &info));
+  out->width = info.oriented_width();
+  out->height = info.oriented_height();
+  out->channels = info.components == 1 ? 1 : 3;
+  return Status::OK();
 }
 
-Status ProbeJpeg(std::span<const uint8_t> bytes, ImageProbe* out) {
-  int w = 0, h = 0, colorspace = 0;
-  DSPIPE_RETURN_IF_ERROR(JpegHeader(bytes, &w, &h, &colorspace));
-  int orientation = 1;
-  if (ExifData* exif = exif_data_new_from_data(bytes.data(), static_cast<unsigned>(bytes.size()))) {
-    if (ExifEntry* e = exif_data_get_entry(exif, EXIF_TAG_ORIENTATION);
-        e != nullptr && e->format == EXIF_FORMAT_SHORT && e->components >= 1) {
-      orientation = exif_get_short(e->data, exif_data_get_byte_order(exif));
-    }
-    exif_data_unref(exif);
-  }
-  const bool swap = orientation >= 5 && orientation <= 8;
-  out->width = swap ? h : w;
-  out->height = swap ? w : h;
-  out->channels = colorspace == TJCS_GRAY ? 1 : 3;
-  return Status::OK();
+// The whole JPEG at full size into *out (reused when it fits), as cv::imdecode would.
+Status DecodeJpegWhole(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  JpegDecodeOptions o;
+  o.channels = channels;
+  o.region = false;
+  JpegDecodeResult r;
+  return DecodeJpeg(bytes, o, out, &r);
 }
 
 }  // namespace
@@ -229,11 +209,21 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
       out->bit_depth = ihdr.bit_depth;
       out->palette = ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
       switch (ihdr.color_type) {
-        case SPNG_COLOR_TYPE_GRAYSCALE: out->channels = 1; break;
-        case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: out->channels = 2; break;
-        case SPNG_COLOR_TYPE_TRUECOLOR: out->channels = 3; break;
-        case SPNG_COLOR_TYPE_INDEXED: out->channels = 3; break;
-        default: out->channels = 4; break;
+        case SPNG_COLOR_TYPE_GRAYSCALE:
+          out->channels = 1;
+          break;
+        case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+          out->channels = 2;
+          break;
+        case SPNG_COLOR_TYPE_TRUECOLOR:
+          out->channels = 3;
+          break;
+        case SPNG_COLOR_TYPE_INDEXED:
+          out->channels = 3;
+          break;
+        default:
+          out->channels = 4;
+          break;
       }
       return Status::OK();
     }
@@ -257,8 +247,14 @@ Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
   try {
     if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
-    if (SniffCodec(bytes) == Codec::kPng) return DecodePngTo(bytes, channels, out);
-    return DecodeOpenCv(bytes, channels, out);  // JPEG's frame header is checked there
+    switch (SniffCodec(bytes)) {
+      case Codec::kPng:
+        return DecodePngTo(bytes, channels, out);
+      case Codec::kJpeg:
+        return DecodeJpegWhole(bytes, channels, out);
+      default:
+        return DecodeOpenCv(bytes, channels, out);
+    }
   } catch (const std::exception& e) {
     return FromException("DecodeImage", e);
   }
@@ -339,8 +335,7 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
       double mx = 0;
       cv::minMaxLoc(raw.reshape(1), nullptr, &mx);
       if (mx > 255) {
-        return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) +
-                                " > 255");
+        return Status::BadInput("16-bit mask holds class id " + std::to_string(int(mx)) + " > 255");
       }
       raw.convertTo(raw, CV_8U);
     } else if (raw.depth() != CV_8U) {
@@ -374,7 +369,12 @@ bool IsPlainGray8Png(std::span<const uint8_t> bytes) {
   return ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 8;
 }
 
-Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
+namespace {
+
+// Encodes an RGB (or gray) image with cv::imencode (which wants BGR); what = "PNG" / "JPEG",
+// fn the caller's name for exceptions ("EncodePng").
+Status Imencode(const char* fn, const char* ext, const char* what, const cv::Mat& image,
+                const std::vector<int>& params, std::string* out) {
   try {
     cv::Mat bgr;
     const cv::Mat* src = &image;
@@ -384,17 +384,30 @@ Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
     }
     std::vector<uint8_t> buf;
     try {
-      if (!cv::imencode(".png", *src, buf, {cv::IMWRITE_PNG_COMPRESSION, compression})) {
-        return Status::Internal("PNG encode failed");
+      if (!cv::imencode(ext, *src, buf, params)) {
+        return Status::Internal(std::string(what) + " encode failed");
       }
     } catch (const cv::Exception& e) {
-      return Status::Internal(std::string("PNG encode failed: ") + e.what());
+      return Status::Internal(std::string(what) + " encode failed: " + e.what());
     }
     out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
     return Status::OK();
   } catch (const std::exception& e) {
-    return FromException("EncodePng", e);
+    return FromException(fn, e);
   }
+}
+
+}  // namespace
+
+Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
+  return Imencode("EncodePng", ".png", "PNG", image, {cv::IMWRITE_PNG_COMPRESSION, compression},
+                  out);
+}
+
+Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out) {
+  if (quality < 1 || quality > 100) return Status::InvalidArgument("JPEG quality must be 1..100");
+  // OpenCV's libjpeg defaults: 4:2:0 chroma, baseline, standard tables scaled to quality.
+  return Imencode("EncodeJpeg", ".jpg", "JPEG", image, {cv::IMWRITE_JPEG_QUALITY, quality}, out);
 }
 
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {
@@ -425,84 +438,14 @@ Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t 
   // One decompression context per thread: ZSTD_decompress would allocate one per call.
   thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
                                                                        ZSTD_freeDCtx);
-  const size_t n = ZSTD_decompressDCtx(dctx.get(), dst, dst_size, compressed.data(),
-                                       compressed.size());
+  const size_t n =
+      ZSTD_decompressDCtx(dctx.get(), dst, dst_size, compressed.data(), compressed.size());
   if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
   if (n != dst_size) {
     return Status::Corruption("zstd frame decompressed to " + std::to_string(n) +
                               " bytes, expected " + std::to_string(dst_size));
   }
   return Status::OK();
-}
-
-Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int channels,
-                         int height, int width, uint8_t* dst, bool is_mask) {
-  try {
-    const size_t n = static_cast<size_t>(height) * width * channels;
-    switch (codec) {
-      case Codec::kRaw:
-        if (payload.size() != n) {
-          return Status::Corruption("raw payload is " + std::to_string(payload.size()) +
-                                    " bytes, expected " + std::to_string(n));
-        }
-        std::memcpy(dst, payload.data(), n);
-        return Status::OK();
-      case Codec::kRawZstd:
-        return DecompressZstd(payload, dst, n);
-      case Codec::kPng:
-      case Codec::kJpeg:
-      case Codec::kEncoded: {
-        if (is_mask) {
-          // DecodeMask keeps class ids exact (palette indices etc.).
-          if (channels != 1) return Status::InvalidArgument("masks have one channel");
-          cv::Mat m(height, width, CV_8UC1, dst);
-          cv::Mat decoded = m;  // plain 8-bit gray PNGs decode straight into dst
-          Status s = DecodeMask(payload, &decoded);
-          if (!s.ok()) return Status::Corruption(s.message());
-          if (decoded.rows != height || decoded.cols != width) {
-            return Status::Corruption("decoded size differs from the header");
-          }
-          if (decoded.data != dst) decoded.copyTo(m);
-          return Status::OK();
-        }
-        Status s = DecodeImageInto(payload, channels, height, width, dst);
-        if (!s.ok() && s.code() == Status::Code::kBadInput) return Status::Corruption(s.message());
-        return s;
-      }
-      case Codec::kNone:
-        break;
-    }
-    return Status::Corruption("record has no payload to decode");
-  } catch (const std::exception& e) {
-    return FromException("DecodePayloadInto", e);
-  }
-}
-
-Status DecodePayloadFused(Codec codec, std::span<const uint8_t> payload, int channels,
-                          int height, int width, bool mirror, PngRowSink* sink, uint8_t* dst,
-                          bool* fused) {
-  *fused = false;
-  if ((codec != Codec::kPng && codec != Codec::kEncoded) || SniffCodec(payload) != Codec::kPng ||
-      (channels != 1 && channels != 3) || height <= 0 || width <= 0) {
-    return Status::OK();
-  }
-  const PngRoute route = ChoosePngDecoder(payload);
-  if (route.decoder != PngDecoder::kFast ||
-      route.header.width != static_cast<uint32_t>(width) ||
-      route.header.height != static_cast<uint32_t>(height) ||
-      (channels == 1 && route.header.color_type != 0)) {
-    return Status::OK();
-  }
-  *fused = true;
-  try {
-    PngFastOptions options;
-    options.mirror = mirror;
-    options.sink = sink;
-    const Status s = DecodePngFast(payload, route.header, channels, dst, options);
-    return s.ok() ? s : Status::Corruption(s.message());
-  } catch (const std::exception& e) {
-    return FromException("DecodePayloadFused", e);
-  }
 }
 
 }  // namespace dspipe::codec

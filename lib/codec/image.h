@@ -4,7 +4,7 @@
 // Pixel conventions everywhere in dspipe: uint8, row-major HWC, RGB order (never BGR), masks one
 // channel of class ids. 16-bit images are reduced to 8 bits (the high byte, v >> 8, as
 // cv::imread does), alpha is dropped, palette images are expanded, and JPEG EXIF orientation is
-// applied. All functions are thread-safe.
+// applied (as cv::imdecode does). All functions are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,10 @@
 
 #include <opencv2/core.hpp>
 
+#include "codec/jpeg_decode.h"
 #include "codec/png_fast.h"
 #include "dspipe/format.h"
+#include "dspipe/stats.h"
 #include "dspipe/status.h"
 
 namespace dspipe::codec {
@@ -60,27 +62,77 @@ bool IsPlainGray8Png(std::span<const uint8_t> bytes);
 // PNG-encodes an 8-bit image (1 or 3 channels, RGB). compression 0..9 (default 1: fast).
 Status EncodePng(const cv::Mat& image, int compression, std::string* out);
 
+// JPEG-encodes an 8-bit image (1 or 3 channels, RGB) at quality 1..100 (4:2:0, baseline).
+Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out);
+
 // zstd helpers for kRawZstd payloads.
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out);
 Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t dst_size);
 
-// Decodes one payload of a record into dst (height*width*channels), whatever its codec.
-// is_mask selects mask semantics (1 channel, class ids kept exact: DecodeMask). Failures are
-// kCorruption (the record was validated when it was written); the caller adds the key.
+// ---- The decode router: every record payload the loader (and verify) decodes goes through
+// DecodePayload, whatever its codec: raw, raw+zstd, PNG (fast path or libspng), JPEG (region +
+// DCT scale), the OpenCV formats. The caller says which part of the (EXIF-oriented) image the
+// sample keeps and the size it will be resized to; the router decodes no more than that needs
+// and says where the crop lies in what it decoded (docs/DECODE.md).
+
+struct DecodeRequest {
+  Codec codec = Codec::kNone;  // the record's codec for the payload
+  std::span<const uint8_t> payload;
+  int channels = 3;      // output channels, 1 or 3 (RGB); masks: 1
+  bool is_mask = false;  // mask semantics (DecodeMask: class ids kept exact; never scaled)
+  // The record header's size; 0 x 0 = unknown (plain LMDBs): whatever the bytes say. When set,
+  // a payload of another size is kCorruption.
+  int height = 0, width = 0;
+  // The part of the image the sample keeps (source pixels); crop_w or crop_h <= 0 = all of it.
+  int crop_x = 0, crop_y = 0, crop_w = 0, crop_h = 0;
+  // The size the crop is resized to afterwards; 0 = unknown or its own size. A JPEG is then
+  // decoded at the smallest DCT scale whose crop is still at least this size.
+  int out_height = 0, out_width = 0;
+  // Write the whole image at its stored size straight into dst (height*width*channels bytes,
+  // row-major) instead of the scratch Mat. Only with height/width set and no crop or out size.
+  uint8_t* dst = nullptr;
+  // With dst and `fuse`: a PNG the fast path takes (png_fast.h) at exactly height x width is
+  // decoded with its rows mirrored left-right when `mirror`, each finished row handed to sink
+  // (may be null) while it is still in cache (channels 3, or 1 for gray PNGs; masks: gray PNGs
+  // only): DecodePath::kFused. Any other payload ignores the three: the caller flips what comes
+  // back unless result.mirrored.
+  bool fuse = false;
+  bool mirror = false;
+  PngRowSink* sink = nullptr;
+};
+
+struct DecodedImage {
+  DecodePath path = DecodePath::kFull;
+  // The decoded pixels: a header over dst (request.dst) or over *scratch. CV_8UC(channels),
+  // except raw records, which keep their stored channel count.
+  cv::Mat image;
+  // The request's crop within `image`, in its pixels: whole pixels except after a DCT-scaled
+  // JPEG decode (fractional, see jpeg_decode.h). The whole image when no crop was asked for.
+  RectF crop;
+  // The source image's full size (EXIF-oriented), whatever part of it was decoded.
+  int source_height = 0, source_width = 0;
+  bool mirrored = false;  // the rows were written mirrored (kFused with request.mirror)
+};
+
+// Decodes request.payload as above into request.dst or *scratch (reused when it has the size
+// and type). Failures are kCorruption with the reason (the record was validated when it was
+// written; the caller adds the key); request errors are kInvalidArgument. With the fused PNG
+// path, dst may be partly written and some rows handed to the sink when it fails.
+Status DecodePayload(const DecodeRequest& request, cv::Mat* scratch, DecodedImage* out);
+
+// Shorthand for DecodePayload of the whole payload at its stored size into dst
+// (height*width*channels, row-major, RGB), as verify and the record tests use it.
 Status DecodePayloadInto(Codec codec, std::span<const uint8_t> payload, int channels,
                          int height, int width, uint8_t* dst, bool is_mask = false);
 
-// The loader's fused path (pipeline/sample.cc): decodes a record payload that is a PNG the fast
-// path takes (png_fast.h) at exactly height x width, into dst as DecodePayloadInto does,
-// mirrored left-right when `mirror`, handing each finished row to sink (may be null) while it
-// is still in cache; then *fused = true. channels: 3 (any fast-path PNG), or 1 for gray PNGs
-// (color type 0; for masks the only kind, as DecodeMask decodes the others differently). Any
-// other payload (another codec, a PNG for libspng, another size or channel layout): nothing is
-// written, *fused = false and the status is OK; the caller decodes with DecodePayloadInto.
-// Errors are kCorruption with the reason (as DecodePayloadInto); dst may then be partly
-// written and some rows handed to the sink.
-Status DecodePayloadFused(Codec codec, std::span<const uint8_t> payload, int channels,
-                          int height, int width, bool mirror, PngRowSink* sink, uint8_t* dst,
-                          bool* fused);
+// The image's size from its header alone, EXIF-oriented (PNG IHDR, JPEG frame header);
+// false for other formats and for headers that do not parse (decode to learn the size).
+bool PeekImageSize(std::span<const uint8_t> bytes, int* height, int* width);
+
+// Process-wide switch for the JPEG region decode (default on; DSPIPE_JPEG_REGION=0 at first use
+// turns it off). Off, or with GetJpegScales() kNone, the router decodes JPEGs whole at full size:
+// the "full-decode path" the benchmarks compare with.
+void SetJpegRegionDecode(bool enabled);
+bool JpegRegionDecode();
 
 }  // namespace dspipe::codec

@@ -193,6 +193,9 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
           {"stats_sample", o.stats_sample}};
   // Only uncompressed raw builds carry the key, so fingerprints of earlier builds still match.
   if (raw && !zstd) f["compression"] = "none";
+  // Likewise --max-side and --jpeg-quality only when set (they change the records' pixels).
+  if (o.max_side > 0) f["max_side"] = o.max_side;
+  if (o.jpeg_quality > 0) f["jpeg_quality"] = o.jpeg_quality;
   // An archive source is identified by its size too: a replaced or truncated archive is a
   // different source (its entry numbers are in the stored plan).
   if (IsArchiveSource(o.source)) {

@@ -1,5 +1,7 @@
 #include "convert/record_maker.h"
 
+#include <algorithm>
+#include <cmath>
 #include <opencv2/imgproc.hpp>
 
 #include "codec/image.h"
@@ -48,13 +50,21 @@ Status Reject(const std::string& file, const Status& s) {
 
 }  // namespace
 
-Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats,
-                  MadeRecord* out, const Dataset* plain, SourceBytes* given) {
+Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats, MadeRecord* out,
+                  const Dataset* plain, SourceBytes* given) {
   *out = MadeRecord{};
   if (!item.error.empty()) return Reject(item.image, Status::BadInput(item.error));
   const int channels = o.gray ? 1 : 3;
-  const bool resize = o.resize_width > 0 && o.resize_height > 0;
   const bool raw = o.store == StoreMode::kRaw;
+  if (o.max_side < 0 || (o.max_side > 0 && o.resize_width > 0)) {
+    return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be > 0 and excludes " +
+                                   Opt("BuildOptions::resize_width"));
+  }
+  if (o.jpeg_quality < 0 || o.jpeg_quality > 100 || (o.jpeg_quality > 0 && raw)) {
+    return Status::InvalidArgument(Opt("BuildOptions::jpeg_quality") +
+                                   " must be 1..100 and excludes " +
+                                   Opt("BuildOptions::store", "raw"));
+  }
   const bool zstd = o.compression == Compression::kZstd;
 
   std::string img_bytes, mask_bytes;
@@ -81,7 +91,21 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   codec::ImageProbe probe;
   Status s = codec::Probe(Bytes(img_bytes), &probe);
   if (!s.ok()) return Reject(item.image, s);
-  const bool decode = raw || resize || want_stats || o.check == CheckLevel::kDecode;
+  // The output size: --resize, or --max-side shrinking the longer side (aspect kept).
+  const int src_w = probe.width, src_h = probe.height;
+  int out_w = src_w, out_h = src_h;
+  if (o.resize_width > 0 && o.resize_height > 0) {
+    out_w = o.resize_width;
+    out_h = o.resize_height;
+  } else if (o.max_side > 0 && std::max(src_w, src_h) > o.max_side) {
+    const double f = static_cast<double>(o.max_side) / std::max(src_w, src_h);
+    out_w = std::clamp(static_cast<int>(std::lround(src_w * f)), 1, o.max_side);
+    out_h = std::clamp(static_cast<int>(std::lround(src_h * f)), 1, o.max_side);
+  }
+  const bool resize =
+      out_w != src_w || out_h != src_h || (o.resize_width > 0 && o.resize_height > 0);
+  const bool jpeg = o.jpeg_quality > 0;
+  const bool decode = raw || resize || jpeg || want_stats || o.check == CheckLevel::kDecode;
   cv::Mat img;
   if (decode) {
     s = codec::DecodeImage(Bytes(img_bytes), channels, &img);
@@ -91,8 +115,6 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
           .WithPath(item.image);
     }
   }
-  const int src_w = probe.width, src_h = probe.height;
-  const int out_w = resize ? o.resize_width : src_w, out_h = resize ? o.resize_height : src_h;
   if (resize) Resize(img, out_w, out_h, /*nearest=*/false, &img);
   if (want_stats) AddStats(img, out);
 
@@ -112,6 +134,9 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
       h.image_codec = Codec::kRaw;
       img_payload.assign(reinterpret_cast<const char*>(img.data), img.total() * img.elemSize());
     }
+  } else if (jpeg) {
+    h.image_codec = Codec::kJpeg;  // --jpeg-quality: every image re-encoded at that quality
+    DSPIPE_RETURN_IF_ERROR(codec::EncodeJpeg(img, o.jpeg_quality, &img_payload));
   } else if (resize) {
     h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing
     DSPIPE_RETURN_IF_ERROR(codec::EncodePng(img, 1, &img_payload));

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "fetch/internal.h"
+#include "fetch/s3.h"
 
 namespace dspipe {
 namespace {
@@ -29,39 +30,7 @@ using json = nlohmann::json;
 
 constexpr size_t kCopyChunk = size_t{1} << 20;
 
-// ---- sha256 (OpenSSL libcrypto)
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
-  void Reset() {
-    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
-    bytes_ = 0;
-  }
-  uint64_t bytes() const { return bytes_; }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(const char* p, size_t n) {
-    EVP_DigestUpdate(ctx_, p, n);
-    bytes_ += n;
-  }
-  std::string HexDigest() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, md, &len);
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < len; ++i) {
-      out += kHex[md[i] >> 4];
-      out += kHex[md[i] & 15];
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-  uint64_t bytes_ = 0;
-};
+// ---- sha256: Sha256 (fetch/internal.h)
 
 // A Sha256 fed on its own thread, so that hashing overlaps receiving and writing instead of
 // adding to them (the sha256 runs at ~1.8 GB/s; on the transfer thread it cost a quarter of a
@@ -215,56 +184,18 @@ Status SaveSidecar(Env* env, const std::string& path, const Sidecar& sc) {
   return env->WriteFileAtomic(path, j.dump(2));
 }
 
+}  // namespace
+
 // ---- cancellation (FetchOptions::cancelled)
 bool Cancelled(const FetchOptions& o) { return o.cancelled && o.cancelled(); }
+
+namespace {
 
 Status CancelledError(const std::string& part_path) {
   return Status::Aborted("cancelled; " + part_path + " is kept: run again to resume");
 }
 
-// ---- retry policy shared by HTTP and local copies
-class Retrier {
- public:
-  Retrier(const FetchOptions& o, FetchResult* r) : o_(o), r_(r), rng_(std::random_device{}()) {}
-
-  // After a failed attempt: false when the budget is spent. made_progress resets the budget.
-  // retry_after_s >= 0 replaces the jittered backoff.
-  bool Wait(bool made_progress, double retry_after_s, uint64_t bytes, uint64_t total) {
-    if (made_progress) failures_ = 0;
-    if (failures_ >= o_.retries) return false;
-    double wait;
-    if (retry_after_s >= 0) {
-      wait = std::min(retry_after_s, o_.retry_after_max_s);
-    } else {
-      const double cap =
-          std::min(o_.backoff_max_s, o_.backoff_base_s * std::ldexp(1.0, std::min(failures_, 30)));
-      wait = std::uniform_real_distribution<double>(0, std::max(cap, 0.0))(rng_);
-    }
-    ++failures_;
-    r_->retry_waits_s.push_back(wait);
-    if (o_.progress) {
-      FetchProgress p;
-      p.phase = FetchProgress::Phase::kRetryWait;
-      p.bytes = bytes;
-      p.total = total;
-      o_.progress(p);
-    }
-    if (!SleepUnlessCancelled(o_, wait)) {
-      cancelled_ = true;
-      return false;
-    }
-    return true;
-  }
-  int failures() const { return failures_; }
-  bool cancelled() const { return cancelled_; }
-
- private:
-  const FetchOptions& o_;
-  FetchResult* r_;
-  std::mt19937_64 rng_;
-  int failures_ = 0;
-  bool cancelled_ = false;
-};
+// ---- retry policy shared by HTTP and local copies: Retrier (fetch/internal.h)
 
 // ---- one HTTP request
 struct Request {
@@ -289,6 +220,7 @@ struct Request {
   std::string restart_reason;
   Status write_error;
   std::string pending;        // body bytes not yet written (gathered into ~1 MiB writes)
+  std::string error_body;     // the first bytes of a body not accepted (an S3 error's XML)
   uint64_t received = 0;      // body bytes written by this request
   uint64_t writeback_at = 0;  // DEST.part's size at the last StartWriteback
   uint64_t total = 0;         // expected final size, 0 unknown
@@ -388,6 +320,14 @@ void StartBody(Request* rq) {
                                          "' for a request from byte " + std::to_string(rq->offset);
       return;
     }
+    // A server that ignores If-Range (SeaweedFS does) answers with the new version's bytes: its
+    // strong ETag tells them apart from those held.
+    const std::string& held = rq->sidecar->validator;
+    if (!held.empty() && held.front() == '"' && !rq->etag.empty() && rq->etag != held) {
+      rq->restart = true;
+      rq->restart_reason = "206 of another version (ETag " + rq->etag + ", " + held + " held)";
+      return;
+    }
     rq->total = len > 0 ? static_cast<uint64_t>(len) : 0;
     rq->accepting = true;
   }
@@ -428,7 +368,10 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   const size_t bytes = size * n;
   if (!rq->body_started) StartBody(rq);
   if (!rq->write_error.ok() || rq->restart) return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
-  if (!rq->accepting) return bytes;
+  if (!rq->accepting) {
+    if (rq->error_body.size() < 8192) rq->error_body.append(data, std::min<size_t>(bytes, 8192));
+    return bytes;
+  }
   rq->pending.append(data, bytes);
   if (rq->pending.size() >= kWriteBuffer && !Flush(rq)) return 0;
   return bytes;
@@ -445,6 +388,8 @@ int OnXferInfo(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   if (!rq->accepting || rq->restart || rq->pending.empty()) return 0;
   return Flush(rq) ? 0 : 1;
 }
+
+}  // namespace
 
 bool TransientCurlError(CURLcode c) {
   switch (c) {
@@ -479,19 +424,23 @@ double ParseRetryAfter(const std::string& v) {
   return std::max(0.0, std::difftime(when, std::time(nullptr)));
 }
 
+void SetTransferOptions(CURL* h, const FetchOptions& o) {
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);  // the caller's XFERINFOFUNCTION polls cancelled
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, o.low_speed_bytes);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o.low_speed_time_s);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "dspipe-fetch/0.1");
+  // No CURLOPT_ACCEPT_ENCODING: identity bytes only, so byte ranges mean file offsets.
+  curl_easy_setopt(h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
+}
+
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-struct CurlHandle {
-  CURL* h = curl_easy_init();
-  curl_slist* headers = nullptr;
-  ~CurlHandle() {
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(h);
-  }
-};
+namespace {
 
 // Downloads url into DEST.part until it holds the whole file. Retries transient failures.
 Status DownloadHttp(const std::string& url, const std::string& part_path,
@@ -518,6 +467,16 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
   if (first_round) res->resumed_from = part->size();
   hash->Reset();
   DSPIPE_RETURN_IF_ERROR(HashPrefix(env, part_path, part->size(), hash));
+  // s3://bucket/key: the object's http(s) URL, each request signed (SigV4) by libcurl.
+  const bool is_s3 = s3::IsS3Url(url);
+  s3::Config s3cfg;
+  std::string http_url = url;
+  if (is_s3) {
+    s3::Location loc;
+    DSPIPE_RETURN_IF_ERROR(s3::ParseUrl(url, &loc));
+    DSPIPE_RETURN_IF_ERROR(s3::ResolveConfig(s3::SystemEnv(), &s3cfg).WithContext(shown));
+    http_url = s3::HttpUrl(s3cfg, loc);
+  }
   Retrier retrier(o, res);
   std::string last_error;
   for (;;) {
@@ -541,32 +500,27 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     CurlHandle c;
     if (c.h == nullptr) return Status::Internal("curl_easy_init failed");
     char errbuf[CURL_ERROR_SIZE] = {0};
-    curl_easy_setopt(c.h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c.h, CURLOPT_URL, http_url.c_str());
     curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c.h, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c.h, CURLOPT_NOSIGNAL, 1L);
+    SetTransferOptions(c.h, o);
     curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &rq);
     curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(c.h, CURLOPT_WRITEDATA, &rq);
     curl_easy_setopt(c.h, CURLOPT_BUFFERSIZE, kCurlBuffer);
-    curl_easy_setopt(c.h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c.h, CURLOPT_XFERINFOFUNCTION, OnXferInfo);
     curl_easy_setopt(c.h, CURLOPT_XFERINFODATA, &rq);
-    curl_easy_setopt(c.h, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
-    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_LIMIT, o.low_speed_bytes);
-    curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_TIME, o.low_speed_time_s);
-    curl_easy_setopt(c.h, CURLOPT_USERAGENT, "dspipe-fetch/0.1");
-    // No CURLOPT_ACCEPT_ENCODING: identity bytes only, so byte ranges mean file offsets.
-    curl_easy_setopt(c.h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
     if (rq.offset > 0) {
       const std::string range = "Range: bytes=" + std::to_string(rq.offset) + "-";
-      const std::string if_range = "If-Range: " + sc.validator;
+      // S3: If-Match (412 when the object changed); If-Range is ignored by some S3 servers.
+      const std::string if_range = (is_s3 ? "If-Match: " : "If-Range: ") + sc.validator;
       c.headers = curl_slist_append(c.headers, range.c_str());
       c.headers = curl_slist_append(c.headers, if_range.c_str());
-      curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, c.headers);
     }
+    if (is_s3) s3::Sign(c.h, s3cfg, s3::kEmptySha256, &c.headers);
+    if (c.headers != nullptr) curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, c.headers);
     rq.pending.reserve(kWriteBuffer + kCurlBuffer);
     const CURLcode cc = curl_easy_perform(c.h);
     if (rq.accepting && !rq.restart) Flush(&rq);  // what arrived is a valid prefix, cut or not
@@ -610,9 +564,24 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
                      std::to_string(rq.offset) + " bytes held";
         if (!retrier.Wait(false, 0, 0, 0)) break;
         continue;
+      } else if (status == 412 && is_s3 && rq.offset > 0) {
+        // If-Match failed: the object changed since DEST.part was started. Start over.
+        DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
+        hash->Reset();
+        DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
+        last_error = "the object changed on the server (ETag no longer " + sc.validator + ")";
+        sc = Sidecar{};
+        if (!retrier.Wait(false, 0, 0, 0)) break;
+        continue;
       } else if (TransientHttp(status)) {
-        last_error = "HTTP " + std::to_string(status);
+        std::string code, message;
+        if (is_s3) s3::ParseError(rq.error_body, &code, &message);
+        last_error = "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code);
         retry_after = ParseRetryAfter(rq.retry_after);
+      } else if (is_s3) {
+        const Status e = s3::RequestError(shown, status, rq.error_body, s3cfg);
+        if (part->size() == 0) return e;
+        return Status(e.code(), e.message() + " (" + part_path + " is kept: run again to resume)");
       } else if (status == 404 || status == 410) {
         return Status::NotFound(shown + ": HTTP " + std::to_string(status));
       } else if ((status == 400 || status == 401 || status == 403) && UrlHasQuery(url)) {
@@ -741,7 +710,8 @@ Status Verify(Env* env, const std::string& path, const std::string& what, int64_
 
 Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o, Env* env,
                    FetchResult* res) {
-  const bool http = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+  const bool http =
+      url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0 || s3::IsS3Url(url);
   std::string src = url;
   if (url.rfind("file://", 0) == 0) src = url.substr(7);
   if (env->FileExists(dest)) {

@@ -1,9 +1,18 @@
-// Shared by fetch.cc (one file) and dataset.cc (a dataset): waits that honour
-// FetchOptions::cancelled, and the DEST.lock / DEST_DIR.lock protocol. Internal.
+// Shared by fetch.cc (one file), dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that
+// honour FetchOptions::cancelled, the DEST.lock / DEST_DIR.lock protocol, the retry policy and
+// which failures are transient, the libcurl handle. Internal.
 #pragma once
 
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
+#include <string_view>
 
 #include "dspipe/env.h"
 #include "dspipe/fetch.h"
@@ -17,5 +26,121 @@ bool SleepUnlessCancelled(const FetchOptions& o, double seconds);
 // through o.progress and waits (blocking, or polling o.cancelled when it is set: then Aborted).
 Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& o,
                     std::unique_ptr<FileLock>* lock);
+
+// True when FetchOptions::cancelled says stop.
+bool Cancelled(const FetchOptions& o);
+
+// Which failures are worth another attempt: connect errors, timeouts, cut connections (libcurl),
+// 408, 429 and 5xx (HTTP).
+bool TransientCurlError(CURLcode c);
+bool TransientHttp(long status);
+
+// Retry-After: seconds or an HTTP date. -1 when absent or unparsable.
+double ParseRetryAfter(const std::string& v);
+
+// curl_global_init, once per process.
+void GlobalInit();
+
+// The options every transfer of fetch's sets: no signals, a progress callback (the caller's
+// XFERINFOFUNCTION), FetchOptions' connect timeout and low-speed limit (no global timeout), the
+// user agent, and no content decoding (the bytes on the wire are the file's).
+void SetTransferOptions(CURL* h, const FetchOptions& o);
+
+// sha256 (OpenSSL libcrypto), fed in pieces.
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
+  void Reset() {
+    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+    bytes_ = 0;
+  }
+  uint64_t bytes() const { return bytes_; }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(const char* p, size_t n) {
+    EVP_DigestUpdate(ctx_, p, n);
+    bytes_ += n;
+  }
+  std::string HexDigest() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_, md, &len);
+    static const char* kHex = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < len; ++i) {
+      out += kHex[md[i] >> 4];
+      out += kHex[md[i] & 15];
+    }
+    return out;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+  uint64_t bytes_ = 0;
+};
+
+// Hex sha256 of data.
+inline std::string Sha256Hex(std::string_view data) {
+  Sha256 h;
+  h.Update(data.data(), data.size());
+  return h.HexDigest();
+}
+
+// The retry policy shared by HTTP downloads, local copies and S3 requests: exponential backoff
+// with full jitter, Retry-After honoured (capped), a budget of FetchOptions::retries failures in
+// a row that an attempt with progress resets. Each wait goes to FetchResult::retry_waits_s.
+class Retrier {
+ public:
+  Retrier(const FetchOptions& o, FetchResult* r) : o_(o), r_(r), rng_(std::random_device{}()) {}
+
+  // After a failed attempt: false when the budget is spent. made_progress resets the budget.
+  // retry_after_s >= 0 replaces the jittered backoff.
+  bool Wait(bool made_progress, double retry_after_s, uint64_t bytes, uint64_t total) {
+    if (made_progress) failures_ = 0;
+    if (failures_ >= o_.retries) return false;
+    double wait;
+    if (retry_after_s >= 0) {
+      wait = std::min(retry_after_s, o_.retry_after_max_s);
+    } else {
+      const double cap =
+          std::min(o_.backoff_max_s, o_.backoff_base_s * std::ldexp(1.0, std::min(failures_, 30)));
+      wait = std::uniform_real_distribution<double>(0, std::max(cap, 0.0))(rng_);
+    }
+    ++failures_;
+    r_->retry_waits_s.push_back(wait);
+    if (o_.progress) {
+      FetchProgress p;
+      p.phase = FetchProgress::Phase::kRetryWait;
+      p.bytes = bytes;
+      p.total = total;
+      o_.progress(p);
+    }
+    if (!SleepUnlessCancelled(o_, wait)) {
+      cancelled_ = true;
+      return false;
+    }
+    return true;
+  }
+  int failures() const { return failures_; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  const FetchOptions& o_;
+  FetchResult* r_;
+  std::mt19937_64 rng_;
+  int failures_ = 0;
+  bool cancelled_ = false;
+};
+
+// One easy handle and its header list, freed together.
+struct CurlHandle {
+  CURL* h = curl_easy_init();
+  curl_slist* headers = nullptr;
+  ~CurlHandle() {
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(h);
+  }
+};
 
 }  // namespace dspipe

@@ -41,10 +41,13 @@ struct UrlDeleter {
 };
 using UrlPtr = std::unique_ptr<CURLU, UrlDeleter>;
 
-// libcurl's parse of url; nullptr when it does not parse.
+// libcurl's parse of url; nullptr when it does not parse. s3:// is not a scheme libcurl knows:
+// it is parsed by the generic syntax.
 UrlPtr Parse(const std::string& url) {
   UrlPtr u(curl_url());
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return nullptr;
+  const bool s3 = url.size() >= 5 && (url[0] == 's' || url[0] == 'S') && url.substr(1, 4) == "3://";
+  const unsigned flags = s3 ? CURLU_NON_SUPPORT_SCHEME : 0;
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), flags) != CURLUE_OK) return nullptr;
   return u;
 }
 

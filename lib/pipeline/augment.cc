@@ -6,28 +6,13 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
+#include "codec/region.h"
 #include "core/rng.h"
 
 namespace dspipe {
 namespace {
 
 constexpr uint64_t kAugmentSalt = 0x4155474DULL;  // "AUGM"
-
-int CvInterpolation(Interpolation i) {
-  switch (i) {
-    // NEAREST_EXACT samples at pixel centres like INTER_LINEAR does (plain INTER_NEAREST is
-    // shifted by up to half a source pixel), so masks line up with linearly resized images.
-    case Interpolation::kNearest:
-      return cv::INTER_NEAREST_EXACT;
-    case Interpolation::kLinear:
-      return cv::INTER_LINEAR;
-    case Interpolation::kArea:
-      return cv::INTER_AREA;
-    case Interpolation::kCubic:
-      return cv::INTER_CUBIC;
-  }
-  return cv::INTER_LINEAR;
-}
 
 cv::Mat Wrap(ImageRef r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels), r.data); }
 
@@ -51,11 +36,21 @@ Status AugmentOptions::Validate() const {
     return Status::InvalidArgument("augment: need 0 < " + Opt("AugmentOptions::crop_ratio_min") +
                                    " <= " + Opt("AugmentOptions::crop_ratio_max"));
   }
+  if (resize_shorter < 0) {
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::resize_shorter") +
+                                   " must be >= 0");
+  }
+  if (resize_shorter > 0 && crop_scale_min < 1.0) {
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::resize_shorter") +
+                                   " (validation centre crop) and a random crop (" +
+                                   Opt("AugmentOptions::crop_scale_min") +
+                                   " < 1) exclude each other");
+  }
   return Status::OK();
 }
 
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
-                          uint64_t index, int src_h, int src_w) {
+                          uint64_t index, int src_h, int src_w, int out_h, int out_w) {
   auto rng = Rng::For(seed ^ kAugmentSalt, epoch, index);
   AugmentParams p;
   p.crop_w = src_w;
@@ -65,7 +60,17 @@ AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t
   const double u_flip_v = rng.Uniform();
   p.hflip = u_flip_h < options.hflip_p;
   p.vflip = u_flip_v < options.vflip_p;
-  if (!options.crops()) return p;
+  if (options.resize_shorter > 0 && out_h > 0 && out_w > 0) {
+    // Resize(N) + CenterCrop(out): the window, in source pixels, is out * shorter / N; torchvision
+    // places it at round((size - window) / 2).
+    const double s = static_cast<double>(std::min(src_h, src_w)) / options.resize_shorter;
+    p.crop_w = std::clamp(static_cast<int>(std::lround(out_w * s)), 1, src_w);
+    p.crop_h = std::clamp(static_cast<int>(std::lround(out_h * s)), 1, src_h);
+    p.crop_x = static_cast<int>(std::lround((src_w - p.crop_w) / 2.0));
+    p.crop_y = static_cast<int>(std::lround((src_h - p.crop_h) / 2.0));
+    return p;
+  }
+  if (options.crop_scale_min >= 1.0) return p;
   // torchvision's RandomResizedCrop: 10 tries, then a centre crop of the clamped ratio.
   const double area = static_cast<double>(src_h) * src_w;
   const double log_r0 = std::log(options.crop_ratio_min);
@@ -108,16 +113,12 @@ Status ApplyAugment(const AugmentParams& params, Interpolation interpolation, Im
                                    std::to_string(src.height) + "x" + std::to_string(src.width) +
                                    " source");
   }
-  const cv::Mat roi =
-      Wrap(src)(cv::Rect(params.crop_x, params.crop_y, params.crop_w, params.crop_h));
-  cv::Mat out = Wrap(dst);
-  if (roi.rows == out.rows && roi.cols == out.cols) {
-    roi.copyTo(out);
-  } else {
-    cv::resize(roi, out, out.size(), 0, 0, CvInterpolation(interpolation));
-  }
-  FlipInPlace(params, dst);
-  return Status::OK();
+  // One resampler for every path (codec/region.h): the loader's region decodes use it too.
+  return codec::ResampleRegion(
+      Wrap(src),
+      codec::RectF{static_cast<double>(params.crop_x), static_cast<double>(params.crop_y),
+                   static_cast<double>(params.crop_w), static_cast<double>(params.crop_h)},
+      interpolation, params.hflip, params.vflip, dst);
 }
 
 void FlipInPlace(const AugmentParams& params, ImageRef image) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codec/image.h"
+#include "codec/region.h"
 #include "dspipe/augment.h"
 #include "kernels/normalize_row.h"
 
@@ -26,23 +27,6 @@ Scratch& ThreadScratch() {
 }
 
 bool IsRaw(Codec c) { return c == Codec::kRaw || c == Codec::kRawZstd; }
-
-ImageRef Ref(cv::Mat& m) { return {m.data, m.rows, m.cols, m.channels()}; }
-
-// Decodes a payload into *out: straight to the stated size when the header knows it, else
-// whatever size the bytes say (plain LMDBs).
-Status DecodeToMat(Codec codec, std::span<const uint8_t> payload, int channels, int h, int w,
-                   bool is_mask, cv::Mat* out) {
-  if (h > 0 && w > 0) {
-    // The record header sizes the allocation: hold it to the decode limits first.
-    const Status fits = codec::CheckImageSize("record header", static_cast<uint64_t>(w),
-                                              static_cast<uint64_t>(h));
-    if (!fits.ok()) return Status::Corruption(fits.message());
-    out->create(h, w, CV_8UC(channels));
-    return codec::DecodePayloadInto(codec, payload, channels, h, w, out->data);
-  }
-  return is_mask ? codec::DecodeMask(payload, out) : codec::DecodeImage(payload, channels, out);
-}
 
 std::atomic<bool>& FusedFlag() {
   static std::atomic<bool> enabled{true};
@@ -75,6 +59,7 @@ class SampleJob {
   Status Run(const RecordView& rec) {
     const BatchShape& shape = ctx_.shape;
     const RecordHeader& h = rec.header;
+    rec_header_ = &h;
     *slot_.label = h.label;
     const bool has_mask = h.mask_codec != Codec::kNone && !rec.mask.empty();
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
@@ -92,34 +77,33 @@ class SampleJob {
       // LoadSample).
       const AugmentParams p = Draw(src_h, src_w);
       const bool try_fused = FusedDecodeEnabled() && !p.vflip;
-      bool image_fused = false, mask_fused = false;
+      bool image_fused = false, mask_fused = false;  // decoded mirrored (and normalized)
       {
-        ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
-        Status s;
-        if (try_fused) {
-          std::optional<NormalizeRows> rows;
-          if (shape.normalized) rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w);
-          s = codec::DecodePayloadFused(h.image_codec, rec.image, shape.channels, src_h, src_w,
-                                        p.hflip, rows ? &*rows : nullptr, slot_.image,
-                                        &image_fused);
-          if (!s.ok()) return Context(s, "image");
+        const uint64_t t0 = NowNs();
+        std::optional<NormalizeRows> rows;
+        if (try_fused && shape.normalized) {
+          rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w);
         }
-        if (!image_fused) {
-          s = codec::DecodePayloadInto(h.image_codec, rec.image, shape.channels, src_h, src_w,
-                                       slot_.image);
-          if (!s.ok()) return Context(s, "image");
-        }
+        codec::DecodeRequest q = Request(h.image_codec, rec.image, shape.channels, false);
+        q.dst = slot_.image;
+        q.fuse = try_fused;
+        q.mirror = p.hflip;
+        q.sink = rows ? &*rows : nullptr;
+        codec::DecodedImage img;
+        Status s = codec::DecodePayload(q, &ThreadScratch().image, &img);
+        if (!s.ok()) return Context(s, "image");
+        image_fused = img.path == DecodePath::kFused;
         if (shape.masks) {
-          if (try_fused) {
-            s = codec::DecodePayloadFused(h.mask_codec, rec.mask, 1, src_h, src_w, p.hflip,
-                                          nullptr, slot_.mask, &mask_fused);
-            if (!s.ok()) return Context(s, "mask");
-          }
-          if (!mask_fused) {
-            s = codec::DecodePayloadInto(h.mask_codec, rec.mask, 1, src_h, src_w, slot_.mask);
-            if (!s.ok()) return Context(s, "mask");
-          }
+          q = Request(h.mask_codec, rec.mask, 1, true);
+          q.dst = slot_.mask;
+          q.fuse = try_fused;
+          q.mirror = p.hflip;
+          codec::DecodedImage m;
+          s = codec::DecodePayload(q, &ThreadScratch().mask, &m);
+          if (!s.ok()) return Context(s, "mask");
+          mask_fused = m.path == DecodePath::kFused;
         }
+        RecordDecode(img.path, t0);
       }
       normalized_ = image_fused && shape.normalized;
       if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
@@ -129,31 +113,55 @@ class SampleJob {
       return Status::OK();
     }
 
-    // General path: decode into per-thread scratch, then crop / resize / flip into the batch.
+    // General path: draw the sample's crop first (the record header knows the source size; for
+    // plain LMDBs the image header), decode only what it keeps (codec::DecodePayload: a JPEG's
+    // MCUs covering the crop, at a DCT scale when the output is smaller), then resample that
+    // region into the batch with the flips.
     Scratch& scratch = ThreadScratch();
-    cv::Mat* image = &scratch.image;
+    int size_h = src_h, size_w = src_w;
+    if (size_h <= 0 || size_w <= 0) {
+      if (!codec::PeekImageSize(rec.image, &size_h, &size_w)) size_h = size_w = 0;
+    }
+    const bool drawn = size_h > 0 && size_w > 0;
+    AugmentParams p;
+    if (drawn) p = Draw(size_h, size_w);
+    codec::DecodedImage img, mask;
     {
-      ScopedStageTimer t(ctx_.stats, Stage::kDecode, index_);
-      Status s = DecodeToMat(h.image_codec, rec.image, decode_c, src_h, src_w, false, image);
+      const uint64_t t0 = NowNs();
+      codec::DecodeRequest q = Request(h.image_codec, rec.image, decode_c, false);
+      if (drawn) Crop(p, &q);
+      Status s = codec::DecodePayload(q, &scratch.image, &img);
       if (!s.ok()) return Context(s, "image");
-      if (image->channels() != shape.channels) {
-        cv::cvtColor(*image, scratch.converted,
+      if (img.image.channels() != shape.channels) {
+        cv::cvtColor(img.image, scratch.converted,
                      shape.channels == 3 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
-        image = &scratch.converted;
+        img.image = scratch.converted;
       }
       if (shape.masks) {
-        s = DecodeToMat(h.mask_codec, rec.mask, 1, src_h, src_w, true, &scratch.mask);
+        q = Request(h.mask_codec, rec.mask, 1, true);
+        if (drawn) Crop(p, &q);
+        q.out_height = q.out_width = 0;  // masks are never DCT-scaled
+        s = codec::DecodePayload(q, &scratch.mask, &mask);
         if (!s.ok()) return Context(s, "mask");
-        if (scratch.mask.size() != image->size()) {
+        if (mask.source_height != img.source_height || mask.source_width != img.source_width) {
           return Bad("mask size differs from the image size");
         }
       }
+      RecordDecode(img.path, t0);
     }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
-    const AugmentParams p = Draw(image->rows, image->cols);
-    Status s = ApplyAugment(p, aug.image_interpolation, Ref(*image), dst);
-    if (s.ok() && shape.masks)
-      s = ApplyAugment(p, Interpolation::kNearest, Ref(scratch.mask), dst_mask);
+    if (!drawn) {  // decoded whole at full size: draw now, the crop is the drawn rectangle
+      p = Draw(img.source_height, img.source_width);
+      img.crop = mask.crop =
+          codec::RectF{static_cast<double>(p.crop_x), static_cast<double>(p.crop_y),
+                       static_cast<double>(p.crop_w), static_cast<double>(p.crop_h)};
+    }
+    Status s =
+        codec::ResampleRegion(img.image, img.crop, aug.image_interpolation, p.hflip, p.vflip, dst);
+    if (s.ok() && shape.masks) {
+      s = codec::ResampleRegion(mask.image, mask.crop, Interpolation::kNearest, p.hflip, p.vflip,
+                                dst_mask);
+    }
     return s.ok() ? s : Context(s, "augment");
   }
 
@@ -161,8 +169,35 @@ class SampleJob {
   bool normalized() const { return normalized_; }
 
  private:
+  codec::DecodeRequest Request(Codec codec, std::span<const uint8_t> payload, int channels,
+                               bool is_mask) const {
+    codec::DecodeRequest q;
+    q.codec = codec;
+    q.payload = payload;
+    q.channels = channels;
+    q.is_mask = is_mask;
+    q.height = static_cast<int>(rec_header_->height);
+    q.width = static_cast<int>(rec_header_->width);
+    return q;
+  }
+  // The drawn crop and the output size it is resized to.
+  void Crop(const AugmentParams& p, codec::DecodeRequest* q) const {
+    q->crop_x = p.crop_x;
+    q->crop_y = p.crop_y;
+    q->crop_w = p.crop_w;
+    q->crop_h = p.crop_h;
+    q->out_height = ctx_.shape.height;
+    q->out_width = ctx_.shape.width;
+  }
+  // The decode span and which path the image took (the stage table's decode paths).
+  void RecordDecode(DecodePath path, uint64_t t0) const {
+    const uint64_t t1 = NowNs();
+    ctx_.stats->RecordSpan(Stage::kDecode, t0, t1, index_);
+    ctx_.stats->RecordDecodePath(path, t1 > t0 ? t1 - t0 : 0);
+  }
   AugmentParams Draw(int src_h, int src_w) {
-    AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w);
+    AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w,
+                                  ctx_.shape.height, ctx_.shape.width);
     *slot_.hflip = p.hflip ? 1 : 0;
     if (ctx_.options->defer_hflip) p.hflip = false;
     return p;
@@ -179,6 +214,7 @@ class SampleJob {
   const uint64_t seed_, epoch_, index_;
   const SampleSlot& slot_;
   bool normalized_ = false;
+  const RecordHeader* rec_header_ = nullptr;
 };
 
 }  // namespace

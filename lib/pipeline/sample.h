@@ -2,12 +2,17 @@
 // write it into its slot of a batch buffer (optionally normalized). Internal to dspipe.
 //
 // Fused path: when the output has the stored size (no crop or resize), no vertical flip, and a
-// payload is a PNG the fast decoder takes (codec::DecodePayloadFused), the horizontal flip is
+// payload is a PNG the fast decoder takes (codec::DecodePayload, fused), the horizontal flip is
 // done by the decoder (it writes the rows mirrored) and, for images with CPU float32 normalize,
 // each row is normalized as the decoder finishes it (kernels::RowNormalizerF32, bit-identical
 // to NormalizeNhwcToNchwF32). That work is then timed in the decode stage: such samples record
 // no augment span and add nothing to the batch's normalize time. Everything else takes the
 // unfused path (decode, FlipInPlace, NormalizeNhwcToNchwF32 after the sample).
+//
+// General path (crop, resize, other size): the augmentation is drawn first, then the decode
+// router (codec::DecodePayload) decodes only what the crop needs (a JPEG's MCUs covering it, at
+// a DCT scale when the output is smaller) and codec::ResampleRegion resizes it into the slot
+// with the flips (docs/DECODE.md). Each sample's decode path is counted in the stats.
 #pragma once
 
 #include <cstdint>

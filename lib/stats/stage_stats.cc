@@ -47,6 +47,28 @@ std::map<int, std::string>& Names() {
 
 }  // namespace
 
+const char* DecodePathName(DecodePath path) {
+  switch (path) {
+    case DecodePath::kFull:
+      return "full";
+    case DecodePath::kRoi:
+      return "roi";
+    case DecodePath::kScaled:
+      return "scaled";
+    case DecodePath::kRoiScaled:
+      return "roi+scaled";
+    case DecodePath::kProgressive:
+      return "progressive";
+    case DecodePath::kFused:
+      return "fused";
+    case DecodePath::kRaw:
+      return "raw";
+    case DecodePath::kCount:
+      break;
+  }
+  return "none";
+}
+
 const char* StageName(Stage stage) {
   switch (stage) {
     case Stage::kRead:
@@ -205,7 +227,34 @@ std::vector<StageSummary> StageStats::Summaries() const {
   return out;
 }
 
+void StageStats::RecordDecodePath(DecodePath path, uint64_t decode_ns) noexcept {
+  const int i = static_cast<int>(path);
+  if (i < 0 || i >= kNumDecodePaths) return;
+  paths_[static_cast<size_t>(i)].count.fetch_add(1, std::memory_order_relaxed);
+  paths_[static_cast<size_t>(i)].total_ns.fetch_add(decode_ns, std::memory_order_relaxed);
+}
+
+std::vector<DecodePathSummary> StageStats::DecodePaths() const {
+  std::vector<DecodePathSummary> out;
+  for (int i = 0; i < kNumDecodePaths; ++i) {
+    DecodePathSummary s;
+    s.path = static_cast<DecodePath>(i);
+    s.count = paths_[static_cast<size_t>(i)].count.load(std::memory_order_relaxed);
+    if (s.count == 0) continue;
+    s.total_ms = static_cast<double>(
+                     paths_[static_cast<size_t>(i)].total_ns.load(std::memory_order_relaxed)) /
+                 kNsPerMs;
+    s.mean_ms = s.total_ms / static_cast<double>(s.count);
+    out.push_back(s);
+  }
+  return out;
+}
+
 void StageStats::Reset() {
+  for (PathCounters& p : paths_) {
+    p.count.store(0, std::memory_order_relaxed);
+    p.total_ns.store(0, std::memory_order_relaxed);
+  }
   for (Counters& c : counters_) {
     c.count.store(0, std::memory_order_relaxed);
     c.total_ns.store(0, std::memory_order_relaxed);

@@ -39,6 +39,7 @@ class LoaderArgs(_PlainArgs, total=False):
     vflip: float
     crop_scale: tuple[float, float]
     crop_ratio: tuple[float, float]
+    resize_shorter: int
     interpolation: str
     mean: _Floats | None
     std: _Floats | None
@@ -65,6 +66,8 @@ class BuildArgs(_PlainArgs, total=False):
     compression: str
     zstd_level: int
     resize: tuple[int, int] | None
+    max_side: int
+    jpeg_quality: int
     gray: bool
     shuffle: bool
     seed: int

@@ -128,6 +128,9 @@ LOADER: dict[str, Kwarg] = {
                     _pair),
     "crop_ratio": K("AugmentOptions::crop_ratio_min AugmentOptions::crop_ratio_max",
                     "random resized crop: aspect ratio (w/h) range (min, max)", _pair),
+    "resize_shorter": K("AugmentOptions::resize_shorter",
+                        "validation geometry: scale the shorter side to this, then centre-crop "
+                        "the output size (torchvision Resize + CenterCrop); 0 = off"),
     "interpolation": K("AugmentOptions::image_interpolation",
                        "image resampling: 'nearest', 'linear', 'area', 'cubic' (masks: nearest)",
                        _enum(E.Interpolation)),
@@ -177,6 +180,10 @@ BUILD: dict[str, Kwarg] = {
     "zstd_level": K("BuildOptions::zstd_level", "store='raw' + zstd: 1 (fast) .. 22 (small)"),
     "resize": K("BuildOptions::resize_height BuildOptions::resize_width",
                 "(height, width) to store; None = keep", _size, "None"),
+    "max_side": K("BuildOptions::max_side", "shrink images whose longer side exceeds this "
+                  "(aspect kept); 0 = off"),
+    "jpeg_quality": K("BuildOptions::jpeg_quality", "1..100: store every image as a JPEG of "
+                      "this quality; 0 = keep (re-encoded ones as PNG)"),
     "gray": K("BuildOptions::gray", "store 1-channel images"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),

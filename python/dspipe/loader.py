@@ -169,8 +169,9 @@ def _state_options_v1(fp: dict[str, Any]) -> list[tuple[str, str]]:
 class Loader:
     """Batches of a dspipe dataset: dspipe.Loader(path, **options).
 
-    path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// URL of a
-    served dataset directory (fetched into the cache, then read there).
+    path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// or
+    s3://bucket/prefix/ URL of a dataset directory (its manifest.json lists the files; s3:
+    docs/STORAGE.md for the credentials), fetched into the cache, then read there.
 
     Each option is a keyword argument that sets one C++ option field (include/dspipe/*.h) by
     name; its default is the C++ default. An unknown name raises TypeError naming the close

@@ -17,13 +17,16 @@ or one machine); see docs/SCALE.md for the limits. Requires `pip install dspipe[
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
 import time
 from typing import Any, Callable
 
 import dspipe
+from . import _dspipe
 from ._progress import Progress
 
 try:
@@ -90,6 +93,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
             num_cpus_per_task: float = 1, memory: int | None = None, max_retries: int = 3,
             overwrite: bool = False, progress: bool | Callable[[dict], Any] = True,
             report_every_s: float = 0.5, fresh_worker_per_task: bool = False,
+            staging: str | os.PathLike | None = None, push_part_mb: int = 16,
             **build_options: Any) -> dict:
     """Converts SRC into OUT (a sharded dataset, as `dsconvert build --shards num_shards`) with
     one Ray task per shard, then assembles OUT/manifest.json. Needs ray.init() first (or starts a
@@ -107,6 +111,12 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     shard; costs a worker start (about 1-2 s) per shard. build_options: dspipe.build()'s
     (store, shuffle, seed, on_error, check, resize, gray, sync, commit_mb, threads).
 
+    out may be an s3://bucket/prefix/ URL (docs/STORAGE.md): the shards are built and assembled
+    in `staging` (default: a directory in the temp dir named after the URL, so a rerun resumes;
+    like a local `out`, every Ray node must see it), then pushed as `dsconvert push` does
+    (multipart parts of push_part_mb MiB, every part checked, manifest.json last, a re-push
+    uploads nothing), then staging is removed; the result gains "pushed" (the push's counts).
+
     Returns {"records", "shards", "skipped", "report_path", "seconds", "attempts":
     {shard: n}, "resumed": {shard: resumed_from}} (attempts > 1: the shard was retried).
     """
@@ -117,6 +127,10 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
         raise ValueError("pass overwrite to convert(), not as a build option")
     if not isinstance(num_shards, int) or num_shards < 2:
         raise ValueError(f"num_shards must be an int >= 2, got {num_shards!r}")
+    url = os.fspath(out) if str(out).lower().startswith("s3://") else None
+    if url is not None:
+        out = staging if staging is not None else os.path.join(
+            tempfile.gettempdir(), "dspipe-ray-" + hashlib.sha256(url.encode()).hexdigest()[:16])
     src, out = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(out))
     if not os.path.exists(src):
         raise FileNotFoundError(f"{src}: no such source")
@@ -175,12 +189,18 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     else:
         joined = ray.get(ray.remote(_assemble).options(num_cpus=0).remote(out))
     ray.kill(board)
-    return {"records": joined["records"], "shards": joined["shards"],
-            "skipped": joined["skipped"], "report_path": joined["report_path"],
-            "seconds": time.monotonic() - t0,
-            "task_seconds": {r["shard"]: r["seconds"] for r in results},
-            "attempts": {i: s["attempts"] for i, s in sorted(shards.items())},
-            "resumed": {r["shard"]: r["resumed_from"] for r in results}}
+    result = {"records": joined["records"], "shards": joined["shards"],
+              "skipped": joined["skipped"], "report_path": joined["report_path"],
+              "seconds": time.monotonic() - t0,
+              "task_seconds": {r["shard"]: r["seconds"] for r in results},
+              "attempts": {i: s["attempts"] for i, s in sorted(shards.items())},
+              "resumed": {r["shard"]: r["resumed_from"] for r in results}}
+    if url is not None:
+        result["pushed"] = _dspipe.push(out, url, push_part_mb << 20, 8)
+        shutil.rmtree(out)
+        result["report_path"] = ""  # it was in staging
+        result["seconds"] = time.monotonic() - t0
+    return result
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,9 +33,11 @@
 #include "dspipe/fetch.h"
 #include "dspipe/loader.h"
 #include "dspipe/log.h"
+#include "dspipe/push.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 #include "dspipe/synth.h"
+#include "build_info.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -459,6 +461,33 @@ NB_MODULE(_dspipe, m) {
       },
       "url"_a, "dest_dir"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
 
+  // dsconvert push (docs/STORAGE.md): dspipe.ray.convert(..., out="s3://...") uses it.
+  m.def(
+      "push",
+      [](const std::string& db, const std::string& url, uint64_t part_size, int retries) {
+        PushOptions o;
+        o.part_size = part_size;
+        o.fetch.retries = retries;
+        PushResult r;
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = PushDataset(db, url, o, &r);
+        }
+        ThrowIfError(s);
+        nb::dict d;
+        d["files"] = r.files;
+        d["files_uploaded"] = r.files_uploaded;
+        d["files_in_place"] = r.files_in_place;
+        d["parts_uploaded"] = r.parts_uploaded;
+        d["parts_resumed"] = r.parts_resumed;
+        d["bytes"] = r.bytes;
+        d["bytes_uploaded"] = r.bytes_uploaded;
+        d["already_present"] = r.already_present;
+        return d;
+      },
+      "db"_a, "url"_a, "part_size"_a, "retries"_a);
+
   // URLs whose query is a secret (a signature or a token): how dspipe shows them, and what
   // identifies the object (docs/FETCH.md, "Signed and token URLs").
   m.def("redact_url", &RedactUrl, "url"_a);
@@ -507,6 +536,7 @@ NB_MODULE(_dspipe, m) {
     return d;
   });
   m.def("log", [](const std::string& message) { Log(LogLevel::kInfo, message); });
+  RegisterBuildInfo(m);
 
   // The options structs (bind_options.h) and the names Python gives them in messages.
   python::BindOptions(m);

@@ -32,6 +32,26 @@ using dspipe::testing::AsBytes;
 using dspipe::testing::PutBe32;
 
 // Restores the process-wide switch when a test ends.
+// The router's fused PNG path (DecodePayload with dst and fuse): *fused says whether it took it.
+Status DecodeFused(Codec codec, const std::string& png, int channels, int h, int w, bool mirror,
+                   PngRowSink* sink, uint8_t* dst, bool* fused) {
+  DecodeRequest q;
+  q.codec = codec;
+  q.payload = AsBytes(png);
+  q.channels = channels;
+  q.height = h;
+  q.width = w;
+  q.dst = dst;
+  q.fuse = true;
+  q.mirror = mirror;
+  q.sink = sink;
+  cv::Mat scratch;
+  DecodedImage d;
+  const Status s = DecodePayload(q, &scratch, &d);
+  *fused = d.path == DecodePath::kFused;
+  return s;
+}
+
 struct FastPathScope {
   explicit FastPathScope(bool on) { SetPngFastPathEnabled(on); }
   ~FastPathScope() { SetPngFastPathEnabled(true); }
@@ -323,7 +343,7 @@ class NormalizingSink final : public PngRowSink {
   uint32_t next_ = 0;
 };
 
-// DecodePayloadFused (mirror off/on, AVX2 and plain row normalizer) against the unfused steps:
+// The fused path (mirror off/on, AVX2 and plain row normalizer) against the unfused steps:
 // DecodePayloadInto, cv::flip, NormalizeNhwcToNchwF32 (itself checked against the formula
 // written out). Bit for bit, uint8 and float.
 void ExpectFusedSameAsUnfused(const std::string& png, const std::string& what) {
@@ -333,16 +353,12 @@ void ExpectFusedSameAsUnfused(const std::string& png, const std::string& what) {
     const bool takes = route.decoder == PngDecoder::kFast &&
                        (channels == 3 || route.header.color_type == 0);
     if (!takes) {
-      // Not for the fused path: nothing written, the caller falls back.
-      std::vector<uint8_t> dst(16, 0xAB);
+      // Not for the fused path: the router decodes it the unfused way (nothing mirrored).
       bool fused = true;
       const int fh = h > 0 ? h : 1, fw = w > 0 ? w : 1;
       std::vector<uint8_t> big(static_cast<size_t>(fh) * fw * channels, 0xAB);
-      EXPECT_TRUE(DecodePayloadFused(Codec::kPng, AsBytes(png), channels, fh, fw, false, nullptr,
-                                     big.data(), &fused)
-                      .ok());
+      (void)DecodeFused(Codec::kPng, png, channels, fh, fw, true, nullptr, big.data(), &fused);
       EXPECT_FALSE(fused) << what;
-      EXPECT_TRUE(std::all_of(big.begin(), big.end(), [](uint8_t v) { return v == 0xAB; }));
       continue;
     }
     const size_t n = static_cast<size_t>(h) * w * channels;
@@ -373,8 +389,8 @@ void ExpectFusedSameAsUnfused(const std::string& png, const std::string& what) {
         std::vector<float> got_f(n, -1.0f);
         NormalizingSink sink(p, plain, h, w, dst.data(), got_f.data());
         bool fused = false;
-        const Status s = DecodePayloadFused(Codec::kPng, AsBytes(png), channels, h, w, mirror,
-                                            &sink, dst.data(), &fused);
+        const Status s =
+            DecodeFused(Codec::kPng, png, channels, h, w, mirror, &sink, dst.data(), &fused);
         const std::string where = what + " channels " + std::to_string(channels) + " mirror " +
                                   std::to_string(mirror) + " plain " + std::to_string(plain);
         ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
@@ -394,31 +410,49 @@ TEST(PngFused, FallsBackForOtherSizesCodecsAndLibspngFiles) {
   ASSERT_TRUE(EncodePng(rgb, 1, &png).ok());
   std::vector<uint8_t> dst(8 * 8 * 3, 0xAB);
   bool fused = true;
-  // Another size than the PNG's: the caller's DecodePayloadInto reports the mismatch.
-  ASSERT_TRUE(DecodePayloadFused(Codec::kPng, AsBytes(png), 3, 8, 8, false, nullptr, dst.data(),
-                                 &fused).ok());
+  // Another size than the PNG's: not fused, and the router reports the mismatch.
+  Status s = DecodeFused(Codec::kPng, png, 3, 8, 8, false, nullptr, dst.data(), &fused);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_FALSE(fused);
-  // A raw payload, an RGB PNG asked for one channel, the fast path switched off.
-  fused = true;
-  ASSERT_TRUE(DecodePayloadFused(Codec::kRaw, AsBytes(png), 3, 5, 7, false, nullptr, dst.data(),
-                                 &fused).ok());
+  // A raw payload of the wrong size: raw, never fused.
+  s = DecodeFused(Codec::kRaw, png, 3, 5, 7, false, nullptr, dst.data(), &fused);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_FALSE(fused);
-  fused = true;
-  ASSERT_TRUE(DecodePayloadFused(Codec::kPng, AsBytes(png), 1, 5, 7, false, nullptr, dst.data(),
-                                 &fused).ok());
+  // An RGB PNG asked for one channel, the fast path switched off, the request not asking for
+  // fusion: decoded the unfused way, never mirrored, same pixels as DecodePayloadInto.
+  std::vector<uint8_t> gray(5 * 7), want_gray(5 * 7);
+  ASSERT_TRUE(DecodeFused(Codec::kPng, png, 1, 5, 7, true, nullptr, gray.data(), &fused).ok());
   EXPECT_FALSE(fused);
+  ASSERT_TRUE(DecodePayloadInto(Codec::kPng, AsBytes(png), 1, 5, 7, want_gray.data()).ok());
+  EXPECT_EQ(gray, want_gray);
+  std::vector<uint8_t> want(5 * 7 * 3);
+  ASSERT_TRUE(DecodePayloadInto(Codec::kPng, AsBytes(png), 3, 5, 7, want.data()).ok());
   {
     FastPathScope off(false);
     fused = true;
-    ASSERT_TRUE(DecodePayloadFused(Codec::kEncoded, AsBytes(png), 3, 5, 7, false, nullptr,
-                                   dst.data(), &fused).ok());
+    ASSERT_TRUE(DecodeFused(Codec::kEncoded, png, 3, 5, 7, true, nullptr, dst.data(), &fused).ok());
     EXPECT_FALSE(fused);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), dst.begin()));
   }
-  EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](uint8_t v) { return v == 0xAB; }));
-  // Taken: kEncoded with PNG bytes.
-  ASSERT_TRUE(DecodePayloadFused(Codec::kEncoded, AsBytes(png), 3, 5, 7, true, nullptr,
-                                 dst.data(), &fused).ok());
+  DecodeRequest q;
+  q.codec = Codec::kPng;
+  q.payload = AsBytes(png);
+  q.height = 5;
+  q.width = 7;
+  q.dst = dst.data();
+  q.mirror = true;  // ignored without fuse
+  cv::Mat scratch;
+  DecodedImage d;
+  ASSERT_TRUE(DecodePayload(q, &scratch, &d).ok());
+  EXPECT_EQ(d.path, DecodePath::kFull);
+  EXPECT_FALSE(d.mirrored);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), dst.begin()));
+  // Taken: kEncoded with PNG bytes, mirrored.
+  ASSERT_TRUE(DecodeFused(Codec::kEncoded, png, 3, 5, 7, true, nullptr, dst.data(), &fused).ok());
   EXPECT_TRUE(fused);
+  cv::Mat mirrored;
+  cv::flip(cv::Mat(5, 7, CV_8UC3, want.data()), mirrored, 1);
+  EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + 5 * 7 * 3, mirrored.data));
 }
 
 TEST(PngFused, CorruptFileIsCorruptionWithTheReason) {
@@ -435,8 +469,7 @@ TEST(PngFused, CorruptFileIsCorruptionWithTheReason) {
   std::vector<float> out(dst.size());
   NormalizingSink sink(NormalizeParams::ImageNet(), false, h, w, dst.data(), out.data());
   bool fused = false;
-  const Status s =
-      DecodePayloadFused(Codec::kPng, AsBytes(png), 3, h, w, true, &sink, dst.data(), &fused);
+  const Status s = DecodeFused(Codec::kPng, png, 3, h, w, true, &sink, dst.data(), &fused);
   EXPECT_TRUE(fused);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("filter type 7"), std::string::npos) << s.ToString();

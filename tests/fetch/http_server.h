@@ -26,8 +26,9 @@ namespace dspipe::testing {
 
 class HttpServer {
  public:
-  // Serves root/<name> at http://127.0.0.1:<port>/files/<name>.
-  explicit HttpServer(const std::string& root) {
+  // Serves root/<name> at http://127.0.0.1:<port>/files/<name>. HttpServer("--proxy", PORT):
+  // forwards to 127.0.0.1:PORT (an S3 server) and misbehaves on command (server.py's docstring).
+  explicit HttpServer(const std::string& root, const std::string& upstream_port = "") {
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
       throw std::runtime_error("pipe");
@@ -37,8 +38,9 @@ class HttpServer {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     const std::string script = std::string(DSPIPE_SOURCE_DIR) + "/tests/fetch/server.py";
     std::vector<char*> argv = {const_cast<char*>("/usr/bin/python3"),
-                               const_cast<char*>(script.c_str()), const_cast<char*>(root.c_str()),
-                               nullptr};
+                               const_cast<char*>(script.c_str()), const_cast<char*>(root.c_str())};
+    if (!upstream_port.empty()) argv.push_back(const_cast<char*>(upstream_port.c_str()));
+    argv.push_back(nullptr);
     if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0)
       throw std::runtime_error("spawn server.py");
     posix_spawn_file_actions_destroy(&fa);
@@ -60,6 +62,7 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  int port() const { return port_; }
   std::string Url(const std::string& name, const std::string& query = "") const {
     return "http://127.0.0.1:" + std::to_string(port_) + "/files/" + name +
            (query.empty() ? "" : "?" + query);

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """An HTTP/1.1 file server on 127.0.0.1 that misbehaves on command, for the fetch tests.
 
-Usage: server.py ROOT
-Serves ROOT/<name> at /files/<name>. It binds port 0 and prints "PORT <n>" on stdout.
+Usage: server.py ROOT | server.py --proxy UPSTREAM_PORT
+Serves ROOT/<name> at /files/<name>; or (--proxy) forwards every request, headers (Host
+included: SigV4 signatures stay valid) and body as they are, to 127.0.0.1:UPSTREAM_PORT (an S3
+server, SeaweedFS) and misbehaves on its answers as told (see "Proxy mode" below). It binds
+port 0 and prints "PORT <n>" on stdout.
 Every request is printed as "REQ <json>" (path, query, Range, If-Range, Accept-Encoding)
 before it is answered. Commands on stdin, one per line:
   release   let one request paused by ?pause=N continue
@@ -26,9 +29,20 @@ Query parameters (counted per path+query; "n" is this request's 0-based index):
   corrupt=K                      the first K requests get the file with one byte flipped
   wrong416=1                     a 416 names the wrong length
   validator=etag|lm|weak|none    which validator to send (default etag, plus Last-Modified)
+Proxy mode: REQ lines add "method", "if_match", "host" and "token" (an x-amz-security-token
+was sent); requests are counted per method +
+path + query; the rules of "set PATH QUERY" apply to requests of PATH (the method given by
+method=M, default GET):
+  fail=K&code=C[&s3code=X][&retry_after=S]  the first K get status C with an S3 error body
+                                 <Code>X</Code> (default: SlowDown for 503, ExpiredToken for 403,
+                                 InternalError otherwise), without reaching the server
+  cut=B[&cuts=K], pause=B        as above, on the server's answer
+  cut                            (a command) the request paused by pause=B cuts its connection
+                                 instead of going on ("release" lets it go on)
 """
 import email.utils
 import hashlib
+import http.client
 import json
 import os
 import socket
@@ -41,6 +55,7 @@ ROOT = sys.argv[1]
 COUNTS = {}
 LOCK = threading.Lock()
 RELEASE = threading.Semaphore(0)
+CUT_PAUSED = []  # "cut" was said: the paused request cuts instead of going on
 RULES = {}  # path -> query parameters set by "set PATH QUERY"
 AUTH = {}  # path prefix -> (param, value, code) set by "auth PREFIX PARAM VALUE [CODE]"
 OUT = threading.Lock()
@@ -150,6 +165,11 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 emit("PAUSED " + url.path)
                 RELEASE.acquire()
+                if CUT_PAUSED:
+                    CUT_PAUSED.pop()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 self.send_body(body[limit:])
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
@@ -171,10 +191,108 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+S3_CODES = {503: ("SlowDown", "Please reduce your request rate."),
+            403: ("ExpiredToken", "The provided token has expired.")}
+
+
+class Proxy(Handler):
+    """Forwards to the upstream S3 server; misbehaves per "set" rules (see the docstring)."""
+
+    def do_GET(self):
+        self.forward()
+
+    def do_HEAD(self):
+        self.forward()
+
+    def do_PUT(self):
+        self.forward()
+
+    def do_POST(self):
+        self.forward()
+
+    def do_DELETE(self):
+        self.forward()
+
+    def forward(self):
+        url = urllib.parse.urlsplit(self.path)
+        length = int(self.headers.get("Content-Length", 0) or 0)
+        data = self.rfile.read(length) if length else b""
+        with LOCK:
+            q = dict(RULES.get(url.path, {}))
+            key = self.command + " " + self.path
+            n = COUNTS.get(key, 0)
+            COUNTS[key] = n + 1
+        emit("REQ " + json.dumps({
+            "method": self.command, "path": url.path, "query": url.query, "n": n,
+            "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+            "if_match": self.headers.get("If-Match"), "host": self.headers.get("Host"),
+            "token": self.headers.get("X-Amz-Security-Token") is not None,
+            "accept_encoding": self.headers.get("Accept-Encoding")}))
+        faulty = q.get("method", "GET") == self.command
+        if faulty and n < int(q.get("fail", 0)):
+            code = int(q.get("code", 503))
+            s3code, msg = S3_CODES.get(code, ("InternalError", "We encountered an internal error."))
+            s3code = q.get("s3code", s3code)
+            body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
+                    "<Message>%s</Message><Resource>%s</Resource></Error>"
+                    % (s3code, msg, url.path)).encode()
+            return self.answer(code, [("Content-Type", "application/xml")], body,
+                               q.get("retry_after"))
+        conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM[0], timeout=600)
+        conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+        for k, v in self.headers.items():
+            conn.putheader(k, v)
+        conn.endheaders(data if data else None)
+        resp = conn.getresponse()
+        body = resp.read()
+        headers = [(k, v) for k, v in resp.getheaders()
+                   if k.lower() not in ("content-length", "transfer-encoding", "connection")]
+        if self.command == "HEAD":
+            headers.append(("Content-Length", resp.getheader("Content-Length", "0")))
+        conn.close()
+        limit, mode = None, None
+        for k in ("cut", "pause"):
+            if faulty and k in q and n < (int(q.get("cuts", 1)) if k == "cut" else 1):
+                limit, mode = int(q[k]), k
+        self.answer(resp.status, headers, body, None, limit, mode, url.path)
+
+    def answer(self, code, headers, body, retry_after, limit=None, mode=None, path=""):
+        self.send_response_only(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
+        if self.command != "HEAD":
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        try:
+            if limit is None:
+                return self.send_body(body)
+            self.send_body(body[:limit])
+            if mode == "pause":
+                emit("PAUSED " + path)
+                RELEASE.acquire()
+                if not CUT_PAUSED:
+                    return self.send_body(body[limit:])
+                CUT_PAUSED.pop()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+UPSTREAM = [0]
+
+
 def commands():
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "release":
+            RELEASE.release()
+        elif cmd == "cut":
+            CUT_PAUSED.append(True)
             RELEASE.release()
         elif cmd == "sync":
             emit("SYNC")
@@ -192,7 +310,11 @@ def commands():
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    handler = Handler
+    if ROOT == "--proxy":
+        UPSTREAM[0] = int(sys.argv[2])
+        handler = Proxy
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     emit("PORT %d" % server.server_address[1])
     threading.Thread(target=commands, daemon=True).start()

@@ -3,7 +3,7 @@
 // DecodeMask for gray files too); where both accept it, the pixels must be identical. The fast
 // path may refuse more (trailing data, an ancillary chunk's CRC, bytes after IEND) but never
 // decode differently. Each input is tried as it is and with every chunk CRC recomputed. Errors
-// must carry a reason. The loader's fused path (DecodePayloadFused: rows written mirrored and
+// must carry a reason. The loader's fused path (DecodePayload with fuse: rows written mirrored and
 // handed to a sink one by one) must fail exactly when the plain fast decode fails, and otherwise
 // give its pixels mirrored, every row handed over once, in order.
 #include <zlib.h>
@@ -45,7 +45,7 @@ std::vector<uint8_t> WithFixedCrcs(const uint8_t* data, size_t size) {
   return v;
 }
 
-// Checks the rows DecodePayloadFused hands over: in order, each the final row of dst.
+// Checks the rows the fused path hands over: in order, each the final row of dst.
 class RowCheck final : public codec::PngRowSink {
  public:
   RowCheck(const uint8_t* dst, size_t row_bytes) : dst_(dst), row_bytes_(row_bytes) {}
@@ -67,10 +67,21 @@ void CheckFused(std::span<const uint8_t> file, const codec::PngHeader& header, i
   const size_t row_bytes = static_cast<size_t>(w) * static_cast<size_t>(channels);
   std::vector<uint8_t> dst(row_bytes * static_cast<size_t>(h));
   RowCheck sink(dst.data(), row_bytes);
-  bool fused = false;
-  const Status s = codec::DecodePayloadFused(Codec::kPng, file, channels, h, w, true, &sink,
-                                             dst.data(), &fused);
-  DSPIPE_FUZZ_CHECK(fused);
+  codec::DecodeRequest q;
+  q.codec = Codec::kPng;
+  q.payload = file;
+  q.channels = channels;
+  q.height = h;
+  q.width = w;
+  q.dst = dst.data();
+  q.fuse = true;
+  q.mirror = true;
+  q.sink = &sink;
+  cv::Mat scratch;
+  codec::DecodedImage d;
+  const Status s = codec::DecodePayload(q, &scratch, &d);
+  // Fused, or refused before decoding (a size over the DecodeLimits: the fast path refuses too).
+  DSPIPE_FUZZ_CHECK(d.path == DecodePath::kFused || (!s.ok() && !fast_status.ok()));
   DSPIPE_FUZZ_CHECK(s.ok() == fast_status.ok());
   if (!s.ok()) {
     DSPIPE_FUZZ_CHECK(!s.message().empty());

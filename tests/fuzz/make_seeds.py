@@ -227,3 +227,19 @@ put("archive", "classes.tar", tar_bytes([("cat/a.png", small_png, "file"),
 zst = subprocess.run(["zstd", "-q", "-c"], input=tar_bytes(folder), stdout=subprocess.PIPE,
                      check=True).stdout
 put("archive", "folder.tar.zst", zst)
+
+# jpeg_region: 6 parameter bytes (crop x, y, w, h /255, output side - 1, flags: bit0 gray,
+# bit1 scale 8/8 + differential check) then a JPEG: 4:2:0, progressive, restart markers, gray.
+yy, xx = np.mgrid[0:37, 0:45]
+smooth = np.dstack([xx * 5, yy * 6, (xx + yy) * 3]).astype(np.uint8)
+smooth = np.clip(smooth.astype(int) + rng.integers(-20, 20, smooth.shape), 0, 255).astype(np.uint8)
+region_files = {
+    "baseline": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_QUALITY, 90)),
+    "progressive": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_PROGRESSIVE, 1)),
+    "restart": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_RST_INTERVAL, 2)),
+    "gray": enc(".jpg", smooth[:, :, 0]),
+}
+for name, data in region_files.items():
+    put("jpeg_region", f"{name}_roi", bytes([60, 90, 128, 100, 15, 2]) + data)
+    put("jpeg_region", f"{name}_scaled", bytes([10, 0, 250, 250, 7, 0]) + data)
+    put("jpeg_region", f"{name}_gray", bytes([200, 200, 255, 255, 40, 3]) + data)

@@ -1,6 +1,6 @@
-// dsconvert: synth | build | assemble | verify | info | fetch. Parses flags and calls the library
-// (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found
-// bad records.
+// dsconvert: synth | build | assemble | verify | info | fetch | push. Parses flags and calls the
+// library (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h, dspipe/push.h, dspipe/cache.h). Exit
+// codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found bad records.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -8,9 +8,11 @@
 #include <iostream>
 
 #include "../option_names.h"
+#include "dspipe/cache.h"
 #include "dspipe/convert.h"
 #include "dspipe/fetch.h"
 #include "dspipe/limits.h"
+#include "dspipe/push.h"
 #include "dspipe/synth.h"
 #include "progress.h"
 
@@ -25,6 +27,18 @@ bool ParseSize(const std::string& s, int* w, int* h) {
 int Fail(const dspipe::Status& s) {
   std::fprintf(stderr, "dsconvert: %s\n", dspipe::cli::Describe(s).c_str());
   return 1;
+}
+
+// verify/info of a dataset URL (http(s)://, s3://) read the cache's verified copy, made as the
+// Loader makes it (docs/CACHE.md "A dataset URL"); a local path is used in place.
+dspipe::Status LocalCopy(const std::string& db, std::string* path,
+                         std::unique_ptr<dspipe::CacheLease>* lease) {
+  dspipe::CacheOptions co;
+  co.mode = "off";  // a local path stays in place; a URL takes "off" as "auto"
+  dspipe::CacheResult r;
+  DSPIPE_RETURN_IF_ERROR(dspipe::AcquireCache(db, co, &r, lease));
+  *path = r.path;
+  return dspipe::Status::OK();
 }
 
 }  // namespace
@@ -66,6 +80,13 @@ int Run(int argc, char** argv) {
   build->add_option("--zstd-level", bo.zstd_level, "zstd level for --store raw")
       ->capture_default_str();
   build->add_option("--resize", resize, "WxH (images area/linear, masks nearest)");
+  build->add_option("--max-side", bo.max_side,
+                    "shrink images whose longer side exceeds N to N (aspect kept; re-encoded)")
+      ->check(CLI::PositiveNumber)
+      ->excludes("--resize");
+  build->add_option("--jpeg-quality", bo.jpeg_quality,
+                    "store every image as a JPEG of quality Q (1..100, 4:2:0), not --store raw")
+      ->check(CLI::Range(1, 100));
   build->add_flag("--gray", bo.gray, "store 1-channel images");
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
@@ -137,15 +158,35 @@ int Run(int argc, char** argv) {
         ->capture_default_str();
   }
 
+  // ---- push
+  std::string push_db, push_url;
+  dspipe::PushOptions po;
+  double push_part_mb = 16;
+  bool push_quiet = false;
+  auto* push = app.add_subcommand(
+      "push",
+      "upload a dataset to s3://bucket/prefix/ (multipart, every part's MD5 checked, "
+      "resumable after a kill, manifest.json last; a re-push checks and uploads nothing)");
+  push->add_option("db", push_db, "dataset directory (with manifest.json)")->required();
+  push->add_option("url", push_url, "s3://bucket/prefix/")->required();
+  push->add_option("--part-mb", push_part_mb, "multipart part size in MiB (at least 5)")
+      ->capture_default_str()
+      ->check(CLI::Range(5.0, 5120.0));
+  push->add_option("--retries", po.fetch.retries, "retries in a row of a failed request")
+      ->capture_default_str();
+  push->add_flag("-q,--quiet", push_quiet, "no progress output");
+
   // ---- fetch
   std::string fetch_url, fetch_dest;
   dspipe::FetchOptions fo;
   bool fetch_quiet = false;
   auto* fetch = app.add_subcommand(
-      "fetch", "resumable, verified download of URL (http, https, file://) or copy of a path; "
-               "with --dataset (or a URL whose path ends in '/') a whole dataset directory; a "
-               "URL's query (a signature or token) is sent, never printed");
-  fetch->add_option("url", fetch_url, "http(s):// or file:// URL, or a local path")->required();
+      "fetch",
+      "resumable, verified download of URL (http, https, s3, file://) or copy of a path; "
+      "with --dataset (or a URL whose path ends in '/') a whole dataset directory; a "
+      "URL's query (a signature or token) is sent, never printed");
+  fetch->add_option("url", fetch_url, "http(s)://, s3:// or file:// URL, or a local path")
+      ->required();
   fetch->add_option("dest", fetch_dest,
                     "destination file (DEST.part while in progress); an existing directory, or "
                     "none (the current one): the file named after the URL's path goes there");
@@ -187,6 +228,10 @@ int Run(int argc, char** argv) {
       return 2;
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
+    if (bo.jpeg_quality > 0 && bo.store == dspipe::StoreMode::kRaw) {
+      std::fprintf(stderr, "dsconvert build: --jpeg-quality stores JPEGs; it excludes --store raw\n");
+      return 2;
+    }
     bo.compression =
         compression == "none" ? dspipe::Compression::kNone : dspipe::Compression::kZstd;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
@@ -238,10 +283,13 @@ int Run(int argc, char** argv) {
     vo.threads = verify_threads;
     vo.file_sha256 = !verify_no_sha;
     dspipe::VerifyResult r;
-    dspipe::Status s = dspipe::VerifyDataset(db, vo, &r);
+    std::string path;
+    std::unique_ptr<dspipe::CacheLease> lease;
+    dspipe::Status s = LocalCopy(db, &path, &lease);
+    if (s.ok()) s = dspipe::VerifyDataset(path, vo, &r);
     if (!s.ok()) return Fail(s);
     for (const std::string& p : r.problems) std::printf("BAD %s\n", p.c_str());
-    std::printf("%s: %llu records, %llu bad", db.c_str(),
+    std::printf("%s: %llu records, %llu bad", dspipe::RedactUrl(db).c_str(),
                 static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.bad));
     if (r.files_listed) {
       std::printf("; %llu files (%s), %llu bad", static_cast<unsigned long long>(r.files),
@@ -313,10 +361,40 @@ int Run(int argc, char** argv) {
     std::printf("\n");
     return 0;
   }
-  if (*info) {
-    std::string text;
-    dspipe::Status s = dspipe::DescribeDataset(db, &text);
+  if (*push) {
+    po.part_size = static_cast<uint64_t>(push_part_mb * (1 << 20));
+    dspipe::cli::Progress progress("push", dspipe::cli::Progress::Unit::kBytes);
+    if (!push_quiet) po.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };
+    dspipe::PushResult r;
+    dspipe::Status s = dspipe::PushDataset(push_db, push_url, po, &r);
     if (!s.ok()) return Fail(s);
+    if (r.already_present) {
+      std::printf("%s is already at %s (%llu files checked); nothing to do\n", push_db.c_str(),
+                  push_url.c_str(), static_cast<unsigned long long>(r.files));
+      return 0;
+    }
+    std::printf("pushed %s -> %s: %llu files, %llu bytes (%llu uploaded in %llu parts",
+                push_db.c_str(), push_url.c_str(), static_cast<unsigned long long>(r.files),
+                static_cast<unsigned long long>(r.bytes),
+                static_cast<unsigned long long>(r.bytes_uploaded),
+                static_cast<unsigned long long>(r.parts_uploaded));
+    if (r.parts_resumed) {
+      std::printf(", %llu parts kept from an interrupted push",
+                  static_cast<unsigned long long>(r.parts_resumed));
+    }
+    if (r.files_in_place) {
+      std::printf(", %llu files already there", static_cast<unsigned long long>(r.files_in_place));
+    }
+    std::printf("), every part's MD5 and each file's sha256 checked, manifest.json last\n");
+    return 0;
+  }
+  if (*info) {
+    std::string text, path;
+    std::unique_ptr<dspipe::CacheLease> lease;
+    dspipe::Status s = LocalCopy(db, &path, &lease);
+    if (s.ok()) s = dspipe::DescribeDataset(path, &text);
+    if (!s.ok()) return Fail(s);
+    if (path != db) std::printf("source:      %s\n", dspipe::RedactUrl(db).c_str());
     std::fputs(text.c_str(), stdout);
     return 0;
   }

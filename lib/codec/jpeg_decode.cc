@@ -1,0 +1,414 @@
+// libjpeg-turbo region + DCT-scaled decoding (jpeg_decode.h).
+//
+// libjpeg reports errors through a callback that must not return: it longjmps back into the
+// phase that called libjpeg. Each phase is a function that holds no object with a destructor
+// (only the decompressor, owned by the caller, and raw pointers), so the jump skips nothing.
+#include "codec/jpeg_decode.h"
+
+#include <libexif/exif-data.h>
+
+// jpeglib.h needs FILE and size_t declared first; jerror.h comes after it.
+// clang-format off
+#include <csetjmp>
+#include <cstdio>
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <opencv2/imgproc.hpp>
+#include <string>
+#include <vector>
+
+#include "codec/image.h"
+
+namespace dspipe::codec {
+namespace {
+
+struct ErrorMgr {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void OnError(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+// Warnings (corrupt entropy data, premature end of data) are not printed: the decode goes on
+// with what libjpeg fills in, as cv::imdecode did.
+void OnOutputMessage(j_common_ptr) {}
+
+// One decompressor over a byte span. Create() must succeed before anything else is called.
+class Decompressor {
+ public:
+  Decompressor() {
+    cinfo_.err = jpeg_std_error(&err_.pub);
+    err_.pub.error_exit = OnError;
+    err_.pub.output_message = OnOutputMessage;
+    err_.message[0] = '\0';
+  }
+  ~Decompressor() {
+    if (created_) jpeg_destroy_decompress(&cinfo_);
+  }
+  Decompressor(const Decompressor&) = delete;
+  Decompressor& operator=(const Decompressor&) = delete;
+
+  jpeg_decompress_struct* cinfo() { return &cinfo_; }
+  ErrorMgr* err() { return &err_; }
+  void set_created() { created_ = true; }
+  Status Error(const char* what) const {
+    return Status::BadInput(std::string("JPEG ") + what + ": " + err_.message);
+  }
+
+ private:
+  jpeg_decompress_struct cinfo_{};
+  ErrorMgr err_{};
+  bool created_ = false;
+};
+
+// Runs fn with libjpeg errors turned into a false return. fn must not hold objects with
+// destructors across libjpeg calls (the error longjmps out of it).
+template <typename Fn>
+bool Protected(Decompressor* d, Fn&& fn) {
+  if (setjmp(d->err()->jump) != 0) return false;
+  fn();
+  return true;
+}
+
+int ExifOrientation(jpeg_decompress_struct* cinfo) {
+  for (jpeg_saved_marker_ptr m = cinfo->marker_list; m != nullptr; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1 || m->data_length < 6 ||
+        std::memcmp(m->data, "Exif\0\0", 6) != 0) {
+      continue;
+    }
+    int orientation = 1;
+    if (ExifData* exif = exif_data_new_from_data(m->data, m->data_length)) {
+      if (ExifEntry* e = exif_data_get_entry(exif, EXIF_TAG_ORIENTATION);
+          e != nullptr && e->format == EXIF_FORMAT_SHORT && e->components >= 1) {
+        orientation = exif_get_short(e->data, exif_data_get_byte_order(exif));
+      }
+      exif_data_unref(exif);
+    }
+    return orientation >= 1 && orientation <= 8 ? orientation : 1;
+  }
+  return 1;
+}
+
+// Creates the decompressor over bytes and reads the header (and the APP1 markers for EXIF).
+Status OpenJpeg(std::span<const uint8_t> bytes, Decompressor* d, JpegInfo* info) {
+  if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+  jpeg_decompress_struct* c = d->cinfo();
+  const bool ok = Protected(d, [&] {
+    jpeg_create_decompress(c);
+    d->set_created();
+    jpeg_mem_src(c, bytes.data(), static_cast<unsigned long>(bytes.size()));
+    jpeg_save_markers(c, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_read_header(c, TRUE);
+  });
+  if (!ok) return d->Error("header");
+  *info = JpegInfo{};
+  info->width = static_cast<int>(c->image_width);
+  info->height = static_cast<int>(c->image_height);
+  info->components = c->num_components;
+  info->progressive = c->progressive_mode != 0;
+  if (info->width <= 0 || info->height <= 0) {
+    return Status::BadInput("JPEG dimensions " + std::to_string(c->image_width) + "x" +
+                            std::to_string(c->image_height) + " out of range");
+  }
+  DSPIPE_RETURN_IF_ERROR(CheckImageSize("JPEG header", c->image_width, c->image_height));
+  info->orientation = ExifOrientation(c);
+  return Status::OK();
+}
+
+// Oriented pixel (ox, oy) -> stored pixel, for a stored w x h image (OpenCV's ExifTransform).
+void ToStored(int orientation, int w, int h, int ox, int oy, int* sx, int* sy) {
+  switch (orientation) {
+    case 2:
+      *sx = w - 1 - ox;
+      *sy = oy;
+      return;
+    case 3:
+      *sx = w - 1 - ox;
+      *sy = h - 1 - oy;
+      return;
+    case 4:
+      *sx = ox;
+      *sy = h - 1 - oy;
+      return;
+    case 5:
+      *sx = oy;
+      *sy = ox;
+      return;
+    case 6:
+      *sx = oy;
+      *sy = h - 1 - ox;
+      return;
+    case 7:
+      *sx = w - 1 - oy;
+      *sy = h - 1 - ox;
+      return;
+    case 8:
+      *sx = w - 1 - oy;
+      *sy = ox;
+      return;
+    default:
+      *sx = ox;
+      *sy = oy;
+      return;
+  }
+}
+
+// Applies orientation to img (stored -> oriented) as OpenCV's ExifTransform does, moving *r
+// (a rectangle of img) along with it.
+void Orient(int orientation, const cv::Mat& img, cv::Mat* out, RectF* r) {
+  const bool transpose = orientation >= 5;
+  int flip = 2;  // none
+  switch (orientation) {
+    case 2:
+    case 6:
+      flip = 1;
+      break;
+    case 3:
+    case 7:
+      flip = -1;
+      break;
+    case 4:
+    case 8:
+      flip = 0;
+      break;
+    default:
+      break;
+  }
+  double w = img.cols, h = img.rows;
+  if (transpose) {
+    cv::transpose(img, *out);
+    *r = RectF{r->y, r->x, r->h, r->w};
+    std::swap(w, h);
+  }
+  const cv::Mat& src = transpose ? *out : img;
+  if (flip != 2) cv::flip(src, *out, flip);
+  if (flip == 1 || flip == -1) r->x = w - r->x - r->w;
+  if (flip == 0 || flip == -1) r->y = h - r->y - r->h;
+  if (!transpose && flip == 2) img.copyTo(*out);
+}
+
+// OpenCV's CMYK -> BGR formula (imgcodecs utils.cpp), written as RGB.
+void CmykRowToRgb(const uint8_t* cmyk, int n, uint8_t* rgb) {
+  for (int i = 0; i < n; ++i, cmyk += 4, rgb += 3) {
+    const int k = cmyk[3];
+    rgb[0] = static_cast<uint8_t>(k - (((255 - cmyk[0]) * k) >> 8));
+    rgb[1] = static_cast<uint8_t>(k - (((255 - cmyk[1]) * k) >> 8));
+    rgb[2] = static_cast<uint8_t>(k - (((255 - cmyk[2]) * k) >> 8));
+  }
+}
+
+// Reads `rows` scanlines into dst (row stride `step`); CMYK rows pass through tmp first.
+bool ReadRows(Decompressor* d, int rows, uint8_t* dst, size_t step, bool cmyk, uint8_t* tmp,
+              int cols) {
+  jpeg_decompress_struct* c = d->cinfo();
+  return Protected(d, [&] {
+    JSAMPROW ptrs[16];
+    int done = 0;
+    while (done < rows) {
+      const int n = std::min(rows - done, 16);
+      for (int i = 0; i < n; ++i) {
+        ptrs[i] = cmyk ? tmp + static_cast<size_t>(i) * cols * 4
+                       : dst + static_cast<size_t>(done + i) * step;
+      }
+      const JDIMENSION got = jpeg_read_scanlines(c, ptrs, static_cast<JDIMENSION>(n));
+      if (got == 0) ERREXIT(c, JERR_INPUT_EMPTY);  // libjpeg's own "empty input" error
+      if (cmyk) {
+        for (JDIMENSION i = 0; i < got; ++i) {
+          CmykRowToRgb(ptrs[i], cols, dst + static_cast<size_t>(done + i) * step);
+        }
+      }
+      done += static_cast<int>(got);
+    }
+  });
+}
+
+std::atomic<int>& ScalesSetting() {
+  static std::atomic<int> s{[] {
+    const char* env = std::getenv("DSPIPE_JPEG_SCALES");
+    if (env != nullptr && std::strcmp(env, "none") == 0) return static_cast<int>(JpegScales::kNone);
+    if (env != nullptr && std::strcmp(env, "all") == 0) return static_cast<int>(JpegScales::kAll);
+    return static_cast<int>(JpegScales::kSimd);
+  }()};
+  return s;
+}
+
+}  // namespace
+
+Status ReadJpegInfo(std::span<const uint8_t> bytes, JpegInfo* out) {
+  Decompressor d;
+  return OpenJpeg(bytes, &d, out);
+}
+
+int ChooseJpegScale(int crop_w, int crop_h, int out_w, int out_h, JpegScales allowed) {
+  if (allowed == JpegScales::kNone || out_w <= 0 || out_h <= 0 || crop_w <= 0 || crop_h <= 0) {
+    return 8;
+  }
+  for (int n = 1; n < 8; ++n) {
+    if (allowed == JpegScales::kSimd && n != 1 && n != 2 && n != 4) continue;
+    // libjpeg's scaled size is ceil(size * n / 8); the region's is its exact scaled extent.
+    if (static_cast<int64_t>(crop_w) * n >= static_cast<int64_t>(out_w) * 8 &&
+        static_cast<int64_t>(crop_h) * n >= static_cast<int64_t>(out_h) * 8) {
+      return n;
+    }
+  }
+  return 8;
+}
+
+void SetJpegScales(JpegScales scales) { ScalesSetting().store(static_cast<int>(scales)); }
+JpegScales GetJpegScales() {
+  return static_cast<JpegScales>(ScalesSetting().load(std::memory_order_relaxed));
+}
+
+cv::Mat ViewOver(cv::Mat* buffer, int rows, int cols, int type) {
+  const size_t need = static_cast<size_t>(rows) * static_cast<size_t>(cols) * CV_ELEM_SIZE(type);
+  if (!buffer->isContinuous() || buffer->total() * buffer->elemSize() < need) {
+    constexpr int kRow = 1 << 16;  // 2-D, so sizes past INT_MAX bytes stay representable
+    buffer->create(static_cast<int>((need + kRow - 1) / kRow), kRow, CV_8UC1);
+  }
+  return cv::Mat(rows, cols, type, buffer->data);
+}
+
+Status DecodeJpeg(std::span<const uint8_t> bytes, const JpegDecodeOptions& o, cv::Mat* out,
+                  JpegDecodeResult* result, cv::Mat* buffer) {
+  if (o.channels != 1 && o.channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
+  Decompressor d;
+  JpegInfo info;
+  DSPIPE_RETURN_IF_ERROR(OpenJpeg(bytes, &d, &info));
+  jpeg_decompress_struct* c = d.cinfo();
+  *result = JpegDecodeResult{};
+  result->progressive = info.progressive;
+
+  // The crop in oriented pixels, clamped, then in stored pixels.
+  const int ow = info.oriented_width(), oh = info.oriented_height();
+  int cx = 0, cy = 0, cw = ow, ch = oh;
+  if (o.crop_w > 0 && o.crop_h > 0) {
+    cx = std::clamp(o.crop_x, 0, ow - 1);
+    cy = std::clamp(o.crop_y, 0, oh - 1);
+    cw = std::clamp(o.crop_w, 1, ow - cx);
+    ch = std::clamp(o.crop_h, 1, oh - cy);
+  }
+  int ax = 0, ay = 0, bx = 0, by = 0;
+  ToStored(info.orientation, info.width, info.height, cx, cy, &ax, &ay);
+  ToStored(info.orientation, info.width, info.height, cx + cw - 1, cy + ch - 1, &bx, &by);
+  const int sx = std::min(ax, bx), sy = std::min(ay, by);
+  const int sw = std::abs(bx - ax) + 1, sh = std::abs(by - ay) + 1;
+
+  const int n = o.scale_num > 0 ? std::min(o.scale_num, 8)
+                                : ChooseJpegScale(cw, ch, o.out_width, o.out_height, o.scales);
+  result->source_width = ow;
+  result->source_height = oh;
+  const bool cmyk = info.components == 4;
+  const bool gray_out = o.channels == 1 && c->jpeg_color_space == JCS_GRAYSCALE;
+  const bool region = o.region && (!info.progressive || o.region_progressive);
+  JDIMENSION x0 = 0, cols = 0;
+  int y0 = 0, y1 = 0;
+  if (!Protected(&d, [&] {
+        c->out_color_space = cmyk ? JCS_CMYK : (gray_out ? JCS_GRAYSCALE : JCS_RGB);
+        c->scale_num = static_cast<unsigned>(n);
+        c->scale_denom = 8;
+        jpeg_start_decompress(c);
+      })) {
+    return d.Error("decode");
+  }
+  const int full_w = static_cast<int>(c->output_width), full_h = static_cast<int>(c->output_height);
+  // The scaled region, with a margin for the resampler's filter taps at fractional scales.
+  // Margins. Full scale: fancy upsampling of subsampled chroma reads the chroma sample beside a
+  // pixel's own, which a crop starting or ending on an iMCU boundary would cut off (the edge
+  // column then differs from a whole-image decode by up to ~40 levels): one more column on each
+  // side makes jpeg_crop_scanline take the neighbouring iMCU. Rows need none (skipping keeps the
+  // upsampler's context). Scaled: two pixels for the resampler's filter taps.
+  const int margin = n == 8 ? 1 : 2;
+  const int margin_y = n == 8 ? 0 : 2;
+  auto lo = [&](int v, int size) {
+    return std::clamp(static_cast<int>(std::floor(v * n / 8.0)) - margin, 0, size);
+  };
+  auto hi = [&](int v, int size) {
+    return std::clamp(static_cast<int>(std::ceil(v * n / 8.0)) + margin, 0, size);
+  };
+  int rx0 = 0, rx1 = full_w;
+  y0 = 0;
+  y1 = full_h;
+  if (region) {
+    rx0 = lo(sx, full_w);
+    rx1 = std::max(hi(sx + sw, full_w), rx0 + 1);
+    y0 = std::clamp(static_cast<int>(std::floor(sy * n / 8.0)) - margin_y, 0, full_h);
+    y1 = std::clamp(static_cast<int>(std::ceil((sy + sh) * n / 8.0)) + margin_y, y0 + 1, full_h);
+  }
+  x0 = static_cast<JDIMENSION>(rx0);
+  cols = static_cast<JDIMENSION>(rx1 - rx0);
+  if (cols < c->output_width) {
+    if (!Protected(&d, [&] { jpeg_crop_scanline(c, &x0, &cols); })) return d.Error("crop");
+  }
+  if (y0 > 0) {
+    JDIMENSION skipped = 0;
+    if (!Protected(&d, [&] { skipped = jpeg_skip_scanlines(c, static_cast<JDIMENSION>(y0)); })) {
+      return d.Error("skip");
+    }
+    if (skipped != static_cast<JDIMENSION>(y0)) {
+      return Status::BadInput("JPEG decode: skipped " + std::to_string(skipped) + " of " +
+                              std::to_string(y0) + " rows");
+    }
+  }
+  const int rows = y1 - y0, ncols = static_cast<int>(cols);
+  result->region = rows < full_h || ncols < full_w;
+  result->scale_num = n;
+  // Where the rows go: *out directly when nothing follows (no orientation, no gray conversion).
+  const int decoded_c = gray_out ? 1 : 3;
+  const bool direct = info.orientation == 1 && decoded_c == o.channels;
+  thread_local cv::Mat stage_buffer;  // rows before orientation / gray conversion
+  const int type = CV_8UC(decoded_c);
+  cv::Mat stage;
+  cv::Mat* target = direct ? out : &stage;
+  if (!(target->rows == rows && target->cols == ncols && target->type() == type &&
+        target->isContinuous())) {
+    if (!direct) {
+      stage = ViewOver(&stage_buffer, rows, ncols, type);
+    } else if (buffer != nullptr) {
+      *out = ViewOver(buffer, rows, ncols, type);
+    } else {
+      out->create(rows, ncols, type);
+    }
+  }
+  std::vector<uint8_t> tmp(cmyk ? static_cast<size_t>(ncols) * 4 * 16 : 0);
+  if (!ReadRows(&d, rows, target->data, target->step[0], cmyk, tmp.data(), ncols)) {
+    return d.Error("decode");
+  }
+  Protected(&d, [&] { jpeg_abort_decompress(c); });
+
+  // The crop within the decoded rows, in stored orientation, then oriented with the pixels.
+  const double f = n / 8.0;
+  result->crop = RectF{sx * f - static_cast<double>(x0), sy * f - y0, sw * f, sh * f};
+  if (direct) return Status::OK();
+  // The final size: the stage's, transposed by orientations 5-8.
+  const bool t = info.transposed();
+  const int fr = t ? ncols : rows, fc = t ? rows : ncols, ftype = CV_8UC(o.channels);
+  if (!(out->rows == fr && out->cols == fc && out->type() == ftype && out->isContinuous())) {
+    if (buffer != nullptr) {
+      *out = ViewOver(buffer, fr, fc, ftype);
+    } else {
+      out->create(fr, fc, ftype);
+    }
+  }
+  if (decoded_c != o.channels) {  // color -> gray as cv::cvtColor does (the old decoder's way)
+    cv::Mat gray = info.orientation == 1 ? *out : cv::Mat();
+    cv::cvtColor(*target, gray, cv::COLOR_RGB2GRAY);
+    if (info.orientation == 1) return Status::OK();
+    Orient(info.orientation, gray, out, &result->crop);
+    return Status::OK();
+  }
+  Orient(info.orientation, *target, out, &result->crop);
+  return Status::OK();
+}
+
+}  // namespace dspipe::codec

@@ -1,0 +1,263 @@
+// PushDataset: a dataset directory to s3://bucket/prefix/, file by file (single PUT or a
+// multipart upload resumed from the server's ListParts), every byte checked by MD5 (Content-MD5,
+// the answered ETags) and each file's sha256 against the manifest, manifest.json last.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "dspipe/log.h"
+#include "dspipe/push.h"
+#include "fetch/internal.h"
+#include "fetch/s3.h"
+#include "format/manifest.h"
+
+namespace dspipe {
+namespace {
+
+constexpr uint64_t kMinPart = uint64_t{5} << 20;  // S3's minimum part (but the last)
+constexpr uint64_t kMaxParts = 10000;
+
+// The part size for a file of `size` bytes: options' (at least 5 MiB), raised to a whole MiB
+// that keeps the count within S3's 10000 parts.
+uint64_t PartSize(uint64_t requested, uint64_t size) {
+  uint64_t ps = std::max(requested, kMinPart);
+  if ((size + ps - 1) / ps > kMaxParts) {
+    ps = (size + kMaxParts - 1) / kMaxParts;
+    ps = (ps + (uint64_t{1} << 20) - 1) & ~((uint64_t{1} << 20) - 1);
+  }
+  return ps;
+}
+
+// Reads [off, off + n) of f into *buf, exactly.
+Status ReadExact(const RandomAccessFile& f, uint64_t off, uint64_t n, std::string* buf) {
+  buf->resize(static_cast<size_t>(n));
+  for (uint64_t got_all = 0; got_all < n;) {
+    size_t got = 0;
+    DSPIPE_RETURN_IF_ERROR(
+        f.Read(off + got_all, static_cast<size_t>(n - got_all), buf->data() + got_all, &got));
+    if (got == 0) {
+      return Status::Corruption(f.path() + ": ended at " + std::to_string(off + got_all) +
+                                " bytes, the manifest lists " + std::to_string(off + n) +
+                                " or more (the file changed)");
+    }
+    got_all += got;
+  }
+  return Status::OK();
+}
+
+class Pusher {
+ public:
+  Pusher(const std::string& dir, const std::string& prefix, const PushOptions& o, Env* env,
+         const s3::Client& client, PushResult* res)
+      : dir_(dir), prefix_(prefix), o_(o), env_(env), client_(client), res_(res) {}
+
+  // The ETag the file has at PREFIX when it holds exactly the local bytes (also checks the
+  // file's sha256 against the manifest on the way).
+  Status LocalEtag(const ManifestFile& f, std::string* etag) {
+    std::unique_ptr<RandomAccessFile> in;
+    DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
+    const uint64_t ps = PartSize(o_.part_size, f.size);
+    Sha256 sha;
+    std::vector<std::string> md5s;
+    std::string buf;
+    uint64_t off = 0;
+    do {  // an empty file is one empty part
+      DSPIPE_RETURN_IF_ERROR(ReadExact(*in, off, std::min(ps, f.size - off), &buf));
+      sha.Update(buf.data(), buf.size());
+      md5s.push_back(s3::Md5Hex(buf));
+      off += ps;
+    } while (off < f.size);
+    DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.HexDigest()));
+    *etag = f.size <= ps ? "\"" + md5s[0] + "\"" : s3::MultipartEtag(md5s);
+    return Status::OK();
+  }
+
+  Status CheckSha(const ManifestFile& f, const std::string& got) {
+    if (got == f.sha256) return Status::OK();
+    return Status::Corruption(dir_ + "/" + f.path + ": sha256 " + got + ", the manifest says " +
+                              f.sha256 +
+                              " (the local dataset is damaged or changed: run "
+                              "`dsconvert verify`); nothing of it was made visible at " +
+                              prefix_);
+  }
+
+  // Uploads f unless PREFIX already holds exactly its bytes.
+  Status File(const ManifestFile& f) {
+    const std::string url = prefix_ + f.path;
+    s3::ObjectInfo info;
+    Status h = client_.Head(url, &info);
+    if (!h.ok() && h.code() != Status::Code::kNotFound) return h;
+    if (h.ok() && info.size == f.size) {
+      std::string want;
+      DSPIPE_RETURN_IF_ERROR(LocalEtag(f, &want));
+      if (info.etag == want) {
+        ++res_->files_in_place;
+        Progress(f.size);
+        return Status::OK();
+      }
+    }
+    ++res_->files_uploaded;
+    return f.size <= PartSize(o_.part_size, f.size) ? Single(f, url) : Multipart(f, url);
+  }
+
+  Status Single(const ManifestFile& f, const std::string& url) {
+    std::unique_ptr<RandomAccessFile> in;
+    DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
+    std::string buf;
+    DSPIPE_RETURN_IF_ERROR(ReadExact(*in, 0, f.size, &buf));
+    Sha256 sha;
+    sha.Update(buf.data(), buf.size());
+    DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.HexDigest()));
+    DSPIPE_RETURN_IF_ERROR(client_.Put(url, buf));
+    ++res_->parts_uploaded;
+    res_->bytes_uploaded += f.size;
+    Progress(f.size);
+    return Verify(f, url, "\"" + s3::Md5Hex(buf) + "\"");
+  }
+
+  Status Multipart(const ManifestFile& f, const std::string& url) {
+    const uint64_t ps = PartSize(o_.part_size, f.size);
+    const int count = static_cast<int>((f.size + ps - 1) / ps);
+    // An unfinished upload of this object (a killed push): the newest one is continued.
+    std::vector<std::string> uploads;
+    DSPIPE_RETURN_IF_ERROR(client_.ListUploads(url, &uploads));
+    std::string id;
+    std::map<int, s3::PartInfo> have;
+    if (!uploads.empty()) {
+      id = uploads.back();
+      std::vector<s3::PartInfo> parts;
+      DSPIPE_RETURN_IF_ERROR(client_.ListParts(url, id, &parts));
+      for (s3::PartInfo& p : parts) have[p.number] = std::move(p);
+    } else {
+      DSPIPE_RETURN_IF_ERROR(client_.CreateMultipart(url, &id));
+    }
+    std::unique_ptr<RandomAccessFile> in;
+    DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
+    Sha256 sha;
+    std::vector<std::string> md5s;
+    std::vector<s3::PartInfo> done;
+    std::string buf;
+    for (int n = 1; n <= count; ++n) {
+      const uint64_t off = static_cast<uint64_t>(n - 1) * ps;
+      const uint64_t len = std::min(ps, f.size - off);
+      DSPIPE_RETURN_IF_ERROR(ReadExact(*in, off, len, &buf));
+      sha.Update(buf.data(), buf.size());
+      const std::string md5 = s3::Md5Hex(buf);
+      md5s.push_back(md5);
+      s3::PartInfo part{n, len, "\"" + md5 + "\""};
+      auto it = have.find(n);
+      if (it != have.end() && it->second.size == len && it->second.etag == part.etag) {
+        ++res_->parts_resumed;  // uploaded by an earlier push, and it is these bytes
+      } else {
+        DSPIPE_RETURN_IF_ERROR(client_.UploadPart(url, id, n, buf, &part.etag));
+        ++res_->parts_uploaded;
+        res_->bytes_uploaded += len;
+      }
+      done.push_back(part);
+      Progress(len);
+    }
+    Status sha_ok = CheckSha(f, sha.HexDigest());
+    if (!sha_ok.ok()) {
+      (void)client_.AbortMultipart(url, id);  // best effort: the error is what matters
+      return sha_ok;
+    }
+    DSPIPE_RETURN_IF_ERROR(client_.CompleteMultipart(url, id, done, nullptr));
+    // Older unfinished uploads of this object are leftovers of killed pushes.
+    for (size_t i = 0; i + 1 < uploads.size(); ++i) {
+      (void)client_.AbortMultipart(url, uploads[i]);  // best effort: storage, not correctness
+    }
+    return Verify(f, url, s3::MultipartEtag(md5s));
+  }
+
+  // The object as the server holds it now: the size and the ETag of the bytes sent.
+  Status Verify(const ManifestFile& f, const std::string& url, const std::string& want_etag) {
+    s3::ObjectInfo info;
+    DSPIPE_RETURN_IF_ERROR(client_.Head(url, &info).WithContext("checking the upload"));
+    if (info.size != f.size) {
+      return Status::Corruption(url + ": the server holds " + std::to_string(info.size) +
+                                " bytes after the upload, " + std::to_string(f.size) +
+                                " were sent");
+    }
+    // An ETag that is not an MD5 (SSE-KMS) cannot be compared; the MD5s were checked per part.
+    const bool md5_like = info.etag.size() >= 34 && info.etag.front() == '"';
+    if (md5_like && info.etag != want_etag) {
+      return Status::Corruption(url + ": the server's ETag " + info.etag +
+                                " is not that of the bytes sent (" + want_etag + ")");
+    }
+    return Status::OK();
+  }
+
+  void Progress(uint64_t n) {
+    done_ += n;
+    if (o_.progress) o_.progress(done_, res_->bytes);
+  }
+
+ private:
+  const std::string dir_, prefix_;
+  const PushOptions& o_;
+  Env* env_;
+  const s3::Client& client_;
+  PushResult* res_;
+  uint64_t done_ = 0;
+};
+
+}  // namespace
+
+Status PushDataset(const std::string& dir, const std::string& url, const PushOptions& options,
+                   PushResult* result) {
+  PushResult local;
+  PushResult* res = result ? result : &local;
+  *res = PushResult();
+  Env* env = options.env ? options.env : Env::Default();
+  const std::string ctx = "push " + dir + " -> " + url;
+  if (!s3::IsS3Url(url)) {
+    return Status::InvalidArgument(ctx + ": the destination must be an s3://bucket/prefix/ URL");
+  }
+  std::string prefix = url;
+  if (prefix.back() != '/') prefix += '/';
+  s3::Location loc;
+  DSPIPE_RETURN_IF_ERROR(s3::ParseUrl(prefix, &loc).WithContext(ctx));
+  const std::string manifest_path = dir + "/" + kTopManifestFile;
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(manifest_path, &text).WithContext(ctx));
+  std::vector<ManifestFile> files;
+  bool present = false;
+  DSPIPE_RETURN_IF_ERROR(
+      ParseManifestFiles(text, manifest_path, &files, &present).WithContext(ctx));
+  if (!present) {
+    return Status::Unsupported(ctx + ": " + manifest_path +
+                               " has no \"files\" list (each file's size and sha256), so its "
+                               "files cannot be pushed and checked; rebuild the dataset with this "
+                               "dspipe's `dsconvert build`");
+  }
+  res->files = files.size();
+  for (const ManifestFile& f : files) res->bytes += f.size;
+
+  std::unique_ptr<s3::Client> client;
+  DSPIPE_RETURN_IF_ERROR(s3::Client::Make(options.fetch, &client).WithContext(ctx));
+  const std::string manifest_url = prefix + kTopManifestFile;
+  std::string remote;
+  Status g = client->Get(manifest_url, &remote);
+  if (!g.ok() && g.code() != Status::Code::kNotFound) return g.WithContext(ctx);
+  const bool same = g.ok() && remote == text;
+  if (g.ok() && !same) {
+    // Another dataset is there: it disappears before any of its files is replaced, so no reader
+    // pairs its manifest with our files.
+    Log(LogLevel::kInfo,
+        "dsconvert push: " + manifest_url + " holds another dataset's manifest: deleting it first");
+    DSPIPE_RETURN_IF_ERROR(client->Delete(manifest_url).WithContext(ctx));
+  }
+  Pusher pusher(dir, prefix, options, env, *client, res);
+  for (const ManifestFile& f : files) {
+    DSPIPE_RETURN_IF_ERROR(pusher.File(f).WithContext(ctx + ": file " + f.path));
+  }
+  if (same && res->files_uploaded == 0) {
+    res->already_present = true;
+    return Status::OK();
+  }
+  // Last: from now on a reader sees the whole dataset.
+  return client->Put(manifest_url, text).WithContext(ctx);
+}
+
+}  // namespace dspipe

@@ -1,0 +1,255 @@
+// The JPEG decode router end to end: a real ImageFolder of JPEGs (odd sizes, 4:2:0, one
+// progressive, one EXIF-rotated) built by BuildDataset and read by dspipe::Loader with the
+// classification pipelines (random resized crop + flip, and the validation centre crop), the
+// region decode against the full decode in the same process; the decode paths counted in the
+// loader's stats; and dsconvert build's --max-side and --jpeg-quality.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "codec/image.h"
+#include "codec/jpeg_decode.h"
+#include "codec/jpeg_test_images.h"
+#include "codec/test_images.h"
+#include "dspipe/convert.h"
+#include "dspipe/dataset.h"
+#include "dspipe/loader.h"
+#include "profile/profile.h"
+
+namespace dspipe::codec {
+namespace {
+
+namespace fs = std::filesystem;
+using dspipe::testing::EncodeJpeg;
+using dspipe::testing::NaturalImage;
+
+std::string FreshDir(const std::string& name) {
+  const fs::path dir =
+      fs::path(DSPIPE_BINARY_DIR) / "test-tmp" / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void WriteFile(const fs::path& p, const std::string& bytes) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+// 12 JPEGs in 3 class folders; returns the built dataset's path.
+std::string JpegDataset(const std::string& root) {
+  for (int i = 0; i < 12; ++i) {
+    const int w = 200 + 37 * (i % 4), h = 150 + 23 * (i % 3);
+    std::string jpeg =
+        EncodeJpeg(NaturalImage(w, h, 100 + static_cast<uint64_t>(i)), {.progressive = i == 5});
+    if (i == 7) jpeg = dspipe::testing::WithExifOrientation(jpeg, 6);
+    WriteFile(fs::path(root) / "src" / ("c" + std::to_string(i % 3)) / (std::to_string(i) + ".jpg"),
+              jpeg);
+  }
+  BuildOptions b;
+  b.source = root + "/src";
+  b.output = root + "/data.lmdb";
+  BuildResult r;
+  const Status s = BuildDataset(b, &r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return b.output;
+}
+
+struct Loaded {
+  std::vector<std::vector<uint8_t>> images;
+  std::vector<std::vector<float>> normalized;
+  std::vector<DecodePathSummary> paths;
+};
+
+// Two epochs of batches with the region decode on or off.
+Loaded Load(const std::string& db, const AugmentOptions& aug, bool region, JpegScales scales) {
+  SetJpegRegionDecode(region);
+  SetJpegScales(scales);
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.height = 64;
+  o.width = 48;
+  o.channels = 3;
+  o.augment = aug;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  o.mean = {120, 120, 120};
+  o.std = {60, 60, 60};
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(db, o, &loader);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  Loaded run;
+  if (!s.ok()) return run;
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    loader->set_epoch(epoch);
+    Batch b;
+    while (true) {
+      s = loader->Next(&b);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      if (!s.ok() || !b) break;
+      const size_t n = static_cast<size_t>(b.size()) * b.shape().image_bytes();
+      run.images.emplace_back(b.images(), b.images() + n);
+      run.normalized.emplace_back(b.normalized(), b.normalized() + n);
+    }
+  }
+  run.paths = loader->stats().DecodePaths();
+  SetJpegRegionDecode(true);
+  SetJpegScales(JpegScales::kSimd);
+  return run;
+}
+
+uint64_t Count(const Loaded& r, DecodePath p) {
+  for (const DecodePathSummary& s : r.paths) {
+    if (s.path == p) return s.count;
+  }
+  return 0;
+}
+
+TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
+  const std::string root = FreshDir("jpeg-loader");
+  const std::string db = JpegDataset(root);
+  AugmentOptions train;
+  train.crop_scale_min = 0.08;
+  train.hflip_p = 0.5;
+  AugmentOptions val;
+  val.resize_shorter = 72;
+  for (const AugmentOptions& aug : {train, val}) {
+    const Loaded full = Load(db, aug, false, JpegScales::kSimd);
+    ASSERT_FALSE(full.images.empty());
+    EXPECT_EQ(Count(full, DecodePath::kFull), 24u);  // 12 samples x 2 epochs, all decoded whole
+    // Region decode at full scale: the same batches, byte for byte (uint8 and float32).
+    const Loaded roi = Load(db, aug, true, JpegScales::kNone);
+    EXPECT_EQ(roi.images, full.images);
+    EXPECT_EQ(roi.normalized, full.normalized);
+    EXPECT_EQ(Count(roi, DecodePath::kProgressive), 2u);  // sample 5, in each epoch
+    EXPECT_GT(Count(roi, DecodePath::kRoi), 0u);
+    // With the DCT scales (the default): crops at least twice the output decode scaled; the
+    // pixels stay within what a resize allows (mean |diff| over everything).
+    const Loaded scaled = Load(db, aug, true, JpegScales::kSimd);
+    EXPECT_GT(Count(scaled, DecodePath::kRoiScaled) + Count(scaled, DecodePath::kScaled), 0u);
+    ASSERT_EQ(scaled.images.size(), full.images.size());
+    double sum = 0, n = 0;
+    for (size_t i = 0; i < full.images.size(); ++i) {
+      for (size_t k = 0; k < full.images[i].size(); ++k) {
+        sum += std::abs(int(scaled.images[i][k]) - int(full.images[i][k]));
+        ++n;
+      }
+    }
+    EXPECT_LT(sum / n, 3.0);
+  }
+  fs::remove_all(root);
+}
+
+// dsbench's report names the decode paths when JPEG region decoding happened.
+TEST(JpegLoader, ProfileReportNamesTheDecodePaths) {
+  const std::string root = FreshDir("jpeg-profile");
+  const std::string db = JpegDataset(root);
+  profile::ProfileOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.batches = 3;
+  o.warmup = 0;
+  o.augment.crop_scale_min = 0.08;
+  profile::ProfileResult r;
+  const Status s = profile::RunProfile(db, o, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  bool found = false;
+  for (const std::string& n : r.notes) {
+    if (n.rfind("decode paths:", 0) == 0) {
+      found = true;
+      EXPECT_NE(n.find("roi"), std::string::npos) << n;
+    }
+  }
+  EXPECT_TRUE(found);
+  fs::remove_all(root);
+}
+
+// Records of a built dataset: (height, width, codec, image bytes).
+struct Rec {
+  int h, w;
+  Codec codec;
+  size_t bytes;
+};
+std::vector<Rec> Records(const std::string& db) {
+  std::unique_ptr<Dataset> ds;
+  EXPECT_TRUE(Dataset::Open(db, DatasetOpenOptions{}, &ds).ok());
+  std::vector<Rec> out;
+  for (uint64_t i = 0; ds && i < ds->size(); ++i) {
+    EXPECT_TRUE(ds->Read(i, [&](const RecordView& r) {
+                    out.push_back({static_cast<int>(r.header.height),
+                                   static_cast<int>(r.header.width), r.header.image_codec,
+                                   r.image.size()});
+                    cv::Mat m;
+                    return DecodeImage(r.image, 3, &m);
+                  }).ok());
+  }
+  return out;
+}
+
+TEST(JpegBuild, MaxSideShrinksLargeImagesAndJpegQualityReencodes) {
+  const std::string root = FreshDir("jpeg-build");
+  WriteFile(root + "/src/a/0.jpg", EncodeJpeg(NaturalImage(300, 200, 1)));  // shrunk
+  WriteFile(root + "/src/a/1.jpg", EncodeJpeg(NaturalImage(120, 90, 2)));   // kept as it is
+  BuildOptions b;
+  b.source = root + "/src";
+  b.output = root + "/side.lmdb";
+  b.max_side = 128;
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(b, &r).ok());
+  std::vector<Rec> recs = Records(b.output);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].w, 128);  // 300x200 -> 128x85, aspect kept, re-encoded losslessly
+  EXPECT_EQ(recs[0].h, 85);
+  EXPECT_EQ(recs[0].codec, Codec::kPng);
+  EXPECT_EQ(recs[1].w, 120);  // below the limit: the original bytes
+  EXPECT_EQ(recs[1].h, 90);
+  EXPECT_EQ(recs[1].codec, Codec::kJpeg);
+  // The option is part of the resume fingerprint: another value is refused.
+  b.resume = true;
+  b.max_side = 100;
+  Status s = BuildDataset(b, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("max_side"), std::string::npos) << s.ToString();
+
+  // --jpeg-quality: every image becomes a JPEG of that quality; lower quality, fewer bytes.
+  std::vector<size_t> sizes;
+  for (int q : {95, 50}) {
+    BuildOptions j;
+    j.source = root + "/src";
+    j.output = root + "/q" + std::to_string(q) + ".lmdb";
+    j.max_side = 128;
+    j.jpeg_quality = q;
+    ASSERT_TRUE(BuildDataset(j, &r).ok());
+    recs = Records(j.output);
+    ASSERT_EQ(recs.size(), 2u);
+    EXPECT_EQ(recs[0].codec, Codec::kJpeg);
+    EXPECT_EQ(recs[0].w, 128);
+    EXPECT_EQ(recs[1].codec, Codec::kJpeg);
+    sizes.push_back(recs[0].bytes + recs[1].bytes);
+    j.resume = true;
+    j.jpeg_quality = q == 95 ? 94 : 49;
+    s = BuildDataset(j, &r);
+    EXPECT_NE(s.message().find("jpeg_quality"), std::string::npos) << s.ToString();
+  }
+  EXPECT_LT(sizes[1], sizes[0]);
+  // Option errors: --max-side with --resize, --jpeg-quality with --store raw.
+  BuildOptions bad;
+  bad.source = root + "/src";
+  bad.output = root + "/bad.lmdb";
+  bad.max_side = 64;
+  bad.resize_width = bad.resize_height = 32;
+  EXPECT_EQ(BuildDataset(bad, &r).code(), Status::Code::kInvalidArgument);
+  bad.max_side = 0;
+  bad.resize_width = bad.resize_height = 0;
+  bad.overwrite = true;
+  bad.store = StoreMode::kRaw;
+  bad.jpeg_quality = 80;
+  EXPECT_EQ(BuildDataset(bad, &r).code(), Status::Code::kInvalidArgument);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace dspipe::codec

