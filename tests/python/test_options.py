@@ -201,6 +201,24 @@ def test_build_and_verify_take_every_build_option(tmp_path, dataset):
         dspipe.build(src, tmp_path / "p.lmdb", compression="none", progress=False)
 
 
+def test_decode_router_options_reach_python_and_errors_name_keywords(tmp_path, dataset):
+    """main's JPEG router options (AugmentOptions::resize_shorter, BuildOptions::max_side and
+    jpeg_quality) are keywords; their errors name the keywords, not dsconvert's flags."""
+    loader = cpu_loader(dataset, size=(16, 16), resize_shorter=20, normalize=False, shuffle=False)
+    assert next(iter(loader))["image"].shape == (4, 3, 16, 16)
+    assert loader.options().augment.resize_shorter == 20
+    with pytest.raises(ValueError, match=r"resize_shorter \(.*crop_scale < 1\) exclude"):
+        cpu_loader(dataset, size=(16, 16), resize_shorter=20, crop_scale=(0.5, 1.0))
+    src = os.path.dirname(dataset) + "/src"
+    assert dspipe.build(src, tmp_path / "j.lmdb", max_side=16, jpeg_quality=90,
+                        progress=False)["records"] == COUNT
+    assert dspipe.info(tmp_path / "j.lmdb")["shape"] == (3, round(16 * H / W), 16)  # aspect kept
+    with pytest.raises(ValueError, match="jpeg_quality must be 1..100 and excludes store='raw'"):
+        dspipe.build(src, tmp_path / "k.lmdb", store="raw", jpeg_quality=90, progress=False)
+    with pytest.raises(ValueError, match="max_side must be > 0 and excludes resize"):
+        dspipe.build(src, tmp_path / "m.lmdb", max_side=16, resize=(8, 8), progress=False)
+
+
 def test_dsbench_takes_the_loader_options(dataset, tmp_path):
     import json
     import sysconfig
