@@ -26,7 +26,8 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== concurrent code (pipeline, ranks, cache, stats) under TSan"
 cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON \
   -DDSPIPE_SANITIZE=thread -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
-TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test)
+TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test
+  transforms/loader_transform_test)
 cmake --build build-tsan -j "$JOBS" --target "${TSAN_TESTS[@]##*/}"
 for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
@@ -53,7 +54,10 @@ rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
 # ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
 # mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
-"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy
+# albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
+# numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
+"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy \
+  albumentations==2.0.8 numpy==1.26.4
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
 DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 echo "== all test suites passed"

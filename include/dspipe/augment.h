@@ -2,6 +2,12 @@
 // horizontal / vertical flips. Image and mask always get the same geometry; masks are always
 // resampled with nearest neighbour so class ids stay class ids.
 //
+// These options are sugar for a transform pipeline (dspipe/transforms.h): AugmentPipelineJson
+// gives the albumentations JSON the loader runs for them - RandomResizedCrop(size = the output
+// size, scale, ratio) when cropping, HorizontalFlip(p = hflip_p), VerticalFlip(p = vflip_p),
+// then a Resize to the output size for samples of another size - so flips and crops take the
+// same (fused) code path as any pipeline. DrawAugment reports that pipeline's draws.
+//
 // Randomness: a sample's parameters depend only on (seed, epoch, dataset index) and the source
 // size, never on which thread ran it or when; so batches are reproducible for any thread count.
 //
@@ -10,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "dspipe/status.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe {
 
@@ -32,11 +40,12 @@ struct AugmentOptions {
   double crop_ratio_min = 3.0 / 4.0;
   double crop_ratio_max = 4.0 / 3.0;
   // Validation geometry instead of a random crop: torchvision's Resize(resize_shorter) +
-  // CenterCrop(output size). The source is scaled so that its shorter side is resize_shorter
-  // pixels and the centred window of the output size is kept, i.e. the centred source
-  // rectangle of output size * shorter side / resize_shorter (rounded to whole pixels, clamped
-  // to the image) is resized to the output size. 0 (default) = off; > 0 needs crop_scale_min
-  // = 1 (no random crop). Typical: 256 for a 224 x 224 output.
+  // CenterCrop(output size), i.e. albumentations' SmallestMaxSize(max_size=resize_shorter) +
+  // CenterCrop(height, width, pad_if_needed=True) (AugmentPipelineJson): the source is scaled
+  // so that its shorter side is resize_shorter pixels and the centred window of the output
+  // size is kept (zero-padded where the scaled image is smaller), in one resampling pass of
+  // the window. 0 (default) = off; > 0 needs crop_scale_min = 1 (no random crop). Typical: 256
+  // for a 224 x 224 output.
   int resize_shorter = 0;
   // Image resampling when the size changes. Default kLinear (fast, smooth); kArea is better for
   // strong downscaling at ~2x the cost; kNearest keeps pixel values exact. Masks: kNearest.
@@ -58,17 +67,15 @@ struct AugmentParams {
 };
 
 // Draws sample `index`'s parameters for epoch `epoch` from a src_h x src_w source that is
-// resized to out_h x out_w (which only resize_shorter uses; without it, 0 x 0 is fine).
+// resized to out_h x out_w (which only resize_shorter uses; without it, 0 x 0 is fine): the crop
+// and flips the loader's pipeline for `options` draws (AugmentPipelineJson).
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
                           uint64_t index, int src_h, int src_w, int out_h = 0, int out_w = 0);
 
-// A view of a row-major HWC uint8 image (masks: channels 1). Does not own the pixels.
-struct ImageRef {
-  uint8_t* data = nullptr;
-  int height = 0;
-  int width = 0;
-  int channels = 1;
-};
+// The albumentations JSON of the pipeline `options` stand for, for an output of height x width
+// (the RandomResizedCrop's / CenterCrop's / final Resize's size). Masks use
+// INTER_NEAREST_EXACT (aligned with the image).
+std::string AugmentPipelineJson(const AugmentOptions& options, int height, int width);
 
 // Crops src to params' rectangle and resizes it into dst (dst's size is the output size;
 // `interpolation` is used only when the size changes), then flips dst. src and dst must not

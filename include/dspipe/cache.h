@@ -1,22 +1,40 @@
 // dspipe cache: a copy of a dataset on a RAM disk (tmpfs, /dev/shm by default), made once per
 // machine and shared by every process that opens the same dataset.
 //
-//   dspipe::CacheOptions o;                  // mode "auto": /dev/shm/dspipe-cache
+//   dspipe::CacheOptions o;                  // mode "auto": /dev/shm/dspipe-cache-<uid>
 //   dspipe::CacheResult r;
 //   std::unique_ptr<dspipe::CacheLease> lease;
 //   DSPIPE_RETURN_IF_ERROR(dspipe::AcquireCache("/content/drive/train.lmdb", o, &r, &lease));
 //   Open(r.path);                            // the copy, or the source when r.cached is false
 //
 // Rules (docs/CACHE.md has the layout and the tests that prove each):
+// - What it touches: the source is only read (O_RDONLY). Everything the cache writes, renames or
+//   deletes is inside its own directory ROOT/dspipe-cache-v1/ (ROOT: the directory named by
+//   `mode` or DSPIPE_CACHE_DIR, by default the per-user /dev/shm/dspipe-cache-<uid>, made 0700),
+//   through that directory's descriptor: new files are created exclusively, no symlink is
+//   followed, no computed name can leave it, and only names it can parse as its own
+//   ("<base>-<16 hex>" and its .tmp/.lock/.lease/.used) are ever removed. Nothing beside
+//   dspipe-cache-v1/ in ROOT is touched.
+// - Whose: the cache directory (and the per-user ROOT) is checked by fstat at every open: owned
+//   by us, not group/world-writable, marked as dspipe's; otherwise it is not used (in place, the
+//   reason in the one log line). An entry is used only when its completion record (every file
+//   with its size and crc32, written last, before the rename that commits it) matches.
+// - Symlinks in a dataset are resolved deliberately: the copy holds a linked file's bytes, a
+//   linked folder (symlinked shards) is entered. A dataset that cannot be copied as it is (a
+//   FIFO or device in it, a link to nothing, a link loop) is read in place, with the reason.
 // - Budget: the smaller of the free space on the cache's filesystem and, when that filesystem
 //   is a tmpfs, the RAM left (MemAvailable) after the caller's own buffers (reserved_ram), minus
-//   the margin. A dataset that does not fit (or exceeds cache_limit even after evicting) is used
-//   in place, and the reason is logged in one line and returned in CacheResult::reason.
+//   the margin. The room check and the reservation are made under ONE lock for the cache
+//   directory, counting the copies other processes have in progress, so budget and cache_limit
+//   hold across processes. A dataset that does not fit (or exceeds cache_limit even after
+//   evicting) is used in place, and the reason is logged in one line and returned in
+//   CacheResult::reason.
 // - The copy is made in ENTRY.tmp on the cache's filesystem: every file's space is reserved
 //   first (fallocate through the Env: a full tmpfs is an immediate ENOSPC naming the file, before
 //   any byte is copied, never a SIGBUS later), the bytes are copied, sizes are checked against the
-//   source (which must not have changed meanwhile), everything is fsynced, and ENTRY.tmp is
-//   renamed to ENTRY. ENTRY never exists incomplete; a crash leaves only ENTRY.tmp.
+//   source (which must not have changed meanwhile), everything is fsynced, the completion record
+//   is written, and ENTRY.tmp is renamed to ENTRY. ENTRY never exists incomplete; a crash leaves
+//   only ENTRY.tmp.
 // - ENTRY.lock (exclusive) is held while an entry is made, checked or evicted: several processes
 //   (ranks) opening one dataset make ONE copy; the others wait, then use it. A temp dir whose
 //   ENTRY.lock nobody holds belongs to a dead creator and is removed at the next start.
@@ -24,6 +42,8 @@
 //   to fit cache_limit or the budget) takes ENTRY.lock and ENTRY.lease exclusively without
 //   waiting and skips the entry when either is held: an entry a live process reads is never
 //   evicted. An evicted entry is renamed to ENTRY.tmp before it is deleted.
+// - fork(): a child does not hold the exclusive locks its parent holds (they are closed there),
+//   never waits for its parent's background copy, and reads in place what was not cached yet.
 //
 // Entry names: "<source basename>-<16 hex digits>", the digits from the sha256 of the source's
 // canonical absolute path and every file's relative path, size and modification time (and the
@@ -54,11 +74,12 @@
 namespace dspipe {
 
 struct CacheOptions {
-  // "auto" (default): cache in $DSPIPE_CACHE_DIR when set, else in /dev/shm/dspipe-cache when
-  // /dev/shm is a tmpfs, else use the dataset in place; a directory "auto" chose that cannot be
-  // made or written is also "in place" (with the reason), never a failed open. "off": always in
-  // place. Anything else is a directory to cache in (created when missing; an error when it
-  // cannot be); the RAM bound of the budget applies only when it is on a tmpfs.
+  // "auto" (default): cache in $DSPIPE_CACHE_DIR when set, else in /dev/shm/dspipe-cache-<uid>
+  // (this user's, made 0700) when /dev/shm is a tmpfs, else use the dataset in place; a
+  // directory "auto" chose that cannot be made or written is also "in place" (with the reason),
+  // never a failed open. "off": always in place. Anything else is a directory to cache in
+  // (created when missing; an error when it cannot be); the RAM bound of the budget applies only
+  // when it is on a tmpfs. Either way the cache lives in DIR/dspipe-cache-v1/ (see the rules).
   std::string mode = "auto";
   // Capacity of the cache directory in bytes (the total of its entries); 0 (default) = no limit
   // but the budget. Least recently used entries that no live process holds are evicted to make
@@ -190,13 +211,16 @@ std::shared_ptr<ShardCache> ShardCacheOf(const std::shared_ptr<const Dataset>& d
 Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
                     std::unique_ptr<CacheLease>* lease);
 
-// Removes the temp dirs under the cache dir `root` whose creator is dead (its ENTRY.lock not
-// held), and the use records' temp files (ENTRY.used.tmp.<pid>) whose <pid> is not alive.
-// *removed (optional) counts them. AcquireCache calls it first.
+// Removes, in the cache directory of `root` (root/dspipe-cache-v1/, when it is there and ours),
+// the temp dirs whose creator is dead (its ENTRY.lock not held), the use records' temp files
+// (ENTRY.used.tmp-<16 hex>) nobody is writing, and the lock, lease and use files of entries
+// that are gone. Nothing else is touched. *removed (optional) counts the temp dirs and files.
+// AcquireCache calls it first.
 Status CleanCacheOrphans(const std::string& root, Env* env, int* removed = nullptr);
 
-// The cache directory `mode` resolves to ("" for "off", and for "auto" when /dev/shm is not a
-// tmpfs; *why then says so).
+// The cache root `mode` resolves to: DIR, $DSPIPE_CACHE_DIR or /dev/shm/dspipe-cache-<uid> for
+// "auto" ("" for "off", and for "auto" when /dev/shm is not a tmpfs; *why then says so). The
+// cache itself lives in ROOT/dspipe-cache-v1/.
 std::string CacheRoot(const std::string& mode, std::string* why = nullptr);
 
 // Opens the dataset at `path` through the cache. The dataset is opened in place first (so a bad

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dspipe/env.h"
@@ -122,6 +123,22 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
 // refetches summed over the files, already_present = dest_dir was complete; sha256 is "".
 Status FetchDataset(const std::string& url, const std::string& dest_dir,
                     const FetchOptions& options, FetchResult* result = nullptr);
+
+// ---- What a source string names: the one URL classifier. Every component routes by it (Fetch,
+// FetchDataset, the cache, dsconvert), so "HTTPS://host/x" is a URL everywhere, never a file.
+enum class UrlScheme {
+  kPath,   // no "scheme://": a local path
+  kFile,   // file://PATH
+  kHttp,   // http://
+  kHttps,  // https://
+  kS3,     // s3://bucket/key (SigV4-signed requests: lib/fetch/s3.h)
+  kOther,  // another scheme (ftp://, gs://, ...): not read by dspipe's fetch
+};
+// By the scheme before "://" (RFC 3986: a letter, then letters, digits, '+', '-', '.'),
+// compared without regard to case.
+UrlScheme ClassifyUrl(std::string_view url);
+// kHttp or kHttps.
+bool IsHttpUrl(std::string_view url);
 
 // ---- URLs with a secret in their query: pre-signed S3/GCS URLs (?X-Amz-Signature=...),
 // token URLs (?token=..., ?download=true&...). docs/FETCH.md, "Signed and token URLs".

@@ -40,6 +40,7 @@
 #include "dspipe/sampler.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe {
 
@@ -77,12 +78,23 @@ struct LoaderOptions {
   bool drop_last = false;
   // Output size in pixels; 0 (default) = the dataset's (for datasets whose sizes vary or are
   // unknown, e.g. plain LMDBs: the size of record 0). Samples of another size are resized.
+  // With a `transform`: 0 = the size the pipeline ends in; a pipeline whose output size is not
+  // fixed gets a final Resize to this size (or the dataset's, or record 0's for plain LMDBs);
+  // a size that differs from the one the pipeline fixes is an error.
   int height = 0;
   int width = 0;
   // Image channels: 0 (default) = the dataset's; 1 or 3 converts (gray <-> RGB) while decoding.
   int channels = 0;
-  // Random flips / crops, applied identically to image and mask. Default: none.
+  // Random flips / crops, applied identically to image and mask. Default: none. Sugar for the
+  // pipeline [RandomResizedCrop, HorizontalFlip, VerticalFlip] (augment.h); one code path.
   AugmentOptions augment;
+  // An albumentations 2.0.8 pipeline (dspipe/transforms.h, docs/TRANSFORMS.md) the workers
+  // apply to image and mask; nullptr (default) = the one `augment` stands for (set one of the
+  // two). Checked by Create before the first batch: records whose sizes vary need a pipeline
+  // that ends in a fixed size (or height/width); CropNonEmptyMaskIfExists needs masks; the
+  // pipeline's Normalize supplies mean/std (pixel units) when `mean`/`std` are empty (both set:
+  // an error) - the normalize itself is this loader's `normalize` (or the DeviceLoader's).
+  std::shared_ptr<const TransformPipeline> transform;
   // Leave horizontal flips to the consumer: pixels are not flipped, Batch::hflip() says which
   // samples to mirror (e.g. GpuNormalizer's per-sample mirror flags, which flip for free).
   // Default false.
@@ -105,17 +117,18 @@ struct LoaderOptions {
   // Dataset open options for Loader::Open (verify_crc default false, readahead false).
   DatasetOpenOptions dataset;
   // RAM-disk cache for Loader::Open / DeviceLoader::Open (dspipe/cache.h, docs/CACHE.md):
-  // "off" (default: read the dataset where it is), "auto" (copy it into /dev/shm/dspipe-cache
-  // when /dev/shm is a tmpfs) or a directory to copy it into. The copy is made once per machine
-  // (other processes share it) when it fits the budget: free space and, on a tmpfs,
-  // MemAvailable less this loader's batch buffers (an estimate: prefetch + 2 batches), less a
-  // 512 MiB margin. Otherwise the dataset is read in place. Either way one line says which and
-  // why. A dataset not in the cache yet is read in place at once while the copy is made (or
-  // another process makes it) on a background thread; the loader reads the copy from the first
-  // epoch boundary after it has committed (reading_from() says which); a failed copy leaves
-  // it in place, never fails the loader. Loader::Create (an already open dataset) ignores it. An
-  // http(s):// dataset URL as the path is always fetched into the cache ("off" counts as "auto" for
-  // it); one that cannot be cached is an error (see OpenDatasetCached). With sampler.order kShards
+  // "off" (default: read the dataset where it is), "auto" (copy it into this user's
+  // /dev/shm/dspipe-cache-<uid> when /dev/shm is a tmpfs) or a directory to copy it into. The
+  // copy is made once per machine (other processes share it) when it fits the budget: free
+  // space and, on a tmpfs, MemAvailable less this loader's batch buffers (an estimate:
+  // prefetch + 2 batches), less a 512 MiB margin. Otherwise the dataset is read in place.
+  // Either way one line says which and why. A dataset not in the cache yet is read in place at
+  // once while the copy is made (or another process makes it) on a background thread; the
+  // loader reads the copy from the first epoch boundary after it has committed (reading_from()
+  // says which); a failed copy leaves it in place, never fails the loader. Loader::Create (an
+  // already open dataset) ignores it. An http(s):// dataset URL as the path is always fetched
+  // into the cache ("off" counts as "auto" for it); one that cannot be cached is an error (see
+  // OpenDatasetCached). With sampler.order kShards
   // over a local sharded dataset, one entry per shard, and only the shards this rank reads
   // (this epoch's and the next's) are copied (docs/CACHE.md "Order shards").
   std::string cache = "off";
@@ -158,9 +171,9 @@ struct CorruptReport {
 // never by its path, so a state resumes on a moved copy, on the RAM-disk cache's copy and on the
 // dataset fetched from a URL. The options that decide the batch stream (the fields marked
 // kInState in dspipe/option_fields.h: batch size, ranks, order, remainder, drop_last, size,
-// augmentation) are kept as name=value pairs. Restore refuses a state whose identity differs,
-// naming every difference. A state without identity (dataset_sha256 empty: made by hand) is
-// not checked.
+// augmentation, the transform pipeline as its JSON) are kept as name=value pairs. Restore
+// refuses a state whose identity differs, naming every difference. A state without identity
+// (dataset_sha256 empty: made by hand) is not checked.
 struct LoaderState {
   uint64_t seed = 0;           // the sampler / augmentation seed
   uint64_t epoch = 0;          // current epoch
@@ -241,7 +254,8 @@ class Loader {
   // Blocks until a background cache copy has committed or failed (at once when there is none);
   // the loader switches to it at the next epoch boundary. For tests and benches.
   virtual void WaitForCacheCopy() const = 0;
-  // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait).
+  // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait), with a
+  // transform row per pipeline segment under augment (docs/STATS.md).
   virtual StageStats& stats() = 0;
   // The shape to pass to Diagnose(stats(), shape, compute_ms).
   virtual LoaderShape loader_shape() const = 0;

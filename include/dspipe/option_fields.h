@@ -283,9 +283,10 @@ struct OptionFields<LoaderOptions> {
       Field("sampler", &S::sampler, kInState), Field("drop_last", &S::drop_last, kInState),
       Field("height", &S::height, kInState), Field("width", &S::width, kInState),
       Field("channels", &S::channels, kInState), Field("augment", &S::augment, kInState),
-      Field("defer_hflip", &S::defer_hflip), Field("normalize", &S::normalize),
-      Field("mean", &S::mean), Field("std", &S::std), Field("max_corrupt", &S::max_corrupt),
-      Field("allocator", &S::allocator), Field("dataset", &S::dataset), Field("cache", &S::cache),
+      Field("transform", &S::transform, kInState), Field("defer_hflip", &S::defer_hflip),
+      Field("normalize", &S::normalize), Field("mean", &S::mean), Field("std", &S::std),
+      Field("max_corrupt", &S::max_corrupt), Field("allocator", &S::allocator),
+      Field("dataset", &S::dataset), Field("cache", &S::cache),
       Field("cache_limit", &S::cache_limit), Field("cache_overlap", &S::cache_overlap));
 };
 

@@ -40,10 +40,14 @@ enum class Stage : int {
   kNormalize = 5,  // one batch's uint8 -> float normalize (CPU or GPU, see LoaderShape::gpu)
   kWait = 6,       // consumer blocked in Next() until a batch was ready
   kCount = 7,
+  // Not a stage of the vocabulary above (no kNumStages array holds it): the rows that break
+  // augment down by transform segment (StageStats::SetTransformRows); per sample.
+  kTransform = 8,
 };
 inline constexpr int kNumStages = static_cast<int>(Stage::kCount);
 
-// "read", "decode", "augment", "collate", "h2d", "normalize", "wait"; "none" for kCount.
+// "read", "decode", "augment", "collate", "h2d", "normalize", "wait"; "transform" for
+// kTransform; "none" for kCount.
 const char* StageName(Stage stage);
 
 // How one sample's image was decoded (docs/DECODE.md): the decode router's choice, counted per
@@ -84,6 +88,10 @@ void SetThreadName(std::string_view name);
 // nearest-rank value (half a bucket), exact below 32 ns; clamped to [min, max].
 struct StageSummary {
   Stage stage = Stage::kCount;
+  // kTransform rows: which segment of the pipeline (0-based) and its label, e.g.
+  // "geometric: RandomCrop > HorizontalFlip" (TransformPipeline::segment_labels()).
+  int row = -1;
+  std::string label;
   uint64_t count = 0;    // number of records
   double total_ms = 0;   // sum of all durations
   double mean_ms = 0;    // total_ms / count
@@ -115,8 +123,19 @@ class StageStats {
   void RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uint64_t id = 0) noexcept;
 
   StageSummary Summary(Stage stage) const;
-  // Summaries of the stages with count > 0, in Stage order.
+  // Summaries of the stages with count > 0, in Stage order, with the transform rows that have
+  // a count right after augment (they break augment down; Diagnose does not count them).
   std::vector<StageSummary> Summaries() const;
+
+  // The transform rows: one per pipeline segment, labelled (at most kMaxTransformRows; later
+  // segments share the last row). Call before recording (the loader does, at creation); a
+  // second call is ignored.
+  static constexpr int kMaxTransformRows = 16;
+  void SetTransformRows(const std::vector<std::string>& labels);
+  // Records one segment's time for one sample (and a "transform" trace span). Lock-free; a
+  // no-op before SetTransformRows.
+  void RecordTransform(int row, uint64_t start_ns, uint64_t end_ns, uint64_t id = 0) noexcept;
+  StageSummary TransformSummary(int row) const;
   // Counts one sample's image decode on `path`, taking decode_ns (lock-free, 2 relaxed adds).
   // The decode span itself is recorded separately (RecordSpan(kDecode, ...)).
   void RecordDecodePath(DecodePath path, uint64_t decode_ns) noexcept;
@@ -154,8 +173,17 @@ class StageStats {
   };
   struct TraceBuffer;
   TraceBuffer* BufferForThisThread();
+  static void RecordInto(Counters& c, uint64_t ns) noexcept;
+  static StageSummary SummaryOf(const Counters& c, Stage stage);
+  static void ResetCounters(Counters& c);
+  void TraceSpan(Stage stage, uint64_t start_ns, uint64_t dur, uint64_t id) noexcept;
 
   std::array<Counters, kNumStages> counters_;
+  // Transform rows: written once by SetTransformRows (under trace_mu_) before the pointer is
+  // published (release); readers acquire it.
+  std::unique_ptr<std::array<Counters, kMaxTransformRows>> transform_rows_;
+  std::vector<std::string> transform_labels_;
+  std::atomic<int> transform_count_{0};
   struct PathCounters {
     std::atomic<uint64_t> count{0};
     std::atomic<uint64_t> total_ns{0};

@@ -180,6 +180,30 @@ Status CheckSameOptions(const json& stored, const json& want, const std::string&
                                  Opt("BuildOptions::overwrite", "true") + ")");
 }
 
+// The source stamps in the stored build state: [[name, size, mtime_ns(, members)], ...].
+json StampsJson(const std::vector<SourceStamp>& stamps) {
+  json a = json::array();
+  for (const SourceStamp& s : stamps) {
+    json e = {s.name, s.size, s.mtime_ns};
+    if (!s.members.empty()) e.push_back(s.members);
+    a.push_back(std::move(e));
+  }
+  return a;
+}
+
+std::vector<SourceStamp> StampsFromJson(const json& a) {
+  std::vector<SourceStamp> out;
+  for (const json& e : a) {
+    SourceStamp s;
+    s.name = e.at(0).get<std::string>();
+    s.size = e.at(1).get<uint64_t>();
+    s.mtime_ns = e.at(2).get<int64_t>();
+    if (e.size() > 3) s.members = e.at(3).get<std::string>();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // Options that decide the content of the output; --resume requires them unchanged.
 json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   const bool raw = o.store == StoreMode::kRaw;
@@ -234,6 +258,17 @@ class Builder {
   // Writes manifest.json: manifest + the "files" list of reader_files (hashed now).
   Status WriteFileList(const std::string& manifest, const std::vector<std::string>& reader_files);
   Status CheckArchiveOrder() const;
+  // --resume: the source must still be what the build read (the stamps stored in its state; a
+  // state without them, from an older dspipe, is not checked). No file may be new or gone, and
+  // no file may have changed that a committed record was made from (finished: any file). A
+  // changed file the build has not reached yet is what "fix the input and rerun with --resume"
+  // asks for: allowed, and the stored stamps are brought up to date. `current`: the source as
+  // scanned now, when the caller has it. An error names the first file that differs.
+  Status CheckSourceUnchanged(const json& state, const SourceList* current, bool finished);
+  // The same for a finished output: the state is read from its state shard (closed by then).
+  Status CheckFinishedSourceUnchanged();
+  // The plan position up to which shard s has committed records (its end when finished).
+  Status CommittedEnd(int shard, uint64_t* end);
   // An archive item's bytes, read in plan order by the pipeline's serial first stage.
   Status ReadArchiveItem(const SourceItem& item, SourceBytes* out);
   json Manifest(const Accum& acc, uint64_t count) const;
@@ -401,7 +436,12 @@ Status Builder::Plan(bool fresh) {
       // a smaller buffer than the first run's must not turn the rest into a pass per member.
       DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
     }
-    return Status::OK();
+    // The plan is the stored one: the source must still be what it was made from.
+    SourceList now;
+    now.archive = archive_;
+    if (archive_ == nullptr && plan_meta_.at("kind") == "plain-lmdb") now.kind = "plain-lmdb";
+    return CheckSourceUnchanged(state, archive_ != nullptr || !now.kind.empty() ? &now : nullptr,
+                                /*finished=*/false);
   }
   if (!fresh) {
     // The output exists but the plan never got committed: nothing was written, start over.
@@ -433,9 +473,133 @@ Status Builder::Plan(bool fresh) {
                     ? json{it.image, it.mask, it.label, it.error, it.plain_index}
                     : json{it.image, it.mask, it.label, it.error});
   }
+  // What was read from SRC, so that a later --resume can tell whether it changed since.
+  std::vector<SourceStamp> stamps;
+  DSPIPE_RETURN_IF_ERROR(StampSources(o_.source, o_.plain, sources_, &stamps));
   LmdbEnv::Writer w(env0_.get());
-  w.PutMeta(kBuildStateKey, json{{"options", want}, {"plan", p}, {"meta", plan_meta_}}.dump());
+  w.PutMeta(kBuildStateKey, json{{"options", want},
+                                 {"plan", p},
+                                 {"meta", plan_meta_},
+                                 {"sources", StampsJson(stamps)}}
+                                .dump());
   return w.Commit();
+}
+
+Status Builder::CheckSourceUnchanged(const json& state, const SourceList* current,
+                                     bool finished) {
+  if (!state.is_object() || !state.contains("sources")) {
+    Log(LogLevel::kInfo, o_.output + ": built by an older dspipe, which did not record what it "
+                                     "read from the source; --resume does not check it");
+    return Status::OK();
+  }
+  std::vector<SourceStamp> was, now;
+  try {
+    was = StampsFromJson(state.at("sources"));
+  } catch (const json::exception& e) {
+    return Status::Corruption(ShardPath(StateShard()) + " (meta " + kBuildStateKey +
+                              "): bad source stamps: " + e.what());
+  }
+  SourceList scanned;
+  if (current == nullptr) {
+    if (IsArchiveSource(o_.source)) {
+      DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, 0, &scanned.archive));
+    } else if (IsLmdbSource(o_.source)) {
+      scanned.kind = "plain-lmdb";
+    } else {
+      DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &scanned, 0, env_));
+    }
+    current = &scanned;
+  }
+  Status s = StampSources(o_.source, o_.plain, *current, &now);
+  const SourceChanges changes =
+      s.ok() ? CompareSourceStamps(o_.source, was, now) : SourceChanges{s.message(), {}};
+  if (changes.empty()) return Status::OK();
+  auto refuse = [&](const std::string& what) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::resume", "true") + ": the source changed since the build of " +
+        o_.output + " started: " + what + " (" + std::to_string(was.size()) +
+        " files were read then, " + std::to_string(s.ok() ? now.size() : 0) +
+        " now); the output would not match it: rerun with " +
+        Opt("BuildOptions::overwrite", "true") + " to build it anew");
+  };
+  // Files new or gone change the plan; an archive, a plain LMDB or the CSV listing the samples
+  // is read as a whole: any change to them is refused.
+  const bool per_file = current->archive == nullptr && current->kind != "plain-lmdb";
+  if (finished || !changes.added_or_removed.empty() || !per_file ||
+      changes.changed.count(o_.source)) {
+    return refuse(changes.First());
+  }
+  // Files changed since: refused when a committed record was made from one.
+  for (int sh = 0; sh < o_.shards; ++sh) {
+    if (OneShard() && sh != o_.shard_index) continue;
+    uint64_t end = 0;
+    DSPIPE_RETURN_IF_ERROR(CommittedEnd(sh, &end));
+    for (uint64_t pos = ShardBegin(sh); pos < end; ++pos) {
+      for (const std::string* f : {&plan_[pos].image, &plan_[pos].mask}) {
+        auto it = changes.changed.find(*f);
+        if (it != changes.changed.end()) {
+          return refuse(it->second + ", and sample " + std::to_string(pos) +
+                        " was already built from it");
+        }
+      }
+    }
+  }
+  // Not built from yet: the new bytes will be. The stored stamps become today's.
+  json updated = state;
+  updated["sources"] = StampsJson(now);
+  LmdbEnv::Writer w(env0_.get());
+  w.PutMeta(kBuildStateKey, updated.dump());
+  return w.Commit();
+}
+
+Status Builder::CommittedEnd(int shard, uint64_t* end) {
+  *end = ShardBegin(shard);
+  std::unique_ptr<LmdbEnv> own;
+  LmdbEnv* env = env0_.get();
+  if (shard != StateShard()) {
+    if (!env_->FileExists(ShardPath(shard) + "/data.mdb")) return Status::OK();  // not begun
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(shard), 16, false, &own));
+    if (!own->has_dspipe_dbs()) return Status::OK();
+    env = own.get();
+  }
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kManifestKey, &text, &found));
+  if (found) {
+    *end = ShardBegin(shard + 1);
+    return Status::OK();
+  }
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kCursorKey, &text, &found));
+  if (!found) return Status::OK();
+  const std::string where = env->path() + " (meta " + kCursorKey + ")";
+  json cursor;
+  Accum acc;
+  DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &cursor));
+  DSPIPE_RETURN_IF_ERROR(ParseAccum(cursor, where, &acc));
+  *end = std::min<uint64_t>(acc.next_pos, plan_.size());
+  return Status::OK();
+}
+
+Status Builder::CheckFinishedSourceUnchanged() {
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env_->GetFileKind(o_.source, &kind));
+  if (kind == FileKind::kMissing) {
+    // Nothing to compare with (the source was removed after the build): the output stands.
+    Log(LogLevel::kWarn, o_.output + ": complete; its source " + o_.source +
+                             " is gone, so --resume could not check it unchanged");
+    return Status::OK();
+  }
+  std::unique_ptr<LmdbEnv> env;
+  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(StateShard()), 16, false, &env));
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kBuildStateKey, &text, &found));
+  env.reset();
+  if (!found) return CheckSourceUnchanged(json(), nullptr, true);
+  json state;
+  DSPIPE_RETURN_IF_ERROR(
+      ParseStored(text, ShardPath(StateShard()) + " (meta " + kBuildStateKey + ")", &state));
+  return CheckSourceUnchanged(state, nullptr, /*finished=*/true);
 }
 
 // Members are streamed: reading them in an order far from the archive's own order would
@@ -778,14 +942,17 @@ Status Builder::Run() {
                               ? m["build"]["options"]
                               : json();
       DSPIPE_RETURN_IF_ERROR(CheckSameOptions(stored, Fingerprint(o_, source_abs_), o_.output));
+      const uint64_t records = ds->size();
+      const bool one_lmdb = o_.shards == 1 && ds->info().kind == DatasetKind::kDspipe;
+      const std::string manifest = ds->info().manifest_json;
+      ds.reset();  // the state shard is opened next (LMDB: one open per process)
+      // Finished from another source is no more this build than one with other options.
+      DSPIPE_RETURN_IF_ERROR(CheckFinishedSourceUnchanged());
       result_->already_complete = true;
-      result_->records = ds->size();
+      result_->records = records;
       // One shard, killed after its final commit but before manifest.json: write it now. (Not
       // a shard built alone with --shard-index: assemble writes the dataset's manifest.json.)
-      if (o_.shards == 1 && ds->info().kind == DatasetKind::kDspipe &&
-          !env_->FileExists(o_.output + "/" + kTopManifestFile)) {
-        const std::string manifest = ds->info().manifest_json;
-        ds.reset();
+      if (one_lmdb && !env_->FileExists(o_.output + "/" + kTopManifestFile)) {
         DSPIPE_RETURN_IF_ERROR(WriteFileList(manifest, {"data.mdb"}));
       }
       return Status::OK();

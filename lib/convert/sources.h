@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,5 +64,37 @@ Status ReadPlainItem(const Dataset& plain, const SourceItem& item, std::string* 
 Status ScanPlainLmdb(const std::string& source, const PlainLmdbOptions& plain, SourceList* out);
 // True when any pairing option differs from its default.
 bool PlainOptionsSet(const PlainLmdbOptions& plain);
+
+// ---- What a build read from SRC, so that --resume can tell a changed source (sources_stamp.cc)
+
+// One file a build reads, as --resume checks it unchanged.
+struct SourceStamp {
+  std::string name;      // the file's path (as the plan names it)
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string members;   // an archive: sha256 of its member list (path, size, entry); else ""
+  bool operator==(const SourceStamp&) const = default;
+};
+
+// The stamps of what a build of `list` (scanned from `source`) reads, sorted by name: every
+// image and mask file of the plan and the CSV that lists them; an archive as one stamp (its
+// size, mtime and member list: a member added, removed or resized changes it); a plain LMDB by
+// its data file(s), its masks LMDB and its labels CSV. A file that cannot be stat'ed is an
+// error naming it.
+Status StampSources(const std::string& source, const PlainLmdbOptions& plain,
+                    const SourceList& list, std::vector<SourceStamp>* out);
+
+// How the stamps of a source now differ from those stored, each said relative to `source`:
+// "images/000013.png is new", "... is gone", "images/3.png: 1834 bytes, now 2000",
+// "images/3.png: modified since (its mtime changed)", "SRC.tar: its member list changed".
+struct SourceChanges {
+  std::string added_or_removed;                // the first file new or gone; "" when none
+  std::map<std::string, std::string> changed;  // a file there before and now -> how it changed
+  bool empty() const { return added_or_removed.empty() && changed.empty(); }
+  // added_or_removed, else the first changed file (in name order), else "".
+  std::string First() const;
+};
+SourceChanges CompareSourceStamps(const std::string& source, const std::vector<SourceStamp>& was,
+                                  const std::vector<SourceStamp>& now);
 
 }  // namespace dspipe

@@ -2,13 +2,13 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <libdeflate.h>
-#include <zstd.h>
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "dspipe/env.h"
+#include "dspipe/limits.h"
 
 namespace dspipe {
 namespace {
@@ -25,12 +26,28 @@ constexpr size_t kMaxCursors = 2;
 // libarchive's read block size: large blocks keep the syscall count low on big archives.
 constexpr size_t kBlockSize = size_t{1} << 20;
 constexpr uint64_t kMaxMember = UINT32_MAX;  // a record payload's limit (format.h)
+
+// The most bytes one member may hold to be read: an image at DecodeLimits::max_pixels, 8 bytes
+// a pixel (16-bit RGBA, uncompressed: the largest an encoded image within the limits can be),
+// plus 1 MiB for headers and metadata; never more than a record holds. Default: 2 GiB + 1 MiB.
+uint64_t MemberLimit() {
+  const uint64_t pixels = GetDecodeLimits().max_pixels;
+  const uint64_t bytes = pixels > (kMaxMember >> 3) ? kMaxMember : pixels * 8 + (uint64_t{1} << 20);
+  return std::min(bytes, kMaxMember);
+}
+
+std::string OverLimit(const std::string& name, const std::string& what, uint64_t limit) {
+  return name + ": " + what + ", over the limit of " + std::to_string(limit) +
+         " bytes for one member (an image at the pixel limit, 8 bytes a pixel: raise "
+         "--max-image-pixels, DecodeLimits::max_pixels, to read larger ones)";
+}
 // Idle readers kept for a zip held in memory (each costs a parse of the central directory):
 // enough for the images and masks readers of every build thread.
 constexpr size_t kMaxPool = 16;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // A member path as a safe relative path: "./a//b/" -> "a/b". Refuses absolute paths and "..":
@@ -239,8 +256,8 @@ bool IsArchiveSource(const std::string& source) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_regular_file(source, ec)) return false;
-  for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.bz2", ".tar.xz",
-                          ".zip"}) {
+  for (const char* ext :
+       {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.bz2", ".tar.xz", ".zip"}) {
     if (EndsWith(source, ext)) return true;
   }
   return false;
@@ -385,6 +402,7 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
 Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
                            std::shared_ptr<ArchiveSource>* out) {
   std::shared_ptr<ArchiveSource> src(new ArchiveSource(source));
+  src->member_limit_ = MemberLimit();
   DSPIPE_RETURN_IF_ERROR(src->LoadWhole(buffer_bytes));
   ::archive* a = nullptr;
   DSPIPE_RETURN_IF_ERROR(src->OpenReader(&a));
@@ -431,15 +449,22 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
         src->dirs_[d] = true;
       }
     } else {
-      const char* what = type == AE_IFLNK                  ? "a symbolic link"
+      const char* what = type == AE_IFLNK                       ? "a symbolic link"
                          : archive_entry_hardlink(e) != nullptr ? "a hard link"
                                                                 : "not a regular file";
       src->warnings_.push_back(src->Name(path) + ": " + what + "; ignored");
     }
-    const bool regular = safe && !macos_meta && type == AE_IFREG &&
-                         archive_entry_hardlink(e) == nullptr;
+    const bool regular =
+        safe && !macos_meta && type == AE_IFREG && archive_entry_hardlink(e) == nullptr;
     const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-    if (regular && src->held_ == Held::kTar) {
+    // A sparse member (GNU tar --sparse) declares a size its data does not hold: reading it
+    // would fill the holes with zeros in memory (20 KB of archive declared 600 MB). Refused
+    // when read (Read), never buffered or copied here.
+    const bool sparse = regular && archive_entry_sparse_count(e) > 0;
+    if (sparse) src->sparse_.insert(ordinal);
+    if (sparse) {
+      // Neither held nor buffered: nothing of it is read.
+    } else if (regular && src->held_ == Held::kTar) {
       // Served from the inflated tar: no copy, unless the data is not one block there.
       size_t offset = 0;
       std::string copy;
@@ -455,11 +480,13 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
     } else if (regular && src->held_ == Held::kZip) {
       ++src->buffered_count_;  // inflated by Read() from the zip held in memory
     }
-    // Directories, links and ignored members neither use nor end the buffer.
-    if (regular && src->held_ == Held::kNone) {
+    // Directories, links and ignored members neither use nor end the buffer; a member over the
+    // per-member limit is not read here (Read refuses it, naming it).
+    const bool readable = regular && !sparse && size <= src->member_limit_;
+    if (readable && src->held_ == Held::kNone) {
       buffering = buffering && archive_entry_size_is_set(e) && size <= buffer_bytes - buffered;
     }
-    if (regular && buffering) {
+    if (readable && buffering) {
       std::string data;
       bool over = false;
       if (!ReadEntry(a, size, size, &data, &over) || data.size() != size) {
@@ -478,9 +505,10 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
   }
   if (src->corrupt_gzip_) {
     return Status::Corruption(
-        source + ": corrupt gzip data: its CRC-32 or size does not match the inflated bytes (one "
-                 "checksum covers the whole stream, so no member can be named); recreate or "
-                 "download the archive again");
+        source +
+        ": corrupt gzip data: its CRC-32 or size does not match the inflated bytes (one "
+        "checksum covers the whole stream, so no member can be named); recreate or "
+        "download the archive again");
   }
   // A path stored both as a file and as a directory: the directory wins for layout detection;
   // the file would never be listed as an image of it.
@@ -522,8 +550,18 @@ Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out)
                               std::to_string(k) + "); rebuild with " +
                               Opt("BuildOptions::overwrite", "true"));
   }
+  if (sparse_.count(k)) {
+    return Status::BadInput(name +
+                            ": a sparse member (a file with holes, as GNU tar --sparse "
+                            "writes): refused, dspipe reads regular members only; recreate "
+                            "the archive without --sparse");
+  }
   if (held_ == Held::kTar) {  // const after Open(): safe from several threads
     if (auto v = views_.find(k); v != views_.end()) {
+      if (v->second.second > member_limit_) {
+        return Status::BadInput(OverLimit(
+            name, "member of " + std::to_string(v->second.second) + " bytes", member_limit_));
+      }
       out->assign(whole_.get() + v->second.first, v->second.second);
       return Status::OK();
     }
@@ -580,7 +618,12 @@ Status ArchiveSource::ReadFromPool(int64_t k, const std::string& name, std::stri
     c.next = 0;
     ++passes_made_;
   }
-  DSPIPE_RETURN_IF_ERROR(ReadWith(&c, k, name, out));  // closes c's reader on failure
+  // ReadWith closes c's reader when the archive is broken; a member it refuses (over the
+  // limit) leaves it open: this reader was taken from the pool, so it is freed here.
+  if (Status s = ReadWith(&c, k, name, out); !s.ok()) {
+    if (c.a != nullptr) archive_read_free(c.a);
+    return s;
+  }
   std::lock_guard<std::mutex> lock(pool_mu_);
   pool_.push_back(c);
   if (pool_.size() > kMaxPool) {  // drop the one furthest behind
@@ -618,15 +661,19 @@ Status ArchiveSource::ReadWith(Cursor* cur, int64_t k, const std::string& name,
   }
   ++c.next;
   const uint64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-  if (size > kMaxMember) {
-    return Status::BadInput(name + ": member of " + std::to_string(size) +
-                            " bytes; records hold at most 4 GiB");
+  if (size > member_limit_) {
+    return Status::BadInput(
+        OverLimit(name, "member of " + std::to_string(size) + " bytes", member_limit_));
   }
+  // The declared size is not trusted either (a zip member's may be unset or wrong): the bytes
+  // inflated stop at the limit.
   bool over = false;
-  if (!ReadEntry(c.a, size, kMaxMember, out, &over)) {
+  if (!ReadEntry(c.a, size, member_limit_, out, &over)) {
     if (!over) return broken(name, "truncated or corrupt archive");
     (void)broken(name, "");  // closes the reader; the size is the error to report
-    return Status::BadInput(name + ": member over 4 GiB; records hold at most 4 GiB");
+    return Status::BadInput(
+        OverLimit(name, "member inflating to more than " + std::to_string(member_limit_) + " bytes",
+                  member_limit_));
   }
   if (archive_entry_size_is_set(e) && out->size() != size) {
     return broken(name, ("truncated member: " + std::to_string(out->size()) + " of " +

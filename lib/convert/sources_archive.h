@@ -9,18 +9,19 @@
 // before all masks two (one reader each), and every further pass is a reopen. The builder
 // refuses a plan that would need more than kMaxArchivePasses passes (see Passes()).
 //
-// Held whole in memory (when it fits the buffer; see Open()): a .tar is mapped (or read in), a .tar.gz is
-// inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are served from
-// that tar without a copy at listing time; a .zip file is read in and its members are inflated by
-// the threads that read them. Read() is then safe from several threads, in any order
+// Held whole in memory (when it fits the buffer; see Open()): a .tar is mapped (or read in), a
+// .tar.gz is inflated in one call with libdeflate, a .tar.zst with libzstd, and their members are
+// served from that tar without a copy at listing time; a .zip file is read in and its members are
+// inflated by the threads that read them. Read() is then safe from several threads, in any order
 // (ConcurrentReads()), so the build reads members in parallel as it does files of a folder.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
-#include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,7 +110,14 @@ class ArchiveSource {
   // found at `ordinal`, so a changed archive is an error, not a wrong record). One caller at a
   // time, unless ConcurrentReads(). Errors: kIOError for a truncated or unreadable archive or
   // member (a zip member's bad deflate data or CRC), kCorruption when the archive no longer
-  // holds that member, kBadInput for a member over 4 GiB; all name SRC:member.
+  // holds that member, kBadInput for a sparse member (never read: its holes would be zeros in
+  // memory) and for a member over the per-member limit (an image at DecodeLimits::max_pixels, 8
+  // bytes a pixel, + 1 MiB; at most 4 GiB), declared or found while inflating (reading stops
+  // there); all name SRC:member and the limit.
+  //
+  // Memory: while listing, at most buffer_bytes of member data is held (or the archive whole,
+  // when it fits buffer_bytes); a sparse member's holes are never filled in; a Read holds at
+  // most the per-member limit.
   Status Read(int64_t ordinal, const std::string& name, std::string* out);
   // True when the whole archive is held in memory (see Open()): Read() may then be called from
   // several threads at once, in any order, and costs no pass.
@@ -158,13 +166,15 @@ class ArchiveSource {
   Held held_ = Held::kNone;
   bool mapped_ = false;
   bool corrupt_gzip_ = false;  // libdeflate found bad data: an error if the listing passes
-  WholeBuffer whole_;  // the (inflated) tar or the zip file (held_ != kNone)
+  WholeBuffer whole_;          // the (inflated) tar or the zip file (held_ != kNone)
   size_t whole_size_ = 0;
   // Held tar: entry -> (offset, size) of its data in whole_ (buffered_ holds the rare member
   // whose data is not one contiguous block there; both stay until the source is destroyed).
   std::map<int64_t, std::pair<size_t, size_t>> views_;
   std::mutex pool_mu_;
-  std::vector<Cursor> pool_;  // held zip: idle readers, each at its `next` entry
+  std::vector<Cursor> pool_;   // held zip: idle readers, each at its `next` entry
+  std::set<int64_t> sparse_;   // sparse members: listed, refused by Read
+  uint64_t member_limit_ = 0;  // the most bytes Read gives for one member (Open: from DecodeLimits)
 };
 
 }  // namespace dspipe

@@ -1,5 +1,6 @@
 #include "core/checksum.h"
 
+#include <openssl/evp.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -18,6 +19,19 @@ uint32_t Crc32(std::span<const uint8_t> data, uint32_t crc) {
     n -= chunk;
   }
   return static_cast<uint32_t>(c);
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string hex(2 * len, '0');
+  for (unsigned int i = 0; i < len; ++i) {
+    hex[2 * i] = kHex[md[i] >> 4];
+    hex[2 * i + 1] = kHex[md[i] & 15];
+  }
+  return hex;
 }
 
 }  // namespace dspipe

@@ -1,4 +1,5 @@
-// The POSIX Env and the helpers every Env shares.
+// The POSIX Env and the helpers every Env shares (its Directory: env_dir.cc; its locks and the
+// atfork registry: env_locks.cc).
 #include "dspipe/env.h"
 
 #include <dirent.h>
@@ -13,6 +14,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <system_error>
+
+#include "core/env_internal.h"
 
 namespace dspipe {
 namespace {
@@ -91,6 +94,7 @@ class PosixWritableFile final : public WritableFile {
     if (::fdatasync(fd_) != 0) return Status::IOErrorErrno("fsync", path_, errno);
     return Status::OK();
   }
+  int native_fd() const override { return fd_; }
   void StartWriteback() override {
     if (size_ <= writeback_from_) return;
     // Only the range appended since the last call: the earlier one is already under way.
@@ -115,17 +119,6 @@ class PosixWritableFile final : public WritableFile {
   uint64_t writeback_from_ = 0;  // StartWriteback: bytes before this were handed to the disk
 };
 
-class PosixFileLock final : public FileLock {
- public:
-  PosixFileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  ~PosixFileLock() override { ::close(fd_); }  // closing the last descriptor releases flock
-  const std::string& path() const override { return path_; }
-
- private:
-  std::string path_;
-  int fd_;
-};
-
 class PosixEnv final : public Env {
  public:
   Status NewRandomAccessFile(const std::string& path,
@@ -148,8 +141,14 @@ class PosixEnv final : public Env {
 
   Status NewWritableFile(const std::string& path, bool truncate,
                          std::unique_ptr<WritableFile>* out) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
-    if (fd < 0) return OpenError(path, errno);
+    int fd = ::open(path.c_str(),
+                    O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (truncate ? O_TRUNC : 0), 0644);
+    if (fd < 0) {
+      if (errno == ELOOP) {
+        return Status::IOError("open " + path + ": a symbolic link (not followed)");
+      }
+      return OpenError(path, errno);
+    }
     struct stat st;
     if (::fstat(fd, &st) != 0) {
       const int err = errno;
@@ -241,12 +240,23 @@ class PosixEnv final : public Env {
 
   Status LockFile(const std::string& lock_path, bool wait,
                   std::unique_ptr<FileLock>* out) override {
-    return Lock(lock_path, LOCK_EX, wait, out);
+    return internal::LockAt(AT_FDCWD, lock_path, lock_path, /*exclusive=*/true, wait, out);
   }
 
   Status LockFileShared(const std::string& lock_path, bool wait,
                         std::unique_ptr<FileLock>* out) override {
-    return Lock(lock_path, LOCK_SH, wait, out);
+    return internal::LockAt(AT_FDCWD, lock_path, lock_path, /*exclusive=*/false, wait, out);
+  }
+
+  Status OpenDirectory(const std::string& path, std::unique_ptr<Directory>* out) override {
+    const std::string p = path.empty() ? "." : path;
+    const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return Status::NotFound(p + ": no such directory");
+      return Status::IOErrorErrno("open", p, errno);
+    }
+    *out = internal::NewPosixDirectory(fd, p);
+    return Status::OK();
   }
 
   Status RemoveTree(const std::string& path) override {
@@ -257,22 +267,6 @@ class PosixEnv final : public Env {
   }
 
  private:
-  static Status Lock(const std::string& lock_path, int op, bool wait,
-                     std::unique_ptr<FileLock>* out) {
-    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return OpenError(lock_path, errno);
-    for (;;) {
-      if (::flock(fd, op | (wait ? 0 : LOCK_NB)) == 0) break;
-      const int err = errno;
-      if (err == EINTR) continue;
-      ::close(fd);
-      if (err == EWOULDBLOCK) return Status::Aborted(lock_path + ": held by another process");
-      return Status::IOErrorErrno("flock", lock_path, err);
-    }
-    *out = std::make_unique<PosixFileLock>(lock_path, fd);
-    return Status::OK();
-  }
-
   // IOError for every open failure, ENOENT included (what callers have always seen).
   static Status OpenError(const std::string& path, int err) {
     return Status::IOErrorErrno("open", path, err);
@@ -302,6 +296,23 @@ Status Env::RemoveTree(const std::string& path) {
   return Status::Unsupported("remove " + path + ": not supported by this Env");
 }
 
+Status Env::OpenDirectory(const std::string& path, std::unique_ptr<Directory>* out) {
+  (void)out;
+  return Status::Unsupported("open directory " + path + ": not supported by this Env");
+}
+
+namespace internal {
+
+std::unique_ptr<RandomAccessFile> NewPosixRandomAccessFile(std::string path, int fd) {
+  return std::make_unique<PosixRandomAccessFile>(std::move(path), fd);
+}
+
+std::unique_ptr<WritableFile> NewPosixWritableFile(std::string path, int fd, uint64_t size) {
+  return std::make_unique<PosixWritableFile>(std::move(path), fd, size);
+}
+
+}  // namespace internal
+
 Status Env::ReadFile(const std::string& path, std::string* out) {
   std::unique_ptr<RandomAccessFile> f;
   DSPIPE_RETURN_IF_ERROR(NewRandomAccessFile(path, &f));
@@ -320,22 +331,10 @@ Status Env::ReadFile(const std::string& path, std::string* out) {
 }
 
 Status Env::WriteFileAtomic(const std::string& path, std::string_view data) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Status s;
-  {
-    std::unique_ptr<WritableFile> f;
-    s = NewWritableFile(tmp, /*truncate=*/true, &f);
-    if (!s.ok()) return s;
-    s = f->Append(data);
-    if (s.ok()) s = f->Sync();
-    if (s.ok()) s = f->Close();
-  }
-  if (s.ok()) s = RenameFile(tmp, path);
-  if (!s.ok()) {
-    (void)RemoveFile(tmp);  // best effort: the write already failed
-    return s;
-  }
-  return SyncDir(std::filesystem::path(path).parent_path().string());
+  const std::filesystem::path p(path);
+  std::unique_ptr<Directory> dir;
+  DSPIPE_RETURN_IF_ERROR(OpenDirectory(p.parent_path().string(), &dir));
+  return dir->WriteFileAtomic(p.filename().string(), data);
 }
 
 }  // namespace dspipe

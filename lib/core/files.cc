@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "dspipe/env.h"
 
 namespace dspipe {
@@ -19,6 +21,44 @@ Status WriteFileAtomic(const std::string& path, std::string_view data) {
 
 Status FileSize(const std::string& path, uint64_t* size) {
   return Env::Default()->FileSize(path, size);
+}
+
+Status CheckPrivateDir(Directory* dir) {
+  FileInfo info;
+  DSPIPE_RETURN_IF_ERROR(dir->StatSelf(&info));
+  if (info.kind != FileKind::kDirectory) {
+    return Status::Unsupported(dir->path() + ": not a directory");
+  }
+  const uid_t me = ::geteuid();
+  if (info.uid != me) {
+    return Status::Unsupported(dir->path() + ": owned by uid " + std::to_string(info.uid) +
+                               ", not us (uid " + std::to_string(me) + ")");
+  }
+  if ((info.mode & 022) != 0) {
+    char mode[16];
+    std::snprintf(mode, sizeof mode, "%04o", info.mode);
+    return Status::Unsupported(dir->path() + ": mode " + mode +
+                               ": group/world-writable (others could plant names in it)");
+  }
+  return Status::OK();
+}
+
+Status OpenDirPath(Directory* dir, const std::string& rel, bool create,
+                   std::unique_ptr<Directory>* out) {
+  if (rel.empty()) return Status::InvalidArgument(dir->path() + ": empty relative path");
+  std::unique_ptr<Directory> cur;
+  size_t from = 0;
+  for (;;) {
+    const size_t slash = rel.find('/', from);
+    const std::string part = rel.substr(from, slash == std::string::npos ? rel.npos : slash - from);
+    std::unique_ptr<Directory> next;
+    DSPIPE_RETURN_IF_ERROR((cur ? cur.get() : dir)->OpenDir(part, create, 0755, &next));
+    cur = std::move(next);
+    if (slash == std::string::npos) break;
+    from = slash + 1;
+  }
+  *out = std::move(cur);
+  return Status::OK();
 }
 
 bool DropFileCache(const std::string& path) {

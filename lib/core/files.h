@@ -6,9 +6,23 @@
 #include <string>
 #include <string_view>
 
+#include "dspipe/env.h"
 #include "dspipe/status.h"
 
 namespace dspipe {
+
+// A directory we keep our own files in is used only when it is ours alone: a directory (not a
+// link), owned by this process's effective user, not writable by its group or by others (so
+// nobody else can plant, rename or remove names in it). OK, or Unsupported saying which of
+// these fails ("owned by uid 1001, not us (uid 1000)", "mode 0777: group/world-writable"),
+// from an fstat of the open directory (no race with a rename of its path).
+Status CheckPrivateDir(Directory* dir);
+
+// Opens the directory at `rel` ("a/b/c": '/'-separated components, each checked and resolved
+// by Directory::OpenDir, so no symlink is followed and no ".." accepted) below `dir`; with
+// create, each missing component is made (mode 0755). rel must not be empty.
+Status OpenDirPath(Directory* dir, const std::string& rel, bool create,
+                   std::unique_ptr<Directory>* out);
 
 // Reads a whole file into *out (resized). Uses a single pread loop; EINTR-safe.
 Status ReadFile(const std::string& path, std::string* out);

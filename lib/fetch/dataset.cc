@@ -1,5 +1,6 @@
 // FetchDataset: manifest.json first, then every file it lists through Fetch, into
-// DEST.part/ beside DEST, renamed into place when complete; DEST.lock makes one download.
+// DEST.part/ beside DEST, renamed into place when complete; DEST.lock makes one download (and
+// is removed by its holder). In DEST.part/ only what a manifest lists is ever removed.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -71,8 +72,8 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
     uint64_t bytes = 0;
     Status s = CheckComplete(env, dest, &bytes);
     if (!s.ok()) {
-      return Status::AlreadyExists(dest + " exists and is not a complete dataset: " +
-                                   s.message() + "; remove it to fetch again");
+      return Status::AlreadyExists(dest + " exists and is not a complete dataset: " + s.message() +
+                                   "; remove it to fetch again");
     }
     res->bytes = bytes;
     res->already_present = true;
@@ -81,12 +82,15 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   const std::string tmp = dest + ".part";
   const bool fresh_tmp = !env->FileExists(tmp);
   DSPIPE_RETURN_IF_ERROR(env->CreateDirs(tmp));
-  // A manifest that cannot be used leaves nothing behind that this call created.
+  const std::string fresh = tmp + "/" + kNewManifest;
+  // A manifest that cannot be used leaves nothing behind that this call created: its own
+  // files, then the directory when it made it and nothing else is in it.
   auto drop_tmp = [&](Status s) {
-    if (fresh_tmp) {
-      std::error_code ec;
-      fs::remove_all(tmp, ec);  // best effort: the error is what matters
+    for (const std::string& f : {fresh, fresh + ".part", fresh + ".part.json"}) {
+      (void)env->RemoveFile(f);  // best effort: the error is what matters
     }
+    std::vector<std::string> left;
+    if (fresh_tmp && env->ListDir(tmp, &left).ok() && left.empty()) (void)env->RemoveTree(tmp);
     return s;
   };
 
@@ -95,7 +99,6 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   const std::string shown = RedactUrl(url);  // the query may be a secret: never in a message
   const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
   const std::string shown_manifest = RedactUrl(manifest_url);
-  const std::string fresh = tmp + "/" + kNewManifest;
   for (const std::string& stale : {fresh, fresh + ".part", fresh + ".part.json"}) {
     DSPIPE_RETURN_IF_ERROR(env->RemoveFile(stale));
   }
@@ -140,28 +143,35 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
                              ", which the dataset needs");
     }
   }
-  if (!s.ok()) {
-    (void)env->RemoveFile(fresh);  // best effort: the error is what matters
-    return drop_tmp(s);
-  }
+  if (!s.ok()) return drop_tmp(s);
   const std::string kept = tmp + "/" + kTopManifestFile;
   if (env->FileExists(kept)) {
     std::string old;
     DSPIPE_RETURN_IF_ERROR(env->ReadFile(kept, &old));
     if (old != text) {
-      // The dataset changed on the server since the interrupted call: its files are not ours.
-      std::error_code ec;
-      for (const auto& entry : fs::directory_iterator(tmp, ec)) {
-        if (entry.path().filename() == kNewManifest) continue;
-        fs::remove_all(entry.path(), ec);
-        if (ec) return Status::IOError("remove " + entry.path().string() + ": " + ec.message());
+      // The dataset changed on the server since the interrupted call: the files fetched for the
+      // old manifest go, and only those (what the old manifest lists, their .part and sidecar):
+      // we remove only what we made.
+      std::vector<ManifestFile> old_files;
+      bool old_present = false;
+      if (!ParseManifestFiles(old, kept, &old_files, &old_present).ok() || !old_present) {
+        return Status::Corruption(kept +
+                                  " (kept from an interrupted fetch) cannot be read, so "
+                                  "the files fetched for it cannot be told apart; remove " +
+                                  tmp + " to fetch again");
       }
-      if (ec) return Status::IOError("list " + tmp + ": " + ec.message());
+      for (const ManifestFile& f : old_files) {
+        for (const std::string& p : {tmp + "/" + f.path, tmp + "/" + f.path + ".part",
+                                     tmp + "/" + f.path + ".part.json"}) {
+          DSPIPE_RETURN_IF_ERROR(env->RemoveFile(p));
+        }
+      }
+      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(kept));
     }
   }
   DSPIPE_RETURN_IF_ERROR(env->RenameFile(fresh, kept));
 
-  uint64_t total = 0;
+  uint64_t total = 0;  // ParseManifestFiles refused sizes whose sum overflows
   for (const ManifestFile& f : files) total += f.size;
   uint64_t done = 0;
   for (const ManifestFile& f : files) {
@@ -222,7 +232,9 @@ Status FetchDataset(const std::string& url, const std::string& dest_dir,
   if (options.lock) {
     DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
-  return FetchDatasetLocked(url, dest, options, env, res).WithContext(ctx);
+  Status s = FetchDatasetLocked(url, dest, options, env, res).WithContext(ctx);
+  ReleaseFetchLock(env, dest + ".lock", &lock);
+  return s;
 }
 
 }  // namespace dspipe

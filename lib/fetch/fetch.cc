@@ -10,8 +10,8 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -217,6 +217,9 @@ struct Request {
   bool accepting = false;  // body goes to DEST.part (200, or 206 with the right range)
   bool restart = false;    // the response cannot be appended: start DEST.part over
   bool cancelled = false;  // FetchOptions::cancelled said stop
+  // The bytes the file may have (FetchOptions::size: the caller's or the manifest's); -1 none.
+  int64_t declared = -1;
+  std::string overflow;  // set when the server sent (or announced) more than `declared`
   std::string restart_reason;
   Status write_error;
   std::string pending;        // body bytes not yet written (gathered into ~1 MiB writes)
@@ -307,6 +310,11 @@ void StartBody(Request* rq) {
     rq->sidecar->validator = strong_etag ? rq->etag : rq->last_modified;
     rq->sidecar->length = rq->content_length;
     rq->total = rq->content_length > 0 ? static_cast<uint64_t>(rq->content_length) : 0;
+    if (rq->declared >= 0 && rq->content_length > rq->declared) {
+      rq->overflow = "the server announces " + std::to_string(rq->content_length) +
+                     " bytes (Content-Length), more than";
+      return;
+    }
     rq->write_error = SaveSidecar(rq->env, rq->sidecar_path, *rq->sidecar);
     rq->accepting = rq->write_error.ok();
   } else if (rq->status == 206) {
@@ -329,9 +337,23 @@ void StartBody(Request* rq) {
       return;
     }
     rq->total = len > 0 ? static_cast<uint64_t>(len) : 0;
+    if (rq->declared >= 0 && len > rq->declared) {
+      rq->overflow =
+          "the server announces " + std::to_string(len) + " bytes (Content-Range), more than";
+      return;
+    }
     rq->accepting = true;
   }
   // Any other status: the body is an error page; it is read and dropped.
+  if (rq->accepting) {
+    // Reserve what is still to come where the size is known (the caller's, the manifest's, or
+    // the server's length): a full disk (a tmpfs: RAM) is an error now, before the bytes.
+    const uint64_t want = rq->declared >= 0 ? static_cast<uint64_t>(rq->declared) : rq->total;
+    if (want > rq->part->size()) {
+      rq->write_error = rq->part->Allocate(rq->part->size(), want - rq->part->size());
+      if (!rq->write_error.ok()) rq->accepting = false;
+    }
+  }
 }
 
 // Body bytes are gathered into writes of about kWriteBuffer (fewer, larger writes to DEST.part);
@@ -367,10 +389,24 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* rq = static_cast<Request*>(user);
   const size_t bytes = size * n;
   if (!rq->body_started) StartBody(rq);
-  if (!rq->write_error.ok() || rq->restart) return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  if (!rq->write_error.ok() || rq->restart || !rq->overflow.empty()) {
+    return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  }
   if (!rq->accepting) {
     if (rq->error_body.size() < 8192) rq->error_body.append(data, std::min<size_t>(bytes, 8192));
     return bytes;
+  }
+  if (rq->declared >= 0) {
+    // Never more than the declared bytes in DEST.part: what fits is kept, then it stops.
+    const uint64_t have = rq->part->size() + rq->pending.size();
+    const uint64_t room =
+        static_cast<uint64_t>(rq->declared) > have ? static_cast<uint64_t>(rq->declared) - have : 0;
+    if (bytes > room) {
+      rq->pending.append(data, static_cast<size_t>(room));
+      rq->overflow = "the server sent more than";
+      Flush(rq);
+      return 0;
+    }
   }
   rq->pending.append(data, bytes);
   if (rq->pending.size() >= kWriteBuffer && !Flush(rq)) return 0;
@@ -385,7 +421,7 @@ int OnXferInfo(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
     rq->cancelled = true;
     return 1;
   }
-  if (!rq->accepting || rq->restart || rq->pending.empty()) return 0;
+  if (!rq->accepting || rq->restart || !rq->overflow.empty() || rq->pending.empty()) return 0;
   return Flush(rq) ? 0 : 1;
 }
 
@@ -454,12 +490,14 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
   const bool resumable = LoadSidecar(env, sidecar_path, &sc) &&
                          UrlIdentity(sc.url) == UrlIdentity(url) && !sc.validator.empty() &&
                          env->FileExists(part_path);
+  if (!resumable) {
+    // The sidecar first: a DEST.part is ours only with its sidecar beside it (CheckPartIsOurs).
+    sc = Sidecar{RedactUrl(url), "", -1};
+    DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
+  }
   std::unique_ptr<WritableFile> part;
   DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
-  if (!resumable) {
-    DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
-    sc = Sidecar{};
-  } else if (sc.url != RedactUrl(sc.url)) {
+  if (resumable && sc.url != RedactUrl(sc.url)) {
     // Written by a dspipe that kept the whole URL: its query (a secret) leaves the disk now.
     sc.url = RedactUrl(sc.url);
     DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
@@ -496,6 +534,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     rq.writeback_at = part->size();
     rq.opts = &o;
     rq.hash = hash;
+    rq.declared = o.size;
     rq.total = sc.length > 0 ? static_cast<uint64_t>(sc.length) : 0;
     CurlHandle c;
     if (c.h == nullptr) return Status::Internal("curl_easy_init failed");
@@ -532,14 +571,25 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     if (cc == CURLE_OK && !rq.body_started) StartBody(&rq);  // an empty body
     if (!rq.write_error.ok()) return rq.write_error;         // disk full: never retried
     if (rq.cancelled) return CancelledError(part_path);
+    if (!rq.overflow.empty()) {
+      // Not retried: the same server would send more again. What arrived is not the file the
+      // caller (or the manifest) described: nothing is kept.
+      part.reset();
+      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(part_path));
+      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
+      return Status::Corruption(shown + ": " + rq.overflow + " the " + std::to_string(o.size) +
+                                " bytes declared for it (the expected size); stopped there, "
+                                "nothing kept (" +
+                                part_path + " removed)");
+    }
     const bool progress = rq.received > 0;
     double retry_after = -1;
     if (rq.restart) {
       // Start over from byte 0; a budget failure, so a server that always misbehaves ends.
       DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
       hash->Reset();
-      DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
-      sc = Sidecar{};
+      sc = Sidecar{RedactUrl(url), "", -1};
+      DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
       last_error = rq.restart_reason;
       if (!retrier.Wait(false, 0, 0, 0)) break;
       continue;
@@ -558,8 +608,8 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
         if (len == static_cast<int64_t>(rq.offset)) return part->Close();  // already complete
         DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
         hash->Reset();
-        DSPIPE_RETURN_IF_ERROR(env->RemoveFile(sidecar_path));
-        sc = Sidecar{};
+        sc = Sidecar{RedactUrl(url), "", -1};
+        DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
         last_error = "416 with Content-Range '" + rq.content_range + "' for " +
                      std::to_string(rq.offset) + " bytes held";
         if (!retrier.Wait(false, 0, 0, 0)) break;
@@ -623,12 +673,12 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
   Sidecar sc;
   const bool resumable = LoadSidecar(env, sidecar_path, &sc) && sc.url == src &&
                          sc.length == static_cast<int64_t>(*src_size) && env->FileExists(part_path);
-  std::unique_ptr<WritableFile> part;
-  DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
-  if (!resumable) {
+  if (!resumable) {  // the sidecar first: see CheckPartIsOurs
     sc = Sidecar{src, "size=" + std::to_string(*src_size), static_cast<int64_t>(*src_size)};
     DSPIPE_RETURN_IF_ERROR(SaveSidecar(env, sidecar_path, sc));
   }
+  std::unique_ptr<WritableFile> part;
+  DSPIPE_RETURN_IF_ERROR(env->NewWritableFile(part_path, /*truncate=*/!resumable, &part));
   if (part->size() > *src_size) DSPIPE_RETURN_IF_ERROR(part->Truncate(0));
   if (first_round) res->resumed_from = part->size();
   hash->Reset();
@@ -708,12 +758,53 @@ Status Verify(Env* env, const std::string& path, const std::string& what, int64_
   return Status::OK();
 }
 
+// DEST.part is ours when its sidecar DEST.part.json is beside it (always written first). A
+// DEST.part with bytes and no sidecar is someone else's file: it is never truncated, resumed or
+// removed. (An empty one holds nothing to lose.)
+Status CheckPartIsOurs(Env* env, const std::string& dest, const std::string& part,
+                       const std::string& sidecar) {
+  uint64_t size = 0;
+  if (!env->FileExists(part) || (env->FileSize(part, &size).ok() && size == 0)) {
+    return Status::OK();
+  }
+  Sidecar sc;
+  if (LoadSidecar(env, sidecar, &sc)) return Status::OK();
+  return Status::AlreadyExists(part + " exists and was not made by dspipe fetch (no " + sidecar +
+                               " beside it): it is not overwritten; move it away to fetch " + dest);
+}
+
+// After a failure: a DEST.part that holds nothing to resume goes, with its sidecar (both ours).
+void RemoveEmptyPart(Env* env, const std::string& part, const std::string& sidecar) {
+  uint64_t size = 0;
+  if (env->FileExists(part) && !(env->FileSize(part, &size).ok() && size == 0)) return;
+  (void)env->RemoveFile(part);  // best effort: the fetch's error is what matters
+  (void)env->RemoveFile(sidecar);
+}
+
+Status FetchUnlocked(const std::string& url, const std::string& dest, const FetchOptions& o,
+                     Env* env, FetchResult* res);
+
 Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o, Env* env,
                    FetchResult* res) {
+  Status s = FetchUnlocked(url, dest, o, env, res);
+  if (!s.ok() && s.code() != Status::Code::kAlreadyExists) {
+    RemoveEmptyPart(env, dest + ".part", dest + ".part.json");
+  }
+  return s;
+}
+
+Status FetchUnlocked(const std::string& url, const std::string& dest, const FetchOptions& o,
+                     Env* env, FetchResult* res) {
+  const UrlScheme scheme = ClassifyUrl(url);
   const bool http =
-      url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0 || s3::IsS3Url(url);
+      scheme == UrlScheme::kHttp || scheme == UrlScheme::kHttps || scheme == UrlScheme::kS3;
+  if (scheme == UrlScheme::kOther) {
+    return Status::InvalidArgument(RedactUrl(url) +
+                                   ": not a URL dspipe fetches (http://, https://, s3://, file:// "
+                                   "or a path)");
+  }
   std::string src = url;
-  if (url.rfind("file://", 0) == 0) src = url.substr(7);
+  if (scheme == UrlScheme::kFile) src = url.substr(7);
   if (env->FileExists(dest)) {
     // Another process (or an earlier run) finished it. Check it when we know what to expect.
     Status s = Verify(env, dest, dest, o.size, o.sha256, res);
@@ -724,6 +815,7 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
     return Status::OK();
   }
   const std::string part = dest + ".part", sidecar = dest + ".part.json";
+  DSPIPE_RETURN_IF_ERROR(CheckPartIsOurs(env, dest, part, sidecar));
   for (int round = 0;; ++round) {
     uint64_t local_size = 0;
     HashThread hash(/*enabled=*/!o.sha256.empty());
@@ -772,6 +864,19 @@ bool SleepUnlessCancelled(const FetchOptions& o, double seconds) {
     const Clock::duration slice = std::chrono::milliseconds(100);
     std::this_thread::sleep_for(std::min(left, slice));
   }
+}
+
+void ReleaseFetchLock(Env* env, const std::string& lock_path, std::unique_ptr<FileLock>* lock) {
+  if (!*lock) return;
+  // Removed while held (a waiter then takes the lock on the file next at that name); only an
+  // empty regular file, as every lock file dspipe makes is: anything else there is not ours.
+  FileKind kind = FileKind::kMissing;
+  uint64_t size = 0;
+  if (env->GetFileKind(lock_path, &kind).ok() && kind == FileKind::kRegular &&
+      env->FileSize(lock_path, &size).ok() && size == 0) {
+    (void)env->RemoveFile(lock_path);  // best effort: a lock file left behind harms nothing
+  }
+  lock->reset();
 }
 
 Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& o,
@@ -830,7 +935,9 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
   if (options.lock) {
     DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
-  return FetchLocked(url, dest, options, env, res).WithContext(ctx);
+  Status s = FetchLocked(url, dest, options, env, res).WithContext(ctx);
+  ReleaseFetchLock(env, dest + ".lock", &lock);
+  return s;
 }
 
 }  // namespace dspipe

@@ -1,6 +1,7 @@
 // Shared by fetch.cc (one file), dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that
-// honour FetchOptions::cancelled, the DEST.lock / DEST_DIR.lock protocol, the retry policy and
-// which failures are transient, the libcurl handle. Internal.
+// honour FetchOptions::cancelled, the DEST.lock / DEST_DIR.lock protocol (taken, and removed by
+// its holder when done), the retry policy and which failures are transient, the libcurl handle.
+// Internal.
 #pragma once
 
 #include <curl/curl.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/checksum.h"
 #include "dspipe/env.h"
 #include "dspipe/fetch.h"
 
@@ -26,6 +28,10 @@ bool SleepUnlessCancelled(const FetchOptions& o, double seconds);
 // through o.progress and waits (blocking, or polling o.cancelled when it is set: then Aborted).
 Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& o,
                     std::unique_ptr<FileLock>* lock);
+
+// Removes the lock file the caller holds (when it is an empty regular file: dspipe's), then
+// releases the lock: no DEST.lock is left beside the user's files.
+void ReleaseFetchLock(Env* env, const std::string& lock_path, std::unique_ptr<FileLock>* lock);
 
 // True when FetchOptions::cancelled says stop.
 bool Cancelled(const FetchOptions& o);
@@ -80,12 +86,7 @@ class Sha256 {
   uint64_t bytes_ = 0;
 };
 
-// Hex sha256 of data.
-inline std::string Sha256Hex(std::string_view data) {
-  Sha256 h;
-  h.Update(data.data(), data.size());
-  return h.HexDigest();
-}
+// Hex sha256 of data: Sha256Hex, core/checksum.h.
 
 // The retry policy shared by HTTP downloads, local copies and S3 requests: exponential backoff
 // with full jitter, Retry-After honoured (capped), a budget of FetchOptions::retries failures in

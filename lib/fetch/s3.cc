@@ -96,9 +96,7 @@ uint64_t ToU64(const std::string& s) { return std::strtoull(s.c_str(), nullptr, 
 
 }  // namespace
 
-bool IsS3Url(const std::string& url) {
-  return url.size() >= 5 && Lower(url.substr(0, 5)) == "s3://";
-}
+bool IsS3Url(const std::string& url) { return ClassifyUrl(url) == UrlScheme::kS3; }
 
 Status ParseUrl(const std::string& url, Location* loc) {
   *loc = Location();

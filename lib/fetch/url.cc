@@ -14,7 +14,7 @@ namespace {
 
 // "scheme://..." with an RFC 3986 scheme: letter, then letters, digits, '+', '-', '.'.
 // Returns the index of "://", or npos.
-size_t SchemeEnd(const std::string& s) {
+size_t SchemeEnd(std::string_view s) {
   const size_t p = s.find("://");
   if (p == std::string::npos || p == 0) return std::string::npos;
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
@@ -28,13 +28,7 @@ size_t SchemeEnd(const std::string& s) {
   return p;
 }
 
-bool IsHttp(const std::string& url) {
-  const size_t p = SchemeEnd(url);
-  if (p == std::string::npos) return false;
-  std::string scheme = url.substr(0, p);
-  for (char& c : scheme) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return scheme == "http" || scheme == "https";
-}
+bool IsHttp(const std::string& url) { return IsHttpUrl(url); }
 
 struct UrlDeleter {
   void operator()(CURLU* u) const { curl_url_cleanup(u); }
@@ -45,7 +39,7 @@ using UrlPtr = std::unique_ptr<CURLU, UrlDeleter>;
 // it is parsed by the generic syntax.
 UrlPtr Parse(const std::string& url) {
   UrlPtr u(curl_url());
-  const bool s3 = url.size() >= 5 && (url[0] == 's' || url[0] == 'S') && url.substr(1, 4) == "3://";
+  const bool s3 = ClassifyUrl(url) == UrlScheme::kS3;
   const unsigned flags = s3 ? CURLU_NON_SUPPORT_SCHEME : 0;
   if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), flags) != CURLUE_OK) return nullptr;
   return u;
@@ -64,6 +58,23 @@ std::string Part(CURLU* u, CURLUPart part, unsigned flags = 0) {
 std::string BeforeQuery(const std::string& url) { return url.substr(0, url.find_first_of("?#")); }
 
 }  // namespace
+
+UrlScheme ClassifyUrl(std::string_view url) {
+  const size_t p = SchemeEnd(url);
+  if (p == std::string::npos) return UrlScheme::kPath;
+  std::string scheme(url.substr(0, p));
+  for (char& c : scheme) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (scheme == "http") return UrlScheme::kHttp;
+  if (scheme == "https") return UrlScheme::kHttps;
+  if (scheme == "file") return UrlScheme::kFile;
+  if (scheme == "s3") return UrlScheme::kS3;
+  return UrlScheme::kOther;
+}
+
+bool IsHttpUrl(std::string_view url) {
+  const UrlScheme s = ClassifyUrl(url);
+  return s == UrlScheme::kHttp || s == UrlScheme::kHttps;
+}
 
 bool UrlHasQuery(const std::string& url) {
   if (SchemeEnd(url) == std::string::npos) return false;

@@ -173,6 +173,7 @@ Status ParseManifestFiles(const std::string& text, const std::string& where,
   if (!j.contains("files")) return Status::OK();
   try {
     const json& list = j["files"];
+    uint64_t total = 0;
     if (!list.is_array() || list.empty()) {
       return Status::Corruption(where + ": manifest 'files' is not a non-empty list");
     }
@@ -184,6 +185,16 @@ Status ParseManifestFiles(const std::string& text, const std::string& where,
                                   "\" is not a relative path inside the dataset");
       }
       mf.size = IntField<uint64_t>(f, "size");
+      // Sizes become FetchOptions::size (an int64) and are summed into budgets and totals:
+      // each below 2^63 and their sum too, never a value that wraps.
+      constexpr uint64_t kMax = uint64_t{1} << 63;
+      if (mf.size >= kMax || total > kMax - 1 - mf.size) {
+        return Status::Corruption(where + ": file \"" + mf.path + "\": size " +
+                                  std::to_string(mf.size) +
+                                  " makes the dataset's total overflow (sizes must sum below "
+                                  "2^63)");
+      }
+      total += mf.size;
       mf.sha256 = f.at("sha256").get<std::string>();
       if (!IsHex64(mf.sha256)) {
         return Status::Corruption(where + ": sha256 of \"" + mf.path +

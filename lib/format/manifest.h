@@ -46,7 +46,8 @@ struct ManifestFile {
 
 // The "files" list of a manifest. *present = false (and no error) when the manifest has none.
 // Paths must be relative and stay inside the dataset (no "..", no absolute paths, no empty
-// components); sizes are integers; sha256 is 64 hex digits. `where` names the file in messages.
+// components); sizes are integers below 2^63 that sum below 2^63 (Corruption naming the file
+// that overflows); sha256 is 64 hex digits. `where` names the file in messages.
 Status ParseManifestFiles(const std::string& text, const std::string& where,
                           std::vector<ManifestFile>* files, bool* present);
 

@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
 
 #include "codec/region.h"
-#include "core/rng.h"
 
 namespace dspipe {
 namespace {
-
-constexpr uint64_t kAugmentSalt = 0x4155474DULL;  // "AUGM"
 
 cv::Mat Wrap(ImageRef r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels), r.data); }
 
@@ -49,55 +47,80 @@ Status AugmentOptions::Validate() const {
   return Status::OK();
 }
 
+std::string AugmentPipelineJson(const AugmentOptions& options, int height, int width) {
+  static const int kCodes[] = {6, 1, 3, 2};  // cv2 INTER_NEAREST_EXACT, LINEAR, AREA, CUBIC
+  const int code = kCodes[static_cast<int>(options.image_interpolation)];
+  nlohmann::json list = nlohmann::json::array();
+  if (options.resize_shorter > 0) {  // Resize(N) + CenterCrop(output), in albumentations' terms
+    list.push_back({{"__class_fullname__", "SmallestMaxSize"},
+                    {"max_size", options.resize_shorter},
+                    {"interpolation", code},
+                    {"mask_interpolation", 6},
+                    {"p", 1.0}});
+    list.push_back({{"__class_fullname__", "CenterCrop"},
+                    {"height", height},
+                    {"width", width},
+                    {"pad_if_needed", true},
+                    {"p", 1.0}});
+  } else if (options.crops()) {
+    list.push_back({{"__class_fullname__", "RandomResizedCrop"},
+                    {"size", {height, width}},
+                    {"scale", {options.crop_scale_min, options.crop_scale_max}},
+                    {"ratio", {options.crop_ratio_min, options.crop_ratio_max}},
+                    {"interpolation", code},
+                    {"mask_interpolation", 6},
+                    {"p", 1.0}});
+  } else {  // a no-op for samples of the output size
+    list.push_back({{"__class_fullname__", "Resize"},
+                    {"height", height},
+                    {"width", width},
+                    {"interpolation", code},
+                    {"mask_interpolation", 6},
+                    {"p", 1.0}});
+  }
+  if (options.hflip_p > 0) {
+    list.push_back({{"__class_fullname__", "HorizontalFlip"}, {"p", options.hflip_p}});
+  }
+  if (options.vflip_p > 0) {
+    list.push_back({{"__class_fullname__", "VerticalFlip"}, {"p", options.vflip_p}});
+  }
+  return nlohmann::json{{"__class_fullname__", "Compose"}, {"transforms", list}}.dump();
+}
+
 AugmentParams DrawAugment(const AugmentOptions& options, uint64_t seed, uint64_t epoch,
                           uint64_t index, int src_h, int src_w, int out_h, int out_w) {
-  auto rng = Rng::For(seed ^ kAugmentSalt, epoch, index);
   AugmentParams p;
   p.crop_w = src_w;
   p.crop_h = src_h;
-  // Draw every value unconditionally so that turning one option on does not change the others.
-  const double u_flip_h = rng.Uniform();
-  const double u_flip_v = rng.Uniform();
-  p.hflip = u_flip_h < options.hflip_p;
-  p.vflip = u_flip_v < options.vflip_p;
-  if (options.resize_shorter > 0 && out_h > 0 && out_w > 0) {
-    // Resize(N) + CenterCrop(out): the window, in source pixels, is out * shorter / N; torchvision
-    // places it at round((size - window) / 2).
-    const double s = static_cast<double>(std::min(src_h, src_w)) / options.resize_shorter;
-    p.crop_w = std::clamp(static_cast<int>(std::lround(out_w * s)), 1, src_w);
-    p.crop_h = std::clamp(static_cast<int>(std::lround(out_h * s)), 1, src_h);
-    p.crop_x = static_cast<int>(std::lround((src_w - p.crop_w) / 2.0));
-    p.crop_y = static_cast<int>(std::lround((src_h - p.crop_h) / 2.0));
-    return p;
+  if (out_h <= 0 || out_w <= 0) out_h = src_h, out_w = src_w;
+  std::shared_ptr<const TransformPipeline> pipeline;
+  std::string draws;
+  double scale = 1;  // SmallestMaxSize's, for the CenterCrop's rectangle in source pixels
+  if (!TransformPipeline::Parse(AugmentPipelineJson(options, out_h, out_w), &pipeline).ok() ||
+      !pipeline->Draws(seed, epoch, index, src_h, src_w, nullptr, &draws).ok()) {
+    return p;  // options that do not Validate(); the loader refuses them
   }
-  if (options.crop_scale_min >= 1.0) return p;
-  // torchvision's RandomResizedCrop: 10 tries, then a centre crop of the clamped ratio.
-  const double area = static_cast<double>(src_h) * src_w;
-  const double log_r0 = std::log(options.crop_ratio_min);
-  const double log_r1 = std::log(options.crop_ratio_max);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * rng.Uniform(options.crop_scale_min, options.crop_scale_max);
-    const double ratio = std::exp(rng.Uniform(log_r0, log_r1));
-    const int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
-    const int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
-    if (w > 0 && h > 0 && w <= src_w && h <= src_h) {
-      p.crop_w = w;
-      p.crop_h = h;
-      p.crop_y = static_cast<int>(rng.Below(static_cast<uint64_t>(src_h - h) + 1));
-      p.crop_x = static_cast<int>(rng.Below(static_cast<uint64_t>(src_w - w) + 1));
-      return p;
+  for (const nlohmann::json& d : nlohmann::json::parse(draws)) {
+    const std::string name = d["name"];
+    if (name == "HorizontalFlip") p.hflip = true;
+    if (name == "VerticalFlip") p.vflip = true;
+    if (name == "SmallestMaxSize") scale = d["params"]["scale"].get<double>();
+    if (name == "CenterCrop") {  // the window, in source pixels, clamped to the image
+      const auto& c = d["params"]["crop_coords"];
+      const int x0 = std::max(0, static_cast<int>(std::lround(c[0].get<int>() / scale)));
+      const int y0 = std::max(0, static_cast<int>(std::lround(c[1].get<int>() / scale)));
+      const int x1 = std::min(src_w, static_cast<int>(std::lround(c[2].get<int>() / scale)));
+      const int y1 = std::min(src_h, static_cast<int>(std::lround(c[3].get<int>() / scale)));
+      p.crop_x = x0, p.crop_y = y0;
+      p.crop_w = std::max(1, x1 - x0), p.crop_h = std::max(1, y1 - y0);
+    }
+    if (name == "RandomResizedCrop") {
+      const auto& c = d["params"]["crop_coords"];
+      p.crop_x = c[0], p.crop_y = c[1];
+      p.crop_w = c[2].get<int>() - p.crop_x;
+      p.crop_h = c[3].get<int>() - p.crop_y;
     }
   }
-  const double in_ratio = static_cast<double>(src_w) / src_h;
-  if (in_ratio < options.crop_ratio_min) {
-    p.crop_w = src_w;
-    p.crop_h = std::max(1, static_cast<int>(std::lround(src_w / options.crop_ratio_min)));
-  } else if (in_ratio > options.crop_ratio_max) {
-    p.crop_h = src_h;
-    p.crop_w = std::max(1, static_cast<int>(std::lround(src_h * options.crop_ratio_max)));
-  }
-  p.crop_y = (src_h - p.crop_h) / 2;
-  p.crop_x = (src_w - p.crop_w) / 2;
   return p;
 }
 
@@ -113,7 +136,7 @@ Status ApplyAugment(const AugmentParams& params, Interpolation interpolation, Im
                                    std::to_string(src.height) + "x" + std::to_string(src.width) +
                                    " source");
   }
-  // One resampler for every path (codec/region.h): the loader's region decodes use it too.
+  // One resampler for every path (codec/region.h).
   return codec::ResampleRegion(
       Wrap(src),
       codec::RectF{static_cast<double>(params.crop_x), static_cast<double>(params.crop_y),

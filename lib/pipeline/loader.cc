@@ -140,11 +140,34 @@ std::string FormatOption(const T& v) {
     return std::to_string(v);
   } else if constexpr (NamedEnum<T>) {
     return std::string(EnumName(v));
+  } else if constexpr (std::is_same_v<T, std::shared_ptr<const TransformPipeline>>) {
+    return v ? v->ToJson() : "";  // the pipeline as A.to_dict JSON; "" = augment's
+
   } else if constexpr (std::is_constructible_v<std::string, const T&>) {
     return std::string(v);
   } else {
     return "?";  // not a kInState kind (callbacks, pointers, lists): never called for those
   }
+}
+
+// "state has A, this loader B"; values longer than a line (a transform pipeline's JSON) are
+// shown from just before where they first differ.
+std::string ValueDiff(const std::string& theirs, const std::string& ours) {
+  constexpr size_t kShort = 60, kContext = 20, kShown = 40;
+  if (theirs.size() <= kShort && ours.size() <= kShort) {
+    return "state has " + theirs + ", this loader " + ours;
+  }
+  size_t at = 0;
+  while (at < theirs.size() && at < ours.size() && theirs[at] == ours[at]) ++at;
+  const size_t from = at > kContext ? at - kContext : 0;
+  auto part = [from](const std::string& v) {
+    if (v.empty()) return std::string("\"\" (none)");
+    return std::string(from > 0 ? "..." : "") + v.substr(from, kShown) +
+           (v.size() > from + kShown ? "..." : "");
+  };
+  return "state has " + part(theirs) + ", this loader " + part(ours) + " (" +
+         std::to_string(theirs.size()) + " and " + std::to_string(ours.size()) +
+         " chars, first difference at char " + std::to_string(at) + ")";
 }
 
 // One option of the identity: its key in LoaderState::options, the marker naming it in
@@ -187,7 +210,8 @@ struct Job {
 class LoaderImpl final : public Loader {
  public:
   LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions options, BatchShape shape,
-             Sampler sampler, NormalizeParams norm, std::string content_sha256)
+             Sampler sampler, NormalizeParams norm, std::string content_sha256,
+             std::shared_ptr<const TransformPipeline> pipeline)
       : content_sha256_(std::move(content_sha256)),
         dataset_(std::move(dataset)),
         options_(std::move(options)),
@@ -208,6 +232,8 @@ class LoaderImpl final : public Loader {
     ctx_.shape = shape_;
     ctx_.normalize = norm;
     ctx_.stats = &stats_;
+    ctx_.pipeline = std::move(pipeline);
+    stats_.SetTransformRows(ctx_.pipeline->segment_labels());
     epoch_end_ = EpochEnd(0);
     StateOptions(options_, "", &state_options_);
     WantShards();
@@ -344,8 +370,7 @@ class LoaderImpl final : public Loader {
         diffs += (diffs.empty() ? "" : "; ") + key + ": state has " + value +
                  ", this loader has no such option";
       } else if (it->value != value) {
-        diffs += (diffs.empty() ? "" : "; ") + it->marker + ": state has " + value +
-                 ", this loader " + it->value;
+        diffs += (diffs.empty() ? "" : "; ") + it->marker + ": " + ValueDiff(value, it->value);
       }
     }
     if (diffs.empty()) return Status::OK();
@@ -790,12 +815,17 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   shape.channels = o.channels != 0 ? o.channels : (info.channels == 1 ? 1 : 3);
   shape.masks = info.has_masks;
   shape.normalized = o.normalize == NormalizeMode::kCpuFloat32;
-  if (o.height == 0) {
-    o.height = info.height;
-    o.width = info.width;
-    if (o.height <= 0 || o.width <= 0) {
-      DSPIPE_RETURN_IF_ERROR(ProbeFirstRecord(*dataset, &o.height, &o.width));
+  // The pipeline (the transform, or augment's) and the batch size it gives (sample.h).
+  std::shared_ptr<const TransformPipeline> pipeline;
+  DSPIPE_RETURN_IF_ERROR(pipeline::ResolvePipeline(o, info, ProbeFirstRecord, *dataset, &o.height,
+                                                   &o.width, &pipeline));
+  if (pipeline->has_normalize()) {  // A.Normalize maps onto the normalize stage
+    if (!o.mean.empty() || !o.std.empty()) {
+      return Invalid("the transform pipeline's Normalize sets mean/std: leave " +
+                     Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std") + " empty");
     }
+    o.mean = pipeline->normalize_mean();
+    o.std = pipeline->normalize_std();
   }
   o.channels = shape.channels;
   shape.height = o.height;
@@ -814,7 +844,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   if (!s.ok()) return s.WithContext("loader over " + info.path);
   std::string content = ContentSha256(*dataset);
   *out = std::make_unique<LoaderImpl>(std::move(dataset), std::move(o), shape, std::move(sampler),
-                                      norm, std::move(content));
+                                      norm, std::move(content), std::move(pipeline));
   return Status::OK();
 }
 

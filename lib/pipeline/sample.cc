@@ -1,25 +1,35 @@
 #include "pipeline/sample.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <optional>
 #include <string>
 
 #include "codec/image.h"
-#include "codec/region.h"
+#include "codec/jpeg_decode.h"
 #include "dspipe/augment.h"
 #include "kernels/normalize_row.h"
+#include "transforms/impl.h"
+#include "transforms/simd.h"
 
 namespace dspipe::pipeline {
 namespace {
 
-// Per-thread decode targets for samples that are resized or cropped afterwards. They grow to
-// the largest record a thread has seen and are reused (no allocation per sample).
+using transforms::Plan;
+
+// Per-thread decode targets, the plan and the transforms' intermediates. They grow to the
+// largest record a thread has seen and are reused (no allocation per sample).
 struct Scratch {
   cv::Mat image;
   cv::Mat converted;
   cv::Mat mask;
+  Plan plan;
+  transforms::Scratch warp;
+  std::vector<uint8_t> row;
 };
 Scratch& ThreadScratch() {
   thread_local Scratch scratch;
@@ -33,22 +43,71 @@ std::atomic<bool>& FusedFlag() {
   return enabled;
 }
 
-// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot.
+using RowOps = std::vector<std::unique_ptr<transforms::RowOp>>;
+
+// The row ops (trailing LUT / noise steps) and the float32 normalize of one row, from L1.
+void RowsAndNormalize(const RowOps& ops, const kernels::RowNormalizerF32& norm, uint8_t* row,
+                      int width, int channels, float* dst, size_t plane) {
+  for (const auto& op : ops) op->Row(row, width, channels);
+  norm.Row(row, width, dst, plane);
+}
+
+// Normalizes each row the PNG fast path finishes into the sample's float32 NCHW slot, after
+// the plan's row ops on a copy of the row (the decoder's row stays as decoded: the next row is
+// unfiltered against it; the uint8 slot gets the same ops afterwards, from a fresh state).
 class NormalizeRows final : public codec::PngRowSink {
  public:
-  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w)
-      : norm_(p), dst_(dst), width_(w), plane_(static_cast<size_t>(h) * static_cast<size_t>(w)) {}
+  NormalizeRows(const NormalizeParams& p, float* dst, int h, int w, int channels, RowOps ops,
+                std::vector<uint8_t>* row)
+      : norm_(p),
+        dst_(dst),
+        width_(w),
+        channels_(channels),
+        plane_(static_cast<size_t>(h) * static_cast<size_t>(w)),
+        ops_(std::move(ops)),
+        row_(row) {
+    if (!ops_.empty()) row_->resize(static_cast<size_t>(w) * static_cast<size_t>(channels));
+  }
 
   void Row(uint32_t y, const uint8_t* row) override {
-    norm_.Row(row, width_, dst_ + size_t{y} * static_cast<size_t>(width_), plane_);
+    float* out = dst_ + size_t{y} * static_cast<size_t>(width_);
+    if (ops_.empty()) {
+      norm_.Row(row, width_, out, plane_);
+      return;
+    }
+    std::memcpy(row_->data(), row, row_->size());
+    RowsAndNormalize(ops_, norm_, row_->data(), width_, channels_, out, plane_);
   }
 
  private:
   const kernels::RowNormalizerF32 norm_;
   float* const dst_;
-  const int width_;
+  const int width_, channels_;
   const size_t plane_;
+  const RowOps ops_;
+  std::vector<uint8_t>* row_;
 };
+
+// The row ops on every row of the uint8 image, in order.
+void RunRowOps(const RowOps& ops, uint8_t* image, int h, int w, int channels) {
+  const size_t row = static_cast<size_t>(w) * static_cast<size_t>(channels);
+  for (int y = 0; y < h; ++y) {
+    for (const auto& op : ops) op->Row(image + static_cast<size_t>(y) * row, w, channels);
+  }
+}
+
+// The trailing row ops and the float32 normalize in one pass: each row's ops run once (written
+// back to the uint8 slot) and the row is normalized from L1.
+void RowOpsNormalize(const NormalizeParams& p, const RowOps& ops, uint8_t* image, int h, int w,
+                     float* dst) {
+  const kernels::RowNormalizerF32 norm(p);
+  const size_t plane = static_cast<size_t>(h) * static_cast<size_t>(w);
+  const size_t row_bytes = static_cast<size_t>(w) * static_cast<size_t>(p.channels);
+  for (int y = 0; y < h; ++y) {
+    RowsAndNormalize(ops, norm, image + static_cast<size_t>(y) * row_bytes, w, p.channels,
+                     dst + static_cast<size_t>(y) * static_cast<size_t>(w), plane);
+  }
+}
 
 class SampleJob {
  public:
@@ -65,71 +124,48 @@ class SampleJob {
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
     const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
     const int decode_c = IsRaw(h.image_codec) ? h.channels : shape.channels;
-    const AugmentOptions& aug = ctx_.options->augment;
-    ImageRef dst{slot_.image, shape.height, shape.width, shape.channels};
-    ImageRef dst_mask{slot_.mask, shape.height, shape.width, 1};
-
-    if (src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
-        !aug.crops()) {
-      // Fast path: decode straight into the batch. PNGs the fast decoder takes are decoded
-      // mirrored when the sample is flipped, and their rows normalized as they come out of the
-      // unfilter (fused); everything else is flipped in place afterwards (and normalized by
-      // LoadSample).
-      const AugmentParams p = Draw(src_h, src_w);
-      const bool try_fused = FusedDecodeEnabled() && !p.vflip;
-      bool image_fused = false, mask_fused = false;  // decoded mirrored (and normalized)
-      {
-        const uint64_t t0 = NowNs();
-        std::optional<NormalizeRows> rows;
-        if (try_fused && shape.normalized) {
-          rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w);
-        }
-        codec::DecodeRequest q = Request(h.image_codec, rec.image, shape.channels, false);
-        q.dst = slot_.image;
-        q.fuse = try_fused;
-        q.mirror = p.hflip;
-        q.sink = rows ? &*rows : nullptr;
-        codec::DecodedImage img;
-        Status s = codec::DecodePayload(q, &ThreadScratch().image, &img);
-        if (!s.ok()) return Context(s, "image");
-        image_fused = img.path == DecodePath::kFused;
-        if (shape.masks) {
-          q = Request(h.mask_codec, rec.mask, 1, true);
-          q.dst = slot_.mask;
-          q.fuse = try_fused;
-          q.mirror = p.hflip;
-          codec::DecodedImage m;
-          s = codec::DecodePayload(q, &ThreadScratch().mask, &m);
-          if (!s.ok()) return Context(s, "mask");
-          mask_fused = m.path == DecodePath::kFused;
-        }
-        RecordDecode(img.path, t0);
-      }
-      normalized_ = image_fused && shape.normalized;
-      if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
-      ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
-      if (!image_fused) FlipInPlace(p, dst);
-      if (shape.masks && !mask_fused) FlipInPlace(p, dst_mask);
-      return Status::OK();
-    }
-
-    // General path: draw the sample's crop first (the record header knows the source size; for
-    // plain LMDBs the image header), decode only what it keeps (codec::DecodePayload: a JPEG's
-    // MCUs covering the crop, at a DCT scale when the output is smaller), then resample that
-    // region into the batch with the flips.
     Scratch& scratch = ThreadScratch();
+    Plan& plan = scratch.plan;
+    const bool sized = src_h > 0 && src_w > 0;
+    // The plan is drawn before decoding: the record header knows the source size, for plain
+    // LMDBs the image header (else the size is known after decoding).
     int size_h = src_h, size_w = src_w;
-    if (size_h <= 0 || size_w <= 0) {
-      if (!codec::PeekImageSize(rec.image, &size_h, &size_w)) size_h = size_w = 0;
+    if (!sized && !codec::PeekImageSize(rec.image, &size_h, &size_w)) size_h = size_w = 0;
+    const bool planned = size_h > 0 && size_w > 0;
+    if (planned) DSPIPE_RETURN_IF_ERROR(MakePlan(size_h, size_w, &plan));
+
+    if (sized && src_h == shape.height && src_w == shape.width && decode_c == shape.channels &&
+        FusedDecodeEnabled()) {
+      bool mirror = false;
+      if (transforms::FlipsAndRowOpsOnly(plan, &mirror)) return RunFlipsAndRows(rec, mirror);
     }
-    const bool drawn = size_h > 0 && size_w > 0;
-    AugmentParams p;
-    if (drawn) p = Draw(size_h, size_w);
+
+    // General path.
+    const bool geometry = !planned || plan.has_geometry;
+    cv::Mat dst(shape.height, shape.width, CV_8UC(shape.channels), slot_.image);
+    cv::Mat dst_mask;
+    if (shape.masks) dst_mask = cv::Mat(shape.height, shape.width, CV_8UC1, slot_.mask);
+    const bool into_slot =
+        !geometry && decode_c == shape.channels && src_h == shape.height && src_w == shape.width;
     codec::DecodedImage img, mask;
+    transforms::Region region;
     {
       const uint64_t t0 = NowNs();
+      // THE decode call site (codec::DecodePayload, the decode router: docs/DECODE.md). The
+      // contract: before decoding, plan.source_rect is the part of the source the first fused
+      // geometric group reads (the whole image when it reads outside the image - reflect / wrap
+      // borders -, needs the mask to draw, resizes the whole image, or there is no geometry),
+      // plan.first_output the size that part is resampled to, and plan.source_per_output the
+      // fewest source pixels one output pixel spans. The router decodes at least that part
+      // (a JPEG: its MCUs), at an n/8 DCT scale only when asked for an output size, which is
+      // set so that 8/n <= source_per_output; it reports where the part lies in what it
+      // decoded (img.crop), which gives the transforms::Region Execute composes the first
+      // group's map with. At 8/8 that is a whole-pixel offset and the output is the whole
+      // decode's, bit for bit; a scaled region is resampled through the composed warp. The
+      // mask is decoded whole (never scaled).
       codec::DecodeRequest q = Request(h.image_codec, rec.image, decode_c, false);
-      if (drawn) Crop(p, &q);
+      if (into_slot) q.dst = slot_.image;  // photometric only: decoded straight into the slot
+      if (planned && plan.has_geometry) Crop(plan, &q);
       Status s = codec::DecodePayload(q, &scratch.image, &img);
       if (!s.ok()) return Context(s, "image");
       if (img.image.channels() != shape.channels) {
@@ -139,8 +175,7 @@ class SampleJob {
       }
       if (shape.masks) {
         q = Request(h.mask_codec, rec.mask, 1, true);
-        if (drawn) Crop(p, &q);
-        q.out_height = q.out_width = 0;  // masks are never DCT-scaled
+        if (into_slot) q.dst = slot_.mask;
         s = codec::DecodePayload(q, &scratch.mask, &mask);
         if (!s.ok()) return Context(s, "mask");
         if (mask.source_height != img.source_height || mask.source_width != img.source_width) {
@@ -148,25 +183,31 @@ class SampleJob {
         }
       }
       RecordDecode(img.path, t0);
+      if (q.crop_w > 0 || q.out_width > 0) region = RegionOf(q, img);
+    }
+    if (!planned) {
+      DSPIPE_RETURN_IF_ERROR(MakePlan(img.source_height, img.source_width, &plan));
+    } else if (img.source_height != size_h || img.source_width != size_w) {
+      return Bad("the image header says " + std::to_string(size_h) + "x" +
+                 std::to_string(size_w) + ", the decoded image is " +
+                 std::to_string(img.source_height) + "x" + std::to_string(img.source_width));
     }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
-    if (!drawn) {  // decoded whole at full size: draw now, the crop is the drawn rectangle
-      p = Draw(img.source_height, img.source_width);
-      img.crop = mask.crop =
-          codec::RectF{static_cast<double>(p.crop_x), static_cast<double>(p.crop_y),
-                       static_cast<double>(p.crop_w), static_cast<double>(p.crop_h)};
-    }
-    Status s =
-        codec::ResampleRegion(img.image, img.crop, aug.image_interpolation, p.hflip, p.vflip, dst);
-    if (s.ok() && shape.masks) {
-      s = codec::ResampleRegion(mask.image, mask.crop, Interpolation::kNearest, p.hflip, p.vflip,
-                                dst_mask);
-    }
-    return s.ok() ? s : Context(s, "augment");
+    transforms::Fold fold;
+    fold.allowed = shape.normalized;
+    Status s = transforms::Execute(&plan, img.image, region, shape.masks ? mask.image : cv::Mat(),
+                                   &dst, shape.masks ? &dst_mask : nullptr, &scratch.warp, &fold,
+                                   {ctx_.stats, index_});
+    if (!s.ok())
+      return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
+    pending_ = std::move(fold.rows);  // run with the normalize (LoadSample)
+    return Status::OK();
   }
 
   // True when Run already wrote the sample's float32 slot (fused into the PNG decode).
   bool normalized() const { return normalized_; }
+  // Trailing row ops left for the normalize pass (LoadSample runs RowOpsNormalize).
+  const RowOps& pending() const { return pending_; }
 
  private:
   codec::DecodeRequest Request(Codec codec, std::span<const uint8_t> payload, int channels,
@@ -180,14 +221,34 @@ class SampleJob {
     q.width = static_cast<int>(rec_header_->width);
     return q;
   }
-  // The drawn crop and the output size it is resized to.
-  void Crop(const AugmentParams& p, codec::DecodeRequest* q) const {
-    q->crop_x = p.crop_x;
-    q->crop_y = p.crop_y;
-    q->crop_w = p.crop_w;
-    q->crop_h = p.crop_h;
-    q->out_height = ctx_.shape.height;
-    q->out_width = ctx_.shape.width;
+  // The part of the source the plan's first group reads, and (when one output pixel spans at
+  // least 2 source pixels) an output size that lets the router pick a DCT scale of at most
+  // source_per_output.
+  static void Crop(const Plan& plan, codec::DecodeRequest* q) {
+    const cv::Rect& r = plan.source_rect;
+    if (r.area() < plan.in.h * plan.in.w) {
+      q->crop_x = r.x, q->crop_y = r.y, q->crop_w = r.width, q->crop_h = r.height;
+    }
+    const double s = plan.source_per_output;
+    if (s >= 2.0) {
+      q->out_width = std::max(1, static_cast<int>(std::ceil(r.width / s - 1e-9)));
+      q->out_height = std::max(1, static_cast<int>(std::ceil(r.height / s - 1e-9)));
+    }
+  }
+  // Where the decoded pixels lie in the source: the requested part R (source pixels) is
+  // img.crop in the decoded image, so decoded edge d is source edge R.x + (d - crop.x) * k.
+  static transforms::Region RegionOf(const codec::DecodeRequest& q, const codec::DecodedImage& d) {
+    const bool part = q.crop_w > 0 && q.crop_h > 0;
+    const double rx = part ? q.crop_x : 0, ry = part ? q.crop_y : 0;
+    const double rw = part ? q.crop_w : d.source_width;
+    const double k = rw / d.crop.w;
+    transforms::Region r;
+    r.scale = std::abs(k - std::round(k)) < 1e-9 ? std::round(k) : k;
+    r.x0 = rx - d.crop.x * r.scale;
+    r.y0 = ry - d.crop.y * r.scale;
+    if (std::abs(r.x0 - std::round(r.x0)) < 1e-9) r.x0 = std::round(r.x0);
+    if (std::abs(r.y0 - std::round(r.y0)) < 1e-9) r.y0 = std::round(r.y0);
+    return r;
   }
   // The decode span and which path the image took (the stage table's decode paths).
   void RecordDecode(DecodePath path, uint64_t t0) const {
@@ -195,13 +256,87 @@ class SampleJob {
     ctx_.stats->RecordSpan(Stage::kDecode, t0, t1, index_);
     ctx_.stats->RecordDecodePath(path, t1 > t0 ? t1 - t0 : 0);
   }
-  AugmentParams Draw(int src_h, int src_w) {
-    AugmentParams p = DrawAugment(ctx_.options->augment, seed_, epoch_, index_, src_h, src_w,
-                                  ctx_.shape.height, ctx_.shape.width);
-    *slot_.hflip = p.hflip ? 1 : 0;
-    if (ctx_.options->defer_hflip) p.hflip = false;
-    return p;
+
+  Status MakePlan(int src_h, int src_w, Plan* plan) {
+    Status s = transforms::MakePlan(*ctx_.pipeline->impl().root, seed_, epoch_, index_,
+                                    {src_h, src_w}, ctx_.shape.channels, plan);
+    if (!s.ok()) return Bad(s.message());
+    *slot_.hflip = transforms::OddHorizontalFlips(*plan) ? 1 : 0;
+    if (ctx_.options->defer_hflip && *slot_.hflip != 0) {
+      // Only a flip every later step commutes with can be left to the consumer.
+      if (!transforms::DeferLastHorizontalFlip(plan)) *slot_.hflip = 0;
+    }
+    if (plan->out.h != ctx_.shape.height || plan->out.w != ctx_.shape.width) {
+      return Bad("the transforms made " + std::to_string(plan->out.h) + "x" +
+                 std::to_string(plan->out.w) + " from " + std::to_string(src_h) + "x" +
+                 std::to_string(src_w) + ", the batch is " + std::to_string(ctx_.shape.height) +
+                 "x" + std::to_string(ctx_.shape.width));
+    }
+    return Status::OK();
   }
+
+  // The fused PNG path (see sample.h), or the same work unfused when the payload is not a PNG
+  // the fast decoder takes.
+  Status RunFlipsAndRows(const RecordView& rec, bool mirror) {
+    const BatchShape& shape = ctx_.shape;
+    const RecordHeader& h = rec.header;
+    const int src_h = shape.height, src_w = shape.width;
+    Scratch& scratch = ThreadScratch();
+    const Plan& plan = scratch.plan;
+    bool has_ops = false;  // anything but the flips
+    for (const transforms::Step& st : plan.steps) has_ops |= st.leaf->name != "HorizontalFlip";
+    bool image_fused = false, mask_fused = false;  // decoded mirrored (and normalized)
+    {
+      const uint64_t t0 = NowNs();
+      std::optional<NormalizeRows> rows;
+      if (shape.normalized) {
+        rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w, shape.channels,
+                     transforms::RowOpsOf(plan), &scratch.row);
+      }
+      codec::DecodeRequest q = Request(h.image_codec, rec.image, shape.channels, false);
+      q.dst = slot_.image;
+      q.fuse = true;
+      q.mirror = mirror;
+      q.sink = rows ? &*rows : nullptr;
+      codec::DecodedImage img;
+      Status s = codec::DecodePayload(q, &scratch.image, &img);
+      if (!s.ok()) return Context(s, "image");
+      image_fused = img.path == DecodePath::kFused;
+      if (shape.masks) {
+        q = Request(h.mask_codec, rec.mask, 1, true);
+        q.dst = slot_.mask;
+        q.fuse = true;
+        q.mirror = mirror;
+        codec::DecodedImage m;
+        s = codec::DecodePayload(q, &scratch.mask, &m);
+        if (!s.ok()) return Context(s, "mask");
+        mask_fused = m.path == DecodePath::kFused;
+      }
+      // The sink normalized the rows after the ops; now the same ops on the uint8 slot.
+      if (image_fused && has_ops) {
+        RunRowOps(transforms::RowOpsOf(plan), slot_.image, src_h, src_w, shape.channels);
+      }
+      RecordDecode(img.path, t0);
+    }
+    normalized_ = image_fused && shape.normalized;
+    if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
+    ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    if (!image_fused) {
+      cv::Mat img(src_h, src_w, CV_8UC(shape.channels), slot_.image);
+      if (mirror) cv::flip(img, img, 1);  // in place: cv::flip
+      if (shape.normalized) {
+        pending_ = transforms::RowOpsOf(plan);  // run with the normalize (LoadSample)
+      } else {
+        RunRowOps(transforms::RowOpsOf(plan), slot_.image, src_h, src_w, shape.channels);
+      }
+    }
+    if (shape.masks && !mask_fused && mirror) {
+      cv::Mat m(src_h, src_w, CV_8UC1, slot_.mask);
+      cv::flip(m, m, 1);
+    }
+    return Status::OK();
+  }
+
   std::string Where() const {
     return "key " + ctx_.dataset->KeyName(index_) + " in " + ctx_.dataset->info().path;
   }
@@ -214,6 +349,7 @@ class SampleJob {
   const uint64_t seed_, epoch_, index_;
   const SampleSlot& slot_;
   bool normalized_ = false;
+  RowOps pending_;
   const RecordHeader* rec_header_ = nullptr;
 };
 
@@ -242,10 +378,89 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
   if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
-  s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
-                             slot.normalized);
+  if (!job.pending().empty()) {
+    RowOpsNormalize(ctx.normalize, job.pending(), slot.image, ctx.shape.height, ctx.shape.width,
+                    slot.normalized);
+  } else {
+    s = NormalizeNhwcToNchwF32(slot.image, 1, ctx.shape.height, ctx.shape.width, ctx.normalize,
+                               slot.normalized);
+  }
   *normalize_ns = NowNs() - t0;
   return s;
+}
+
+Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
+                       Status (*probe)(const Dataset&, int*, int*), const Dataset& dataset,
+                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out) {
+  auto invalid = [](const std::string& m) { return Status::InvalidArgument("loader: " + m); };
+  const AugmentOptions& aug = options.augment;
+  if (!options.transform) {  // augment's sugar: the batch size is the requested / stored one
+    if (*height == 0) {
+      *height = info.height;
+      *width = info.width;
+      if (*height <= 0 || *width <= 0) DSPIPE_RETURN_IF_ERROR(probe(dataset, height, width));
+    }
+    return TransformPipeline::Parse(AugmentPipelineJson(aug, *height, *width), out);
+  }
+  if (aug.hflip_p > 0 || aug.vflip_p > 0 || aug.crops()) {
+    std::string set;  // the augment options given, as every front end names them
+    auto add = [&set](bool given, const char* field) {
+      if (given) set += (set.empty() ? "" : ", ") + Opt(field);
+    };
+    add(aug.hflip_p > 0, "AugmentOptions::hflip_p");
+    add(aug.vflip_p > 0, "AugmentOptions::vflip_p");
+    add(aug.crop_scale_min < 1.0, "AugmentOptions::crop_scale_min");
+    add(aug.resize_shorter > 0, "AugmentOptions::resize_shorter");
+    return invalid(Opt("LoaderOptions::transform") + " with " + set +
+                   ": set augment or transform, not both (put the flips and crops in the "
+                   "pipeline: HorizontalFlip, VerticalFlip, RandomResizedCrop, SmallestMaxSize + "
+                   "CenterCrop)");
+  }
+  std::shared_ptr<const TransformPipeline> p = options.transform;
+  if (p->impl().needs_mask && !info.has_masks) {
+    return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
+                   info.path + " has none");
+  }
+  int ph = 0, pw = 0;
+  if (p->OutputSize(info.height, info.width, &ph, &pw)) {
+    if (*height > 0 && (ph != *height || pw != *width)) {
+      return invalid("the transform pipeline ends in " + std::to_string(ph) + "x" +
+                     std::to_string(pw) + " but the output size (" + Opt("LoaderOptions::height") +
+                     ") asks for " + std::to_string(*height) + "x" + std::to_string(*width) +
+                     ": drop it or change the pipeline");
+    }
+    *height = ph, *width = pw;
+    *out = p;
+    return Status::OK();
+  }
+  if (*height == 0) {
+    const std::string why = p->OutputSizeReason(info.height, info.width);
+    const std::string fix =
+        ": end the pipeline in a fixed size (e.g. Resize(height=H, width=W), CenterCrop or "
+        "RandomCrop(H, W), RandomResizedCrop(size=(H, W))) or set the output size (" +
+        Opt("LoaderOptions::height") + ": every sample is then resized to it)";
+    if (info.height > 0 || info.store != "plain") {
+      return invalid("batches need one size, and " +
+                     (info.height > 0
+                          ? why
+                          : "the records of " + info.path + " differ in size (" + why + ")") +
+                     fix);
+    }
+    int h0 = 0, w0 = 0;  // plain LMDB: record 0's size, as without a pipeline
+    DSPIPE_RETURN_IF_ERROR(probe(dataset, &h0, &w0));
+    if (!p->OutputSize(h0, w0, height, width)) {
+      return invalid("batches need one size, and " + p->OutputSizeReason(h0, w0) + fix);
+    }
+  }
+  // A final Resize (before Normalize) to the batch size: a no-op for samples already that size.
+  nlohmann::json j = nlohmann::json::parse(p->ToJson());
+  nlohmann::json& list = j["transform"]["transforms"];
+  auto at = list.end();
+  if (!list.empty() && list.back()["__class_fullname__"] == "Normalize") --at;
+  const nlohmann::json resize = {
+      {"__class_fullname__", "Resize"}, {"height", *height}, {"width", *width}, {"p", 1.0}};
+  list.insert(at, resize);
+  return TransformPipeline::Parse(j.dump(), out);
 }
 
 }  // namespace dspipe::pipeline

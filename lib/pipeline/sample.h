@@ -1,27 +1,34 @@
-// One sample's work on a loader worker: read the record (zero-copy), decode it, augment it and
-// write it into its slot of a batch buffer (optionally normalized). Internal to dspipe.
+// One sample's work on a loader worker: read the record (zero-copy), plan its transforms
+// (dspipe/transforms.h: the loader's pipeline, or the one LoaderOptions::augment stands for),
+// decode it, run the plan into its slot of a batch buffer and normalize it. Internal to dspipe.
 //
-// Fused path: when the output has the stored size (no crop or resize), no vertical flip, and a
-// payload is a PNG the fast decoder takes (codec::DecodePayload, fused), the horizontal flip is
-// done by the decoder (it writes the rows mirrored) and, for images with CPU float32 normalize,
-// each row is normalized as the decoder finishes it (kernels::RowNormalizerF32, bit-identical
-// to NormalizeNhwcToNchwF32). That work is then timed in the decode stage: such samples record
-// no augment span and add nothing to the batch's normalize time. Everything else takes the
-// unfused path (decode, FlipInPlace, NormalizeNhwcToNchwF32 after the sample).
-//
-// General path (crop, resize, other size): the augmentation is drawn first, then the decode
-// router (codec::DecodePayload) decodes only what the crop needs (a JPEG's MCUs covering it, at
-// a DCT scale when the output is smaller) and codec::ResampleRegion resizes it into the slot
-// with the flips (docs/DECODE.md). Each sample's decode path is counted in the stats.
+// Paths, fastest first:
+//  - Fused PNG: the plan is HorizontalFlips and LUT ops only (e.g. augment's flips, or
+//    HorizontalFlip + RandomBrightnessContrast), the output has the stored size and the payload
+//    is a PNG the fast decoder takes (codec::DecodePayload with fuse): decoded straight into
+//    the slot, mirrored when the flips say so, and for CPU float32 normalize each row
+//    normalized as the decoder finishes it (kernels::RowNormalizerF32 on the LUT'd row,
+//    bit-identical to NormalizeNhwcToNchwF32 of the LUT'd image); the LUT is then applied to
+//    the uint8 slot. That work is timed in decode: such samples record no augment span (nor a
+//    mask one) and add nothing to the batch's normalize time.
+//  - General: the plan is drawn first (the record header knows the source size; for plain
+//    LMDBs the image header), then the decode router (codec::DecodePayload) decodes only what
+//    the first fused geometric group reads (a JPEG's MCUs covering it, at a DCT scale when the
+//    group shrinks it; see the decode call site's contract) into per-thread scratch - or into
+//    the slot when the plan has no geometry - and transforms::Execute runs the fused groups
+//    into the slot; trailing LUT ops are folded into the normalize pass (one pass writes the
+//    LUT'd uint8 and the floats). Each sample's decode path is counted in the stats.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "dspipe/batch.h"
 #include "dspipe/dataset.h"
 #include "dspipe/loader.h"
 #include "dspipe/normalize.h"
 #include "dspipe/stats.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe::pipeline {
 
@@ -32,6 +39,9 @@ struct SampleContext {
   BatchShape shape;
   NormalizeParams normalize;  // used when shape.normalized
   StageStats* stats = nullptr;
+  // The pipeline the workers run (never null once the loader is created): options->transform
+  // or augment's, with a final Resize when its output size is not fixed (ResolvePipeline).
+  std::shared_ptr<const TransformPipeline> pipeline;
 };
 
 // Where sample i of a batch goes.
@@ -49,8 +59,17 @@ struct SampleSlot {
 Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
                   const SampleSlot& slot, uint64_t* normalize_ns);
 
-// Process-wide switch for the fused path (default on). Benchmarks and tests turn it off to run
-// the unfused path in the same process.
+// The pipeline a loader runs for `options` over `info` (Loader::Create): options->transform,
+// or augment's sugar, with a final Resize(height, width) when the pipeline's output size is not
+// fixed. *height / *width: in, the requested size (0 = none); out, the batch size. `probe`
+// gives record 0's size when the dataset does not fix one and it is needed (plain LMDBs).
+// Errors: InvalidArgument naming what to set.
+Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
+                       Status (*probe)(const Dataset&, int*, int*), const Dataset& dataset,
+                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out);
+
+// Process-wide switch for the fused PNG path (default on). Benchmarks and tests turn it off to
+// run the general path in the same process.
 void SetFusedDecodeEnabled(bool enabled);
 bool FusedDecodeEnabled();
 

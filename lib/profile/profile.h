@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dspipe/augment.h"
+#include "dspipe/transforms.h"
 #include "dspipe/dataset.h"
 #include "dspipe/sampler.h"
 #include "dspipe/stats.h"
@@ -66,6 +67,9 @@ struct ProfileOptions {
   int height = 0;
   int width = 0;
   int channels = 0;
+  // A transform pipeline (dspipe/transforms.h, `dsbench --transform FILE.json`) instead of
+  // `augment`; nullptr (default) = augment's. Its Normalize gives the mean/std.
+  std::shared_ptr<const TransformPipeline> transform;
   // Shuffled order with this seed (default true, 0).
   bool shuffle = true;
   uint64_t seed = 0;

@@ -61,7 +61,7 @@ std::string StageBars(const ProfileResult& r) {
     svg += fmt::format(
         "<text x=\"0\" y=\"{}\">{}</text><rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" "
         "fill=\"{}\"/><text x=\"{:.1f}\" y=\"{}\">{:.3f} ms{}</text>\n",
-        y + 15, StageName(row.summary.stage), label_w, y, std::max(w, 1.0), bar_h - 6,
+        y + 15, RowName(row.summary), label_w, y, std::max(w, 1.0), bar_h - 6,
         wait ? "#9e9e9e" : (limiting ? "#e53935" : "#42a5f5"), label_w + std::max(w, 1.0) + 6,
         y + 15, row.ms_per_batch, wait ? "" : fmt::format(" ({:.0f}%)", row.share * 100));
     y += bar_h;
@@ -78,7 +78,7 @@ std::string StageTable(const ProfileResult& r) {
     t += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.3f}</td>"
         "<td>{:.3f}</td><td>{:.3f}</td><td>{}</td></tr>\n",
-        StageName(s.stage), s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
+        RowName(s), s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
         row.ms_per_batch,
         s.stage == Stage::kWait ? std::string("-") : fmt::format("{:.1f}%", row.share * 100));
   }

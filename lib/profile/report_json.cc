@@ -36,6 +36,7 @@ json ConfigJson(const ProfileOptions& o) {
           {"channels", o.channels},
           {"mean", o.mean},
           {"std", o.std},
+          {"transform", o.transform ? json::parse(o.transform->ToJson())["transform"] : json()},
           {"shuffle", o.shuffle},
           {"seed", o.seed},
           {"order", SampleOrderName(o.order)},
@@ -234,7 +235,7 @@ std::string ReportCsv(const Report& report) {
     for (const StageRow& row : StageRows(r)) {
       const StageSummary& s = row.summary;
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.source,
-                         StageName(s.stage), s.count, Num(s.total_ms), Num(s.mean_ms),
+                         RowName(s), s.count, Num(s.total_ms), Num(s.mean_ms),
                          Num(s.p50_ms), Num(s.p95_ms), Num(s.p99_ms), Num(s.max_ms),
                          Num(row.ms_per_batch), Num(row.share), SampleOrderName(r.config.order),
                          r.config.rank, r.config.world_size);

@@ -9,7 +9,10 @@
 namespace dspipe::profile {
 namespace {
 
-bool PerSample(Stage s) { return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment; }
+bool PerSample(Stage s) {
+  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment ||
+         s == Stage::kTransform;
+}
 
 std::string Config(const ProfileResult& r) {
   const ProfileOptions& c = r.config;
@@ -19,7 +22,9 @@ std::string Config(const ProfileResult& r) {
       c.compute_ms > 0 ? fmt::format(", compute {} ms", c.compute_ms) : std::string(),
       SampleOrderName(c.order),
       c.order == SampleOrder::kBlocks ? fmt::format(" (block {})", c.block_size) : std::string(),
-      c.rank, c.world_size);
+      c.rank, c.world_size) +
+         (c.transform ? fmt::format(", transform: {} segment(s)", c.transform->segment_labels().size())
+                      : std::string());
 }
 
 void AppendRun(const ProfileResult& r, std::string* out) {
@@ -78,10 +83,15 @@ void AppendRun(const ProfileResult& r, std::string* out) {
 
 }  // namespace
 
+std::string RowName(const StageSummary& s) {
+  return s.stage == Stage::kTransform ? "transform" + std::to_string(s.row + 1)
+                                      : std::string(StageName(s.stage));
+}
+
 std::vector<StageRow> StageRows(const ProfileResult& r) {
-  double busy = 0;
+  double busy = 0;  // the transform rows break augment down: counted once
   for (const StageSummary& s : r.stages) {
-    if (s.stage != Stage::kWait) busy += s.total_ms;
+    if (s.stage != Stage::kWait && s.stage != Stage::kTransform) busy += s.total_ms;
   }
   std::vector<StageRow> rows;
   for (const StageSummary& s : r.stages) {

@@ -1,6 +1,7 @@
 // Shared pieces of the report writers. Internal to the profile component.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "profile/profile.h"
@@ -16,5 +17,8 @@ struct StageRow {
   double share = 0;         // stage total / sum of the non-wait stage totals; 0 for wait
 };
 std::vector<StageRow> StageRows(const ProfileResult& r);
+// The stage's name in tables and CSV: StageName, or "transform1", "transform2", ... for the
+// transform rows (their labels go beside them).
+std::string RowName(const StageSummary& s);
 
 }  // namespace dspipe::profile

@@ -101,9 +101,11 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
   lo.height = o.height;
   lo.width = o.width;
   lo.channels = o.channels;
+  lo.transform = o.transform;
   std::vector<double> mean = o.mean, std = o.std;
   const bool normalizes = o.device == "cuda" || o.normalize;
-  if (normalizes && mean.empty() && !ds->info().has_stats) {
+  const bool pipeline_normalizes = o.transform && o.transform->has_normalize();
+  if (normalizes && mean.empty() && !ds->info().has_stats && !pipeline_normalizes) {
     mean = {0.0};
     std = {1.0};
     result->notes.push_back(ds->info().path +

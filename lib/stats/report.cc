@@ -8,7 +8,10 @@
 namespace dspipe {
 namespace {
 
-bool PerSample(Stage s) { return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment; }
+bool PerSample(Stage s) {
+  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment ||
+         s == Stage::kTransform;
+}
 
 }  // namespace
 
@@ -16,7 +19,7 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
   const int batch = std::max(1, batch_size);
   double busy_ms = 0;  // all stages but wait: the denominator of "share"
   for (const StageSummary& s : summaries) {
-    if (s.stage != Stage::kWait) busy_ms += s.total_ms;
+    if (s.stage != Stage::kWait && s.stage != Stage::kTransform) busy_ms += s.total_ms;
   }
   std::string out =
       fmt::format("{:<10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>7}\n", "stage", "count",
@@ -26,19 +29,29 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
     const std::string share = s.stage == Stage::kWait || busy_ms <= 0
                                   ? std::string("-")
                                   : fmt::format("{:.1f}%", 100.0 * s.total_ms / busy_ms);
-    out += fmt::format("{:<10}{:>10}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>7}\n",
-                       StageName(s.stage), s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms,
-                       s.max_ms, per_batch, share);
+    // Transform rows (a breakdown of augment) are indented, numbered and labelled.
+    const std::string name = s.stage == Stage::kTransform
+                                 ? fmt::format(" transform{}", s.row + 1)
+                                 : std::string(StageName(s.stage));
+    out += fmt::format("{:<10}{:>10}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>7}",
+                       name, s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
+                       per_batch, share);
+    out += s.stage == Stage::kTransform ? "  " + s.label + "\n" : "\n";
   }
   return out;
 }
 
 nlohmann::json ToJson(const StageSummary& s) {
-  return nlohmann::json{{"stage", StageName(s.stage)}, {"count", s.count},
-                        {"total_ms", s.total_ms},      {"mean_ms", s.mean_ms},
-                        {"stddev_ms", s.stddev_ms},    {"min_ms", s.min_ms},
-                        {"p50_ms", s.p50_ms},          {"p95_ms", s.p95_ms},
-                        {"p99_ms", s.p99_ms},          {"max_ms", s.max_ms}};
+  nlohmann::json j{{"stage", StageName(s.stage)}, {"count", s.count},
+                   {"total_ms", s.total_ms},      {"mean_ms", s.mean_ms},
+                   {"stddev_ms", s.stddev_ms},    {"min_ms", s.min_ms},
+                   {"p50_ms", s.p50_ms},          {"p95_ms", s.p95_ms},
+                   {"p99_ms", s.p99_ms},          {"max_ms", s.max_ms}};
+  if (s.stage == Stage::kTransform) {
+    j["row"] = s.row;
+    j["label"] = s.label;
+  }
+  return j;
 }
 
 nlohmann::json ToJson(const std::vector<StageSummary>& summaries) {

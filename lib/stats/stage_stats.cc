@@ -85,6 +85,8 @@ const char* StageName(Stage stage) {
       return "normalize";
     case Stage::kWait:
       return "wait";
+    case Stage::kTransform:
+      return "transform";
     case Stage::kCount:
       break;
   }
@@ -121,8 +123,7 @@ StageStats::StageStats()
 
 StageStats::~StageStats() = default;
 
-void StageStats::Record(Stage stage, uint64_t ns) noexcept {
-  Counters& c = counters_[static_cast<size_t>(stage)];
+void StageStats::RecordInto(Counters& c, uint64_t ns) noexcept {
   c.count.fetch_add(1, std::memory_order_relaxed);
   c.total_ns.fetch_add(ns, std::memory_order_relaxed);
   c.buckets[static_cast<size_t>(BucketIndex(ns))].fetch_add(1, std::memory_order_relaxed);
@@ -134,9 +135,11 @@ void StageStats::Record(Stage stage, uint64_t ns) noexcept {
   }
 }
 
-void StageStats::RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uint64_t id) noexcept {
-  const uint64_t dur = end_ns > start_ns ? end_ns - start_ns : 0;
-  Record(stage, dur);
+void StageStats::Record(Stage stage, uint64_t ns) noexcept {
+  RecordInto(counters_[static_cast<size_t>(stage)], ns);
+}
+
+void StageStats::TraceSpan(Stage stage, uint64_t start_ns, uint64_t dur, uint64_t id) noexcept {
   if (!trace_enabled_.load(std::memory_order_acquire)) return;
   TraceBuffer* buffer = nullptr;
   try {
@@ -145,6 +148,50 @@ void StageStats::RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uin
     return;
   }
   buffer->Append(TraceEvent{start_ns, dur, id, stage});
+}
+
+void StageStats::RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uint64_t id) noexcept {
+  const uint64_t dur = end_ns > start_ns ? end_ns - start_ns : 0;
+  Record(stage, dur);
+  TraceSpan(stage, start_ns, dur, id);
+}
+
+void StageStats::SetTransformRows(const std::vector<std::string>& labels) {
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  if (transform_count_.load(std::memory_order_relaxed) > 0 || labels.empty()) return;
+  transform_rows_ = std::make_unique<std::array<Counters, kMaxTransformRows>>();
+  transform_labels_ = labels;
+  const int n = std::min(static_cast<int>(labels.size()), kMaxTransformRows);
+  if (static_cast<int>(labels.size()) > kMaxTransformRows) {
+    for (size_t i = kMaxTransformRows; i < labels.size(); ++i) {
+      transform_labels_[kMaxTransformRows - 1] += "; " + labels[i];
+    }
+    transform_labels_.resize(kMaxTransformRows);
+  }
+  transform_count_.store(n, std::memory_order_release);
+}
+
+void StageStats::RecordTransform(int row, uint64_t start_ns, uint64_t end_ns,
+                                 uint64_t id) noexcept {
+  const int n = transform_count_.load(std::memory_order_acquire);
+  if (n == 0 || row < 0) return;
+  const uint64_t dur = end_ns > start_ns ? end_ns - start_ns : 0;
+  RecordInto((*transform_rows_)[static_cast<size_t>(std::min(row, n - 1))], dur);
+  TraceSpan(Stage::kTransform, start_ns, dur, id);
+}
+
+StageSummary StageStats::TransformSummary(int row) const {
+  const int n = transform_count_.load(std::memory_order_acquire);
+  if (row < 0 || row >= n) {
+    StageSummary empty;
+    empty.stage = Stage::kTransform;
+    empty.row = row;
+    return empty;
+  }
+  StageSummary s = SummaryOf((*transform_rows_)[static_cast<size_t>(row)], Stage::kTransform);
+  s.row = row;
+  s.label = transform_labels_[static_cast<size_t>(row)];
+  return s;
 }
 
 StageStats::TraceBuffer* StageStats::BufferForThisThread() {
@@ -171,7 +218,15 @@ StageStats::TraceBuffer* StageStats::BufferForThisThread() {
 }
 
 StageSummary StageStats::Summary(Stage stage) const {
-  const Counters& c = counters_[static_cast<size_t>(stage)];
+  if (stage == Stage::kTransform || stage == Stage::kCount) {
+    StageSummary empty;
+    empty.stage = stage;
+    return empty;
+  }
+  return SummaryOf(counters_[static_cast<size_t>(stage)], stage);
+}
+
+StageSummary StageStats::SummaryOf(const Counters& c, Stage stage) {
   StageSummary s;
   s.stage = stage;
   s.count = c.count.load(std::memory_order_relaxed);
@@ -223,6 +278,12 @@ std::vector<StageSummary> StageStats::Summaries() const {
   for (int i = 0; i < kNumStages; ++i) {
     StageSummary s = Summary(static_cast<Stage>(i));
     if (s.count > 0) out.push_back(s);
+    if (static_cast<Stage>(i) != Stage::kAugment) continue;
+    const int rows = transform_count_.load(std::memory_order_acquire);
+    for (int r = 0; r < rows; ++r) {
+      StageSummary t = TransformSummary(r);
+      if (t.count > 0) out.push_back(t);
+    }
   }
   return out;
 }
@@ -250,18 +311,22 @@ std::vector<DecodePathSummary> StageStats::DecodePaths() const {
   return out;
 }
 
+void StageStats::ResetCounters(Counters& c) {
+  c.count.store(0, std::memory_order_relaxed);
+  c.total_ns.store(0, std::memory_order_relaxed);
+  c.min_ns.store(UINT64_MAX, std::memory_order_relaxed);
+  c.max_ns.store(0, std::memory_order_relaxed);
+  for (auto& b : c.buckets) b.store(0, std::memory_order_relaxed);
+}
+
 void StageStats::Reset() {
   for (PathCounters& p : paths_) {
     p.count.store(0, std::memory_order_relaxed);
     p.total_ns.store(0, std::memory_order_relaxed);
   }
-  for (Counters& c : counters_) {
-    c.count.store(0, std::memory_order_relaxed);
-    c.total_ns.store(0, std::memory_order_relaxed);
-    c.min_ns.store(UINT64_MAX, std::memory_order_relaxed);
-    c.max_ns.store(0, std::memory_order_relaxed);
-    for (auto& b : c.buckets) b.store(0, std::memory_order_relaxed);
-  }
+  for (Counters& c : counters_) ResetCounters(c);
+  const int rows = transform_count_.load(std::memory_order_acquire);
+  for (int r = 0; r < rows; ++r) ResetCounters((*transform_rows_)[static_cast<size_t>(r)]);
   start_ns_.store(NowNs(), std::memory_order_relaxed);
 }
 

@@ -171,7 +171,8 @@ Verdict Diagnose(const std::vector<StageSummary>& summaries, const LoaderShape& 
                  double compute_ms) {
   Inputs in;
   for (const StageSummary& s : summaries) {
-    if (s.stage != Stage::kCount) in.by_stage[static_cast<size_t>(s.stage)] = s;
+    // kTransform rows break augment down: counted in augment already.
+    if (static_cast<int>(s.stage) < kNumStages) in.by_stage[static_cast<size_t>(s.stage)] = s;
   }
   auto at = [&](Stage st) -> const StageSummary& { return in.by_stage[static_cast<size_t>(st)]; };
   in.threads = std::max(1, shape.threads);

@@ -41,6 +41,7 @@ class LoaderArgs(_PlainArgs, total=False):
     crop_ratio: tuple[float, float]
     resize_shorter: int
     interpolation: str
+    transform: Any  # a dspipe.transforms or albumentations pipeline, its dict or JSON; None
     mean: _Floats | None
     std: _Floats | None
     max_corrupt: int

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from . import _dspipe
+from . import _dspipe, transforms
 
 
 def _same(v: Any) -> Any:
@@ -66,6 +66,11 @@ def _choice(mapping: Mapping[str, Any]) -> Callable[[Any], Any]:
         names = ", ".join(repr(n) for n in mapping)
         raise ValueError(f"expected one of {names}, got {v!r}")
     return convert
+
+
+def _transform(v: Any) -> str:
+    """A dspipe.transforms or albumentations pipeline, its dict or JSON text; None = none."""
+    return "" if v is None else transforms.spec_json(v)
 
 
 def _mib(v: Any) -> int:
@@ -134,6 +139,9 @@ LOADER: dict[str, Kwarg] = {
     "interpolation": K("AugmentOptions::image_interpolation",
                        "image resampling: 'nearest', 'linear', 'area', 'cubic' (masks: nearest)",
                        _enum(E.Interpolation)),
+    "transform": K("LoaderOptions::transform", "an albumentations 2.0.8 pipeline run in C++ "
+                   "(dspipe.transforms or albumentations Compose, its dict or JSON) instead of "
+                   "hflip/vflip/crop_*/resize_shorter; docs/TRANSFORMS.md", _transform, "None"),
     "mean": K("LoaderOptions::mean", "per-channel mean in pixel units (0..255), one value or one "
               "per channel; None = the dataset's statistics", _floats, "None"),
     "std": K("LoaderOptions::std", "per-channel std in pixel units; None = the dataset's", _floats,
@@ -272,6 +280,8 @@ def fill(call: str, table: Mapping[str, Kwarg], values: Mapping[str, Any],
             struct, name = field.split("::")
             try:
                 setattr(structs[struct], name, v)
+            except ValueError as e:  # a setter that checks (a transform pipeline's spec)
+                raise ValueError(f"{call}({kw}=...): {e}") from None
             except TypeError:
                 have = type(getattr(structs[struct], name)).__name__
                 raise TypeError(f"{call}({kw}={value!r}): expected {have}") from None

@@ -161,8 +161,9 @@ def _state_options_v1(fp: dict[str, Any]) -> list[tuple[str, str]]:
             "world_size": "sampler.num_shards", "remainder": "sampler.remainder",
             "order": "sampler.order", "block_size": "sampler.block_size",
             "drop_last": "drop_last", "shuffle": "sampler.shuffle", "hflip": "augment.hflip_p",
-            "vflip": "augment.vflip_p"}
-    fp = {"order": "global", "block_size": 4096, **fp}
+            "vflip": "augment.vflip_p", "transform": "transform"}
+    # States saved before order/block_size/transform existed: the global order, no pipeline.
+    fp = {"order": "global", "block_size": 4096, "transform": "", **fp}
     return [(keys[k], cpp(v)) for k, v in fp.items() if k in keys]
 
 

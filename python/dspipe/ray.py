@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -35,6 +36,9 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("dspipe.ray needs Ray: pip install 'dspipe[ray]'") from e
 
 __all__ = ["convert"]
+
+# The builder's refusal of a source changed since the build started (--resume).
+_SOURCE_CHANGED = re.compile(r"the source changed since the build of .*")
 
 # build() options that decide the shard layout; convert() sets them itself.
 _RESERVED = {"shards", "shard_index", "resume", "progress"}
@@ -103,7 +107,8 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     given. memory: bytes each task declares (None: Ray's default, no reservation).
     max_retries: retries of a failed task (worker or node died, OSError); each resumes its shard.
     overwrite: delete OUT's shards and manifest first; otherwise an earlier (interrupted) run
-    with the same options is continued. progress: True = one bar (tqdm when installed, else
+    with the same options is continued, and a source changed since that run (a file added,
+    removed or rewritten) is a ValueError naming the first such file, never the old dataset. progress: True = one bar (tqdm when installed, else
     plain lines) with the records of all shards and the rate; False = quiet; or a callable
     given a dict {"done", "total", "rate", "shards": {i: {"attempts", "done", "total", "pid",
     "node", "finished"}}} about every report_every_s seconds. fresh_worker_per_task: run each
@@ -179,7 +184,16 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
                 bar(done, total)
             elif callable(progress):
                 progress({"done": done, "total": total, "rate": rate, "shards": shards})
-        results = ray.get(refs)  # raises the first task's error (after its retries)
+        try:
+            results = ray.get(refs)  # raises the first task's error (after its retries)
+        except Exception as e:
+            # A source changed since OUT was (partly) built: every task's resume refuses it, and
+            # the result would be the old dataset. Say so, in one line, instead of Ray's dump.
+            changed = _SOURCE_CHANGED.search(str(e))
+            if changed is None:
+                raise
+            raise ValueError(f"dspipe.ray.convert: {changed.group(0).rstrip()}; pass "
+                             f"overwrite=True to convert {src} into {out} anew") from None
     finally:
         if bar is not None:
             bar.close()

@@ -3,7 +3,9 @@
 // attribute with the C++ default (a default-constructed struct), nested structs are attributes
 // holding their own class (lo.sampler.seed = 3 sets the loader's), enums are Python enums with
 // the option value names ("pad", "global"). Fields Python cannot hold (callbacks, allocators,
-// Env pointers) are not bound; void* fields (CUDA streams) are ints. option_fields() lists
+// Env pointers) are not bound; void* fields (CUDA streams) are ints; a transform pipeline
+// (LoaderOptions::transform) is its A.to_dict JSON text ("" = none; setting it parses it, a bad
+// spec raises ValueError). option_fields() lists
 // every field with its type and whether it is bound, for the tests that keep the Python
 // keyword arguments complete. Nothing here knows a field by name: a new field in a listed
 // struct is bound by its one line in option_fields.h.
@@ -16,16 +18,23 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dspipe/option_fields.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe::python {
 
 namespace nb = nanobind;
+
+// A field holding a parsed transform pipeline: bound as its JSON text.
+template <class T>
+constexpr bool kPipeline = std::is_same_v<T, std::shared_ptr<const TransformPipeline>>;
 
 template <class T>
 constexpr bool kBindable = std::is_arithmetic_v<T> || NamedEnum<T> || ListedOptions<T> ||
@@ -50,6 +59,8 @@ std::string TypeName() {
     return std::string(OptionFields<T>::kName);
   } else if constexpr (std::is_same_v<T, void*>) {
     return "int (a pointer)";
+  } else if constexpr (kPipeline<T>) {
+    return "str (a transform pipeline's JSON)";
   } else {
     return "";  // not bound (callback, allocator, Env)
   }
@@ -76,6 +87,8 @@ std::string ValueRepr(const T& v) {
     return Repr(v);
   } else if constexpr (kBindable<T>) {
     return nb::cast<std::string>(nb::repr(nb::cast(v)));
+  } else if constexpr (kPipeline<T>) {
+    return v ? nb::cast<std::string>(nb::repr(nb::cast(v->ToJson()))) : "''";
   } else {
     return "...";
   }
@@ -88,7 +101,7 @@ std::string Repr(const S& s) {
   bool first = true;
   ForEachOptionField<S>([&](const auto& f) {
     using T = typename std::remove_cvref_t<decltype(f)>::Type;
-    if constexpr (kBindable<T>) {
+    if constexpr (kBindable<T> || kPipeline<T>) {
       out += (first ? "" : ", ") + std::string(f.name) + "=" + ValueRepr(s.*(f.member));
       first = false;
     }
@@ -110,6 +123,20 @@ void BindOptionsStruct(nb::module_& m) {
       c.def_prop_rw(
           f.name.data(), [member](const S& s) { return reinterpret_cast<uintptr_t>(s.*member); },
           [member](S& s, uintptr_t v) { s.*member = reinterpret_cast<void*>(v); });
+    } else if constexpr (kPipeline<T>) {
+      c.def_prop_rw(
+          f.name.data(),
+          [member](const S& s) { return s.*member ? (s.*member)->ToJson() : std::string(); },
+          [member](S& s, const std::string& json) {
+            if (json.empty()) {
+              s.*member = nullptr;
+              return;
+            }
+            std::shared_ptr<const TransformPipeline> p;
+            const Status st = TransformPipeline::Parse(json, &p);
+            if (!st.ok()) throw nb::value_error(st.ToString().c_str());
+            s.*member = std::move(p);
+          });
     }
   });
   c.def("__repr__", [](const S& s) { return Repr(s); });
@@ -125,7 +152,7 @@ inline std::vector<std::tuple<std::string, std::string, std::string, bool>> Opti
            using T = typename F::Type;
            out.emplace_back(std::string(OptionFields<typename F::Struct>::kName),
                             std::string(f.name), TypeName<T>(),
-                            kBindable<T> || std::is_same_v<T, void*>);
+                            kBindable<T> || kPipeline<T> || std::is_same_v<T, void*>);
          }),
          ...);
       },

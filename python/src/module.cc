@@ -38,6 +38,7 @@
 #include "dspipe/status.h"
 #include "dspipe/synth.h"
 #include "build_info.h"
+#include "transforms.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -328,7 +329,13 @@ class PyLoader {
   nb::dict stats() {
     nb::dict out;
     for (const StageSummary& m : loader_->stats().Summaries()) {
-      out[StageName(m.stage)] = SummaryDict(m);
+      if (m.stage != Stage::kTransform) {
+        out[StageName(m.stage)] = SummaryDict(m);
+        continue;
+      }
+      nb::dict row = SummaryDict(m);  // the transform rows: "transform1", ... with their label
+      row["label"] = m.label;
+      out[("transform" + std::to_string(m.row + 1)).c_str()] = row;
     }
     return out;
   }
@@ -451,8 +458,7 @@ NB_MODULE(_dspipe, m) {
          int retries, long stall_seconds, const std::function<void(uint64_t, uint64_t)>& progress) {
         return CallFetch(false, url, dest, sha256, size, retries, stall_seconds, progress);
       },
-      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a,
-      "progress"_a.none());
+      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
   m.def(
       "fetch_dataset",
       [](const std::string& url, const std::string& dest_dir, int retries, long stall_seconds,
@@ -537,6 +543,7 @@ NB_MODULE(_dspipe, m) {
   });
   m.def("log", [](const std::string& message) { Log(LogLevel::kInfo, message); });
   RegisterBuildInfo(m);
+  RegisterTransforms(m);
 
   // The options structs (bind_options.h) and the names Python gives them in messages.
   python::BindOptions(m);

@@ -2,6 +2,8 @@
 // copies, the budget fallback, ENOSPC before copying, a kill mid-copy, two racing processes,
 // leases against eviction, LRU order, the Loader reading the copy, and a plain LMDB whose masks
 // LMDB is cached in the same entry.
+#include "dspipe/cache.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <lmdb.h>
@@ -10,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -19,16 +22,16 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_dir.h"
 #include "cache/populate.h"
-#include "dspipe/cache.h"
+#include "cache/test_hooks.h"
+#include "cache_support.h"
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
 #include "dspipe/format.h"
 #include "dspipe/loader.h"
 #include "pipeline/loader_fixture.h"
 #include "profile/profile.h"
-
-extern char** environ;
 
 namespace dspipe {
 namespace {
@@ -37,95 +40,23 @@ namespace fs = std::filesystem;
 using testing::Build;
 using testing::FreshDir;
 using testing::WriteSourceTree;
+using namespace cachetest;  // NOLINT: the shared test helpers
 
-// A fresh directory on /dev/shm (a tmpfs), removed at scope exit.
-class ShmDir {
- public:
-  ShmDir() {
-    char tmpl[] = "/dev/shm/dspipe-cache-test-XXXXXX";
-    const char* p = ::mkdtemp(tmpl);
-    if (p == nullptr) throw std::runtime_error("mkdtemp on /dev/shm failed");
-    path_ = p;
-  }
-  ~ShmDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
+// The cache's own directory below a cache root (everything the cache makes is in there).
+std::string Own(const std::string& root) { return root + "/" + cache::kOwnDirName; }
 
- private:
-  std::string path_;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// Names in root ending with suffix.
+// Names in the cache's own directory of root ending with suffix.
 std::vector<std::string> Named(const std::string& root, const std::string& suffix) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
+  for (const auto& e : fs::directory_iterator(Own(root), ec)) {
     const std::string n = e.path().filename().string();
     if (n.ends_with(suffix)) out.push_back(n);
   }
   return out;
 }
 
-// Every record of a dataset, CRC-checked, as strings.
-std::vector<std::string> Records(const Dataset& ds) {
-  std::vector<std::string> out;
-  for (uint64_t i = 0; i < ds.size(); ++i) {
-    Status s = ds.Read(i, [&](const RecordView& v) {
-      out.emplace_back(reinterpret_cast<const char*>(v.image.data()), v.image.size());
-      out.back().append(reinterpret_cast<const char*>(v.mask.data()), v.mask.size());
-      return Status::OK();
-    });
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  return out;
-}
-
-std::vector<std::string> Records(const std::string& path) {
-  std::unique_ptr<Dataset> ds;
-  DatasetOpenOptions o;
-  o.verify_crc = true;
-  Status s = Dataset::Open(path, o, &ds);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return ds ? Records(*ds) : std::vector<std::string>{};
-}
-
-class CacheTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    work_ = FreshDir("cache-" + name);
-    WriteSourceTree(work_ + "/src", 12, 48, 64, /*masks=*/true);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(work_, ec);
-  }
-  // A dataset built from the shared source tree: one LMDB, or a sharded directory.
-  std::string Make(const std::string& name, int shards = 1) {
-    return Build(work_ + "/src", work_ + "/" + name, StoreMode::kEncoded, shards);
-  }
-  CacheOptions Options(const std::string& root) const {
-    CacheOptions o;
-    o.mode = root;
-    o.margin = 0;
-    return o;
-  }
-  std::string work_;
-  ShmDir shm_;
-};
+class CacheTest : public CacheFixture {};
 
 TEST_F(CacheTest, CopiesVerifiedDatasetOnceAndReusesTheEntry) {
   for (int shards : {1, 3}) {
@@ -234,11 +165,22 @@ TEST_F(CacheTest, TinyCapacityOrBudgetFallsBackInPlaceWithTheReason) {
 
 // Free space looks plentiful (as when another process fills the tmpfs after the check), but
 // the reservation fails: an ENOSPC naming the file before a single byte is copied.
+// writes_after_reserved() counts the writes made after the reservation step (the cache's own
+// records before it, the marker and the reservation, are not data).
 class FullAfterCheckEnv : public FaultEnv {
  public:
-  Status FreeSpace(const std::string& path, uint64_t* bytes) override {
-    return Env::Default()->FreeSpace(path, bytes);
+  FullAfterCheckEnv() {
+    cache::SetStepHookForTest(
+        [this](cache::Step step, const std::string&, size_t, const cache::CancelToken*) {
+          if (step == cache::Step::kReserved) at_reserved_ = writes();
+        });
   }
+  ~FullAfterCheckEnv() override { cache::SetStepHookForTest(nullptr); }
+  void SetFreeSpace(uint64_t bytes) { SetAllocateLimit(bytes); }  // what fallocate sees
+  int writes_after_reserved() const { return at_reserved_ < 0 ? -1 : writes() - at_reserved_; }
+
+ private:
+  std::atomic<int> at_reserved_{-1};
 };
 
 // "auto" chose the directory, so an unusable one means "in place" (say why), not a failed
@@ -265,10 +207,13 @@ TEST_F(CacheTest, AutoWithAnUnusableCacheDirFallsBackInPlace) {
   EXPECT_FALSE(AcquireCache(src, o, &r, &lease).ok()) << "a named dir that cannot be made fails";
   ASSERT_EQ(::unsetenv("DSPIPE_CACHE_DIR"), 0);
 
-  // Unset, "auto" resolves to /dev/shm/dspipe-cache on a machine whose /dev/shm is a tmpfs.
+  // Unset, "auto" resolves to this user's /dev/shm/dspipe-cache-<uid> on a machine whose
+  // /dev/shm is a tmpfs.
   std::string why;
   const std::string resolved = CacheRoot("auto", &why);
-  EXPECT_TRUE(resolved == "/dev/shm/dspipe-cache" || (resolved.empty() && !why.empty()));
+  EXPECT_TRUE(resolved == "/dev/shm/dspipe-cache-" + std::to_string(::geteuid()) ||
+              (resolved.empty() && !why.empty()))
+      << resolved;
 }
 
 TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
@@ -289,98 +234,26 @@ TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "fallocate " + root)) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "fallocate " + Own(root))) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "data.mdb")) << s.ToString();
-  EXPECT_EQ(fe.writes(), 0) << "bytes were copied before the space was reserved";
+  EXPECT_EQ(fe.writes_after_reserved(), 0) << "bytes were copied before the space was reserved";
   EXPECT_EQ(lease, nullptr);
   EXPECT_TRUE(Named(root, ".tmp").empty());
   EXPECT_TRUE(Named(root, ".used").empty());
   EXPECT_TRUE(Named(root, "ds").empty());
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(Own(root))) {
     EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
   }
-}
-
-// ---- several processes (cache_tool: one AcquireCache per process)
-
-struct Child {
-  pid_t pid = -1;
-  int out = -1;  // read end of its stdout + stderr (or -1 when they go to a file)
-};
-
-// Starts cache_tool with args; stdout+stderr to a pipe; `extra_env` ("NAME=value") goes first,
-// so it wins over the same name in this process's environment (getenv takes the first).
-// stdin is a pipe too (its write end in *stdin_w, or closed when null).
-Child StartTool(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-                int* stdin_w = nullptr) {
-  std::vector<std::string> env_s = extra_env;
-  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_s = {CACHE_TOOL_PATH};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out[2], in[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  Child c;
-  const int rc = posix_spawn(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("posix_spawn cache_tool failed");
-  ::close(out[1]);
-  ::close(in[0]);
-  if (stdin_w) {
-    *stdin_w = in[1];
-  } else {
-    ::close(in[1]);
-  }
-  c.out = out[0];
-  return c;
-}
-
-// Reads the child's output until `needle` appears (true) or EOF (false). *text gets it all.
-bool ReadUntil(int fd, const std::string& needle, std::string* text) {
-  char buf[4096];
-  while (!Contains(*text, needle)) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text->append(buf, static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Reads to EOF and reaps the child; returns its output; *code its exit status (-signal).
-std::string Finish(Child* c, int* code, std::string text = "") {
-  ReadUntil(c->out, "\x01never", &text);
-  ::close(c->out);
-  int st = 0;
-  if (::waitpid(c->pid, &st, 0) != c->pid) throw std::runtime_error("waitpid");
-  *code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-  return text;
-}
-
-bool WaitStopped(pid_t pid) {
-  int st = 0;
-  if (::waitpid(pid, &st, WUNTRACED) != pid) throw std::runtime_error("waitpid");
-  return WIFSTOPPED(st);
 }
 
 TEST_F(CacheTest, KillMidCopyLeavesNoEntryAndTheNextStartRemovesTheOrphan) {
   const std::string src = Make("ds", 3);  // manifest.json + 3 shards: several files
   const std::string root = shm_.path() + "/c";
   // Stop the copier right after its first file is complete, while it holds the entry's lock.
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));
   ASSERT_EQ(Named(root, ".tmp").size(), 1u);
-  const std::string tmp = root + "/" + Named(root, ".tmp")[0];
+  const std::string tmp = Own(root) + "/" + Named(root, ".tmp")[0];
   const std::string entry = tmp.substr(0, tmp.size() - 4);
   // A live (stopped) creator's temp dir is not an orphan.
   int removed = -1;
@@ -413,7 +286,7 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
   const std::string src = Make("ds", 3);
   const std::string other = Make("other");
   const std::string root = shm_.path() + "/c";
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));
   ::kill(a.pid, SIGKILL);
   int code = 0;
@@ -427,44 +300,52 @@ TEST_F(CacheTest, AcquireRemovesAnOrphanLeftByAKilledCopy) {
   EXPECT_TRUE(Named(root, ".tmp").empty());
 }
 
-// A kill during the use record's write (Env::WriteFileAtomic) leaves E.used.tmp.<pid>: the next
-// start removes it unless a process holds E.lock (every use record is written under it). The
-// pid in the name is not asked about: in containers sharing /dev/shm a live writer's pid may be
-// another namespace's, and a dead one's may have been reused.
+// A kill during the use record's write (Directory::WriteFileAtomic) leaves
+// E.used.tmp-<16 hex>: the next start removes it unless a process holds E.lock (every use record
+// is written under it), whatever process wrote it (no pid is asked about: in containers sharing
+// /dev/shm a live writer's pid may be another namespace's). The lock, lease and use files of an
+// entry that is gone are removed too; names that are not the cache's are left alone.
 TEST_F(CacheTest, StartRemovesUseRecordTempFilesNobodyIsWriting) {
   const std::string root = shm_.path() + "/c";
-  fs::create_directories(root);
-  Child dead = StartTool({"--no-such-flag"}, {});
-  int code = 0;
-  Finish(&dead, &code);  // exited and reaped: its pid names no process now
-  const std::string of_dead = "e1.used.tmp." + std::to_string(dead.pid);
-  // A live process's pid (ours), but nobody holds e3.lock: as a writer killed in another
-  // PID namespace whose pid happens to be alive here.
-  const std::string of_reused = "e3.used.tmp." + std::to_string(::getpid());
-  // A writer holding e2.lock, with a pid that is no process here (another namespace's).
-  const std::string of_writer = "e2.used.tmp." + std::to_string(dead.pid);
-  for (const std::string& n : {of_dead, of_reused, of_writer}) {
-    std::ofstream(root + "/" + n) << "1 2";
+  // Make the cache dir (marked) with one real entry in it.
+  const std::string src = Make("ds");
+  {
+    CacheResult r;
+    std::unique_ptr<CacheLease> lease;
+    ASSERT_TRUE(AcquireCache(src, Options(root), &r, &lease).ok());
+    ASSERT_TRUE(r.cached) << r.reason;
+  }
+  const std::string own = Own(root);
+  const std::string e1 = "e1-0123456789abcdef", e2 = "e2-0123456789abcdef";
+  const std::string of_dead = e1 + ".used.tmp-00112233445566aa";
+  const std::string of_writer = e2 + ".used.tmp-00112233445566bb";
+  const std::string not_ours = "notes.used.tmp-00112233445566cc";
+  for (const std::string& n : {of_dead, of_writer, not_ours, e1 + ".used", e1 + ".lease"}) {
+    std::ofstream(own + "/" + n) << "1 2";
   }
   std::unique_ptr<FileLock> writer;
-  ASSERT_TRUE(Env::Default()->LockFile(root + "/e2.lock", false, &writer).ok());
+  ASSERT_TRUE(Env::Default()->LockFile(own + "/" + e2 + ".lock", false, &writer).ok());
   int removed = 0;
   ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
-  EXPECT_EQ(removed, 2);
-  EXPECT_FALSE(fs::exists(root + "/" + of_dead));
-  EXPECT_FALSE(fs::exists(root + "/" + of_reused));
-  EXPECT_TRUE(fs::exists(root + "/" + of_writer));
+  EXPECT_EQ(removed, 1);
+  EXPECT_FALSE(fs::exists(own + "/" + of_dead));
+  EXPECT_TRUE(fs::exists(own + "/" + of_writer)) << "its writer holds " << e2 << ".lock";
+  EXPECT_TRUE(fs::exists(own + "/" + not_ours)) << "not a name of the cache's";
+  EXPECT_FALSE(fs::exists(own + "/" + e1 + ".used")) << "an entry that is gone";
+  EXPECT_FALSE(fs::exists(own + "/" + e1 + ".lease"));
+  EXPECT_EQ(Named(root, ".used").size(), 1u) << "the real entry's record stays";
   writer.reset();  // the writer is gone: the next start removes its file
   ASSERT_TRUE(CleanCacheOrphans(root, nullptr, &removed).ok());
   EXPECT_EQ(removed, 1);
-  EXPECT_FALSE(fs::exists(root + "/" + of_writer));
+  EXPECT_FALSE(fs::exists(own + "/" + of_writer));
+  EXPECT_TRUE(fs::exists(own + "/" + not_ours));
 }
 
 TEST_F(CacheTest, TwoRacingProcessesMakeOneCopy) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
   // A starts copying and stops mid-copy, holding the entry's lock.
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));
   // B comes along and waits for A (it says so, at info level, before blocking on the lock).
   Child b = StartTool({src, root}, {"DSPIPE_LOG_LEVEL=info"});
@@ -576,12 +457,11 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
   EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 2), testing::RunEpochs(in_place.get(), 0, 2));
   EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
       << cached->dataset().info().path;
-  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 0)"))
-      << cached->reading_from();
+  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 0)")) << cached->reading_from();
   // The loader holds the lease: the entry cannot be evicted while it lives.
   std::vector<std::string> used = Named(root, ".used");
   ASSERT_EQ(used.size(), 1u);
-  const std::string entry = root + "/" + used[0].substr(0, used[0].size() - 5);
+  const std::string entry = Own(root) + "/" + used[0].substr(0, used[0].size() - 5);
   std::unique_ptr<FileLock> lock;
   EXPECT_EQ(Env::Default()->LockFile(entry + ".lease", false, &lock).code(),
             Status::Code::kAborted);
@@ -742,48 +622,6 @@ TEST_F(CacheTest, ProfileRunWithoutWaitingReportsWhereEachEpochReadFrom) {
 namespace dspipe {
 namespace {
 
-// Holds a background copy right after its first file (the entry's lock held, its temp dir
-// partly filled) until the test releases it, or, in kUntilCancelled mode, until the copy is
-// cancelled (the loader that wanted it is being destroyed): a known point, not a guessed one.
-class CopyGate {
- public:
-  enum Mode { kUntilReleased, kUntilCancelled };
-  explicit CopyGate(Mode mode) : mode_(mode) {
-    cache::SetCopyHookForTest([this](size_t files_done, const cache::CancelToken* cancel) {
-      if (files_done != 1) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      held_ = true;
-      cv_.notify_all();
-      if (mode_ == kUntilCancelled) {
-        lock.unlock();
-        ASSERT_NE(cancel, nullptr);
-        cancel->WaitRequested();
-        return;
-      }
-      cv_.wait(lock, [this] { return released_; });
-    });
-  }
-  ~CopyGate() {
-    Release();
-    cache::SetCopyHookForTest(nullptr);
-  }
-  void WaitHeld() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return held_; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  const Mode mode_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false, released_ = false;
-};
-
 LoaderOptions OverlapLoaderOptions() {
   LoaderOptions o;
   o.batch_size = 4;
@@ -818,12 +656,11 @@ TEST_F(CacheTest, LoaderReadsInPlaceWhileCopyingThenSwitchesToTheCacheAtAnEpochB
   for (const testing::BatchCopy& b : testing::RunEpochs(cached.get(), 1, 2)) got.push_back(b);
   EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
       << cached->dataset().info().path;
-  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)"))
-      << cached->reading_from();
+  EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)")) << cached->reading_from();
   EXPECT_EQ(got, want);
   // The switched loader holds the entry's lease.
   const std::string used = Named(root, ".used")[0];
-  const std::string entry = root + "/" + used.substr(0, used.size() - 5);
+  const std::string entry = Own(root) + "/" + used.substr(0, used.size() - 5);
   std::unique_ptr<FileLock> lock;
   EXPECT_EQ(Env::Default()->LockFile(entry + ".lease", false, &lock).code(),
             Status::Code::kAborted);
@@ -869,7 +706,7 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   EXPECT_TRUE(Contains(cache_lines[0], "No space left on device")) << log;
   EXPECT_TRUE(Named(root, ".tmp").empty());
   EXPECT_TRUE(Named(root, ".used").empty());
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(Own(root))) {
     EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
   }
 }
@@ -891,7 +728,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
     loader.reset();  // cancels the copy held at the gate and joins its thread
     EXPECT_TRUE(Named(root, ".used").empty());
     EXPECT_TRUE(Named(root, ".tmp").empty());
-    for (const auto& e : fs::directory_iterator(root)) {
+    for (const auto& e : fs::directory_iterator(Own(root))) {
       EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
     }
   }
@@ -900,8 +737,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
   again->WaitForCacheCopy();
   EXPECT_EQ(Named(root, ".used").size(), 1u);
   again->set_epoch(0);
-  EXPECT_EQ(again->dataset().info().path.rfind(root + "/", 0), 0u)
-      << again->dataset().info().path;
+  EXPECT_EQ(again->dataset().info().path.rfind(root + "/", 0), 0u) << again->dataset().info().path;
 }
 
 // Another process copying (ENTRY.lock held) does not block the first epoch: it is read in place
@@ -909,7 +745,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
 TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";
-  Child a = StartTool({src, root}, {"DSPIPE_TEST_CACHE_STOP_AFTER_FILES=1"});
+  Child a = StartTool({src, root, "--stop-after-files", "1"}, {});
   ASSERT_TRUE(WaitStopped(a.pid));  // mid-copy, holding the entry's lock
   LoaderOptions o = OverlapLoaderOptions();
   std::unique_ptr<Loader> off, loader;
@@ -924,8 +760,7 @@ TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
   ASSERT_EQ(code, 0) << a_text;
   loader->WaitForCacheCopy();
   for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) got.push_back(b);
-  EXPECT_TRUE(Contains(loader->reading_from(), "(cache, since epoch 1)"))
-      << loader->reading_from();
+  EXPECT_TRUE(Contains(loader->reading_from(), "(cache, since epoch 1)")) << loader->reading_from();
   EXPECT_EQ(got, testing::RunEpochs(off.get(), 0, 2));
   EXPECT_EQ(Named(root, ".used").size(), 1u);
 }
@@ -1058,13 +893,13 @@ TEST_F(PlainCacheTest, TheMasksLmdbIsCachedInTheSameEntryAndTheLoaderReadsIt) {
   // One entry holds both, byte for byte, and its size counts both.
   const std::vector<std::string> used = Named(root, ".used");
   ASSERT_EQ(used.size(), 1u);
-  const std::string entry = root + "/" + used[0].substr(0, used[0].size() - 5);
+  const std::string entry = Own(root) + "/" + used[0].substr(0, used[0].size() - 5);
   EXPECT_EQ(ReadAll(entry + "/images.lmdb/data.mdb"), ReadAll(images_ + "/data.mdb"));
   EXPECT_EQ(ReadAll(entry + "/masks/masks.mdb"), ReadAll(masks_));
   const uint64_t both = fs::file_size(images_ + "/data.mdb") + fs::file_size(masks_);
   uint64_t used_bytes = 0;
   int64_t ns = 0;
-  std::istringstream(ReadAll(root + "/" + used[0])) >> ns >> used_bytes;
+  std::istringstream(ReadAll(Own(root) + "/" + used[0])) >> ns >> used_bytes;
   EXPECT_EQ(used_bytes, both);
 
   // The masks source gone, the entry still gives every record with its mask.
@@ -1147,9 +982,10 @@ TEST_F(PlainCacheTest, AMasksLmdbThatDoesNotFitIsAnEnospcBeforeAnyByteIsCopied) 
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "masks.mdb")) << s.ToString();
-  EXPECT_EQ(fe.writes(), 0) << "the images were copied before the masks' space was reserved";
+  EXPECT_EQ(fe.writes_after_reserved(), 0)
+      << "the images were copied before the masks' space was reserved";
   EXPECT_EQ(lease, nullptr);
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(Own(root))) {
     EXPECT_FALSE(e.is_directory()) << "left behind: " << e.path();
   }
 }

@@ -53,17 +53,19 @@ class CacheUrlTest : public ::testing::Test {
     }
     return v;
   }
-  // Names under the cache root (entries, their .lock/.lease/.used files, temp dirs).
+  // The cache's own directory below the root: everything the cache makes is in there.
+  std::string Own() const { return root_ + "/dspipe-cache-v1"; }
+  // Names in it (entries, their .lock/.lease/.used files, temp dirs).
   std::vector<std::string> RootNames() const {
     std::vector<std::string> v;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(root_, ec)) v.push_back(e.path().filename());
+    for (const auto& e : fs::directory_iterator(Own(), ec)) v.push_back(e.path().filename());
     return v;
   }
   std::vector<std::string> Entries() const {  // complete entries: directories without .tmp
     std::vector<std::string> v;
     for (const std::string& n : RootNames()) {
-      if (fs::is_directory(root_ + "/" + n) && !n.ends_with(".tmp")) v.push_back(n);
+      if (fs::is_directory(Own() + "/" + n) && !n.ends_with(".tmp")) v.push_back(n);
     }
     return v;
   }
@@ -98,7 +100,7 @@ TEST_F(CacheUrlTest, AUrlOpensThroughTheCacheLikeTheLocalDatasetAndReusesTheEntr
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(r.cached);
   EXPECT_FALSE(r.copied);
-  EXPECT_EQ(r.entry, root_ + "/" + Entries()[0]);
+  EXPECT_EQ(r.entry, Own() + "/" + Entries()[0]);
   ds.reset();
   EXPECT_TRUE(LoadAll(url, o) == local);
   per_path = PerPath();
@@ -286,7 +288,7 @@ TEST_F(CacheUrlTest, ATokenUrlIsCachedUnderAKeyWithoutTheQueryAndTheTokenIsNever
   ASSERT_TRUE(again.ok()) << again.ToString();
   EXPECT_TRUE(r.cached);
   EXPECT_FALSE(r.copied) << "a re-signed URL finds the entry";
-  EXPECT_EQ(r.entry, root_ + "/" + Entries()[0]);
+  EXPECT_EQ(r.entry, Own() + "/" + Entries()[0]);
   EXPECT_EQ(expired.code(), Status::Code::kIOError) << expired.ToString();
   EXPECT_TRUE(Contains(expired.message(), "may have expired")) << expired.ToString();
   EXPECT_TRUE(Contains(log, "dspipe cache: " + server_->Url("ds/", "..."))) << log;

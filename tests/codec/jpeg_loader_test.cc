@@ -65,7 +65,9 @@ struct Loaded {
 };
 
 // Two epochs of batches with the region decode on or off.
-Loaded Load(const std::string& db, const AugmentOptions& aug, bool region, JpegScales scales) {
+// With `transform` set, that pipeline instead of `aug`'s.
+Loaded Load(const std::string& db, const AugmentOptions& aug, bool region, JpegScales scales,
+            const std::string& transform = "") {
   SetJpegRegionDecode(region);
   SetJpegScales(scales);
   LoaderOptions o;
@@ -75,6 +77,10 @@ Loaded Load(const std::string& db, const AugmentOptions& aug, bool region, JpegS
   o.width = 48;
   o.channels = 3;
   o.augment = aug;
+  if (!transform.empty()) {
+    const Status p = TransformPipeline::Parse(transform, &o.transform);
+    EXPECT_TRUE(p.ok()) << p.ToString();
+  }
   o.normalize = NormalizeMode::kCpuFloat32;
   o.mean = {120, 120, 120};
   o.std = {60, 60, 60};
@@ -108,6 +114,18 @@ uint64_t Count(const Loaded& r, DecodePath p) {
   return 0;
 }
 
+// Mean |diff| of the uint8 batches of two runs of the same size.
+double MeanAbsDiff(const Loaded& a, const Loaded& b) {
+  double sum = 0, n = 0;
+  for (size_t i = 0; i < a.images.size(); ++i) {
+    for (size_t k = 0; k < a.images[i].size(); ++k) {
+      sum += std::abs(int(a.images[i][k]) - int(b.images[i][k]));
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : 0;
+}
+
 TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
   const std::string root = FreshDir("jpeg-loader");
   const std::string db = JpegDataset(root);
@@ -131,15 +149,74 @@ TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
     const Loaded scaled = Load(db, aug, true, JpegScales::kSimd);
     EXPECT_GT(Count(scaled, DecodePath::kRoiScaled) + Count(scaled, DecodePath::kScaled), 0u);
     ASSERT_EQ(scaled.images.size(), full.images.size());
-    double sum = 0, n = 0;
-    for (size_t i = 0; i < full.images.size(); ++i) {
-      for (size_t k = 0; k < full.images[i].size(); ++k) {
-        sum += std::abs(int(scaled.images[i][k]) - int(full.images[i][k]));
-        ++n;
-      }
-    }
-    EXPECT_LT(sum / n, 3.0);
+    EXPECT_LT(MeanAbsDiff(scaled, full), 3.0);
   }
+  fs::remove_all(root);
+}
+
+std::string Compose(const std::string& list) {
+  return R"({"__class_fullname__": "Compose", "transforms": [)" + list + "]}";
+}
+
+// The transform pipeline's leading crop / resize is what tells the router which region and
+// scale to decode (pipeline/sample.cc, the decode call site): for each kind of leading group,
+// the region decode at full scale gives the whole decode's batches byte for byte, the DCT
+// scales stay within a resize's tolerance, and PNG records are decoded whole.
+TEST(JpegLoader, TransformPipelinesGetRegionAndScaledDecodes) {
+  const std::string root = FreshDir("jpeg-transform");
+  const std::string db = JpegDataset(root);
+  const std::vector<std::string> pipelines = {
+      Compose(R"({"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [64, 48],
+                  "scale": [0.08, 1.0]},
+                 {"__class_fullname__": "HorizontalFlip", "p": 0.5},
+                 {"__class_fullname__": "Affine", "p": 1, "rotate": [-10, 10]})"),
+      Compose(R"({"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 72},
+                 {"__class_fullname__": "RandomCrop", "p": 1, "height": 64, "width": 48},
+                 {"__class_fullname__": "VerticalFlip", "p": 0.5})"),
+      Compose(R"({"__class_fullname__": "CenterCrop", "p": 1, "height": 140, "width": 100},
+                 {"__class_fullname__": "Resize", "p": 1, "height": 64, "width": 48},
+                 {"__class_fullname__": "RandomBrightnessContrast", "p": 1})"),
+      Compose(R"({"__class_fullname__": "LongestMaxSize", "p": 1, "max_size": 96},
+                 {"__class_fullname__": "CenterCrop", "p": 1, "height": 64, "width": 48,
+                  "pad_if_needed": true})"),
+  };
+  const AugmentOptions none;
+  for (const std::string& t : pipelines) {
+    SCOPED_TRACE(t);
+    const Loaded full = Load(db, none, false, JpegScales::kSimd, t);
+    ASSERT_FALSE(full.images.empty());
+    EXPECT_EQ(Count(full, DecodePath::kFull), 24u);
+    const Loaded roi = Load(db, none, true, JpegScales::kNone, t);
+    EXPECT_EQ(roi.images, full.images);
+    EXPECT_EQ(roi.normalized, full.normalized);
+    EXPECT_GT(Count(roi, DecodePath::kRoi), 0u);
+    const Loaded scaled = Load(db, none, true, JpegScales::kSimd, t);
+    EXPECT_GT(Count(scaled, DecodePath::kRoiScaled) + Count(scaled, DecodePath::kScaled), 0u);
+    ASSERT_EQ(scaled.images.size(), full.images.size());
+    EXPECT_LT(MeanAbsDiff(scaled, full), 3.0);
+  }
+  // resize_shorter is the pipeline SmallestMaxSize + CenterCrop(pad_if_needed), written out.
+  AugmentOptions val;
+  val.resize_shorter = 72;
+  const Loaded sugar = Load(db, val, true, JpegScales::kSimd);
+  const Loaded spelled = Load(db, none, true, JpegScales::kSimd,
+                              Compose(R"({"__class_fullname__": "SmallestMaxSize", "p": 1,
+                                          "max_size": 72, "interpolation": 1},
+                                         {"__class_fullname__": "CenterCrop", "p": 1,
+                                          "height": 64, "width": 48, "pad_if_needed": true})"));
+  EXPECT_EQ(sugar.images, spelled.images);
+  EXPECT_EQ(sugar.paths.size(), spelled.paths.size());
+  // PNG records (the same sources re-encoded by --max-side): decoded whole, never a region.
+  BuildOptions b;
+  b.source = root + "/src";
+  b.output = root + "/png.lmdb";
+  b.max_side = 150;
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(b, &r).ok());
+  const Loaded png = Load(b.output, none, true, JpegScales::kSimd, pipelines[0]);
+  ASSERT_FALSE(png.images.empty());
+  EXPECT_EQ(Count(png, DecodePath::kFull), 24u);
+  EXPECT_EQ(png.paths.size(), 1u);
   fs::remove_all(root);
 }
 

@@ -5,6 +5,7 @@
 #include <archive_entry.h>
 #include <signal.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -109,8 +110,8 @@ TEST_P(ArchiveKinds, SameRecordsAsTheExtractedFolder) {
     EXPECT_EQ(a->ConcurrentReads(), std::string(a->held()) != "");
     EXPECT_GT(a->buffered_members(), 0u);  // whole, or while listing
     // A .tar or .zip held whole is the file mapped (no copy) on a local filesystem.
-    EXPECT_EQ(a->mapped(), buffer >= arc_size && TmpIsLocal() &&
-                               (GetParam() == "tar" || GetParam() == "zip"))
+    EXPECT_EQ(a->mapped(),
+              buffer >= arc_size && TmpIsLocal() && (GetParam() == "tar" || GetParam() == "zip"))
         << buffer;
   }
   // Members from memory (held whole; or buffered while listing: a buffer of half the archive;
@@ -139,8 +140,7 @@ TEST_P(ArchiveKinds, SameRecordsAsTheExtractedFolder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, ArchiveKinds,
-                         ::testing::Values("tar", "tar.gz", "tar.zst", "zip"),
+INSTANTIATE_TEST_SUITE_P(All, ArchiveKinds, ::testing::Values("tar", "tar.gz", "tar.zst", "zip"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            std::replace(n.begin(), n.end(), '.', '_');
@@ -150,11 +150,13 @@ INSTANTIATE_TEST_SUITE_P(All, ArchiveKinds,
 // Network and FUSE mounts (Drive in Colab is FUSE) are read in, never mapped: there a page that
 // cannot be read is a SIGBUS, not an error. Local filesystems are mapped.
 TEST(Archive, NetworkAndFuseArchivesAreReadInNotMapped) {
-  for (int64_t t : std::initializer_list<int64_t>{0x6969, 0x65735546, 0xFF534D42, 0xFE534D42, 0x517B, 0x01021997, 0x00C36400}) {
+  for (int64_t t : std::initializer_list<int64_t>{0x6969, 0x65735546, 0xFF534D42, 0xFE534D42,
+                                                  0x517B, 0x01021997, 0x00C36400}) {
     EXPECT_FALSE(MapsArchivesOn(t)) << std::hex << t;
   }
   // ext4, tmpfs, xfs, btrfs, overlayfs
-  for (int64_t t : std::initializer_list<int64_t>{0xEF53, 0x01021994, 0x58465342, 0x9123683E, 0x794C7630}) {
+  for (int64_t t :
+       std::initializer_list<int64_t>{0xEF53, 0x01021994, 0x58465342, 0x9123683E, 0x794C7630}) {
     EXPECT_TRUE(MapsArchivesOn(t)) << std::hex << t;
   }
 }
@@ -194,8 +196,8 @@ TEST(Archive, SingleTopLevelFolderAndInterleavedMembers) {
   Synth(src, 12, 32, 32);
   // `tar czf data.tar.gz data/` with directory entries, members image/mask interleaved.
   std::vector<Member> files = FilesOf(src, "data/"), members = {{"data/", "", AE_IFDIR}};
-  std::vector<Member> images(files.begin(), files.begin() + 12), masks(files.begin() + 12,
-                                                                        files.end());
+  std::vector<Member> images(files.begin(), files.begin() + 12),
+      masks(files.begin() + 12, files.end());
   for (size_t i = 0; i < images.size(); ++i) {
     members.push_back(images[i]);
     members.push_back(masks[i]);
@@ -218,7 +220,8 @@ TEST(Archive, CsvLayout) {
   for (int i = 9; i >= 0; --i) {  // rows in reverse: the CSV's order is the records' order
     char n[32];
     std::snprintf(n, sizeof n, "%06d", i);
-    const std::string img = std::string("img/") + n + ".png", msk = std::string("msk/") + n + ".png";
+    const std::string img = std::string("img/") + n + ".png",
+                      msk = std::string("msk/") + n + ".png";
     csv += img + "," + msk + "," + std::to_string(i % 3) + "\n";
     // Members in the CSV's order, so one reader serves them.
     files.push_back({img, ReadAll(src + "/images/" + n + ".png")});
@@ -261,7 +264,8 @@ TEST(Archive, ImageFolderLayout) {
   // cat/ gets 4 images, dog/ 2, in folders and in the archive.
   std::vector<Member> members;
   for (size_t i = 0; i < imgs.size(); ++i) {
-    const std::string rel = std::string(i < 4 ? "cat/" : "dog/") + fs::path(imgs[i]).filename().string();
+    const std::string rel =
+        std::string(i < 4 ? "cat/" : "dog/") + fs::path(imgs[i]).filename().string();
     WriteAll(tmp / ("tree/" + rel), ReadAll(imgs[i]));
     members.push_back({rel, ReadAll(imgs[i])});
   }
@@ -516,7 +520,7 @@ TEST(Archive, MemberOrderThatNeedsManyPassesIsRefused) {
   ExpectSameRecords(tmp / "folder-shuffled", tmp / "shuffled");
   // Resuming that build without the buffer is refused too (the check runs on resume).
   const std::string part = tmp / "part";
-  const std::vector<std::string> args = {"build", tmp / "ok.tar", part,  "--shuffle", "--seed",
+  const std::vector<std::string> args = {"build", tmp / "ok.tar", part,    "--shuffle", "--seed",
                                          "3",     "--commit-mb",  "0.001", "-q"};
   const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
   ASSERT_TRUE(WaitStopped(pid)) << ReadAll(tmp / "kill.log");
@@ -539,9 +543,10 @@ TEST(Archive, Kill9ThenResumeContinuesFromTheArchive) {
   Synth(src, 120, 96, 96);
   const std::string arc = tmp / "data.tar.gz", out = tmp / "out.lmdb";
   WriteArchive(arc, "tar.gz", FilesOf(src));
-  const std::vector<std::string> args = {"build",     arc,   out,         "--store",
-                                         "raw",       "--commit-mb", "0.1", "--threads",
-                                         "1",         "--archive-buffer-mb", "0", "-q"};
+  const std::vector<std::string> args = {
+      "build",       arc,   out,         "--store", "raw",
+      "--commit-mb", "0.1", "--threads", "1",       "--archive-buffer-mb",
+      "0",           "-q"};
   const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
   if (!WaitStopped(pid)) {
     FAIL() << "dsconvert ended before its first commit: " << ReadAll(tmp / "kill.log");
@@ -586,6 +591,91 @@ TEST(Archive, NotAnArchiveIsAClearError) {
   s = Build(tmp / "empty.tar", tmp / "out");
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "not a dataset")) << s.ToString();
+}
+
+// Runs dsconvert to completion and reports the peak resident memory of its own address space
+// (VmHWM, read while it is stopped right after its last commit: DSPIPE_TEST_STOP_AFTER_COMMITS,
+// the listing and every read done by then). Not ru_maxrss: a child spawned from this process
+// starts in this process's address space, and its ru_maxrss includes this test's own memory.
+// A measured figure of what the build held, not a timing.
+RunResult RunMeasured(const std::vector<std::string>& args, const std::string& log,
+                      uint64_t* peak) {
+  *peak = 0;
+  const pid_t pid = Spawn(args, log, {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  if (WaitStopped(pid)) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmHWM:", 0) == 0) *peak = std::stoull(line.substr(6)) * 1024;  // kB
+    }
+    ::kill(pid, SIGCONT);
+    return Wait(pid, log);
+  }
+  RunResult r;  // it ended before a commit (WaitStopped reaped it)
+  r.output = ReadAll(log);
+  return r;
+}
+
+// Issue 19, item 8: a sparse member (GNU tar --sparse) declares a size its data does not hold.
+// Its holes used to be filled with zeros in memory while listing (a 20 KB archive cost 610 MB);
+// it is refused by name, and the build holds no more than a normal one.
+TEST(ArchiveLimits, ASparseMemberIsRefusedByNameAndItsHolesNeverFillMemory) {
+  TempDir tmp;
+  const std::string src = tmp / "src";
+  Synth(src, 4, 32, 24);
+  const std::string holes = src + "/images/000004.png";
+  {
+    const std::string png = ReadAll(src + "/images/000000.png");
+    // A PNG signature, 600 MB of holes, and one byte at the end (data at both ends: the
+    // member's data blocks span its whole declared size).
+    WriteAll(holes, png.substr(0, 8));
+    fs::resize_file(holes, (uint64_t{600} << 20) - 1);
+    std::ofstream(holes, std::ios::app | std::ios::binary) << 'x';
+    fs::copy_file(src + "/masks/000000.png", src + "/masks/000004.png");
+  }
+  const std::string tar = tmp / "sparse.tar";
+  const std::string cmd = "tar --sparse -cf " + tar + " -C " + src + " images masks";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_LT(fs::file_size(tar), uint64_t{1} << 20) << "the archive must be small";
+  uint64_t rss = 0;
+  RunResult r = RunMeasured({"build", tar, tmp / "out", "--on-error", "skip", "--threads", "1"},
+                            tmp / "log", &rss);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, tar + ":images/000004.png: a sparse member")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "4 records")) << r.output;
+  EXPECT_GT(rss, 0u);
+  EXPECT_LT(rss, uint64_t{200} << 20) << "peak RSS " << (rss >> 20) << " MiB";
+}
+
+// Item 8: a member is read (inflated) up to a bound derived from DecodeLimits: an image at
+// max_pixels, 8 bytes a pixel, + 1 MiB. Over it, declared or found while inflating, the member
+// is refused naming it and the limit, before its bytes are all in memory (a zip or tar.gz of
+// zeros inflated 4 GiB per member, whatever --max-image-pixels said).
+TEST(ArchiveLimits, AMemberOverTheLimitIsRefusedNamingItAndTheLimit) {
+  TempDir tmp;
+  const std::string src = tmp / "src";
+  Synth(src, 4, 32, 24);
+  std::vector<Member> members = FilesOf(src);
+  members.push_back({"images/000004.png", std::string(size_t{64} << 20, '\0')});
+  members.push_back({"masks/000004.png", ReadAll(src + "/masks/000000.png")});
+  std::sort(members.begin(), members.end(),
+            [](const Member& a, const Member& b) { return a.path < b.path; });
+  const uint64_t limit = 1000000 * 8 + (1 << 20);
+  for (const std::string kind : {"zip", "tar.gz"}) {
+    SCOPED_TRACE(kind);
+    const std::string arc = tmp / ("zeros." + kind);
+    WriteArchive(arc, kind, members);
+    ASSERT_LT(fs::file_size(arc), uint64_t{4} << 20);
+    uint64_t rss = 0;
+    RunResult r = RunMeasured({"build", arc, tmp / ("out-" + kind), "--on-error", "skip",
+                               "--max-image-pixels", "1000000", "--threads", "1"},
+                              tmp / "log", &rss);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(Contains(r.output, arc + ":images/000004.png: member")) << r.output;
+    EXPECT_TRUE(Contains(r.output, "over the limit of " + std::to_string(limit) + " bytes"))
+        << r.output;
+    EXPECT_TRUE(Contains(r.output, "--max-image-pixels")) << r.output;
+    EXPECT_TRUE(Contains(r.output, "4 records")) << r.output;
+  }
 }
 
 }  // namespace

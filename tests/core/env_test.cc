@@ -9,12 +9,18 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 namespace dspipe {
 namespace {
 
 namespace fs = std::filesystem;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 class EnvTest : public ::testing::Test {
  protected:
@@ -276,6 +282,168 @@ TEST_F(EnvTest, FaultEnvEioOnReadThenRecovers) {
   ASSERT_TRUE(fenv.NewWritableFile(P("h"), true, &w).ok());
   EXPECT_FALSE(w->Allocate(0, 101).ok());
   EXPECT_TRUE(w->Allocate(0, 100).ok());
+}
+
+// ---- the safe file primitives (issue 19): Directory, links never followed, exclusive
+// creation, locks released in a forked child, lock files a holder may remove.
+
+TEST_F(EnvTest, ADirectoryTakesOneNameAndNeverFollowsALink) {
+  ASSERT_TRUE(env_->CreateDirs(P("d/sub")).ok());
+  ASSERT_TRUE(env_->CreateDirs(P("outside")).ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(P("outside/precious"), "precious").ok());
+  fs::create_symlink(P("outside/precious"), P("d/link"));
+  fs::create_symlink(P("outside"), P("d/dirlink"));
+  fs::create_symlink(P("outside"), P("d/sub/inner-link"));
+  for (Env* e : {env_, static_cast<Env*>(nullptr)}) {
+    FaultEnv fe;
+    Env* env = e ? e : &fe;
+    std::unique_ptr<Directory> d;
+    ASSERT_TRUE(env->OpenDirectory(P("d"), &d).ok());
+    std::unique_ptr<WritableFile> w;
+    for (const char* bad : {"", ".", "..", "a/b", "../outside/precious"}) {
+      EXPECT_EQ(d->NewFile(bad, &w).code(), Status::Code::kInvalidArgument) << bad;
+    }
+    Status s = d->NewFile("link", &w);
+    EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+    std::unique_ptr<RandomAccessFile> r;
+    s = d->OpenFile("link", &r);
+    EXPECT_TRUE(Contains(s.message(), "a symbolic link (not followed)")) << s.ToString();
+    std::unique_ptr<Directory> sub;
+    s = d->OpenDir("dirlink", false, 0, &sub);
+    EXPECT_TRUE(Contains(s.message(), "a symbolic link (not followed)")) << s.ToString();
+    std::unique_ptr<FileLock> lock;
+    s = d->Lock("link", true, false, &lock);
+    EXPECT_TRUE(Contains(s.message(), "a symbolic link (not followed)")) << s.ToString();
+    FileInfo info;
+    ASSERT_TRUE(d->Stat("link", &info).ok());
+    EXPECT_EQ(info.kind, FileKind::kSymlink);
+    ASSERT_TRUE(d->Stat("missing", &info).ok());
+    EXPECT_EQ(info.kind, FileKind::kMissing);
+    // A new file, written atomically: no temp name left; the temp names are recognised.
+    ASSERT_TRUE(d->WriteFileAtomic("new", "bytes").ok());
+    std::string text;
+    ASSERT_TRUE(d->ReadFile("new", &text).ok());
+    EXPECT_EQ(text, "bytes");
+    std::vector<std::string> names;
+    ASSERT_TRUE(d->List(&names).ok());
+    EXPECT_EQ(names.size(), 4u) << "sub, link, dirlink, new";
+    ASSERT_TRUE(d->Remove("new").ok());
+  }
+  std::string target;
+  EXPECT_TRUE(IsAtomicTempName("E.used.tmp-0123456789abcdef", &target));
+  EXPECT_EQ(target, "E.used");
+  EXPECT_FALSE(IsAtomicTempName("E.used.tmp.1234"));
+  EXPECT_FALSE(IsAtomicTempName("E.used.tmp-0123456789ABCDEF"));
+  // RemoveTree removes links, never what they point to.
+  std::unique_ptr<Directory> top;
+  ASSERT_TRUE(env_->OpenDirectory(dir_, &top).ok());
+  ASSERT_TRUE(top->RemoveTree("d").ok());
+  EXPECT_FALSE(fs::exists(P("d")));
+  std::string got;
+  ASSERT_TRUE(env_->ReadFile(P("outside/precious"), &got).ok());
+  EXPECT_EQ(got, "precious");
+}
+
+// A planted link at the name a write would use never redirects the write onto its target:
+// NewWritableFile refuses a link, and WriteFileAtomic's temp name (once "<path>.tmp.<pid>")
+// cannot be guessed (64 random bits) and is created exclusively.
+TEST_F(EnvTest, APlantedLinkNeverRedirectsAWrite) {
+  ASSERT_TRUE(env_->WriteFileAtomic(P("victim"), "the user's").ok());
+  fs::create_symlink(P("victim"), P("out.part"));
+  std::unique_ptr<WritableFile> w;
+  Status s = env_->NewWritableFile(P("out.part"), true, &w);
+  EXPECT_TRUE(Contains(s.message(), "a symbolic link (not followed)")) << s.ToString();
+  fs::create_symlink(P("victim"), P("record.tmp." + std::to_string(::getpid())));
+  ASSERT_TRUE(env_->WriteFileAtomic(P("record"), "new record").ok());
+  std::string got;
+  ASSERT_TRUE(env_->ReadFile(P("victim"), &got).ok());
+  EXPECT_EQ(got, "the user's");
+  ASSERT_TRUE(env_->ReadFile(P("record"), &got).ok());
+  EXPECT_EQ(got, "new record");
+}
+
+// An exclusive lock is not held by a child made by fork(): once the parent lets it go, another
+// process takes it while the child lives (a forked DataLoader worker used to keep it until it
+// exited). A shared lock (a lease) is the child's too: it reads what the lease protects.
+TEST_F(EnvTest, AForkedChildDoesNotHoldItsParentsExclusiveLock) {
+  std::unique_ptr<FileLock> ex, lease;
+  ASSERT_TRUE(env_->LockFile(P("e.lock"), false, &ex).ok());
+  ASSERT_TRUE(env_->LockFileShared(P("e.lease"), false, &lease).ok());
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char c = 'r';
+    if (::write(from_child[1], &c, 1) != 1) ::_exit(2);
+    if (::read(to_child[0], &c, 1) != 1) ::_exit(2);
+    ex.reset();  // the child's copy of the lock object: must not close a reused descriptor
+    lease.reset();
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(from_child[0], &c, 1), 1);
+  ex.reset();
+  lease.reset();
+  // Another process (a third one: flock conflicts between processes as between descriptions).
+  const pid_t other = ::fork();
+  ASSERT_GE(other, 0);
+  if (other == 0) {
+    std::unique_ptr<FileLock> l;
+    const bool got_ex = Env::Default()->LockFile(P("e.lock"), false, &l).ok();
+    l.reset();
+    const bool lease_held =
+        Env::Default()->LockFile(P("e.lease"), false, &l).code() == Status::Code::kAborted;
+    ::_exit(got_ex && lease_held ? 0 : got_ex ? 3 : 4);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(other, &st, 0), other);
+  EXPECT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_NE(WEXITSTATUS(st), 4) << "the forked child kept its parent's exclusive lock";
+  EXPECT_NE(WEXITSTATUS(st), 3) << "the forked child did not keep the shared lock";
+  c = 'q';
+  ASSERT_EQ(::write(to_child[1], &c, 1), 1);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+}
+
+// True when /proc/locks shows a process waiting for an flock on the file with this inode.
+bool SomeoneWaitsFor(uint64_t inode) {
+  std::ifstream f("/proc/locks");
+  std::string line;
+  const std::string suffix = ":" + std::to_string(inode) + " ";
+  while (std::getline(f, line)) {
+    if (line.find("-> FLOCK") != std::string::npos && line.find(suffix) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A holder may remove its lock file (fetch does, so that no DEST.lock is left): a process that
+// was waiting for the lock on the removed file takes it again on the file now at the name, so
+// two processes never both hold "the" lock.
+TEST_F(EnvTest, AWaiterTakesTheLockOnTheFileNowAtTheNameWhenTheHolderRemovedIt) {
+  std::unique_ptr<FileLock> a;
+  ASSERT_TRUE(env_->LockFile(P("x.lock"), false, &a).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(P("x.lock").c_str(), &st), 0);
+  const uint64_t inode = st.st_ino;
+  std::unique_ptr<FileLock> b;
+  Status bs;
+  std::thread waiter([&] { bs = env_->LockFile(P("x.lock"), true, &b); });
+  while (!SomeoneWaitsFor(inode)) std::this_thread::yield();  // b waits on the old file
+  ASSERT_TRUE(env_->RemoveFile(P("x.lock")).ok());
+  a.reset();
+  waiter.join();
+  ASSERT_TRUE(bs.ok()) << bs.ToString();
+  std::unique_ptr<FileLock> c;
+  Status s = env_->LockFile(P("x.lock"), false, &c);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << "two holders of x.lock: " << s.ToString();
+  b.reset();
+  EXPECT_TRUE(env_->LockFile(P("x.lock"), false, &c).ok());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // (tests/fetch/server.py) serving datasets that `dsconvert build` wrote, and the per-file
 // sizes/sha256 that `dsconvert verify` checks. Every wait is on a real condition: a line from
 // the server, a byte on a pipe, a process exit.
+#include "dspipe/dataset.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,7 +15,6 @@
 #include <map>
 #include <sstream>
 
-#include "dspipe/dataset.h"
 #include "dspipe/fetch.h"
 #include "dspipe/loader.h"
 #include "fetch/http_server.h"
@@ -34,8 +35,7 @@ class FetchDatasetTest : public ::testing::Test {
     // Built by the CLI (a child process): this process stays single-threaded until it forks.
     ASSERT_EQ(BuildServedDataset(dir_ + "/src", Srv("ds")), "");
     std::string out;
-    ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("lone"), "--threads", "1", "-q"}, &out),
-              0)
+    ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("lone"), "--threads", "1", "-q"}, &out), 0)
         << out;
     server_ = std::make_unique<HttpServer>(dir_ + "/srv");
     opts_.backoff_base_s = 0.01;
@@ -208,6 +208,8 @@ TEST_F(FetchDatasetTest, AChangedManifestStartsOver) {
   Status s = FetchDataset(server_->Url("ds/"), Dest(), opts_);
   ASSERT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
   ASSERT_TRUE(fs::exists(Dest() + ".part/shard-00000.lmdb/data.mdb"));
+  // A file of the user's put there meanwhile is not the fetch's: never removed.
+  WriteAll(Dest() + ".part/notes.txt", "the user's");
   // The dataset is rebuilt on the server (other images): its manifest changes.
   ASSERT_EQ(BuildServedDataset(dir_ + "/src2", Srv("ds"), "5"), "");
   (void)server_->Requests();
@@ -217,6 +219,27 @@ TEST_F(FetchDatasetTest, AChangedManifestStartsOver) {
   ExpectSameFiles("ds", Dest());
   EXPECT_EQ(r.resumed_from, 0u) << "nothing of the old version is kept";
   EXPECT_EQ(server_->Requests().size(), 3u);
+  EXPECT_EQ(ReadAll(Dest() + "/notes.txt"), "the user's");
+  EXPECT_FALSE(fs::exists(Dest() + ".lock")) << "the lock file is removed by its holder";
+}
+
+// Item 6: a manifest whose file sizes overflow (each below 2^64, their sum wrapping to a small
+// number) is refused before any file is requested; nothing is left.
+TEST_F(FetchDatasetTest, AManifestWhoseSizesOverflowIsRefusedBeforeAnyFileIsRequested) {
+  fs::copy(Srv("ds"), Srv("huge"), fs::copy_options::recursive);
+  json m = json::parse(ReadAll(Srv("huge") + "/manifest.json"));
+  ASSERT_GE(m["files"].size(), 2u);
+  m["files"][0]["size"] = uint64_t{1} << 63;
+  m["files"][1]["size"] = uint64_t{1} << 63;  // the sum wraps to 0
+  WriteAll(Srv("huge") + "/manifest.json", m.dump(2));
+  (void)server_->Requests();
+  Status s = FetchDataset(server_->Url("huge/"), Dest("huge"), opts_);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), server_->Url("huge/manifest.json"))) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "overflow")) << s.ToString();
+  EXPECT_EQ(server_->Requests().size(), 1u) << "only the manifest";
+  EXPECT_FALSE(fs::exists(Dest("huge")));
+  EXPECT_FALSE(fs::exists(Dest("huge") + ".part"));
 }
 
 TEST_F(FetchDatasetTest, TwoProcessesMakeOneDownload) {
@@ -227,10 +250,9 @@ TEST_F(FetchDatasetTest, TwoProcessesMakeOneDownload) {
   const pid_t a = FetchDatasetInChild(server_->Url("ds/"), Dest(), opts_, fds[1], never);
   ASSERT_GT(a, 0);
   server_->WaitPaused();  // a is mid-download and holds the lock
-  const pid_t b =
-      FetchDatasetInChild(server_->Url("ds/"), Dest(), opts_, fds[1], [](const FetchProgress& p) {
-        return p.phase == FetchProgress::Phase::kWaitingForLock;
-      });
+  const pid_t b = FetchDatasetInChild(
+      server_->Url("ds/"), Dest(), opts_, fds[1],
+      [](const FetchProgress& p) { return p.phase == FetchProgress::Phase::kWaitingForLock; });
   ASSERT_GT(b, 0);
   char c = 0;
   ASSERT_EQ(::read(fds[0], &c, 1), 1);  // b waits for a's lock
@@ -326,8 +348,7 @@ TEST_F(FetchDatasetTest, AResumeOfAFinishedBuildWritesAMissingFileList) {
   const std::string want = ReadAll(path);
   fs::remove(path);
   std::string out;
-  EXPECT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("lone"), "--threads", "1", "--resume"},
-                         &out),
+  EXPECT_EQ(RunDsconvert({"build", dir_ + "/src", Srv("lone"), "--threads", "1", "--resume"}, &out),
             0)
       << out;
   EXPECT_TRUE(Contains(out, "already complete")) << out;
@@ -342,14 +363,12 @@ TEST_F(FetchDatasetTest, DsconvertFetchOfADatasetUrl) {
   EXPECT_TRUE(Contains(out, "fetched dataset")) << out;
   ExpectSameFiles("ds", Dest());
   out.clear();
-  EXPECT_EQ(RunDsconvert({"fetch", server_->Url("lone"), Dest("lone"), "--dataset", "-q"}, &out),
-            0)
+  EXPECT_EQ(RunDsconvert({"fetch", server_->Url("lone"), Dest("lone"), "--dataset", "-q"}, &out), 0)
       << out;
   ExpectSameFiles("lone", Dest("lone"));
   out.clear();
-  EXPECT_EQ(RunDsconvert({"fetch", server_->Url("ds/"), Dest("y"), "--sha256",
-                          std::string(64, 'a')},
-                         &out),
+  EXPECT_EQ(RunDsconvert(
+                {"fetch", server_->Url("ds/"), Dest("y"), "--sha256", std::string(64, 'a')}, &out),
             1)
       << out;
   EXPECT_TRUE(Contains(out, "per file")) << out;

@@ -299,12 +299,14 @@ TEST_F(FetchTest, ShaMismatchRefetchesOnceThenFailsHard) {
   EXPECT_TRUE(Contains(s.message(), "twice")) << s.ToString();
   EXPECT_FALSE(fs::exists(Dest()));
   EXPECT_FALSE(fs::exists(Dest() + ".part"));
-  // A size the user gave is checked too.
+  // A size the user gave is checked too: larger than the file, the short file fails
+  // verification (smaller: FetchTest.NoMoreThanTheDeclaredSizeIsEverWritten).
   opts_.sha256.clear();
-  opts_.size = 5;
+  opts_.size = static_cast<int64_t>(content_.size()) + 5;
   s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "expected 5")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "expected " + std::to_string(content_.size() + 5)))
+      << s.ToString();
 }
 
 // The sha256 (hashed on its own thread while the bytes are written) covers a resumed DEST.part's
@@ -380,7 +382,9 @@ TEST_F(FetchTest, AStallIsCaughtByTheLowSpeedLimitAndResumed) {
 
 TEST_F(FetchTest, DiskFullIsAnImmediateClearErrorWithoutRetries) {
   FaultEnv env;
-  env.FailWriteWithEnospc(3);  // the sidecar is write 1, the first 1 MiB of body write 2
+  // The sidecar is written first (write 1) and again with the response's validator (write 2),
+  // the first 1 MiB of body is write 3: the second MiB fails.
+  env.FailWriteWithEnospc(4);
   opts_.env = &env;
   FetchResult r;
   Status s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
@@ -596,6 +600,103 @@ TEST_F(FetchTest, DsconvertFetchCli) {
 
 // ---- signed and token URLs: the query is sent, never shown or stored
 
+// Issue 19, item 6: a download never writes past the size the caller (or a manifest) declared.
+// A server that announces more is refused before a byte is written; one that sends more without
+// saying so is stopped at the declared size. Either way the error names the URL and nothing
+// is kept (before: fetch(size=10) downloaded the whole file, twice, then failed verification).
+TEST_F(FetchTest, NoMoreThanTheDeclaredSizeIsEverWritten) {
+  opts_.size = 10;
+  FetchResult r;
+  Status s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), server_->Url("big.bin") + ": the server announces " +
+                                        std::to_string(big_.size()) +
+                                        " bytes (Content-Length), more than the 10 bytes"))
+      << s.ToString();
+  EXPECT_EQ(r.downloaded, 0u);
+  EXPECT_EQ(server_->Requests().size(), 1u) << "not retried, not refetched";
+  // No Content-Length: the body is cut at 10 bytes.
+  s = Fetch(server_->Url("big.bin", "nolength=1"), Dest(), opts_, &r);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "the server sent more than the 10 bytes")) << s.ToString();
+  EXPECT_LE(r.downloaded, 10u);
+  EXPECT_EQ(server_->Requests().size(), 1u);
+  EXPECT_FALSE(fs::exists(Dest()));
+  EXPECT_FALSE(fs::exists(Dest() + ".part"));
+  EXPECT_FALSE(fs::exists(Dest() + ".part.json"));
+  // The declared size right: the same server, fetched whole.
+  opts_.size = static_cast<int64_t>(big_.size());
+  s = Fetch(server_->Url("big.bin", "nolength=1"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(big_);
+}
+
+// Item 6: the declared size (or the server's length) is reserved before the body arrives, so a
+// full disk (a tmpfs: RAM) is an error naming DEST.part before any byte is written.
+TEST_F(FetchTest, TheSizeIsReservedBeforeTheFirstByte) {
+  FaultEnv env;
+  env.SetAllocateLimit(1 << 20);  // less than big.bin
+  opts_.env = &env;
+  for (int64_t size : {int64_t{-1}, static_cast<int64_t>(big_.size())}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    opts_.size = size;
+    FetchResult r;
+    const int writes = env.writes();
+    Status s = Fetch(server_->Url("big.bin"), Dest(), opts_, &r);
+    EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "fallocate " + Dest() + ".part")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "No space left on device")) << s.ToString();
+    EXPECT_EQ(r.downloaded, 0u);
+    EXPECT_LE(env.writes() - writes, 2) << "only the sidecar was written";
+    EXPECT_FALSE(fs::exists(Dest()));
+    EXPECT_FALSE(fs::exists(Dest() + ".part")) << "an empty DEST.part is not left behind";
+  }
+}
+
+// Item 9: a fetch leaves nothing of its own beside the user's files: no DEST.lock after it,
+// no empty DEST.part (nor sidecar) after a failure that fetched nothing.
+TEST_F(FetchTest, AFetchLeavesNoLockOrEmptyPartBesideTheUsersFiles) {
+  const std::string out = dir_ + "/out";
+  fs::create_directories(out);
+  WriteAll(out + "/keep.txt", "the user's");
+  Status s = Fetch(server_->Url("f.bin"), Dest(), opts_);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(out)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"f.bin", "keep.txt"}));
+  s = Fetch(server_->Url("nothing.bin"), out + "/nothing.bin", opts_);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  names.clear();
+  for (const auto& e : fs::directory_iterator(out)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"f.bin", "keep.txt"}));
+  // A file of the user's named like the part file is never overwritten nor resumed.
+  WriteAll(out + "/g.bin.part", "the user's own g.bin.part");
+  s = Fetch(server_->Url("f.bin"), out + "/g.bin", opts_);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), out + "/g.bin.part")) << s.ToString();
+  EXPECT_EQ(ReadAll(out + "/g.bin.part"), "the user's own g.bin.part");
+  EXPECT_FALSE(fs::exists(out + "/g.bin"));
+}
+
+// Item 9: the scheme is classified in one place, without regard to case: an "HTTP://" URL is
+// fetched like an "http://" one (it was read as a local path: "no such file").
+TEST_F(FetchTest, AnUppercaseSchemeIsAUrl) {
+  std::string url = server_->Url("f.bin");
+  ASSERT_EQ(url.rfind("http://", 0), 0u);
+  url.replace(0, 4, "HTTP");
+  EXPECT_EQ(ClassifyUrl(url), UrlScheme::kHttp);
+  EXPECT_EQ(ClassifyUrl("HttpS://x/y"), UrlScheme::kHttps);
+  EXPECT_EQ(ClassifyUrl("FILE:///tmp/x"), UrlScheme::kFile);
+  EXPECT_EQ(ClassifyUrl("/tmp/http://x"), UrlScheme::kPath);
+  EXPECT_EQ(ClassifyUrl("S3://bucket/key"), UrlScheme::kS3);
+  EXPECT_EQ(ClassifyUrl("gs://bucket/key"), UrlScheme::kOther);
+  opts_.sha256 = sha_;
+  Status s = Fetch(url, Dest(), opts_);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectComplete(content_);
+  EXPECT_EQ(server_->Requests().size(), 1u);
+}
+
 TEST(UrlTest, RedactIdentifyAppendAndNameWithoutTheQuery) {
   const std::string s3 =
       "https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Expires=60&X-Amz-Signature=SEKRIT";
@@ -734,8 +835,8 @@ TEST_F(FetchTest, DsconvertFetchOfATokenUrlNamesTheFileWithoutTheQueryAndNeverPr
       dir_ + "/cwd");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(ReadAll(dir_ + "/cwd/f.bin") == content_);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/cwd"), fs::directory_iterator()), 2)
-      << "f.bin and f.bin.lock, nothing named after the query";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/cwd"), fs::directory_iterator()), 1)
+      << "f.bin only: nothing named after the query, no lock file left";
   EXPECT_TRUE(Contains(out, server_->Url("f.bin", "..."))) << out;
   // DEST an existing directory: the file goes inside it.
   rc = RunDsconvert({"fetch", server_->Url("f.bin", "token=TOKSECRET42"), dir_ + "/into"}, &out);

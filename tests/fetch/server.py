@@ -29,6 +29,7 @@ Query parameters (counted per path+query; "n" is this request's 0-based index):
   corrupt=K                      the first K requests get the file with one byte flipped
   wrong416=1                     a 416 names the wrong length
   validator=etag|lm|weak|none    which validator to send (default etag, plus Last-Modified)
+  nolength=1                     no Content-Length: the body ends when the connection closes
 Proxy mode: REQ lines add "method", "if_match", "host" and "token" (an x-amz-security-token
 was sent); requests are counted per method +
 path + query; the rules of "set PATH QUERY" apply to requests of PATH (the method given by
@@ -145,7 +146,11 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in headers:
             self.send_header(k, v)
         body = data[start:]
-        self.send_header("Content-Length", str(len(body)))
+        if q.get("nolength"):
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         limit = None
         for key in ("cut", "stall", "pause"):

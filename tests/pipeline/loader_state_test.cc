@@ -242,6 +242,48 @@ TEST_F(LoaderStateTest, IdentityIsTheContentNotThePath) {
       << s.ToString();
 }
 
+// The transform pipeline decides the batch stream: it is part of the identity (as its JSON), so
+// a state resumes under the same pipeline and is refused under another, the message showing
+// where the two pipelines first differ rather than both whole documents.
+TEST_F(LoaderStateTest, TheTransformPipelineIsPartOfTheIdentity) {
+  auto pipeline = [](const std::string& flip) {
+    std::shared_ptr<const TransformPipeline> p;
+    const Status s = TransformPipeline::Parse(
+        R"({"__version__": "2.0.8", "transform": {"__class_fullname__": "Compose", )"
+        R"("p": 1.0, "transforms": [{"__class_fullname__": ")" +
+            flip + R"(", "p": 0.5}]}})",
+        &p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return p;
+  };
+  LoaderOptions o = Options();
+  o.augment = AugmentOptions{};
+  o.transform = pipeline("HorizontalFlip");
+  auto first = Open(o);
+  Batch b;
+  ASSERT_TRUE(first->Next(&b).ok() && b);
+  const LoaderState state = first->state();
+  bool listed = false;
+  for (const auto& [key, value] : state.options) {
+    if (key == "transform") listed = value == o.transform->ToJson();
+  }
+  EXPECT_TRUE(listed) << "LoaderState::options has no transform = the pipeline's JSON";
+  EXPECT_TRUE(Open(o)->Restore(state).ok());
+
+  LoaderOptions other = o;
+  other.transform = pipeline("VerticalFlip");
+  Status s = Open(other)->Restore(state);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("LoaderOptions::transform: state has ..."), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("HorizontalFlip"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("VerticalFlip"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("first difference at char"), std::string::npos) << s.ToString();
+  // No pipeline (augment's) is another stream too.
+  s = Open(Options())->Restore(state);
+  EXPECT_NE(s.message().find("LoaderOptions::transform"), std::string::npos) << s.ToString();
+}
+
 // Plain LMDBs have no manifest: their identity comes from their records, so a copy resumes and
 // another plain LMDB with as many records does not.
 TEST_F(LoaderStateTest, PlainLmdbIdentityComesFromItsRecords) {

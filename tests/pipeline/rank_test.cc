@@ -207,10 +207,10 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
   }
 }
 
-// The cache's entries in `dir` (directories, not .tmp), by name.
+// The cache's entries in the cache root `dir` (directories of its own dir, not .tmp), by name.
 std::set<std::string> Entries(const std::string& dir) {
   std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : fs::directory_iterator(dir + "/dspipe-cache-v1")) {
     const std::string name = e.path().filename().string();
     if (e.is_directory() && !name.ends_with(".tmp")) out.insert(name);
   }
@@ -318,8 +318,12 @@ TEST_F(RankTest, ShardEntriesAreLeasedAndEvictedOneByOne) {
   lease.reset();
   uint64_t held_bytes = 0;
   for (const std::string& name : held) {
-    for (const auto& f : fs::recursive_directory_iterator(o.cache + "/" + name)) {
-      if (f.is_regular_file() && f.path().filename() != "lock.mdb") held_bytes += f.file_size();
+    for (const auto& f : fs::recursive_directory_iterator(o.cache + "/dspipe-cache-v1/" + name)) {
+      const std::string n = f.path().filename().string();  // the dataset's files only
+      if (f.is_regular_file() && n != "lock.mdb" && n != "dspipe-entry.json" &&
+          n != ".dspipe-reserved") {
+        held_bytes += f.file_size();
+      }
     }
   }
   co.cache_limit = held_bytes + probe.bytes / 2;  // the other shard fits only by evicting

@@ -119,11 +119,11 @@ TEST(DsbenchCli, CacheWaitReadsTheSecondEpochFromTheCopy) {
                     csv = d.dir + "/rc-epochs.csv";
   std::filesystem::remove_all(cache);  // a fresh cache: the copy is made during this run
   std::string out;
-  ASSERT_EQ(Dsbench(d.lmdb + " --batch 8 --threads 2 --epochs 2 --warmup 0 --sample-ms 0 " +
-                        "--cache " + cache + " --cache-wait --json " + json +
-                        " --epochs-csv " + csv,
-                    &out),
-            0)
+  ASSERT_EQ(
+      Dsbench(d.lmdb + " --batch 8 --threads 2 --epochs 2 --warmup 0 --sample-ms 0 " + "--cache " +
+                  cache + " --cache-wait --json " + json + " --epochs-csv " + csv,
+              &out),
+      0)
       << out;
   EXPECT_NE(out.find("epochs (ram cache: copy "), std::string::npos) << out;
   EXPECT_NE(out.find("    1  cache "), std::string::npos) << out;
@@ -156,8 +156,7 @@ TEST(DsbenchCli, EachRankMeasuresItsShareOfTheEpoch) {
       std::string out;
       ASSERT_EQ(Dsbench(sharded + " --order " + order + " --block-size 4 --rank " +
                             std::to_string(rank) + " --world-size 3 --epochs 1 --warmup 0 " +
-                            "--batch 4 --threads 1 --sample-ms 0 --json " + json + " --csv " +
-                            csv,
+                            "--batch 4 --threads 1 --sample-ms 0 --json " + json + " --csv " + csv,
                         &out),
                 0)
           << out;
@@ -200,8 +199,7 @@ TEST(DsbenchCli, UsageErrorsAndFailures) {
   EXPECT_EQ(Dsbench(d.folder + " --compare " + d.lmdb + " --world-size 2", &out), 2) << out;
   // A lone LMDB is one shard: the sampler refuses 3 ranks of order shards, naming the flags.
   EXPECT_EQ(Dsbench(d.lmdb + " --order shards --world-size 3 -q", &out), 1) << out;
-  EXPECT_NE(out.find("--order shards over 1 shard(s), --world-size 3"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("--order shards over 1 shard(s), --world-size 3"), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.dir + "/nope.lmdb -q", &out), 1);
   EXPECT_NE(out.find("nope.lmdb"), std::string::npos) << out;
 }
@@ -256,6 +254,51 @@ TEST(DsbenchCli, ResourceTimelineGoesToJsonCsvTraceAndReport) {
   std::stringstream hs;
   hs << h.rdbuf();
   EXPECT_NE(hs.str().find("Resource timeline"), std::string::npos);
+}
+
+// --transform FILE.json: the pipeline runs (its config in the JSON), the stage table, JSON and
+// CSV get a transform row per segment; a bad file or --hflip with it is refused.
+TEST(DsbenchCli, TransformPipelineFromAFile) {
+  const auto& d = SmallDataset();
+  const std::string spec = d.dir + "/aug.json", json = d.dir + "/aug.out.json",
+                    csv = d.dir + "/aug.csv";
+  std::ofstream(spec) << R"({"__version__": "2.0.8", "transform": {"__class_fullname__": "Compose",
+      "transforms": [{"__class_fullname__": "RandomCrop", "height": 24, "width": 24, "p": 1},
+                     {"__class_fullname__": "HorizontalFlip", "p": 0.5},
+                     {"__class_fullname__": "GaussianBlur", "p": 1}]}})";
+  std::string out;
+  ASSERT_EQ(Dsbench(d.lmdb +
+                        " --batch 4 --threads 2 --batches 4 --warmup 1 --no-normalize "
+                        "--transform " +
+                        spec + " --json " + json + " --csv " + csv,
+                    &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(" transform1"), std::string::npos) << out;
+  EXPECT_NE(out.find("geometric: RandomCrop > HorizontalFlip"), std::string::npos) << out;
+  EXPECT_NE(out.find(" transform2"), std::string::npos) << out;
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j["dataset"]["height"], 24) << "the batches are the pipeline's size";
+  EXPECT_EQ(j["config"]["transform"]["transforms"][0]["__class_fullname__"], "RandomCrop");
+  int rows = 0;
+  for (const auto& s : j["stages"]) rows += s["stage"] == "transform";
+  EXPECT_EQ(rows, 2);
+  std::ifstream c(csv);
+  std::stringstream cs;
+  cs << c.rdbuf();
+  EXPECT_NE(cs.str().find(",transform2,"), std::string::npos) << cs.str();
+  // Refused: a transform dspipe does not implement (naming it and the file), and --hflip too.
+  std::ofstream(spec) << R"([{"__class_fullname__": "MotionBlur"}])";
+  EXPECT_EQ(Dsbench(d.lmdb + " --transform " + spec, &out), 1);
+  EXPECT_NE(out.find("MotionBlur"), std::string::npos) << out;
+  EXPECT_NE(out.find(spec), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --hflip 0.5 --transform " + spec, &out), 2) << out;
+  // So are the python branch's crop and interpolation flags (augment's, not the pipeline's).
+  EXPECT_EQ(Dsbench(d.lmdb + " --crop-scale 0.5,1 --transform " + spec, &out), 2) << out;
+  EXPECT_NE(out.find("--crop-scale"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --interpolation area --transform " + spec, &out), 2) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --transform " + d.dir + "/no-such.json", &out), 1);
+  EXPECT_NE(out.find("no-such.json"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -188,6 +188,46 @@ def test_size_crop_interpolation_channels_reach_the_loader(dataset):
                                                                      b["image"])
 
 
+# Main's LoaderOptions::transform in the option machinery: a bound field (the pipeline as its
+# JSON text), the transform= keyword in every accepted form, part of the state's options, and
+# its errors in keyword names.
+def test_transform_is_an_option_field_and_keyword(dataset):
+    import json
+
+    import dspipe.transforms as T
+    lo = _dspipe.LoaderOptions()
+    assert lo.transform == ""
+    lo.transform = T.Compose([T.HorizontalFlip()]).to_json()
+    names = [t["__class_fullname__"] for t in json.loads(lo.transform)["transform"]["transforms"]]
+    assert names == ["HorizontalFlip"]
+    with pytest.raises(ValueError, match="NoSuchTransform"):
+        lo.transform = '[{"__class_fullname__": "NoSuchTransform"}]'
+    assert "HorizontalFlip" in lo.transform  # a refused spec leaves the field as it was
+    assert "transform=" in repr(lo)
+    lo.transform = ""
+    assert lo.transform == ""
+
+    aug = T.Compose([T.VerticalFlip(p=1.0)])
+    for form in (aug, aug.to_dict(), aug.to_json()):
+        loader = cpu_loader(dataset, transform=form, shuffle=False, normalize=False)
+        assert json.loads(loader.options().transform) == aug.to_dict()
+        state = loader.state_dict()
+        assert json.loads(state["options"]["transform"]) == aug.to_dict()
+    plain = next(iter(cpu_loader(dataset, shuffle=False, normalize=False)))
+    flipped = next(iter(loader))
+    assert torch.equal(flipped["image"], plain["image"].flip(2))
+    with pytest.raises(ValueError, match=r"transform with hflip: set augment or transform"):
+        cpu_loader(dataset, transform=aug, hflip=0.5)
+    with pytest.raises(ValueError, match=r"dspipe.Loader\(transform=.*NoSuchTransform"):
+        cpu_loader(dataset, transform=[{"__class_fullname__": "NoSuchTransform"}])
+    with pytest.raises(ValueError, match=r"leave mean and std empty"):
+        cpu_loader(dataset, transform=T.Compose([T.Normalize()]), mean=100, std=50)
+    # A state resumes only under the same pipeline; the message names the keyword.
+    other = cpu_loader(dataset, transform=T.Compose([T.HorizontalFlip(p=1.0)]))
+    with pytest.raises(ValueError, match=r"transform: state has \.\.\..*VerticalFlip"):
+        other.load_state_dict(state)
+
+
 def test_build_and_verify_take_every_build_option(tmp_path, dataset):
     src = os.path.dirname(dataset) + "/src"
     r = dspipe.build(src, tmp_path / "o.lmdb", store="raw", compression="none", zstd_level=5,

@@ -160,6 +160,24 @@ def test_convert_continues_an_interrupted_run_and_refuses_bad_arguments(local_ra
         dspipe.ray.convert(src, out, num_shards=1)
 
 
+def test_convert_says_so_when_the_source_changed_instead_of_returning_the_old_dataset(
+        local_ray, source, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(source[0], src)
+    out = tmp_path / "out"
+    r = dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
+    assert r["records"] == COUNT
+    # Files added to SRC: converting again used to return the old dataset as complete.
+    first = sorted(os.listdir(src / "images"))[0]
+    shutil.copy(src / "images" / first, src / "images" / ("zz-added" + os.path.splitext(first)[1]))
+    shutil.copy(src / "masks" / (os.path.splitext(first)[0] + ".png"), src / "masks" / "zz-added.png")
+    with pytest.raises(ValueError, match=r"images/zz-added\S* is new.*overwrite=True"):
+        dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
+    r = dspipe.ray.convert(src, out, num_shards=SHARDS, overwrite=True, progress=Conductor(),
+                           **RAY, **BUILD)
+    assert r["records"] == COUNT + 1
+
+
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_three_ranks_read_every_sample_once_per_epoch(source, drop_last):
     _, ref = source  # the same layout dspipe.ray.convert writes (tests above)

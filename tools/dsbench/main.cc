@@ -114,6 +114,12 @@ int main(int argc, char** argv) {
                  "default: the dataset's statistics")
       ->delimiter(',');
   app.add_option("--std", o.std, "per-channel std in pixel units, as --mean")->delimiter(',');
+  std::string transform_path;
+  auto* transform = app.add_option(
+      "--transform", transform_path,
+      "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) applied to every "
+      "sample instead of --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation; the stage "
+      "table gets a transform row per segment");
   app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
   app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "sequential order");
@@ -193,6 +199,18 @@ int main(int argc, char** argv) {
   (void)dspipe::ParseEnum(interpolation, &o.augment.image_interpolation);  // checked above
   if (dspipe::Status s = o.augment.Validate(); !s.ok()) {
     return Usage(dspipe::cli::Describe(s));
+  }
+  if (transform->count() > 0) {
+    if (o.augment.hflip_p > 0 || o.augment.vflip_p > 0 || !crop_scale.empty() ||
+        !crop_ratio.empty() || interpolation != "linear") {
+      return Usage(
+          "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation: put the "
+          "flips, crop and interpolation in the pipeline");
+    }
+    std::string text;
+    dspipe::Status s = dspipe::ReadFile(transform_path, &text);
+    if (s.ok()) s = dspipe::TransformPipeline::Parse(text, &o.transform);
+    if (!s.ok()) return Fail(s.WithContext("--transform " + transform_path));
   }
   o.plain.detect_masks = !no_detect_masks;
   o.shuffle = !no_shuffle;

@@ -1,0 +1,131 @@
+// dspipe/transforms.h: augmentation pipelines with albumentations 2.0.8's meaning, run in C++ by
+// the loader's workers on image and mask together (docs/TRANSFORMS.md).
+//
+//   std::shared_ptr<const TransformPipeline> aug;
+//   DSPIPE_RETURN_IF_ERROR(TransformPipeline::Parse(json_text, &aug));  // A.to_dict(...) JSON
+//   LoaderOptions o;
+//   o.transform = aug;
+//
+// The serialized form IS albumentations' `A.to_dict(compose)` JSON ({"__version__": ...,
+// "transform": {"__class_fullname__": "Compose", "transforms": [...]}}); a bare Compose / OneOf
+// / transform object or a JSON list of transforms is accepted too. Names, arguments, defaults
+// and ranges follow albumentations 2.0.8 (a scalar where albumentations takes a range is
+// widened its way, e.g. Rotate(limit=30) is (-30, 30)); a transform object without "p" has
+// p=0.5, as albumentations' from_dict reads it (Compose and Sequential: their defaults). A
+// transform or argument value dspipe does not implement is refused by Parse, naming it and listing
+// what is supported; nothing is silently dropped.
+//
+// Determinism: every random draw depends only on (seed, epoch, sample index, the transform's
+// position in the spec) - never on threads or timing - so batches are identical for any thread
+// count and a restored loader continues exactly. The draws are dspipe's own (splitmix64), not
+// numpy's: the same spec gives the same distributions as albumentations, not the same samples.
+//
+// Fusion: consecutive geometric transforms of a sample are composed into one affine map and
+// resampled once, straight into the batch slot; flips, transposes, 90-degree rotations and
+// crops stay exact copies. Per-pixel LUT ops (brightness/contrast, gamma) at the end are folded
+// into the float32 normalize pass. Where fusion differs from albumentations' sequential
+// application (one interpolation instead of several) is stated in docs/TRANSFORMS.md.
+//
+// Thread-safety: a TransformPipeline is immutable after Parse; every method is const and may be
+// called from any number of threads. No OpenCV types in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+// A view of a row-major HWC uint8 image (masks: channels 1). Does not own the pixels.
+struct ImageRef {
+  uint8_t* data = nullptr;
+  int height = 0;
+  int width = 0;
+  int channels = 1;
+};
+
+// An owned row-major HWC uint8 image.
+struct OwnedImage {
+  std::vector<uint8_t> pixels;
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  ImageRef ref() { return {pixels.data(), height, width, channels}; }
+};
+
+// One row of the supported-transform table (docs/TRANSFORMS.md is generated from the same
+// facts and checked against them by tests/transforms/spec_test.cc).
+struct TransformInfo {
+  std::string name;               // albumentations class name, e.g. "RandomResizedCrop"
+  std::string kind;               // "geometric" | "photometric" | "normalize" | "container"
+  std::string mask;               // what happens to the mask, e.g. "same geometry, nearest"
+  bool fused = false;             // composed into the sample's geometric pass / folded LUT
+  std::vector<std::string> args;  // argument names in albumentations' signature order
+  double default_p = 0.5;         // the constructor's p (serialized without "p": 0.5)
+};
+
+// Every transform and container Parse accepts.
+const std::vector<TransformInfo>& SupportedTransforms();
+
+class TransformPipeline {
+ public:
+  // Parses albumentations JSON (see the top of this file). Errors: InvalidArgument naming the
+  // transform (its position and class name) and the argument, with the reason, e.g.
+  //   "transform 3 (Affine): argument fit_output=true is not supported (supported: ...)".
+  static Status Parse(const std::string& json_text, std::shared_ptr<const TransformPipeline>* out);
+  ~TransformPipeline();
+  TransformPipeline(const TransformPipeline&) = delete;
+  TransformPipeline& operator=(const TransformPipeline&) = delete;
+
+  // albumentations' A.to_dict() of this pipeline: {"__version__": "2.0.8", "transform": {...}}
+  // with every argument filled in and normalized as albumentations does (indent < 0: compact).
+  std::string ToJson(int indent = -1) const;
+
+  // The output size for inputs of in_h x in_w when every sample gets the same one: true and the
+  // size; false when it varies per sample (e.g. OneOf two sizes, Affine fit_output, a random
+  // 90-degree turn of a non-square image). in_h/in_w 0 = unknown input size (true only when the
+  // pipeline ends in a fixed size).
+  bool OutputSize(int in_h, int in_w, int* out_h, int* out_w) const;
+  // Why OutputSize is false, naming the transform that makes the size vary.
+  std::string OutputSizeReason(int in_h, int in_w) const;
+
+  // The pipeline ends in Normalize (standard, p = 1): its per-channel mean and std in pixel
+  // units (mean * max_pixel_value, std * max_pixel_value). Normalize maps onto the loader's
+  // normalize stage (LoaderOptions::mean/std), it is not applied by Apply.
+  bool has_normalize() const;
+  const std::vector<double>& normalize_mean() const;
+  const std::vector<double>& normalize_std() const;
+
+  // The rows the loader's stage table gets, one per static segment: a run of consecutive
+  // geometric transforms (fused into one pass), a run of LUT ops, or another photometric op,
+  // e.g. "geometric: SmallestMaxSize > RandomCrop > SquareSymmetry > Affine".
+  const std::vector<std::string>& segment_labels() const;
+
+  // Applies the pipeline to one sample (tests, Python, benchmarks): the same code the loader's
+  // workers run, for (seed, epoch, index). image: 1 or 3 channels; mask: 1 channel or null.
+  // Outputs are (re)allocated. The loader writes the result into its batch slot instead.
+  Status Apply(uint64_t seed, uint64_t epoch, uint64_t index, const ImageRef& image,
+               const ImageRef* mask, OwnedImage* out_image, OwnedImage* out_mask) const;
+  // As Apply but each transform applied on its own, in albumentations' order, with the same
+  // draws (no fusion): the reference the fused path is compared with.
+  Status ApplySequential(uint64_t seed, uint64_t epoch, uint64_t index, const ImageRef& image,
+                         const ImageRef* mask, OwnedImage* out_image, OwnedImage* out_mask) const;
+  // The draws of sample (seed, epoch, index) for an in_h x in_w input, as JSON: a list with one
+  // object per applied transform {"position", "name", "params": {...}}, params named as
+  // albumentations' apply() arguments (e.g. "crop_coords", "matrix"). Transforms whose draw
+  // needs the pixels (CropNonEmptyMaskIfExists) need `mask`; pass null otherwise.
+  Status Draws(uint64_t seed, uint64_t epoch, uint64_t index, int in_h, int in_w,
+               const ImageRef* mask, std::string* json) const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit TransformPipeline(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dspipe

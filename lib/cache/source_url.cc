@@ -1,0 +1,167 @@
+// A served dataset (http(s):// URL) as a cache source: its listing from manifest.json, and its
+// copy made with FetchDataset (see populate.h).
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+
+#include "cache/entries.h"
+#include "cache/populate.h"
+#include "core/checksum.h"
+#include "core/files.h"
+#include "format/manifest.h"
+
+namespace dspipe::cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string StripSlashes(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// A private temp dir (mkdtemp: ours alone), removed with everything in it at scope exit.
+class TempDir {
+ public:
+  Status Make() {
+    std::error_code ec;
+    std::string tmpl = (fs::temp_directory_path(ec) / "dspipe-cache-manifest-XXXXXX").string();
+    if (ec) tmpl = "/tmp/dspipe-cache-manifest-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return Status::IOErrorErrno("mkdtemp", tmpl, errno);
+    path_ = tmpl;
+    return Status::OK();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::mutex& HookMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::function<void(const FetchProgress&)>& FetchHook() {
+  static std::function<void(const FetchProgress&)> hook;
+  return hook;
+}
+
+}  // namespace
+
+std::string UrlBaseName(const std::string& url) {
+  std::string u = StripSlashes(url);
+  const size_t q = u.find_first_of("?#");
+  if (q != std::string::npos) u = StripSlashes(u.substr(0, q));
+  const size_t slash = u.rfind('/');
+  const std::string last = slash == std::string::npos ? u : u.substr(slash + 1);
+  // "http://host" alone has no path: the host names it.
+  return last.find(':') != std::string::npos && slash != std::string::npos && slash > 0 &&
+                 u[slash - 1] == '/'
+             ? last.substr(0, last.find(':'))
+             : last;
+}
+
+void SetFetchProgressHookForTest(std::function<void(const FetchProgress&)> hook) {
+  std::lock_guard<std::mutex> lock(HookMu());
+  FetchHook() = std::move(hook);
+}
+
+bool IsUrl(const std::string& source) {
+  return IsHttpUrl(source) || ClassifyUrl(source) == UrlScheme::kS3;
+}
+
+Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
+  *out = SourceListing();
+  out->url = url;
+  // The key ignores the query (a signature or token, which changes when re-signed: the same
+  // entry), and holds no secret.
+  out->source = StripSlashes(UrlIdentity(url));
+  out->is_dir = true;
+  const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
+  const std::string shown_manifest = RedactUrl(manifest_url);
+  TempDir tmp;
+  DSPIPE_RETURN_IF_ERROR(tmp.Make());
+  const std::string local = tmp.path() + "/" + kTopManifestFile;
+  FetchOptions fo;
+  fo.lock = false;  // a private temp dir
+  fo.env = env;
+  Status s = Fetch(manifest_url, local, fo);
+  if (!s.ok()) {
+    return s.WithContext("cache: listing the dataset at " + RedactUrl(url) +
+                         " (its manifest.json)");
+  }
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(local, &out->manifest));
+  std::vector<ShardRange> ranges;
+  DSPIPE_RETURN_IF_ERROR(ParseManifest(out->manifest, shown_manifest, &out->info, &ranges));
+  std::vector<ManifestFile> files;
+  bool present = false;
+  // Sizes are checked there: each below 2^63 and their sum too (never a sum that wraps).
+  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(out->manifest, shown_manifest, &files, &present));
+  if (!present) {
+    return Status::Unsupported(
+        shown_manifest +
+        ": the manifest has no \"files\" list (each file's size and sha256), so the dataset "
+        "cannot be fetched into the cache; rebuild it with this dspipe's `dsconvert build`");
+  }
+  out->manifest_sha256 = Sha256Hex(out->manifest);
+  // manifest.json is part of the copy too (FetchDataset keeps it beside the files).
+  SourceFile m;
+  m.rel = kTopManifestFile;
+  m.size = out->manifest.size();
+  out->bytes = m.size;
+  out->files.push_back(std::move(m));
+  for (const ManifestFile& f : files) {
+    SourceFile sf;
+    sf.rel = f.path;
+    sf.size = f.size;
+    if (out->bytes + f.size < out->bytes) {
+      return Status::Corruption(shown_manifest + ": the sizes of its files overflow");
+    }
+    out->bytes += f.size;
+    out->files.push_back(std::move(sf));
+    // Parent dirs, parents first (for the listing's completeness; FetchDataset makes them).
+    for (fs::path d = fs::path(f.path).parent_path(); !d.empty(); d = d.parent_path()) {
+      out->dirs.push_back(d.string());
+    }
+  }
+  std::sort(out->dirs.begin(), out->dirs.end());
+  out->dirs.erase(std::unique(out->dirs.begin(), out->dirs.end()), out->dirs.end());
+  std::sort(out->files.begin(), out->files.end(),
+            [](const SourceFile& a, const SourceFile& b) { return a.rel < b.rel; });
+  return Status::OK();
+}
+
+Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::string& base,
+                       Env* env, std::vector<EntryFile>* files) {
+  // FetchDataset (verified against the manifest, resumable) into tmp/base: it writes only
+  // there and in tmp/base.part/, inside the entry's temp dir.
+  FetchOptions fo;
+  fo.lock = false;  // the caller holds the entry's lock
+  fo.env = env;
+  {
+    std::lock_guard<std::mutex> lock(HookMu());
+    fo.progress = FetchHook();
+  }
+  DSPIPE_RETURN_IF_ERROR(FetchDataset(listing.url, tmp->path() + "/" + base, fo));
+  std::unique_ptr<Directory> copy;
+  DSPIPE_RETURN_IF_ERROR(tmp->OpenDir(base, false, 0, &copy));
+  std::string fetched;
+  DSPIPE_RETURN_IF_ERROR(copy->ReadFile(kTopManifestFile, &fetched));
+  if (fetched != listing.manifest) {
+    return Status::Corruption("cache: the dataset at " + RedactUrl(listing.url) +
+                              " changed on the server while it was fetched (its manifest.json "
+                              "differs from the one listed); not cached, open it again");
+  }
+  *files = ExpectedFiles(listing, base);
+  for (EntryFile& f : *files) DSPIPE_RETURN_IF_ERROR(ReadBack(tmp, &f));
+  return Status::OK();
+}
+
+}  // namespace dspipe::cache

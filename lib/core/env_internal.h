@@ -1,0 +1,25 @@
+// Internal to lib/core: pieces PosixEnv (env.cc) and its Directory (env_dir.cc) share.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dspipe/env.h"
+
+namespace dspipe::internal {
+
+// Opens (creating it, mode 0644, never through a symlink) and flocks the lock file `name`
+// relative to `dirfd` (AT_FDCWD: name is a path). When the file at `name` was removed or
+// replaced while the lock was waited for (its holder removed it), the lock is taken again on the
+// file now there. Exclusive locks are registered with the atfork handler (closed in a forked
+// child); shared ones are inherited. `shown` names the file in errors and in FileLock::path().
+Status LockAt(int dirfd, const std::string& name, const std::string& shown, bool exclusive,
+              bool wait, std::unique_ptr<FileLock>* out);
+
+// The POSIX Directory over an open directory descriptor (taken over: closed with it).
+std::unique_ptr<Directory> NewPosixDirectory(int fd, std::string path);
+
+// The 16 lowercase hex digits of 64 random bits (std::random_device).
+std::string RandomHex16();
+
+}  // namespace dspipe::internal

@@ -1,0 +1,28 @@
+// TransformPipeline's private state, shared by pipeline.cc and the loader's sample code
+// (pipeline/sample.cc reaches the plan through it). Internal to dspipe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dspipe/transforms.h"
+#include "transforms/plan.h"
+#include "transforms/spec.h"
+
+namespace dspipe {
+
+struct TransformPipeline::Impl {
+  std::unique_ptr<transforms::Node> root;
+  int node_count = 0;
+  std::vector<std::string> labels;  // segment labels (stage-table rows)
+  std::vector<double> mean, stdv;   // Normalize's, pixel units; empty without one
+  bool needs_mask = false;          // a draw needs the mask (CropNonEmptyMaskIfExists)
+};
+
+namespace transforms {
+// The mean / std of a Normalize leaf (ops_color.cc); false for other leaves.
+bool NormalizeOf(const Leaf& leaf, std::vector<double>* mean, std::vector<double>* stdv);
+}  // namespace transforms
+
+}  // namespace dspipe

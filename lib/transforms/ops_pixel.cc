@@ -1,0 +1,329 @@
+// Image-only pixel leaves that are not lookup tables: GaussNoise (per-pixel normal noise,
+// added truncated as albucore does), GaussianBlur (albumentations' float64 kernel through
+// cv::sepFilter2D) and CoarseDropout (rectangular holes, also filled in the mask with fill_mask).
+//
+// GaussNoise draws its noise from a 4096-entry table of normal quantiles indexed by 12-bit
+// splitmix64 words (a per-step seed): exact quantiles at (k + 0.5) / 4096, so the noise's CDF is
+// within 1 / 4096 of the normal one (|z| <= 3.66). numpy / cv2.randn draws differ anyway.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <opencv2/imgproc.hpp>
+
+#include "transforms/ops.h"
+#include "transforms/simd.h"
+
+namespace dspipe::transforms {
+namespace {
+
+using nlohmann::json;
+
+// Acklam's rational approximation of the normal quantile (relative error < 1.2e-9).
+double NormalQuantile(double p) {
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  if (p < 0.02425) {
+    const double q = std::sqrt(-2 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > 1 - 0.02425) return -NormalQuantile(1 - p);
+  const double q = p - 0.5, r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+constexpr int kQuantileBits = 12;  // 4096 quantiles: a table of int16 noise values fits L1
+constexpr int kQuantiles = 1 << kQuantileBits;
+
+const std::vector<float>& NormalTable() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(kQuantiles);
+    for (size_t k = 0; k < t.size(); ++k) {
+      t[k] = static_cast<float>(NormalQuantile((static_cast<double>(k) + 0.5) / kQuantiles));
+    }
+    return t;
+  }();
+  return table;
+}
+
+// GaussNoise at noise_scale_factor 1, a row at a time: each value gets trunc(mean + sigma * z)
+// for z the quantile a 12-bit field of the step's stream picks (four per 64-bit word, rows in
+// order: simd.h AddNoiseRow), added and saturated as albucore does.
+class NoiseRows final : public RowOp {
+ public:
+  NoiseRows(const Step& s, bool per_channel) : seed_(s.seed), per_channel_(per_channel) {
+    const float sigma = static_cast<float>(s.v[0] * 255.0);
+    const float mean = static_cast<float>(s.v[1] * 255.0);
+    const std::vector<float>& z = NormalTable();
+    for (int k = 0; k < kQuantiles; ++k) {
+      noise_[static_cast<size_t>(k)] = static_cast<int32_t>(
+          std::clamp(std::trunc(mean + sigma * z[static_cast<size_t>(k)]), -512.0f, 512.0f));
+    }
+  }
+  void Row(uint8_t* p, int width, int channels) override {
+    const size_t w = static_cast<size_t>(width);
+    words_ += per_channel_ ? AddNoiseRow(p, w * static_cast<size_t>(channels), noise_.data(), seed_,
+                                         words_ + 1)
+                           : AddSharedNoiseRow(p, w, channels, noise_.data(), seed_, words_ + 1);
+  }
+
+ private:
+  const uint64_t seed_;
+  uint64_t words_ = 0;  // splitmix64 words used so far (rows start at a new word)
+  const bool per_channel_;
+  std::array<int32_t, kQuantiles> noise_;
+};
+
+class GaussNoiseLeaf final : public Leaf {
+ public:
+  Kind kind() const override { return Kind::kPixel; }
+  Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    s->v[0] = Uniform(rng, std_.lo, std_.hi);
+    s->v[1] = Uniform(rng, mean_.lo, mean_.hi);
+    s->seed = rng.Next();
+    return Status::OK();
+  }
+  std::unique_ptr<RowOp> Rows(const Step& s, int) const override {
+    if (factor_ < 1.0) return nullptr;
+    return std::make_unique<NoiseRows>(s, per_channel_);
+  }
+  Status Apply(const Step& s, cv::Mat* image, cv::Mat*) const override {
+    cv::Mat& img = *image;
+    const int c = img.channels();
+    if (factor_ >= 1.0) {
+      NoiseRows rows(s, per_channel_);
+      for (int y = 0; y < img.rows; ++y) rows.Row(img.ptr<uint8_t>(y), img.cols, c);
+      return Status::OK();
+    }
+    const float sigma = static_cast<float>(s.v[0] * 255.0);
+    const float mean = static_cast<float>(s.v[1] * 255.0);
+    const std::vector<float>& z = NormalTable();
+    Rng rng(s.seed);
+    // noise_scale_factor < 1: a smaller float noise map resized (bilinear) to the image.
+    const int rh = std::max(1, static_cast<int>(img.rows * factor_));
+    const int rw = std::max(1, static_cast<int>(img.cols * factor_));
+    const int nc = per_channel_ ? c : 1;
+    cv::Mat small(rh, rw, CV_32FC(nc)), full;
+    for (int y = 0; y < rh; ++y) {
+      float* q = small.ptr<float>(y);
+      for (int i = 0; i < rw * nc; ++i) q[i] = mean + sigma * z[rng.Next() & (kQuantiles - 1)];
+    }
+    cv::resize(small, full, img.size(), 0, 0, cv::INTER_LINEAR);
+    for (int y = 0; y < img.rows; ++y) {
+      uint8_t* p = img.ptr<uint8_t>(y);
+      const float* q = full.ptr<float>(y);
+      for (int x = 0; x < img.cols; ++x) {
+        for (int k = 0; k < c; ++k) {
+          const float v = std::trunc(q[x * nc + (per_channel_ ? k : 0)]);
+          p[x * c + k] = static_cast<uint8_t>(std::clamp(p[x * c + k] + v, 0.0f, 255.0f));
+        }
+      }
+    }
+    return Status::OK();
+  }
+  json Params(const Step& s) const override {
+    return {{"sigma", s.v[0]}, {"mean", s.v[1]}, {"sigma_px", s.v[0] * 255.0}};
+  }
+  Range std_, mean_;
+  bool per_channel_ = true;
+  double factor_ = 1;
+};
+
+Status MakeGaussNoise(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<GaussNoiseLeaf>();
+  l->prob = r.Prob(0.5);
+  l->std_ = r.RangeArg("std_range", {0.2, 0.44}, Widen::kPairOnly, 0, 1);
+  l->mean_ = r.RangeArg("mean_range", {0, 0}, Widen::kPairOnly, -1, 1);
+  l->per_channel_ = r.Bool("per_channel", true);
+  l->factor_ = r.Number("noise_scale_factor", 1.0, 1e-9, 1.0);
+  DSPIPE_RETURN_IF_ERROR(
+      r.Finish({"std_range", "mean_range", "per_channel", "noise_scale_factor", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
+class GaussianBlurLeaf final : public Leaf {
+ public:
+  Kind kind() const override { return Kind::kPixel; }
+  Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    s->v[0] = Uniform(rng, sigma_.lo, sigma_.hi);
+    s->iv[0] = RandInt(rng, static_cast<int>(blur_.lo), static_cast<int>(blur_.hi));
+    return Status::OK();
+  }
+  Status Apply(const Step& s, cv::Mat* image, cv::Mat*) const override {
+    const cv::Mat k = Kernel(s.v[0], s.iv[0]);
+    cv::sepFilter2D(*image, *image, -1, k, k);
+    return Status::OK();
+  }
+  // blur_functional.create_gaussian_kernel_1d.
+  static cv::Mat Kernel(double sigma, int ksize) {
+    int size = ksize == 0 ? static_cast<int>(sigma * 3.5) * 2 + 1 : ksize;
+    if (size % 2 == 0) ++size;
+    cv::Mat k(size, 1, CV_64F);
+    double sum = 0;
+    for (int i = 0; i < size; ++i) {
+      const double x = size < 100
+                           ? i - size / 2
+                           : -(size / 2) + static_cast<double>(i) * (2 * (size / 2)) / (size - 1);
+      k.at<double>(i) = std::exp(-0.5 * (x / sigma) * (x / sigma));
+      sum += k.at<double>(i);
+    }
+    k /= sum;
+    return k;
+  }
+  json Params(const Step& s) const override {
+    const cv::Mat k = Kernel(s.v[0], s.iv[0]);
+    return {{"kernel", std::vector<double>(k.begin<double>(), k.end<double>())},
+            {"sigma", s.v[0]},
+            {"ksize", s.iv[0]}};
+  }
+  Range blur_, sigma_;
+};
+
+Status MakeGaussianBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<GaussianBlurLeaf>();
+  l->prob = r.Prob(0.5);
+  l->blur_ = r.RangeArg("blur_limit", {0, 0}, Widen::kZeroPlus, 0, 1e6, true);
+  l->sigma_ = r.RangeArg("sigma_limit", {0.5, 3.0}, Widen::kZeroPlus, 0, 1e6);
+  if (l->sigma_.hi <= 0) {
+    r.Fail(r.where() + ": argument sigma_limit must reach above 0 (a zero sigma divides by zero)");
+  }
+  DSPIPE_RETURN_IF_ERROR(r.Finish({"blur_limit", "sigma_limit", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
+class CoarseDropoutLeaf final : public Leaf {
+ public:
+  Kind kind() const override { return Kind::kPixel; }
+  Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    const int n = RandInt(rng, num_.first, num_.second);
+    const int height = s->in.h, width = s->in.w;
+    s->holes.clear();
+    for (int i = 0; i < n; ++i) {
+      int hh, hw;
+      if (h_.hi >= 1) {  // absolute sizes (decided by the height range, as albumentations)
+        hh = RandInt(rng, static_cast<int>(h_.lo), static_cast<int>(std::min(h_.hi, 1.0 * height)));
+        hw = RandInt(rng, static_cast<int>(w_.lo), static_cast<int>(std::min(w_.hi, 1.0 * width)));
+      } else {
+        hh = static_cast<int>(height * Uniform(rng, h_.lo, h_.hi));
+        hw = static_cast<int>(width * Uniform(rng, w_.lo, w_.hi));
+      }
+      hh = std::min(hh, height), hw = std::min(hw, width);
+      const int y0 = RandInt(rng, 0, height - hh), x0 = RandInt(rng, 0, width - hw);
+      s->holes.insert(s->holes.end(), {x0, y0, x0 + hw, y0 + hh});
+    }
+    s->seed = rng.Next();
+    return Status::OK();
+  }
+  Status Apply(const Step& s, cv::Mat* image, cv::Mat* mask) const override {
+    Rng rng(s.seed);
+    const int c = image->channels();
+    for (size_t i = 0; i + 3 < s.holes.size(); i += 4) {
+      const cv::Rect r(s.holes[i], s.holes[i + 1], s.holes[i + 2] - s.holes[i],
+                       s.holes[i + 3] - s.holes[i + 1]);
+      if (r.area() == 0) continue;
+      cv::Mat hole = (*image)(r);
+      if (fill_mode_ == kValue) {
+        hole.setTo(FillScalar(fill_, c));
+      } else {
+        cv::Scalar uniform;
+        for (int k = 0; k < c; ++k) uniform[k] = static_cast<double>(rng.Below(256));
+        for (int y = 0; y < hole.rows; ++y) {
+          uint8_t* p = hole.ptr<uint8_t>(y);
+          for (int x = 0; x < hole.cols * c; ++x) {
+            p[x] = fill_mode_ == kRandomUniform ? static_cast<uint8_t>(uniform[x % c])
+                                                : static_cast<uint8_t>(rng.Next() >> 56);
+          }
+        }
+      }
+      if (mask != nullptr && has_fill_mask_) (*mask)(r).setTo(cv::Scalar::all(fill_mask_));
+    }
+    return Status::OK();
+  }
+  json Params(const Step& s) const override {
+    json holes = json::array();
+    for (size_t i = 0; i + 3 < s.holes.size(); i += 4) {
+      holes.push_back({s.holes[i], s.holes[i + 1], s.holes[i + 2], s.holes[i + 3]});
+    }
+    return {{"holes", holes}, {"seed", 0}};
+  }
+  enum FillMode { kValue, kRandom, kRandomUniform };
+  std::pair<int, int> num_;
+  Range h_, w_;
+  FillMode fill_mode_ = kValue;
+  Fill fill_;
+  bool has_fill_mask_ = false;
+  double fill_mask_ = 0;
+};
+
+Status MakeCoarseDropout(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<CoarseDropoutLeaf>();
+  l->prob = r.Prob(0.5);
+  const Range n = r.RangeArg("num_holes_range", {1, 2}, Widen::kPairOnly, 1, 1e6, true);
+  l->num_ = {static_cast<int>(n.lo), static_cast<int>(n.hi)};
+  l->h_ = r.RangeArg("hole_height_range", {0.1, 0.2}, Widen::kPairOnly, 0, 1e6);
+  l->w_ = r.RangeArg("hole_width_range", {0.1, 0.2}, Widen::kPairOnly, 0, 1e6);
+  if (const json* f = r.Raw("fill"); f != nullptr && f->is_string()) {
+    const std::string mode = f->get<std::string>();
+    if (mode == "random") {
+      l->fill_mode_ = CoarseDropoutLeaf::kRandom;
+    } else if (mode == "random_uniform") {
+      l->fill_mode_ = CoarseDropoutLeaf::kRandomUniform;
+    } else {
+      r.Fail(r.where() + ": argument fill=\"" + mode +
+             "\" is not supported (a number, a list, \"random\" or \"random_uniform\"; "
+             "inpainting is not implemented)");
+    }
+    r.Put("fill", mode);
+  } else {
+    l->fill_ = r.FillArg("fill", 0.0);
+  }
+  if (r.Has("fill_mask")) {
+    l->has_fill_mask_ = true;
+    l->fill_mask_ = r.FillArg("fill_mask", 0.0).values[0];
+  } else {
+    (void)r.Raw("fill_mask");
+    r.Put("fill_mask", nullptr);
+  }
+  DSPIPE_RETURN_IF_ERROR(r.Finish(
+      {"num_holes_range", "hole_height_range", "hole_width_range", "fill", "fill_mask", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
+}  // namespace
+
+void AddPixelLeaves(std::vector<LeafType>* t) {
+  t->push_back({"GaussNoise",
+                MakeGaussNoise,
+                "photometric",
+                "unchanged",
+                false,
+                {"std_range", "mean_range", "per_channel", "noise_scale_factor", "p"}});
+  t->push_back({"GaussianBlur",
+                MakeGaussianBlur,
+                "photometric",
+                "unchanged",
+                false,
+                {"blur_limit", "sigma_limit", "p"}});
+  t->push_back(
+      {"CoarseDropout",
+       MakeCoarseDropout,
+       "photometric",
+       "holes filled with fill_mask (unchanged when fill_mask is null)",
+       false,
+       {"num_holes_range", "hole_height_range", "hole_width_range", "fill", "fill_mask", "p"}});
+}
+
+}  // namespace dspipe::transforms

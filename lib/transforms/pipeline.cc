@@ -1,0 +1,304 @@
+// TransformPipeline: parsing and checking a spec (Normalize last, static segments for the stage
+// table), the static output-size analysis, and the per-sample entry points (Apply,
+// ApplySequential, Draws) over plan.h.
+#include <algorithm>
+#include <opencv2/core.hpp>
+
+#include "dspipe/transforms.h"
+#include "transforms/impl.h"
+
+namespace dspipe {
+namespace transforms {
+namespace {
+
+using nlohmann::json;
+
+const char* KindWord(Kind k) {
+  switch (k) {
+    case Kind::kGeometric:
+      return "geometric";
+    case Kind::kLut:
+      return "lut";
+    default:
+      return "pixel";
+  }
+}
+
+// Static segments: runs of geometric leaves, runs of LUT leaves, each other pixel leaf alone.
+void AssignSegments(Node* root, std::vector<std::string>* labels) {
+  std::vector<Node*> leaves;
+  AllLeaves(*root, &leaves);
+  Kind prev = Kind::kNormalize;
+  for (Node* n : leaves) {
+    const Kind k = n->leaf->kind();
+    if (k == Kind::kNormalize) continue;
+    const bool extend = !labels->empty() && k == prev && k != Kind::kPixel;
+    if (extend) {
+      labels->back() += " > " + n->leaf->name;
+    } else {
+      labels->push_back(k == Kind::kPixel ? n->leaf->name
+                                          : std::string(KindWord(k)) + ": " + n->leaf->name);
+    }
+    n->segment = static_cast<int>(labels->size()) - 1;
+    prev = k;
+  }
+}
+
+struct SizeState {
+  bool known = false;  // a fixed size for every sample
+  Size size;
+  std::string why;  // when !known: what made it vary ("" = the input size is unknown)
+};
+
+bool Same(const SizeState& a, const SizeState& b) {
+  if (a.known || b.known) return a.known && b.known && a.size == b.size;
+  return a.why.empty() && b.why.empty();  // both just "the input's size, not known here"
+}
+
+SizeState Varies(std::string why) {
+  SizeState v;
+  v.why = std::move(why);
+  return v;
+}
+
+SizeState After(const Node& n, SizeState in, bool forced);
+
+// The size after `n` runs.
+SizeState Body(const Node& n, SizeState in) {
+  switch (n.type) {
+    case Node::kLeaf: {
+      if (n.leaf->kind() != Kind::kGeometric) return in;
+      const std::optional<Size> out = n.leaf->StaticOutput(in.known ? in.size : Size{});
+      if (!out) return Varies(Where(n.position, n.leaf->name) + " gives each sample its own size");
+      if (!out->known()) return in;  // keeps a size that is not known here
+      SizeState s;
+      s.known = true;
+      s.size = *out;
+      return s;
+    }
+    case Node::kCompose:
+    case Node::kSequential: {
+      SizeState s = in;
+      for (const auto& c : n.children) s = After(*c, s, false);
+      return s;
+    }
+    case Node::kOneOf: {
+      if (n.children.empty()) return in;
+      const SizeState first = After(*n.children[0], in, true);
+      for (const auto& c : n.children) {
+        if (!Same(After(*c, in, true), first)) {
+          return Varies(Where(n.position, "OneOf") + ": its choices give different sizes");
+        }
+      }
+      return first;
+    }
+    case Node::kSomeOf: {
+      for (const auto& c : n.children) {
+        if (!Same(After(*c, in, false), in)) {
+          return Varies(Where(n.position, "SomeOf") + " picks a transform that changes the size");
+        }
+      }
+      return in;
+    }
+  }
+  return in;
+}
+
+SizeState After(const Node& n, SizeState in, bool forced) {
+  if (!forced && n.p <= 0) return in;
+  const SizeState out = Body(n, in);
+  if (forced || n.p >= 1 || Same(out, in)) return out;
+  return Varies(Where(n.position, n.type == Node::kLeaf ? n.leaf->name : "container") +
+                " changes the size only when it is applied (p=" + json(n.p).dump() + ")");
+}
+
+SizeState OutputOf(const Node& root, int in_h, int in_w) {
+  SizeState in;
+  if (in_h > 0 && in_w > 0) {
+    in.known = true;
+    in.size = {in_h, in_w};
+  }
+  return After(root, in, false);
+}
+
+Status CheckNormalize(const Node& root, std::vector<double>* mean, std::vector<double>* stdv) {
+  std::vector<Node*> leaves;
+  AllLeaves(root, &leaves);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i]->leaf->kind() != Kind::kNormalize) continue;
+    const std::string where = Where(leaves[i]->position, "Normalize");
+    const bool top = std::any_of(root.children.begin(), root.children.end(),
+                                 [&](const auto& c) { return c.get() == leaves[i]; });
+    if (i + 1 != leaves.size() || !top) {
+      return Status::InvalidArgument(
+          where +
+          ": Normalize must be the last transform of the top-level Compose (it maps "
+          "onto the loader's normalize stage, after every other transform)");
+    }
+    if (root.p < 1) {
+      return Status::InvalidArgument(where + ": the Compose has p=" + json(root.p).dump() +
+                                     ", which would skip Normalize for some samples");
+    }
+    NormalizeOf(*leaves[i]->leaf, mean, stdv);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+}  // namespace transforms
+
+using transforms::Plan;
+using transforms::Region;
+
+TransformPipeline::TransformPipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TransformPipeline::~TransformPipeline() = default;
+
+Status TransformPipeline::Parse(const std::string& json_text,
+                                std::shared_ptr<const TransformPipeline>* out) {
+  auto impl = std::make_unique<Impl>();
+  DSPIPE_RETURN_IF_ERROR(transforms::ParseSpec(json_text, &impl->root, &impl->node_count));
+  DSPIPE_RETURN_IF_ERROR(transforms::CheckNormalize(*impl->root, &impl->mean, &impl->stdv));
+  transforms::AssignSegments(impl->root.get(), &impl->labels);
+  std::vector<transforms::Node*> leaves;
+  transforms::AllLeaves(*impl->root, &leaves);
+  for (const transforms::Node* n : leaves) impl->needs_mask |= n->leaf->draw_needs_mask();
+  out->reset(new TransformPipeline(std::move(impl)));
+  return Status::OK();
+}
+
+std::string TransformPipeline::ToJson(int indent) const {
+  const nlohmann::json j = {{"__version__", "2.0.8"},
+                            {"transform", transforms::NodeJson(*impl_->root)}};
+  return j.dump(indent);
+}
+
+bool TransformPipeline::OutputSize(int in_h, int in_w, int* out_h, int* out_w) const {
+  const transforms::SizeState s = transforms::OutputOf(*impl_->root, in_h, in_w);
+  if (!s.known) return false;
+  *out_h = s.size.h;
+  *out_w = s.size.w;
+  return true;
+}
+
+std::string TransformPipeline::OutputSizeReason(int in_h, int in_w) const {
+  const transforms::SizeState s = transforms::OutputOf(*impl_->root, in_h, in_w);
+  if (s.known) return "";
+  return s.why.empty() ? "the output size is the record's size, which is not fixed" : s.why;
+}
+
+bool TransformPipeline::has_normalize() const { return !impl_->mean.empty(); }
+const std::vector<double>& TransformPipeline::normalize_mean() const { return impl_->mean; }
+const std::vector<double>& TransformPipeline::normalize_std() const { return impl_->stdv; }
+const std::vector<std::string>& TransformPipeline::segment_labels() const { return impl_->labels; }
+
+namespace {
+
+cv::Mat Wrap(const ImageRef& r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels), r.data); }
+
+Status CheckInput(const ImageRef& image, const ImageRef* mask) {
+  if (image.data == nullptr || image.height <= 0 || image.width <= 0 ||
+      (image.channels != 1 && image.channels != 3)) {
+    return Status::InvalidArgument("transforms: the image must be H x W x 1 or 3 uint8");
+  }
+  if (mask != nullptr && (mask->data == nullptr || mask->height != image.height ||
+                          mask->width != image.width || mask->channels != 1)) {
+    return Status::InvalidArgument("transforms: the mask must be H x W uint8, the image's size");
+  }
+  return Status::OK();
+}
+
+void Own(const cv::Mat& m, OwnedImage* out) {
+  out->height = m.rows;
+  out->width = m.cols;
+  out->channels = m.channels();
+  out->pixels.assign(m.data, m.data + m.total() * m.elemSize());
+}
+
+}  // namespace
+
+Status TransformPipeline::Apply(uint64_t seed, uint64_t epoch, uint64_t index,
+                                const ImageRef& image, const ImageRef* mask, OwnedImage* out_image,
+                                OwnedImage* out_mask) const {
+  DSPIPE_RETURN_IF_ERROR(CheckInput(image, mask));
+  Plan plan;
+  DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
+                                              {image.height, image.width}, image.channels, &plan));
+  cv::Mat dst(plan.out.h, plan.out.w, CV_8UC(image.channels));
+  cv::Mat dst_mask;
+  if (mask != nullptr) dst_mask.create(plan.out.h, plan.out.w, CV_8UC1);
+  transforms::Scratch scratch;
+  DSPIPE_RETURN_IF_ERROR(transforms::Execute(&plan, Wrap(image), Region{},
+                                             mask ? Wrap(*mask) : cv::Mat(), &dst, &dst_mask,
+                                             &scratch, nullptr, {}));
+  Own(dst, out_image);
+  if (out_mask != nullptr && mask != nullptr) Own(dst_mask, out_mask);
+  return Status::OK();
+}
+
+Status TransformPipeline::ApplySequential(uint64_t seed, uint64_t epoch, uint64_t index,
+                                          const ImageRef& image, const ImageRef* mask,
+                                          OwnedImage* out_image, OwnedImage* out_mask) const {
+  DSPIPE_RETURN_IF_ERROR(CheckInput(image, mask));
+  Plan plan;
+  DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
+                                              {image.height, image.width}, image.channels, &plan));
+  cv::Mat out, out_mask_mat;
+  DSPIPE_RETURN_IF_ERROR(transforms::ExecuteSequential(
+      &plan, Wrap(image), mask ? Wrap(*mask) : cv::Mat(), &out, &out_mask_mat));
+  Own(out, out_image);
+  if (out_mask != nullptr && mask != nullptr) Own(out_mask_mat, out_mask);
+  return Status::OK();
+}
+
+Status TransformPipeline::Draws(uint64_t seed, uint64_t epoch, uint64_t index, int in_h, int in_w,
+                                const ImageRef* mask, std::string* json_out) const {
+  Plan plan;
+  DSPIPE_RETURN_IF_ERROR(
+      transforms::MakePlan(*impl_->root, seed, epoch, index, {in_h, in_w}, 3, &plan));
+  if (mask != nullptr) {  // deferred draws need the mask as it is at their step
+    cv::Mat image(in_h, in_w, CV_8UC3, cv::Scalar::all(0)), out, out_mask;
+    DSPIPE_RETURN_IF_ERROR(
+        transforms::ExecuteSequential(&plan, image, Wrap(*mask), &out, &out_mask));
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const transforms::Step& s : plan.steps) {
+    nlohmann::json e = {{"position", s.position},
+                        {"name", s.leaf->name},
+                        {"in", {s.in.h, s.in.w}},
+                        {"out", {s.out.h, s.out.w}}};
+    if (s.deferred) {
+      e["deferred"] = true;
+    } else {
+      e["params"] = s.leaf->Params(s);
+    }
+    list.push_back(e);
+  }
+  *json_out = list.dump();
+  return Status::OK();
+}
+
+const std::vector<TransformInfo>& SupportedTransforms() {
+  static const std::vector<TransformInfo> table = [] {
+    std::vector<TransformInfo> t;
+    for (const char* c : {"Compose", "OneOf", "SomeOf", "Sequential"}) {
+      const std::string n = c;
+      TransformInfo i{c,     "container",         "as its children",
+                      false, {"transforms", "p"}, n == "OneOf" || n == "Sequential" ? 0.5 : 1.0};
+      if (n == "SomeOf") i.args = {"transforms", "n", "replace", "p"};
+      t.push_back(i);
+    }
+    for (const transforms::LeafType& l : transforms::LeafTypes()) {
+      // The constructor's p: what the leaf's parser is told (it is asked first, so a bare
+      // object that then lacks a required argument still tells it).
+      const nlohmann::json bare = {{"__class_fullname__", l.name}};
+      transforms::ArgReader r(bare, l.name);
+      std::unique_ptr<transforms::Leaf> unused;
+      (void)l.make(r, &unused);
+      t.push_back({l.name, l.kind, l.mask, l.fused, l.args, r.class_default_p()});
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace dspipe

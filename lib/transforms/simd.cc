@@ -1,0 +1,241 @@
+// Vector kernels for the two copies every pipeline leans on: a horizontal flip of 1- and
+// 3-channel uint8 rows (SSSE3 byte shuffles: 16 / 5 pixels a step) and a 256-entry uint8 table
+// lookup (AVX-512 VBMI: two vpermi2b per 64 bytes). Both are chosen at run time from the CPU's
+// features and fall back to plain loops; results are identical either way (pure copies).
+#include "transforms/simd.h"
+
+#include <algorithm>
+#include <cstring>
+#include <opencv2/core.hpp>
+
+#include "core/rng.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DSPIPE_TRANSFORMS_X86 1
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*().
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace dspipe::transforms {
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+inline uint64_t Word(uint64_t seed, uint64_t k) { return Mix64(seed + k * kGolden); }
+inline int Field(uint64_t word, size_t i) {
+  return static_cast<int>((word >> (16 * (i & 3))) & 0xFFF);
+}
+
+#ifdef DSPIPE_TRANSFORMS_X86
+bool HaveNoiseAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+  return have;
+}
+
+// 32 values a step: 8 words (lanes k .. k+7) mixed in parallel, split into 32 16-bit fields.
+__attribute__((target("avx512f,avx512dq,avx512bw"))) size_t NoiseAvx512(uint8_t* p, size_t n,
+                                                                        const int32_t* table,
+                                                                        uint64_t seed,
+                                                                        uint64_t first) {
+  const __m512i golden = _mm512_set1_epi64(static_cast<long long>(kGolden));
+  const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ULL));
+  const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBULL));
+  const __m512i lanes = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i field = _mm512_set1_epi16(0xFFF);
+  const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(255);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i k =
+        _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + i / 4)), lanes);
+    __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed)),
+                                 _mm512_mullo_epi64(k, golden));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    const __m512i q = _mm512_and_si512(z, field);  // 32 indices, value order
+    // The extract's lane must be an immediate (a loop variable is not one at -O0).
+    const __m256i halves[2] = {_mm512_extracti64x4_epi64(q, 0), _mm512_extracti64x4_epi64(q, 1)};
+    for (int half = 0; half < 2; ++half) {
+      const __m512i idx = _mm512_cvtepu16_epi32(halves[half]);
+      const __m512i noise = _mm512_i32gather_epi32(idx, table, 4);
+      const __m128i px = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * half));
+      __m512i v = _mm512_add_epi32(_mm512_cvtepu8_epi32(px), noise);
+      v = _mm512_min_epi32(_mm512_max_epi32(v, zero), top);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i + 16 * half), _mm512_cvtepi32_epi8(v));
+    }
+  }
+  return i;
+}
+#endif
+
+#ifdef DSPIPE_TRANSFORMS_X86
+bool HaveSsse3() {
+  static const bool have = __builtin_cpu_supports("ssse3");
+  return have;
+}
+bool HaveVbmi() {
+  static const bool have = __builtin_cpu_supports("avx512vbmi") &&
+                           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f");
+  return have;
+}
+
+// dst[j] = src[w - 1 - j] for one row of 3-byte pixels; returns the pixels done (the rest is
+// the caller's). Each step loads the 5 pixels ending at src pixel w - 1 - j (and the byte
+// before them), reverses them and stores 16 bytes, the last of which the next step overwrites.
+__attribute__((target("ssse3"))) int FlipRow3(const uint8_t* src, int w, uint8_t* dst) {
+  const __m128i rev = _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1);
+  int j = 0;
+  for (; j + 6 <= w; j += 5) {
+    const __m128i v = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(src + static_cast<ptrdiff_t>(w - 5 - j) * 3 - 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + static_cast<ptrdiff_t>(j) * 3),
+                     _mm_shuffle_epi8(v, rev));
+  }
+  return j;
+}
+
+__attribute__((target("ssse3"))) int FlipRow1(const uint8_t* src, int w, uint8_t* dst) {
+  const __m128i rev = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  int j = 0;
+  for (; j + 16 <= w; j += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + w - 16 - j));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), _mm_shuffle_epi8(v, rev));
+  }
+  return j;
+}
+
+// 64 bytes a step with vpermb: 21 three-byte pixels (63 bytes + 1 the next step overwrites)
+// or 64 one-byte ones, reversed; same contract as FlipRow3 / FlipRow1.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) int FlipRowVbmi(const uint8_t* src, int w,
+                                                                       int channels, uint8_t* dst) {
+  struct Tables {
+    alignas(64) uint8_t idx[2][64];
+    Tables() {
+      for (int t = 0; t < 2; ++t) {
+        const int c = t == 0 ? 1 : 3, per = c == 3 ? 21 : 64;
+        for (int b = 0; b < 64; ++b) {
+          // Output byte b: pixel m = b / c of the step, channel b % c, from input pixel
+          // per-1-m, at byte (per - 1 - m) * c (+1 for c = 3: the load starts a byte early).
+          const int m = b / c, k = b % c;
+          idx[t][b] = static_cast<uint8_t>(m < per ? (per - 1 - m) * c + k + (c == 3) : 0);
+        }
+      }
+    }
+  };
+  static const Tables tables;
+  const int per = channels == 3 ? 21 : 64;
+  const __m512i rev = _mm512_load_si512(tables.idx[channels == 3 ? 1 : 0]);
+  int j = 0;
+  if (channels == 3) {
+    for (; j + per + 1 <= w; j += per) {
+      const __m512i v = _mm512_loadu_si512(src + static_cast<ptrdiff_t>(w - per - j) * 3 - 1);
+      _mm512_storeu_si512(dst + static_cast<ptrdiff_t>(j) * 3, _mm512_permutexvar_epi8(rev, v));
+    }
+  } else {
+    for (; j + 64 <= w; j += 64) {
+      const __m512i v = _mm512_loadu_si512(src + w - 64 - j);
+      _mm512_storeu_si512(dst + j, _mm512_permutexvar_epi8(rev, v));
+    }
+  }
+  return j;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t LutVbmi(uint8_t* p, size_t n,
+                                                                      const uint8_t* lut) {
+  const __m512i t0 = _mm512_loadu_si512(lut), t1 = _mm512_loadu_si512(lut + 64);
+  const __m512i t2 = _mm512_loadu_si512(lut + 128), t3 = _mm512_loadu_si512(lut + 192);
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i x = _mm512_loadu_si512(p + i);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, x, t1);  // entries 0..127 (7 index bits)
+    const __m512i hi = _mm512_permutex2var_epi8(t2, x, t3);  // entries 128..255
+    _mm512_storeu_si512(p + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi));
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
+uint64_t AddNoiseRow(uint8_t* p, size_t n, const int32_t* table, uint64_t seed, uint64_t first) {
+  size_t i = 0;
+#ifdef DSPIPE_TRANSFORMS_X86
+  if (HaveNoiseAvx512()) i = NoiseAvx512(p, n, table, seed, first);
+#endif
+  uint64_t word = 0;
+  for (; i < n; ++i) {
+    if ((i & 3) == 0 || i == 0) word = Word(seed, first + i / 4);
+    p[i] = static_cast<uint8_t>(std::clamp(p[i] + table[Field(word, i)], 0, 255));
+  }
+  return (n + 3) / 4;
+}
+
+uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int32_t* table,
+                           uint64_t seed, uint64_t first) {
+  uint64_t word = 0;
+  for (size_t i = 0; i < pixels; ++i) {
+    if ((i & 3) == 0) word = Word(seed, first + i / 4);
+    const int v = table[Field(word, i)];
+    for (int c = 0; c < channels; ++c) {
+      uint8_t& q = p[i * static_cast<size_t>(channels) + static_cast<size_t>(c)];
+      q = static_cast<uint8_t>(std::clamp(q + v, 0, 255));
+    }
+  }
+  return (pixels + 3) / 4;
+}
+
+void FlipHorizontal(const cv::Mat& src, cv::Mat* dst) {
+  const int c = src.channels();
+  if (src.data == dst->data || src.depth() != CV_8U || (c != 1 && c != 3)) {
+    cv::flip(src, *dst, 1);
+    return;
+  }
+  dst->create(src.rows, src.cols, src.type());
+  const int w = src.cols;
+  for (int y = 0; y < src.rows; ++y) {
+    const uint8_t* s = src.ptr<uint8_t>(y);
+    uint8_t* d = dst->ptr<uint8_t>(y);
+    int j = 0;
+#ifdef DSPIPE_TRANSFORMS_X86
+    if (HaveVbmi()) {
+      j = FlipRowVbmi(s, w, c, d);
+      // The rest with the 16-byte steps: pixels j.. of dst from pixels w-1-j.. of src.
+      if (HaveSsse3()) j += c == 3 ? FlipRow3(s, w - j, d + j * c) : FlipRow1(s, w - j, d + j * c);
+    } else if (HaveSsse3()) {
+      j = c == 3 ? FlipRow3(s, w, d) : FlipRow1(s, w, d);
+    }
+#endif
+    for (; j < w; ++j) std::memcpy(d + j * c, s + (w - 1 - j) * c, static_cast<size_t>(c));
+  }
+}
+
+void LookUpRow(uint8_t* p, size_t n, int channels, const uint8_t lut[4][256]) {
+  bool same = true;
+  for (int k = 1; k < channels; ++k) same &= std::memcmp(lut[0], lut[k], 256) == 0;
+  if (!same) {
+    const size_t c = static_cast<size_t>(channels);
+    for (size_t i = 0; i < n; i += c) {
+      for (size_t k = 0; k < c; ++k) p[i + k] = lut[k][p[i + k]];
+    }
+    return;
+  }
+  size_t i = 0;
+#ifdef DSPIPE_TRANSFORMS_X86
+  if (HaveVbmi()) i = LutVbmi(p, n, lut[0]);
+#endif
+  const uint8_t* t = lut[0];
+  for (; i < n; ++i) p[i] = t[p[i]];
+}
+
+void LookUp(cv::Mat* image, const uint8_t lut[4][256]) {
+  const int c = image->channels();
+  const size_t row = static_cast<size_t>(image->cols) * static_cast<size_t>(c);
+  if (image->isContinuous()) {
+    LookUpRow(image->data, row * static_cast<size_t>(image->rows), c, lut);
+    return;
+  }
+  for (int y = 0; y < image->rows; ++y) LookUpRow(image->ptr<uint8_t>(y), row, c, lut);
+}
+
+}  // namespace dspipe::transforms

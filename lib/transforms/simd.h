@@ -1,0 +1,30 @@
+// Vector kernels of the transforms (simd.cc): exact copies, picked by the CPU's features at run
+// time. Internal to dspipe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <opencv2/core.hpp>
+
+namespace dspipe::transforms {
+
+// cv::flip(src, *dst, 1) for 1- and 3-channel uint8 images (SSSE3), else cv::flip itself.
+// *dst is (re)allocated unless it already has src's size and type (a ROI header is written in
+// place); src and dst must not overlap unless they are the same image (then cv::flip).
+void FlipHorizontal(const cv::Mat& src, cv::Mat* dst);
+
+// p[i] = lut[i % channels][p[i]] for n bytes of interleaved pixels (one table for all channels:
+// AVX-512 VBMI, 64 bytes a step), in place.
+void LookUpRow(uint8_t* p, size_t n, int channels, const uint8_t lut[4][256]);
+void LookUp(cv::Mat* image, const uint8_t lut[4][256]);
+
+// GaussNoise's per-channel noise on n values: p[i] = clamp(p[i] + table[q_i], 0, 255) with
+// q_i = bits [16 (i % 4), 16 (i % 4) + 12) of word(first + i / 4), word(k) = splitmix64's k-th
+// output from `seed` (Mix64(seed + k * golden)): counter-based, so AVX-512 (8 words a step) and
+// the plain loop give the same values. table: 4096 int32 noise values. Returns the words used.
+uint64_t AddNoiseRow(uint8_t* p, size_t n, const int32_t* table, uint64_t seed, uint64_t first);
+// The same noise value added to every channel of a pixel (per_channel=false): q_i for pixel i.
+uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int32_t* table,
+                           uint64_t seed, uint64_t first);
+
+}  // namespace dspipe::transforms

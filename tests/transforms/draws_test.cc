@@ -1,0 +1,334 @@
+// Random draws: they depend only on (seed, epoch, index, transform position), and over 10^4
+// draws (fixed seed, so the statistics cannot flake) each parameter's empirical distribution
+// matches albumentations' documented one: KS distance for continuous parameters (0.02 >
+// the 0.1% critical value 1.95 / sqrt(10^4)), chi-square for discrete ones.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dspipe/transforms.h"
+
+namespace dspipe {
+namespace {
+
+using nlohmann::json;
+constexpr int kN = 10000;
+
+std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
+  std::shared_ptr<const TransformPipeline> p;
+  const Status s = TransformPipeline::Parse(text, &p);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return p;
+}
+
+json DrawsOf(const TransformPipeline& p, uint64_t seed, uint64_t epoch, uint64_t index, int h,
+             int w) {
+  std::string text;
+  const Status s = p.Draws(seed, epoch, index, h, w, nullptr, &text);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return json::parse(text);
+}
+
+// The named transform's params in each of kN samples: absent when it did not run, null when it
+// drew a no-op (the plan leaves those out: RandomRotate90's factor 0, SquareSymmetry's "e").
+std::vector<json> Params(const std::string& spec, const std::string& name, int h = 100, int w = 120,
+                         int n = kN, bool noops = false) {
+  auto p = MustParse(spec);
+  std::vector<json> out;
+  for (int i = 0; i < n; ++i) {
+    bool seen = false;
+    for (const json& d : DrawsOf(*p, 7, 0, static_cast<uint64_t>(i), h, w)) {
+      if (d["name"] == name) out.push_back(d["params"]), seen = true;
+    }
+    if (!seen && noops) out.push_back(nullptr);
+  }
+  return out;
+}
+
+double KsUniform(std::vector<double> v, double lo, double hi) {
+  std::sort(v.begin(), v.end());
+  double d = 0;
+  const double n = static_cast<double>(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double f = std::clamp((v[i] - lo) / (hi - lo), 0.0, 1.0);
+    d = std::max({d, std::fabs(f - i / n), std::fabs(f - (i + 1) / n)});
+  }
+  return d;
+}
+
+// Pearson's statistic against equal (or given) bin probabilities; the bound is df + 6 sqrt(2 df).
+void ExpectBins(const std::vector<int>& values, int bins, const std::vector<double>& probs = {}) {
+  std::vector<double> count(static_cast<size_t>(bins), 0);
+  for (int v : values) {
+    ASSERT_GE(v, 0);
+    ASSERT_LT(v, bins);
+    count[static_cast<size_t>(v)] += 1;
+  }
+  double chi2 = 0;
+  for (int b = 0; b < bins; ++b) {
+    const double p = probs.empty() ? 1.0 / bins : probs[static_cast<size_t>(b)];
+    const double e = p * static_cast<double>(values.size());
+    chi2 += (count[static_cast<size_t>(b)] - e) * (count[static_cast<size_t>(b)] - e) / e;
+  }
+  const double df = bins - 1;
+  EXPECT_LT(chi2, df + 6 * std::sqrt(2 * df)) << bins << " bins";
+}
+
+TEST(TransformDraws, DependOnlyOnSeedEpochIndexAndPosition) {
+  const std::string a = R"([{"__class_fullname__": "Rotate", "p": 1},
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40}])";
+  // Another transform inserted after, and a different p before one of them, leave the draws of
+  // the others as they were.
+  const std::string b = R"([{"__class_fullname__": "Rotate", "p": 1},
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40},
+                            {"__class_fullname__": "GaussNoise", "p": 1}])";
+  auto pa = MustParse(a), pb = MustParse(b);
+  const std::string c = R"([{"__class_fullname__": "HorizontalFlip", "p": 0.1},
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40}])";
+  const std::string d = R"([{"__class_fullname__": "HorizontalFlip", "p": 0.9},
+                            {"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 40}])";
+  auto pc = MustParse(c), pd = MustParse(d);
+  int differ_index = 0, differ_epoch = 0, differ_seed = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const json base = DrawsOf(*pa, 3, 1, i, 100, 120);
+    EXPECT_EQ(base, DrawsOf(*pa, 3, 1, i, 100, 120));
+    json longer = DrawsOf(*pb, 3, 1, i, 100, 120);
+    longer.erase(longer.size() - 1);
+    EXPECT_EQ(base, longer) << i;
+    differ_index += base != DrawsOf(*pa, 3, 1, i + 1, 100, 120);
+    differ_epoch += base != DrawsOf(*pa, 3, 2, i, 100, 120);
+    differ_seed += base != DrawsOf(*pa, 4, 1, i, 100, 120);
+    EXPECT_EQ(DrawsOf(*pc, 3, 1, i, 100, 120).back(), DrawsOf(*pd, 3, 1, i, 100, 120).back());
+  }
+  EXPECT_GT(differ_index, 195);
+  EXPECT_GT(differ_epoch, 195);
+  EXPECT_GT(differ_seed, 195);
+}
+
+TEST(TransformDraws, ProbabilitiesAndContainers) {
+  // p: HorizontalFlip(p=0.3) runs in 30% of samples (5 sigma = 230 of 10^4).
+  EXPECT_NEAR(
+      Params(R"([{"__class_fullname__": "HorizontalFlip", "p": 0.3}])", "HorizontalFlip").size(),
+      3000, 230);
+  // OneOf: the children's p are weights (1 : 3), the chosen one always runs.
+  auto p = MustParse(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 0.1},
+      {"__class_fullname__": "VerticalFlip", "p": 0.3}]}])");
+  std::vector<int> picks;
+  for (int i = 0; i < kN; ++i) {
+    const json d = DrawsOf(*p, 7, 0, static_cast<uint64_t>(i), 50, 50);
+    ASSERT_EQ(d.size(), 1u);
+    picks.push_back(d[0]["name"] == "HorizontalFlip" ? 0 : 1);
+  }
+  ExpectBins(picks, 2, {0.25, 0.75});
+  // SomeOf(n=2) of four p=1 transforms: each of the 6 pairs equally likely, in spec order.
+  p = MustParse(R"([{"__class_fullname__": "SomeOf", "p": 1, "n": 2, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 1}, {"__class_fullname__": "VerticalFlip", "p": 1},
+      {"__class_fullname__": "Transpose", "p": 1}, {"__class_fullname__": "RandomGamma", "p": 1}]}])");
+  const std::vector<std::string> order = {"HorizontalFlip", "VerticalFlip", "Transpose",
+                                          "RandomGamma"};
+  std::map<std::pair<int, int>, int> pair_index;
+  for (int a = 0, k = 0; a < 4; ++a) {
+    for (int b = a + 1; b < 4; ++b) pair_index[{a, b}] = k++;
+  }
+  std::vector<int> pairs;
+  for (int i = 0; i < kN; ++i) {
+    const json d = DrawsOf(*p, 7, 0, static_cast<uint64_t>(i), 50, 50);
+    ASSERT_EQ(d.size(), 2u);
+    const int a =
+        static_cast<int>(std::find(order.begin(), order.end(), d[0]["name"]) - order.begin());
+    const int b =
+        static_cast<int>(std::find(order.begin(), order.end(), d[1]["name"]) - order.begin());
+    ASSERT_LT(a, b);
+    pairs.push_back(pair_index[{a, b}]);
+  }
+  ExpectBins(pairs, 6);
+  // Sequential(p=0.4): all or nothing.
+  const auto seq = Params(R"([{"__class_fullname__": "Sequential", "p": 0.4, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 1}]}])",
+                          "HorizontalFlip");
+  EXPECT_NEAR(seq.size(), 4000, 245);
+}
+
+TEST(TransformDraws, GeometricParametersFollowTheirRanges) {
+  std::vector<int> factors, elements, xs, ys;
+  for (const json& q : Params(R"([{"__class_fullname__": "RandomRotate90", "p": 1}])",
+                              "RandomRotate90", 100, 120, kN, true)) {
+    factors.push_back(q.is_null() ? 0 : q["factor"].get<int>());
+  }
+  ExpectBins(factors, 4);
+  const char* names[] = {"e", "r90", "r180", "r270", "v", "hvt", "h", "t"};
+  for (const json& q : Params(R"([{"__class_fullname__": "SquareSymmetry", "p": 1}])",
+                              "SquareSymmetry", 100, 120, kN, true)) {
+    elements.push_back(
+        q.is_null() ? 0
+                    : static_cast<int>(std::find(names, names + 8, q["group_element"]) - names));
+  }
+  ExpectBins(elements, 8);
+  // RandomCrop 40x30 of 100x120: x_min uniform on 0..90, y_min on 0..60.
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 30}])",
+              "RandomCrop")) {
+    xs.push_back(q["crop_coords"][0]);
+    ys.push_back(q["crop_coords"][1]);
+  }
+  ExpectBins(xs, 91);
+  ExpectBins(ys, 61);
+  // Rotate: the angle (from the matrix) uniform on the limit.
+  std::vector<double> angles;
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "Rotate", "limit": 30, "p": 1}])", "Rotate")) {
+    const double a = std::atan2(q["matrix"][0][1].get<double>(), q["matrix"][0][0].get<double>());
+    angles.push_back(a * 180 / M_PI);
+  }
+  EXPECT_LT(KsUniform(angles, -30, 30), 0.02);
+  // Affine: rotate, scale x / y, shear uniform on their ranges; translate_percent * size,
+  // truncated toward zero.
+  std::vector<double> rot, sx, sy, shear, tx;
+  for (const json& q : Params(R"([{"__class_fullname__": "Affine", "p": 1, "rotate": [-20, 20],
+      "scale": [0.5, 1.5], "shear": {"x": [-10, 10], "y": 0}, "translate_percent": [-0.2, 0.2]}])",
+                              "Affine")) {
+    rot.push_back(q["rotate"]);
+    sx.push_back(q["scale"]["x"]);
+    sy.push_back(q["scale"]["y"]);
+    shear.push_back(q["shear"]["x"]);
+    tx.push_back(q["translate"]["x"]);
+    ASSERT_EQ(std::trunc(tx.back()), tx.back());
+  }
+  EXPECT_LT(KsUniform(rot, -20, 20), 0.02);
+  EXPECT_LT(KsUniform(sx, 0.5, 1.5), 0.02);
+  EXPECT_LT(KsUniform(sy, 0.5, 1.5), 0.02);
+  EXPECT_LT(KsUniform(shear, -10, 10), 0.02);  // drawn negated, as albumentations does
+  std::vector<int> tbins;
+  for (double t : tx) tbins.push_back(static_cast<int>(t) + 23);  // int(U(-0.2, 0.2) * 120)
+  std::vector<double> want(47, 0);
+  for (int k = -23; k <= 23; ++k) {  // P(trunc(24 u) = k), u ~ U(-1, 1)... in units of 1/120
+    const double lo = k > 0 ? k : k < 0 ? k - 1 : -1, hi = k > 0 ? k + 1 : k < 0 ? k : 1;
+    want[static_cast<size_t>(k + 23)] = (std::min(hi, 24.0) - std::max(lo, -24.0)) / 48.0;
+  }
+  ExpectBins(tbins, 47, want);
+  // RandomResizedCrop on a 1000 x 1000 image takes the first try: area ~ U(scale), log ratio
+  // ~ U(log ratio range), up to rounding the crop size to whole pixels.
+  std::vector<double> area, log_ratio;
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [64, 64],
+      "scale": [0.2, 0.5]}])",
+              "RandomResizedCrop", 1000, 1000)) {
+    const double w = q["crop_coords"][2].get<int>() - q["crop_coords"][0].get<int>();
+    const double h = q["crop_coords"][3].get<int>() - q["crop_coords"][1].get<int>();
+    area.push_back(w * h / 1e6);
+    log_ratio.push_back(std::log(w / h));
+  }
+  EXPECT_LT(KsUniform(area, 0.2, 0.5), 0.02);
+  EXPECT_LT(KsUniform(log_ratio, std::log(0.75), std::log(4.0 / 3)), 0.02);
+}
+
+TEST(TransformDraws, PhotometricParametersFollowTheirRanges) {
+  std::vector<double> alpha, beta, gamma, hue, sigma, bright;
+  std::vector<int> holes, orders;
+  for (const json& q : Params(R"([{"__class_fullname__": "RandomBrightnessContrast", "p": 1}])",
+                              "RandomBrightnessContrast")) {
+    alpha.push_back(q["alpha"]);
+    beta.push_back(q["beta_fraction"]);
+  }
+  EXPECT_LT(KsUniform(alpha, 0.8, 1.2), 0.02);
+  EXPECT_LT(KsUniform(beta, -0.2, 0.2), 0.02);
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "RandomGamma", "p": 1}])", "RandomGamma")) {
+    gamma.push_back(q["gamma"]);
+  }
+  EXPECT_LT(KsUniform(gamma, 0.8, 1.2), 0.02);
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "HueSaturationValue", "p": 1}])", "HueSaturationValue")) {
+    hue.push_back(q["hue_shift"]);
+  }
+  EXPECT_LT(KsUniform(hue, -20, 20), 0.02);
+  for (const json& q : Params(R"([{"__class_fullname__": "GaussNoise", "p": 1}])", "GaussNoise")) {
+    sigma.push_back(q["sigma"]);
+  }
+  EXPECT_LT(KsUniform(sigma, 0.2, 0.44), 0.02);
+  for (const json& q :
+       Params(R"([{"__class_fullname__": "ColorJitter", "p": 1}])", "ColorJitter")) {
+    bright.push_back(q["brightness"]);
+    const auto& o = q["order"];
+    orders.push_back(o[0].get<int>() * 64 + o[1].get<int>() * 16 + o[2].get<int>() * 4 +
+                     o[3].get<int>());
+  }
+  EXPECT_LT(KsUniform(bright, 0.8, 1.2), 0.02);
+  std::map<int, int> perm;  // the 24 orders equally likely
+  for (int o : orders) perm.emplace(o, static_cast<int>(perm.size()));
+  ASSERT_EQ(perm.size(), 24u);
+  std::vector<int> perm_bins;
+  for (int o : orders) perm_bins.push_back(perm[o]);
+  ExpectBins(perm_bins, 24);
+  for (const json& q : Params(R"([{"__class_fullname__": "CoarseDropout", "p": 1,
+      "num_holes_range": [1, 4]}])",
+                              "CoarseDropout")) {
+    holes.push_back(static_cast<int>(q["holes"].size()) - 1);
+  }
+  ExpectBins(holes, 4);
+}
+
+// GaussNoise's noise: trunc(N(mean, sigma)) * 255 added to each value (albucore truncates).
+TEST(TransformDraws, GaussNoiseIsTruncatedNormal) {
+  auto p = MustParse(R"([{"__class_fullname__": "GaussNoise", "p": 1, "std_range": [0.1, 0.1]}])");
+  ASSERT_TRUE(p);
+  std::vector<uint8_t> gray(100 * 100, 128);
+  const ImageRef in{gray.data(), 100, 100, 1};
+  OwnedImage out;
+  ASSERT_TRUE(p->Apply(1, 0, 0, in, nullptr, &out, nullptr).ok());
+  const double sigma = 0.1 * 255;
+  std::map<int, int> hist;
+  for (uint8_t v : out.pixels) ++hist[static_cast<int>(v) - 128];
+  auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  double ks = 0, cum = 0;
+  for (int k = -127; k <= 127; ++k) {
+    cum += hist.count(k) ? hist[k] : 0;
+    const double want = k >= 0 ? phi((k + 1) / sigma) : phi(k / sigma);  // P(trunc(X) <= k)
+    ks = std::max(ks, std::fabs(cum / 1e4 - want));
+  }
+  EXPECT_LT(ks, 0.02);
+  // per_channel=false: one noise value per pixel, the same in every channel.
+  p = MustParse(R"([{"__class_fullname__": "GaussNoise", "p": 1, "per_channel": false}])");
+  std::vector<uint8_t> rgb(40 * 40 * 3, 100);
+  const ImageRef in3{rgb.data(), 40, 40, 3};
+  ASSERT_TRUE(p->Apply(1, 0, 0, in3, nullptr, &out, nullptr).ok());
+  int varied = 0;
+  for (size_t i = 0; i < out.pixels.size(); i += 3) {
+    ASSERT_EQ(out.pixels[i], out.pixels[i + 1]);
+    ASSERT_EQ(out.pixels[i], out.pixels[i + 2]);
+    varied += out.pixels[i] != 100;
+  }
+  EXPECT_GT(varied, 1500);
+}
+
+TEST(TransformDraws, CropNonEmptyMaskIfExistsCropsAroundTheMask) {
+  auto p = MustParse(
+      R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 10, "width": 12}])");
+  ASSERT_TRUE(p);
+  std::vector<uint8_t> mask(80 * 90, 0), image(80 * 90 * 3, 7);
+  for (int y = 50; y < 54; ++y) {
+    for (int x = 20; x < 23; ++x) mask[static_cast<size_t>(y) * 90 + x] = 3;
+  }
+  const ImageRef m{mask.data(), 80, 90, 1}, img{image.data(), 80, 90, 3};
+  for (uint64_t i = 0; i < 300; ++i) {
+    OwnedImage out, out_mask;
+    ASSERT_TRUE(p->Apply(5, 0, i, img, &m, &out, &out_mask).ok());
+    ASSERT_EQ(out_mask.height, 10);
+    ASSERT_EQ(out_mask.width, 12);
+    EXPECT_TRUE(std::any_of(out_mask.pixels.begin(), out_mask.pixels.end(), [](uint8_t v) {
+      return v == 3;
+    })) << i;
+  }
+  OwnedImage out;
+  EXPECT_EQ(p->Apply(5, 0, 0, img, nullptr, &out, nullptr).code(), Status::Code::kBadInput);
+}
+
+}  // namespace
+}  // namespace dspipe

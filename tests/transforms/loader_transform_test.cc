@@ -1,0 +1,318 @@
+// The loader with a transform pipeline (LoaderOptions::transform) over real LMDBs: every batch
+// is exactly TransformPipeline::Apply of its records (the same code path), identical for 1, 2
+// and 4 threads and after a restore; datasets whose records differ in size; what is refused at
+// open; Normalize mapped onto the normalize stage (LUT ops folded into it); the fused PNG path
+// kept for flips-only pipelines; the stage table's transform rows.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <string>
+#include <vector>
+
+#include "dspipe/loader.h"
+#include "dspipe/normalize.h"
+#include "dspipe/transforms.h"
+#include "pipeline/loader_fixture.h"
+#include "pipeline/sample.h"
+
+namespace dspipe {
+namespace {
+
+constexpr int kCount = 14, kH = 40, kW = 48;
+
+const char* const kRecipe = R"([
+  {"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 32},
+  {"__class_fullname__": "RandomCrop", "p": 1, "height": 32, "width": 32},
+  {"__class_fullname__": "SquareSymmetry", "p": 1},
+  {"__class_fullname__": "Affine", "p": 0.7, "rotate": [-15, 15], "translate_percent": 0.05, "fill_mask": 255},
+  {"__class_fullname__": "RandomBrightnessContrast", "p": 0.8},
+  {"__class_fullname__": "GaussNoise", "p": 0.5},
+  {"__class_fullname__": "Normalize", "p": 1}])";
+
+std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
+  std::shared_ptr<const TransformPipeline> p;
+  const Status s = TransformPipeline::Parse(text, &p);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return p;
+}
+
+struct FusedScope {
+  explicit FusedScope(bool on) { pipeline::SetFusedDecodeEnabled(on); }
+  ~FusedScope() { pipeline::SetFusedDecodeEnabled(true); }
+};
+
+class LoaderTransformTest : public testing::EncodedLmdbTest {
+ protected:
+  LoaderTransformTest() : EncodedLmdbTest(kCount, kH, kW) {}
+
+  static LoaderOptions Options(const char* spec, int threads = 2) {
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.threads = threads;
+    o.sampler.seed = 17;
+    o.transform = MustParse(spec);
+    o.normalize = NormalizeMode::kCpuFloat32;
+    return o;
+  }
+  std::unique_ptr<Loader> Open(const LoaderOptions& o, const std::string& path = "") {
+    std::unique_ptr<Loader> loader;
+    const Status s = Loader::Open(path.empty() ? path_ : path, o, &loader);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return loader;
+  }
+  Status OpenError(const LoaderOptions& o, const std::string& path = "") {
+    std::unique_ptr<Loader> loader;
+    return Loader::Open(path.empty() ? path_ : path, o, &loader);
+  }
+};
+
+TEST_F(LoaderTransformTest, EveryBatchIsTheTransformOfItsRecords) {
+  for (
+      const char* spec :
+      {kRecipe,
+       R"([{"__class_fullname__": "HorizontalFlip"}, {"__class_fullname__": "RandomGamma", "p": 1},
+            {"__class_fullname__": "Normalize", "p": 1, "mean": 0.5, "std": 0.25}])",
+       R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [24, 30]}, {"__class_fullname__": "CoarseDropout", "p": 1, "fill_mask": 255},
+            {"__class_fullname__": "Normalize", "p": 1}])"}) {
+    for (bool fused : {true, false}) {
+      FusedScope scope(fused);
+      const LoaderOptions o = Options(spec);
+      auto loader = Open(o);
+      ASSERT_TRUE(loader);
+      const BatchShape& shape = loader->shape();
+      NormalizeParams norm;
+      norm.channels = 3;
+      for (int c = 0; c < 3; ++c) {
+        norm.mean[c] = static_cast<float>(loader->options().mean[c]);
+        norm.std[c] = static_cast<float>(loader->options().std[c]);
+      }
+      const size_t n = static_cast<size_t>(shape.height) * shape.width;
+      for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) {
+        for (size_t i = 0; i < b.indices.size(); ++i) {
+          cv::Mat src = testing::GenImage(static_cast<int>(b.indices[i]), kH, kW);
+          cv::Mat mask = testing::MaskOf(src);
+          const ImageRef in{src.data, kH, kW, 3}, min{mask.data, kH, kW, 1};
+          OwnedImage want, want_mask;
+          ASSERT_TRUE(o.transform->Apply(17, 1, b.indices[i], in, &min, &want, &want_mask).ok());
+          ASSERT_EQ(want.pixels.size(), n * 3);
+          EXPECT_EQ(std::memcmp(want.pixels.data(), b.images.data() + i * n * 3, n * 3), 0)
+              << spec << " index " << b.indices[i] << " fused " << fused;
+          EXPECT_EQ(std::memcmp(want_mask.pixels.data(), b.masks.data() + i * n, n), 0);
+          // Normalize is the loader's normalize stage, bit-identical to the batch kernel.
+          std::vector<float> floats(n * 3);
+          ASSERT_TRUE(NormalizeNhwcToNchwF32(want.pixels.data(), 1, shape.height, shape.width, norm,
+                                             floats.data())
+                          .ok());
+          EXPECT_EQ(std::memcmp(floats.data(), b.normalized.data() + i * n * 3, n * 12), 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(LoaderTransformTest, SameBatchesFor1To4ThreadsAndAfterARestore) {
+  std::vector<testing::BatchCopy> reference;
+  for (int threads : {1, 2, 4}) {
+    auto loader = Open(Options(kRecipe, threads));
+    const auto batches = testing::RunEpochs(loader.get(), 0, 2);
+    ASSERT_EQ(batches.size(), 8u);
+    if (reference.empty()) {
+      reference = batches;
+    } else {
+      EXPECT_TRUE(batches == reference) << threads << " threads";
+    }
+  }
+  for (size_t stop : {1u, 3u, 5u}) {
+    LoaderState state;
+    {
+      auto first = Open(Options(kRecipe));
+      Batch b;
+      for (size_t k = 0; k < stop; ++k) {
+        ASSERT_TRUE(first->Next(&b).ok());
+        if (!b) {
+          ASSERT_TRUE(first->Next(&b).ok());
+        }
+      }
+      state = first->state();
+    }
+    auto second = Open(Options(kRecipe, 1));
+    ASSERT_TRUE(second->Restore(state).ok());
+    Batch b;
+    for (size_t k = stop; k < reference.size();) {
+      ASSERT_TRUE(second->Next(&b).ok());
+      if (!b) continue;
+      EXPECT_TRUE(testing::Copy(b) == reference[k]) << "stop " << stop << " batch " << k;
+      ++k;
+    }
+  }
+}
+
+TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
+  // Records 30x40 .. 52x62: the manifest fixes no size.
+  const std::string src = root_ + "/varied";
+  std::filesystem::create_directories(src + "/images");
+  std::filesystem::create_directories(src + "/masks");
+  for (int i = 0; i < 9; ++i) {
+    const int h = 30 + 3 * i, w = 40 + (5 * i) % 23;
+    cv::Mat img = testing::GenImage(i, h, w), bgr;
+    cv::cvtColor(img, bgr, cv::COLOR_RGB2BGR);
+    char name[32];
+    std::snprintf(name, sizeof(name), "%06d.png", i);
+    ASSERT_TRUE(cv::imwrite(src + "/images/" + name, bgr));
+    ASSERT_TRUE(cv::imwrite(src + "/masks/" + name, testing::MaskOf(img)));
+  }
+  const std::string varied = testing::Build(src, root_ + "/varied.lmdb", StoreMode::kEncoded, 1);
+  // A pipeline that does not end in a fixed size is refused, saying what to add.
+  LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+  const Status s = OpenError(o, varied);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("differ in size"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("Resize(height="), std::string::npos) << s.ToString();
+  // One that does gives fixed-size batches; so does height/width (a final Resize).
+  for (const char* spec : {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 24},
+                              {"__class_fullname__": "RandomCrop", "p": 1, "height": 24, "width": 24}])",
+                           R"([{"__class_fullname__": "HorizontalFlip"}])"}) {
+    o = Options(spec);
+    if (std::string(spec).find("Flip") != std::string::npos) o.height = o.width = 24;
+    auto loader = Open(o, varied);
+    ASSERT_TRUE(loader);
+    EXPECT_EQ(loader->shape().height, 24);
+    int samples = 0;
+    for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 0, 1)) {
+      samples += static_cast<int>(b.indices.size());
+    }
+    EXPECT_EQ(samples, 9);
+  }
+  // Height/width that contradict the size the pipeline ends in.
+  o = Options(R"([{"__class_fullname__": "CenterCrop", "p": 1, "height": 20, "width": 20}])");
+  o.height = o.width = 24;
+  EXPECT_NE(OpenError(o, varied).message().find("ends in 20x20"), std::string::npos);
+}
+
+TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
+  LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+  o.augment.hflip_p = 0.5;
+  // The options named as markers (each front end renders them: --hflip, hflip).
+  EXPECT_NE(OpenError(o).message().find(
+                "LoaderOptions::transform with AugmentOptions::hflip_p: set augment or transform"),
+            std::string::npos)
+      << OpenError(o).ToString();
+  o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
+  o.mean = {1, 2, 3};
+  o.std = {4, 5, 6};
+  EXPECT_NE(OpenError(o).message().find("leave LoaderOptions::mean and LoaderOptions::std empty"),
+            std::string::npos)
+      << OpenError(o).ToString();
+  // CropNonEmptyMaskIfExists over a dataset without masks.
+  testing::WriteSourceTree(root_ + "/nomask", 4, kH, kW, false);
+  const std::string nomask =
+      testing::Build(root_ + "/nomask", root_ + "/nomask.lmdb", StoreMode::kEncoded, 1);
+  o = Options(
+      R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 8}])");
+  o.normalize = NormalizeMode::kNone;
+  const Status s = OpenError(o, nomask);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("needs masks"), std::string::npos) << s.ToString();
+}
+
+// Flips with row-wise ops (LUTs, noise) keep the fused PNG path: decoded mirrored, each row's
+// ops and normalize done as the decoder finishes it; the same batches as the general path.
+TEST_F(LoaderTransformTest, FlipsAndRowOpsKeepTheFusedPngPath) {
+  for (const char* spec :
+       {R"([{"__class_fullname__": "HorizontalFlip"},
+      {"__class_fullname__": "RandomBrightnessContrast", "p": 0.7}, {"__class_fullname__": "Normalize", "p": 1}])",
+        R"([{"__class_fullname__": "HorizontalFlip"}, {"__class_fullname__": "RandomGamma", "p": 1},
+      {"__class_fullname__": "GaussNoise", "p": 0.8}, {"__class_fullname__": "Normalize", "p": 1}])"}) {
+    std::vector<testing::BatchCopy> unfused;
+    {
+      FusedScope scope(false);
+      auto loader = Open(Options(spec));
+      unfused = testing::RunEpochs(loader.get(), 0, 1);
+    }
+    auto loader = Open(Options(spec));
+    EXPECT_TRUE(testing::RunEpochs(loader.get(), 0, 1) == unfused) << spec;
+    StageStats& st = loader->stats();
+    EXPECT_EQ(st.Summary(Stage::kDecode).count, static_cast<uint64_t>(kCount));
+    EXPECT_EQ(st.Summary(Stage::kAugment).count, 0u) << "every sample took the fused PNG path";
+    EXPECT_EQ(st.Summary(Stage::kNormalize).total_ms, 0.0);
+  }
+}
+
+TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {
+  // Without the normalize pass nothing is folded: every segment that ran has its row.
+  LoaderOptions o = Options(kRecipe);
+  o.normalize = NormalizeMode::kNone;
+  auto loader = Open(o);
+  testing::RunEpochs(loader.get(), 0, 2);
+  std::vector<StageSummary> rows = loader->stats().Summaries();
+  std::vector<std::string> labels;
+  uint64_t geometric = 0;
+  for (const StageSummary& s : rows) {
+    if (s.stage != Stage::kTransform) continue;
+    labels.push_back(s.label);
+    if (s.row == 0) geometric = s.count;
+  }
+  ASSERT_EQ(labels.size(), 3u);
+  EXPECT_EQ(labels[0], "geometric: SmallestMaxSize > RandomCrop > SquareSymmetry > Affine");
+  EXPECT_EQ(labels[1], "lut: RandomBrightnessContrast");
+  EXPECT_EQ(labels[2], "GaussNoise");
+  EXPECT_GT(geometric, 0u);
+  EXPECT_LE(geometric, 2u * kCount);  // samples that drew no geometry (e, no Affine) have none
+  const std::string table = FormatTable(rows, 4);
+  EXPECT_NE(table.find(" transform1"), std::string::npos) << table;
+  EXPECT_NE(table.find("geometric: SmallestMaxSize"), std::string::npos) << table;
+  const Verdict v = Diagnose(rows, loader->loader_shape(), 0);
+  EXPECT_NE(v.limiting_stage, Stage::kTransform);
+  // With CPU normalize the LUT and noise steps are folded into it: their rows stay empty.
+  loader = Open(Options(kRecipe));
+  testing::RunEpochs(loader.get(), 0, 2);
+  for (const StageSummary& s : loader->stats().Summaries()) {
+    if (s.stage == Stage::kTransform) {
+      EXPECT_EQ(s.row, 0) << s.label;
+    }
+  }
+  EXPECT_GT(loader->stats().Summary(Stage::kNormalize).total_ms, 0.0);
+}
+
+TEST_F(LoaderTransformTest, DeferredHflipOnlyWhenTheRestCommutes) {
+  LoaderOptions o = Options(R"([{"__class_fullname__": "RandomGamma", "p": 1},
+      {"__class_fullname__": "HorizontalFlip", "p": 1}, {"__class_fullname__": "ToGray", "p": 1},
+      {"__class_fullname__": "VerticalFlip", "p": 0.5}])");
+  o.normalize = NormalizeMode::kNone;
+  o.defer_hflip = true;
+  auto deferred = Open(o);
+  o.defer_hflip = false;
+  auto plain = Open(o);
+  const auto a = testing::RunEpochs(deferred.get(), 0, 1),
+             b = testing::RunEpochs(plain.get(), 0, 1);
+  ASSERT_EQ(a.size(), b.size());
+  const size_t n = static_cast<size_t>(kH) * kW;
+  for (size_t k = 0; k < a.size(); ++k) {
+    for (size_t i = 0; i < a[k].indices.size(); ++i) {
+      EXPECT_EQ(a[k].hflip[i], 1);
+      EXPECT_EQ(b[k].hflip[i], 1);
+      // The consumer's mirror of the deferred sample is the CPU-flipped one.
+      cv::Mat d(kH, kW, CV_8UC3, const_cast<uint8_t*>(a[k].images.data() + i * n * 3));
+      cv::Mat f(kH, kW, CV_8UC3, const_cast<uint8_t*>(b[k].images.data() + i * n * 3)), m;
+      cv::flip(d, m, 1);
+      const cv::Mat differ = m != f;
+      EXPECT_EQ(cv::countNonZero(differ.reshape(1)), 0);
+    }
+  }
+  // Noise after the flip depends on the position:
+  // the flip stays on the CPU (flag 0).
+  o = Options(
+      R"([{"__class_fullname__": "HorizontalFlip", "p": 1}, {"__class_fullname__": "GaussNoise", "p": 1}])");
+  o.normalize = NormalizeMode::kNone;
+  o.defer_hflip = true;
+  auto kept = Open(o);
+  for (const testing::BatchCopy& c : testing::RunEpochs(kept.get(), 0, 1)) {
+    for (uint8_t f : c.hflip) EXPECT_EQ(f, 0);
+  }
+}
+
+}  // namespace
+}  // namespace dspipe

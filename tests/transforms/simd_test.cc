@@ -1,0 +1,83 @@
+// The vector kernels (simd.cc) give exactly what the plain code gives: FlipHorizontal is
+// cv::flip(.., 1) for every width (the 5- and 16-pixel steps and their tails) and for ROI
+// headers; LookUpRow is a table lookup for every length (the 64-byte steps and the tail).
+#include "transforms/simd.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <opencv2/core.hpp>
+#include <random>
+
+#include "core/rng.h"
+
+namespace dspipe::transforms {
+namespace {
+
+TEST(TransformSimd, FlipHorizontalIsCvFlip) {
+  cv::RNG rng(4);
+  for (int channels : {1, 3}) {
+    for (int w = 1; w <= 140; ++w) {
+      cv::Mat src(5, w, CV_8UC(channels)), want, got;
+      rng.fill(src, cv::RNG::UNIFORM, 0, 256);
+      cv::flip(src, want, 1);
+      FlipHorizontal(src, &got);
+      ASSERT_EQ(cv::norm(want, got, cv::NORM_INF), 0) << channels << " channels, width " << w;
+      // Into a ROI of a larger image: nothing around it is touched.
+      cv::Mat big(9, w + 8, CV_8UC(channels), cv::Scalar::all(7));
+      cv::Mat roi = big(cv::Rect(3, 2, w, 5));
+      FlipHorizontal(src, &roi);
+      ASSERT_EQ(cv::norm(want, roi, cv::NORM_INF), 0);
+      cv::Mat outside = big.clone();
+      cv::Mat(5, w, CV_8UC(channels), cv::Scalar::all(7)).copyTo(outside(cv::Rect(3, 2, w, 5)));
+      ASSERT_EQ(cv::countNonZero(outside.reshape(1) != 7), 0) << "wrote outside the ROI";
+    }
+  }
+}
+
+TEST(TransformSimd, LookUpIsATableLookup) {
+  std::mt19937 rng(5);
+  uint8_t lut[4][256];
+  for (auto& t : lut) {
+    for (auto& v : t) v = static_cast<uint8_t>(rng());
+  }
+  uint8_t same[4][256];
+  for (auto& t : same) std::copy(lut[0], lut[0] + 256, t);
+  for (size_t n : {0u, 1u, 63u, 64u, 65u, 200u, 1000u, 3 * 333u}) {
+    std::vector<uint8_t> data(n), a, b(n);
+    for (auto& v : data) v = static_cast<uint8_t>(rng());
+    a = data;
+    LookUpRow(a.data(), n, 1, same);
+    for (size_t i = 0; i < n; ++i) b[i] = same[0][data[i]];
+    ASSERT_EQ(a, b) << n;
+    if (n % 3 != 0) continue;
+    a = data;
+    LookUpRow(a.data(), n, 3, lut);  // a table per channel
+    for (size_t i = 0; i < n; ++i) b[i] = lut[i % 3][data[i]];
+    ASSERT_EQ(a, b) << n;
+  }
+}
+
+// The noise kernel (AVX-512 where the CPU has it) against its definition written out.
+TEST(TransformSimd, NoiseRowIsItsDefinition) {
+  std::vector<int32_t> table(4096);
+  std::mt19937 rng(6);
+  for (auto& v : table) v = static_cast<int32_t>(rng() % 201) - 100;
+  for (size_t n : {1u, 31u, 32u, 33u, 100u, 1536u, 1537u}) {
+    std::vector<uint8_t> data(n);
+    for (auto& v : data) v = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> got = data, want = data;
+    const uint64_t seed = 0x1234567u, first = 17;
+    EXPECT_EQ(AddNoiseRow(got.data(), n, table.data(), seed, first), (n + 3) / 4);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t word = Mix64(seed + (first + i / 4) * 0x9E3779B97F4A7C15ULL);
+      const int q = static_cast<int>((word >> (16 * (i % 4))) & 0xFFF);
+      want[i] = static_cast<uint8_t>(
+          std::clamp(static_cast<int>(data[i]) + table[static_cast<size_t>(q)], 0, 255));
+    }
+    ASSERT_EQ(got, want) << n;
+  }
+}
+
+}  // namespace
+}  // namespace dspipe::transforms
