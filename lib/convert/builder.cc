@@ -303,39 +303,7 @@ class Builder {
 };
 
 Status Builder::Validate() {
-  if (o_.source.empty() || o_.output.empty()) {
-    return Status::InvalidArgument("source and output are required");
-  }
-  if (o_.shards < 1 || o_.shards > 4096) {
-    return Status::InvalidArgument(Opt("BuildOptions::shards") + " must be 1..4096");
-  }
-  if (o_.shard_index < -1 || o_.shard_index >= o_.shards || (OneShard() && o_.shards < 2)) {
-    return Status::InvalidArgument(Opt("BuildOptions::shard_index") + " must be 0.." +
-                                   std::to_string(o_.shards - 1) + " and needs " +
-                                   Opt("BuildOptions::shards") + " > 1, got " +
-                                   std::to_string(o_.shard_index));
-  }
-  if ((o_.resize_width > 0) != (o_.resize_height > 0) || o_.resize_width < 0 ||
-      o_.resize_height < 0) {
-    return Status::InvalidArgument(Opt("BuildOptions::resize_width") + " and " +
-                                   Opt("BuildOptions::resize_height") +
-                                   " must both be positive, or both 0 (keep the size)");
-  }
-  if (o_.compression == Compression::kNone && o_.store != StoreMode::kRaw) {
-    return Status::InvalidArgument(Opt("BuildOptions::compression", "none") + " applies to " +
-                                   Opt("BuildOptions::store", "raw") +
-                                   " (encoded records keep the file's bytes)");
-  }
-  if (o_.zstd_level < 1 || o_.zstd_level > 22) {
-    return Status::InvalidArgument(Opt("BuildOptions::zstd_level") + " must be 1..22");
-  }
-  if (o_.resume && o_.overwrite) {
-    return Status::InvalidArgument(Opt("BuildOptions::resume") + " and " +
-                                   Opt("BuildOptions::overwrite") + " exclude each other");
-  }
-  if (o_.threads < 0) {
-    return Status::InvalidArgument(Opt("BuildOptions::threads") + " must be >= 0");
-  }
+  DSPIPE_RETURN_IF_ERROR(ValidateBuildOptions(o_));
   std::error_code ec;
   source_abs_ = fs::absolute(o_.source, ec).lexically_normal().string();
   const std::string out_abs = fs::absolute(o_.output, ec).lexically_normal().string();
@@ -973,6 +941,62 @@ Status Builder::Run() {
 }
 
 }  // namespace
+
+// Every check here reads the options alone (no file), so BuildDataset refuses bad ones before
+// it creates the output, and a front end (dsconvert) can call it as its own up-front check.
+Status ValidateBuildOptions(const BuildOptions& o) {
+  if (o.source.empty() || o.output.empty()) {
+    return Status::InvalidArgument("source and output are required");
+  }
+  if (o.shards < 1 || o.shards > 4096) {
+    return Status::InvalidArgument(Opt("BuildOptions::shards") + " must be 1..4096");
+  }
+  if (o.shard_index < -1 || o.shard_index >= o.shards || (o.shard_index >= 0 && o.shards < 2)) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::shard_index") + " must be 0.." + std::to_string(o.shards - 1) +
+        " and needs " + Opt("BuildOptions::shards") + " > 1, got " + std::to_string(o.shard_index));
+  }
+  if ((o.resize_width > 0) != (o.resize_height > 0) || o.resize_width < 0 || o.resize_height < 0) {
+    return Status::InvalidArgument(Opt("BuildOptions::resize_width") + " and " +
+                                   Opt("BuildOptions::resize_height") +
+                                   " must both be positive, or both 0 (keep the size)");
+  }
+  if (o.max_side < 0) {
+    return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +
+                                   std::to_string(o.max_side));
+  }
+  if (o.max_side > 0 && o.resize_width > 0) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::max_side") + " excludes " + Opt("BuildOptions::resize_width") + " (" +
+        Opt("BuildOptions::resize_width") + " sets the size; pass one of them)");
+  }
+  if (o.jpeg_quality < 0 || o.jpeg_quality > 100) {
+    return Status::InvalidArgument(Opt("BuildOptions::jpeg_quality") +
+                                   " must be 1..100, or 0 (keep the bytes), got " +
+                                   std::to_string(o.jpeg_quality));
+  }
+  if (o.jpeg_quality > 0 && o.store == StoreMode::kRaw) {
+    return Status::InvalidArgument(Opt("BuildOptions::jpeg_quality") +
+                                   " stores JPEGs; it excludes " +
+                                   Opt("BuildOptions::store", "raw"));
+  }
+  if (o.compression == Compression::kNone && o.store != StoreMode::kRaw) {
+    return Status::InvalidArgument(Opt("BuildOptions::compression", "none") + " applies to " +
+                                   Opt("BuildOptions::store", "raw") +
+                                   " (encoded records keep the file's bytes)");
+  }
+  if (o.zstd_level < 1 || o.zstd_level > 22) {
+    return Status::InvalidArgument(Opt("BuildOptions::zstd_level") + " must be 1..22");
+  }
+  if (o.resume && o.overwrite) {
+    return Status::InvalidArgument(Opt("BuildOptions::resume") + " and " +
+                                   Opt("BuildOptions::overwrite") + " exclude each other");
+  }
+  if (o.threads < 0) {
+    return Status::InvalidArgument(Opt("BuildOptions::threads") + " must be >= 0");
+  }
+  return Status::OK();
+}
 
 Status BuildDataset(const BuildOptions& options, BuildResult* result) {
   *result = BuildResult{};

@@ -56,15 +56,7 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   if (!item.error.empty()) return Reject(item.image, Status::BadInput(item.error));
   const int channels = o.gray ? 1 : 3;
   const bool raw = o.store == StoreMode::kRaw;
-  if (o.max_side < 0 || (o.max_side > 0 && o.resize_width > 0)) {
-    return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be > 0 and excludes " +
-                                   Opt("BuildOptions::resize_width"));
-  }
-  if (o.jpeg_quality < 0 || o.jpeg_quality > 100 || (o.jpeg_quality > 0 && raw)) {
-    return Status::InvalidArgument(Opt("BuildOptions::jpeg_quality") +
-                                   " must be 1..100 and excludes " +
-                                   Opt("BuildOptions::store", "raw"));
-  }
+  // The options were checked by ValidateBuildOptions before the output was created.
   const bool zstd = o.compression == Compression::kZstd;
 
   std::string img_bytes, mask_bytes;

@@ -253,10 +253,27 @@ def test_decode_router_options_reach_python_and_errors_name_keywords(tmp_path, d
     assert dspipe.build(src, tmp_path / "j.lmdb", max_side=16, jpeg_quality=90,
                         progress=False)["records"] == COUNT
     assert dspipe.info(tmp_path / "j.lmdb")["shape"] == (3, round(16 * H / W), 16)  # aspect kept
-    with pytest.raises(ValueError, match="jpeg_quality must be 1..100 and excludes store='raw'"):
-        dspipe.build(src, tmp_path / "k.lmdb", store="raw", jpeg_quality=90, progress=False)
-    with pytest.raises(ValueError, match="max_side must be > 0 and excludes resize"):
-        dspipe.build(src, tmp_path / "m.lmdb", max_side=16, resize=(8, 8), progress=False)
+
+
+@pytest.mark.parametrize("kwargs,named", [
+    ({"store": "raw", "jpeg_quality": 90}, ["jpeg_quality", "store='raw'"]),
+    ({"max_side": 16, "resize": (8, 8)}, ["max_side", "resize"]),
+    ({"jpeg_quality": 101}, ["jpeg_quality"]),
+    ({"compression": "none"}, ["compression='none'", "store='raw'"]),
+])
+def test_bad_build_options_are_refused_before_anything_is_written(tmp_path, dataset, kwargs,
+                                                                   named):
+    """Options that exclude each other fail in the up-front check (ValidateBuildOptions, the one
+    dsconvert uses), not at the first record: no output is left behind, and the message names
+    the keywords (no "rerun with resume=True" for a build that never started)."""
+    src = os.path.dirname(dataset) + "/src"
+    out = tmp_path / "out.lmdb"
+    with pytest.raises(ValueError) as e:
+        dspipe.build(src, out, progress=False, **kwargs)
+    for name in named:
+        assert name in str(e.value), str(e.value)
+    assert "resume" not in str(e.value) and "BuildOptions" not in str(e.value), str(e.value)
+    assert not out.exists(), f"refused options left {out}"
 
 
 def test_dsbench_takes_the_loader_options(dataset, tmp_path):

@@ -228,10 +228,6 @@ int Run(int argc, char** argv) {
       return 2;
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
-    if (bo.jpeg_quality > 0 && bo.store == dspipe::StoreMode::kRaw) {
-      std::fprintf(stderr, "dsconvert build: --jpeg-quality stores JPEGs; it excludes --store raw\n");
-      return 2;
-    }
     bo.compression =
         compression == "none" ? dspipe::Compression::kNone : dspipe::Compression::kZstd;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
@@ -240,6 +236,11 @@ int Run(int argc, char** argv) {
     bo.commit_bytes = static_cast<uint64_t>(std::max(0.0, commit_mb) * (1 << 20));
     bo.archive_buffer_bytes = static_cast<uint64_t>(archive_buffer_mb * (1 << 20));
     bo.check = check == "decode" ? dspipe::CheckLevel::kDecode : dspipe::CheckLevel::kHeader;
+    // Bad option combinations are a usage error (exit 2), refused before anything is written.
+    if (dspipe::Status v = dspipe::ValidateBuildOptions(bo); !v.ok()) {
+      std::fprintf(stderr, "dsconvert build: %s\n", dspipe::cli::Describe(v).c_str());
+      return 2;
+    }
     dspipe::cli::Progress progress("build");
     if (!quiet) bo.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };
     dspipe::BuildResult r;
