@@ -1,7 +1,7 @@
 """dspipe.Loader's feed rate from two installs of dspipe, e.g. the self-contained wheel
 (scripts/build-wheel.sh) against the source build (`pip install .`), on the same LMDBs,
 interleaved: each round runs bench/python_feed.py's timed child (--measure: the loop of
-dspipe.Loader(device="cpu", hflip=0.5, masks="uint8") batches as torch tensors) once under each
+dspipe.Loader(device="cpu", hflip=0.5, mask_dtype="uint8") batches as torch tensors) once under each
 venv's interpreter, in a fresh process, alternating which goes first.
 
 Usage (each venv has dspipe and torch, e.g. made with --system-site-packages over

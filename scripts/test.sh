@@ -68,10 +68,11 @@ PYVENV=build-pyvenv
 rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
 # ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
+# mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
 # albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
 # numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
-"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray \
+"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy \
   albumentations==2.0.8 numpy==1.26.4
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
-DSPIPE_TEST_RAY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
+DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 echo "== all test suites passed"

@@ -110,6 +110,12 @@ struct BuildResult {
   double seconds = 0;
 };
 
+// Checks `options` alone, touching no file: value ranges and the options that exclude each
+// other (max_side with resize_width/height, jpeg_quality with store = kRaw, ...). The error
+// names the options (Opt() markers). BuildDataset runs it before it creates anything, so bad
+// options never leave an output behind; front ends may call it to refuse early.
+Status ValidateBuildOptions(const BuildOptions& options);
+
 // Builds the dataset. Never leaves an output that looks complete and is not: the manifest is
 // written last; an interrupted build is refused by readers and continued with resume.
 Status BuildDataset(const BuildOptions& options, BuildResult* result);

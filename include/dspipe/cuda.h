@@ -38,6 +38,16 @@ void FreePinned(void* p);  // nullptr is a no-op
 // True when p came from AllocPinned and is really page-locked (not the fallback).
 bool IsPinned(const void* p);
 
+// Host-side waits on a stream, without blocking: CudaRecordEvent records an event on `stream`
+// (cudaStream_t; nullptr = the legacy default stream); once CudaEventDone(event) is true, all
+// work enqueued there before the call has run (e.g. a copy out of a pinned buffer, which may
+// then be reused). nullptr without a usable device (nothing to wait for); when recording fails
+// it synchronizes the stream itself and returns nullptr. CudaEventDone(nullptr) is true;
+// CudaFreeEvent(nullptr) is a no-op. Thread-safe.
+void* CudaRecordEvent(void* stream);
+bool CudaEventDone(void* event);
+void CudaFreeEvent(void* event);
+
 // ---- raw device kernels (pointers are device memory; stream is a cudaStream_t or nullptr) --
 // Enqueue the normalization of d_src [n][h][w][c] uint8 into d_dst [n][c][h][w], float32 or,
 // with fp16, IEEE half; same formula as the CPU path (normalize.h). Image i is mirrored when

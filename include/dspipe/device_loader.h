@@ -82,6 +82,14 @@ struct DeviceOptions {
   // the consumer has finished all GPU work on a batch (e.g. synchronized) before dropping it;
   // otherwise call Release(stream) explicitly.
   void* consumer_stream = nullptr;
+  // CPU path: the batches' host memory (images, masks, their float16 / int64 conversions) is
+  // page-locked (PinnedBatchAllocator, AllocPinned), so the consumer's own host->device copies
+  // (torch's `.to("cuda", non_blocking=True)`) are asynchronous DMA. A released batch's buffers
+  // are reused only once consumer_stream has reached the point of its release (a CUDA event), so
+  // a copy still in flight never reads a refilled buffer. Without a usable CUDA device it does
+  // nothing but say so in one log line. The GPU path always stages through pinned memory.
+  // Default false.
+  bool pin_memory = false;
 };
 
 namespace internal {
@@ -124,6 +132,10 @@ class TensorBatch {
   const uint64_t* indices() const { return host_.indices(); }
   const uint8_t* hflip() const { return host_.hflip(); }
 
+  // CPU path with DeviceOptions::pin_memory on a machine with CUDA: images() and masks() are
+  // page-locked host memory. false otherwise (pageable, or on the device).
+  bool pinned() const { return pinned_; }
+
   // GPU path: the cudaStream_t the work ran on and the cudaEvent_t recorded after it; nullptr
   // on the CPU path (the data is ready when Next returns).
   void* stream() const { return stream_; }
@@ -151,6 +163,7 @@ class TensorBatch {
   void* masks_ = nullptr;
   bool fp16_ = false;
   bool masks_int64_ = false;
+  bool pinned_ = false;
   void* stream_ = nullptr;
   void* ready_event_ = nullptr;
 };

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dspipe/augment.h"
@@ -48,6 +49,8 @@ enum class NormalizeMode {
   kCpuFloat32,  // also float32 NCHW (x - mean) / std in Batch::normalized(), on the workers
 };
 
+// Every field is listed in dspipe/option_fields.h (a static_assert says when one is not), which
+// the Python binding and the resume identity walk.
 struct LoaderOptions {
   // Samples per batch, >= 1. Default 8. Larger batches amortize per-batch costs; the memory of
   // (prefetch + 1) batches is held.
@@ -122,10 +125,10 @@ struct LoaderOptions {
   // Either way one line says which and why. A dataset not in the cache yet is read in place at
   // once while the copy is made (or another process makes it) on a background thread; the
   // loader reads the copy from the first epoch boundary after it has committed (reading_from()
-  // says which); a failed copy leaves
-  // it in place, never fails the loader. Loader::Create (an already open dataset) ignores it. An http(s)://
-  // dataset URL as the path is always fetched into the cache ("off" counts as "auto" for it);
-  // one that cannot be cached is an error (see OpenDatasetCached). With sampler.order kShards
+  // says which); a failed copy leaves it in place, never fails the loader. Loader::Create (an
+  // already open dataset) ignores it. An http(s):// dataset URL as the path is always fetched
+  // into the cache ("off" counts as "auto" for it); one that cannot be cached is an error (see
+  // OpenDatasetCached). With sampler.order kShards
   // over a local sharded dataset, one entry per shard, and only the shards this rank reads
   // (this epoch's and the next's) are copied (docs/CACHE.md "Order shards").
   std::string cache = "off";
@@ -158,12 +161,37 @@ struct CorruptReport {
 };
 
 // Where a rank is in its stream of batches. Save it with a checkpoint; Restore it into a loader
-// made with the same options and dataset to continue with exactly the batches an uninterrupted
-// run would have produced.
+// made with the same options and the same data to continue with exactly the batches an
+// uninterrupted run would have produced. A state taken at any point is valid: mid-epoch, after
+// an epoch's last batch (position = the epoch's samples: the rest of that epoch is empty), or
+// between epochs (the next epoch, position 0).
+//
+// Identity: what the state is valid for. The data is identified by its content (the sha256 of
+// the manifest and the record count; for a plain LMDB, of its first and last records and keys),
+// never by its path, so a state resumes on a moved copy, on the RAM-disk cache's copy and on the
+// dataset fetched from a URL. The options that decide the batch stream (the fields marked
+// kInState in dspipe/option_fields.h: batch size, ranks, order, remainder, drop_last, size,
+// augmentation, the transform pipeline as its JSON) are kept as name=value pairs. Restore
+// refuses a state whose identity differs, naming every difference. A state without identity
+// (dataset_sha256 empty: made by hand) is not checked.
 struct LoaderState {
-  uint64_t seed = 0;      // the sampler / augmentation seed
-  uint64_t epoch = 0;     // current epoch
-  uint64_t position = 0;  // samples of this rank's epoch order already handed out
+  uint64_t seed = 0;           // the sampler / augmentation seed
+  uint64_t epoch = 0;          // current epoch
+  uint64_t position = 0;       // samples of this rank's epoch order already handed out
+  std::string dataset_sha256;  // content identity (64 hex digits); "" = not checked
+  uint64_t dataset_count = 0;  // records in the dataset
+  std::string dataset_path;    // where it was read; informative only (messages), never checked
+  // ("sampler.shard_id", "1"), ... in option_fields.h order; empty = not checked.
+  std::vector<std::pair<std::string, std::string>> options;
+
+  // A position without identity (not checked by Restore), e.g. one kept by hand.
+  static LoaderState At(uint64_t seed, uint64_t epoch, uint64_t position) {
+    LoaderState s;
+    s.seed = seed;
+    s.epoch = epoch;
+    s.position = position;
+    return s;
+  }
 };
 
 class Loader {
@@ -184,17 +212,31 @@ class Loader {
   // moves past it), so the caller may stop or continue.
   virtual Status Next(Batch* out) = 0;
 
-  // Starts epoch `epoch` from its beginning (drops batches already prefetched).
+  // Starts epoch `epoch` from its beginning (drops batches already prefetched) - except when
+  // the loader is in `epoch` already and no batch has been taken since its position was set
+  // (a Restore, or the epoch just began): then it continues from there. So the usual loop
+  //   for (e = restored.epoch; e < E; ++e) { set_epoch(e); while (Next(&b), b) ... }
+  // continues a restored state's epoch instead of replaying it.
   virtual void set_epoch(uint64_t epoch) = 0;
   virtual uint64_t epoch() const = 0;
+  // Begins a pass for a consumer that iterates epoch by epoch (Python's iter(loader), a
+  // DataLoader epoch): when no batch has been taken since the position was set (a new loader,
+  // set_epoch, Restore, or the previous epoch ran to its end), the pass continues from there;
+  // otherwise the current epoch was left part-way and the pass starts the next one.
+  virtual void BeginPass() = 0;
   // Batches per epoch for this rank, and samples per epoch (after sharding, before skips), of
   // the current epoch (the same for every epoch except with order kShards + kUneven).
   virtual uint64_t batches_per_epoch() const = 0;
   virtual uint64_t samples_per_epoch() const = 0;
+  // Batches this rank has left in the current epoch: batches_per_epoch() at its start, fewer as
+  // batches are taken, what a restored position leaves. (A batch whose samples were all skipped
+  // as corrupt still counts.)
+  virtual uint64_t batches_left() const = 0;
 
+  // Where the loader is, with its identity (LoaderState). Valid at any point.
   virtual LoaderState state() const = 0;
-  // Continues from `state` (its seed replaces options.sampler.seed). InvalidArgument when
-  // position exceeds the epoch.
+  // Continues from `state` (its seed replaces options.sampler.seed). InvalidArgument when the
+  // identity differs (every difference named) or position exceeds the epoch.
   virtual Status Restore(const LoaderState& state) = 0;
 
   // The shape of every batch and the resolved options (threads, size, mean/std filled in).

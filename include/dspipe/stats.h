@@ -225,7 +225,10 @@ struct LoaderShape {
   int prefetch = 2;               // batches queued ahead of the consumer
   std::string store = "encoded";  // record kind: "encoded" | "raw" (zstd pixels) | "plain"
   bool gpu = false;               // true: normalize runs on the GPU (consumer side), after h2d
-  int cpu_cores = 0;              // cores available to the loader; 0 = hardware_concurrency()
+  // A CUDA device is usable in this process (the GPU path could run). With gpu and this false
+  // (a CPU-only run) the verdict never mentions a GPU.
+  bool cuda_usable = false;
+  int cpu_cores = 0;  // cores available to the loader; 0 = hardware_concurrency()
 };
 
 // The bottleneck verdict. See docs/STATS.md for the rules.

@@ -4,13 +4,36 @@
 // file or key it is about and the reason, e.g.
 //   "Corruption: key 00000000000000a7 in data.lmdb: checksum mismatch (stored 1f2e.., computed ..)"
 // Statuses are cheap to move and safe to copy; they are not thread-safe to mutate concurrently.
+//
+// Options in messages. A message that names an option (one to fix, or the one to pass) writes
+// it with Opt(): Opt("BuildOptions::resume", "true") puts the marker
+// "{{BuildOptions::resume=true}}" in the text. message() and ToString() show it as the C++
+// field ("BuildOptions::resume = true"); each front end renders it in its own language with
+// Render(): dsconvert as its flag ("--resume"), Python as the keyword argument
+// ("resume=True"). So one message serves every caller, and none of them reads another's names.
+//
+// Subjects. A failure about one record or one file can carry it apart from the text: key()
+// (the record's key as Dataset::KeyName shows it) and path() (the file), for front ends that
+// expose them (Python: dspipe.CorruptRecord.key / .path).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 namespace dspipe {
+
+// The marker naming option `field` ("Struct::field", as in dspipe/option_fields.h) in a
+// message, with the value to set it to ("true", "skip", "4"; empty = the option itself).
+std::string Opt(std::string_view field, std::string_view value = {});
+
+// Renders one option marker: field ("BuildOptions::resume") and value ("" when none) -> text.
+using OptionNamer = std::function<std::string(std::string_view field, std::string_view value)>;
+// `text` with every marker replaced by namer(field, value).
+std::string RenderOptions(std::string_view text, const OptionNamer& namer);
+// The C++ rendering message() uses: "Struct::field", or "Struct::field = value".
+std::string CppOptionName(std::string_view field, std::string_view value);
 
 // [[nodiscard]]: a dropped Status is a dropped error. Where ignoring one is right, say why
 // with (void) and a comment.
@@ -54,20 +77,34 @@ class [[nodiscard]] Status {
 
   bool ok() const noexcept { return state_ == nullptr; }
   Code code() const noexcept { return state_ ? state_->code : Code::kOk; }
-  // The message without the code prefix ("" when OK).
+  // The message without the code prefix ("" when OK), options named as C++ fields.
   const std::string& message() const noexcept;
   // "OK" or "<CodeName>: <message>".
   std::string ToString() const;
+  // ToString() with the options named by `namer` (a front end's names for them).
+  std::string Render(const OptionNamer& namer) const;
   // A copy with "context: " put in front of the message (no-op when OK).
   Status WithContext(std::string_view context) const;
+  // A copy with `text` appended to the message (no-op when OK).
+  Status Append(std::string_view text) const;
+  // The record key / file the failure is about ("" when not set); copies that set them (no-op
+  // when OK). WithContext and Append keep them.
+  const std::string& key() const noexcept;
+  const std::string& path() const noexcept;
+  Status WithKey(std::string_view key) const;
+  Status WithPath(std::string_view path) const;
 
   static const char* CodeName(Code c) noexcept;
 
  private:
   struct State {
     Code code;
-    std::string msg;
+    std::string raw;  // the message with its option markers
+    std::string msg;  // raw with the markers rendered by CppOptionName
+    std::string key, path;
   };
+  // A copy whose message is `raw` (subjects kept).
+  Status WithRaw(std::string raw) const;
   std::unique_ptr<State> state_;
 };
 

@@ -243,8 +243,9 @@ Status UrlNotCachedError(const std::string& url, const CacheResult& r) {
       "cache: the dataset at " + shown + " cannot be cached (" + r.reason +
       "), and a URL cannot be read in place: fetch it once with `dsconvert fetch " + shown +
       " DIR`" + (UrlHasQuery(url) ? " (with your URL's query for '...')" : "") +
-      " and open DIR, or make room (raise cache_limit, free RAM, or point cache= / "
-      "DSPIPE_CACHE_DIR at a directory with space)");
+      " and open DIR, or make room (raise " + Opt("LoaderOptions::cache_limit") +
+      ", free RAM, or point " + Opt("LoaderOptions::cache") +
+      " / DSPIPE_CACHE_DIR at a directory with space)");
 }
 
 Status OpenCopy(const std::string& source, const CacheResult& r,

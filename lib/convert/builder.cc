@@ -174,8 +174,10 @@ Status CheckSameOptions(const json& stored, const json& want, const std::string&
     }
   }
   if (diff.empty()) diff = "stored " + stored.dump() + ", now " + want.dump();
-  return Status::InvalidArgument("--resume: options differ from the build of " + output + ": " +
-                                 diff + " (rerun with the same options, or --overwrite)");
+  return Status::InvalidArgument(Opt("BuildOptions::resume", "true") +
+                                 ": options differ from the build of " + output + ": " + diff +
+                                 " (rerun with the same options, or with " +
+                                 Opt("BuildOptions::overwrite", "true") + ")");
 }
 
 // The source stamps in the stored build state: [[name, size, mtime_ns(, members)], ...].
@@ -301,30 +303,7 @@ class Builder {
 };
 
 Status Builder::Validate() {
-  if (o_.source.empty() || o_.output.empty()) {
-    return Status::InvalidArgument("source and output are required");
-  }
-  if (o_.shards < 1 || o_.shards > 4096) return Status::InvalidArgument("--shards must be 1..4096");
-  if (o_.shard_index < -1 || o_.shard_index >= o_.shards || (OneShard() && o_.shards < 2)) {
-    return Status::InvalidArgument("--shard-index must be 0.." + std::to_string(o_.shards - 1) +
-                                   " and needs --shards N > 1, got " +
-                                   std::to_string(o_.shard_index));
-  }
-  if ((o_.resize_width > 0) != (o_.resize_height > 0) || o_.resize_width < 0 ||
-      o_.resize_height < 0) {
-    return Status::InvalidArgument("--resize needs a positive WxH");
-  }
-  if (o_.compression == Compression::kNone && o_.store != StoreMode::kRaw) {
-    return Status::InvalidArgument(
-        "--compression none applies to --store raw (encoded records keep the file's bytes)");
-  }
-  if (o_.zstd_level < 1 || o_.zstd_level > 22) {
-    return Status::InvalidArgument("--zstd-level must be 1..22");
-  }
-  if (o_.resume && o_.overwrite) {
-    return Status::InvalidArgument("--resume and --overwrite exclude each other");
-  }
-  if (o_.threads < 0) return Status::InvalidArgument("--threads must be >= 0");
+  DSPIPE_RETURN_IF_ERROR(ValidateBuildOptions(o_));
   std::error_code ec;
   source_abs_ = fs::absolute(o_.source, ec).lexically_normal().string();
   const std::string out_abs = fs::absolute(o_.output, ec).lexically_normal().string();
@@ -361,9 +340,10 @@ Status Builder::PrepareOutput(bool* fresh) {
     return env_->RemoveTree(target);
   }
   if (!o_.resume) {
-    return Status::AlreadyExists(target +
-                                 " already exists; pass --resume to continue an interrupted "
-                                 "build or --overwrite to replace it");
+    return Status::AlreadyExists(target + " already exists; pass " +
+                                 Opt("BuildOptions::resume", "true") +
+                                 " to continue an interrupted build or " +
+                                 Opt("BuildOptions::overwrite", "true") + " to replace it");
   }
   if (!LooksLikeOutput(env_, target)) {
     return Status::AlreadyExists(target + " exists and is not a dspipe dataset to resume");
@@ -504,10 +484,11 @@ Status Builder::CheckSourceUnchanged(const json& state, const SourceList* curren
   if (changes.empty()) return Status::OK();
   auto refuse = [&](const std::string& what) {
     return Status::InvalidArgument(
-        "--resume: the source changed since the build of " + o_.output + " started: " + what +
-        " (" + std::to_string(was.size()) + " files were read then, " +
-        std::to_string(s.ok() ? now.size() : 0) +
-        " now); the output would not match it: rerun with --overwrite to build it anew");
+        Opt("BuildOptions::resume", "true") + ": the source changed since the build of " +
+        o_.output + " started: " + what + " (" + std::to_string(was.size()) +
+        " files were read then, " + std::to_string(s.ok() ? now.size() : 0) +
+        " now); the output would not match it: rerun with " +
+        Opt("BuildOptions::overwrite", "true") + " to build it anew");
   };
   // Files new or gone change the plan; an archive, a plain LMDB or the CSV listing the samples
   // is read as a whole: any change to them is refused.
@@ -605,13 +586,15 @@ Status Builder::CheckArchiveOrder() const {
       o_.source + ": reading its members in the build's order would take " +
       std::to_string(passes) + " passes over the archive (at most " +
       std::to_string(kMaxArchivePasses) + "): " +
-      (o_.shuffle ? std::string("--shuffle reorders the samples and the archive's members do not "
-                                "fit --archive-buffer-mb; build without it (the loader "
-                                "shuffles), raise the buffer, or extract the archive")
-                  : std::string("the archive stores masks (or CSV rows' files) in another "
-                                "order than their images; recreate it sorted (tar --sort=name, "
-                                "or Python's tarfile/zipfile over sorted names), raise "
-                                "--archive-buffer-mb, or extract it")));
+      (o_.shuffle ? Opt("BuildOptions::shuffle", "true") +
+                        " reorders the samples and the archive's members do not fit " +
+                        Opt("BuildOptions::archive_buffer_bytes") +
+                        "; build without it (the loader shuffles), raise the buffer, or "
+                        "extract the archive"
+                  : "the archive stores masks (or CSV rows' files) in another order than "
+                    "their images; recreate it sorted (tar --sort=name, or Python's "
+                    "tarfile/zipfile over sorted names), raise " +
+                        Opt("BuildOptions::archive_buffer_bytes") + ", or extract it"));
 }
 
 Status Builder::ReadArchiveItem(const SourceItem& item, SourceBytes* out) {
@@ -825,13 +808,14 @@ Status Builder::BuildShard(int shard, Accum* acc) {
       if (!s.ok()) return s.WithContext("build stopped at " + plan_[acc->next_pos].image);
     }
     const uint64_t written = write_failed ? committed_index : acc->next_index;
-    return Status(failure.code(),
-                  failure.message() + " — build stopped after " + std::to_string(written) +
-                      " records; " +
-                      (failure.code() == Status::Code::kBadInput
-                           ? std::string("fix the input and rerun with --resume") +
-                                 (o_.on_error == OnError::kFail ? " (or --on-error skip)" : "")
-                           : std::string("fix the cause and rerun with --resume")));
+    const std::string resume = Opt("BuildOptions::resume", "true");
+    return failure.Append(" — build stopped after " + std::to_string(written) + " records; " +
+                          (failure.code() == Status::Code::kBadInput
+                               ? "fix the input and rerun with " + resume +
+                                     (o_.on_error == OnError::kFail
+                                          ? " (or " + Opt("BuildOptions::on_error", "skip") + ")"
+                                          : std::string())
+                               : "fix the cause and rerun with " + resume));
   }
   DSPIPE_RETURN_IF_ERROR(commit());
   if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
@@ -958,6 +942,62 @@ Status Builder::Run() {
 
 }  // namespace
 
+// Every check here reads the options alone (no file), so BuildDataset refuses bad ones before
+// it creates the output, and a front end (dsconvert) can call it as its own up-front check.
+Status ValidateBuildOptions(const BuildOptions& o) {
+  if (o.source.empty() || o.output.empty()) {
+    return Status::InvalidArgument("source and output are required");
+  }
+  if (o.shards < 1 || o.shards > 4096) {
+    return Status::InvalidArgument(Opt("BuildOptions::shards") + " must be 1..4096");
+  }
+  if (o.shard_index < -1 || o.shard_index >= o.shards || (o.shard_index >= 0 && o.shards < 2)) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::shard_index") + " must be 0.." + std::to_string(o.shards - 1) +
+        " and needs " + Opt("BuildOptions::shards") + " > 1, got " + std::to_string(o.shard_index));
+  }
+  if ((o.resize_width > 0) != (o.resize_height > 0) || o.resize_width < 0 || o.resize_height < 0) {
+    return Status::InvalidArgument(Opt("BuildOptions::resize_width") + " and " +
+                                   Opt("BuildOptions::resize_height") +
+                                   " must both be positive, or both 0 (keep the size)");
+  }
+  if (o.max_side < 0) {
+    return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +
+                                   std::to_string(o.max_side));
+  }
+  if (o.max_side > 0 && o.resize_width > 0) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::max_side") + " excludes " + Opt("BuildOptions::resize_width") + " (" +
+        Opt("BuildOptions::resize_width") + " sets the size; pass one of them)");
+  }
+  if (o.jpeg_quality < 0 || o.jpeg_quality > 100) {
+    return Status::InvalidArgument(Opt("BuildOptions::jpeg_quality") +
+                                   " must be 1..100, or 0 (keep the bytes), got " +
+                                   std::to_string(o.jpeg_quality));
+  }
+  if (o.jpeg_quality > 0 && o.store == StoreMode::kRaw) {
+    return Status::InvalidArgument(Opt("BuildOptions::jpeg_quality") +
+                                   " stores JPEGs; it excludes " +
+                                   Opt("BuildOptions::store", "raw"));
+  }
+  if (o.compression == Compression::kNone && o.store != StoreMode::kRaw) {
+    return Status::InvalidArgument(Opt("BuildOptions::compression", "none") + " applies to " +
+                                   Opt("BuildOptions::store", "raw") +
+                                   " (encoded records keep the file's bytes)");
+  }
+  if (o.zstd_level < 1 || o.zstd_level > 22) {
+    return Status::InvalidArgument(Opt("BuildOptions::zstd_level") + " must be 1..22");
+  }
+  if (o.resume && o.overwrite) {
+    return Status::InvalidArgument(Opt("BuildOptions::resume") + " and " +
+                                   Opt("BuildOptions::overwrite") + " exclude each other");
+  }
+  if (o.threads < 0) {
+    return Status::InvalidArgument(Opt("BuildOptions::threads") + " must be >= 0");
+  }
+  return Status::OK();
+}
+
 Status BuildDataset(const BuildOptions& options, BuildResult* result) {
   *result = BuildResult{};
   Builder b(options, result);
@@ -1059,14 +1099,15 @@ Status ShardProblems(const std::string& dir, const std::vector<ShardState>& shar
     const ShardState& st = shards[i];
     std::string p;
     if (!st.present) {
-      p = st.name + " is missing (build it: dsconvert build SRC " + dir + " --shards " + n +
-          " --shard-index " + std::to_string(i) + ")";
+      p = st.name + " is missing (build it with " + Opt("BuildOptions::shards", n) + " " +
+          Opt("BuildOptions::shard_index", std::to_string(i)) + " into " + dir + ")";
     } else if (!st.unreadable.empty()) {
       p = st.name + " cannot be read (" + st.unreadable + ")";
     } else if (!st.finished) {
       p = st.name + " is incomplete (" + std::to_string(st.records) +
-          " records committed, not finished; rerun its build with --shard-index " +
-          std::to_string(i) + " --resume)";
+          " records committed, not finished; rerun its build with " +
+          Opt("BuildOptions::shard_index", std::to_string(i)) + " " +
+          Opt("BuildOptions::resume", "true") + ")";
     } else {
       continue;
     }
@@ -1101,8 +1142,10 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   bool one_shard_build = false;
   DSPIPE_RETURN_IF_ERROR(InspectShards(dir, &shards, &one_shard_build));
   if (!one_shard_build) {
-    return Status::NotFound(dir + ": no shards built with `dsconvert build ... --shards N "
-                            "--shard-index I` (a whole --shards N build joins its own shards)");
+    return Status::NotFound(dir + ": no shards built one at a time (" +
+                            Opt("BuildOptions::shards", "N") + " " +
+                            Opt("BuildOptions::shard_index", "I") + "; a whole " +
+                            Opt("BuildOptions::shards", "N") + " build joins its own shards)");
   }
   DSPIPE_RETURN_IF_ERROR(ShardProblems(dir, shards));
   const int n = static_cast<int>(shards.size());
@@ -1130,9 +1173,10 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
     }
     if (m.at("build").value("plan", json()) != plan) {
       return Status::InvalidArgument(
-          st.name + " was built from another source list than " + shards[0].name + " (samples:" +
-          "crc32 " + m.at("build").value("plan", json()).dump() + " vs " + plan.dump() +
-          "): SRC changed between the shard builds; rebuild the shards with --overwrite");
+          st.name + " was built from another source list than " + shards[0].name +
+          " (samples:" + "crc32 " + m.at("build").value("plan", json()).dump() + " vs " +
+          plan.dump() + "): SRC changed between the shard builds; rebuild the shards with " +
+          Opt("BuildOptions::overwrite", "true"));
     }
     if (!m.contains("accum")) return Status::Corruption(where + ": no \"accum\" field");
     Accum a;

@@ -42,9 +42,10 @@ void AddStats(const cv::Mat& img, MadeRecord* r) {
   r->has_stats = true;
 }
 
+// The failure of one source file, about `file` (Status::path(): Python's CorruptRecord.path).
 Status Reject(const std::string& file, const Status& s) {
-  if (s.code() == Status::Code::kIOError) return s;  // already names the file
-  return Status::BadInput(file + ": " + s.message());
+  if (s.code() == Status::Code::kIOError) return s.WithPath(file);  // already names the file
+  return Status::BadInput(file + ": " + s.message()).WithPath(file);
 }
 
 }  // namespace
@@ -52,15 +53,10 @@ Status Reject(const std::string& file, const Status& s) {
 Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats, MadeRecord* out,
                   const Dataset* plain, SourceBytes* given) {
   *out = MadeRecord{};
-  if (!item.error.empty()) return Status::BadInput(item.image + ": " + item.error);
+  if (!item.error.empty()) return Reject(item.image, Status::BadInput(item.error));
   const int channels = o.gray ? 1 : 3;
   const bool raw = o.store == StoreMode::kRaw;
-  if (o.max_side < 0 || (o.max_side > 0 && o.resize_width > 0)) {
-    return Status::InvalidArgument("--max-side must be > 0 and excludes --resize");
-  }
-  if (o.jpeg_quality < 0 || o.jpeg_quality > 100 || (o.jpeg_quality > 0 && raw)) {
-    return Status::InvalidArgument("--jpeg-quality must be 1..100 and excludes --store raw");
-  }
+  // The options were checked by ValidateBuildOptions before the output was created.
   const bool zstd = o.compression == Compression::kZstd;
 
   std::string img_bytes, mask_bytes;
@@ -107,7 +103,8 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     s = codec::DecodeImage(Bytes(img_bytes), channels, &img);
     if (!s.ok()) return Reject(item.image, s);
     if (img.cols != probe.width || img.rows != probe.height) {
-      return Status::BadInput(item.image + ": decoded size differs from its header");
+      return Status::BadInput(item.image + ": decoded size differs from its header")
+          .WithPath(item.image);
     }
   }
   if (resize) Resize(img, out_w, out_h, /*nearest=*/false, &img);
@@ -170,7 +167,8 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     if (mw != src_w || mh != src_h) {
       return Status::BadInput(item.mask + ": mask is " + std::to_string(mw) + "x" +
                               std::to_string(mh) + " but its image " + item.image + " is " +
-                              std::to_string(src_w) + "x" + std::to_string(src_h));
+                              std::to_string(src_w) + "x" + std::to_string(src_h))
+          .WithPath(item.mask);
     }
     if (decode_mask) {
       if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
@@ -197,7 +195,7 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     }
   }
   if (img_payload.size() > UINT32_MAX || mask_payload.size() > UINT32_MAX) {
-    return Status::BadInput(item.image + ": larger than 4 GiB");
+    return Status::BadInput(item.image + ": larger than 4 GiB").WithPath(item.image);
   }
   h.image_size = static_cast<uint32_t>(img_payload.size());
   h.mask_size = static_cast<uint32_t>(mask_payload.size());

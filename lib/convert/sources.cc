@@ -357,9 +357,11 @@ Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, Sou
   if (kind == FileKind::kMissing) return Status::NotFound(source + ": no such file or directory");
   const bool lmdb = IsLmdbSource(source);
   if (!lmdb && PlainOptionsSet(plain)) {
-    return Status::InvalidArgument(source +
-                                   ": --image-key/--mask-key/--masks/--labels/--no-detect-masks "
-                                   "apply to plain LMDB sources only");
+    return Status::InvalidArgument(
+        source + ": " + Opt("PlainLmdbOptions::image_key") + ", " +
+        Opt("PlainLmdbOptions::mask_key") + ", " + Opt("PlainLmdbOptions::masks") + ", " +
+        Opt("PlainLmdbOptions::labels") + " and " + Opt("PlainLmdbOptions::detect_masks", "false") +
+        " apply to plain LMDB sources only");
   }
   if (kind == FileKind::kDirectory) {
     DSPIPE_RETURN_IF_ERROR(env->GetFileKind((src / "images").string(), &images));

@@ -547,7 +547,8 @@ Status ArchiveSource::Read(int64_t k, const std::string& name, std::string* out)
       !EndsWith(name, ":" + entry_paths_[k])) {
     return Status::Corruption(name + ": the archive " + source_ +
                               " changed since the build was planned (no such member at entry " +
-                              std::to_string(k) + "); rebuild with --overwrite");
+                              std::to_string(k) + "); rebuild with " +
+                              Opt("BuildOptions::overwrite", "true"));
   }
   if (sparse_.count(k)) {
     return Status::BadInput(name +

@@ -81,9 +81,9 @@ struct DeviceLoader::Impl {
       const size_t n = state->held.size();
       if (options.max_slots > 0 && n >= static_cast<size_t>(options.max_slots)) {
         return Invalid("Next: all " + std::to_string(n) +
-                       " slots are held by unreleased TensorBatches and max_slots is " +
-                       std::to_string(options.max_slots) +
-                       "; release one first (or raise DeviceOptions::max_slots)");
+                       " slots are held by unreleased TensorBatches and " +
+                       Opt("DeviceOptions::max_slots") + " is " +
+                       std::to_string(options.max_slots) + "; release one first (or raise it)");
       }
       if (gpu) {
         GpuNormalizerOptions g = gpu_options;
@@ -128,26 +128,30 @@ struct DeviceLoader::Impl {
 
   // CPU path: the loader's workers normalized to float32 already; the conversions asked for
   // (float16, int64 masks) run here into the slot's reused host buffers.
-  void OnHost(const Batch& host, int slot, TensorBatch* out) {
+  Status OnHost(const Batch& host, int slot, TensorBatch* out) {
     const auto s = static_cast<size_t>(slot);
     out->images_ = host.normalized();
     if (options.fp16) {
       const size_t count = static_cast<size_t>(host.size()) * host.shape().normalized_floats();
-      std::vector<uint16_t>& half = state->cpu_half[s];
-      half.resize(count);
+      auto* half = static_cast<uint16_t*>(
+          state->cpu_half[s].Reserve(std::max<size_t>(count, 1) * sizeof(uint16_t), state->pin));
+      if (half == nullptr) return Status::Aborted("DeviceLoader: out of memory (float16 batch)");
       for (size_t i = 0; i < count; ++i) half[i] = FloatToHalfBits(host.normalized()[i]);
-      out->images_ = half.data();
+      out->images_ = half;
     }
     out->fp16_ = options.fp16;
     out->masks_ = host.masks();
     if (host.masks() != nullptr && options.masks_int64) {
       const size_t count = static_cast<size_t>(host.size()) * host.shape().mask_bytes();
-      std::vector<int64_t>& masks = state->cpu_masks[s];
-      masks.resize(count);
-      MasksToInt64(host.masks(), count, masks.data());
-      out->masks_ = masks.data();
+      auto* masks = static_cast<int64_t*>(
+          state->cpu_masks[s].Reserve(std::max<size_t>(count, 1) * sizeof(int64_t), state->pin));
+      if (masks == nullptr) return Status::Aborted("DeviceLoader: out of memory (int64 masks)");
+      MasksToInt64(host.masks(), count, masks);
+      out->masks_ = masks;
     }
     out->masks_int64_ = host.masks() != nullptr && options.masks_int64;
+    out->pinned_ = state->pin;
+    return Status::OK();
   }
 };
 
@@ -167,10 +171,12 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
                             std::unique_ptr<DeviceLoader>* out) {
   if (!dataset) return Invalid("no dataset");
   const DeviceOptions& d = device_options;
-  if (d.slots < 1) return Invalid("slots must be >= 1, got " + std::to_string(d.slots));
+  if (d.slots < 1)
+    return Invalid(Opt("DeviceOptions::slots") + " must be >= 1, got " + std::to_string(d.slots));
   if (d.max_slots < 0 || (d.max_slots > 0 && d.max_slots < d.slots)) {
-    return Invalid("max_slots must be 0 (no limit) or >= slots (" + std::to_string(d.slots) +
-                   "), got " + std::to_string(d.max_slots));
+    return Invalid(Opt("DeviceOptions::max_slots") +
+                   " must be 0 (no limit) or >= " + Opt("DeviceOptions::slots") + " (" +
+                   std::to_string(d.slots) + "), got " + std::to_string(d.max_slots));
   }
   if (d.device < DeviceOptions::kCpu) {
     return Invalid("device must be kAuto (-1), kCpu (-2) or a CUDA ordinal, got " +
@@ -195,6 +201,18 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   }
 
   LoaderOptions lo = loader_options;
+  if (!impl->gpu && d.pin_memory) {
+    if (probe.available) {
+      if (!lo.allocator) lo.allocator = PinnedBatchAllocator();
+      impl->state->pin = true;
+    } else {
+      static std::once_flag once;  // one line per process, however many loaders
+      std::call_once(once, [&] {
+        Log(LogLevel::kInfo, "dspipe: pin_memory does nothing here: no usable CUDA device (" +
+                                 probe.why + "); batches stay in pageable memory");
+      });
+    }
+  }
   if (impl->gpu) {
     if (!lo.allocator) lo.allocator = PinnedBatchAllocator();
     lo.defer_hflip = true;  // mirrored for free by the normalize kernel
@@ -247,6 +265,10 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
 
 Status DeviceLoader::Next(TensorBatch* out) {
   DSPIPE_RETURN_IF_ERROR(out->Release(impl_->options.consumer_stream));
+  if (impl_->state->pin) {
+    std::lock_guard<std::mutex> lock(impl_->state->mu);
+    impl_->state->ReapPending();
+  }
   int slot = -1;
   DSPIPE_RETURN_IF_ERROR(impl_->FreeSlot(&slot));
   Batch host;
@@ -255,7 +277,7 @@ Status DeviceLoader::Next(TensorBatch* out) {
     if (impl_->gpu) {
       s = impl_->ToDevice(host, slot, out);
     } else {
-      impl_->OnHost(host, slot, out);
+      s = impl_->OnHost(host, slot, out);
     }
   }
   // Error or end of epoch: the slot was not used. (A failed Process leaves the CUDA context in

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "dspipe/batch.h"
@@ -13,7 +15,55 @@
 
 namespace dspipe::internal {
 
+// A reusable host buffer, grown on demand: page-locked (AllocPinned) when reserved pinned.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(HostBuffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), pinned_(o.pinned_) {}
+  HostBuffer& operator=(HostBuffer&&) = delete;
+  HostBuffer(const HostBuffer&) = delete;
+  ~HostBuffer() { Free(); }
+
+  // At least `bytes` bytes; the contents are not kept when it grows. nullptr when out of memory.
+  void* Reserve(size_t bytes, bool pinned) {
+    if (p_ != nullptr && bytes <= bytes_ && pinned == pinned_) return p_;
+    Free();
+    p_ = pinned ? AllocPinned(bytes) : std::malloc(bytes);
+    bytes_ = p_ != nullptr ? bytes : 0;
+    pinned_ = pinned;
+    return p_;
+  }
+
+ private:
+  void Free() {
+    if (p_ == nullptr) return;
+    if (pinned_) {
+      FreePinned(p_);
+    } else {
+      std::free(p_);
+    }
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+  bool pinned_ = false;
+};
+
+// A released CPU-path batch whose pinned memory a host->device copy may still read: its slot
+// and host buffer are reused once `event` (recorded on the consumer's stream at the release)
+// has completed.
+struct PendingRelease {
+  size_t slot = 0;
+  Batch host;
+  void* event = nullptr;
+};
+
 struct DeviceState {
+  ~DeviceState() {
+    for (PendingRelease& p : pending) CudaFreeEvent(p.event);
+  }
   std::mutex mu;
   // Host batches whose copy to the device could not be confirmed done (a failing GPU): never
   // recycled while the normalizers live. Declared before gpus so they go after them (a
@@ -36,8 +86,27 @@ struct DeviceState {
   // path's converted outputs (int64 masks, float16 images), reused batch after batch.
   std::vector<bool> held;
   std::vector<DeviceBatch> device_batches;
-  std::vector<std::vector<int64_t>> cpu_masks;
-  std::vector<std::vector<uint16_t>> cpu_half;
+  std::vector<HostBuffer> cpu_masks;
+  std::vector<HostBuffer> cpu_half;
+  // CPU path with DeviceOptions::pin_memory on a machine with CUDA: host memory is pinned and
+  // releases wait for the consumer's stream (pending, guarded by mu).
+  bool pin = false;
+  std::vector<PendingRelease> pending;
+
+  // Hands back the pending releases whose event has completed. REQUIRES: mu held.
+  void ReapPending() {
+    for (size_t i = 0; i < pending.size();) {
+      if (!CudaEventDone(pending[i].event)) {
+        ++i;
+        continue;
+      }
+      CudaFreeEvent(pending[i].event);
+      held[pending[i].slot] = false;
+      pending[i].host.Reset();
+      pending[i] = std::move(pending.back());
+      pending.pop_back();
+    }
+  }
 };
 
 }  // namespace dspipe::internal

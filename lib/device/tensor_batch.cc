@@ -35,6 +35,7 @@ TensorBatch& TensorBatch::operator=(TensorBatch&& other) noexcept {
   masks_int64_ = other.masks_int64_;
   stream_ = other.stream_;
   ready_event_ = other.ready_event_;
+  pinned_ = other.pinned_;
   other.Clear();
   return *this;
 }
@@ -46,7 +47,7 @@ void TensorBatch::Clear() {
   on_device_ = false;
   device_ = -1;
   images_ = masks_ = stream_ = ready_event_ = nullptr;
-  fp16_ = masks_int64_ = false;
+  fp16_ = masks_int64_ = pinned_ = false;
 }
 
 Status TensorBatch::StreamWait(void* consumer_stream) const {
@@ -125,8 +126,10 @@ Status TensorBatch::Release(void* consumer_stream) {
     const auto slot = static_cast<size_t>(slot_);
     if (on_device_) {
       GpuSlotOps ops(state_->gpu(slot), state_->device_batches[slot]);
-      status = internal::ReleaseDeviceSlot(*state_, slot, ops, consumer_stream, &host_,
-                                           &set_aside);
+      status = internal::ReleaseDeviceSlot(*state_, slot, ops, consumer_stream, &host_, &set_aside);
+    } else if (void* event = state_->pin ? CudaRecordEvent(consumer_stream) : nullptr) {
+      // pin_memory: a non_blocking copy out of this batch may still run on consumer_stream.
+      state_->pending.push_back({slot, std::move(host_), event});
     } else {
       state_->held[slot] = false;
     }

@@ -201,7 +201,7 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
     if (!fs::exists(top_manifest, ec)) {
       if (fs::exists(path + "/" + ShardDirName(0), ec)) {
         return Status::Corruption(path + ": interrupted sharded build (no " + kTopManifestFile +
-                                  "); rerun `dsconvert build ... --resume`");
+                                  "); rerun the build with " + Opt("BuildOptions::resume", "true"));
       }
       return Status::NotFound(path + ": neither an LMDB (data.mdb) nor a sharded dataset (" +
                               kTopManifestFile + ")");
@@ -248,8 +248,8 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
     uint64_t n = 0;
     DSPIPE_RETURN_IF_ERROR(env->RecordCount(&n));
     return Status::Corruption(path + ": interrupted build (" + std::to_string(n) +
-                              " records written, no manifest); rerun `dsconvert build ... "
-                              "--resume` to finish it");
+                              " records written, no manifest); rerun the build with " +
+                              Opt("BuildOptions::resume", "true") + " to finish it");
   }
   DatasetInfo info;
   std::vector<ShardRange> ranges;

@@ -28,10 +28,11 @@ std::string_view View(const MDB_val& v) {
   return {static_cast<const char*>(v.mv_data), v.mv_size};
 }
 
-// 'key' for messages: non-printable bytes as \xNN, long keys cut.
-std::string Quote(std::string_view key) {
+// A key as shown (Dataset::KeyName, messages): non-printable bytes, quotes and backslashes as
+// \xNN, long keys cut.
+std::string Escape(std::string_view key) {
   static const char* hex = "0123456789abcdef";
-  std::string q = "'";
+  std::string q;
   for (size_t i = 0; i < key.size() && i < 120; ++i) {
     const unsigned char c = static_cast<unsigned char>(key[i]);
     if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'') {
@@ -43,8 +44,11 @@ std::string Quote(std::string_view key) {
     }
   }
   if (key.size() > 120) q += "...";
-  return q + "'";
+  return q;
 }
+
+// 'key' for messages.
+std::string Quote(std::string_view key) { return "'" + Escape(key) + "'"; }
 
 bool Odd(std::string_view key) {
   return key.empty() || std::any_of(key.begin(), key.end(), [](char ch) {
@@ -209,12 +213,12 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
   const DatasetInfo& info() const override { return info_; }
   std::string KeyName(uint64_t index) const override {
     if (index >= l_.count) return "#" + std::to_string(index);
-    return Quote(RawImageKey(index));
+    return Escape(RawImageKey(index));  // unquoted: "5", as the user wrote it
   }
   std::string ImageKey(uint64_t index) const override { return KeyName(index); }
   std::string MaskKey(uint64_t index) const override {
     if (!l_.has_masks || index >= l_.count) return "";
-    return Quote(l_.mask.Make(Id(index)));
+    return Escape(l_.mask.Make(Id(index)));
   }
   const std::string& mask_path() const override {
     return mask_env_ ? mask_env_->path() : env_->path();
@@ -639,9 +643,10 @@ Status Opener::Order(std::vector<std::string>* ids) {
                     Quote(l_.image.Make(*first_dec)) +
                     " is; mixed keys have no defined order. ";
     if (LooksLikeMask(odd)) {
-      m += Quote(odd) + " looks like a mask: set mask_key (--mask-key), e.g. \"{key}_mask\"";
+      m += Quote(odd) + " looks like a mask: set " + Opt("PlainLmdbOptions::mask_key") +
+           ", e.g. \"{key}_mask\"";
     } else {
-      m += "Select the images with image_key (--image-key) or rewrite the keys";
+      m += "Select the images with " + Opt("PlainLmdbOptions::image_key") + " or rewrite the keys";
     }
     return Status::BadInput(m);
   }

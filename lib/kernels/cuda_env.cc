@@ -203,4 +203,44 @@ void FreePinned(void* p) {
 #endif
 }
 
+void* CudaRecordEvent(void* stream) {
+  if (!CudaAvailable()) return nullptr;
+#if DSPIPE_HAVE_CUDA
+  cudaEvent_t event = nullptr;
+  cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  if (err == cudaSuccess) {
+    err = cudaEventRecord(event, static_cast<cudaStream_t>(stream));
+    if (err == cudaSuccess) return event;
+    (void)cudaEventDestroy(event);
+  }
+  (void)cudaGetLastError();
+  Log(LogLevel::kWarn, std::string("cudaEventRecord failed: ") + cudaGetErrorString(err) +
+                           "; waiting for the stream instead");
+  // No event: the caller would reuse memory a copy may still read. Wait here instead.
+  if (cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
+#else
+  (void)stream;
+#endif
+  return nullptr;
+}
+
+bool CudaEventDone(void* event) {
+  if (event == nullptr) return true;
+#if DSPIPE_HAVE_CUDA
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) return false;
+  if (err != cudaSuccess) (void)cudaGetLastError();  // a failed context: nothing will complete
+#endif
+  return true;
+}
+
+void CudaFreeEvent(void* event) {
+  if (event == nullptr) return;
+#if DSPIPE_HAVE_CUDA
+  if (cudaEventDestroy(static_cast<cudaEvent_t>(event)) != cudaSuccess) (void)cudaGetLastError();
+#endif
+}
+
 }  // namespace dspipe

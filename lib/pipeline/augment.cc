@@ -18,21 +18,31 @@ cv::Mat Wrap(ImageRef r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels),
 
 Status AugmentOptions::Validate() const {
   auto prob = [](double p) { return p >= 0.0 && p <= 1.0; };
-  if (!prob(hflip_p)) return Status::InvalidArgument("augment: hflip_p must be in [0, 1]");
-  if (!prob(vflip_p)) return Status::InvalidArgument("augment: vflip_p must be in [0, 1]");
+  if (!prob(hflip_p))
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::hflip_p") +
+                                   " must be in [0, 1]");
+  if (!prob(vflip_p))
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::vflip_p") +
+                                   " must be in [0, 1]");
   if (!(crop_scale_min > 0.0 && crop_scale_min <= crop_scale_max && crop_scale_max <= 1.0)) {
-    return Status::InvalidArgument(
-        "augment: need 0 < crop_scale_min <= crop_scale_max <= 1, got [" +
-        std::to_string(crop_scale_min) + ", " + std::to_string(crop_scale_max) + "]");
+    return Status::InvalidArgument("augment: need 0 < " + Opt("AugmentOptions::crop_scale_min") +
+                                   " <= " + Opt("AugmentOptions::crop_scale_max") + " <= 1, got [" +
+                                   std::to_string(crop_scale_min) + ", " +
+                                   std::to_string(crop_scale_max) + "]");
   }
   if (!(crop_ratio_min > 0.0 && crop_ratio_min <= crop_ratio_max)) {
-    return Status::InvalidArgument("augment: need 0 < crop_ratio_min <= crop_ratio_max");
+    return Status::InvalidArgument("augment: need 0 < " + Opt("AugmentOptions::crop_ratio_min") +
+                                   " <= " + Opt("AugmentOptions::crop_ratio_max"));
   }
-  if (resize_shorter < 0) return Status::InvalidArgument("augment: resize_shorter must be >= 0");
+  if (resize_shorter < 0) {
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::resize_shorter") +
+                                   " must be >= 0");
+  }
   if (resize_shorter > 0 && crop_scale_min < 1.0) {
-    return Status::InvalidArgument(
-        "augment: resize_shorter (validation centre crop) and a random crop (crop_scale_min < 1) "
-        "exclude each other");
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::resize_shorter") +
+                                   " (validation centre crop) and a random crop (" +
+                                   Opt("AugmentOptions::crop_scale_min") +
+                                   " < 1) exclude each other");
   }
   return Status::OK();
 }

@@ -3,11 +3,13 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
+#include <openssl/evp.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -17,6 +19,8 @@
 #include <utility>
 
 #include "codec/image.h"
+#include "dspipe/cuda.h"
+#include "dspipe/option_fields.h"
 #include "pipeline/batch_pool.h"
 #include "pipeline/sample.h"
 
@@ -88,6 +92,106 @@ class ParallelismLease {
   bool abandoned_ = false;
 };
 
+// ---- resume identity (LoaderState) --------------------------------------------------------
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+// What identifies the data, whatever path it is read at: the manifest's sha256; for a plain
+// LMDB (no manifest) the sha256 of its count, pairing, first and last keys and their records.
+// Never fails: a record that does not read counts by its key and the error's code (the loader
+// reports the error itself when it reaches the record).
+std::string ContentSha256(const Dataset& ds) {
+  const DatasetInfo& info = ds.info();
+  if (!info.manifest_json.empty()) return Sha256Hex(info.manifest_json);
+  std::string id = "plain LMDB\n" + std::to_string(info.count) + "\n" + info.pairing + "\n";
+  for (const uint64_t i : {uint64_t{0}, info.count - 1}) {
+    if (info.count == 0) break;
+    id += ds.KeyName(i) + "\n";
+    const Status s = ds.Read(i, [&id](const RecordView& r) {
+      id += Sha256Hex({reinterpret_cast<const char*>(r.image.data()), r.image.size()}) + "\n";
+      id += Sha256Hex({reinterpret_cast<const char*>(r.mask.data()), r.mask.size()}) + "\n";
+      return Status::OK();
+    });
+    if (!s.ok()) id += std::string("unreadable: ") + Status::CodeName(s.code()) + "\n";
+  }
+  return Sha256Hex(id);
+}
+
+template <class T>
+std::string FormatOption(const T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof(buf), v);  // shortest round trip
+    return std::string(buf, r.ptr);
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return std::to_string(v);
+  } else if constexpr (NamedEnum<T>) {
+    return std::string(EnumName(v));
+  } else if constexpr (std::is_same_v<T, std::shared_ptr<const TransformPipeline>>) {
+    return v ? v->ToJson() : "";  // the pipeline as A.to_dict JSON; "" = augment's
+
+  } else if constexpr (std::is_constructible_v<std::string, const T&>) {
+    return std::string(v);
+  } else {
+    return "?";  // not a kInState kind (callbacks, pointers, lists): never called for those
+  }
+}
+
+// "state has A, this loader B"; values longer than a line (a transform pipeline's JSON) are
+// shown from just before where they first differ.
+std::string ValueDiff(const std::string& theirs, const std::string& ours) {
+  constexpr size_t kShort = 60, kContext = 20, kShown = 40;
+  if (theirs.size() <= kShort && ours.size() <= kShort) {
+    return "state has " + theirs + ", this loader " + ours;
+  }
+  size_t at = 0;
+  while (at < theirs.size() && at < ours.size() && theirs[at] == ours[at]) ++at;
+  const size_t from = at > kContext ? at - kContext : 0;
+  auto part = [from](const std::string& v) {
+    if (v.empty()) return std::string("\"\" (none)");
+    return std::string(from > 0 ? "..." : "") + v.substr(from, kShown) +
+           (v.size() > from + kShown ? "..." : "");
+  };
+  return "state has " + part(theirs) + ", this loader " + part(ours) + " (" +
+         std::to_string(theirs.size()) + " and " + std::to_string(ours.size()) +
+         " chars, first difference at char " + std::to_string(at) + ")";
+}
+
+// One option of the identity: its key in LoaderState::options, the marker naming it in
+// messages, its value.
+struct StateOption {
+  std::string key, marker, value;
+};
+
+// The kInState fields of s (nested structs flattened as "sampler.shard_id").
+template <class S>
+void StateOptions(const S& s, const std::string& prefix, std::vector<StateOption>* out) {
+  ForEachOptionField<S>([&](const auto& f) {
+    using T = typename std::remove_cvref_t<decltype(f)>::Type;
+    if ((f.flags & kInState) == 0) return;
+    const std::string key = prefix + std::string(f.name);
+    if constexpr (ListedOptions<T>) {
+      StateOptions(s.*(f.member), key + ".", out);
+    } else {
+      out->push_back({key, Opt(std::string(OptionFields<S>::kName) + "::" + std::string(f.name)),
+                      FormatOption(s.*(f.member))});
+    }
+  });
+}
+
 // One batch being produced: its samples are loaded by worker tasks into `buffer`; the last
 // task to finish compacts out skipped samples and marks it ready.
 struct Job {
@@ -106,9 +210,10 @@ struct Job {
 class LoaderImpl final : public Loader {
  public:
   LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions options, BatchShape shape,
-             Sampler sampler, NormalizeParams norm,
+             Sampler sampler, NormalizeParams norm, std::string content_sha256,
              std::shared_ptr<const TransformPipeline> pipeline)
-      : dataset_(std::move(dataset)),
+      : content_sha256_(std::move(content_sha256)),
+        dataset_(std::move(dataset)),
         options_(std::move(options)),
         shape_(shape),
         sampler_(std::move(sampler)),
@@ -130,6 +235,7 @@ class LoaderImpl final : public Loader {
     ctx_.pipeline = std::move(pipeline);
     stats_.SetTransformRows(ctx_.pipeline->segment_labels());
     epoch_end_ = EpochEnd(0);
+    StateOptions(options_, "", &state_options_);
     WantShards();
   }
 
@@ -162,6 +268,7 @@ class LoaderImpl final : public Loader {
       DSPIPE_RETURN_IF_ERROR(TopUp());
       std::unique_ptr<Job> job = WaitFront();
       deliver_pos_ += job->indices.size();
+      taken_ = true;  // the position moved: set_epoch of this epoch restarts it
       Status s = Collect(*job);
       BatchBuffer* buffer = job->buffer;
       const int size = job->size;
@@ -181,18 +288,39 @@ class LoaderImpl final : public Loader {
   }
 
   void set_epoch(uint64_t epoch) override {
+    if (epoch == epoch_ && !taken_) return ContinuePending();
     Drain();
     SetEpochLocked(epoch);
   }
   uint64_t epoch() const override { return epoch_; }
+  void BeginPass() override {
+    if (!taken_) return ContinuePending();
+    Drain();
+    SetEpochLocked(epoch_ + 1);
+  }
   uint64_t batches_per_epoch() const override {
     const auto b = static_cast<uint64_t>(options_.batch_size);
     return (epoch_end_ + b - 1) / b;
   }
   uint64_t samples_per_epoch() const override { return sampler_.SamplesInEpoch(epoch_); }
+  uint64_t batches_left() const override {
+    const auto b = static_cast<uint64_t>(options_.batch_size);
+    return (epoch_end_ - std::min(deliver_pos_, epoch_end_) + b - 1) / b;
+  }
 
-  LoaderState state() const override { return {seed_, epoch_, deliver_pos_}; }
+  LoaderState state() const override {
+    LoaderState s;
+    s.seed = seed_;
+    s.epoch = epoch_;
+    s.position = deliver_pos_;
+    s.dataset_sha256 = content_sha256_;
+    s.dataset_count = origin_->info().count;
+    s.dataset_path = origin_->info().path;
+    for (const StateOption& o : state_options_) s.options.emplace_back(o.key, o.value);
+    return s;
+  }
   Status Restore(const LoaderState& state) override {
+    DSPIPE_RETURN_IF_ERROR(CheckIdentity(state));
     Sampler sampler = sampler_;
     if (seed_ != state.seed) {
       SamplerOptions so = sampler_.options();
@@ -218,6 +346,35 @@ class LoaderImpl final : public Loader {
     SetEpochLocked(state.epoch);
     deliver_pos_ = submit_pos_ = advised_pos_ = state.position;
     return Status::OK();
+  }
+
+  // OK when `state` was taken on the same data (by content) with the same stream options; else
+  // InvalidArgument naming every difference. Options the state does not list (a state from a
+  // version without them) are not checked.
+  Status CheckIdentity(const LoaderState& state) const {
+    if (state.dataset_sha256.empty()) return Status::OK();
+    const DatasetInfo& info = origin_->info();
+    if (state.dataset_sha256 != content_sha256_ || state.dataset_count != info.count) {
+      return Status::InvalidArgument(
+          "loader: the state is from another dataset: state has " +
+          std::to_string(state.dataset_count) + " records, content sha256 " +
+          state.dataset_sha256.substr(0, 16) + "... (read at " + state.dataset_path +
+          "); this loader " + std::to_string(info.count) + " records, " +
+          content_sha256_.substr(0, 16) + "... (" + info.path + ")");
+    }
+    std::string diffs;
+    for (const auto& [key, value] : state.options) {
+      const auto it = std::find_if(state_options_.begin(), state_options_.end(),
+                                   [&key](const StateOption& o) { return o.key == key; });
+      if (it == state_options_.end()) {
+        diffs += (diffs.empty() ? "" : "; ") + key + ": state has " + value +
+                 ", this loader has no such option";
+      } else if (it->value != value) {
+        diffs += (diffs.empty() ? "" : "; ") + it->marker + ": " + ValueDiff(value, it->value);
+      }
+    }
+    if (diffs.empty()) return Status::OK();
+    return Status::InvalidArgument("loader: the state is from a different loader: " + diffs);
   }
 
   const BatchShape& shape() const override { return shape_; }
@@ -250,6 +407,7 @@ class LoaderImpl final : public Loader {
     s.prefetch = options_.prefetch;
     s.store = dataset_->info().store.empty() ? "encoded" : dataset_->info().store;
     s.gpu = false;
+    s.cuda_usable = CudaAvailable();
     s.cpu_cores = UsableCpus();
     return s;
   }
@@ -271,10 +429,20 @@ class LoaderImpl final : public Loader {
     return options_.drop_last ? n / b * b : n;
   }
 
+  // The pending position (nothing taken since it was set) continues, at an epoch boundary's
+  // cost: nothing in flight, so the background cache copy may be switched to.
+  void ContinuePending() {
+    const uint64_t position = deliver_pos_;
+    Drain();
+    SetEpochLocked(epoch_);
+    deliver_pos_ = submit_pos_ = advised_pos_ = position;
+  }
+
   // REQUIRES: no job in flight (after Drain): every place that starts an epoch.
   void SetEpochLocked(uint64_t epoch) {
     epoch_end_ = EpochEnd(epoch);
     epoch_ = epoch;
+    taken_ = false;
     deliver_pos_ = submit_pos_ = advised_pos_ = 0;
     corrupt_in_epoch_ = 0;
     SwitchToCacheIfReady();
@@ -403,6 +571,10 @@ class LoaderImpl final : public Loader {
       job->status[slot_index] = Status::Internal(
           "loading key " + dataset_->KeyName(job->indices[slot_index]) + ": " + e.what());
     }
+    Status& status = job->status[slot_index];
+    if (!status.ok() && status.key().empty()) {  // front ends expose it (CorruptRecord.key)
+      status = status.WithKey(dataset_->KeyName(job->indices[slot_index]));
+    }
     job->normalize_ns.fetch_add(norm_ns, std::memory_order_relaxed);
     if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(job);
   }
@@ -503,6 +675,8 @@ class LoaderImpl final : public Loader {
     jobs_.clear();
   }
 
+  const std::string content_sha256_;        // the data's identity (LoaderState::dataset_sha256)
+  std::vector<StateOption> state_options_;  // the options' part of it (kInState fields)
   std::shared_ptr<const Dataset> dataset_;  // read by new tasks; changes only between epochs
   LoaderOptions options_;
   const BatchShape shape_;
@@ -529,6 +703,9 @@ class LoaderImpl final : public Loader {
   uint64_t epoch_ = 0;
   uint64_t epoch_end_ = 0;  // positions per epoch after drop_last
   uint64_t deliver_pos_ = 0, submit_pos_ = 0;
+  // A batch was taken (or skipped by an error) since the position was set: set_epoch of this
+  // epoch restarts it, and BeginPass starts the next one. false after SetEpochLocked.
+  bool taken_ = false;
   uint64_t advised_pos_ = 0;  // positions before this were passed to Dataset::WillNeed
   uint64_t order_epoch_ = 0;
   std::vector<uint64_t> order_;
@@ -576,12 +753,15 @@ Status Invalid(const std::string& what) { return Status::InvalidArgument("loader
 Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
                             std::vector<double>* std, NormalizeParams* params) {
   if (mean->empty() != std->empty()) {
-    return Status::InvalidArgument("set both mean and std, or neither");
+    return Status::InvalidArgument("set both " + Opt("LoaderOptions::mean") + " and " +
+                                   Opt("LoaderOptions::std") + ", or neither");
   }
   if (mean->empty()) {
     if (!info.has_stats) {
       return Status::InvalidArgument("normalize needs mean/std, and " + info.path +
-                                     " has no statistics in its manifest: set mean and std");
+                                     " has no statistics in its manifest: set " +
+                                     Opt("LoaderOptions::mean") + " and " +
+                                     Opt("LoaderOptions::std"));
     }
     *mean = info.mean;
     *std = info.std;
@@ -590,7 +770,8 @@ Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<d
   if (mean->size() == 1) mean->assign(c, (*mean)[0]);
   if (std->size() == 1) std->assign(c, (*std)[0]);
   if (mean->size() != c || std->size() != c) {
-    return Status::InvalidArgument("mean/std have " + std::to_string(mean->size()) + "/" +
+    return Status::InvalidArgument(Opt("LoaderOptions::mean") + "/" + Opt("LoaderOptions::std") +
+                                   " have " + std::to_string(mean->size()) + "/" +
                                    std::to_string(std->size()) + " values for " +
                                    std::to_string(channels) + " channels");
   }
@@ -606,16 +787,21 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
                       std::unique_ptr<Loader>* out) {
   if (!dataset) return Invalid("no dataset");
   LoaderOptions o = options;
-  if (o.batch_size < 1) return Invalid("batch_size must be >= 1");
-  if (o.prefetch < 1) return Invalid("prefetch must be >= 1");
-  if (o.readahead < -1) return Invalid("readahead must be >= 0 (samples), or -1 = prefetch x batch");
-  if (o.threads < 0) return Invalid("threads must be >= 0 (0 = usable CPUs)");
-  if (o.max_corrupt < 0) return Invalid("max_corrupt must be >= 0");
+  if (o.batch_size < 1) return Invalid(Opt("LoaderOptions::batch_size") + " must be >= 1");
+  if (o.prefetch < 1) return Invalid(Opt("LoaderOptions::prefetch") + " must be >= 1");
+  if (o.readahead < -1) {
+    return Invalid(Opt("LoaderOptions::readahead") +
+                   " must be >= 0 (samples), or -1 = prefetch x batch");
+  }
+  if (o.threads < 0)
+    return Invalid(Opt("LoaderOptions::threads") + " must be >= 0 (0 = usable CPUs)");
+  if (o.max_corrupt < 0) return Invalid(Opt("LoaderOptions::max_corrupt") + " must be >= 0");
   if (o.height < 0 || o.width < 0 || (o.height == 0) != (o.width == 0)) {
-    return Invalid("height and width must both be 0 (dataset size) or both > 0");
+    return Invalid(Opt("LoaderOptions::height") + " and " + Opt("LoaderOptions::width") +
+                   " must both be 0 (dataset size) or both > 0");
   }
   if (o.channels != 0 && o.channels != 1 && o.channels != 3) {
-    return Invalid("channels must be 0 (dataset's), 1 or 3");
+    return Invalid(Opt("LoaderOptions::channels") + " must be 0 (dataset's), 1 or 3");
   }
   DSPIPE_RETURN_IF_ERROR(o.augment.Validate());
   if (o.defer_hflip && o.normalize != NormalizeMode::kNone) {
@@ -635,7 +821,8 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
                                                    &o.width, &pipeline));
   if (pipeline->has_normalize()) {  // A.Normalize maps onto the normalize stage
     if (!o.mean.empty() || !o.std.empty()) {
-      return Invalid("the transform pipeline's Normalize sets mean/std: leave mean and std empty");
+      return Invalid("the transform pipeline's Normalize sets mean/std: leave " +
+                     Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std") + " empty");
     }
     o.mean = pipeline->normalize_mean();
     o.std = pipeline->normalize_std();
@@ -655,8 +842,9 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
                                                      : info.shard_sizes,
                              o.sampler, &sampler);
   if (!s.ok()) return s.WithContext("loader over " + info.path);
+  std::string content = ContentSha256(*dataset);
   *out = std::make_unique<LoaderImpl>(std::move(dataset), std::move(o), shape, std::move(sampler),
-                                      norm, std::move(pipeline));
+                                      norm, std::move(content), std::move(pipeline));
   return Status::OK();
 }
 

@@ -403,9 +403,18 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     return TransformPipeline::Parse(AugmentPipelineJson(aug, *height, *width), out);
   }
   if (aug.hflip_p > 0 || aug.vflip_p > 0 || aug.crops()) {
-    return invalid(
-        "set augment or transform, not both (put the flips and crops in the "
-        "pipeline: HorizontalFlip, VerticalFlip, RandomResizedCrop)");
+    std::string set;  // the augment options given, as every front end names them
+    auto add = [&set](bool given, const char* field) {
+      if (given) set += (set.empty() ? "" : ", ") + Opt(field);
+    };
+    add(aug.hflip_p > 0, "AugmentOptions::hflip_p");
+    add(aug.vflip_p > 0, "AugmentOptions::vflip_p");
+    add(aug.crop_scale_min < 1.0, "AugmentOptions::crop_scale_min");
+    add(aug.resize_shorter > 0, "AugmentOptions::resize_shorter");
+    return invalid(Opt("LoaderOptions::transform") + " with " + set +
+                   ": set augment or transform, not both (put the flips and crops in the "
+                   "pipeline: HorizontalFlip, VerticalFlip, RandomResizedCrop, SmallestMaxSize + "
+                   "CenterCrop)");
   }
   std::shared_ptr<const TransformPipeline> p = options.transform;
   if (p->impl().needs_mask && !info.has_masks) {
@@ -416,8 +425,9 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
   if (p->OutputSize(info.height, info.width, &ph, &pw)) {
     if (*height > 0 && (ph != *height || pw != *width)) {
       return invalid("the transform pipeline ends in " + std::to_string(ph) + "x" +
-                     std::to_string(pw) + " but height/width ask for " + std::to_string(*height) +
-                     "x" + std::to_string(*width) + ": drop height/width or change the pipeline");
+                     std::to_string(pw) + " but the output size (" + Opt("LoaderOptions::height") +
+                     ") asks for " + std::to_string(*height) + "x" + std::to_string(*width) +
+                     ": drop it or change the pipeline");
     }
     *height = ph, *width = pw;
     *out = p;
@@ -427,8 +437,8 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     const std::string why = p->OutputSizeReason(info.height, info.width);
     const std::string fix =
         ": end the pipeline in a fixed size (e.g. Resize(height=H, width=W), CenterCrop or "
-        "RandomCrop(H, W), RandomResizedCrop(size=(H, W))) or set height/width (every sample "
-        "is then resized to it)";
+        "RandomCrop(H, W), RandomResizedCrop(size=(H, W))) or set the output size (" +
+        Opt("LoaderOptions::height") + ": every sample is then resized to it)";
     if (info.height > 0 || info.store != "plain") {
       return invalid("batches need one size, and " +
                      (info.height > 0

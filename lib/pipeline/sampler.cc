@@ -59,31 +59,37 @@ Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOp
   for (uint64_t n : shard_sizes) dataset_size += n;
   if (dataset_size == 0) return Status::InvalidArgument("sampler: the dataset is empty");
   if (s < 1) {
-    return Status::InvalidArgument("sampler: num_shards must be >= 1, got " + std::to_string(s));
+    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::num_shards") +
+                                   " must be >= 1, got " + std::to_string(s));
   }
   if (options.shard_id < 0 || options.shard_id >= s) {
-    return Status::InvalidArgument(
-        "sampler: shard_id must be in [0, num_shards=" + std::to_string(s) + "), got " +
-        std::to_string(options.shard_id));
+    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::shard_id") +
+                                   " must be in [0, " +
+                                   Opt("SamplerOptions::num_shards", std::to_string(s)) +
+                                   "), got " + std::to_string(options.shard_id));
   }
   const uint64_t shards = static_cast<uint64_t>(s);
   const uint64_t rank = static_cast<uint64_t>(options.shard_id);
   if (options.order == SampleOrder::kBlocks && options.block_size == 0) {
-    return Status::InvalidArgument("sampler: block_size must be >= 1 with order 'blocks'");
+    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::block_size") +
+                                   " must be >= 1 with " + Opt("SamplerOptions::order", "blocks"));
   }
   const uint64_t files = shard_sizes.size();
   if (options.order == SampleOrder::kShards) {
     if (files < shards) {
       return Status::InvalidArgument(
-          "sampler: order 'shards' gives every rank whole shard files, but the dataset has " +
-          std::to_string(files) + " shard" + (files == 1 ? "" : "s") + " for " +
-          std::to_string(shards) + " ranks (num_shards); rebuild it with at least " +
-          std::to_string(shards) + " shards (dsconvert build --shards), or use order 'blocks'");
+          "sampler: " + Opt("SamplerOptions::order", "shards") +
+          " gives every rank whole shard files, but the dataset has " + std::to_string(files) +
+          " shard" + (files == 1 ? "" : "s") + " for " + std::to_string(shards) + " ranks (" +
+          Opt("SamplerOptions::num_shards") + "); rebuild it with at least " +
+          std::to_string(shards) + " shards (" +
+          Opt("BuildOptions::shards", std::to_string(shards)) + "), or use " +
+          Opt("SamplerOptions::order", "blocks"));
     }
     for (uint64_t k = 0; k < files; ++k) {
       if (shard_sizes[k] == 0) {
-        return Status::InvalidArgument("sampler: order 'shards': shard " + std::to_string(k) +
-                                       " of the dataset is empty");
+        return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::order", "shards") +
+                                       ": shard " + std::to_string(k) + " of the dataset is empty");
       }
     }
   }
@@ -118,10 +124,10 @@ Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOp
     }
   }
   if (per_rank == 0) {
-    return Status::InvalidArgument("sampler: " + std::to_string(dataset_size) +
-                                   " samples leave rank " + std::to_string(rank) + " of " +
-                                   std::to_string(shards) + " nothing with remainder rule '" +
-                                   RemainderRuleName(options.remainder) + "'");
+    return Status::InvalidArgument(
+        "sampler: " + std::to_string(dataset_size) + " samples leave rank " + std::to_string(rank) +
+        " of " + std::to_string(shards) + " nothing with " +
+        Opt("SamplerOptions::remainder", RemainderRuleName(options.remainder)));
   }
   out->size_ = dataset_size;
   out->per_rank_ = per_rank;

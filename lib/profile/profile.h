@@ -60,8 +60,13 @@ struct ProfileOptions {
   std::vector<double> std;
   // How a plain LMDB's keys pair into samples (masks, labels); see dspipe/dataset.h.
   PlainLmdbOptions plain;
-  // Per-sample augmentation (default none).
+  // Per-sample augmentation (default none): flips, random resized crop, image interpolation.
   AugmentOptions augment;
+  // Output size and channels (LoaderOptions::height / width / channels): 0 (default) = the
+  // dataset's; samples of another size are resized (cropped first with augment's crop).
+  int height = 0;
+  int width = 0;
+  int channels = 0;
   // A transform pipeline (dspipe/transforms.h, `dsbench --transform FILE.json`) instead of
   // `augment`; nullptr (default) = augment's. Its Normalize gives the mean/std.
   std::shared_ptr<const TransformPipeline> transform;

@@ -1,6 +1,7 @@
 // ReportJson and ReportCsv: the machine-readable outputs (schema: docs/DSBENCH.md).
 #include <fmt/format.h>
 
+#include "dspipe/option_fields.h"
 #include "profile/profile.h"
 #include "profile/report_util.h"
 
@@ -28,6 +29,13 @@ json ConfigJson(const ProfileOptions& o) {
           {"normalize", o.normalize},
           {"hflip", o.augment.hflip_p},
           {"vflip", o.augment.vflip_p},
+          {"crop_scale", {o.augment.crop_scale_min, o.augment.crop_scale_max}},
+          {"crop_ratio", {o.augment.crop_ratio_min, o.augment.crop_ratio_max}},
+          {"interpolation", EnumName(o.augment.image_interpolation)},
+          {"size", {o.height, o.width}},
+          {"channels", o.channels},
+          {"mean", o.mean},
+          {"std", o.std},
           {"transform", o.transform ? json::parse(o.transform->ToJson())["transform"] : json()},
           {"shuffle", o.shuffle},
           {"seed", o.seed},

@@ -98,6 +98,9 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
   lo.readahead = o.readahead;
   lo.sampler = SamplerFor(o);
   lo.augment = o.augment;
+  lo.height = o.height;
+  lo.width = o.width;
+  lo.channels = o.channels;
   lo.transform = o.transform;
   std::vector<double> mean = o.mean, std = o.std;
   const bool normalizes = o.device == "cuda" || o.normalize;
@@ -450,6 +453,9 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   lo.batch_size = options.batch_size;
   lo.prefetch = options.prefetch;
   lo.normalize = options.normalize ? NormalizeMode::kCpuFloat32 : NormalizeMode::kNone;
+  lo.height = options.height;
+  lo.width = options.width;
+  lo.channels = options.channels;
   lo.dataset.plain = options.plain;
   // Order kShards: lazy shards, and the per-shard cache (OpenLoaderDataset sets both).
   lo.sampler = SamplerFor(options);

@@ -68,6 +68,8 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
   const double loader = v.loader_ms_per_batch;
   auto share = [&](Stage st) { return loader > 0 ? in.cost[static_cast<size_t>(st)] / loader : 0; };
   const bool cpu_room = in.threads < in.cores;
+  // Only a run that has a GPU (on the GPU path, or one it could use) hears about GPUs.
+  const bool has_gpu = shape.gpu || shape.cuda_usable;
   const std::string more_threads =
       fmt::format("Raise threads from {} to {} ({} cores available; `dsbench --threads {}`)",
                   in.threads, in.cores, in.cores, in.cores);
@@ -83,10 +85,10 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
     return;
   }
   if (v.starved) {
-    s.push_back(
-        fmt::format("The GPU waits for data: loader {:.2f} ms/batch vs compute {:.2f} ms; "
-                    "fix the {} stage first",
-                    loader, v.compute_ms, StageName(v.limiting_stage)));
+    s.push_back(fmt::format(
+        "The {} waits for data: loader {:.2f} ms/batch vs compute {:.2f} ms; "
+        "fix the {} stage first",
+        has_gpu ? "GPU" : "training step", loader, v.compute_ms, StageName(v.limiting_stage)));
   }
   if (v.bound == "io") {
     s.push_back(
@@ -136,7 +138,7 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
                       in.cores));
     }
   } else if (v.bound == "transform" || v.bound == "normalize" || v.bound == "collate") {
-    if (!shape.gpu) {
+    if (!shape.gpu && has_gpu) {
       s.push_back(
           "Normalize on the GPU (DeviceLoader; `dsbench --device cuda`): ship uint8 batches "
           "and skip the CPU float pass");
@@ -155,7 +157,7 @@ void Suggest(const Inputs& in, const LoaderShape& shape, Verdict* out) {
     if (cpu_room) s.push_back(more_threads);
   } else if (v.bound == "h2d") {
     s.push_back("Copy from pinned (page-locked) host memory with asynchronous copies");
-    if (!shape.gpu) {
+    if (!shape.gpu && has_gpu) {
       s.push_back("Ship uint8 and normalize on the GPU: 4x fewer bytes than float32");
     }
     s.push_back(
@@ -238,7 +240,8 @@ Verdict Diagnose(const std::vector<StageSummary>& summaries, const LoaderShape& 
                              LabelOf(v.limiting_stage), StageName(v.limiting_stage), Pct(v.share),
                              loader, in.threads);
     if (v.starved) {
-      v.headline += fmt::format("; GPU starved: loader {:.2f} ms/batch > compute {:.2f} ms", loader,
+      v.headline += fmt::format("; {}: loader {:.2f} ms/batch > compute {:.2f} ms",
+                                shape.gpu || shape.cuda_usable ? "GPU starved" : "starved", loader,
                                 compute_ms);
     } else if (compute_ms > 0) {
       v.headline +=

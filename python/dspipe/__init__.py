@@ -15,45 +15,51 @@ the key.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from . import _dspipe
-from .errors import CorruptDataset, CorruptRecord
+from . import _dspipe, _options
 from ._progress import Progress
-from .loader import Loader
+from .errors import CorruptDataset, CorruptRecord, CudaUnavailable
+from .loader import DLPackArray, Loader
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._kwargs import BuildArgs, VerifyArgs
 
 __all__ = ["synth", "build", "assemble", "verify", "info", "describe", "fetch", "fetch_dataset",
-           "Loader", "CorruptDataset",
-           "CorruptRecord", "build_info", "cuda_status", "__version__"]
+           "Loader", "DLPackArray", "CorruptDataset", "CorruptRecord", "CudaUnavailable",
+           "build_info", "cuda_status", "__version__"]
 
 _dspipe._set_corrupt_record(CorruptRecord)
+_dspipe._set_option_names(_options.option_names())  # messages name keyword arguments
 __version__: str = _dspipe.build_info()["version"]
 
 
-def synth(out_dir: str | os.PathLike, count: int = 100, size: tuple[int, int] = (512, 512),
-          seed: int = 0, format: str = "png", classes: int = 2, threads: int = 0) -> None:
+def synth(out_dir: str | os.PathLike[str], count: int = 100,
+          size: tuple[int, int] = (512, 512), seed: int = 0, format: str = "png",
+          classes: int = 2, threads: int = 0) -> None:
     """Writes `count` deterministic synthetic samples to out_dir/images and out_dir/masks.
     size is (height, width); format "png" or "jpg"; classes in [2, 255]; threads 0 = all."""
     height, width = size
     _dspipe.synth(os.fspath(out_dir), count, width, height, seed, format, classes, threads)
 
 
-def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "encoded",
-          shuffle: bool = False, seed: int = 0, on_error: str = "fail", threads: int = 0,
-          shards: int = 1, resume: bool = False, overwrite: bool = False, check: str = "header",
-          resize: tuple[int, int] | None = None, gray: bool = False, sync: bool = True,
-          progress: bool | Callable[[int, int], Any] = True, shard_index: int | None = None,
-          commit_mb: float = 64) -> dict:
-    """Builds a dataset (dsconvert build). store "encoded" (source bytes) or "raw" (zstd
-    pixels); on_error "fail" or "skip" (rejected files listed in OUTPUT/rejected.tsv); check
-    "header" or "decode"; resize (height, width). progress: True = tqdm.auto when installed,
-    else plain lines; False = quiet; or a callable(done, total). shard_index: build only that
-    shard of a `shards` build (dsconvert build --shard-index; join with assemble()); progress
-    then counts that shard's samples. commit_mb: MiB per LMDB transaction (--commit-mb).
-    Returns the build's counts."""
-    if check not in ("header", "decode"):
-        raise ValueError(f"check must be 'header' or 'decode', got {check!r}")
-    height, width = resize if resize is not None else (0, 0)
+def build(source: str | os.PathLike[str], output: str | os.PathLike[str], *,
+          progress: bool | Callable[[int, int], Any] = True,
+          **options: Unpack[BuildArgs]) -> dict[str, Any]:
+    """Builds a dataset (dsconvert build; the C++ BuildDataset): each option sets one
+    BuildOptions field by name, default the C++ default (docs/PYTHON.md lists them):
+
+{options}
+
+    progress: True = tqdm.auto when installed, else plain lines; False = quiet; or a
+    callable(done, total). Returns the build's counts."""
+    _options.refuse_unknown("dspipe.build", options, list(_options.BUILD))
+    o = _dspipe.BuildOptions()
+    _options.fill("dspipe.build", _options.BUILD,
+                  {"source": source, "output": output, **options},
+                  {"BuildOptions": o, "PlainLmdbOptions": o.plain})
     bar = None
     if callable(progress):
         hook = progress
@@ -62,36 +68,38 @@ def build(source: str | os.PathLike, output: str | os.PathLike, store: str = "en
     else:
         hook = None
     try:
-        return _dspipe.build(os.fspath(source), os.fspath(output), store, shuffle, seed, on_error,
-                             threads, shards, resume, overwrite, check == "decode", width,
-                             height, gray, sync, hook,
-                             -1 if shard_index is None else int(shard_index),
-                             int(max(0.0, commit_mb) * (1 << 20)))
+        return dict(_dspipe.build(o, hook))
     finally:
         if bar is not None:
             bar.close()
 
 
-def assemble(output: str | os.PathLike) -> dict:
+def assemble(output: str | os.PathLike[str]) -> dict[str, Any]:
     """Joins the shards built one at a time (build(..., shards=N, shard_index=i)) into one
     dataset (dsconvert assemble): counts and mean/std combined from the shards' sums. Raises
     naming each missing or unfinished shard. Returns {"shards", "records", "skipped", ...}."""
-    return _dspipe.assemble(os.fspath(output))
+    return dict(_dspipe.assemble(os.fspath(output)))
 
 
-def verify(path: str | os.PathLike, threads: int = 0, max_listed: int = 100) -> dict:
+def verify(path: str | os.PathLike[str], **options: Unpack[VerifyArgs]) -> dict[str, Any]:
     """Checks the size and sha256 of every file the manifest lists, then every record (checksum
     + decode). Returns {"records": n, "bad": 0} when all are good; raises CorruptDataset (its
     message and .keys name the bad records, .bad_files counts files that do not match)
-    otherwise."""
-    path = os.fspath(path)
-    records, bad, problems, bad_files = _dspipe.verify(path, threads, max_listed)
+    otherwise. Options (VerifyOptions fields):
+
+{options}"""
+    _options.refuse_unknown("dspipe.verify", options, list(_options.VERIFY))
+    o = _dspipe.VerifyOptions()
+    _options.fill("dspipe.verify", _options.VERIFY, options, {"VerifyOptions": o})
+    p = os.fspath(path)
+    records, bad, problems, bad_files = _dspipe.verify(p, o)
     if bad or bad_files:
-        raise CorruptDataset(path, records, bad, problems, bad_files)
+        raise CorruptDataset(p, records, bad, problems, bad_files)
     return {"records": records, "bad": 0}
 
 
-def _fetch_progress(progress: bool | Callable[[int, int], Any], desc: str):
+def _fetch_progress(progress: bool | Callable[[int, int], Any],
+                    desc: str) -> tuple[Progress | None, Callable[[int, int], Any] | None]:
     if callable(progress):
         return None, progress
     if progress:
@@ -100,9 +108,10 @@ def _fetch_progress(progress: bool | Callable[[int, int], Any], desc: str):
     return None, None
 
 
-def fetch(url: str, dest: str | os.PathLike, sha256: str | None = None, size: int | None = None,
+def fetch(url: str, dest: str | os.PathLike[str], sha256: str | None = None,
+          size: int | None = None,
           retries: int = 8, stall_seconds: int = 30,
-          progress: bool | Callable[[int, int], Any] = True) -> dict:
+          progress: bool | Callable[[int, int], Any] = True) -> dict[str, Any]:
     """Resumable, verified download of url (http, https, file://) or copy of a local path into
     dest (dsconvert fetch; docs/FETCH.md). Bytes go to DEST.part, renamed to dest once the size
     (size, else the server's) and sha256 (when given) check out. A failure, a kill or Ctrl-C
@@ -121,9 +130,9 @@ def fetch(url: str, dest: str | os.PathLike, sha256: str | None = None, size: in
             bar.close()
 
 
-def fetch_dataset(url: str, dest_dir: str | os.PathLike, retries: int = 8,
+def fetch_dataset(url: str, dest_dir: str | os.PathLike[str], retries: int = 8,
                   stall_seconds: int = 30,
-                  progress: bool | Callable[[int, int], Any] = True) -> dict:
+                  progress: bool | Callable[[int, int], Any] = True) -> dict[str, Any]:
     """Fetches the dataset served at url (its manifest.json, then every file it lists, each
     verified by size and sha256) into dest_dir, which appears only when complete (dsconvert
     fetch URL/ DEST). Interrupted calls (a kill, Ctrl-C) resume; two processes make one
@@ -136,23 +145,30 @@ def fetch_dataset(url: str, dest_dir: str | os.PathLike, retries: int = 8,
             bar.close()
 
 
-def info(path: str | os.PathLike) -> dict:
+def info(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Describes a dataset: count, shape (channels, height, width), storage, mean, std (pixel
     units, None when unknown), classes (mask classes), class_names, has_masks, has_labels."""
     return _dspipe.info(os.fspath(path))
 
 
-def describe(path: str | os.PathLike) -> str:
+def describe(path: str | os.PathLike[str]) -> str:
     """The text `dsconvert info` prints."""
     return _dspipe.describe(os.fspath(path))
 
 
-def cuda_status() -> dict:
+def cuda_status() -> dict[str, Any]:
     """{"usable": bool, "reason": why not ("" when usable), "devices": count}."""
     usable, reason, devices = _dspipe.cuda_available()
     return {"usable": usable, "reason": reason, "devices": devices}
 
 
-def build_info() -> dict:
+def build_info() -> dict[str, Any]:
     """Version, build type, whether CUDA was compiled in, usable CPUs, oneTBB concurrency."""
     return dict(_dspipe.build_info())
+
+
+build.__doc__ = (build.__doc__ or "").replace("{options}", _options.docs(
+    _options.BUILD, {"BuildOptions": _dspipe.BuildOptions(),
+                     "PlainLmdbOptions": _dspipe.BuildOptions().plain}))
+verify.__doc__ = (verify.__doc__ or "").replace("{options}", _options.docs(
+    _options.VERIFY, {"VerifyOptions": _dspipe.VerifyOptions()}))

@@ -7,13 +7,18 @@ _KEY = re.compile(r"\bkey ([^\s:,()]+)")
 
 
 class CorruptRecord(RuntimeError):
-    """A record failed a check (checksum, header, decode). The message is the C++ one; ``key``
-    is the dataset key it names (None when the message names none)."""
+    """A record or a source file failed a check (checksum, header, decode, a truncated file).
+    The message is the C++ one, options named as keyword arguments. ``key`` is the dataset
+    key it is about (the loader, verify: unquoted, as the dataset names it), ``path`` the file
+    (a build's source file, a fetched file); each is None when the error is not about one."""
 
-    @property
-    def key(self) -> str | None:
-        m = _KEY.search(str(self))
-        return m.group(1) if m else None
+    def __init__(self, message: str, key: str | None = None, path: str | None = None):
+        super().__init__(message)
+        if key is None:  # an error from a call that does not set it: the key its message names
+            m = _KEY.search(message)
+            key = m.group(1) if m and path is None else None
+        self.key: str | None = key
+        self.path: str | None = path
 
 
 class CorruptDataset(RuntimeError):
@@ -32,3 +37,9 @@ class CorruptDataset(RuntimeError):
         more = f" (and {total - min(total, 10)} more)" if total > 10 else ""
         files = f", {bad_files} listed files do not match" if bad_files else ""
         super().__init__(f"{path}: {bad} of {records} records are corrupt{files}: {shown}{more}")
+
+
+class CudaUnavailable(RuntimeError):
+    """A CUDA device was asked for (device="cuda", "cuda:N", N) and cannot be used: the message
+    says why (dspipe built without CUDA, no driver or device, torch built without CUDA) and what
+    to pass instead."""

@@ -2,24 +2,35 @@
 
 The C++ DeviceLoader (include/dspipe/device_loader.h) does the work: a oneTBB pool decodes and
 augments ahead of the consumer, then the batch is normalized on the GPU (CUDA path) or on the
-workers (CPU path). This class resolves Python-side defaults (device, rank, output type) and
-wraps each batch's memory without copying it.
+workers (CPU path). This class fills the C++ options structs by keyword (dspipe/_options.py),
+resolves the Python-side defaults (device, rank, output type, pin_memory) and wraps each batch's
+memory without copying it. The training-loop contract (set_epoch, iter(), len(), state_dict) is
+the C++ Loader's; docs/PYTHON.md states it.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import time
-from typing import Any, Iterator
+import warnings
+from typing import TYPE_CHECKING, Any, Iterator
 
-from . import _dspipe, transforms
+from . import _dspipe, _options
+from .errors import CudaUnavailable
 
-STATE_VERSION = 1
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._kwargs import LoaderArgs
+
+STATE_VERSION = 2
+
+_CPU = -2  # DeviceOptions::kCpu
+_AUTO = -1  # DeviceOptions::kAuto (only used when CUDA is not usable: logs why, takes the CPU)
 
 
-def _torch():
+def _torch() -> Any:
     try:
         import torch  # noqa: PLC0415 (optional)
     except ImportError:
@@ -41,170 +52,191 @@ def _resolve_ranks(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return rank, world_size
 
 
-_CPU = -2  # DeviceOptions::kCpu
-_AUTO = -1  # DeviceOptions::kAuto (only used when CUDA is not usable: logs why, takes the CPU)
+def _cuda_problems(torch: Any, output: str) -> list[str]:
+    """Why CUDA cannot serve this loader ([] when it can)."""
+    problems = []
+    usable, reason, _ = _dspipe.cuda_available()
+    if not usable:
+        problems.append(f"dspipe: {reason}")
+    if output == "torch":
+        if torch is None:
+            problems.append("torch is not installed")
+        elif not torch.cuda.is_available():
+            problems.append("torch: " + ("this torch was built without CUDA"
+                                         if getattr(torch.version, "cuda", None) is None
+                                         else "torch sees no CUDA device (driver, "
+                                              "CUDA_VISIBLE_DEVICES?)"))
+    elif output == "numpy":
+        problems.append("output='numpy' is host memory")
+    return problems
 
 
 def _resolve_device(device: Any, output: str) -> int:
     """"auto": torch's current CUDA device when dspipe and torch can use CUDA, else the CPU (one
-    log line saying why). "cpu", "cuda" (current device), "cuda:N", N or a torch.device."""
+    log line saying why). "cpu", "cuda" (current device), "cuda:N", N or a torch.device; a CUDA
+    request that cannot be served raises CudaUnavailable saying why."""
     torch = _torch()
     if device is None or device == "auto":
-        usable, reason, _ = _dspipe.cuda_available()
+        usable, _, _ = _dspipe.cuda_available()
         if not usable:
             return _AUTO  # the C++ side logs "no usable CUDA device (reason); using the CPU path"
-        if output == "numpy":
-            _dspipe.log("dspipe.Loader: output='numpy' is host memory; using the CPU path")
+        problems = _cuda_problems(torch, output)
+        if problems:
+            _dspipe.log(f"dspipe.Loader: {problems[-1]}; using the CPU path (pass "
+                        "device='cuda:N' to insist)")
             return _CPU
-        if torch is None or not torch.cuda.is_available():
-            why = "torch is not installed" if torch is None else "torch sees no CUDA device"
-            _dspipe.log(f"dspipe.Loader: {why}; using the CPU path (pass device='cuda:N')")
-            return _CPU
-        return torch.cuda.current_device()
+        return int(torch.cuda.current_device())
     if torch is not None and isinstance(device, torch.device):
         device = str(device)
-    if isinstance(device, int):
-        return device
     if device == "cpu":
         return _CPU
-    if device == "cuda":
-        return torch.cuda.current_device() if torch is not None else 0
-    if isinstance(device, str) and device.startswith("cuda:"):
-        return int(device[5:])
+    if isinstance(device, int) or device == "cuda" or (
+            isinstance(device, str) and device.startswith("cuda:")):
+        problems = _cuda_problems(torch, output)
+        if problems:
+            raise CudaUnavailable(
+                f"dspipe.Loader(device={device!r}): CUDA cannot be used here: "
+                f"{'; '.join(problems)}. Pass device='cpu', or device='auto' (the current "
+                "CUDA device when there is one, else the CPU)")
+        if isinstance(device, int):
+            return device
+        return int(torch.cuda.current_device()) if device == "cuda" else int(device[5:])
     raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or an int, got {device!r}")
 
 
 class DLPackArray:
-    """A batch array for DLPack consumers (torch.from_dlpack, cupy, jax). __dlpack__ honours the
-    consumer's stream: the consumer's work is ordered after the batch is ready."""
+    """A batch array for DLPack consumers (torch.from_dlpack, cupy, jax, numpy). __dlpack__
+    honours the consumer's stream: the consumer's work is ordered after the batch is ready.
+    shape, dtype ("float32", "float16", "int64", "uint8") and device ("cpu", "cuda:N") describe
+    it; __array__ (CPU) and __cuda_array_interface__ (GPU) serve numpy and CUDA libraries."""
 
-    def __init__(self, batch, array):
+    def __init__(self, batch: Any, array: Any, shape: tuple[int, ...], dtype: str):
         self._batch, self._array = batch, array
+        self.shape: tuple[int, ...] = tuple(shape)
+        self.dtype: str = dtype
 
-    def __dlpack__(self, stream: int | None = None, **kwargs):
+    def __dlpack__(self, stream: int | None = None, **kwargs: Any) -> Any:
         if self._batch.on_device and stream != -1:
             self._batch.stream_wait(0 if stream is None else stream)
         return self._array.__dlpack__(**kwargs)
 
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._array.__dlpack_device__()  # type: ignore[no-any-return]
 
     @property
-    def shape(self):
-        return self._array.shape
+    def device(self) -> str:
+        return f"cuda:{self._batch.device}" if self._batch.on_device else "cpu"
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        if self._batch.on_device:
+            raise TypeError(f"this array is on {self.device}: use torch.from_dlpack or cupy")
+        import numpy as np  # noqa: PLC0415
+        a = np.from_dlpack(self._array)
+        return a if dtype is None else a.astype(dtype, copy=bool(copy))
+
+    _TYPESTR = {"float32": "<f4", "float16": "<f2", "int64": "<i8", "uint8": "|u1"}
 
     @property
-    def dtype(self):
-        return self._array.dtype
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        if not self._batch.on_device:
+            raise AttributeError("a host array has no __cuda_array_interface__ (use __array__)")
+        ptr = self._batch.images_ptr if len(self.shape) == 4 else self._batch.masks_ptr
+        # v3: "stream" is the producer's; the consumer synchronizes with it before reading.
+        return {"shape": self.shape, "typestr": self._TYPESTR[self.dtype], "data": (ptr, False),
+                "version": 3, "strides": None, "stream": self._batch.stream_ptr or None}
+
+    def __repr__(self) -> str:
+        return f"DLPackArray(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+
+def _state_options_v1(fp: dict[str, Any]) -> list[tuple[str, str]]:
+    """A version-1 state's fingerprint as LoaderState options (the C++ spelling of values)."""
+    def cpp(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+            return str(int(v))
+        return str(v)
+    keys = {"batch_size": "batch_size", "rank": "sampler.shard_id",
+            "world_size": "sampler.num_shards", "remainder": "sampler.remainder",
+            "order": "sampler.order", "block_size": "sampler.block_size",
+            "drop_last": "drop_last", "shuffle": "sampler.shuffle", "hflip": "augment.hflip_p",
+            "vflip": "augment.vflip_p", "transform": "transform"}
+    # States saved before order/block_size/transform existed: the global order, no pipeline.
+    fp = {"order": "global", "block_size": 4096, "transform": "", **fp}
+    return [(keys[k], cpp(v)) for k, v in fp.items() if k in keys]
 
 
 class Loader:
-    """Batches of a dspipe dataset.
+    """Batches of a dspipe dataset: dspipe.Loader(path, **options).
 
-    Arguments (defaults in brackets):
-      path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// or
-        s3://bucket/prefix/ URL of a dataset directory (its manifest.json lists the files;
-        s3: docs/STORAGE.md for the credentials): it is fetched into the
-        cache, then read there. A URL with cache "off" (the default) is cached as with "auto";
-        one the cache cannot take (no room, cache_limit) is an error saying how to fetch it.
-      batch_size [8]; shuffle [True] with seed [0] (a fresh order every epoch, from (seed, epoch));
-      num_threads [0 = the CPUs this process may use]; prefetch [2] batches decoded ahead.
-      device ["auto"]: torch.cuda.current_device() when CUDA is usable, else the CPU (one log line
-        saying why); "cpu", "cuda", "cuda:N" or N.
-      dtype ["float32"] or "float16" images; normalize [True]: (x - mean) / std with the dataset's
-        statistics (False: float pixel values 0..255).
-      hflip / vflip [0.0]: flip probability per sample (image and mask together).
-      drop_last [False]: drop this rank's last short batch.
-      rank / world_size [None]: from torch.distributed when initialized, then RANK / WORLD_SIZE,
-        then 0 / 1. remainder ["pad"]: samples that do not divide across ranks ("pad", "drop",
-        "uneven"; see docs/LOADER.md).
-      order ["global"]: how an epoch's order is cut across ranks (docs/SCALE.md). "global": one
-        permutation of every sample, every world_size-th to this rank. "blocks": blocks of
-        block_size [4096] consecutive samples in a shuffled order, each block shuffled, a
-        contiguous range to each rank (each rank computes only its part). "shards": whole shard
-        files of a sharded dataset to each rank (rotated by epoch, samples shuffled within the
-        rank), so a rank opens only its shards' files; needs at least world_size shards.
-      output [None = "torch" when torch imports, else "numpy"]: "torch", "numpy" or "dlpack".
-      masks ["int64"] or "uint8"; max_corrupt [0] corrupt records skipped per epoch.
-      slots [2] buffer sets made up front; max_slots [0 = no limit] batches held at once.
-      cache ["off"]: "auto" copies the dataset into /dev/shm (a RAM disk) once per machine when it
-        fits the budget (free space and RAM left after the loader's buffers, with a margin),
-        shared by every rank; a directory caches there instead. One log line says whether it is
-        cached or read in place and why. cache_limit [0 = only the budget]: capacity of the
-        cache directory in bytes; least recently used entries no process reads are evicted.
-        See docs/CACHE.md.
+    path: a dspipe LMDB, a sharded dataset directory or a plain LMDB; or the http(s):// or
+    s3://bucket/prefix/ URL of a dataset directory (its manifest.json lists the files; s3:
+    docs/STORAGE.md for the credentials), fetched into the cache, then read there.
+
+    Each option is a keyword argument that sets one C++ option field (include/dspipe/*.h) by
+    name; its default is the C++ default. An unknown name raises TypeError naming the close
+    ones. docs/PYTHON.md lists them all with their C++ names:
+
+{options}
 
     Each batch is a dict: "image" float NCHW (on the device), "mask" int64 NHW (None without
     masks), "label" and "index" int64 (host). Arrays share the loader's buffer (no copy); the
-    buffer is reused only once every array made from it is gone, so holding batches is safe and
-    never blocks the loader (it takes another buffer).
+    buffer is reused only once every array made from it is gone.
+
+    The training loop (docs/PYTHON.md, "The training-loop contract"): each iter(loader) is one
+    pass over an epoch; a new pass starts the next epoch unless a position is pending (a new
+    loader, set_epoch, load_state_dict, or the previous epoch ran to its end). set_epoch(e) of
+    the epoch a restored state is in continues it. len(loader) is the batches left in the
+    current epoch for this rank. state_dict() is valid at any point.
     """
 
-    def __init__(self, path: str | os.PathLike, batch_size: int = 8, shuffle: bool = True,
-                 seed: int = 0, num_threads: int = 0, prefetch: int = 2, device: Any = "auto",
-                 dtype: str = "float32", normalize: bool = True, hflip: float = 0.0,
-                 vflip: float = 0.0, drop_last: bool = False, rank: int | None = None,
-                 world_size: int | None = None, output: str | None = None,
-                 masks: str = "int64", remainder: str = "pad", max_corrupt: int = 0,
-                 slots: int = 2, max_slots: int = 0, cache: str | os.PathLike = "off",
-                 cache_limit: int = 0, order: str = "global", block_size: int = 4096,
-                 transform: Any = None):
+    def __init__(self, path: str | os.PathLike[str], **options: Unpack[LoaderArgs]) -> None:
+        _options.refuse_unknown("dspipe.Loader", options,
+                                [*_options.LOADER, *_options.LOADER_PYTHON])
+        values: dict[str, Any] = dict(options)
         torch = _torch()
+        output = values.pop("output", None)
         if output is None:
             output = "torch" if torch is not None else "numpy"
         if output not in ("torch", "numpy", "dlpack"):
-            raise ValueError(f"output must be 'torch', 'numpy' or 'dlpack', got {output!r}")
+            raise ValueError(f"dspipe.Loader(output={output!r}): expected 'torch', 'numpy' or "
+                             "'dlpack'")
         if output == "torch" and torch is None:
-            raise ValueError("output='torch' needs PyTorch, which does not import here")
-        if dtype not in ("float32", "float16"):
-            raise ValueError(f"dtype must be 'float32' or 'float16', got {dtype!r}")
-        if masks not in ("int64", "uint8"):
-            raise ValueError(f"masks must be 'int64' or 'uint8', got {masks!r}")
-        rank, world_size = _resolve_ranks(rank, world_size)
-        dev = _resolve_device(device, output)
-        if output == "numpy" and dev >= 0:
-            raise ValueError("output='numpy' holds host memory only; use device='cpu'")
-        consumer_stream = 0
-        if dev >= 0 and torch is not None and torch.cuda.is_available():
-            # Implicit releases (a tensor dropped) are ordered after the caller's stream.
-            consumer_stream = torch.cuda.current_stream(dev).cuda_stream
+            raise ValueError("dspipe.Loader(output='torch') needs PyTorch, which does not "
+                             "import here")
+        masks = values.get("masks")
+        if masks in ("int64", "uint8") and not os.path.exists(str(masks)):
+            warnings.warn("dspipe.Loader(masks='int64'|'uint8') is mask_dtype= now; masks= is "
+                          "a plain LMDB's masks LMDB", DeprecationWarning, stacklevel=2)
+            values["mask_dtype"] = values.pop("masks")
+        if not values.pop("normalize", True):  # float pixel values in [0, 255]
+            if values.get("mean") is not None or values.get("std") is not None:
+                raise ValueError("dspipe.Loader: normalize=False and mean/std exclude each other")
+            values["mean"], values["std"] = 0.0, 1.0
+        for k in ("mean", "std", "size"):
+            if k in values and values[k] is None:
+                del values[k]  # the dataset's
+        rank, world_size = _resolve_ranks(values.pop("rank", None), values.pop("world_size", None))
+        values["rank"], values["world_size"] = rank, world_size
+        dev = _resolve_device(values.pop("device", "auto"), output)
+        values["device"] = dev
+        if values.get("pin_memory") is None:
+            values["pin_memory"] = torch is not None and bool(torch.cuda.is_available())
+        lo, do = _dspipe.LoaderOptions(), _dspipe.DeviceOptions()
+        _options.fill("dspipe.Loader", _options.LOADER, values, _structs(lo, do))
+        if torch is not None and torch.cuda.is_available() and (dev >= 0 or do.pin_memory):
+            # Implicit releases (a tensor dropped) are ordered after the caller's stream: on the
+            # GPU path its kernels, with pin_memory its non_blocking copies.
+            do.consumer_stream = torch.cuda.current_stream(dev if dev >= 0 else None).cuda_stream
         self._path = os.fspath(path)
         self._output = output
         self._torch = torch
         self._pid = os.getpid()
         self._restore_device = dev >= 0 and torch is not None and torch.cuda.is_available()
-        spec = "" if transform is None else _dspipe.transforms_to_json(
-            transforms.spec_json(transform))
-        self._core = _dspipe.Loader(
-            self._path, batch_size, shuffle, seed, num_threads, prefetch, dev,
-            dtype == "float16", normalize, masks == "int64", hflip, vflip, drop_last, rank,
-            world_size, remainder, max_corrupt, consumer_stream, slots, max_slots,
-            os.fspath(cache), cache_limit, order, block_size, spec)
-        ds = self._core.dataset()
-        self._fingerprint = {
-            # The source, not the copy it may be read from (cache=): a checkpoint resumes
-            # whether or not the next session caches.
-            # A URL (http(s)://, s3://, fetched into the cache): scheme, host and path, never
-            # its query (a signature or token: a secret, and a re-signed URL is the same dataset).
-            "dataset": (_dspipe.url_identity(self._path)
-                        if self._path.lower().startswith(("http://", "https://", "s3://"))
-                        else os.path.realpath(self._path)),
-            "manifest_sha256": hashlib.sha256(ds["manifest"].encode()).hexdigest(),
-            "count": ds["count"],
-            "batch_size": batch_size,
-            "rank": rank,
-            "world_size": world_size,
-            "remainder": remainder,
-            "order": order,
-            "block_size": block_size,
-            "drop_last": drop_last,
-            "shuffle": shuffle,
-            "hflip": hflip,
-            "vflip": vflip,
-            "seed": seed,
-            "transform": spec,
-        }
+        self._core = _dspipe.Loader(self._path, lo, do)
         self.rank, self.world_size = rank, world_size
+        self._pass = 0  # the newest iter(loader); older iterators are stale
         self._compute_ns = 0
         self._compute_batches = 0
 
@@ -217,7 +249,7 @@ class Loader:
                 "the worker (DataLoader worker_init_fn), or use num_workers=0 "
                 "(dspipe.torch.IterableDataset).")
 
-    def next_raw(self):
+    def next_raw(self) -> Any:
         """The next _dspipe.Batch (its arrays: images_torch(), masks_numpy(), ...), or None at
         the end of the epoch. The GIL is released while waiting."""
         self._check_fork()
@@ -231,7 +263,7 @@ class Loader:
                     torch.cuda.set_device(prev)
         return self._core.next()
 
-    def convert(self, b) -> dict:
+    def convert(self, b: Any) -> dict[str, Any]:
         """A batch dict of the loader's output type, sharing b's memory."""
         if self._output == "torch":
             torch = self._torch
@@ -240,21 +272,33 @@ class Loader:
             return {"image": b.images_torch(), "mask": b.masks_torch(),
                     "label": torch.tensor(b.labels(), dtype=torch.int64),
                     "index": torch.tensor(b.indices(), dtype=torch.int64)}
+        import numpy as np  # noqa: PLC0415
         if self._output == "numpy":
-            import numpy as np  # noqa: PLC0415
             return {"image": b.images_numpy(), "mask": b.masks_numpy(),
                     "label": np.asarray(b.labels(), dtype=np.int64),
                     "index": np.asarray(b.indices(), dtype=np.int64)}
         masks = b.masks_dlpack()
-        import numpy as np  # noqa: PLC0415
-        return {"image": DLPackArray(b, b.images_dlpack()),
-                "mask": DLPackArray(b, masks) if masks is not None else None,
+        return {"image": DLPackArray(b, b.images_dlpack(), b.images_shape, b.images_dtype),
+                "mask": (DLPackArray(b, masks, b.masks_shape, b.masks_dtype)
+                         if masks is not None else None),
                 "label": np.asarray(b.labels(), dtype=np.int64),
                 "index": np.asarray(b.indices(), dtype=np.int64)}
 
-    def __iter__(self) -> Iterator[dict]:
-        """The rest of the current epoch; the next iteration starts the following epoch."""
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """One pass: the pending position's epoch (a new loader, set_epoch, load_state_dict, or
+        the previous epoch ran to its end) from there, else the next epoch from its start
+        (Loader::BeginPass). An older iterator of this loader raises once a new one exists."""
+        self._check_fork()
+        self._core.begin_pass()
+        self._pass += 1
+        return self._batches(self._pass)
+
+    def _batches(self, token: int) -> Iterator[dict[str, Any]]:
         while True:
+            if token != self._pass:
+                raise RuntimeError("this iterator of dspipe.Loader was replaced by a newer "
+                                   "iter(loader), which started another pass; iterate one at "
+                                   "a time")
             b = self.next_raw()
             if b is None:
                 return
@@ -266,55 +310,78 @@ class Loader:
             self._compute_batches += 1
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank (of the current epoch: with order="shards" and
-        remainder="uneven" it follows the sizes of the shards the epoch gives this rank)."""
-        return self._core.batches_per_epoch()
+        """Batches left in the current epoch for this rank (Loader::batches_left): all of them
+        before a pass, fewer during one, what a restored state leaves."""
+        return int(self._core.batches_left())
+
+    def batches_per_epoch(self) -> int:
+        """Batches of the current epoch for this rank, taken or not."""
+        return int(self._core.batches_per_epoch())
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts `epoch` from its beginning (its order and flips depend on (seed, epoch))."""
+        """Starts `epoch` from its beginning (its order and flips depend on (seed, epoch)) -
+        unless the loader is in `epoch` at a position nothing was taken from yet (after
+        load_state_dict): then it continues there, so a resumed epoch is not replayed."""
         self._core.set_epoch(epoch)
 
     @property
     def epoch(self) -> int:
-        return self._core.epoch
+        return int(self._core.epoch)
 
     @property
     def reading_from(self) -> str:
         """Where records are read from (cache=): "PATH", "PATH (in place, copying into the
         cache)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)"."""
-        return self._core.reading_from()
+        return str(self._core.reading_from())
 
     def wait_for_cache_copy(self) -> None:
         """Blocks until the background copy into the cache (cache=, a dataset not cached yet)
         has committed or failed; the loader reads the copy from the next epoch on."""
         self._core.wait_for_cache_copy()
 
-    # -- resume -------------------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        """Where this rank is: restore it into a loader made with the same dataset and options
-        (load_state_dict) to continue with exactly the batches an uninterrupted run gives."""
-        seed, epoch, position = self._core.state()
-        return {"version": STATE_VERSION, "epoch": epoch, "position": position, "seed": seed,
-                "fingerprint": dict(self._fingerprint)}
+    def options(self) -> Any:
+        """The resolved _dspipe.LoaderOptions (threads, size, mean/std filled in)."""
+        return self._core.options()
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continues from state_dict(). ValueError saying what differs when the state comes from
-        another dataset or other options."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"load_state_dict: state version {state.get('version')!r}, this "
-                             f"dspipe reads version {STATE_VERSION}")
-        # States saved before order/block_size existed were made with the global order.
-        theirs = {"order": "global", "block_size": 4096, "transform": "",
-                  **state.get("fingerprint", {})}
-        diffs = [f"{k}: state has {theirs.get(k)!r}, this loader {v!r}"
-                 for k, v in self._fingerprint.items() if theirs.get(k) != v]
-        if diffs:
-            raise ValueError("load_state_dict: the state is from a different loader: " +
-                             "; ".join(diffs))
-        self._core.restore(state["seed"], state["epoch"], state["position"])
+    # -- resume -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is, valid at any point: {"version", "epoch", "position", "seed",
+        "dataset": {"sha256", "count", "path"}, "options": {name: value}} (plain ints and
+        strings). The dataset is identified by content, so the state resumes on any copy of
+        it (moved, cached, fetched from a URL); "path" is informative."""
+        s = self._core.state()
+        return {"version": STATE_VERSION, "epoch": s.epoch, "position": s.position,
+                "seed": s.seed,
+                "dataset": {"sha256": s.dataset_sha256, "count": s.dataset_count,
+                            "path": s.dataset_path},
+                "options": dict(s.options)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continues from state_dict() (Loader::Restore): the next pass, or set_epoch of the
+        state's epoch, continues at its position. ValueError naming every difference when the
+        state comes from other data or other options."""
+        version = state.get("version")
+        s = _dspipe.LoaderState()
+        s.seed, s.epoch, s.position = state["seed"], state["epoch"], state["position"]
+        if version == STATE_VERSION:
+            s.dataset_sha256 = state["dataset"]["sha256"]
+            s.dataset_count = state["dataset"]["count"]
+            s.dataset_path = state["dataset"]["path"]
+            s.options = [(str(k), str(v)) for k, v in state["options"].items()]
+        elif version == 1:  # dspipe 0.1: a fingerprint with the path (informative now)
+            fp = dict(state.get("fingerprint", {}))
+            if fp.get("manifest_sha256") != hashlib.sha256(b"").hexdigest():  # plain: unchecked
+                s.dataset_sha256 = fp.get("manifest_sha256", "")
+                s.dataset_count = fp.get("count", 0)
+                s.dataset_path = str(fp.get("dataset", ""))
+                s.options = _state_options_v1(fp)
+        else:
+            raise ValueError(f"load_state_dict: state version {version!r}, this dspipe reads "
+                             f"versions 1 and {STATE_VERSION}")
+        self._core.restore(s)
 
     # -- introspection ------------------------------------------------------------------------
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Per-stage timing: {stage: {count, total_ms, mean_ms, stddev_ms, min_ms, p50_ms,
         p95_ms, p99_ms, max_ms}} for read, decode, augment, collate, h2d, normalize, wait
         (docs/STATS.md), plus "elapsed_ms" and "compute_ms_per_batch" (the time your loop
@@ -330,7 +397,7 @@ class Loader:
     def _compute_ms(self) -> float:
         return self._compute_ns / 1e6 / self._compute_batches if self._compute_batches else 0.0
 
-    def report(self, file=None) -> dict:
+    def report(self, file: Any = None) -> dict[str, Any]:
         """Prints the stage table and the bottleneck verdict (docs/STATS.md) and returns them."""
         r = dict(self._core.report(self._compute_ms()))
         print(r["table"].rstrip("\n"), file=file or sys.stdout)
@@ -343,23 +410,23 @@ class Loader:
 
     @property
     def on_device(self) -> bool:
-        return self._core.on_device
+        return bool(self._core.on_device)
 
     @property
     def mean(self) -> list[float]:
-        return self._core.mean
+        return list(self._core.mean)
 
     @property
     def std(self) -> list[float]:
-        return self._core.std
+        return list(self._core.std)
 
     def slots_allocated(self) -> int:
         """Batch buffer sets made so far (grows only while more batches are held than ever)."""
-        return self._core.slots_allocated()
+        return int(self._core.slots_allocated())
 
     def pool_buffers(self) -> int:
         """Host batch buffers allocated so far."""
-        return self._core.pool_buffers()
+        return int(self._core.pool_buffers())
 
     def __repr__(self) -> str:
         n, c, h, w = self._core.shape
@@ -367,3 +434,15 @@ class Loader:
         path = _dspipe.redact_url(self._path)  # a URL's query may be a secret
         return (f"dspipe.Loader({path!r}, batch_size={n}, shape=({c}, {h}, {w}), "
                 f"device={where}, rank={self.rank}/{self.world_size}, output={self._output!r})")
+
+
+def _structs(lo: Any, do: Any) -> dict[str, Any]:
+    """The bound structs a Loader's keywords write into, by C++ struct name."""
+    return {"LoaderOptions": lo, "SamplerOptions": lo.sampler, "AugmentOptions": lo.augment,
+            "DatasetOpenOptions": lo.dataset, "PlainLmdbOptions": lo.dataset.plain,
+            "DeviceOptions": do}
+
+
+Loader.__doc__ = (Loader.__doc__ or "").replace("{options}", _options.docs(
+    _options.LOADER, _structs(_dspipe.LoaderOptions(), _dspipe.DeviceOptions()),
+    _options.LOADER_PYTHON))

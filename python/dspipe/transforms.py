@@ -16,7 +16,7 @@ The classes are made from the C++ table of supported transforms (`supported()`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _dspipe
 
@@ -26,7 +26,7 @@ __all__ = ["BasicTransform", "Compose", "OneOf", "SomeOf", "Sequential", "apply"
 _CONTAINERS = ("Compose", "OneOf", "SomeOf", "Sequential")
 
 
-def supported() -> list[dict]:
+def supported() -> list[dict[str, Any]]:
     """The supported transforms: name, kind, mask behaviour, fused, argument names, default p."""
     return [{"name": n, "kind": k, "mask": m, "fused": f, "args": list(a), "p": p}
             for n, k, m, f, a, p in _dspipe.transforms_supported()]
@@ -50,7 +50,7 @@ class BasicTransform:
     _args: tuple[str, ...] = ()
     _default_p = 0.5  # the albumentations constructor's (a serialized one without p: 0.5)
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         if len(args) > len(self._args):
             raise TypeError(f"{self._name} takes at most {len(self._args)} positional arguments")
         for name, value in zip(self._args, args):
@@ -61,21 +61,22 @@ class BasicTransform:
         self.kwargs = kwargs
         self._normalized = _normalize(self._raw())  # refuses bad arguments now
 
-    def _raw(self) -> dict:
+    def _raw(self) -> dict[str, Any]:
         return {"__class_fullname__": self._name, **_plain(self.kwargs)}
 
     @property
     def p(self) -> float:
-        return self._normalized.get("p", 1.0)
+        return float(self._normalized.get("p", 1.0))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """albumentations.to_dict of this transform: {"__version__", "transform": {...}}."""
         return {"__version__": "2.0.8", "transform": self._normalized}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
-    def __call__(self, *, image, mask=None, seed: int = 0, epoch: int = 0, index: int = 0) -> dict:
+    def __call__(self, *, image: Any, mask: Any = None, seed: int = 0, epoch: int = 0,
+                 index: int = 0) -> dict[str, Any]:
         """Applies the pipeline to one numpy image (H x W or H x W x 3 uint8) and mask, with the
         draws the loader makes for (seed, epoch, index)."""
         return apply(self, image, mask, seed=seed, epoch=epoch, index=index)
@@ -85,16 +86,20 @@ class BasicTransform:
         return f"{self._name}({args})"
 
 
-def _normalize(raw: dict) -> dict:
+def _normalize(raw: dict[str, Any]) -> dict[str, Any]:
     """The C++ parser's A.to_dict form of one transform or container (Compose: itself)."""
     if raw["__class_fullname__"] == "Compose":
-        return json.loads(_dspipe.transforms_to_json(json.dumps(raw)))["transform"]
-    return json.loads(_dspipe.transforms_to_json(json.dumps([raw])))["transform"]["transforms"][0]
+        one: dict[str, Any] = json.loads(_dspipe.transforms_to_json(json.dumps(raw)))["transform"]
+        return one
+    doc = json.loads(_dspipe.transforms_to_json(json.dumps([raw])))
+    first: dict[str, Any] = doc["transform"]["transforms"][0]
+    return first
 
 
 class _Container(BasicTransform):
 
-    def __init__(self, transforms, p: float | None = None, **kwargs: Any):
+    def __init__(self, transforms: Iterable[BasicTransform], p: float | None = None,
+                 **kwargs: Any) -> None:
         self.transforms = list(transforms)
         for t in self.transforms:
             if not isinstance(t, BasicTransform):
@@ -104,7 +109,7 @@ class _Container(BasicTransform):
         self.kwargs = kwargs
         self._normalized = _normalize(self._raw())
 
-    def _raw(self) -> dict:
+    def _raw(self) -> dict[str, Any]:
         return {"__class_fullname__": self._name, **_plain(self.kwargs),
                 "transforms": [t._raw() for t in self.transforms]}
 
@@ -129,7 +134,8 @@ class SomeOf(_Container):
     _name = "SomeOf"
     _default_p = 1.0
 
-    def __init__(self, transforms, n: int = 1, replace: bool = False, p: float | None = None):
+    def __init__(self, transforms: Iterable[BasicTransform], n: int = 1, replace: bool = False,
+                 p: float | None = None) -> None:
         super().__init__(transforms, p=p, n=n, replace=replace)
 
 
@@ -151,6 +157,11 @@ def _make_classes() -> None:
 
 _make_classes()
 
+if TYPE_CHECKING:
+    # The classes _make_classes() makes, for type checkers (mypy --strict on user code).
+    def __getattr__(name: str) -> type[BasicTransform]:
+        raise AttributeError(name)
+
 
 def spec_json(transform: Any) -> str:
     """The pipeline as JSON text for the C++ side: a dspipe.transforms object, an
@@ -169,13 +180,14 @@ def spec_json(transform: Any) -> str:
                     f"JSON text, got {type(transform).__name__}")
 
 
-def to_dict(transform: Any) -> dict:
+def to_dict(transform: Any) -> dict[str, Any]:
     """albumentations.to_dict's document for any accepted form of a pipeline."""
-    return json.loads(_dspipe.transforms_to_json(spec_json(transform)))
+    doc: dict[str, Any] = json.loads(_dspipe.transforms_to_json(spec_json(transform)))
+    return doc
 
 
-def apply(transform: Any, image, mask=None, *, seed: int = 0, epoch: int = 0,
-          index: int = 0) -> dict:
+def apply(transform: Any, image: Any, mask: Any = None, *, seed: int = 0, epoch: int = 0,
+          index: int = 0) -> dict[str, Any]:
     """Applies a pipeline to one numpy image and mask as the loader's workers do (fused), with
     the draws of (seed, epoch, index): {"image": ..., "mask": ...}."""
     import numpy as np  # noqa: PLC0415

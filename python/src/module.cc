@@ -1,7 +1,9 @@
-// dspipe._dspipe: the nanobind layer under the `dspipe` Python package. It converts arguments,
-// releases the GIL around blocking calls, turns Status errors into Python exceptions and hands
-// batch memory out through DLPack without copying. It adds no logic: everything it exposes is a
-// call into the public headers (include/dspipe/). The Python package (python/dspipe/) chooses
+// dspipe._dspipe: the nanobind layer under the `dspipe` Python package. It binds the options
+// structs as classes (bind_options.h, from dspipe/option_fields.h), releases the GIL around
+// blocking calls, turns Status errors into Python exceptions (options named as Python's keyword
+// arguments, CorruptRecord with the key / path) and hands batch memory out through DLPack
+// without copying. It adds no logic: everything it exposes is a call into the public headers
+// (include/dspipe/). The Python package (python/dspipe/) fills the options by name, chooses
 // defaults (device, rank) and builds dicts of tensors from these objects.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -9,6 +11,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unordered_map.h>
 #include <nanobind/stl/vector.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
@@ -17,9 +20,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "bind_options.h"
 #include "dspipe/convert.h"
 #include "dspipe/cuda.h"
 #include "dspipe/dataset.h"
@@ -41,14 +47,34 @@ namespace dspipe {
 namespace {
 
 // Python exception types, set once at import from dspipe/errors.py (CorruptRecord is the one
-// the C++ code raises for Status::kCorruption).
+// the C++ code raises for Status::kCorruption / kBadInput).
 nb::handle g_corrupt_record;  // a strong reference, never dropped (module lifetime)
 
-// Raises the Python exception for a failed Status, carrying its whole message:
-// InvalidArgument -> ValueError, NotFound -> FileNotFoundError, IOError -> OSError,
-// Corruption / BadInput -> dspipe.CorruptRecord, anything else -> RuntimeError.
+// What Python calls each C++ option (python/dspipe/_options.py, set at import): messages name
+// the keyword argument, e.g. "num_threads" for {{LoaderOptions::threads}}.
+std::unordered_map<std::string, std::string>& PythonNames() {
+  static auto* names = new std::unordered_map<std::string, std::string>();
+  return *names;
+}
+
+// An option marker in Python's words: the keyword argument, with its value as Python writes
+// it (resume=True, on_error='skip', threads=4). Options without a keyword keep the C++ name.
+std::string PythonOptionName(std::string_view field, std::string_view value) {
+  const auto it = PythonNames().find(std::string(field));
+  const std::string name = it != PythonNames().end() ? it->second : std::string(field);
+  if (value.empty()) return name;
+  if (value == "true" || value == "false") return name + (value == "true" ? "=True" : "=False");
+  const bool number = value.find_first_not_of("0123456789.-+e") == std::string_view::npos;
+  return name + "=" + (number ? std::string(value) : "'" + std::string(value) + "'");
+}
+
+// Raises the Python exception for a failed Status, carrying its whole message with the options
+// named as keyword arguments: InvalidArgument -> ValueError, NotFound -> FileNotFoundError,
+// IOError -> OSError, Corruption / BadInput -> dspipe.CorruptRecord(message, key, path),
+// anything else -> RuntimeError.
 void ThrowIfError(const Status& s) {
   if (s.ok()) return;
+  const std::string message = s.Render(PythonOptionName);
   PyObject* type = PyExc_RuntimeError;
   switch (s.code()) {
     case Status::Code::kInvalidArgument:
@@ -63,12 +89,20 @@ void ThrowIfError(const Status& s) {
       break;
     case Status::Code::kCorruption:
     case Status::Code::kBadInput:
-      if (g_corrupt_record.is_valid()) type = g_corrupt_record.ptr();
+      if (g_corrupt_record.is_valid()) {
+        auto subject = [](const std::string& v) -> nb::object {
+          if (v.empty()) return nb::none();
+          return nb::str(v.c_str());
+        };
+        nb::object e = g_corrupt_record(message, subject(s.key()), subject(s.path()));
+        PyErr_SetObject(g_corrupt_record.ptr(), e.ptr());
+        throw nb::python_error();
+      }
       break;
     default:
       break;
   }
-  PyErr_SetString(type, s.ToString().c_str());
+  PyErr_SetString(type, message.c_str());
   throw nb::python_error();
 }
 
@@ -125,7 +159,7 @@ nb::dict CallFetch(bool dataset, const std::string& url, const std::string& dest
     s = dataset ? FetchDataset(url, dest, o, &r) : Fetch(url, dest, o, &r);
   }
   if (interrupted) throw nb::python_error();
-  ThrowIfError(s);
+  ThrowIfError(s.path().empty() ? s.WithPath(dest) : s);  // CorruptRecord.path: the file
   nb::dict d;
   d["bytes"] = r.bytes;
   d["sha256"] = r.sha256;
@@ -165,8 +199,19 @@ class PyBatch {
   uint64_t number() const { return batch_.number(); }
   bool fp16() const { return batch_.fp16(); }
   bool has_masks() const { return batch_.masks() != nullptr; }
+  bool pinned() const { return batch_.pinned(); }
   uintptr_t images_ptr() const { return reinterpret_cast<uintptr_t>(batch_.images()); }
   uintptr_t masks_ptr() const { return reinterpret_cast<uintptr_t>(batch_.masks()); }
+  uintptr_t stream_ptr() const { return reinterpret_cast<uintptr_t>(batch_.stream()); }
+  // Shapes and dtypes of the two arrays (what their DLPack tensors say).
+  nb::tuple images_shape() const {
+    return nb::make_tuple(batch_.size(), batch_.channels(), batch_.height(), batch_.width());
+  }
+  nb::tuple masks_shape() const {
+    return nb::make_tuple(batch_.size(), batch_.height(), batch_.width());
+  }
+  std::string images_dtype() const { return batch_.fp16() ? "float16" : "float32"; }
+  std::string masks_dtype() const { return batch_.masks_int64() ? "int64" : "uint8"; }
 
   // float32 / float16 [n][c][h][w].
   template <typename Fw>
@@ -225,62 +270,10 @@ class PyBatch {
   TensorBatch batch_;
 };
 
-// A DeviceLoader and the options it was made with.
+// A DeviceLoader made from the options structs (dspipe.Loader fills them by name).
 class PyLoader {
  public:
-  PyLoader(const std::string& path, int batch_size, bool shuffle, uint64_t seed, int threads,
-           int prefetch, int device, bool fp16, bool normalize, bool masks_int64, double hflip,
-           double vflip, bool drop_last, int rank, int world_size, const std::string& remainder,
-           int max_corrupt, uintptr_t consumer_stream, int slots, int max_slots,
-           const std::string& cache, uint64_t cache_limit, const std::string& order,
-           uint64_t block_size, const std::string& transform) {
-    LoaderOptions lo;
-    if (!transform.empty()) ThrowIfError(TransformPipeline::Parse(transform, &lo.transform));
-    lo.cache = cache;
-    lo.cache_limit = cache_limit;
-    lo.batch_size = batch_size;
-    lo.threads = threads;
-    lo.prefetch = prefetch;
-    lo.sampler.shuffle = shuffle;
-    lo.sampler.seed = seed;
-    lo.sampler.num_shards = world_size;
-    lo.sampler.shard_id = rank;
-    if (remainder == "pad") {
-      lo.sampler.remainder = RemainderRule::kPad;
-    } else if (remainder == "drop") {
-      lo.sampler.remainder = RemainderRule::kDrop;
-    } else if (remainder == "uneven") {
-      lo.sampler.remainder = RemainderRule::kUneven;
-    } else {
-      ThrowIfError(Status::InvalidArgument("remainder must be 'pad', 'drop' or 'uneven', got '" +
-                                           remainder + "'"));
-    }
-    if (order == "global") {
-      lo.sampler.order = SampleOrder::kGlobal;
-    } else if (order == "blocks") {
-      lo.sampler.order = SampleOrder::kBlocks;
-    } else if (order == "shards") {
-      lo.sampler.order = SampleOrder::kShards;
-    } else {
-      ThrowIfError(Status::InvalidArgument("order must be 'global', 'blocks' or 'shards', got '" +
-                                           order + "'"));
-    }
-    lo.sampler.block_size = block_size;
-    lo.drop_last = drop_last;
-    lo.augment.hflip_p = hflip;
-    lo.augment.vflip_p = vflip;
-    lo.max_corrupt = max_corrupt;
-    DeviceOptions d;
-    d.device = device;
-    d.fp16 = fp16;
-    d.masks_int64 = masks_int64;
-    d.slots = slots;
-    d.max_slots = max_slots;
-    d.consumer_stream = reinterpret_cast<void*>(consumer_stream);
-    if (!normalize) {  // float pixel values in [0, 255]: mean 0, std 1
-      d.mean = {0.0};
-      d.std = {1.0};
-    }
+  PyLoader(const std::string& path, const LoaderOptions& lo, const DeviceOptions& d) {
     Call([&] { return DeviceLoader::Open(path, lo, d, &loader_); });
   }
 
@@ -292,26 +285,12 @@ class PyLoader {
     return nb::cast(new PyBatch(std::move(*batch)), nb::rv_policy::take_ownership);
   }
 
-  void set_epoch(uint64_t epoch) { loader_->set_epoch(epoch); }
-  uint64_t epoch() { return loader_->loader().epoch(); }
-  uint64_t batches_per_epoch() { return loader_->loader().batches_per_epoch(); }
-  uint64_t samples_per_epoch() { return loader_->loader().samples_per_epoch(); }
-  nb::tuple state() {
-    const LoaderState s = loader_->state();
-    return nb::make_tuple(s.seed, s.epoch, s.position);
-  }
-  void restore(uint64_t seed, uint64_t epoch, uint64_t position) {
-    ThrowIfError(loader_->Restore(LoaderState{seed, epoch, position}));
-  }
-  bool on_device() const { return loader_->on_device(); }
-  std::vector<double> mean() const { return loader_->mean(); }
-  std::vector<double> stdev() const { return loader_->std(); }
-  size_t slots_allocated() const { return loader_->slots_allocated(); }
-  size_t pool_buffers() { return loader_->loader().pool_buffers(); }
-  uint64_t corrupt_skipped() { return loader_->loader().corrupt_skipped(); }
+  Loader& loader() { return loader_->loader(); }
+  DeviceLoader& device_loader() { return *loader_; }
+  void Restore(const LoaderState& s) { ThrowIfError(loader_->Restore(s)); }
   // Loader::corrupt_records(): {"count", "records": [{index, key, epoch, reason}], "truncated"}.
   nb::dict corrupt_records() {
-    const CorruptReport r = loader_->loader().corrupt_records();
+    const CorruptReport r = loader().corrupt_records();
     nb::list records;
     for (const CorruptRecord& c : r.records) {
       nb::dict d;
@@ -327,22 +306,18 @@ class PyLoader {
     d["truncated"] = r.truncated;
     return d;
   }
-  int threads() { return loader_->loader().options().threads; }
   nb::tuple shape() {
-    const BatchShape& s = loader_->loader().shape();
+    const BatchShape& s = loader().shape();
     return nb::make_tuple(s.batch_size, s.channels, s.height, s.width);
   }
-  // What identifies the data: path, count, storage, shape.
-  // Loader::reading_from(): where records are read from (the RAM-disk cache's state).
-  std::string reading_from() { return loader_->loader().reading_from(); }
   // Loader::WaitForCacheCopy(), with the GIL released.
   void wait_for_cache_copy() {
     nb::gil_scoped_release release;
-    loader_->loader().WaitForCacheCopy();
+    loader().WaitForCacheCopy();
   }
 
   nb::dict dataset() {
-    const DatasetInfo& i = loader_->loader().dataset().info();
+    const DatasetInfo& i = loader().dataset().info();
     nb::dict d;
     d["path"] = i.path;
     d["count"] = i.count;
@@ -350,8 +325,7 @@ class PyLoader {
     d["manifest"] = i.manifest_json;
     return d;
   }
-
-  // Per-stage summaries: {stage name: {count, total_ms, mean_ms, ...}}, plus "elapsed_ms".
+  // Per-stage summaries: {stage name: {count, total_ms, mean_ms, ...}}.
   nb::dict stats() {
     nb::dict out;
     for (const StageSummary& m : loader_->stats().Summaries()) {
@@ -365,19 +339,18 @@ class PyLoader {
     }
     return out;
   }
-  double elapsed_ms() { return static_cast<double>(loader_->stats().ElapsedNs()) / 1e6; }
-  void reset_stats() { loader_->stats().Reset(); }
   // The stage table and the bottleneck verdict (docs/STATS.md), as text and as fields.
   nb::dict report(double compute_ms) {
     const std::vector<StageSummary> summaries = loader_->stats().Summaries();
     const Verdict v = Diagnose(summaries, loader_->loader_shape(), compute_ms);
     nb::dict d;
-    d["table"] = FormatTable(summaries, loader_->loader().shape().batch_size);
+    d["table"] = FormatTable(summaries, loader().shape().batch_size);
     d["bound"] = v.bound;
     d["limiting_stage"] = std::string(StageName(v.limiting_stage));
     d["share"] = v.share;
     d["loader_ms_per_batch"] = v.loader_ms_per_batch;
     d["headline"] = v.headline;
+    d["suggestions"] = v.suggestions;
     return d;
   }
 
@@ -435,45 +408,11 @@ NB_MODULE(_dspipe, m) {
       "out_dir"_a, "count"_a, "width"_a, "height"_a, "seed"_a, "format"_a, "classes"_a,
       "threads"_a);
 
+  // BuildOptions filled by name in Python; progress (the one callback) is passed apart and
+  // called with the GIL held.
   m.def(
       "build",
-      [](const std::string& source, const std::string& output, const std::string& store,
-         bool shuffle, uint64_t seed, const std::string& on_error, int threads, int shards,
-         bool resume, bool overwrite, bool check_decode, int resize_width, int resize_height,
-         bool gray, bool sync, std::function<void(uint64_t, uint64_t)> progress, int shard_index,
-         uint64_t commit_bytes) {
-        BuildOptions o;
-        o.source = source;
-        o.output = output;
-        if (store == "raw") {
-          o.store = StoreMode::kRaw;
-        } else if (store == "encoded") {
-          o.store = StoreMode::kEncoded;
-        } else {
-          ThrowIfError(
-              Status::InvalidArgument("store must be 'encoded' or 'raw', got '" + store + "'"));
-        }
-        if (on_error == "skip") {
-          o.on_error = OnError::kSkip;
-        } else if (on_error == "fail") {
-          o.on_error = OnError::kFail;
-        } else {
-          ThrowIfError(
-              Status::InvalidArgument("on_error must be 'fail' or 'skip', got '" + on_error + "'"));
-        }
-        o.shuffle = shuffle;
-        o.seed = seed;
-        o.threads = threads;
-        o.shards = shards;
-        o.shard_index = shard_index;
-        o.commit_bytes = commit_bytes;
-        o.resume = resume;
-        o.overwrite = overwrite;
-        o.check = check_decode ? CheckLevel::kDecode : CheckLevel::kHeader;
-        o.resize_width = resize_width;
-        o.resize_height = resize_height;
-        o.gray = gray;
-        o.sync = sync;
+      [](BuildOptions o, std::function<void(uint64_t, uint64_t)> progress) {
         if (progress) {
           o.progress = [&progress](uint64_t done, uint64_t total) {
             nb::gil_scoped_acquire acquire;
@@ -496,10 +435,7 @@ NB_MODULE(_dspipe, m) {
         d["seconds"] = r.seconds;
         return d;
       },
-      "source"_a, "output"_a, "store"_a, "shuffle"_a, "seed"_a, "on_error"_a, "threads"_a,
-      "shards"_a, "resume"_a, "overwrite"_a, "check_decode"_a, "resize_width"_a, "resize_height"_a,
-      "gray"_a, "sync"_a, "progress"_a.none(), "shard_index"_a = -1,
-      "commit_bytes"_a = BuildOptions{}.commit_bytes);
+      "options"_a, "progress"_a.none());
 
   m.def(
       "assemble",
@@ -565,15 +501,12 @@ NB_MODULE(_dspipe, m) {
 
   m.def(
       "verify",
-      [](const std::string& path, int threads, size_t max_listed) {
-        VerifyOptions o;
-        o.threads = threads;
-        o.max_listed = max_listed;
+      [](const std::string& path, const VerifyOptions& o) {
         VerifyResult r;
         Call([&] { return VerifyDataset(path, o, &r); });
         return nb::make_tuple(r.records, r.bad, r.problems, r.bad_files);
       },
-      "path"_a, "threads"_a, "max_listed"_a);
+      "path"_a, "options"_a);
 
   m.def(
       "info",
@@ -612,6 +545,25 @@ NB_MODULE(_dspipe, m) {
   RegisterBuildInfo(m);
   RegisterTransforms(m);
 
+  // The options structs (bind_options.h) and the names Python gives them in messages.
+  python::BindOptions(m);
+  m.def("_set_option_names",
+        [](const std::unordered_map<std::string, std::string>& names) { PythonNames() = names; });
+  m.def(
+      "render_message",
+      [](const std::string& message) { return RenderOptions(message, PythonOptionName); },
+      "message"_a, "A message with option markers ({{Struct::field=value}}) in Python's names.");
+
+  nb::class_<LoaderState>(m, "LoaderState")
+      .def(nb::init<>())
+      .def_rw("seed", &LoaderState::seed)
+      .def_rw("epoch", &LoaderState::epoch)
+      .def_rw("position", &LoaderState::position)
+      .def_rw("dataset_sha256", &LoaderState::dataset_sha256)
+      .def_rw("dataset_count", &LoaderState::dataset_count)
+      .def_rw("dataset_path", &LoaderState::dataset_path)
+      .def_rw("options", &LoaderState::options);
+
   nb::class_<PyBatch>(m, "Batch")
       .def_prop_ro("size", &PyBatch::size)
       .def_prop_ro("on_device", &PyBatch::on_device)
@@ -620,8 +572,14 @@ NB_MODULE(_dspipe, m) {
       .def_prop_ro("number", &PyBatch::number)
       .def_prop_ro("fp16", &PyBatch::fp16)
       .def_prop_ro("has_masks", &PyBatch::has_masks)
+      .def_prop_ro("pinned", &PyBatch::pinned)
       .def_prop_ro("images_ptr", &PyBatch::images_ptr)
       .def_prop_ro("masks_ptr", &PyBatch::masks_ptr)
+      .def_prop_ro("stream_ptr", &PyBatch::stream_ptr)
+      .def_prop_ro("images_shape", &PyBatch::images_shape)
+      .def_prop_ro("masks_shape", &PyBatch::masks_shape)
+      .def_prop_ro("images_dtype", &PyBatch::images_dtype)
+      .def_prop_ro("masks_dtype", &PyBatch::masks_dtype)
       .def("images_torch",
            [](nb::handle self) { return nb::cast<PyBatch&>(self).Images<nb::pytorch>(self); })
       .def("masks_torch",
@@ -640,36 +598,40 @@ NB_MODULE(_dspipe, m) {
       .def("stream_wait", &PyBatch::StreamWait, "stream"_a)
       .def("wait_ready", &PyBatch::WaitReady);
 
+  // The loader contract (include/dspipe/loader.h): each method is one C++ call.
   nb::class_<PyLoader>(m, "Loader")
-      .def(nb::init<const std::string&, int, bool, uint64_t, int, int, int, bool, bool, bool,
-                    double, double, bool, int, int, const std::string&, int, uintptr_t, int, int,
-                    const std::string&, uint64_t, const std::string&, uint64_t,
-                    const std::string&>(),
-           "path"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "threads"_a, "prefetch"_a, "device"_a,
-           "fp16"_a, "normalize"_a, "masks_int64"_a, "hflip"_a, "vflip"_a, "drop_last"_a, "rank"_a,
-           "world_size"_a, "remainder"_a, "max_corrupt"_a, "consumer_stream"_a, "slots"_a,
-           "max_slots"_a, "cache"_a, "cache_limit"_a, "order"_a, "block_size"_a, "transform"_a = "")
+      .def(nb::init<const std::string&, const LoaderOptions&, const DeviceOptions&>(), "path"_a,
+           "loader"_a, "device"_a)
       .def("next", &PyLoader::Next)
-      .def("set_epoch", &PyLoader::set_epoch)
-      .def_prop_ro("epoch", &PyLoader::epoch)
-      .def("batches_per_epoch", &PyLoader::batches_per_epoch)
-      .def("samples_per_epoch", &PyLoader::samples_per_epoch)
-      .def("state", &PyLoader::state)
-      .def("restore", &PyLoader::restore, "seed"_a, "epoch"_a, "position"_a)
-      .def_prop_ro("on_device", &PyLoader::on_device)
-      .def_prop_ro("mean", &PyLoader::mean)
-      .def_prop_ro("std", &PyLoader::stdev)
-      .def_prop_ro("threads", &PyLoader::threads)
+      .def(
+          "set_epoch", [](PyLoader& l, uint64_t e) { l.loader().set_epoch(e); }, "epoch"_a)
+      .def("begin_pass", [](PyLoader& l) { l.loader().BeginPass(); })
+      .def_prop_ro("epoch", [](PyLoader& l) { return l.loader().epoch(); })
+      .def("batches_per_epoch", [](PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def("batches_left", [](PyLoader& l) { return l.loader().batches_left(); })
+      .def("samples_per_epoch", [](PyLoader& l) { return l.loader().samples_per_epoch(); })
+      .def("state", [](PyLoader& l) { return l.loader().state(); })
+      .def("restore", &PyLoader::Restore, "state"_a)
+      .def(
+          "options", [](PyLoader& l) { return l.loader().options(); },
+          "The resolved LoaderOptions (threads, size, mean/std filled in).")
+      .def_prop_ro("on_device", [](PyLoader& l) { return l.device_loader().on_device(); })
+      .def_prop_ro("mean", [](PyLoader& l) { return l.device_loader().mean(); })
+      .def_prop_ro("std", [](PyLoader& l) { return l.device_loader().std(); })
+      .def_prop_ro("threads", [](PyLoader& l) { return l.loader().options().threads; })
       .def_prop_ro("shape", &PyLoader::shape)
       .def("dataset", &PyLoader::dataset)
-      .def("reading_from", &PyLoader::reading_from)
+      .def("reading_from", [](PyLoader& l) { return l.loader().reading_from(); })
       .def("wait_for_cache_copy", &PyLoader::wait_for_cache_copy)
-      .def("slots_allocated", &PyLoader::slots_allocated)
-      .def("pool_buffers", &PyLoader::pool_buffers)
-      .def("corrupt_skipped", &PyLoader::corrupt_skipped)
+      .def("slots_allocated", [](PyLoader& l) { return l.device_loader().slots_allocated(); })
+      .def("pool_buffers", [](PyLoader& l) { return l.loader().pool_buffers(); })
+      .def("corrupt_skipped", [](PyLoader& l) { return l.loader().corrupt_skipped(); })
       .def("corrupt_records", &PyLoader::corrupt_records)
       .def("stats", &PyLoader::stats)
-      .def("elapsed_ms", &PyLoader::elapsed_ms)
-      .def("reset_stats", &PyLoader::reset_stats)
+      .def("elapsed_ms",
+           [](PyLoader& l) {
+             return static_cast<double>(l.device_loader().stats().ElapsedNs()) / 1e6;
+           })
+      .def("reset_stats", [](PyLoader& l) { l.device_loader().stats().Reset(); })
       .def("report", &PyLoader::report, "compute_ms"_a);
 }

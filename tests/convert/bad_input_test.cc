@@ -125,13 +125,15 @@ TEST_P(BadInput, FailStopsWithTheFileAndReason) {
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), bad_file_)) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), GetParam().reason)) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::resume")) << s.ToString();
+  EXPECT_TRUE(Contains(bad_file_, s.path()) && !s.path().empty())
+      << "the file apart from the text (Python: CorruptRecord.path): " << s.path();
   // Not openable as complete; the records before the bad one were kept (whole).
   std::unique_ptr<Dataset> ds;
   Status open = Dataset::Open(o.output, {}, &ds);
   EXPECT_EQ(open.code(), Status::Code::kCorruption) << open.ToString();
   EXPECT_TRUE(Contains(open.message(), "interrupted")) << open.ToString();
-  EXPECT_TRUE(Contains(open.message(), "--resume")) << open.ToString();
+  EXPECT_TRUE(Contains(open.message(), "BuildOptions::resume")) << open.ToString();
   std::unique_ptr<LmdbEnv> env;
   ASSERT_TRUE(LmdbEnv::OpenReadOnly(o.output, 8, false, &env).ok());
   uint64_t n = 0;
@@ -212,6 +214,67 @@ TEST(BadInputAll, MissingOrEmptySourceLeavesNoOutput) {
   s = BuildDataset(Options(tmp / "empty", tmp / "empty/out.lmdb"), &r);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_FALSE(fs::exists(tmp / "empty/out.lmdb"));
+}
+
+// Options that exclude each other are refused before the output is created: no directory is
+// left that a corrected rerun would refuse as "already exists" (or be told to resume). The
+// message names both options; dsconvert refuses them the same way (exit 2), from the same check.
+TEST(BadInputAll, BadOptionsAreRefusedBeforeAnythingIsWritten) {
+  TempDir tmp;
+  Synth(tmp / "src", 2, 16, 16);
+  struct Case {
+    const char* name;
+    std::function<void(BuildOptions*)> set;
+    std::vector<std::string> named;  // the options the message must name
+    std::vector<std::string> flags;  // the same build as dsconvert flags
+    std::vector<std::string> cli_named;
+  };
+  const Case cases[] = {
+      {"jpeg_quality+raw",
+       [](BuildOptions* o) {
+         o->store = StoreMode::kRaw;
+         o->jpeg_quality = 90;
+       },
+       {"BuildOptions::jpeg_quality", "BuildOptions::store = raw"},
+       {"--store", "raw", "--jpeg-quality", "90"},
+       {"--jpeg-quality", "--store raw"}},
+      {"max_side+resize",
+       [](BuildOptions* o) {
+         o->max_side = 64;
+         o->resize_width = o->resize_height = 32;
+       },
+       {"BuildOptions::max_side", "BuildOptions::resize_width"},
+       {"--max-side", "64", "--resize", "32x32"},
+       {"--max-side", "--resize"}},
+      {"jpeg_quality out of range",
+       [](BuildOptions* o) { o->jpeg_quality = 101; },
+       {"BuildOptions::jpeg_quality"},
+       {"--jpeg-quality", "101"},
+       {"--jpeg-quality"}},
+  };
+  int index = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string out = tmp / ("out" + std::to_string(index++) + ".lmdb");
+    BuildOptions o = Options(tmp / "src", out);
+    c.set(&o);
+    const Status v = ValidateBuildOptions(o);
+    EXPECT_EQ(v.code(), Status::Code::kInvalidArgument) << v.ToString();
+    BuildResult r;
+    const Status s = BuildDataset(o, &r);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_EQ(s.message(), v.message());
+    for (const std::string& n : c.named) EXPECT_TRUE(Contains(s.message(), n)) << s.ToString();
+    EXPECT_FALSE(Contains(s.message(), "resume")) << s.ToString();
+    EXPECT_FALSE(fs::exists(out)) << "refused options left " << out;
+
+    std::vector<std::string> args = {"build", tmp / "src", out, "-q"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const RunResult run = RunTool(args, tmp.path());
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    for (const std::string& n : c.cli_named) EXPECT_TRUE(Contains(run.output, n)) << run.output;
+    EXPECT_FALSE(fs::exists(out)) << "dsconvert left " << out;
+  }
 }
 
 TEST(BadInputAll, CheckDecodeCatchesCorruptPixelDataTheHeaderCheckMisses) {

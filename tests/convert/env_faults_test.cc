@@ -67,7 +67,7 @@ TEST_F(EnvBuildTest, ReadErrorInASourceFileNamesItAndResumeCompletes) {
   }
   ASSERT_LT(failed, images.size()) << "no source file named: " << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "Input/output error")) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::resume")) << s.ToString();
   EXPECT_FALSE(fs::exists(o.output + "/manifest.json"));
   std::unique_ptr<Dataset> ds;
   s = Dataset::Open(o.output, {}, &ds);

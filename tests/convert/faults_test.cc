@@ -25,7 +25,7 @@ void ExpectInterrupted(const std::string& path) {
   Status s = Dataset::Open(path, {}, &ds);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "interrupted")) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::resume")) << s.ToString();
 }
 
 class OutputTest : public ::testing::Test {
@@ -46,8 +46,8 @@ TEST_F(OutputTest, ExistingOutputIsNeverSilentlyReplaced) {
   Status s = BuildDataset(again, &r);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), out)) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--resume")) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--overwrite")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::resume")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::overwrite")) << s.ToString();
   EXPECT_TRUE(ReadAll(out + "/data.mdb") == before) << "the original was modified";
   EXPECT_EQ(fs::last_write_time(out + "/data.mdb"), mtime);
   std::unique_ptr<Dataset> ds;

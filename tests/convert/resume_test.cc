@@ -60,7 +60,8 @@ TEST(Resume, AFinishedBuildRefusesAChangedSourceNamingTheFirstFileThatDiffers) {
       << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "images/zz-added")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), " is new")) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "--overwrite")) << s.ToString();
+  // The option to set, as an option marker (each front end names it: --overwrite, overwrite=True).
+  EXPECT_TRUE(Contains(s.message(), "rerun with BuildOptions::overwrite = true")) << s.ToString();
   fs::remove(src + "/images/zz-added" + fs::path(first).extension().string());
   fs::remove(src + "/masks/zz-added.png");
   ASSERT_TRUE(Resume(src, out, &r).ok());
@@ -139,6 +140,7 @@ TEST(Resume, AnInterruptedBuildRefusesAChangedSourceAndResumesAnUnchangedOne) {
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_TRUE(Contains(refused.output, "the source changed since the build of " + out))
       << refused.output;
+  EXPECT_TRUE(Contains(refused.output, "rerun with --overwrite")) << refused.output;
   EXPECT_TRUE(Contains(refused.output, "images/" + fs::path(victim).filename().string()))
       << refused.output;
   EXPECT_TRUE(Contains(refused.output, "sample 0 was already built from it")) << refused.output;

@@ -224,7 +224,7 @@ TEST_F(ShardIndexTest, BadShardIndexIsRefused) {
   for (int bad : {4, -2}) {
     Status s = BuildDataset(Opts(tmp_ / "x", bad), &r);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "--shard-index must be 0..3")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "BuildOptions::shard_index must be 0..3")) << s.ToString();
   }
   BuildOptions o = Opts(tmp_ / "x", 0);
   o.shards = 1;

@@ -325,10 +325,12 @@ TEST(Cli, UncompressedRawRoundTripVerifyAndInfo) {
   r = RunTool({"verify", none}, tmp.path());
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_TRUE(Contains(r.output, "1 bad")) << r.output;
-  // --compression is for raw records only.
+  // --compression is for raw records only: a usage error (exit 2, as a bad flag value), refused
+  // before the output is created (ValidateBuildOptions).
   r = RunTool({"build", src, tmp / "enc.lmdb", "--compression", "none"}, tmp.path());
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(Contains(r.output, "--compression none applies to --store raw")) << r.output;
+  EXPECT_FALSE(fs::exists(tmp / "enc.lmdb"));
   r = RunTool({"build", src, tmp / "x.lmdb", "--store", "raw", "--compression", "lz4"}, tmp.path());
   EXPECT_EQ(r.exit_code, 2) << r.output;
 }

@@ -267,3 +267,55 @@ TEST(DeviceLoaderGpu, HeldBatchesTakeNewSlots) {
 
 }  // namespace
 }  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// The CPU path with pin_memory: page-locked batches (a consumer's non_blocking copy is DMA),
+// and a released batch's memory is reused only once the consumer's stream has passed the
+// release: every copy queued before its batch's release reads that batch's own pixels.
+TEST(DeviceLoaderGpu, PinMemoryBatchesArePinnedAndWaitForTheConsumerStream) {
+  SKIP_WITHOUT_GPU();
+#if DSPIPE_HAVE_CUDA
+  cudaStream_t consumer = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  d.pin_memory = true;
+  d.consumer_stream = consumer;
+  const LoaderOptions lo = TestLoaderOptions();
+  const std::vector<HostBatchCopy> ref = ReferenceEpoch(lo, 0);
+  std::unique_ptr<DeviceLoader> loader;
+  ASSERT_TRUE(DeviceLoader::Open(SynthDataset(), lo, d, &loader).ok());
+  ASSERT_FALSE(loader->on_device());
+  std::vector<float*> copies;
+  TensorBatch b;
+  for (size_t k = 0;; ++k) {
+    ASSERT_TRUE(loader->Next(&b).ok());  // releases the previous batch on `consumer`
+    if (!b) break;
+    EXPECT_TRUE(b.pinned());
+    cudaPointerAttributes attr{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attr, b.images()), cudaSuccess);
+    EXPECT_EQ(attr.type, cudaMemoryTypeHost) << "page-locked";
+    const size_t floats = ref[k].images.size();
+    float* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, floats * sizeof(float)), cudaSuccess);
+    // Asynchronous: the copy may still be queued when the next Next() releases the batch.
+    ASSERT_EQ(
+        cudaMemcpyAsync(dev, b.images(), floats * sizeof(float), cudaMemcpyHostToDevice, consumer),
+        cudaSuccess);
+    copies.push_back(dev);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+  ASSERT_EQ(copies.size(), ref.size());
+  for (size_t k = 0; k < ref.size(); ++k) {
+    EXPECT_EQ(ToHost<float>(copies[k], ref[k].images.size()), ref[k].images) << "batch " << k;
+    cudaFree(copies[k]);
+  }
+  loader.reset();
+  EXPECT_EQ(cudaStreamDestroy(consumer), cudaSuccess);
+#endif
+}
+
+}  // namespace
+}  // namespace dspipe

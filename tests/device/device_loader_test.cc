@@ -451,3 +451,33 @@ TEST(DeviceLoaderCpu, BatchOutlivesItsLoader) {
 
 }  // namespace
 }  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// DeviceOptions::pin_memory without a usable device: nothing changes (the batches equal the
+// reference, pageable memory) and one log line says why, however many loaders ask.
+TEST(DeviceLoaderCpu, PinMemoryWithoutGpuIsANoOpWithOneLogLine) {
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  d.pin_memory = true;
+  const LoaderOptions lo = TestLoaderOptions();
+  ::testing::internal::CaptureStderr();
+  auto a = OpenOrDie(lo, d);
+  auto b = OpenOrDie(lo, d);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = log.find("pin_memory"); at != std::string::npos;
+       at = log.find("pin_memory", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << log;
+  EXPECT_NE(log.find("no usable CUDA device"), std::string::npos) << log;
+  ExpectEpochEqualsReference(a.get(), lo, 0, d);
+  TensorBatch t;
+  ASSERT_TRUE(b->Next(&t).ok());
+  EXPECT_FALSE(t.pinned());
+}
+
+}  // namespace
+}  // namespace dspipe

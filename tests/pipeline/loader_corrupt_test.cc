@@ -200,6 +200,7 @@ TEST_F(LoaderCorruptTest, VerifyCrcCatchesSilentDamage) {
   Status s = checked->Next(&b);
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_NE(s.message().find(KeyName(3)), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.key(), KeyName(3)) << "the key apart from the text (Python: CorruptRecord.key)";
 }
 
 TEST_F(LoaderCorruptTest, PlainLmdbFromPythonLoads) {

@@ -256,7 +256,9 @@ TEST_F(LoaderTest, ResumeContinuesExactlyLikeAnUninterruptedRun) {
       ++k;
     }
   }
-  LoaderState bad{1234, 0, 1000};
+  LoaderState bad;
+  bad.seed = 1234;
+  bad.position = 1000;
   EXPECT_EQ(full->Restore(bad).code(), Status::Code::kInvalidArgument);
 }
 

@@ -362,7 +362,7 @@ TEST_F(RankTest, ResumeWithShardsOrder) {
 
     auto resumed = Open(Options(SampleOrder::kShards, 0, RemainderRule::kUneven, false), *path_);
     ASSERT_TRUE(resumed);
-    ASSERT_TRUE(resumed->Restore(LoaderState{seed, 1, kBatch}).ok());
+    ASSERT_TRUE(resumed->Restore(LoaderState::At(seed, 1, kBatch)).ok());
     EXPECT_EQ(resumed->samples_per_epoch(), want.size());
     std::vector<uint64_t> rest;
     Batch batch;
@@ -372,7 +372,7 @@ TEST_F(RankTest, ResumeWithShardsOrder) {
       for (int i = 0; i < batch.size(); ++i) rest.push_back(batch.indices()[i]);
     }
     EXPECT_EQ(rest, std::vector<uint64_t>(want.begin() + kBatch, want.end())) << "seed " << seed;
-    EXPECT_FALSE(resumed->Restore(LoaderState{seed, 1, want.size() + 1}).ok());
+    EXPECT_FALSE(resumed->Restore(LoaderState::At(seed, 1, want.size() + 1)).ok());
   }
 }
 

@@ -62,6 +62,7 @@ std::set<std::string> AllSuggestions() {
               shape.cpu_cores = 2;
               shape.store = store;
               shape.gpu = gpu;
+              shape.cuda_usable = true;  // a machine with a GPU: every suggestion appears
               const Verdict verdict = Diagnose(v, shape, compute);
               out.insert(verdict.suggestions.begin(), verdict.suggestions.end());
             }

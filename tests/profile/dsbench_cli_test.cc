@@ -293,8 +293,53 @@ TEST(DsbenchCli, TransformPipelineFromAFile) {
   EXPECT_NE(out.find("MotionBlur"), std::string::npos) << out;
   EXPECT_NE(out.find(spec), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --hflip 0.5 --transform " + spec, &out), 2) << out;
+  // So are the python branch's crop and interpolation flags (augment's, not the pipeline's).
+  EXPECT_EQ(Dsbench(d.lmdb + " --crop-scale 0.5,1 --transform " + spec, &out), 2) << out;
+  EXPECT_NE(out.find("--crop-scale"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --interpolation area --transform " + spec, &out), 2) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --transform " + d.dir + "/no-such.json", &out), 1);
   EXPECT_NE(out.find("no-such.json"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace dspipe::profile
+
+namespace dspipe::profile {
+namespace {
+
+// The loader options Python has, as flags (issue 20): the JSON config says what ran, the batch
+// shape follows --size / --channels, and a bad value is a usage error naming the flag.
+TEST(DsbenchCli, CropSizeInterpolationChannelsMeanStd) {
+  const auto& d = SmallDataset();
+  const std::string json = d.dir + "/loader-options.json";
+  std::string out;
+  ASSERT_EQ(Dsbench(d.lmdb +
+                        " --batches 2 --warmup 0 --threads 2 --sample-ms 0 -q --size 16x24"
+                        " --crop-scale 0.25,0.5 --crop-ratio 0.5,2 --interpolation area"
+                        " --channels 1 --mean 100 --std 50 --json " +
+                        json,
+                    &out),
+            0)
+      << out;
+  const nlohmann::json j = ReadJson(json);
+  EXPECT_EQ(j["config"]["size"], nlohmann::json({16, 24}));
+  EXPECT_EQ(j["config"]["crop_scale"], nlohmann::json({0.25, 0.5}));
+  EXPECT_EQ(j["config"]["crop_ratio"], nlohmann::json({0.5, 2.0}));
+  EXPECT_EQ(j["config"]["interpolation"], "area");
+  EXPECT_EQ(j["config"]["mean"], nlohmann::json({100.0}));
+  EXPECT_EQ(j["dataset"]["height"], 16);
+  EXPECT_EQ(j["dataset"]["width"], 24);
+  EXPECT_EQ(j["dataset"]["channels"], 1);
+  EXPECT_EQ(Dsbench(d.lmdb + " --crop-scale 0.5,0.25", &out), 2) << out;
+  EXPECT_NE(out.find("need 0 < --crop-scale <= --crop-scale <= 1"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --size 16", &out), 2) << out;
+  EXPECT_NE(out.find("--size 16: expected HxW"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --interpolation bicubic", &out), 2) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --channels 2", &out), 2) << out;
+  // A library error names the flag, not the C++ field: --mean with the wrong count.
+  EXPECT_EQ(Dsbench(d.lmdb + " --batches 1 --warmup 0 -q --mean 1,2 --std 1,2", &out), 1) << out;
+  EXPECT_NE(out.find("--mean/--std have 2/2 values for 3 channels"), std::string::npos) << out;
+  EXPECT_EQ(out.find("LoaderOptions::"), std::string::npos) << out;
 }
 
 }  // namespace

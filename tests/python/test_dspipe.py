@@ -22,25 +22,7 @@ import dspipe
 
 torch = pytest.importorskip("torch")
 
-COUNT = 26  # batches of 4: 6 full + a short one
-H, W = 32, 48
-
-
-@pytest.fixture(scope="session")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ds")
-    dspipe.synth(root / "src", count=COUNT, size=(H, W), seed=3, classes=3)
-    r = dspipe.build(root / "src", root / "train.lmdb", store="raw", shuffle=True,
-                     on_error="skip", progress=False)
-    assert r["records"] == COUNT
-    return str(root / "train.lmdb")
-
-
-def cpu_loader(path, **kw):
-    kw.setdefault("batch_size", 4)
-    kw.setdefault("num_threads", 2)
-    kw.setdefault("device", "cpu")
-    return dspipe.Loader(path, **kw)
+from conftest import COUNT, H, W, cpu_loader  # noqa: E402 (the dataset fixture too)
 
 
 def epoch_batches(loader):
@@ -152,7 +134,7 @@ def test_state_dict_resume_equals_uninterrupted_run(dataset):
     for _ in range(3):
         next(it)
     sd = first.state_dict()
-    assert sd["version"] == 1 and sd["epoch"] == 1 and sd["position"] == 12
+    assert sd["version"] == 2 and sd["epoch"] == 1 and sd["position"] == 12
     resumed = cpu_loader(dataset, **kw)
     resumed.load_state_dict(sd)
     rest = epoch_batches(resumed)
@@ -196,16 +178,16 @@ def test_order_shards_and_blocks_cover_every_sample_once(dataset, tmp_path):
                 loader.set_epoch(epoch)
                 for b in loader:
                     seen += b["index"].tolist()
-                assert loader.state_dict()["fingerprint"]["order"] == order
+                assert loader.state_dict()["options"]["sampler.order"] == order
             assert sorted(seen) == list(range(COUNT)), (order, epoch)
     with pytest.raises(Exception, match="6 shards for 7 ranks"):
         cpu_loader(sharded, rank=0, world_size=7, order="shards")
-    with pytest.raises(Exception, match="order must be"):
+    with pytest.raises(ValueError, match=r"order='random'\): expected one of 'global', 'blocks'"):
         cpu_loader(sharded, order="random")
 
 
 def test_cache_reads_a_ram_disk_copy_with_the_same_batches(dataset):
-    # A real tmpfs dir: the copy, the same batches as in place, the source in the fingerprint.
+    # A real tmpfs dir: the copy, the same batches as in place, the same state identity.
     root = tempfile.mkdtemp(prefix="dspipe-pytest-cache-", dir="/dev/shm")
     try:
         kw = dict(shuffle=True, seed=2)
@@ -221,7 +203,9 @@ def test_cache_reads_a_ram_disk_copy_with_the_same_batches(dataset):
         for got, want in zip(epoch_batches(cached), epoch_batches(in_place), strict=True):
             assert torch.equal(got["index"], want["index"])
             assert torch.equal(got["image"], want["image"])
-        assert cached.state_dict()["fingerprint"] == in_place.state_dict()["fingerprint"]
+        ours, theirs = cached.state_dict(), in_place.state_dict()
+        assert ours["dataset"]["sha256"] == theirs["dataset"]["sha256"]
+        assert ours["options"] == theirs["options"]
         # Too small a capacity: read in place.
         small = cpu_loader(dataset, cache=root + "/other", cache_limit=1024, **kw)
         assert small._core.dataset()["path"] == dataset

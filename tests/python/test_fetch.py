@@ -211,7 +211,7 @@ def test_loader_over_a_url_goes_through_the_cache(tmp_path, monkeypatch):
         loader, remote = epoch(url, cache="auto")
         for a, b in zip(local, remote, strict=True):
             assert np.array_equal(a, b)
-        assert loader.state_dict()["fingerprint"]["dataset"] == url
+        assert loader.state_dict()["dataset"]["count"] == 20
         files = json.loads((root / "ds" / "manifest.json").read_text())["files"]
         fetched = {q["path"] for q in server.requests()}
         assert fetched == {"/files/ds/manifest.json"} | {"/files/ds/" + f["path"] for f in files}
@@ -230,7 +230,7 @@ def test_loader_over_a_url_goes_through_the_cache(tmp_path, monkeypatch):
         loader, again = epoch(server.url("ds/", "token=LOADERTOKEN"))
         assert len(again) == len(local)
         assert {q["path"] for q in server.requests()} == {"/files/ds/manifest.json"}
-        assert loader.state_dict()["fingerprint"]["dataset"] == url
+        assert "LOADERTOKEN" not in str(loader.state_dict())
         assert "LOADERTOKEN" not in repr(loader) and url + "?..." in repr(loader), repr(loader)
     finally:
         server.close()

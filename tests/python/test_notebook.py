@@ -24,4 +24,8 @@ def test_colab_unet_notebook_runs(tmp_path, monkeypatch):
                      for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert text.count("verdict:") == 2, text  # the stage report before and after training
     assert "6 steps on " in text, text
+    # The resume cell: the checkpoint taken at step 6 continues its epoch (4 batches of 8 per
+    # epoch with drop_last: 6 steps = epoch 1 after 2 batches, 2 left).
+    assert "resumed at epoch 1 position 16: 2 batches left" in text, text
+    assert "2 more steps to the end of epoch 1" in text, text
     assert "CUDA: " in text, text  # python -m dspipe ran

@@ -89,8 +89,12 @@ def test_loader_takes_every_form_of_a_pipeline(dataset):
             assert all(torch.equal(a[k], b[k]) for a, b in zip(want, got) for k in a)
     stats = loader.stats()
     rows = sorted(k for k in stats if k.startswith("transform"))
-    assert rows == ["transform1", "transform2", "transform3"]
+    # The row-wise tail (RandomBrightnessContrast, GaussNoise) and Normalize fold into the
+    # normalize pass on the CPU path and are timed there (docs/STATS.md); the geometric run is
+    # the one transform row.
+    assert rows == ["transform1"], rows
     assert stats["transform1"]["label"].startswith("geometric: SmallestMaxSize")
+    assert stats["normalize"]["count"] > 0
 
 
 def test_state_dict_checks_the_transform(dataset):

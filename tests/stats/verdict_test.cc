@@ -36,6 +36,7 @@ LoaderShape Shape(int threads = 2, int cores = 4, std::string store = "encoded",
   s.prefetch = 2;
   s.store = std::move(store);
   s.gpu = gpu;
+  s.cuda_usable = true;  // a machine with a GPU (CpuOnlyRunNeverNamesAGpu: without one)
   s.cpu_cores = cores;
   return s;
 }
@@ -228,6 +229,43 @@ TEST(ReportTest, JsonFieldNames) {
   EXPECT_EQ(jv.at("headline"), v.headline);
   EXPECT_EQ(jv.at("suggestions").size(), v.suggestions.size());
   EXPECT_NEAR(jv.at("share").get<double>(), v.share, 1e-12);
+}
+
+}  // namespace
+}  // namespace dspipe
+
+namespace dspipe {
+namespace {
+
+// A CPU-only run (no GPU path, no usable CUDA device): whatever the bound, starved or not, the
+// verdict never mentions a GPU (issue 20: "GPU starved" on a machine without one).
+TEST(VerdictTest, CpuOnlyRunNeverNamesAGpu) {
+  LoaderShape cpu = Shape(2, 4, "encoded", /*gpu=*/false);
+  cpu.cuda_usable = false;
+  std::vector<std::vector<StageSummary>> runs = {
+      Timings(5, 1, 0.5, 16.25),        // io-bound, starved below
+      Timings(0.2, 5, 0.5, 16),         // decode-bound
+      Timings(0.2, 0.5, 5, 16),         // transform-bound
+      Timings(0.1, 0.1, 0.1, 30, 50),   // collate-bound
+      Timings(0.1, 0.1, 0.1, 30, 0.1),  // normalize-bound (CPU), below
+  };
+  runs.back().push_back(S(Stage::kNormalize, 100, 40));
+  for (const auto& t : runs) {
+    for (double compute : {0.0, 1.0, 10.0, 1000.0}) {
+      const Verdict v = Diagnose(t, cpu, compute);
+      EXPECT_EQ(v.headline.find("GPU"), std::string::npos) << v.headline;
+      for (const std::string& s : v.suggestions) {
+        EXPECT_EQ(s.find("GPU"), std::string::npos) << s;
+        EXPECT_EQ(s.find("--device cuda"), std::string::npos) << s;
+      }
+    }
+  }
+  const Verdict starved = Diagnose(runs[0], cpu, 10);
+  EXPECT_TRUE(starved.starved);
+  EXPECT_NE(starved.headline.find("; starved: loader 26.25 ms/batch > compute 10.00 ms"),
+            std::string::npos)
+      << starved.headline;
+  EXPECT_TRUE(Has(starved, "The training step waits for data")) << All(starved);
 }
 
 }  // namespace

@@ -195,11 +195,17 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
 TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
   o.augment.hflip_p = 0.5;
-  EXPECT_NE(OpenError(o).message().find("augment or transform"), std::string::npos);
+  // The options named as markers (each front end renders them: --hflip, hflip).
+  EXPECT_NE(OpenError(o).message().find(
+                "LoaderOptions::transform with AugmentOptions::hflip_p: set augment or transform"),
+            std::string::npos)
+      << OpenError(o).ToString();
   o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
   o.mean = {1, 2, 3};
   o.std = {4, 5, 6};
-  EXPECT_NE(OpenError(o).message().find("leave mean and std empty"), std::string::npos);
+  EXPECT_NE(OpenError(o).message().find("leave LoaderOptions::mean and LoaderOptions::std empty"),
+            std::string::npos)
+      << OpenError(o).ToString();
   // CropNonEmptyMaskIfExists over a dataset without masks.
   testing::WriteSourceTree(root_ + "/nomask", 4, kH, kW, false);
   const std::string nomask =

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "../option_names.h"
 #include "core/files.h"
+#include "dspipe/option_fields.h"
 #include "profile/profile.h"
 
 namespace {
@@ -13,8 +15,21 @@ namespace {
 namespace pf = dspipe::profile;
 
 int Fail(const dspipe::Status& s) {
-  std::fprintf(stderr, "dsbench: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "dsbench: %s\n", dspipe::cli::Describe(s).c_str());
   return 1;
+}
+
+// "A,B" -> *a, *b (two numbers).
+bool ParsePair(const std::string& text, double* a, double* b) {
+  char comma = 0, extra = 0;
+  return std::sscanf(text.c_str(), "%lf%c%lf%c", a, &comma, b, &extra) == 3 && comma == ',';
+}
+
+// "HxW" -> *h, *w (positive).
+bool ParseSize(const std::string& text, int* h, int* w) {
+  char x = 0, extra = 0;
+  return std::sscanf(text.c_str(), "%d%c%d%c", h, &x, w, &extra) == 3 && (x == 'x' || x == 'X') &&
+         *h > 0 && *w > 0;
 }
 
 int Usage(const std::string& why) {
@@ -76,11 +91,35 @@ int main(int argc, char** argv) {
   app.add_option("--vflip", o.augment.vflip_p, "vertical flip probability")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  std::string crop_scale, crop_ratio, size, interpolation = "linear";
+  app.add_option("--crop-scale", crop_scale,
+                 "random resized crop: area fraction MIN,MAX of the source, e.g. 0.08,1 "
+                 "(default off: 1,1)");
+  app.add_option("--crop-ratio", crop_ratio,
+                 "random resized crop: aspect ratio (w/h) range MIN,MAX (default 0.75,1.3333)");
+  app.add_option("--size", size,
+                 "output size HxW: samples of another size are resized (default: the dataset's)");
+  std::vector<std::string> interpolations;
+  for (const auto& [name, value] : dspipe::EnumNames<dspipe::Interpolation>::kValues) {
+    interpolations.emplace_back(name);
+  }
+  app.add_option("--interpolation", interpolation, "image resampling when the size changes")
+      ->check(CLI::IsMember(interpolations))
+      ->capture_default_str();
+  app.add_option("--channels", o.channels, "output channels: 0 = the dataset's, 1 or 3 (converts)")
+      ->check(CLI::IsMember({0, 1, 3}))
+      ->capture_default_str();
+  app.add_option("--mean", o.mean,
+                 "per-channel mean in pixel units (0..255), e.g. 124,116,104 or one value; "
+                 "default: the dataset's statistics")
+      ->delimiter(',');
+  app.add_option("--std", o.std, "per-channel std in pixel units, as --mean")->delimiter(',');
   std::string transform_path;
   auto* transform = app.add_option(
       "--transform", transform_path,
       "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) applied to every "
-      "sample instead of --hflip/--vflip; the stage table gets a transform row per segment");
+      "sample instead of --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation; the stage "
+      "table gets a transform row per segment");
   app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
   app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "sequential order");
@@ -146,9 +185,27 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   o.normalize = !no_normalize;
+  if (!crop_scale.empty() &&
+      !ParsePair(crop_scale, &o.augment.crop_scale_min, &o.augment.crop_scale_max)) {
+    return Usage("--crop-scale " + crop_scale + ": expected MIN,MAX, e.g. 0.08,1");
+  }
+  if (!crop_ratio.empty() &&
+      !ParsePair(crop_ratio, &o.augment.crop_ratio_min, &o.augment.crop_ratio_max)) {
+    return Usage("--crop-ratio " + crop_ratio + ": expected MIN,MAX, e.g. 0.75,1.3333");
+  }
+  if (!size.empty() && !ParseSize(size, &o.height, &o.width)) {
+    return Usage("--size " + size + ": expected HxW, e.g. 256x256");
+  }
+  (void)dspipe::ParseEnum(interpolation, &o.augment.image_interpolation);  // checked above
+  if (dspipe::Status s = o.augment.Validate(); !s.ok()) {
+    return Usage(dspipe::cli::Describe(s));
+  }
   if (transform->count() > 0) {
-    if (o.augment.hflip_p > 0 || o.augment.vflip_p > 0) {
-      return Usage("--transform and --hflip/--vflip: put the flips in the pipeline");
+    if (o.augment.hflip_p > 0 || o.augment.vflip_p > 0 || !crop_scale.empty() ||
+        !crop_ratio.empty() || interpolation != "linear") {
+      return Usage(
+          "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation: put the "
+          "flips, crop and interpolation in the pipeline");
     }
     std::string text;
     dspipe::Status s = dspipe::ReadFile(transform_path, &text);

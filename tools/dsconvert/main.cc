@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../option_names.h"
 #include "dspipe/cache.h"
 #include "dspipe/convert.h"
 #include "dspipe/fetch.h"
@@ -24,7 +25,7 @@ bool ParseSize(const std::string& s, int* w, int* h) {
 }
 
 int Fail(const dspipe::Status& s) {
-  std::fprintf(stderr, "dsconvert: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "dsconvert: %s\n", dspipe::cli::Describe(s).c_str());
   return 1;
 }
 
@@ -62,10 +63,12 @@ int Run(int argc, char** argv) {
   // ---- build
   dspipe::BuildOptions bo;
   std::string store = "encoded", resize, on_error = "fail", check = "header";
-  auto* build =
-      app.add_subcommand("build", "convert SRC (folder, CSV, ImageFolder, plain LMDB or .tar/.tar.gz/.tar.zst/.zip of one) to LMDB");
-  build->add_option("src", bo.source,
-                    "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
+  auto* build = app.add_subcommand("build",
+                                   "convert SRC (folder, CSV, ImageFolder, plain LMDB or "
+                                   ".tar/.tar.gz/.tar.zst/.zip of one) to LMDB");
+  build
+      ->add_option("src", bo.source,
+                   "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
       ->required();
   build->add_option("out", bo.output, "output LMDB directory")->required();
   build->add_option("--store", store, "encoded: original bytes; raw: decoded pixels + zstd")
@@ -225,10 +228,6 @@ int Run(int argc, char** argv) {
       return 2;
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
-    if (bo.jpeg_quality > 0 && bo.store == dspipe::StoreMode::kRaw) {
-      std::fprintf(stderr, "dsconvert build: --jpeg-quality stores JPEGs; it excludes --store raw\n");
-      return 2;
-    }
     bo.compression =
         compression == "none" ? dspipe::Compression::kNone : dspipe::Compression::kZstd;
     bo.on_error = on_error == "skip" ? dspipe::OnError::kSkip : dspipe::OnError::kFail;
@@ -237,6 +236,11 @@ int Run(int argc, char** argv) {
     bo.commit_bytes = static_cast<uint64_t>(std::max(0.0, commit_mb) * (1 << 20));
     bo.archive_buffer_bytes = static_cast<uint64_t>(archive_buffer_mb * (1 << 20));
     bo.check = check == "decode" ? dspipe::CheckLevel::kDecode : dspipe::CheckLevel::kHeader;
+    // Bad option combinations are a usage error (exit 2), refused before anything is written.
+    if (dspipe::Status v = dspipe::ValidateBuildOptions(bo); !v.ok()) {
+      std::fprintf(stderr, "dsconvert build: %s\n", dspipe::cli::Describe(v).c_str());
+      return 2;
+    }
     dspipe::cli::Progress progress("build");
     if (!quiet) bo.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };
     dspipe::BuildResult r;

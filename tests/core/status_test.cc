@@ -1,0 +1,54 @@
+// Status: option markers rendered per front end (C++ fields by default), subjects (key, path)
+// kept through WithContext / Append.
+#include "dspipe/status.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dspipe {
+namespace {
+
+std::string Cli(std::string_view field, std::string_view value) {
+  std::string flag = field == "BuildOptions::on_error"
+                         ? "--on-error"
+                         : "--" + std::string(field.substr(field.find("::") + 2));
+  return value.empty() || value == "true" ? flag : flag + " " + std::string(value);
+}
+
+TEST(StatusTest, OptionMarkersRenderPerFrontEnd) {
+  const Status s =
+      Status::AlreadyExists("out exists; rerun with " + Opt("BuildOptions::resume", "true") +
+                            " (or " + Opt("BuildOptions::on_error", "skip") + ")");
+  EXPECT_EQ(
+      s.message(),
+      "out exists; rerun with BuildOptions::resume = true (or BuildOptions::on_error = skip)");
+  EXPECT_EQ(s.ToString(), "AlreadyExists: " + s.message());
+  EXPECT_EQ(s.Render(Cli), "AlreadyExists: out exists; rerun with --resume (or --on-error skip)");
+  const Status c = s.WithContext("build " + Opt("BuildOptions::threads"));
+  EXPECT_EQ(c.Render(Cli),
+            "AlreadyExists: build --threads: out exists; rerun with --resume (or "
+            "--on-error skip)");
+  EXPECT_EQ(c.message().rfind("build BuildOptions::threads: out exists", 0), 0u) << c.message();
+  // Text without markers, and braces that are not markers, stay as they are.
+  const Status plain = Status::InvalidArgument("pattern img_{id} {x}");
+  EXPECT_EQ(plain.Render(Cli), plain.ToString());
+  EXPECT_EQ(plain.message(), "pattern img_{id} {x}");
+  EXPECT_EQ(RenderOptions("unclosed {{BuildOptions::resume", Cli),
+            "unclosed {{BuildOptions::resume");
+  EXPECT_EQ(Status::OK().Render(Cli), "OK");
+}
+
+TEST(StatusTest, SubjectsSurviveContextAndAppend) {
+  const Status s = Status::Corruption("key 7: bad CRC").WithKey("7").WithPath("/d/data.mdb");
+  const Status t = s.WithContext("loader").Append(" - stopped");
+  EXPECT_EQ(t.key(), "7");
+  EXPECT_EQ(t.path(), "/d/data.mdb");
+  EXPECT_EQ(t.message(), "loader: key 7: bad CRC - stopped");
+  EXPECT_EQ(t.code(), Status::Code::kCorruption);
+  EXPECT_EQ(Status::Corruption("x").key(), "");
+  EXPECT_EQ(Status::OK().WithKey("k").key(), "");
+}
+
+}  // namespace
+}  // namespace dspipe
