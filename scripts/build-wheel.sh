@@ -89,4 +89,13 @@ if [ -n "$lower" ]; then
     awk '/ is not manylinux/ {f = $1} /offending versions/ {sub(/\t/, " "); print "  " f ": " $0}' ||
     true
 fi
+# The floor docs/INSTALL.md promises (Colab's Ubuntu 22.04 has glibc 2.35): a new symbol version
+# in our code or a dependency fails the build here instead of shipping a wheel that will not
+# install where it did (the symbols that raised it are printed above).
+max=${DSPIPE_WHEEL_MAX_MANYLINUX:-2_34}
+if [ -z "$tag" ] || [ "${tag#manylinux_2_}" -gt "${max#2_}" ]; then
+  echo "build-wheel.sh: the wheel is tagged ${tag:-(no manylinux tag)}, above manylinux_$max" \
+    "(docs/INSTALL.md); the symbol versions above raised it" >&2
+  exit 1
+fi
 echo "$wheel"

@@ -70,7 +70,10 @@ void FirstRegion(Plan* plan) {
   const Size out = plan->steps[static_cast<size_t>(g.end - 1)].out;
   plan->first_output = out;
   const Affine inv = t.Inverse();
-  plan->source_per_output = std::min(std::hypot(inv.a, inv.d), std::hypot(inv.b, inv.e));
+  // The column lengths of the inverse map. sqrt, not std::hypot: glibc 2.35 gave hypot a new
+  // symbol version, which alone raised the wheel's floor to manylinux_2_35 (docs/INSTALL.md).
+  plan->source_per_output = std::min(std::sqrt(inv.a * inv.a + inv.d * inv.d),
+                                     std::sqrt(inv.b * inv.b + inv.e * inv.e));
   const Step& s0 = plan->steps[static_cast<size_t>(g.begin)];
   if (s0.geo.map) {  // the distortions: their own Warp of the whole image at full resolution
     plan->source_per_output = 1.0;
