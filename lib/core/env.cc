@@ -163,15 +163,7 @@ class PosixEnv final : public Env {
     names->clear();
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) return OpenError(dir, errno);
-    errno = 0;
-    while (struct dirent* e = ::readdir(d)) {
-      std::string_view n = e->d_name;
-      if (n != "." && n != "..") names->emplace_back(n);
-    }
-    const int err = errno;
-    ::closedir(d);
-    if (err != 0) return Status::IOErrorErrno("readdir", dir, err);
-    return Status::OK();
+    return internal::ReadNamesAndClose(d, dir, names);
   }
 
   Status FileSize(const std::string& path, uint64_t* size) override {

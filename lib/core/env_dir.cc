@@ -65,15 +65,7 @@ Status ListFd(int fd, const std::string& shown, std::vector<std::string>* names)
     ::close(own);
     return Status::IOErrorErrno("opendir", shown, err);
   }
-  errno = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view n = e->d_name;
-    if (n != "." && n != "..") names->emplace_back(n);
-  }
-  const int err = errno;
-  ::closedir(d);
-  if (err != 0) return Status::IOErrorErrno("readdir", shown, err);
-  return Status::OK();
+  return internal::ReadNamesAndClose(d, shown, names);
 }
 
 // Removes name under dirfd (a directory's contents first), never following a link.
@@ -219,6 +211,18 @@ class PosixDirectory final : public Directory {
 };
 
 }  // namespace
+
+Status ReadNamesAndClose(DIR* d, const std::string& shown, std::vector<std::string>* names) {
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") names->emplace_back(n);
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) return Status::IOErrorErrno("readdir", shown, err);
+  return Status::OK();
+}
 
 std::unique_ptr<Directory> NewPosixDirectory(int fd, std::string path) {
   return std::make_unique<PosixDirectory>(fd, std::move(path));

@@ -1,8 +1,11 @@
 // Internal to lib/core: pieces PosixEnv (env.cc) and its Directory (env_dir.cc) share.
 #pragma once
 
+#include <dirent.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dspipe/env.h"
 
@@ -18,6 +21,10 @@ Status LockAt(int dirfd, const std::string& name, const std::string& shown, bool
 
 // The POSIX Directory over an open directory descriptor (taken over: closed with it).
 std::unique_ptr<Directory> NewPosixDirectory(int fd, std::string path);
+
+// Reads the names of open directory stream d (less "." and "..") into *names and closes d;
+// `shown` names the directory in a readdir error.
+Status ReadNamesAndClose(DIR* d, const std::string& shown, std::vector<std::string>* names);
 
 // The 16 lowercase hex digits of 64 random bits (std::random_device).
 std::string RandomHex16();
