@@ -111,6 +111,9 @@ Rng StepRng(uint64_t seed, uint64_t epoch, uint64_t index, int position);
 
 // Python's random API on an Rng, as albumentations calls it.
 inline double Uniform(Rng& r, double a, double b) { return a + (b - a) * r.Uniform(); }
+// The standard normal quantile at p in (0, 1): Acklam's rational approximation (relative error
+// < 1.2e-9); GaussNoise's table and the distortions' displacement noise (ops_pixel.cc).
+double NormalQuantile(double p);
 inline int RandInt(Rng& r, int a, int b) {  // inclusive, a <= b
   return a + static_cast<int>(r.Below(static_cast<uint64_t>(static_cast<int64_t>(b) - a + 1)));
 }
