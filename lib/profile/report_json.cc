@@ -31,6 +31,7 @@ json ConfigJson(const ProfileOptions& o) {
           {"vflip", o.augment.vflip_p},
           {"crop_scale", {o.augment.crop_scale_min, o.augment.crop_scale_max}},
           {"crop_ratio", {o.augment.crop_ratio_min, o.augment.crop_ratio_max}},
+          {"resize_shorter", o.augment.resize_shorter},
           {"interpolation", EnumName(o.augment.image_interpolation)},
           {"size", {o.height, o.width}},
           {"channels", o.channels},

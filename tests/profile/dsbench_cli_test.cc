@@ -340,6 +340,23 @@ TEST(DsbenchCli, CropSizeInterpolationChannelsMeanStd) {
   EXPECT_EQ(Dsbench(d.lmdb + " --batches 1 --warmup 0 -q --mean 1,2 --std 1,2", &out), 1) << out;
   EXPECT_NE(out.find("--mean/--std have 2/2 values for 3 channels"), std::string::npos) << out;
   EXPECT_EQ(out.find("LoaderOptions::"), std::string::npos) << out;
+  // Validation geometry: shorter side to N, then the centred --size window.
+  ASSERT_EQ(Dsbench(d.lmdb +
+                        " --batches 1 --warmup 0 --threads 2 --sample-ms 0 -q --size 16x24"
+                        " --resize-shorter 20 --json " +
+                        json,
+                    &out),
+            0)
+      << out;
+  const nlohmann::json v = ReadJson(json);
+  EXPECT_EQ(v["config"]["resize_shorter"], 20);
+  EXPECT_EQ(v["dataset"]["height"], 16);
+  EXPECT_EQ(v["dataset"]["width"], 24);
+  EXPECT_EQ(Dsbench(d.lmdb + " --size 16x24 --resize-shorter 20 --crop-scale 0.5,1", &out), 2)
+      << out;
+  EXPECT_NE(out.find("--resize-shorter"), std::string::npos) << out;
+  EXPECT_EQ(out.find("AugmentOptions::"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --resize-shorter -1", &out), 2) << out;
 }
 
 }  // namespace

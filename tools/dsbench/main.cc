@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
                  "(default off: 1,1)");
   app.add_option("--crop-ratio", crop_ratio,
                  "random resized crop: aspect ratio (w/h) range MIN,MAX (default 0.75,1.3333)");
+  app.add_option("--resize-shorter", o.augment.resize_shorter,
+                 "validation geometry: resize so the shorter side is N, then take the centred "
+                 "--size window (torchvision Resize(N) + CenterCrop; not with --crop-scale)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--size", size,
                  "output size HxW: samples of another size are resized (default: the dataset's)");
   std::vector<std::string> interpolations;
@@ -202,10 +206,10 @@ int main(int argc, char** argv) {
   }
   if (transform->count() > 0) {
     if (o.augment.hflip_p > 0 || o.augment.vflip_p > 0 || !crop_scale.empty() ||
-        !crop_ratio.empty() || interpolation != "linear") {
+        !crop_ratio.empty() || o.augment.resize_shorter > 0 || interpolation != "linear") {
       return Usage(
-          "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation: put the "
-          "flips, crop and interpolation in the pipeline");
+          "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--resize-shorter/"
+          "--interpolation: put the flips, crop, resize and interpolation in the pipeline");
     }
     std::string text;
     dspipe::Status s = dspipe::ReadFile(transform_path, &text);
