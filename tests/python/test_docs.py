@@ -44,8 +44,7 @@ def test_readme_has_python_examples_that_run():
     blocks = readme_blocks()
     assert any(reason is None for _, _, reason in blocks), "no README example runs"
     # A marker that is not exactly the skip form would silently run (or fail) the block: refuse.
-    stray = re.findall(r"<!-- docs-test.*", open(README).read())
-    assert len(stray) == sum(reason is not None for _, _, reason in blocks), stray
+    # (test_doc_skip_markers_are_well_formed checks every marker of every page.)
 
 
 @pytest.mark.parametrize("line,code,reason", readme_blocks(),
@@ -98,3 +97,104 @@ def test_docs_examples_type_check(tmp_path):
                         "--cache-dir", str(tmp_path / "cache"), str(script)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_public_header_has_a_cpp_reference_page():
+    """docs/reference/cpp/NAME.md for each include/dspipe/NAME.h: it includes the header (the
+    snippet), the overview table links it and the site's nav lists it; no page outlives its
+    header (mkdocs' snippets check_paths fails the build on that too)."""
+    headers = sorted(f[:-2] for f in os.listdir(os.path.join(ROOT, "include", "dspipe"))
+                     if f.endswith(".h"))
+    pages_dir = os.path.join(ROOT, "docs", "reference", "cpp")
+    pages = sorted(f[:-3] for f in os.listdir(pages_dir) if f.endswith(".md"))
+    assert pages == headers
+    overview = open(os.path.join(ROOT, "docs", "reference", "cpp.md")).read()
+    nav = open(os.path.join(ROOT, "mkdocs.yml")).read()
+    for name in headers:
+        page = open(os.path.join(pages_dir, name + ".md")).read()
+        assert f'--8<-- "include/dspipe/{name}.h"' in page, name
+        assert f"(cpp/{name}.md)" in overview, name
+        assert f"reference/cpp/{name}.md" in nav, name
+
+
+# ---- Every command block (```sh / ```bash) and Python example (```python) of README.md and
+# docs/*.md runs, or says on the line above it why it cannot: `<!-- docs-test: skip (why) -->`.
+# (docs/PYTHON.md's Python examples and the README's run above, in their own tests.) A page's
+# runnable blocks run in order, in one fresh directory holding the datasets the pages name
+# (train.lmdb, OUT.lmdb: small synthetic ones), Python with this interpreter, commands with
+# bash -euo pipefail and the built dsconvert / dsbench first on PATH (DSPIPE_TOOLS_DIR, default
+# build/tools; DSPIPE_TEST_DOC_COMMANDS=1, set by scripts/test.sh, makes them required).
+SKIP = re.compile(r"<!-- docs-test: skip \((.+)\) -->")
+
+
+def doc_blocks(path: str) -> list[tuple[int, str, str, str | None]]:
+    """(line, lang, code, skip reason or None) of each sh/bash/python block of a page."""
+    text = open(path).read()
+    out = []
+    for m in re.finditer(r"^```(sh|bash|python)\n(.*?)^```", text, re.S | re.M):
+        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = SKIP.fullmatch(before.strip())
+        out.append((text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2),
+                    marker.group(1) if marker else None))
+    return out
+
+
+def doc_pages() -> list[str]:
+    docs = os.path.join(ROOT, "docs")
+    return ["README.md"] + sorted("docs/" + f for f in os.listdir(docs) if f.endswith(".md"))
+
+
+def page_blocks(page: str) -> list[tuple[int, str, str, str | None]]:
+    blocks = doc_blocks(os.path.join(ROOT, page))
+    if page in ("README.md", "docs/PYTHON.md"):  # their Python runs in the tests above
+        blocks = [b for b in blocks if b[1] != "python"]
+    return blocks
+
+
+def test_doc_skip_markers_are_well_formed():
+    for page in doc_pages():
+        text = open(os.path.join(ROOT, page)).read()
+        lines = re.findall(r"^\s*(<!-- docs-test.*?)\s*$", text, re.M)
+        stray = [m for m in lines if not SKIP.fullmatch(m)]
+        assert not stray, f"{page}: {stray}"
+        # Each marker sits right above a block it skips: a marker anywhere else (or malformed)
+        # would leave its block running, or failing, without the reason.
+        marked = len(lines)
+        skips = sum(r is not None for _, _, _, r in doc_blocks(os.path.join(ROOT, page)))
+        assert marked == skips, page
+
+
+@pytest.mark.parametrize("page", [p for p in doc_pages() if page_blocks(p)])
+def test_doc_page_blocks_run(tmp_path, page):
+    blocks = page_blocks(page)
+    runnable = [b for b in blocks if b[3] is None]
+    for line, lang, _, reason in blocks:
+        if reason is not None:
+            print(f"{page}:{line} ({lang}) skipped: {reason}")
+    if not runnable:
+        pytest.skip(f"{page}: every block says why it cannot run here")
+    tools = os.environ.get("DSPIPE_TOOLS_DIR", os.path.join(ROOT, "build", "tools"))
+    bins = [os.path.join(tools, t) for t in ("dsconvert", "dsbench")]
+    if any(lang != "python" for _, lang, _, _ in runnable):
+        missing = [b for b in bins if not os.access(os.path.join(b, os.path.basename(b)), os.X_OK)]
+        if missing:
+            if os.environ.get("DSPIPE_TEST_DOC_COMMANDS") == "1":
+                pytest.fail(f"{page}: command blocks need the built tools: {missing}")
+            pytest.skip(f"{page}: no built tools in {tools} (set DSPIPE_TOOLS_DIR)")
+    import dspipe
+
+    code = "\n".join(c for _, _, c, _ in runnable)
+    for name in ("train.lmdb", "OUT.lmdb"):
+        if name in code:
+            dspipe.synth(tmp_path / "src", count=12, size=(64, 64), seed=1, classes=3)
+            dspipe.build(tmp_path / "src", tmp_path / name, store="encoded", progress=False)
+    env = dict(os.environ, PATH=os.pathsep.join(bins + [os.environ.get("PATH", "")]))
+    for line, lang, code, _ in runnable:
+        where = f"{page}:{line}"
+        script = tmp_path / ("block.py" if lang == "python" else "block.sh")
+        script.write_text(code)
+        cmd = [sys.executable, str(script)] if lang == "python" else \
+            ["bash", "-euo", "pipefail", str(script)]
+        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, f"{where} ({lang}) failed:\n{code}\n{r.stdout}\n{r.stderr}"
