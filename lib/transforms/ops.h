@@ -86,7 +86,9 @@ struct Geo {
 
 // cv::warpAffine takes the interpolation (NEAREST, LINEAR, CUBIC, LANCZOS4): a resampling step
 // with it may be fused into a composed warp.
-inline bool Warpable(int interp) { return interp == 0 || interp == 1 || interp == 2 || interp == 4; }
+inline bool Warpable(int interp) {
+  return interp == 0 || interp == 1 || interp == 2 || interp == 4;
+}
 
 class Leaf;
 
@@ -99,11 +101,11 @@ struct Step {
   Geo geo;
   double v[16] = {};
   int iv[8] = {};
-  std::vector<int> holes;  // CoarseDropout: x_min, y_min, x_max, y_max per hole
+  std::vector<int> holes;   // CoarseDropout: x_min, y_min, x_max, y_max per hole
   std::vector<float> data;  // GridDistortion's grid, ElasticTransform's displacement fields
-  uint64_t seed = 0;       // per-step seed for per-pixel randomness (noise, random fills)
-  bool deferred = false;   // Draw waits for the mask (draw_needs_mask)
-  Rng rng{0};              // the step's stream after its draws (a deferred draw resumes it)
+  uint64_t seed = 0;        // per-step seed for per-pixel randomness (noise, random fills)
+  bool deferred = false;    // Draw waits for the mask (draw_needs_mask)
+  Rng rng{0};               // the step's stream after its draws (a deferred draw resumes it)
 };
 
 // The per-(sample, position) random stream every draw comes from.
@@ -181,11 +183,17 @@ struct LeafType {
 // Each ops_*.cc file's leaves.
 void AddGeometricLeaves(std::vector<LeafType>* types);
 void AddCropLeaves(std::vector<LeafType>* types);
+void AddResizeLeaves(std::vector<LeafType>* types);
 void AddColorLeaves(std::vector<LeafType>* types);
 void AddPixelLeaves(std::vector<LeafType>* types);
 void AddDistortLeaves(std::vector<LeafType>* types);
 
 // Shared helpers for the ops files.
+// Python's round(): half to even (albumentations' sizes).
+int PyRound(double v);
+// fcrops.get_crop_coords: the crop of size `crop` (clamped to image) at (h_start, w_start) in
+// [0, 1], as x0, y0, x1, y1 in xy[0..3] (ops_crop.cc).
+void CropCoords(Size image, Size crop, double h_start, double w_start, int* xy);
 cv::Scalar FillScalar(const Fill& f, int channels);
 // cv::resize as albumentations' fgeometric.resize (no-op copy when the size is unchanged).
 void ResizeLike(const cv::Mat& src, cv::Mat* dst, int interpolation);

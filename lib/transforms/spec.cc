@@ -205,6 +205,7 @@ const std::vector<LeafType>& LeafTypes() {
     std::vector<LeafType> t;
     AddGeometricLeaves(&t);
     AddCropLeaves(&t);
+    AddResizeLeaves(&t);
     AddColorLeaves(&t);
     AddPixelLeaves(&t);
     AddDistortLeaves(&t);
