@@ -402,7 +402,8 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     }
     return TransformPipeline::Parse(AugmentPipelineJson(aug, *height, *width), out);
   }
-  if (aug.hflip_p > 0 || aug.vflip_p > 0 || aug.crops()) {
+  const bool interpolation = aug.image_interpolation != AugmentOptions{}.image_interpolation;
+  if (aug.hflip_p > 0 || aug.vflip_p > 0 || aug.crops() || interpolation) {
     std::string set;  // the augment options given, as every front end names them
     auto add = [&set](bool given, const char* field) {
       if (given) set += (set.empty() ? "" : ", ") + Opt(field);
@@ -411,10 +412,12 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     add(aug.vflip_p > 0, "AugmentOptions::vflip_p");
     add(aug.crop_scale_min < 1.0, "AugmentOptions::crop_scale_min");
     add(aug.resize_shorter > 0, "AugmentOptions::resize_shorter");
+    add(interpolation, "AugmentOptions::image_interpolation");
     return invalid(Opt("LoaderOptions::transform") + " with " + set +
-                   ": set augment or transform, not both (put the flips and crops in the "
-                   "pipeline: HorizontalFlip, VerticalFlip, RandomResizedCrop, SmallestMaxSize + "
-                   "CenterCrop)");
+                   ": set augment or transform, not both (put the flips, crops and "
+                   "interpolation in the pipeline: HorizontalFlip, VerticalFlip, "
+                   "RandomResizedCrop, SmallestMaxSize + CenterCrop, each resize's "
+                   "interpolation argument)");
   }
   std::shared_ptr<const TransformPipeline> p = options.transform;
   if (p->impl().needs_mask && !info.has_masks) {

@@ -218,6 +218,8 @@ def test_transform_is_an_option_field_and_keyword(dataset):
     assert torch.equal(flipped["image"], plain["image"].flip(2))
     with pytest.raises(ValueError, match=r"transform with hflip: set augment or transform"):
         cpu_loader(dataset, transform=aug, hflip=0.5)
+    with pytest.raises(ValueError, match=r"transform with interpolation: set augment or trans"):
+        cpu_loader(dataset, transform=aug, interpolation="area")
     with pytest.raises(ValueError, match=r"dspipe.Loader\(transform=.*NoSuchTransform"):
         cpu_loader(dataset, transform=[{"__class_fullname__": "NoSuchTransform"}])
     with pytest.raises(ValueError, match=r"leave mean and std empty"):

@@ -200,6 +200,14 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
                 "LoaderOptions::transform with AugmentOptions::hflip_p: set augment or transform"),
             std::string::npos)
       << OpenError(o).ToString();
+  // The augment's interpolation would be silently unused under a pipeline: refused too.
+  o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+  o.augment.image_interpolation = Interpolation::kArea;
+  EXPECT_NE(OpenError(o).message().find("LoaderOptions::transform with "
+                                        "AugmentOptions::image_interpolation: set augment or "
+                                        "transform"),
+            std::string::npos)
+      << OpenError(o).ToString();
   o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
   o.mean = {1, 2, 3};
   o.std = {4, 5, 6};
