@@ -17,16 +17,7 @@
 namespace dspipe {
 namespace {
 
-struct Txn {
-  MDB_txn* txn = nullptr;
-  ~Txn() {
-    if (txn) mdb_txn_abort(txn);
-  }
-};
-
-std::string_view View(const MDB_val& v) {
-  return {static_cast<const char*>(v.mv_data), v.mv_size};
-}
+std::string_view View(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
 
 // A key as shown (Dataset::KeyName, messages): non-printable bytes, quotes and backslashes as
 // \xNN, long keys cut.
@@ -89,8 +80,7 @@ Status ParsePattern(const std::string& text, const char* option, KeyPattern* out
   const bool one = (a == std::string::npos) != (b == std::string::npos);
   const size_t at = a != std::string::npos ? a : b;
   const size_t len = a != std::string::npos ? 4 : 5;
-  if (!one || text.find('{', at + len) != std::string::npos ||
-      text.find('{') != at) {
+  if (!one || text.find('{', at + len) != std::string::npos || text.find('{') != at) {
     return Status::InvalidArgument(std::string(option) + " '" + text +
                                    "' must hold exactly one {id} or {key}, e.g. \"{key}_mask\"");
   }
@@ -137,8 +127,7 @@ struct CsvRows {
 };
 
 // `key,label` rows of a CSV file (libcsv); an optional first row `key,label`.
-Status ReadLabels(const std::string& file,
-                  std::vector<std::pair<std::string, int32_t>>* labels,
+Status ReadLabels(const std::string& file, std::vector<std::pair<std::string, int32_t>>* labels,
                   std::vector<size_t>* lines) {
   std::string text;
   DSPIPE_RETURN_IF_ERROR(ReadFile(file, &text));
@@ -192,9 +181,9 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
     bool has_masks = false;
     bool dense = false;
     uint64_t count = 0;
-    std::vector<std::string> ids;  // sorted path: the image ids, in order
-    std::vector<uint64_t> numbers; // sorted path, canonical decimal ids: their values (8 bytes
-                                   // per record instead of a string)
+    std::vector<std::string> ids;   // sorted path: the image ids, in order
+    std::vector<uint64_t> numbers;  // sorted path, canonical decimal ids: their values (8 bytes
+                                    // per record instead of a string)
     std::string Id(uint64_t i) const {
       if (dense) return std::to_string(i);
       return numbers.empty() ? ids[i] : std::to_string(numbers[i]);
@@ -236,23 +225,22 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
     if (index >= l_.count) {
       return Status::InvalidArgument("index " + std::to_string(index) + " out of range (" +
-                                     std::to_string(l_.count) + " records in " + info_.path +
-                                     ")");
+                                     std::to_string(l_.count) + " records in " + info_.path + ")");
     }
     DSPIPE_RETURN_IF_ERROR(env_->CheckPid());
     const std::string id = Id(index);
     const std::string key = l_.image.Make(id);
-    Txn t;
+    LmdbTxn t;
     int rc = mdb_txn_begin(env_->env(), nullptr, MDB_RDONLY, &t.txn);
     if (rc != 0) return LmdbError("mdb_txn_begin", env_->path(), rc);
     MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
     rc = mdb_get(t.txn, env_->records(), &k, &v);
     if (rc == MDB_NOTFOUND) {
-      return Status::Corruption(
-          "key " + Quote(key) + " not in " + env_->path() +
-          (l_.dense ? " (its keys looked like 0.." + std::to_string(l_.count - 1) +
-                          " at open; scan_keys lists them all)"
-                    : ""));
+      return Status::Corruption("key " + Quote(key) + " not in " + env_->path() +
+                                (l_.dense
+                                     ? " (its keys looked like 0.." + std::to_string(l_.count - 1) +
+                                           " at open; scan_keys lists them all)"
+                                     : ""));
     }
     if (rc != 0) return LmdbError("read key " + Quote(key) + " of", env_->path(), rc);
     if (v.mv_size == 0) {
@@ -265,7 +253,7 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
     view.header.channels = static_cast<uint8_t>(info_.channels);
     view.header.image_size = static_cast<uint32_t>(v.mv_size);
     if (!l_.labels.empty()) view.header.label = l_.labels[index];
-    Txn mt;
+    LmdbTxn mt;
     if (l_.has_masks) {
       const std::string mkey = l_.mask.Make(id);
       if (!l_.no_mask.empty() && l_.no_mask[index]) {
@@ -300,13 +288,11 @@ class PlainDatasetImpl final : public PlainLmdbDataset {
   }
 
  private:
-  std::string Id(uint64_t index) const {
-    return l_.Id(index);
-  }
+  std::string Id(uint64_t index) const { return l_.Id(index); }
   void Advise(const LmdbEnv& env, std::span<const uint64_t> indices,
               const KeyPattern& pattern) const {
     if (!env.CheckPid().ok()) return;
-    Txn t;
+    LmdbTxn t;
     if (mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn) != 0) return;
     for (uint64_t index : indices) {
       if (index >= l_.count) continue;
@@ -342,9 +328,7 @@ class Opener {
   Status Order(std::vector<std::string>* ids);
   Status PairScanned(const std::unordered_set<std::string>& mask_keys);
   Status AttachLabels();
-  std::string ImageKeyOf(uint64_t i) const {
-    return l_.image.Make(l_.Id(i));
-  }
+  std::string ImageKeyOf(uint64_t i) const { return l_.image.Make(l_.Id(i)); }
   std::string MaskWhere() const { return mask_env_ ? mask_env_->path() : path_; }
 
   const std::string& path_;
@@ -382,8 +366,8 @@ Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* 
   if (pairing_.empty() && l_.has_masks) {
     pairing_ = path_ + ": " + std::to_string(l_.count) + " images " + Quote(ImageKeyOf(0)) +
                ".. with masks " + Quote(l_.mask.Make(l_.Id(0))) + ".. from " +
-               (mask_env_ ? mask_env_->path() : "the same LMDB") + " (mask_key " +
-               l_.mask.Text() + ")";
+               (mask_env_ ? mask_env_->path() : "the same LMDB") + " (mask_key " + l_.mask.Text() +
+               ")";
   }
   *out = std::move(l_);
   *pairing = std::move(pairing_);
@@ -395,7 +379,7 @@ Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* 
 // last keys, and 64 evenly spaced probes (plus their masks). Anything else: *done = false.
 Status Opener::TryDense(bool* done) {
   *done = false;
-  Txn t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env_.env(), nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
   MDB_stat st;
@@ -467,7 +451,7 @@ Status Opener::TryDense(bool* done) {
   DSPIPE_RETURN_IF_ERROR(ends_ok(t.txn, env_.records(), path_, pats, &ok));
   if (!ok) return Status::OK();
   if (mode_ == Mode::kSecondDb) {
-    Txn mt;
+    LmdbTxn mt;
     rc = mdb_txn_begin(mask_env_->env(), nullptr, MDB_RDONLY, &mt.txn);
     if (rc != 0) return LmdbError("mdb_txn_begin", mask_env_->path(), rc);
     rc = mdb_stat(mt.txn, mask_env_->records(), &st);
@@ -496,7 +480,7 @@ Status Opener::TryDense(bool* done) {
 }
 
 Status Opener::ListKeys(const LmdbEnv& env, std::vector<std::string>* keys) {
-  Txn t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", env.path(), rc);
   MDB_cursor* cur = nullptr;
@@ -526,16 +510,18 @@ Status Opener::Scan() {
   std::vector<std::string> ids;
   std::unordered_set<std::string> mask_keys;
   auto refuse_unmatched = [&](const std::string& key) {
-    std::string m = path_ + ": key " + Quote(key) + " does not match image_key '" +
-                    l_.image.Text() + "'";
+    std::string m =
+        path_ + ": key " + Quote(key) + " does not match image_key '" + l_.image.Text() + "'";
     if (mode_ == Mode::kPattern) m += " nor mask_key '" + l_.mask.Text() + "'";
     return Status::BadInput(m);
   };
   if (mode_ == Mode::kDetect) {
     size_t best = 0, best_count = 0;
     for (size_t m = 0; m < std::size(kMarkers); ++m) {
-      const size_t c = static_cast<size_t>(std::count_if(
-          keys.begin(), keys.end(), [&](const std::string& k) { return HasMarker(k, kMarkers[m]); }));
+      const size_t c =
+          static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) {
+            return HasMarker(k, kMarkers[m]);
+          }));
       if (c > best_count) best = m, best_count = c;
     }
     if (best_count > 0) {
@@ -573,14 +559,16 @@ Status Opener::Scan() {
         l_.has_masks = true;
         pairing_ = path_ + ": paired " + std::to_string(paired) + " of " +
                    std::to_string(images.size()) + " images with masks by key " +
-                   (mk.suffix ? "suffix '" : "prefix '") + mk.text + "' (e.g. " +
-                   Quote(example) + "); set mask_key to pair differently";
+                   (mk.suffix ? "suffix '" : "prefix '") + mk.text + "' (e.g. " + Quote(example) +
+                   "); set mask_key to pair differently";
       } else {
         warnings_.push_back(path_ + ": " + std::to_string(mask_keys.size()) +
                             " keys look like masks (e.g. " + Quote(example) + ") but only " +
                             std::to_string(paired) + " of " + std::to_string(images.size()) +
                             " images have one; loading the images only. Set mask_key (e.g. "
-                            "\"{key}" + std::string(mk.text) + "\"; --mask-key) or masks to "
+                            "\"{key}" +
+                            std::string(mk.text) +
+                            "\"; --mask-key) or masks to "
                             "pair them");
         mask_keys.clear();
       }
@@ -640,8 +628,7 @@ Status Opener::Order(std::vector<std::string>* ids) {
   if (first_dec != ids->end() && first_other != ids->end()) {
     const std::string odd = l_.image.Make(*first_other);
     std::string m = path_ + ": key " + Quote(odd) + " is not a decimal number but key " +
-                    Quote(l_.image.Make(*first_dec)) +
-                    " is; mixed keys have no defined order. ";
+                    Quote(l_.image.Make(*first_dec)) + " is; mixed keys have no defined order. ";
     if (LooksLikeMask(odd)) {
       m += Quote(odd) + " looks like a mask: set " + Opt("PlainLmdbOptions::mask_key") +
            ", e.g. \"{key}_mask\"";
@@ -699,8 +686,8 @@ Status Opener::PairScanned(const std::unordered_set<std::string>& mask_keys) {
   if (missing > 0) {
     l_.no_mask = std::move(no_mask);
     warnings_.push_back(path_ + ": " + std::to_string(missing) + " images have no mask in " +
-                       MaskWhere() + " (e.g. " + Quote(first_missing) +
-                       "); reading them fails, naming the key");
+                        MaskWhere() + " (e.g. " + Quote(first_missing) +
+                        "); reading them fails, naming the key");
   }
   if (mask_keys.size() > used) {
     warnings_.push_back(MaskWhere() + ": " + std::to_string(mask_keys.size() - used) +
@@ -782,8 +769,7 @@ Status OpenPlainLmdb(const std::string& path, std::unique_ptr<LmdbEnv> env,
 Status OpenPlainLmdb(const std::string& path, const DatasetOpenOptions& options,
                      std::unique_ptr<PlainLmdbDataset>* out) {
   std::unique_ptr<LmdbEnv> env;
-  DSPIPE_RETURN_IF_ERROR(
-      LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
+  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
   if (env->has_dspipe_dbs()) {
     return Status::BadInput(path + ": already a dspipe dataset, not a plain LMDB");
   }
