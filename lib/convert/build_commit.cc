@@ -5,16 +5,15 @@
 // sealed here with its manifest.
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
-#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <future>
-#include <thread>
 
 #include "convert/builder.h"
+#include "dspipe/cpus.h"
 #include "dspipe/log.h"
 
 namespace dspipe::build {
@@ -31,12 +30,6 @@ void MaybeStopForTest() {
   }();
   static std::atomic<long> commits{0};
   if (stop_after > 0 && commits.fetch_add(1) + 1 == stop_after) ::raise(SIGSTOP);
-}
-
-int DefaultThreads() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace
@@ -99,7 +92,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   const uint64_t shown_total = OneShard() ? end - begin : plan_.size();
   if (o_.progress) o_.progress(done_.load() - shown_from, shown_total);  // the starting point
 
-  const int threads = o_.threads > 0 ? o_.threads : DefaultThreads();
+  const int threads = o_.threads > 0 ? o_.threads : UsableCpus();
   tbb::task_arena arena(threads);
   LmdbEnv::Writer writer(env);
   std::atomic<bool> stop{false};
