@@ -5,34 +5,17 @@
 // sealed here with its manifest.
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <future>
 
 #include "convert/builder.h"
+#include "convert/test_hooks.h"
 #include "dspipe/cpus.h"
 #include "dspipe/log.h"
 
 namespace dspipe::build {
-namespace {
-
-// Test hook: with DSPIPE_TEST_STOP_AFTER_COMMITS=N in the environment, the process stops itself
-// (SIGSTOP) right after its N-th record commit is durable. A test waits for that stop with
-// waitpid(WUNTRACED) and kills the process there: the kill lands at a known committed state
-// instead of a guessed one (a file size or a sleep).
-void MaybeStopForTest() {
-  static const long stop_after = [] {
-    const char* v = std::getenv("DSPIPE_TEST_STOP_AFTER_COMMITS");
-    return v ? std::strtol(v, nullptr, 10) : 0L;
-  }();
-  static std::atomic<long> commits{0};
-  if (stop_after > 0 && commits.fetch_add(1) + 1 == stop_after) ::raise(SIGSTOP);
-}
-
-}  // namespace
 
 Status Builder::ReadArchiveItem(const SourceItem& item, SourceBytes* out) {
   DSPIPE_RETURN_IF_ERROR(archive_->Read(item.archive_image, item.image, &out->image));
@@ -127,7 +110,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     inflight = std::async(std::launch::async, [w = std::move(writer), env, this]() mutable {
       Status s = w.Commit();
       if (s.ok() && o_.sync) env->StartWriteback();  // overlap the disk with the next batch
-      if (s.ok()) MaybeStopForTest();
+      if (s.ok()) RunAfterRecordCommit();            // tests stop here (test_hooks.h)
       return s;
     });
     writer = LmdbEnv::Writer(env);
