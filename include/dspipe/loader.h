@@ -35,6 +35,7 @@
 #include "dspipe/augment.h"
 #include "dspipe/batch.h"
 #include "dspipe/cache.h"
+#include "dspipe/cpus.h"
 #include "dspipe/dataset.h"
 #include "dspipe/normalize.h"
 #include "dspipe/sampler.h"
@@ -273,9 +274,6 @@ class Loader {
 // says which and why. Loader::Open and DeviceLoader::Open call it.
 Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
                          std::shared_ptr<const Dataset>* out, CacheResult* cache = nullptr);
-
-// The CPUs this process may run on (sched_getaffinity), at least 1.
-int UsableCpus();
 
 // Resolves the mean/std used to normalize: *mean / *std as given (one value applies to every
 // channel), or the dataset manifest's when both are empty; checks them against `channels` and

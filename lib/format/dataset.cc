@@ -19,18 +19,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TxnGuard {
-  MDB_txn* txn = nullptr;
-  ~TxnGuard() {
-    if (txn) mdb_txn_abort(txn);
-  }
-};
-
 // Runs fn on the value under `key` inside a short read-only transaction.
 Status ReadValue(const LmdbEnv& env, MDB_val key, const std::string& key_name,
                  const std::function<Status(std::span<const uint8_t>)>& fn) {
   DSPIPE_RETURN_IF_ERROR(env.CheckPid());
-  TxnGuard t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", env.path(), rc);
   MDB_val v;
@@ -48,7 +41,7 @@ Status ReadValue(const LmdbEnv& env, MDB_val key, const std::string& key_name,
 // committed snapshot); a page freed and reused by a later writer only wastes the hint.
 void AdviseValues(const LmdbEnv& env, std::span<const MDB_val> keys) {
   if (keys.empty() || !env.CheckPid().ok()) return;
-  TxnGuard t;
+  LmdbTxn t;
   if (mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn) != 0) return;
   for (MDB_val key : keys) {
     MDB_val v;
@@ -126,8 +119,8 @@ class DspipeDataset final : public Dataset {
   Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
     if (index >= info_.count) {
       return Status::InvalidArgument("index " + std::to_string(index) + " out of range (" +
-                                     std::to_string(info_.count) + " records in " +
-                                     info_.path + ")");
+                                     std::to_string(info_.count) + " records in " + info_.path +
+                                     ")");
     }
     const Shard* it = Find(index);
     if (it == nullptr) return Status::Internal("no shard holds index " + std::to_string(index));
@@ -149,9 +142,9 @@ class DspipeDataset final : public Dataset {
  private:
   const Shard* Find(uint64_t index) const {
     if (index >= info_.count) return nullptr;
-    auto it = std::upper_bound(
-        shards_.begin(), shards_.end(), index,
-        [](uint64_t i, const std::unique_ptr<Shard>& s) { return i < s->end; });
+    auto it =
+        std::upper_bound(shards_.begin(), shards_.end(), index,
+                         [](uint64_t i, const std::unique_ptr<Shard>& s) { return i < s->end; });
     if (it == shards_.end() || index < (*it)->begin) return nullptr;
     return it->get();
   }
@@ -162,16 +155,15 @@ class DspipeDataset final : public Dataset {
       if (sh.env != nullptr) return;  // opened eagerly
       // Like every env's CheckPid: a Dataset opened before fork() is not used after it, even
       // for a shard it has not mapped yet.
-      Status s = ::getpid() == pid_
-                     ? OpenShard(options_, &sh,
-                                 options_.resolve_shard ? options_.resolve_shard(sh.path)
-                                                        : sh.path)
-                     : Status::Unsupported("dataset " + info_.path + " was opened in process " +
-                                           std::to_string(pid_) +
-                                           " and used after fork() in process " +
-                                           std::to_string(::getpid()) +
-                                           "; open datasets after forking (e.g. in "
-                                           "worker_init_fn)");
+      Status s =
+          ::getpid() == pid_
+              ? OpenShard(options_, &sh,
+                          options_.resolve_shard ? options_.resolve_shard(sh.path) : sh.path)
+              : Status::Unsupported("dataset " + info_.path + " was opened in process " +
+                                    std::to_string(pid_) + " and used after fork() in process " +
+                                    std::to_string(::getpid()) +
+                                    "; open datasets after forking (e.g. in "
+                                    "worker_init_fn)");
       if (!s.ok()) {
         s = s.WithContext("shard " + sh.name + " (records " + std::to_string(sh.begin) + ".." +
                           std::to_string(sh.end - 1) + ") of " + info_.path);
@@ -232,8 +224,7 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
   }
 
   std::unique_ptr<LmdbEnv> env;
-  DSPIPE_RETURN_IF_ERROR(
-      LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
+  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
   if (!env->has_dspipe_dbs()) {
     std::unique_ptr<PlainLmdbDataset> plain;
     DSPIPE_RETURN_IF_ERROR(OpenPlainLmdb(path, std::move(env), options, &plain));
@@ -259,8 +250,8 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
   uint64_t n = 0;
   DSPIPE_RETURN_IF_ERROR(env->RecordCount(&n));
   if (n != info.count) {
-    return Status::Corruption(path + ": holds " + std::to_string(n) +
-                              " records, manifest says " + std::to_string(info.count));
+    return Status::Corruption(path + ": holds " + std::to_string(n) + " records, manifest says " +
+                              std::to_string(info.count));
   }
   // A lone LMDB; when it is one shard of a sharded set, its keys start at the shard's range.
   std::vector<std::unique_ptr<DspipeDataset::Shard>> shards;

@@ -18,13 +18,6 @@ namespace {
 
 constexpr uint64_t kInitialMapSize = uint64_t{64} << 20;  // grows on demand
 
-struct Txn {
-  MDB_txn* txn = nullptr;
-  ~Txn() {
-    if (txn) mdb_txn_abort(txn);
-  }
-};
-
 // Environments this process has open for writing, by (device, inode) of the path. LMDB forbids
 // opening one environment twice in a process (closing the second drops the first's locks), so
 // any second open of a writer's environment is refused instead of silently breaking locking.
@@ -61,8 +54,8 @@ Status LmdbError(std::string_view op, const std::string& path, int rc) {
   m += path;
   m += ": ";
   m += mdb_strerror(rc);
-  if (rc == ENOSPC || rc == EIO || rc == EACCES || rc == ENOENT || rc == EFBIG ||
-      rc == EROFS || rc == EDQUOT) {
+  if (rc == ENOSPC || rc == EIO || rc == EACCES || rc == ENOENT || rc == EFBIG || rc == EROFS ||
+      rc == EDQUOT) {
     return Status::IOError(m);
   }
   if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID ||
@@ -110,7 +103,7 @@ Status LmdbEnv::OpenReadOnly(const std::string& path, unsigned max_readers, bool
   rc = mdb_env_open(e->env_, path.c_str(), flags, 0644);
   if (rc != 0) return LmdbError("open LMDB", path, rc);
   DSPIPE_RETURN_IF_ERROR(CheckFileCoversMap(e->env_, path, S_ISDIR(st.st_mode)));
-  Txn t;
+  LmdbTxn t;
   rc = mdb_txn_begin(e->env_, nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
   rc = mdb_dbi_open(t.txn, kRecordsDb, 0, &e->records_);
@@ -178,7 +171,7 @@ Status LmdbEnv::OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* 
     return s;
   }
   DSPIPE_RETURN_IF_ERROR(CheckFileCoversMap(e->env_, path, /*subdir=*/true));
-  Txn t;
+  LmdbTxn t;
   rc = mdb_txn_begin(e->env_, nullptr, 0, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path, rc);
   rc = mdb_dbi_open(t.txn, kRecordsDb, MDB_CREATE, &e->records_);
@@ -195,9 +188,8 @@ Status LmdbEnv::OpenForWrite(const std::string& path, std::unique_ptr<LmdbEnv>* 
 
 Status LmdbEnv::CheckPid() const {
   if (::getpid() != pid_) {
-    return Status::Unsupported("LMDB " + path_ + " was opened in process " +
-                               std::to_string(pid_) + " and used after fork() in process " +
-                               std::to_string(::getpid()) +
+    return Status::Unsupported("LMDB " + path_ + " was opened in process " + std::to_string(pid_) +
+                               " and used after fork() in process " + std::to_string(::getpid()) +
                                "; open datasets after forking (e.g. in worker_init_fn)");
   }
   return Status::OK();
@@ -206,7 +198,7 @@ Status LmdbEnv::CheckPid() const {
 Status LmdbEnv::GetMeta(std::string_view key, std::string* value, bool* found) const {
   *found = false;
   if (!dspipe_dbs_) return Status::OK();
-  Txn t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
   MDB_val k{key.size(), const_cast<char*>(key.data())};
@@ -220,7 +212,7 @@ Status LmdbEnv::GetMeta(std::string_view key, std::string* value, bool* found) c
 }
 
 Status LmdbEnv::RecordCount(uint64_t* count) const {
-  Txn t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
   MDB_stat st;
@@ -232,7 +224,7 @@ Status LmdbEnv::RecordCount(uint64_t* count) const {
 
 Status LmdbEnv::NextIndex(uint64_t* next) const {
   *next = 0;
-  Txn t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
   if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
   MDB_cursor* cur = nullptr;
@@ -275,7 +267,7 @@ void LmdbEnv::Writer::DeleteMeta(std::string key) {
 }
 
 Status LmdbEnv::Writer::TryCommit(int* rc_out) {
-  Txn t;
+  LmdbTxn t;
   int rc = mdb_txn_begin(env_->env_, nullptr, 0, &t.txn);
   if (rc != 0) {
     *rc_out = rc;

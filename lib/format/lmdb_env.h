@@ -22,6 +22,18 @@ namespace dspipe {
 
 Status LmdbError(std::string_view op, const std::string& path, int rc);
 
+// An LMDB transaction that aborts itself when it goes out of scope: begin it into `txn`; after
+// mdb_txn_commit (which frees it either way) set `txn` to nullptr.
+struct LmdbTxn {
+  MDB_txn* txn = nullptr;
+  LmdbTxn() = default;
+  LmdbTxn(const LmdbTxn&) = delete;
+  LmdbTxn& operator=(const LmdbTxn&) = delete;
+  ~LmdbTxn() {
+    if (txn) mdb_txn_abort(txn);
+  }
+};
+
 class LmdbEnv {
  public:
   ~LmdbEnv();

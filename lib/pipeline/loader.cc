@@ -26,13 +26,6 @@
 
 namespace dspipe {
 
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
-}
-
 namespace {
 
 using internal::BatchBuffer;

@@ -522,7 +522,7 @@ TEST(Archive, MemberOrderThatNeedsManyPassesIsRefused) {
   const std::string part = tmp / "part";
   const std::vector<std::string> args = {"build", tmp / "ok.tar", part,    "--shuffle", "--seed",
                                          "3",     "--commit-mb",  "0.001", "-q"};
-  const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid = SpawnStopping(args, tmp / "kill.log");
   ASSERT_TRUE(WaitStopped(pid)) << ReadAll(tmp / "kill.log");
   ::kill(pid, SIGKILL);
   ASSERT_EQ(Wait(pid, tmp / "kill.log").signal, SIGKILL);
@@ -547,7 +547,7 @@ TEST(Archive, Kill9ThenResumeContinuesFromTheArchive) {
       "build",       arc,   out,         "--store", "raw",
       "--commit-mb", "0.1", "--threads", "1",       "--archive-buffer-mb",
       "0",           "-q"};
-  const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid = SpawnStopping(args, tmp / "kill.log");
   if (!WaitStopped(pid)) {
     FAIL() << "dsconvert ended before its first commit: " << ReadAll(tmp / "kill.log");
   }
@@ -566,7 +566,7 @@ TEST(Archive, Kill9ThenResumeContinuesFromTheArchive) {
   // Another archive at the same path (here: a shorter one) is another source.
   const std::string out2 = tmp / "out2.lmdb";
   const std::vector<std::string> args2 = {"build", arc, out2, "--commit-mb", "0.01", "-q"};
-  const pid_t pid2 = Spawn(args2, tmp / "kill2.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid2 = SpawnStopping(args2, tmp / "kill2.log");
   ASSERT_TRUE(WaitStopped(pid2)) << ReadAll(tmp / "kill2.log");
   ::kill(pid2, SIGKILL);
   ASSERT_EQ(Wait(pid2, tmp / "kill2.log").signal, SIGKILL);
@@ -594,14 +594,14 @@ TEST(Archive, NotAnArchiveIsAClearError) {
 }
 
 // Runs dsconvert to completion and reports the peak resident memory of its own address space
-// (VmHWM, read while it is stopped right after its last commit: DSPIPE_TEST_STOP_AFTER_COMMITS,
-// the listing and every read done by then). Not ru_maxrss: a child spawned from this process
+// (VmHWM, read while it is stopped right after its first record commit, SpawnStopping: the
+// listing and every read up to it done by then). Not ru_maxrss: a child spawned from this process
 // starts in this process's address space, and its ru_maxrss includes this test's own memory.
 // A measured figure of what the build held, not a timing.
 RunResult RunMeasured(const std::vector<std::string>& args, const std::string& log,
                       uint64_t* peak) {
   *peak = 0;
-  const pid_t pid = Spawn(args, log, {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid = SpawnStopping(args, log);
   if (WaitStopped(pid)) {
     std::ifstream status("/proc/" + std::to_string(pid) + "/status");
     for (std::string line; std::getline(status, line);) {

@@ -185,11 +185,9 @@ TEST_F(OutputTest, CorruptStoredBuildStateIsAnErrorNotAnAbort) {
     const char* key;
     const char* value;
   } cases[] = {
-      {kBuildStateKey, "{not json"},
-      {kBuildStateKey, "[1, 2]"},
+      {kBuildStateKey, "{not json"},          {kBuildStateKey, "[1, 2]"},
       {kBuildStateKey, R"({"plan": []})"},  // no "options"
-      {"cursor", R"({"next_pos": "seven"})"},
-      {"cursor", "{}"},
+      {"cursor", R"({"next_pos": "seven"})"}, {"cursor", "{}"},
   };
   int n = 0;
   for (const auto& c : cases) {
@@ -201,7 +199,8 @@ TEST_F(OutputTest, CorruptStoredBuildStateIsAnErrorNotAnAbort) {
     PutMeta(out, c.key, c.value);
     o.resume = true;
     Status s = BuildDataset(o, &r);
-    EXPECT_EQ(s.code(), Status::Code::kCorruption) << c.key << "=" << c.value << ": " << s.ToString();
+    EXPECT_EQ(s.code(), Status::Code::kCorruption)
+        << c.key << "=" << c.value << ": " << s.ToString();
     EXPECT_TRUE(Contains(s.message(), out)) << s.ToString();
     EXPECT_TRUE(Contains(s.message(), c.key)) << s.ToString();
   }
@@ -219,7 +218,7 @@ TEST(Kill, Kill9ThenResumeGivesEverySampleOnce) {
                                          "--commit-mb", "1", "--threads", "1",       "-q"};
   // The binary stops itself (SIGSTOP) right after its first record commit is durable; kill -9
   // it there. No polling: the stop is the condition.
-  const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid = SpawnStopping(args, tmp / "kill.log");
   if (!WaitStopped(pid)) {
     FAIL() << "dsconvert ended before its first commit: " << ReadAll(tmp / "kill.log");
   }

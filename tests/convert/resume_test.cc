@@ -124,7 +124,7 @@ TEST(Resume, AnInterruptedBuildRefusesAChangedSourceAndResumesAnUnchangedOne) {
   const std::vector<std::string> args = {"build",       src, out,         "--store", "raw",
                                          "--commit-mb", "1", "--threads", "1",       "-q"};
   // Killed right after its first durable commit (it stops itself there).
-  const pid_t pid = Spawn(args, tmp / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid = SpawnStopping(args, tmp / "kill.log");
   ASSERT_TRUE(WaitStopped(pid)) << ReadAll(tmp / "kill.log");
   ::kill(pid, SIGKILL);
   ASSERT_EQ(Wait(pid, tmp / "kill.log").signal, SIGKILL);

@@ -96,10 +96,10 @@ TEST_F(ShardIndexTest, MissingOrUnfinishedShardIsNamedByAssembleVerifyAndInfo) {
   BuildOne(parts, 0);
   BuildOne(parts, 2);
   // Shard 3 killed mid-way: it stops itself after its first durable commit (1 record each).
-  const pid_t pid = Spawn({"build", src_, parts, "--shards", "4", "--shard-index", "3",
-                           "--shuffle", "--seed", "11", "--store", "raw", "--commit-mb", "0",
-                           "--threads", "1", "-q"},
-                          tmp_ / "kill.log", {"DSPIPE_TEST_STOP_AFTER_COMMITS=1"});
+  const pid_t pid =
+      SpawnStopping({"build", src_, parts, "--shards", "4", "--shard-index", "3", "--shuffle",
+                     "--seed", "11", "--store", "raw", "--commit-mb", "0", "--threads", "1", "-q"},
+                    tmp_ / "kill.log");
   ASSERT_TRUE(WaitStopped(pid)) << ReadAll(tmp_ / "kill.log");
   ::kill(pid, SIGKILL);
   ASSERT_EQ(Wait(pid, tmp_ / "kill.log").signal, SIGKILL);
@@ -186,7 +186,8 @@ TEST_F(ShardIndexTest, OtherOptionsOrSourceListAreRefusedNamingTheShard) {
   AssembleResult a;
   Status s = AssembleDataset(parts, &a);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "shard-00003.lmdb was built with other options")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "shard-00003.lmdb was built with other options"))
+      << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "seed was 11, now 12")) << s.ToString();
   // Same options, another source list (a sample added after shards 0-2 were built).
   fs::copy_file(src_ + "/images/000000.png", src_ + "/images/000099.png");

@@ -198,12 +198,12 @@ struct RunResult {
   std::string output;  // stdout + stderr
 };
 
-// Starts dsconvert with args, stdout+stderr to log_path, and this process's environment less
-// the variables starting with one of `drop` (e.g. "LD_PRELOAD=", "DSPIPE_FAULT_"), plus
-// `extra_env` ("NAME=value"). Returns the pid.
-inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path,
-                   const std::vector<std::string>& extra_env = {},
-                   const std::vector<std::string>& drop = {}) {
+// Starts argv (argv[0]: the program's path), stdout+stderr to log_path, and this process's
+// environment less the variables starting with one of `drop` (e.g. "LD_PRELOAD=",
+// "DSPIPE_FAULT_"), plus `extra_env` ("NAME=value"). Returns the pid.
+inline pid_t SpawnArgv(std::vector<std::string> argv_s, const std::string& log_path,
+                       const std::vector<std::string>& extra_env = {},
+                       const std::vector<std::string>& drop = {}) {
   std::vector<std::string> env_s = extra_env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string kv = *e;
@@ -214,8 +214,6 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_
   std::vector<char*> envp;
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::vector<std::string> argv_s = {Dsconvert()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -226,9 +224,31 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("posix_spawn " + Dsconvert() + " failed");
+  if (rc != 0) throw std::runtime_error("posix_spawn " + argv_s[0] + " failed");
   return pid;
 }
+
+// Starts dsconvert with args (environment as SpawnArgv). Returns the pid.
+inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path,
+                   const std::vector<std::string>& extra_env = {},
+                   const std::vector<std::string>& drop = {}) {
+  std::vector<std::string> argv_s = {Dsconvert()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  return SpawnArgv(std::move(argv_s), log_path, extra_env, drop);
+}
+
+#ifdef DSCONVERT_HOOKED_PATH
+// Starts dsconvert with args that stops itself (SIGSTOP) right after its commits-th record
+// commit is durable (tests/convert/dsconvert_hooked.cc: the builder's test seam,
+// lib/convert/test_hooks.h); wait for that with WaitStopped. Returns the pid.
+inline pid_t SpawnStopping(const std::vector<std::string>& args, const std::string& log_path,
+                           int commits = 1) {
+  std::vector<std::string> argv_s = {DSCONVERT_HOOKED_PATH, "--stop-after-commits",
+                                     std::to_string(commits)};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  return SpawnArgv(std::move(argv_s), log_path);
+}
+#endif
 
 inline RunResult Wait(pid_t pid, const std::string& log_path) {
   RunResult r;
@@ -240,7 +260,7 @@ inline RunResult Wait(pid_t pid, const std::string& log_path) {
   return r;
 }
 
-// Waits until pid stops itself (SIGSTOP, see DSPIPE_TEST_STOP_AFTER_COMMITS). Returns false,
+// Waits until pid stops itself (SIGSTOP, see SpawnStopping). Returns false,
 // with the process reaped, if it exited or died instead.
 inline bool WaitStopped(pid_t pid) {
   int st = 0;

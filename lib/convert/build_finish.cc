@@ -1,0 +1,114 @@
+// Finishing a build (builder.h): the manifest. Its JSON (Builder::Manifest), the one writer of
+// an LMDB's meta "manifest" (SealManifest: a lone LMDB here, each shard of a sharded build in
+// build_commit.cc), the one maker of manifest.json's text (TopManifestText: here and in
+// AssembleDataset), and rejected.tsv.
+#include <algorithm>
+
+#include "convert/builder.h"
+#include "convert/dataset_files.h"
+#include "format/manifest.h"
+
+namespace dspipe::build {
+
+Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool sync) {
+  w->PutMeta(kManifestKey, manifest.dump(2));
+  w->DeleteMeta(kCursorKey);
+  DSPIPE_RETURN_IF_ERROR(w->Commit());
+  if (sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
+  return Status::OK();
+}
+
+Status TopManifestText(const std::string& dir, const std::string& manifest,
+                       const std::vector<std::string>& reader_files, Env* env, std::string* text) {
+  std::vector<ManifestFile> files;
+  DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(dir, reader_files, &files, env));
+  return SetManifestFiles(manifest, files, text);
+}
+
+std::string RejectedReport(const std::vector<std::pair<std::string, std::string>>& rejected) {
+  std::string report = "file\treason\n";
+  for (const auto& [file, reason] : rejected) report += file + "\t" + reason + "\n";
+  return report;
+}
+
+json Builder::Manifest(const Accum& acc, uint64_t count) const {
+  const int channels = o_.gray ? 1 : 3;
+  json m = {{"format", "dspipe"},
+            {"format_version", kManifestVersion},
+            {"complete", true},
+            {"count", count},
+            {"store", StoreName(o_.store)},
+            {"channels", channels},
+            {"compression", o_.store != StoreMode::kRaw            ? "none"
+                            : o_.compression == Compression::kZstd ? "zstd"
+                                                                   : "none"},
+            {"height", std::max<int64_t>(acc.height, 0)},
+            {"width", std::max<int64_t>(acc.width, 0)},
+            {"has_masks", plan_meta_.at("has_masks")},
+            {"has_labels", plan_meta_.at("has_labels")},
+            {"num_classes", acc.mask_max + 1},
+            {"class_names", plan_meta_.at("class_names")},
+            {"bytes", {{"image", acc.image_bytes}, {"mask", acc.mask_bytes}}},
+            {"codecs", acc.codecs},
+            {"build",
+             {{"options", Fingerprint(o_, source_abs_)},
+              {"source_kind", plan_meta_.at("kind")},
+              {"sources", plan_.size()},
+              {"rejected", acc.rejected.size()}}}};
+  if (acc.pixels > 0) m["stats"] = StatsJson(acc, channels, count);
+  return m;
+}
+
+Status Builder::WriteFileList(const std::string& manifest,
+                              const std::vector<std::string>& reader_files) {
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(TopManifestText(o_.output, manifest, reader_files, env_, &text));
+  return env_->WriteFileAtomic(o_.output + "/" + kTopManifestFile, text);
+}
+
+Status Builder::Finish(const Accum& acc) {
+  if (OneShard()) {  // sealed by BuildShard; AssembleDataset writes the dataset's manifest
+    result_->records = acc.next_index - ShardBegin(o_.shard_index);
+    result_->skipped = acc.rejected.size();
+    return Status::OK();
+  }
+  if (acc.next_index == 0) {
+    return Status::BadInput(o_.source + ": every sample was rejected; nothing to write");
+  }
+  if (!acc.rejected.empty()) {
+    result_->report_path = o_.output + "/rejected.tsv";
+    DSPIPE_RETURN_IF_ERROR(
+        env_->WriteFileAtomic(result_->report_path, RejectedReport(acc.rejected)));
+  }
+  json m = Manifest(acc, acc.next_index);
+  std::vector<std::string> reader_files;  // what a reader needs: listed with size + sha256
+  if (o_.shards == 1) {
+    LmdbEnv::Writer w(env0_.get());
+    DSPIPE_RETURN_IF_ERROR(SealManifest(env0_.get(), &w, m, o_.sync));
+    reader_files.push_back("data.mdb");
+  } else {
+    json shards = json::array();
+    uint64_t first = 0;
+    for (int s = 0; s < o_.shards; ++s) {
+      // Shard 0 is still open for writing here; LMDB forbids a second open in this process.
+      std::unique_ptr<LmdbEnv> env;
+      if (s > 0) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(s), 16, false, &env));
+      uint64_t n = 0;
+      DSPIPE_RETURN_IF_ERROR((s == 0 ? env0_.get() : env.get())->RecordCount(&n));
+      shards.push_back({{"name", ShardDirName(s)}, {"begin", first}, {"end", first + n}});
+      first += n;
+    }
+    m["shards"] = shards;
+    for (int s = 0; s < o_.shards; ++s) reader_files.push_back(ShardDirName(s) + "/data.mdb");
+  }
+  // manifest.json (a sharded dataset's top manifest; beside a lone LMDB's data.mdb, which cannot
+  // hold its own hash) lists every file with its size and sha256, hashed once the LMDBs are
+  // closed. Written last: a sharded dataset is complete only with it.
+  env0_.reset();
+  DSPIPE_RETURN_IF_ERROR(WriteFileList(m.dump(2), reader_files));
+  result_->records = acc.next_index;
+  result_->skipped = acc.rejected.size();
+  return Status::OK();
+}
+
+}  // namespace dspipe::build

@@ -1,0 +1,314 @@
+// Build planning (builder.h): the output checks (inside the source? exists? resumable?), the
+// ordered source list — scanned, shuffled and stored in the state shard's meta "build" on a
+// fresh build, reloaded on --resume — and the checks that a resumed build's source is still
+// what the plan was made from.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "convert/builder.h"
+#include "core/checksum.h"
+#include "dspipe/log.h"
+#include "format/manifest.h"
+
+namespace dspipe::build {
+
+namespace fs = std::filesystem;
+
+Status Builder::Validate() {
+  DSPIPE_RETURN_IF_ERROR(ValidateBuildOptions(o_));
+  std::error_code ec;
+  source_abs_ = fs::absolute(o_.source, ec).lexically_normal().string();
+  const std::string out_abs = fs::absolute(o_.output, ec).lexically_normal().string();
+  if (out_abs == source_abs_ || out_abs.rfind(source_abs_ + "/", 0) == 0) {
+    return Status::InvalidArgument("output " + o_.output + " must not be inside the source");
+  }
+  return Status::OK();
+}
+
+Status Builder::PrepareOutput(bool* fresh) {
+  *fresh = true;
+  const std::string target = Target();
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env_->GetFileKind(target, &kind));
+  bool non_empty = kind != FileKind::kMissing;
+  if (kind == FileKind::kDirectory) {
+    std::vector<std::string> names;
+    DSPIPE_RETURN_IF_ERROR(env_->ListDir(target, &names));
+    non_empty = !names.empty();
+  }
+  if (!non_empty || o_.overwrite) {
+    if (OneShard()) {
+      // A joined manifest would describe the shard about to be (re)written: drop it first, so
+      // that the dataset reads as unfinished until `dsconvert assemble` runs again.
+      DSPIPE_RETURN_IF_ERROR(env_->RemoveFile(o_.output + "/" + kTopManifestFile));
+    }
+  }
+  if (!non_empty) return Status::OK();
+  if (o_.overwrite) {
+    if (!LooksLikeOutput(env_, target)) {
+      return Status::AlreadyExists(target +
+                                   " exists and is not a dspipe dataset; refusing to delete it");
+    }
+    return env_->RemoveTree(target);
+  }
+  if (!o_.resume) {
+    return Status::AlreadyExists(target + " already exists; pass " +
+                                 Opt("BuildOptions::resume", "true") +
+                                 " to continue an interrupted build or " +
+                                 Opt("BuildOptions::overwrite", "true") + " to replace it");
+  }
+  if (!LooksLikeOutput(env_, target)) {
+    return Status::AlreadyExists(target + " exists and is not a dspipe dataset to resume");
+  }
+  *fresh = false;
+  return Status::OK();
+}
+
+std::string Builder::PlanDigest() const {
+  uint32_t crc = 0;
+  auto add = [&crc](const std::string& v) {
+    crc = Crc32({reinterpret_cast<const uint8_t*>(v.data()), v.size() + 1}, crc);  // with NUL
+  };
+  for (const SourceItem& it : plan_) {
+    add(it.image);
+    add(it.mask);
+    add(std::to_string(it.label) + "," + std::to_string(it.plain_index));
+    add(it.error);
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return std::to_string(plan_.size()) + ":" + hex;
+}
+
+Status Builder::Plan(bool fresh) {
+  const json want = Fingerprint(o_, source_abs_);
+  std::string text;
+  bool found = false;
+  if (!fresh) {
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
+    DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
+  }
+  if (!fresh && found) {
+    const std::string where = ShardPath(StateShard()) + " (meta " + kBuildStateKey + ")";
+    json state;
+    DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &state));
+    try {
+      DSPIPE_RETURN_IF_ERROR(CheckSameOptions(state.at("options"), want, o_.output));
+      for (const json& p : state.at("plan")) {
+        plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
+                         static_cast<int>(Accum::Int(p.at(2))), p.at(3).get<std::string>(),
+                         p.size() > 4 ? Accum::Int(p.at(4)) : -1,
+                         p.size() > 6 ? Accum::Int(p.at(5)) : -1,
+                         p.size() > 6 ? Accum::Int(p.at(6)) : -1});
+      }
+      plan_meta_ = state.at("meta");
+      for (const char* k : {"kind", "has_masks", "has_labels", "class_names"}) {
+        (void)plan_meta_.at(k);
+      }
+    } catch (const json::exception& e) {
+      return Status::Corruption(where + ": bad build state: " + e.what());
+    }
+    if (plan_meta_.at("kind") == "plain-lmdb") {
+      DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
+    } else if (IsArchiveSource(o_.source)) {
+      DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, o_.archive_buffer_bytes, &archive_));
+      // --archive-buffer-mb is not part of the options check (it does not change the records):
+      // a smaller buffer than the first run's must not turn the rest into a pass per member.
+      DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
+    }
+    // The plan is the stored one: the source must still be what it was made from.
+    SourceList now;
+    now.archive = archive_;
+    if (archive_ == nullptr && plan_meta_.at("kind") == "plain-lmdb") now.kind = "plain-lmdb";
+    return CheckSourceUnchanged(state, archive_ != nullptr || !now.kind.empty() ? &now : nullptr,
+                                /*finished=*/false);
+  }
+  if (!fresh) {
+    // The output exists but the plan never got committed: nothing was written, start over.
+    Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
+  }
+  // Scan before creating anything: a bad SRC leaves no output behind.
+  DSPIPE_RETURN_IF_ERROR(
+      ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_));
+  plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
+  archive_ = sources_.archive;
+  for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
+  plan_ = sources_.items;
+  if (o_.shuffle) {
+    std::mt19937_64 rng(o_.seed);
+    for (size_t i = plan_.size(); i > 1; --i) {
+      std::swap(plan_[i - 1], plan_[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
+    }
+  }
+  if (archive_ != nullptr) DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
+  if (env0_ == nullptr)
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
+  plan_meta_ = {{"kind", sources_.kind},
+                {"has_masks", sources_.has_masks},
+                {"has_labels", sources_.has_labels},
+                {"class_names", sources_.class_names}};
+  json p = json::array();
+  for (const SourceItem& it : plan_) {
+    p.push_back(it.archive_image >= 0 ? json{it.image, it.mask, it.label, it.error, -1,
+                                             it.archive_image, it.archive_mask}
+                : it.plain_index >= 0 ? json{it.image, it.mask, it.label, it.error, it.plain_index}
+                                      : json{it.image, it.mask, it.label, it.error});
+  }
+  // What was read from SRC, so that a later --resume can tell whether it changed since.
+  std::vector<SourceStamp> stamps;
+  DSPIPE_RETURN_IF_ERROR(StampSources(o_.source, o_.plain, sources_, &stamps));
+  LmdbEnv::Writer w(env0_.get());
+  w.PutMeta(
+      kBuildStateKey,
+      json{{"options", want}, {"plan", p}, {"meta", plan_meta_}, {"sources", StampsJson(stamps)}}
+          .dump());
+  return w.Commit();
+}
+
+Status Builder::CheckSourceUnchanged(const json& state, const SourceList* current, bool finished) {
+  if (!state.is_object() || !state.contains("sources")) {
+    Log(LogLevel::kInfo, o_.output +
+                             ": built by an older dspipe, which did not record what it "
+                             "read from the source; --resume does not check it");
+    return Status::OK();
+  }
+  std::vector<SourceStamp> was, now;
+  try {
+    was = StampsFromJson(state.at("sources"));
+  } catch (const json::exception& e) {
+    return Status::Corruption(ShardPath(StateShard()) + " (meta " + kBuildStateKey +
+                              "): bad source stamps: " + e.what());
+  }
+  SourceList scanned;
+  if (current == nullptr) {
+    if (IsArchiveSource(o_.source)) {
+      DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(o_.source, 0, &scanned.archive));
+    } else if (IsLmdbSource(o_.source)) {
+      scanned.kind = "plain-lmdb";
+    } else {
+      DSPIPE_RETURN_IF_ERROR(ScanSources(o_.source, o_.plain, &scanned, 0, env_));
+    }
+    current = &scanned;
+  }
+  Status s = StampSources(o_.source, o_.plain, *current, &now);
+  const SourceChanges changes =
+      s.ok() ? CompareSourceStamps(o_.source, was, now) : SourceChanges{s.message(), {}};
+  if (changes.empty()) return Status::OK();
+  auto refuse = [&](const std::string& what) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::resume", "true") + ": the source changed since the build of " +
+        o_.output + " started: " + what + " (" + std::to_string(was.size()) +
+        " files were read then, " + std::to_string(s.ok() ? now.size() : 0) +
+        " now); the output would not match it: rerun with " +
+        Opt("BuildOptions::overwrite", "true") + " to build it anew");
+  };
+  // Files new or gone change the plan; an archive, a plain LMDB or the CSV listing the samples
+  // is read as a whole: any change to them is refused.
+  const bool per_file = current->archive == nullptr && current->kind != "plain-lmdb";
+  if (finished || !changes.added_or_removed.empty() || !per_file ||
+      changes.changed.count(o_.source)) {
+    return refuse(changes.First());
+  }
+  // Files changed since: refused when a committed record was made from one.
+  for (int sh = 0; sh < o_.shards; ++sh) {
+    if (OneShard() && sh != o_.shard_index) continue;
+    uint64_t end = 0;
+    DSPIPE_RETURN_IF_ERROR(CommittedEnd(sh, &end));
+    for (uint64_t pos = ShardBegin(sh); pos < end; ++pos) {
+      for (const std::string* f : {&plan_[pos].image, &plan_[pos].mask}) {
+        auto it = changes.changed.find(*f);
+        if (it != changes.changed.end()) {
+          return refuse(it->second + ", and sample " + std::to_string(pos) +
+                        " was already built from it");
+        }
+      }
+    }
+  }
+  // Not built from yet: the new bytes will be. The stored stamps become today's.
+  json updated = state;
+  updated["sources"] = StampsJson(now);
+  LmdbEnv::Writer w(env0_.get());
+  w.PutMeta(kBuildStateKey, updated.dump());
+  return w.Commit();
+}
+
+Status Builder::CommittedEnd(int shard, uint64_t* end) {
+  *end = ShardBegin(shard);
+  std::unique_ptr<LmdbEnv> own;
+  LmdbEnv* env = env0_.get();
+  if (shard != StateShard()) {
+    if (!env_->FileExists(ShardPath(shard) + "/data.mdb")) return Status::OK();  // not begun
+    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(shard), 16, false, &own));
+    if (!own->has_dspipe_dbs()) return Status::OK();
+    env = own.get();
+  }
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kManifestKey, &text, &found));
+  if (found) {
+    *end = ShardBegin(shard + 1);
+    return Status::OK();
+  }
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kCursorKey, &text, &found));
+  if (!found) return Status::OK();
+  const std::string where = env->path() + " (meta " + kCursorKey + ")";
+  json cursor;
+  Accum acc;
+  DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &cursor));
+  DSPIPE_RETURN_IF_ERROR(ParseAccum(cursor, where, &acc));
+  *end = std::min<uint64_t>(acc.next_pos, plan_.size());
+  return Status::OK();
+}
+
+Status Builder::CheckFinishedSourceUnchanged() {
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env_->GetFileKind(o_.source, &kind));
+  if (kind == FileKind::kMissing) {
+    // Nothing to compare with (the source was removed after the build): the output stands.
+    Log(LogLevel::kWarn, o_.output + ": complete; its source " + o_.source +
+                             " is gone, so --resume could not check it unchanged");
+    return Status::OK();
+  }
+  std::unique_ptr<LmdbEnv> env;
+  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(StateShard()), 16, false, &env));
+  std::string text;
+  bool found = false;
+  DSPIPE_RETURN_IF_ERROR(env->GetMeta(kBuildStateKey, &text, &found));
+  env.reset();
+  if (!found) return CheckSourceUnchanged(json(), nullptr, true);
+  json state;
+  DSPIPE_RETURN_IF_ERROR(
+      ParseStored(text, ShardPath(StateShard()) + " (meta " + kBuildStateKey + ")", &state));
+  return CheckSourceUnchanged(state, nullptr, /*finished=*/true);
+}
+
+// Members are streamed: reading them in an order far from the archive's own order would
+// reread the archive once per jump. Refused before anything is written, with the way out.
+Status Builder::CheckArchiveOrder() const {
+  std::vector<int64_t> order;
+  order.reserve(plan_.size() * 2);
+  for (const SourceItem& it : plan_) {
+    if (!it.error.empty()) continue;
+    order.push_back(it.archive_image);
+    order.push_back(it.archive_mask);
+  }
+  const int passes = archive_->Passes(order);
+  if (passes <= kMaxArchivePasses) return Status::OK();
+  return Status::BadInput(
+      o_.source + ": reading its members in the build's order would take " +
+      std::to_string(passes) + " passes over the archive (at most " +
+      std::to_string(kMaxArchivePasses) + "): " +
+      (o_.shuffle ? Opt("BuildOptions::shuffle", "true") +
+                        " reorders the samples and the archive's members do not fit " +
+                        Opt("BuildOptions::archive_buffer_bytes") +
+                        "; build without it (the loader shuffles), raise the buffer, or "
+                        "extract the archive"
+                  : "the archive stores masks (or CSV rows' files) in another order than "
+                    "their images; recreate it sorted (tar --sort=name, or Python's "
+                    "tarfile/zipfile over sorted names), raise " +
+                        Opt("BuildOptions::archive_buffer_bytes") + ", or extract it"));
+}
+
+}  // namespace dspipe::build

@@ -1,0 +1,195 @@
+// The build's stored state (builder.h): the running totals (Accum) committed with every batch,
+// the fingerprint of the options that decide the output, the source stamps, and reading each
+// back from the meta db, where a damaged value is a Corruption and never an exception.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "convert/builder.h"
+#include "format/manifest.h"
+
+namespace dspipe::build {
+
+namespace fs = std::filesystem;
+
+json Accum::ToJson() const {
+  return {{"next_pos", next_pos},
+          {"next_index", next_index},
+          {"sum", std::vector<double>(sum, sum + 3)},
+          {"sumsq", std::vector<double>(sumsq, sumsq + 3)},
+          {"pixels", pixels},
+          {"stat_images", stat_images},
+          {"mask_max", mask_max},
+          {"height", height},
+          {"width", width},
+          {"image_bytes", image_bytes},
+          {"mask_bytes", mask_bytes},
+          {"codecs", codecs},
+          {"rejected", rejected}};
+}
+
+int64_t Accum::Int(const json& v) {
+  if (!v.is_number_integer()) {
+    throw json::type_error::create(302, "expected an integer, got " + v.dump(), &v);
+  }
+  return v.get<int64_t>();
+}
+
+Accum Accum::FromJson(const json& j) {
+  Accum a;
+  a.next_pos = Int(j.at("next_pos"));
+  a.next_index = Int(j.at("next_index"));
+  auto s = j.at("sum").get<std::vector<double>>(), q = j.at("sumsq").get<std::vector<double>>();
+  for (int k = 0; k < 3; ++k) a.sum[k] = s.at(k), a.sumsq[k] = q.at(k);
+  a.pixels = Int(j.at("pixels"));
+  a.stat_images = Int(j.at("stat_images"));
+  a.mask_max = Int(j.at("mask_max"));
+  a.height = Int(j.at("height"));
+  a.width = Int(j.at("width"));
+  a.image_bytes = Int(j.at("image_bytes"));
+  a.mask_bytes = Int(j.at("mask_bytes"));
+  for (const auto& [codec, n] : j.at("codecs").items()) a.codecs[codec] = Int(n);
+  a.rejected = j.at("rejected").get<std::vector<std::pair<std::string, std::string>>>();
+  return a;
+}
+
+void Accum::Add(const MadeRecord& r) {
+  if (r.has_stats) {
+    for (int k = 0; k < 3; ++k) sum[k] += r.sum[k], sumsq[k] += r.sumsq[k];
+    pixels += r.pixels;
+    ++stat_images;
+  }
+  mask_max = std::max(mask_max, r.mask_max);
+  auto merge = [](int64_t cur, uint32_t v) -> int64_t {
+    return cur == -1 ? int64_t{v} : (cur == int64_t{v} ? cur : 0);
+  };
+  height = merge(height, r.header.height);
+  width = merge(width, r.header.width);
+  image_bytes += r.header.image_size;
+  mask_bytes += r.header.mask_size;
+  ++codecs[CodecName(r.header.image_codec)];
+}
+
+// The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
+json StatsJson(const Accum& acc, int channels, uint64_t count) {
+  std::vector<double> mean(channels), sd(channels);
+  for (int k = 0; k < channels; ++k) {
+    mean[k] = acc.sum[k] / static_cast<double>(acc.pixels);
+    sd[k] = std::sqrt(
+        std::max(0.0, acc.sumsq[k] / static_cast<double>(acc.pixels) - mean[k] * mean[k]));
+  }
+  return {{"mean", mean},
+          {"std", sd},
+          {"units", "pixel values 0-255"},
+          {"images", acc.stat_images},
+          {"sampled", acc.stat_images < count}};
+}
+
+const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "encoded"; }
+
+// Parses JSON stored by an earlier build (meta db); a hand-edited or corrupt value is a
+// Corruption naming `where`, never an exception.
+Status ParseStored(const std::string& text, const std::string& where, json* out) {
+  *out = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded() || !out->is_object()) {
+    return Status::Corruption(where + ": stored build state is not a JSON object");
+  }
+  return Status::OK();
+}
+
+Status ParseAccum(const json& j, const std::string& where, Accum* out) {
+  try {
+    *out = Accum::FromJson(j);
+  } catch (const json::exception& e) {
+    return Status::Corruption(where + ": bad build cursor: " + e.what());
+  }
+  return Status::OK();
+}
+
+// --resume requires the options that decide the output's content unchanged, whether the
+// output is finished or not. The message lists each field that differs.
+Status CheckSameOptions(const json& stored, const json& want, const std::string& output) {
+  if (stored == want) return Status::OK();
+  std::string diff;
+  for (const auto& [key, value] : want.items()) {
+    const json was = stored.is_object() && stored.contains(key) ? stored.at(key) : json();
+    if (was != value) {
+      diff += (diff.empty() ? "" : "; ") + key + " was " + was.dump() + ", now " + value.dump();
+    }
+  }
+  if (diff.empty()) diff = "stored " + stored.dump() + ", now " + want.dump();
+  return Status::InvalidArgument(Opt("BuildOptions::resume", "true") +
+                                 ": options differ from the build of " + output + ": " + diff +
+                                 " (rerun with the same options, or with " +
+                                 Opt("BuildOptions::overwrite", "true") + ")");
+}
+
+// The source stamps in the stored build state: [[name, size, mtime_ns(, members)], ...].
+json StampsJson(const std::vector<SourceStamp>& stamps) {
+  json a = json::array();
+  for (const SourceStamp& s : stamps) {
+    json e = {s.name, s.size, s.mtime_ns};
+    if (!s.members.empty()) e.push_back(s.members);
+    a.push_back(std::move(e));
+  }
+  return a;
+}
+
+std::vector<SourceStamp> StampsFromJson(const json& a) {
+  std::vector<SourceStamp> out;
+  for (const json& e : a) {
+    SourceStamp s;
+    s.name = e.at(0).get<std::string>();
+    s.size = e.at(1).get<uint64_t>();
+    s.mtime_ns = e.at(2).get<int64_t>();
+    if (e.size() > 3) s.members = e.at(3).get<std::string>();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Options that decide the content of the output; --resume requires them unchanged.
+json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
+  const bool raw = o.store == StoreMode::kRaw;
+  const bool zstd = o.compression == Compression::kZstd;
+  json f = {{"source", source_abs},
+            {"store", StoreName(o.store)},
+            {"zstd_level", raw && zstd ? o.zstd_level : 0},
+            {"resize", {o.resize_width, o.resize_height}},
+            {"gray", o.gray},
+            {"shuffle", o.shuffle},
+            {"seed", o.shuffle ? o.seed : 0},
+            {"shards", o.shards},
+            {"on_error", o.on_error == OnError::kSkip ? "skip" : "fail"},
+            {"check", o.check == CheckLevel::kDecode ? "decode" : "header"},
+            {"stats_sample", o.stats_sample}};
+  // Only uncompressed raw builds carry the key, so fingerprints of earlier builds still match.
+  if (raw && !zstd) f["compression"] = "none";
+  // Likewise --max-side and --jpeg-quality only when set (they change the records' pixels).
+  if (o.max_side > 0) f["max_side"] = o.max_side;
+  if (o.jpeg_quality > 0) f["jpeg_quality"] = o.jpeg_quality;
+  // An archive source is identified by its size too: a replaced or truncated archive is a
+  // different source (its entry numbers are in the stored plan).
+  if (IsArchiveSource(o.source)) {
+    std::error_code ec;
+    f["archive_bytes"] = static_cast<uint64_t>(fs::file_size(o.source, ec));
+  }
+  // Only one-shard builds (--shard-index) carry it; AssembleDataset drops it again, so the
+  // joined manifest's options are those of the equivalent --shards N build.
+  if (o.shard_index >= 0) f["shard_index"] = o.shard_index;
+  if (PlainOptionsSet(o.plain)) {
+    f["plain"] = {{"image_key", o.plain.image_key},
+                  {"mask_key", o.plain.mask_key},
+                  {"masks", o.plain.masks},
+                  {"labels", o.plain.labels},
+                  {"detect_masks", o.plain.detect_masks}};
+  }
+  return f;
+}
+
+bool LooksLikeOutput(Env* env, const std::string& out) {
+  return env->FileExists(out + "/data.mdb") || env->FileExists(out + "/" + kTopManifestFile) ||
+         env->FileExists(out + "/" + ShardDirName(0));
+}
+
+}  // namespace dspipe::build

@@ -1,0 +1,171 @@
+// Internal to lib/convert: what the files of BuildDataset and AssembleDataset share.
+//
+//   build_state.cc   the build's stored state: running totals (Accum), the options fingerprint,
+//                    source stamps, and reading them back (a damaged value is a Corruption)
+//   build_plan.cc    planning: output checks, the ordered source list (stored, or reloaded on
+//                    --resume) and the checks that the source is unchanged since
+//   build_commit.cc  the commit loop: one shard's records, made in parallel, committed in
+//                    batches with their cursor (resumable after a kill)
+//   build_finish.cc  finishing: the manifest (LMDB meta and manifest.json, one writer each)
+//   builder.cc       BuildDataset: options validation and the order of the steps above
+//   assemble.cc      AssembleDataset (joining shards built one at a time) and the diagnosis of
+//                    shards not joined yet
+//
+// Crash safety: records are committed in batches together with a "cursor" (how far the plan
+// got, the running statistics, the rejected files) in the same LMDB transaction, so after a
+// kill the environment holds a consistent prefix. The manifest — the only thing readers accept
+// as "complete" — is written after everything else. --resume reloads the plan (the ordered
+// source list, stored at the start) and continues from the cursor.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "convert/record_maker.h"
+#include "convert/sources.h"
+#include "convert/sources_archive.h"
+#include "dspipe/convert.h"
+#include "dspipe/env.h"
+#include "dspipe/status.h"
+#include "format/lmdb_env.h"
+#include "format/manifest.h"
+
+namespace dspipe::build {
+
+using json = nlohmann::json;
+
+inline constexpr const char* kCursorKey = "cursor";
+
+// Running totals, persisted with every commit so a resumed build ends with the same manifest.
+struct Accum {
+  uint64_t next_pos = 0;    // plan position to process next
+  uint64_t next_index = 0;  // record index to write next
+  double sum[3] = {0, 0, 0}, sumsq[3] = {0, 0, 0};
+  uint64_t pixels = 0, stat_images = 0;
+  int mask_max = -1;
+  int64_t height = -1, width = -1;  // -1 unset, 0 varies
+  uint64_t image_bytes = 0, mask_bytes = 0;
+  std::map<std::string, uint64_t> codecs;
+  std::vector<std::pair<std::string, std::string>> rejected;  // file, reason
+
+  json ToJson() const;
+  // Integers only: nlohmann converts a float (1e80) to an integer with a plain cast, which is
+  // undefined out of range (the fuzz_manifest finding, same reader shape). Throws
+  // json::type_error on anything else; the callers turn that into a Corruption.
+  static int64_t Int(const json& v);
+  // Throws json::exception on a missing or mistyped field; use ParseAccum.
+  static Accum FromJson(const json& j);
+  void Add(const MadeRecord& r);
+};
+
+// The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
+json StatsJson(const Accum& acc, int channels, uint64_t count);
+
+const char* StoreName(StoreMode m);
+
+// Parses JSON stored by an earlier build (meta db); a hand-edited or corrupt value is a
+// Corruption naming `where`, never an exception.
+Status ParseStored(const std::string& text, const std::string& where, json* out);
+Status ParseAccum(const json& j, const std::string& where, Accum* out);
+
+// --resume requires the options that decide the output's content unchanged, whether the
+// output is finished or not. The message lists each field that differs.
+Status CheckSameOptions(const json& stored, const json& want, const std::string& output);
+
+// The source stamps in the stored build state: [[name, size, mtime_ns(, members)], ...].
+json StampsJson(const std::vector<SourceStamp>& stamps);
+std::vector<SourceStamp> StampsFromJson(const json& a);
+
+// Options that decide the content of the output; --resume requires them unchanged.
+json Fingerprint(const BuildOptions& o, const std::string& source_abs);
+
+bool LooksLikeOutput(Env* env, const std::string& out);
+
+// Seals an LMDB: in one transaction (after what `w` already holds) its meta "manifest" becomes
+// `manifest` and the build cursor is deleted; synced when `sync`. The one writer of the meta
+// manifest (a whole dataset's lone LMDB, or one shard of a sharded build).
+Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool sync);
+
+// The text of dir/manifest.json: `manifest` plus the "files" list of reader_files (relative to
+// dir), each with its size and sha256, hashed now through env (nullptr = Env::Default()). The
+// one maker of that file's content (builds and AssembleDataset).
+Status TopManifestText(const std::string& dir, const std::string& manifest,
+                       const std::vector<std::string>& reader_files, Env* env, std::string* text);
+
+// rejected.tsv's text: a header line, then "file<TAB>reason" per rejected sample.
+std::string RejectedReport(const std::vector<std::pair<std::string, std::string>>& rejected);
+
+class Builder {
+ public:
+  Builder(const BuildOptions& o, BuildResult* r)
+      : o_(o), result_(r), env_(o.env != nullptr ? o.env : Env::Default()) {}
+
+  Status Run();  // builder.cc
+
+ private:
+  // build_plan.cc
+  Status Validate();
+  Status PrepareOutput(bool* fresh);
+  Status Plan(bool fresh);
+  Status CheckArchiveOrder() const;
+  // --resume: the source must still be what the build read (the stamps stored in its state; a
+  // state without them, from an older dspipe, is not checked). No file may be new or gone, and
+  // no file may have changed that a committed record was made from (finished: any file). A
+  // changed file the build has not reached yet is what "fix the input and rerun with --resume"
+  // asks for: allowed, and the stored stamps are brought up to date. `current`: the source as
+  // scanned now, when the caller has it. An error names the first file that differs.
+  Status CheckSourceUnchanged(const json& state, const SourceList* current, bool finished);
+  // The same for a finished output: the state is read from its state shard (closed by then).
+  Status CheckFinishedSourceUnchanged();
+  // The plan position up to which shard s has committed records (its end when finished).
+  Status CommittedEnd(int shard, uint64_t* end);
+  std::string PlanDigest() const;
+
+  // build_commit.cc
+  Status BuildShard(int shard, Accum* acc);
+  // An archive item's bytes, read in plan order by the pipeline's serial first stage.
+  Status ReadArchiveItem(const SourceItem& item, SourceBytes* out);
+
+  // build_finish.cc
+  Status Finish(const Accum& acc);
+  // Writes manifest.json: manifest + the "files" list of reader_files (hashed now).
+  Status WriteFileList(const std::string& manifest, const std::vector<std::string>& reader_files);
+  json Manifest(const Accum& acc, uint64_t count) const;
+
+  std::string ShardPath(int s) const {
+    return o_.shards == 1 ? o_.output : o_.output + "/" + ShardDirName(s);
+  }
+  bool OneShard() const { return o_.shard_index >= 0; }
+  // The shard whose meta db holds the build state (plan): shard 0, or the one being built.
+  int StateShard() const { return OneShard() ? o_.shard_index : 0; }
+  // What this run writes: the whole output, or its one shard.
+  std::string Target() const { return OneShard() ? ShardPath(o_.shard_index) : o_.output; }
+  uint64_t ShardBegin(int s) const { return plan_.size() * s / o_.shards; }
+  bool WantStats(uint64_t pos) const {
+    if (o_.store == StoreMode::kRaw || o_.check == CheckLevel::kDecode) return true;
+    const uint64_t every = std::max<uint64_t>(1, plan_.size() / std::max(1, o_.stats_sample));
+    return pos % every == 0;
+  }
+
+  const BuildOptions& o_;
+  BuildResult* result_;
+  Env* env_;  // the file system for everything but LMDB's own files (BuildOptions::env)
+  std::string source_abs_;
+  SourceList sources_;                      // fresh builds only (for class names, warnings)
+  std::vector<SourceItem> plan_;            // ordered samples
+  std::shared_ptr<const Dataset> plain_;    // a plain LMDB source, open
+  std::shared_ptr<ArchiveSource> archive_;  // an archive source, listed
+  json plan_meta_;                          // has_masks, has_labels, class_names, kind
+  std::unique_ptr<LmdbEnv> env0_;
+  std::atomic<uint64_t> done_{0};
+  bool resuming_ = false;  // set once the first shard that still has work is reached
+};
+
+}  // namespace dspipe::build
