@@ -183,6 +183,7 @@ class LoaderImpl final : public Loader {
   // epoch restarts it, and BeginPass starts the next one. false after SetEpochLocked.
   bool taken_ = false;
   uint64_t advised_pos_ = 0;  // positions before this were passed to Dataset::WillNeed
+  Status refill_error_;       // the refill after a handed-out batch failed: the next Next says so
   uint64_t order_epoch_ = 0;
   std::vector<uint64_t> order_;
   uint64_t corrupt_in_epoch_ = 0;

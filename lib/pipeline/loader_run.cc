@@ -26,6 +26,9 @@ Status LoaderImpl::Next(Batch* out) {
         " and used in forked child " + std::to_string(::getpid()) +
         ": worker threads do not survive fork; create loaders after forking");
   }
+  // The previous call's refill failed after its batch was handed out (below): the consumer
+  // sees it now, before anything moves, so calling again continues where it was.
+  if (!refill_error_.ok()) return std::exchange(refill_error_, Status::OK());
   while (true) {
     if (order_epoch_ != epoch_ || order_.empty()) {
       order_ = sampler_.EpochOrder(epoch_);
@@ -51,9 +54,10 @@ Status LoaderImpl::Next(Batch* out) {
       continue;  // every sample of this batch was skipped
     }
     *out = pool_->Wrap(buffer, size, epoch, number);
-    // Refill the pipeline. A failure (allocator out of memory) resurfaces from the TopUp at
-    // the start of the next call, so this batch is still handed out.
-    (void)TopUp();
+    // Refill the pipeline. This batch is handed out either way; a failure (the allocator out
+    // of memory) is kept and returned by the next call. (The TopUp there would retry, and
+    // succeed once the consumer has released this batch: the failure would go unseen.)
+    refill_error_ = TopUp();
     return Status::OK();
   }
 }
