@@ -1,7 +1,8 @@
 // dspipe cache: a copy of a dataset on a RAM disk (tmpfs, /dev/shm by default), made once per
 // machine and shared by every process that opens the same dataset.
 //
-//   dspipe::CacheOptions o;                  // mode "auto": /dev/shm/dspipe-cache-<uid>
+//   dspipe::CacheOptions o;
+//   o.mode = "auto";                         // /dev/shm/dspipe-cache-<uid>
 //   dspipe::CacheResult r;
 //   std::unique_ptr<dspipe::CacheLease> lease;
 //   DSPIPE_RETURN_IF_ERROR(dspipe::AcquireCache("/content/drive/train.lmdb", o, &r, &lease));
@@ -74,13 +75,14 @@
 namespace dspipe {
 
 struct CacheOptions {
-  // "auto" (default): cache in $DSPIPE_CACHE_DIR when set, else in /dev/shm/dspipe-cache-<uid>
-  // (this user's, made 0700) when /dev/shm is a tmpfs, else use the dataset in place; a
-  // directory "auto" chose that cannot be made or written is also "in place" (with the reason),
-  // never a failed open. "off": always in place. Anything else is a directory to cache in
-  // (created when missing; an error when it cannot be); the RAM bound of the budget applies only
-  // when it is on a tmpfs. Either way the cache lives in DIR/dspipe-cache-v1/ (see the rules).
-  std::string mode = "auto";
+  // "off" (default, as LoaderOptions::cache: nothing is copied unless asked): in place, except
+  // for a URL (see above). "auto": cache in $DSPIPE_CACHE_DIR when set, else in
+  // /dev/shm/dspipe-cache-<uid> (this user's, made 0700) when /dev/shm is a tmpfs, else use the
+  // dataset in place; a directory "auto" chose that cannot be made or written is also "in place"
+  // (with the reason), never a failed open. Anything else is a directory to cache in (created
+  // when missing; an error when it cannot be); the RAM bound of the budget applies only when it
+  // is on a tmpfs. Either way the cache lives in DIR/dspipe-cache-v1/ (see the rules).
+  std::string mode = "off";
   // Capacity of the cache directory in bytes (the total of its entries); 0 (default) = no limit
   // but the budget. Least recently used entries that no live process holds are evicted to make
   // room; a dataset larger than this is used in place.
@@ -118,16 +120,16 @@ struct CacheOptions {
 };
 
 struct CacheResult {
-  bool cached = false;   // `path` is the copy in the cache
-  std::string path;      // what to open: the copy, or the source itself (in place)
-  std::string entry;     // the entry directory; "" in place
-  std::string reason;    // in place: why, one line ("cache off", "needs 2.1 GiB, budget ...")
-  std::string masks_path;  // cached with CacheOptions::masks: the masks LMDB's copy; "" otherwise
-  bool copied = false;   // this call made the copy (false: found it, maybe made by another rank)
-  uint64_t bytes = 0;    // bytes of the dataset's files
-  uint64_t budget = 0;   // bytes the cache could take, when it was computed (0 otherwise)
-  double copy_seconds = 0;            // time spent copying (copied only)
-  std::vector<std::string> evicted;   // entries this call evicted
+  bool cached = false;      // `path` is the copy in the cache
+  std::string path;         // what to open: the copy, or the source itself (in place)
+  std::string entry;        // the entry directory; "" in place
+  std::string reason;       // in place: why, one line ("cache off", "needs 2.1 GiB, budget ...")
+  std::string masks_path;   // cached with CacheOptions::masks: the masks LMDB's copy; "" otherwise
+  bool copied = false;      // this call made the copy (false: found it, maybe made by another rank)
+  uint64_t bytes = 0;       // bytes of the dataset's files
+  uint64_t budget = 0;      // bytes the cache could take, when it was computed (0 otherwise)
+  double copy_seconds = 0;  // time spent copying (copied only)
+  std::vector<std::string> evicted;  // entries this call evicted
   // One line: "cached at ENTRY (copied 12 MiB in 0.04 s)" / "in place: REASON".
   std::string Describe() const;
 };

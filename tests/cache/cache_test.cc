@@ -216,6 +216,25 @@ TEST_F(CacheTest, AutoWithAnUnusableCacheDirFallsBackInPlace) {
       << resolved;
 }
 
+// Nothing is copied unless asked (docs/CACHE.md): CacheOptions defaults to "off" as
+// LoaderOptions::cache does. (DSPIPE_CACHE_DIR points into the test's dir, so a default that
+// cached would do it there.)
+TEST_F(CacheTest, DefaultModeIsOffAsTheLoaders) {
+  EXPECT_EQ(CacheOptions().mode, "off");
+  EXPECT_EQ(CacheOptions().mode, LoaderOptions().cache);
+  const std::string src = Make("ds");
+  ASSERT_EQ(::setenv("DSPIPE_CACHE_DIR", (shm_.path() + "/c").c_str(), 1), 0);
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  const Status s = AcquireCache(src, CacheOptions(), &r, &lease);
+  ASSERT_EQ(::unsetenv("DSPIPE_CACHE_DIR"), 0);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(r.path, src);
+  EXPECT_EQ(r.reason, "cache off");
+  EXPECT_EQ(lease, nullptr);
+}
+
 TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
   // manifest.json (small, sorted first) then the shards: a copier that reserved each file just
   // before copying it would have written the manifest before failing.
