@@ -120,8 +120,9 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
       arena_(std::make_unique<tbb::task_arena>(options_.threads, 0)),
       pid_(::getpid()),
       origin_(dataset_),
-      cache_copy_(CacheCopyOf(dataset_)),
-      shard_cache_(ShardCacheOf(dataset_)) {
+      // What OpenDatasetCached attached: a background copy or the per-shard cache.
+      cache_copy_(cache::CacheStateOf(*dataset_).copy),
+      shard_cache_(cache::CacheStateOf(*dataset_).shards) {
   ctx_.dataset = dataset_.get();
   ctx_.options = &options_;
   ctx_.shape = shape_;
@@ -288,7 +289,8 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
   CacheOptions co;
   co.mode = options.cache;
   co.cache_limit = options.cache_limit;
-  co.overlap = options.cache_overlap;  // the first epoch reads in place while it is made
+  cache::OpenMode mode;
+  mode.overlap = options.cache_overlap;  // the first epoch reads in place while it is made
   // The batch buffers this loader will hold: prefetch in flight, one with the consumer, one
   // being filled (the device path's slots are of the same order). Sizes the dataset does not
   // fix (varying sizes, no resize) are taken as 1024 x 1024: an estimate, on the safe side.
@@ -306,9 +308,9 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
   // A rank of order kShards reads only its shards: open each when first read (docs/SCALE.md).
   if (options.sampler.order == SampleOrder::kShards) {
     open_options.lazy_shards = true;
-    co.per_shard = true;  // and caches only the shards it asks for (docs/CACHE.md)
+    mode.per_shard = true;  // and caches only the shards it asks for (docs/CACHE.md)
   }
-  return OpenDatasetCached(path, open_options, co, pipeline_bytes, out, cache);
+  return cache::OpenDatasetCached(path, open_options, co, mode, pipeline_bytes, out, cache);
 }
 
 Status Loader::Open(const std::string& path, const LoaderOptions& options,

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cached_dataset.h"
 #include "dspipe/loader.h"
 #include "pipeline/batch_pool.h"
 #include "pipeline/sample.h"
@@ -169,7 +170,7 @@ class LoaderImpl final : public Loader {
   const std::shared_ptr<CacheCopy> cache_copy_;
   bool switched_ = false;     // dataset_ is the cache's copy (consumer thread)
   uint64_t cache_epoch_ = 0;  // the first epoch read from it
-  // Order kShards: the per-shard cache (CacheOptions::per_shard), and how many shards it had
+  // Order kShards: the per-shard cache (cache::OpenMode::per_shard), and how many shards it had
   // cached when dataset_ was opened (consumer thread).
   const std::shared_ptr<ShardCache> shard_cache_;
   size_t shards_cached_at_open_ = 0;

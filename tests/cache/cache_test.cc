@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cache/cache_dir.h"
+#include "cache/cached_dataset.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
 #include "cache_support.h"
@@ -636,7 +637,7 @@ TEST_F(CacheTest, ProfileRunWithoutWaitingReportsWhereEachEpochReadFrom) {
 }  // namespace
 }  // namespace dspipe
 
-// ---- the copy overlapped with the first epoch (CacheOptions::overlap, the Loader's default)
+// ---- the copy overlapped with the first epoch (cache::OpenMode::overlap, the Loader's default)
 
 namespace dspipe {
 namespace {
@@ -697,20 +698,21 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   fe.FailWriteWithEnospc(1);
   CacheOptions co = Options(root);
   co.env = &fe;
-  co.overlap = true;
+  cache::OpenMode mode;
+  mode.overlap = true;
   ::testing::internal::CaptureStderr();
   std::shared_ptr<const Dataset> ds;
   CacheResult r;
-  Status s = OpenDatasetCached(src, lo.dataset, co, nullptr, &ds, &r);
+  Status s = cache::OpenDatasetCached(src, lo.dataset, co, mode, nullptr, &ds, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_FALSE(r.cached);
-  ASSERT_NE(CacheCopyOf(ds), nullptr);
+  ASSERT_NE(cache::CacheStateOf(*ds).copy, nullptr);
   ASSERT_TRUE(Loader::Create(ds, lo, &loader).ok());
   loader->WaitForCacheCopy();
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(CacheCopyOf(ds)->state(), CacheCopy::State::kInPlace);
-  EXPECT_TRUE(Contains(CacheCopyOf(ds)->result().reason, "No space left on device"))
-      << CacheCopyOf(ds)->result().reason;
+  EXPECT_EQ(cache::CacheStateOf(*ds).copy->state(), CacheCopy::State::kInPlace);
+  EXPECT_TRUE(Contains(cache::CacheStateOf(*ds).copy->result().reason, "No space left on device"))
+      << cache::CacheStateOf(*ds).copy->result().reason;
   EXPECT_EQ(testing::RunEpochs(loader.get(), 0, 2), testing::RunEpochs(off.get(), 0, 2));
   EXPECT_EQ(loader->dataset().info().path, src);
   EXPECT_TRUE(Contains(loader->reading_from(), "(in place: the copy failed:"))
