@@ -47,11 +47,6 @@ struct BatchShape {
   size_t normalized_floats() const { return normalized ? image_bytes() : 0; }
 };
 
-namespace internal {
-class BatchPool;
-struct BatchBuffer;
-}  // namespace internal
-
 class Batch {
  public:
   Batch() = default;
@@ -98,10 +93,15 @@ class Batch {
   // mirror them (e.g. GpuNormalizer's per-sample mirror flags).
   const uint8_t* hflip() const { return hflip_; }
 
+  // The loader's pool of batch buffers and one of its buffers: declared here, defined inside
+  // dspipe (lib/pipeline/batch_pool.h), which makes every Batch. Not for use outside dspipe.
+  class Pool;
+  struct Buffer;
+
  private:
-  friend class internal::BatchPool;
-  std::shared_ptr<internal::BatchPool> pool_;
-  internal::BatchBuffer* buffer_ = nullptr;
+  friend class Pool;
+  std::shared_ptr<Pool> pool_;  // buffer_ goes back to it; kept alive while the batch is held
+  Buffer* buffer_ = nullptr;
   BatchShape shape_;
   int size_ = 0;
   uint64_t epoch_ = 0;

@@ -1,7 +1,8 @@
 // dspipe cache: a copy of a dataset on a RAM disk (tmpfs, /dev/shm by default), made once per
 // machine and shared by every process that opens the same dataset.
 //
-//   dspipe::CacheOptions o;                  // mode "auto": /dev/shm/dspipe-cache-<uid>
+//   dspipe::CacheOptions o;
+//   o.mode = "auto";                         // /dev/shm/dspipe-cache-<uid>
 //   dspipe::CacheResult r;
 //   std::unique_ptr<dspipe::CacheLease> lease;
 //   DSPIPE_RETURN_IF_ERROR(dspipe::AcquireCache("/content/drive/train.lmdb", o, &r, &lease));
@@ -74,13 +75,14 @@
 namespace dspipe {
 
 struct CacheOptions {
-  // "auto" (default): cache in $DSPIPE_CACHE_DIR when set, else in /dev/shm/dspipe-cache-<uid>
-  // (this user's, made 0700) when /dev/shm is a tmpfs, else use the dataset in place; a
-  // directory "auto" chose that cannot be made or written is also "in place" (with the reason),
-  // never a failed open. "off": always in place. Anything else is a directory to cache in
-  // (created when missing; an error when it cannot be); the RAM bound of the budget applies only
-  // when it is on a tmpfs. Either way the cache lives in DIR/dspipe-cache-v1/ (see the rules).
-  std::string mode = "auto";
+  // "off" (default, as LoaderOptions::cache: nothing is copied unless asked): in place, except
+  // for a URL (see above). "auto": cache in $DSPIPE_CACHE_DIR when set, else in
+  // /dev/shm/dspipe-cache-<uid> (this user's, made 0700) when /dev/shm is a tmpfs, else use the
+  // dataset in place; a directory "auto" chose that cannot be made or written is also "in place"
+  // (with the reason), never a failed open. Anything else is a directory to cache in (created
+  // when missing; an error when it cannot be); the RAM bound of the budget applies only when it
+  // is on a tmpfs. Either way the cache lives in DIR/dspipe-cache-v1/ (see the rules).
+  std::string mode = "off";
   // Capacity of the cache directory in bytes (the total of its entries); 0 (default) = no limit
   // but the budget. Least recently used entries that no live process holds are evicted to make
   // room; a dataset larger than this is used in place.
@@ -94,20 +96,6 @@ struct CacheOptions {
   // Tests pass a FaultEnv. With the default Env the bytes are copied inside the kernel
   // (copy_file_range / sendfile); any other Env copies through its own read and write.
   Env* env = nullptr;
-  // OpenDatasetCached only, local sources: when the dataset is not in the cache yet, return the
-  // dataset opened in place at once and make the copy (or wait for another process making it)
-  // on a background thread at lower CPU priority (nice +10), instead of before returning.
-  // CacheCopyOf(dataset) then tells when the copy is ready; the Loader switches to it at the
-  // next epoch boundary. A copy that fails is logged in one line and the dataset stays in place.
-  // `env` (when set) must outlive the copy (the returned dataset and what holds it).
-  // Default false (the copy is made before OpenDatasetCached returns); the Loader sets it.
-  bool overlap = false;
-  // OpenDatasetCached only, a local sharded dataset opened with lazy_shards (order kShards):
-  // one cache entry per shard instead of one for the dataset, each made only when asked for
-  // (ShardCacheOf(dataset)->Want), on a background thread as with `overlap`. Each shard is
-  // opened from its entry when the entry is there at its first read, else in place. Default
-  // false; the Loader sets it for order kShards (docs/CACHE.md "Order shards").
-  bool per_shard = false;
   // A plain LMDB's masks LMDB (PlainLmdbOptions::masks: a directory with data.mdb, or an LMDB
   // file), cached in the SAME entry as the source, at ENTRY/masks/<its basename>: its files are
   // part of the entry's identity (a changed masks LMDB gives a new entry) and of the bytes the
@@ -118,16 +106,16 @@ struct CacheOptions {
 };
 
 struct CacheResult {
-  bool cached = false;   // `path` is the copy in the cache
-  std::string path;      // what to open: the copy, or the source itself (in place)
-  std::string entry;     // the entry directory; "" in place
-  std::string reason;    // in place: why, one line ("cache off", "needs 2.1 GiB, budget ...")
-  std::string masks_path;  // cached with CacheOptions::masks: the masks LMDB's copy; "" otherwise
-  bool copied = false;   // this call made the copy (false: found it, maybe made by another rank)
-  uint64_t bytes = 0;    // bytes of the dataset's files
-  uint64_t budget = 0;   // bytes the cache could take, when it was computed (0 otherwise)
-  double copy_seconds = 0;            // time spent copying (copied only)
-  std::vector<std::string> evicted;   // entries this call evicted
+  bool cached = false;      // `path` is the copy in the cache
+  std::string path;         // what to open: the copy, or the source itself (in place)
+  std::string entry;        // the entry directory; "" in place
+  std::string reason;       // in place: why, one line ("cache off", "needs 2.1 GiB, budget ...")
+  std::string masks_path;   // cached with CacheOptions::masks: the masks LMDB's copy; "" otherwise
+  bool copied = false;      // this call made the copy (false: found it, maybe made by another rank)
+  uint64_t bytes = 0;       // bytes of the dataset's files
+  uint64_t budget = 0;      // bytes the cache could take, when it was computed (0 otherwise)
+  double copy_seconds = 0;  // time spent copying (copied only)
+  std::vector<std::string> evicted;  // entries this call evicted
   // One line: "cached at ENTRY (copied 12 MiB in 0.04 s)" / "in place: REASON".
   std::string Describe() const;
 };
@@ -137,70 +125,6 @@ class CacheLease {
  public:
   virtual ~CacheLease() = default;
 };
-
-// The copy of a dataset into the cache made on a background thread while the dataset is read in
-// place (CacheOptions::overlap). It belongs to the in-place dataset OpenDatasetCached returned:
-// when the last reference to that dataset goes, a copy still running is cancelled (its temp dir
-// removed, no entry left; a temp dir a kill leaves is an orphan the next start removes) and the
-// thread is joined. Thread-safe.
-class CacheCopy {
- public:
-  enum class State {
-    kCopying,  // being made (or waiting for another process that makes it)
-    kCached,   // committed: cached() is the dataset opened from the copy
-    kInPlace,  // not cached: the cache did not take it or the copy failed (result().reason)
-  };
-  virtual ~CacheCopy() = default;
-  virtual State state() const = 0;
-  // kCached: the copy, opened with the same DatasetOpenOptions, holding the entry's lease for
-  // as long as it lives; null otherwise.
-  virtual std::shared_ptr<const Dataset> cached() const = 0;
-  // The decision, once made (state() != kCopying): as AcquireCache's, with copy_seconds the
-  // background copy's time; in place: the reason (a failed copy: its error).
-  virtual CacheResult result() const = 0;
-  // Blocks until state() != kCopying and returns it (tests; dsbench before it exits).
-  virtual State Wait() const = 0;
-};
-
-// The background copy attached to a dataset OpenDatasetCached opened with overlap (the exact
-// shared_ptr it returned, or a copy of it), or null (no copy running or made at open).
-std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset);
-
-// For a dataset that wraps one with a background copy (a wrapper that counts or filters reads,
-// as dsbench's does): returns `wrapper` itself (sharing its ownership) with `copy` attached, so
-// that CacheCopyOf(result) is `copy` and a Loader over the result switches to copy->cached() at
-// the first epoch boundary after it committed. `copy` is usually an adapter over the inner
-// dataset's CacheCopyOf whose cached() is the same kind of wrapper over the inner copy. The
-// inner dataset's copy still belongs to the inner dataset (cancelled with its last reference).
-std::shared_ptr<const Dataset> AttachCacheCopy(std::shared_ptr<const Dataset> wrapper,
-                                               std::shared_ptr<CacheCopy> copy);
-
-// CacheOptions::per_shard: the entries of one dataset's shards (each entry is a shard's
-// directory, cached by the same rules as a whole dataset: identity, budget, lock, lease, LRU,
-// verify). It belongs to the dataset OpenDatasetCached returned (and to the datasets Reopen
-// makes): the last of them cancels a copy in progress and releases the leases. Thread-safe.
-class ShardCache {
- public:
-  virtual ~ShardCache() = default;
-  // Asks for these shards (indices in manifest order, as Sampler::EpochShards gives them), in
-  // this order. A shard whose entry exists is leased at once (before Want returns); the others
-  // are copied one at a time on the background thread (nice +10). Shards asked for before are
-  // skipped. A shard the cache does not take, or whose copy fails, stays in place (one log line).
-  virtual void Want(const std::vector<uint64_t>& shards) = 0;
-  // Blocks until every shard asked for is decided (tests; benches).
-  virtual void Wait() const = 0;
-  // Shards with a leased entry now.
-  virtual size_t cached_count() const = 0;
-  // The dataset opened again (lazy, the same options): its shards not opened yet resolve to
-  // their entries as they are now. The Loader calls it at an epoch boundary when cached_count()
-  // grew, since a shard opened in place stays so for the dataset that opened it.
-  virtual Status Reopen(std::shared_ptr<const Dataset>* out) const = 0;
-  // "2 of 6 shards cached (4 asked for)".
-  virtual std::string Describe() const = 0;
-};
-
-// The per-shard cache attached to a dataset OpenDatasetCached opened with per_shard, or null.
-std::shared_ptr<ShardCache> ShardCacheOf(const std::shared_ptr<const Dataset>& dataset);
 
 // Decides whether the dataset at `source` (a dataset directory or a single LMDB file) is cached,
 // makes or finds the copy, and logs the decision in one line (info level). On OK, result->path
@@ -227,12 +151,10 @@ std::string CacheRoot(const std::string& mode, std::string* why = nullptr);
 // or incomplete dataset fails before anything is copied, and pipeline_bytes can size the
 // pipeline's buffers from its info); when the cache takes it, the copy is opened instead and the
 // lease lives as long as the returned Dataset. mode "off" opens in place and logs nothing.
-// With cache_options.overlap and a local dataset whose entry does not exist yet, the in-place
-// dataset is returned at once with a CacheCopy attached (CacheCopyOf) and *result says
-// "in place: copying into the cache in the background"; an entry that exists is opened as
-// without overlap.
-// *result (optional) says which and why. For an http(s):// URL nothing is opened in place:
-// pipeline_bytes gets the served manifest's info, and the copy is opened (or the error above).
+// (The Loader's overlapped and per-shard copies are made through the same function with its
+// internal options, lib/cache/cached_dataset.h.) *result (optional) says which and why. For an
+// http(s):// URL nothing is opened in place: pipeline_bytes gets the served manifest's info, and
+// the copy is opened (or the error above).
 Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
                          CacheOptions cache_options,
                          const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,

@@ -53,7 +53,7 @@ struct DeviceOptions {
   // The caller's current CUDA device (CudaCurrentDevice: cudaGetDevice on the thread calling
   // Create, i.e. the rank's GPU under data parallelism) when one is usable, else the CPU path.
   static constexpr int kAuto = -1;
-  static constexpr int kCpu = -2;   // always the CPU path
+  static constexpr int kCpu = -2;  // always the CPU path
   // kAuto (default), kCpu, or a CUDA device ordinal >= 0. An ordinal without a usable device
   // is an Unsupported error (with the reason), never a silent fallback.
   int device = kAuto;
@@ -91,10 +91,6 @@ struct DeviceOptions {
   // Default false.
   bool pin_memory = false;
 };
-
-namespace internal {
-struct DeviceState;
-}
 
 // One normalized batch: tensors on the device (GPU path) or host (CPU path), plus the labels,
 // indices and flip flags on the host. Move-only. Not synchronized: use from one thread at a time.
@@ -150,11 +146,15 @@ class TensorBatch {
   // Records the batch's h2d / normalize times into the loader's stats. Idempotent.
   Status Release(void* consumer_stream = nullptr);
 
+  // What a DeviceLoader shares with its batches: declared here, defined inside dspipe
+  // (lib/device/device_state.h). Not for use outside dspipe.
+  struct State;
+
  private:
   friend class DeviceLoader;
   void Clear();
 
-  std::shared_ptr<internal::DeviceState> state_;
+  std::shared_ptr<State> state_;
   Batch host_;
   int slot_ = -1;
   bool on_device_ = false;

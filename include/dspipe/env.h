@@ -20,7 +20,7 @@
 //
 // Env::Default() is the POSIX implementation; it is thread-safe and lives forever. Every error
 // is a Status naming the path and errno's text ("IOError: write /x/y.part: No space left on
-// device"). Files are not thread-safe: one thread uses one file object at a time.
+// device"; ENOENT, wherever met, is NotFound). Files are not thread-safe: one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -56,7 +56,7 @@ class WritableFile {
   virtual Status Allocate(uint64_t offset, uint64_t len) = 0;
   // Cuts the file to size bytes; later appends continue at size.
   virtual Status Truncate(uint64_t size) = 0;
-  virtual Status Sync() = 0;          // fdatasync
+  virtual Status Sync() = 0;  // fdatasync
   // Starts writing the bytes appended so far to disk without waiting for it
   // (sync_file_range(SYNC_FILE_RANGE_WRITE)), so that the Sync() before a rename waits for little
   // more than the last bytes instead of the whole file. A hint: no error, nothing made durable

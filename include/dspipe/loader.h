@@ -210,7 +210,9 @@ class Loader {
   // reusing one Batch keeps the pool at prefetch + 1 buffers). At the end of the epoch *out is
   // left empty and OK is returned once; the loader then moves on to the next epoch.
   // Errors name the dataset key and the reason; the failing batch is skipped (the position
-  // moves past it), so the caller may stop or continue.
+  // moves past it), so the caller may stop or continue. A batch buffer the allocator cannot
+  // provide (kAborted) skips nothing: calling again retries. When that happens while refilling
+  // the pipeline after a batch was handed out, the next call returns it.
   virtual Status Next(Batch* out) = 0;
 
   // Starts epoch `epoch` from its beginning (drops batches already prefetched) - except when

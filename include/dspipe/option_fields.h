@@ -307,8 +307,7 @@ struct OptionFields<CacheOptions> {
   static constexpr std::string_view kName = "CacheOptions";
   static constexpr auto kFields = std::make_tuple(
       Field("mode", &S::mode), Field("cache_limit", &S::cache_limit), Field("margin", &S::margin),
-      Field("reserved_ram", &S::reserved_ram), Field("env", &S::env), Field("overlap", &S::overlap),
-      Field("per_shard", &S::per_shard), Field("masks", &S::masks));
+      Field("reserved_ram", &S::reserved_ram), Field("env", &S::env), Field("masks", &S::masks));
 };
 
 template <>

@@ -121,7 +121,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options, const
   lease->reset();
   Env* env = options.env ? options.env : Env::Default();
   const bool url = IsUrl(source);
-  // A URL cannot be read in place: "off" (the Loader's default) means "auto" for it.
+  // A URL cannot be read in place: "off" (the default) means "auto" for it.
   const std::string mode =
       url && (options.mode == "off" || options.mode.empty()) ? "auto" : options.mode;
   // A URL not cached is the caller's error (it carries the reason): no "in place" line for it;

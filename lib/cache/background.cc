@@ -1,5 +1,5 @@
-// The copies made while the dataset is read in place: CacheOptions::overlap (BackgroundCopy)
-// and CacheOptions::per_shard (ShardCacheImpl), and OpenDatasetCached, which picks between
+// The copies made while the dataset is read in place: OpenMode::overlap (BackgroundCopy)
+// and OpenMode::per_shard (ShardCacheImpl), and OpenDatasetCached, which picks between
 // them (see dspipe/cache.h).
 //
 // Fork safety: a child made by fork() has none of these threads. Every object remembers the
@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "cache/acquire.h"
+#include "cache/cached_dataset.h"
 #include "core/files.h"
 #include "dspipe/fetch.h"
 #include "dspipe/log.h"
@@ -51,7 +52,7 @@ void LowerCopyPriority() {
 constexpr const char* kForkedReason =
     "a process forked from the one copying does not share its copy (it reads in place)";
 
-// CacheOptions::overlap: AcquireImpl + opening the copy, on a thread of its own.
+// OpenMode::overlap: AcquireImpl + opening the copy, on a thread of its own.
 class BackgroundCopy final : public CacheCopy {
  public:
   BackgroundCopy(std::string source, CacheOptions options, cache::SourceListing listing,
@@ -159,18 +160,7 @@ class BackgroundCopy final : public CacheCopy {
   std::unique_ptr<Shared> st_;
 };
 
-// The in-place dataset's deleter when a background copy is attached: CacheCopyOf finds it
-// (std::get_deleter), and it owns the copy, so the last reference to the dataset cancels it.
-// AttachCacheCopy: `owner` holds the wrapper (deleted with the deleter), `copy` its adapter.
-struct WithBackgroundCopy {
-  std::shared_ptr<CacheCopy> copy;
-  std::shared_ptr<const Dataset> owner;  // null: this deleter owns the dataset it is given
-  void operator()(const Dataset* d) const {
-    if (!owner) delete d;
-  }
-};
-
-// CacheOptions::per_shard: one entry per shard directory, made on demand on one thread.
+// OpenMode::per_shard: one entry per shard directory, made on demand on one thread.
 class ShardCacheImpl final : public ShardCache,
                              public std::enable_shared_from_this<ShardCacheImpl> {
  public:
@@ -318,41 +308,31 @@ class ShardCacheImpl final : public ShardCache,
   std::unique_ptr<Shared> st_;
 };
 
-// A dataset reading through a ShardCache owns it (ShardCacheOf finds it).
-struct WithShardCache {
-  std::shared_ptr<ShardCacheImpl> cache;
-  void operator()(const Dataset* d) const { delete d; }
-};
-
 Status ShardCacheImpl::Reopen(std::shared_ptr<const Dataset>* out) const {
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(source_, open_options_, &ds));
-  *out = std::shared_ptr<const Dataset>(
-      ds.release(), WithShardCache{std::const_pointer_cast<ShardCacheImpl>(shared_from_this())});
+  // A dataset reading through the ShardCache owns it (the Loader finds it: CacheStateOf).
+  cache::CacheState state;
+  state.shards = std::const_pointer_cast<ShardCacheImpl>(shared_from_this());
+  *out = std::make_shared<cache::CachedDataset>(std::shared_ptr<const Dataset>(std::move(ds)),
+                                                std::move(state));
   return Status::OK();
 }
 
 }  // namespace
 
-std::shared_ptr<ShardCache> ShardCacheOf(const std::shared_ptr<const Dataset>& dataset) {
-  const auto* d = std::get_deleter<WithShardCache>(dataset);
-  return d ? d->cache : nullptr;
-}
-
-std::shared_ptr<CacheCopy> CacheCopyOf(const std::shared_ptr<const Dataset>& dataset) {
-  const auto* d = std::get_deleter<WithBackgroundCopy>(dataset);
-  return d ? d->copy : nullptr;
-}
-
-std::shared_ptr<const Dataset> AttachCacheCopy(std::shared_ptr<const Dataset> wrapper,
-                                               std::shared_ptr<CacheCopy> copy) {
-  const Dataset* raw = wrapper.get();
-  return std::shared_ptr<const Dataset>(raw,
-                                        WithBackgroundCopy{std::move(copy), std::move(wrapper)});
-}
-
 Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
                          CacheOptions cache_options,
+                         const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
+                         std::shared_ptr<const Dataset>* out, CacheResult* result) {
+  return cache::OpenDatasetCached(path, open_options, std::move(cache_options), cache::OpenMode{},
+                                  pipeline_bytes, out, result);
+}
+
+namespace cache {
+
+Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
+                         CacheOptions cache_options, const OpenMode& mode,
                          const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
                          std::shared_ptr<const Dataset>* out, CacheResult* result) {
   if (cache::IsUrl(path)) {
@@ -384,8 +364,8 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
   if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(ds->info());
   // A plain LMDB's masks LMDB is cached with it, in the same entry.
   cache_options.masks = ds->info().kind == DatasetKind::kPlain ? open_options.plain.masks : "";
-  if (cache_options.per_shard && open_options.lazy_shards &&
-      ds->info().kind == DatasetKind::kSharded && !CacheRoot(cache_options.mode).empty()) {
+  if (mode.per_shard && open_options.lazy_shards && ds->info().kind == DatasetKind::kSharded &&
+      !CacheRoot(cache_options.mode).empty()) {
     // One entry per shard, asked for by the reader (ShardCache::Want); nothing copied yet.
     std::string text;
     DatasetInfo info;
@@ -406,7 +386,7 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
   cache::SourceListing listing;
   bool listed = false;
   const std::string root = CacheRoot(cache_options.mode);
-  if (cache_options.overlap && !root.empty()) {
+  if (mode.overlap && !root.empty()) {
     DSPIPE_RETURN_IF_ERROR(cache::ListLocalSource(path, cache_options, &listing));
     listed = true;
     Env* env = cache_options.env ? cache_options.env : Env::Default();
@@ -421,8 +401,11 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
           std::make_shared<BackgroundCopy>(path, cache_options, std::move(listing), open_options);
       r = copy->result();
       copy->Start();
-      *out = std::shared_ptr<const Dataset>(ds.release(),
-                                            WithBackgroundCopy{std::move(copy), nullptr});
+      // The in-place dataset carries the copy (the Loader finds it: CacheStateOf).
+      cache::CacheState state;
+      state.copy = std::move(copy);
+      *out = std::make_shared<cache::CachedDataset>(std::shared_ptr<const Dataset>(std::move(ds)),
+                                                    std::move(state));
       if (result) *result = std::move(r);
       return Status::OK();
     }
@@ -440,4 +423,5 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
   return Status::OK();
 }
 
+}  // namespace cache
 }  // namespace dspipe

@@ -259,9 +259,10 @@ class PosixEnv final : public Env {
   }
 
  private:
-  // IOError for every open failure, ENOENT included (what callers have always seen).
+  // NotFound for a missing file or directory (ENOENT), as FileSize and OpenDirectory; IOError
+  // for every other open failure.
   static Status OpenError(const std::string& path, int err) {
-    return Status::IOErrorErrno("open", path, err);
+    return internal::OpenErrno("open", path, err);
   }
 };
 

@@ -36,7 +36,7 @@ Status CheckName(const std::string& dir, const std::string& name) {
 Status OpenError(const char* op, const std::string& shown, int err) {
   if (err == ELOOP)
     return Status::IOError(std::string(op) + " " + shown + ": a symbolic link (not followed)");
-  return Status::IOErrorErrno(op, shown, err);
+  return OpenErrno(op, shown, err);
 }
 
 void Fill(const struct stat& st, FileInfo* info) {
@@ -211,6 +211,11 @@ class PosixDirectory final : public Directory {
 };
 
 }  // namespace
+
+Status OpenErrno(const char* op, const std::string& shown, int err) {
+  const Status s = Status::IOErrorErrno(op, shown, err);
+  return err == ENOENT ? Status::NotFound(s.message()) : s;
+}
 
 Status ReadNamesAndClose(DIR* d, const std::string& shown, std::vector<std::string>* names) {
   errno = 0;

@@ -26,6 +26,11 @@ std::unique_ptr<Directory> NewPosixDirectory(int fd, std::string path);
 // `shown` names the directory in a readdir error.
 Status ReadNamesAndClose(DIR* d, const std::string& shown, std::vector<std::string>* names);
 
+// An open(2)-like failure of `op` on `shown`: NotFound when err is ENOENT (a missing file or
+// directory, as Env::FileSize and OpenDirectory say it), else IOError; the message is
+// IOErrorErrno's either way ("open PATH: No such file or directory").
+Status OpenErrno(const char* op, const std::string& shown, int err);
+
 // The 16 lowercase hex digits of 64 random bits (std::random_device).
 std::string RandomHex16();
 

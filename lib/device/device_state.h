@@ -11,6 +11,7 @@
 
 #include "dspipe/batch.h"
 #include "dspipe/cuda.h"
+#include "dspipe/device_loader.h"
 #include "dspipe/stats.h"
 
 namespace dspipe::internal {
@@ -60,8 +61,15 @@ struct PendingRelease {
   void* event = nullptr;
 };
 
-struct DeviceState {
-  ~DeviceState() {
+}  // namespace dspipe::internal
+
+namespace dspipe {
+
+// TensorBatch::State (declared in dspipe/device_loader.h), internal::DeviceState below.
+struct TensorBatch::State {
+  using HostBuffer = internal::HostBuffer;
+  using PendingRelease = internal::PendingRelease;
+  ~State() {
     for (PendingRelease& p : pending) CudaFreeEvent(p.event);
   }
   std::mutex mu;
@@ -109,4 +117,8 @@ struct DeviceState {
   }
 };
 
-}  // namespace dspipe::internal
+namespace internal {
+using DeviceState = TensorBatch::State;
+}  // namespace internal
+
+}  // namespace dspipe

@@ -56,9 +56,10 @@ void Batch::Reset() {
   hflip_ = nullptr;
 }
 
-namespace internal {
+using internal::BatchBuffer;
+using internal::BatchPool;
 
-BatchPool::BatchPool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator)
+Batch::Pool::Pool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator)
     : shape_(shape), allocator_(allocator ? std::move(allocator) : DefaultBatchAllocator()) {
   const auto n = static_cast<size_t>(shape.batch_size);
   off_masks_ = AlignUp(n * shape.image_bytes());
@@ -71,10 +72,10 @@ BatchPool::BatchPool(const BatchShape& shape, std::shared_ptr<BatchAllocator> al
 
 std::shared_ptr<BatchPool> BatchPool::Create(const BatchShape& shape,
                                              std::shared_ptr<BatchAllocator> allocator) {
-  return std::shared_ptr<BatchPool>(new BatchPool(shape, std::move(allocator)));
+  return std::shared_ptr<BatchPool>(new Batch::Pool(shape, std::move(allocator)));
 }
 
-BatchPool::~BatchPool() {
+Batch::Pool::~Pool() {
   // Every Batch holds a reference to the pool, so all buffers are back by now.
   for (auto& b : all_) allocator_->Free(b->base);
 }
@@ -140,5 +141,4 @@ size_t BatchPool::in_use() const {
   return all_.size() - free_.size();
 }
 
-}  // namespace internal
 }  // namespace dspipe

@@ -1,4 +1,5 @@
-// The pool of batch buffers behind dspipe::Batch. Internal to dspipe.
+// The pool of batch buffers behind dspipe::Batch (Batch::Pool and Batch::Buffer, declared in
+// dspipe/batch.h; internal::BatchPool and internal::BatchBuffer here). Internal to dspipe.
 //
 // Buffers are allocated on demand from a BatchAllocator and recycled forever: a loader with K
 // batches in flight and a consumer that releases each batch before asking for the next one
@@ -13,9 +14,9 @@
 #include "dspipe/batch.h"
 #include "dspipe/status.h"
 
-namespace dspipe::internal {
+namespace dspipe {
 
-struct BatchBuffer {
+struct Batch::Buffer {
   void* base = nullptr;  // the allocation
   uint8_t* images = nullptr;
   uint8_t* masks = nullptr;
@@ -25,14 +26,15 @@ struct BatchBuffer {
   uint8_t* hflip = nullptr;
 };
 
-class BatchPool : public std::enable_shared_from_this<BatchPool> {
+class Batch::Pool : public std::enable_shared_from_this<Batch::Pool> {
  public:
+  using BatchBuffer = Batch::Buffer;
   // allocator == nullptr selects DefaultBatchAllocator().
-  static std::shared_ptr<BatchPool> Create(const BatchShape& shape,
-                                           std::shared_ptr<BatchAllocator> allocator);
-  ~BatchPool();
-  BatchPool(const BatchPool&) = delete;
-  BatchPool& operator=(const BatchPool&) = delete;
+  static std::shared_ptr<Pool> Create(const BatchShape& shape,
+                                      std::shared_ptr<BatchAllocator> allocator);
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
 
   // A free buffer, or a newly allocated one. Error (kAborted) when the allocator fails.
   Status Acquire(BatchBuffer** out);
@@ -49,7 +51,7 @@ class BatchPool : public std::enable_shared_from_this<BatchPool> {
   size_t in_use() const;
 
  private:
-  BatchPool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator);
+  Pool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator);
 
   const BatchShape shape_;
   const std::shared_ptr<BatchAllocator> allocator_;
@@ -60,4 +62,9 @@ class BatchPool : public std::enable_shared_from_this<BatchPool> {
   std::vector<BatchBuffer*> free_;                 // guarded by mu_
 };
 
-}  // namespace dspipe::internal
+namespace internal {
+using BatchBuffer = Batch::Buffer;
+using BatchPool = Batch::Pool;
+}  // namespace internal
+
+}  // namespace dspipe

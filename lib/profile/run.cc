@@ -1,7 +1,6 @@
 // RunProfile / RunFolderProfile: one measured run of the real loader.
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -9,12 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cache/cached_dataset.h"
 #include "core/files.h"
 #include "dspipe/cache.h"
 #include "dspipe/loader.h"
 #include "format/residency.h"
-#include <fmt/format.h>
-
 #include "profile/profile.h"
 #include "profile/sources.h"
 #if DSPIPE_PROFILE_HAVE_DEVICE
@@ -189,8 +187,9 @@ Status AddTraceCounters(const std::string& path, const std::vector<ResourceSampl
   }
   const auto pid = static_cast<int>(::getpid());
   for (const ResourceSample& s : samples) {
-    const double ts_us = (static_cast<double>(timeline_start_ns) + s.t_s * 1e9 -
-                          static_cast<double>(origin_ns)) / 1e3;
+    const double ts_us =
+        (static_cast<double>(timeline_start_ns) + s.t_s * 1e9 - static_cast<double>(origin_ns)) /
+        1e3;
     auto counter = [&](const char* name, nlohmann::json args) {
       trace["traceEvents"].push_back(
           {{"ph", "C"}, {"name", name}, {"ts", ts_us}, {"pid", pid}, {"args", std::move(args)}});
@@ -383,8 +382,8 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
     const bool cpu_normalize = o.device != "cuda" && o.normalize;
     r->notes.push_back(std::to_string(decoded - augmented) + " of " + std::to_string(decoded) +
                        " samples took the fused PNG path: their decode time includes their " +
-                       (cpu_normalize ? "flip and float32 normalize" : "flip") +
-                       "; augment" + (cpu_normalize ? " and normalize cover" : " covers") +
+                       (cpu_normalize ? "flip and float32 normalize" : "flip") + "; augment" +
+                       (cpu_normalize ? " and normalize cover" : " covers") +
                        " only the other samples");
   }
 
@@ -416,8 +415,8 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   if (!o.trace_path.empty()) {
     DSPIPE_RETURN_IF_ERROR(stats.WriteChromeTrace(o.trace_path));
     if (timeline) {
-      DSPIPE_RETURN_IF_ERROR(AddTraceCounters(o.trace_path, r->timeline,
-                                              timeline->start_ns(), stats.origin_ns()));
+      DSPIPE_RETURN_IF_ERROR(
+          AddTraceCounters(o.trace_path, r->timeline, timeline->start_ns(), stats.origin_ns()));
     }
     if (stats.dropped_trace_events() > 0) {
       r->notes.push_back("trace: " + std::to_string(stats.dropped_trace_events()) +
@@ -465,7 +464,7 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   std::shared_ptr<const Dataset> ds;
   CacheResult cr;
   DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, lo, &ds, &cr));
-  if (ShardCacheOf(ds)) {
+  if (cache::CacheStateOf(*ds).shards) {
     // The loader would not see the per-shard cache through dsbench's read counters (they wrap
     // the dataset), so the run would silently read in place: refuse instead.
     return Status::Unsupported(
@@ -484,17 +483,17 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   // it runs, and from the copy from the first epoch boundary after it committed (the counting
   // wrapper forwards the copy to the loader, and counts the copy's reads too).
   Counted src;
-  src.copy = CacheCopyOf(ds);
+  src.copy = cache::CacheStateOf(*ds).copy;
   src.dataset = CountReads(std::move(ds), cr.cached ? src.cache : src.in_place, src.cache);
   double copy_wait_s = 0;
   Status s = Measure(src, options, out, &copy_wait_s);
-  if (!s.ok()) return s.WithContext("dsbench " + RedactUrl(path));  // a token URL's query is a secret
+  if (!s.ok())
+    return s.WithContext("dsbench " + RedactUrl(path));  // a token URL's query is a secret
   if (src.copy) {
     // A copy still running when the batches end: wait, so that the next run finds the entry.
     const auto t0 = std::chrono::steady_clock::now();
     (void)src.copy->Wait();
-    copy_wait_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    copy_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     cr = src.copy->result();
     RamCacheResult& rc = out->ram_cache;
     rc.overlapped = true;
@@ -533,9 +532,8 @@ Status RunFolderProfile(const std::string& src, const ProfileOptions& options, P
                          " source item(s) left out (the scan rejected them; see dsconvert build)");
   }
   Counted counted;
-  counted.dataset =
-      std::make_shared<CountingDataset>(std::shared_ptr<const Dataset>(std::move(folder)),
-                                        counted.in_place);
+  counted.dataset = std::make_shared<CountingDataset>(
+      std::shared_ptr<const Dataset>(std::move(folder)), counted.in_place);
   double copy_wait_s = 0;
   Status s = Measure(counted, options, out, &copy_wait_s);
   if (!s.ok()) return s.WithContext("dsbench " + src);

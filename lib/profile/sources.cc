@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "cache/cached_dataset.h"
 #include "codec/image.h"
 #include "convert/sources.h"
 #include "convert/sources_archive.h"
@@ -59,11 +60,13 @@ class CountingCacheCopy final : public CacheCopy {
 std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,
                                           std::shared_ptr<ReadCounters> in_place,
                                           std::shared_ptr<ReadCounters> cache) {
-  std::shared_ptr<CacheCopy> copy = CacheCopyOf(inner);
+  std::shared_ptr<CacheCopy> copy = cache::CacheStateOf(*inner).copy;
   auto counting = std::make_shared<CountingDataset>(std::move(inner), std::move(in_place));
   if (!copy) return counting;
-  return AttachCacheCopy(std::move(counting),
-                         std::make_shared<CountingCacheCopy>(std::move(copy), std::move(cache)));
+  // The wrapper carries an adapter of the copy, as OpenDatasetCached's dataset carries the copy.
+  cache::CacheState state;
+  state.copy = std::make_shared<CountingCacheCopy>(std::move(copy), std::move(cache));
+  return std::make_shared<cache::CachedDataset>(std::move(counting), std::move(state));
 }
 
 namespace {

@@ -40,9 +40,9 @@ class CountingDataset : public Dataset {
 };
 
 // The counting wrapper over `inner`, which may have a background copy into the RAM-disk cache
-// attached (CacheCopyOf, CacheOptions::overlap). Reads of `inner` count into `in_place`. With a
-// copy, the wrapper has an adapter of it attached (AttachCacheCopy): the Loader sees the copy
-// through the wrapper and switches to it at an epoch boundary after it committed, and what it
+// attached (cache::CacheStateOf, cache::OpenMode::overlap). Reads of `inner` count into `in_place`.
+// With a copy, the wrapper carries an adapter of it (cache::CachedDataset): the Loader sees the
+// copy through the wrapper and switches to it at an epoch boundary after it committed, and what it
 // switches to is a CountingDataset over the copy counting into `cache`. Without one, the
 // wrapper alone (nothing counts into `cache`).
 std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,

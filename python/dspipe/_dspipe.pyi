@@ -120,8 +120,6 @@ class CacheOptions:
     cache_limit: int
     margin: int
     reserved_ram: int
-    overlap: bool
-    per_shard: bool
     masks: str
     def __init__(self, other: CacheOptions = ...) -> None: ...
 

@@ -234,8 +234,6 @@ NOT_KWARGS = {
     "CacheOptions::margin": "the C++ default (512 MiB)",
     "CacheOptions::reserved_ram": "the loader's estimate of its buffers",
     "CacheOptions::env": "C++ only: the file system seam for fault tests",
-    "CacheOptions::overlap": "cache_overlap=",
-    "CacheOptions::per_shard": "set for order='shards'",
     "CacheOptions::masks": "masks= (cached with the images)",
     "BuildOptions::progress": "build(progress=...) (a bar, quiet, or a callable)",
     "BuildOptions::env": "C++ only: the file system seam for fault tests",

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cache/cache_dir.h"
+#include "cache/cached_dataset.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
 #include "cache_support.h"
@@ -214,6 +215,25 @@ TEST_F(CacheTest, AutoWithAnUnusableCacheDirFallsBackInPlace) {
   EXPECT_TRUE(resolved == "/dev/shm/dspipe-cache-" + std::to_string(::geteuid()) ||
               (resolved.empty() && !why.empty()))
       << resolved;
+}
+
+// Nothing is copied unless asked (docs/CACHE.md): CacheOptions defaults to "off" as
+// LoaderOptions::cache does. (DSPIPE_CACHE_DIR points into the test's dir, so a default that
+// cached would do it there.)
+TEST_F(CacheTest, DefaultModeIsOffAsTheLoaders) {
+  EXPECT_EQ(CacheOptions().mode, "off");
+  EXPECT_EQ(CacheOptions().mode, LoaderOptions().cache);
+  const std::string src = Make("ds");
+  ASSERT_EQ(::setenv("DSPIPE_CACHE_DIR", (shm_.path() + "/c").c_str(), 1), 0);
+  CacheResult r;
+  std::unique_ptr<CacheLease> lease;
+  const Status s = AcquireCache(src, CacheOptions(), &r, &lease);
+  ASSERT_EQ(::unsetenv("DSPIPE_CACHE_DIR"), 0);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(r.path, src);
+  EXPECT_EQ(r.reason, "cache off");
+  EXPECT_EQ(lease, nullptr);
 }
 
 TEST_F(CacheTest, FullFilesystemIsAClearEnospcBeforeCopying) {
@@ -617,7 +637,7 @@ TEST_F(CacheTest, ProfileRunWithoutWaitingReportsWhereEachEpochReadFrom) {
 }  // namespace
 }  // namespace dspipe
 
-// ---- the copy overlapped with the first epoch (CacheOptions::overlap, the Loader's default)
+// ---- the copy overlapped with the first epoch (cache::OpenMode::overlap, the Loader's default)
 
 namespace dspipe {
 namespace {
@@ -678,20 +698,21 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   fe.FailWriteWithEnospc(1);
   CacheOptions co = Options(root);
   co.env = &fe;
-  co.overlap = true;
+  cache::OpenMode mode;
+  mode.overlap = true;
   ::testing::internal::CaptureStderr();
   std::shared_ptr<const Dataset> ds;
   CacheResult r;
-  Status s = OpenDatasetCached(src, lo.dataset, co, nullptr, &ds, &r);
+  Status s = cache::OpenDatasetCached(src, lo.dataset, co, mode, nullptr, &ds, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_FALSE(r.cached);
-  ASSERT_NE(CacheCopyOf(ds), nullptr);
+  ASSERT_NE(cache::CacheStateOf(*ds).copy, nullptr);
   ASSERT_TRUE(Loader::Create(ds, lo, &loader).ok());
   loader->WaitForCacheCopy();
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(CacheCopyOf(ds)->state(), CacheCopy::State::kInPlace);
-  EXPECT_TRUE(Contains(CacheCopyOf(ds)->result().reason, "No space left on device"))
-      << CacheCopyOf(ds)->result().reason;
+  EXPECT_EQ(cache::CacheStateOf(*ds).copy->state(), CacheCopy::State::kInPlace);
+  EXPECT_TRUE(Contains(cache::CacheStateOf(*ds).copy->result().reason, "No space left on device"))
+      << cache::CacheStateOf(*ds).copy->result().reason;
   EXPECT_EQ(testing::RunEpochs(loader.get(), 0, 2), testing::RunEpochs(off.get(), 0, 2));
   EXPECT_EQ(loader->dataset().info().path, src);
   EXPECT_TRUE(Contains(loader->reading_from(), "(in place: the copy failed:"))

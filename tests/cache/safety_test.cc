@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/cached_dataset.h"
 #include "cache/test_hooks.h"
 #include "cache_checks.h"
 #include "cache_support.h"
@@ -379,12 +380,13 @@ TEST_F(SafetyTest, AForkedChildNeitherHoldsTheEntryLockNorWaitsForTheCopy) {
   const std::string root = shm_.path() + "/c";
   CopyGate gate(CopyGate::kUntilReleased);
   CacheOptions co = Options(root);
-  co.overlap = true;
+  cache::OpenMode mode;
+  mode.overlap = true;
   std::shared_ptr<const Dataset> ds;
   CacheResult r;
-  Status s = OpenDatasetCached(src, DatasetOpenOptions(), co, nullptr, &ds, &r);
+  Status s = cache::OpenDatasetCached(src, DatasetOpenOptions(), co, mode, nullptr, &ds, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  std::shared_ptr<CacheCopy> copy = CacheCopyOf(ds);
+  std::shared_ptr<CacheCopy> copy = cache::CacheStateOf(*ds).copy;
   ASSERT_NE(copy, nullptr);
   gate.WaitHeld();  // the copy thread holds the entry's lock, its temp dir half full
   int to_child[2], from_child[2];
@@ -632,13 +634,14 @@ TEST_F(SafetyTest, WantNeverCopiesOnTheCallingThreadEvenWhenTheEntryGoesMeanwhil
   EvictingEnv env(root);
   CacheOptions co = Options(root);
   co.env = &env;
-  co.per_shard = true;
+  cache::OpenMode mode;
+  mode.per_shard = true;
   DatasetOpenOptions oo;
   oo.lazy_shards = true;
   std::shared_ptr<const Dataset> ds;
-  Status s = OpenDatasetCached(src, oo, co, nullptr, &ds);
+  Status s = cache::OpenDatasetCached(src, oo, co, mode, nullptr, &ds);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  std::shared_ptr<ShardCache> sc = ShardCacheOf(ds);
+  std::shared_ptr<ShardCache> sc = cache::CacheStateOf(*ds).shards;
   ASSERT_NE(sc, nullptr);
   env.arm();
   sc->Want({0});

@@ -60,6 +60,7 @@ TEST_F(EnvTest, WriteReadSizeListRenameRemove) {
   EXPECT_NE(st.message().find(P("a/y")), std::string::npos) << st.ToString();
   st = env_->ReadFile(P("nope"), &s);
   EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
   EXPECT_NE(st.message().find(P("nope")), std::string::npos) << st.ToString();
   EXPECT_EQ(env_->ReadFile(dir_, &s).code(), Status::Code::kBadInput) << "a directory";
 }
@@ -90,6 +91,33 @@ TEST_F(EnvTest, AppendResumesAfterExistingBytesTruncateAndPread) {
   EXPECT_EQ(size, 8u);
   ASSERT_TRUE(env_->NewWritableFile(P("f"), true, &w).ok());
   EXPECT_EQ(w->size(), 0u);
+}
+
+// ENOENT is NotFound whichever call meets it (it was IOError from an open and NotFound from a
+// stat), with the path and errno's text in the message.
+TEST_F(EnvTest, AMissingFileIsNotFoundFromEveryCall) {
+  const std::string missing = P("missing");
+  std::vector<Status> got;
+  std::unique_ptr<RandomAccessFile> r;
+  got.push_back(env_->NewRandomAccessFile(missing, &r));
+  std::string bytes;
+  got.push_back(env_->ReadFile(missing, &bytes));
+  uint64_t size = 0;
+  got.push_back(env_->FileSize(missing, &size));
+  std::vector<std::string> names;
+  got.push_back(env_->ListDir(missing, &names));
+  std::unique_ptr<Directory> d;
+  got.push_back(env_->OpenDirectory(missing, &d));
+  std::unique_ptr<WritableFile> w;
+  got.push_back(env_->NewWritableFile(missing + "/in-a-missing-dir", true, &w));
+  std::unique_ptr<Directory> dir;
+  ASSERT_TRUE(env_->OpenDirectory(dir_, &dir).ok());
+  got.push_back(dir->OpenFile("missing", &r));
+  got.push_back(dir->OpenDir("missing", false, 0755, &d));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].code(), Status::Code::kNotFound) << i << ": " << got[i].ToString();
+    EXPECT_NE(got[i].message().find("missing"), std::string::npos) << got[i].ToString();
+  }
 }
 
 TEST_F(EnvTest, AllocateBeyondFreeSpaceIsAnImmediateEnospc) {

@@ -298,6 +298,45 @@ TEST_F(LoaderTest, MemoryDoesNotGrowOver20Epochs) {
 #endif
 }
 
+// The refill after a batch is handed out needs a third buffer (prefetch 2, one with the
+// consumer); when the allocator fails it, the next Next says so, and calling again continues
+// with every batch, none skipped. (Before, the failure was dropped: the next call's refill
+// reused the released buffer and the allocator's failure was never seen.)
+TEST_F(LoaderTest, AllocatorFailureWhileRefillingIsReportedByTheNextCall) {
+  struct FailsThirdAllocation : BatchAllocator {
+    void* Allocate(size_t bytes) override { return ++calls == 3 ? nullptr : base->Allocate(bytes); }
+    void Free(void* p) override { base->Free(p); }
+    std::shared_ptr<BatchAllocator> base = DefaultBatchAllocator();
+    int calls = 0;
+  };
+  auto alloc = std::make_shared<FailsThirdAllocation>();
+  LoaderOptions o = Options(4, 2);
+  o.prefetch = 2;
+  o.allocator = alloc;
+  auto loader = Open(o);
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b.number(), 0u);
+  EXPECT_EQ(alloc->calls, 3) << "the refill asked for a third buffer";
+  Status s = loader->Next(&b);
+  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_NE(s.message().find("allocator"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(b);
+  std::multiset<uint64_t> seen;
+  uint64_t number = 1;
+  while (true) {
+    s = loader->Next(&b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (!b) break;
+    EXPECT_EQ(b.number(), number++);
+    for (int i = 0; i < b.size(); ++i) seen.insert(b.indices()[i]);
+  }
+  EXPECT_EQ(number, 6u) << "batches 1..5 follow, none skipped";
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kCount - 4));
+  EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), seen.size());
+}
+
 TEST_F(LoaderTest, EndOfEpochAdvancesAndSetEpochRestarts) {
   LoaderOptions o = Options(8, 2);
   o.drop_last = true;

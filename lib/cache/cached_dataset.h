@@ -1,0 +1,131 @@
+// The cache state a dataset opened by OpenDatasetCached carries, and how the Loader (and
+// dsbench's counting wrapper) finds it: a CachedDataset wraps the dataset read in place together
+// with its background copy (OpenMode::overlap: CacheCopy) or its per-shard cache
+// (OpenMode::per_shard: ShardCache), and CacheStateOf asks a Dataset for it. Internal to
+// dspipe (lib/ and tests); the public side is OpenDatasetCached and Loader::reading_from().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dspipe/cache.h"
+#include "dspipe/dataset.h"
+#include "dspipe/status.h"
+
+namespace dspipe {
+
+// The copy of a dataset into the cache made on a background thread while the dataset is read in
+// place (OpenMode::overlap). It belongs to the in-place dataset OpenDatasetCached returned:
+// when the last reference to that dataset goes, a copy still running is cancelled (its temp dir
+// removed, no entry left; a temp dir a kill leaves is an orphan the next start removes) and the
+// thread is joined. Thread-safe.
+class CacheCopy {
+ public:
+  enum class State {
+    kCopying,  // being made (or waiting for another process that makes it)
+    kCached,   // committed: cached() is the dataset opened from the copy
+    kInPlace,  // not cached: the cache did not take it or the copy failed (result().reason)
+  };
+  virtual ~CacheCopy() = default;
+  virtual State state() const = 0;
+  // kCached: the copy, opened with the same DatasetOpenOptions, holding the entry's lease for
+  // as long as it lives; null otherwise.
+  virtual std::shared_ptr<const Dataset> cached() const = 0;
+  // The decision, once made (state() != kCopying): as AcquireCache's, with copy_seconds the
+  // background copy's time; in place: the reason (a failed copy: its error).
+  virtual CacheResult result() const = 0;
+  // Blocks until state() != kCopying and returns it (tests; dsbench before it exits).
+  virtual State Wait() const = 0;
+};
+
+// OpenMode::per_shard: the entries of one dataset's shards (each entry is a shard's
+// directory, cached by the same rules as a whole dataset: identity, budget, lock, lease, LRU,
+// verify). It belongs to the dataset OpenDatasetCached returned (and to the datasets Reopen
+// makes): the last of them cancels a copy in progress and releases the leases. Thread-safe.
+class ShardCache {
+ public:
+  virtual ~ShardCache() = default;
+  // Asks for these shards (indices in manifest order, as Sampler::EpochShards gives them), in
+  // this order. A shard whose entry exists is leased at once (before Want returns); the others
+  // are copied one at a time on the background thread (nice +10). Shards asked for before are
+  // skipped. A shard the cache does not take, or whose copy fails, stays in place (one log line).
+  virtual void Want(const std::vector<uint64_t>& shards) = 0;
+  // Blocks until every shard asked for is decided (tests; benches).
+  virtual void Wait() const = 0;
+  // Shards with a leased entry now.
+  virtual size_t cached_count() const = 0;
+  // The dataset opened again (lazy, the same options): its shards not opened yet resolve to
+  // their entries as they are now. The Loader calls it at an epoch boundary when cached_count()
+  // grew, since a shard opened in place stays so for the dataset that opened it.
+  virtual Status Reopen(std::shared_ptr<const Dataset>* out) const = 0;
+  // "2 of 6 shards cached (4 asked for)".
+  virtual std::string Describe() const = 0;
+};
+
+namespace cache {
+
+// What a dataset read in place carries from the cache: at most one of the two is set.
+struct CacheState {
+  std::shared_ptr<CacheCopy> copy;     // OpenMode::overlap: the copy being made
+  std::shared_ptr<ShardCache> shards;  // OpenMode::per_shard: the shards' entries
+};
+
+// A dataset that carries a CacheState: every Dataset call goes to `inner`. Destroying it drops
+// `inner` first, then the state (the last reference to a copy cancels it and joins its thread).
+class CachedDataset final : public Dataset {
+ public:
+  CachedDataset(std::shared_ptr<const Dataset> inner, CacheState state)
+      : state_(std::move(state)), inner_(std::move(inner)) {}
+
+  const CacheState& cache_state() const { return state_; }
+  const Dataset& inner() const { return *inner_; }
+
+  const DatasetInfo& info() const override { return inner_->info(); }
+  Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const override {
+    return inner_->Read(index, fn);
+  }
+  void WillNeed(std::span<const uint64_t> indices) const override { inner_->WillNeed(indices); }
+  std::string KeyName(uint64_t index) const override { return inner_->KeyName(index); }
+
+ private:
+  const CacheState state_;  // declared first: destroyed after inner_
+  const std::shared_ptr<const Dataset> inner_;
+};
+
+// The state `dataset` carries when it is a CachedDataset (OpenDatasetCached with overlap or
+// per_shard, or a wrapper made like one, as dsbench's); empty otherwise.
+inline CacheState CacheStateOf(const Dataset& dataset) {
+  const auto* cached = dynamic_cast<const CachedDataset*>(&dataset);
+  return cached ? cached->cache_state() : CacheState{};
+}
+
+// How OpenDatasetCached makes the copy, beyond CacheOptions: the Loader's choices
+// (OpenLoaderDataset sets them from LoaderOptions::cache_overlap and the sampler's order).
+struct OpenMode {
+  // Local sources: when the dataset is not in the cache yet, return the dataset opened in place
+  // at once, carrying the copy (CacheState::copy) made (or waited for, while another process
+  // makes it) on a background thread at lower CPU priority (nice +10), instead of before
+  // returning. The Loader switches to the copy at the first epoch boundary after it is ready. A
+  // copy that fails is logged in one line and the dataset stays in place. CacheOptions::env
+  // (when set) must outlive the copy (the returned dataset and what holds it). An entry that
+  // exists is opened as without overlap.
+  bool overlap = false;
+  // A local sharded dataset opened with lazy_shards (order kShards): one cache entry per shard
+  // instead of one for the dataset, each made only when asked for (CacheState::shards->Want),
+  // on a background thread as with `overlap`. Each shard is opened from its entry when the entry
+  // is there at its first read, else in place (docs/CACHE.md "Order shards").
+  bool per_shard = false;
+};
+
+// dspipe::OpenDatasetCached (dspipe/cache.h) with `mode`; the public one is this with OpenMode{}.
+Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open_options,
+                         CacheOptions cache_options, const OpenMode& mode,
+                         const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
+                         std::shared_ptr<const Dataset>* out, CacheResult* result = nullptr);
+
+}  // namespace cache
+}  // namespace dspipe
