@@ -1,6 +1,7 @@
-// Shared by fetch.cc (one file), dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that
-// honour FetchOptions::cancelled, the DEST.lock / DEST_DIR.lock protocol (taken, and removed by
-// its holder when done), the retry policy and which failures are transient, the libcurl handle.
+// Shared by the one-file fetch (fetch.cc, part.cc, http_download.cc, local_copy.cc, retry.cc),
+// dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that honour FetchOptions::cancelled,
+// the DEST.lock / DEST_DIR.lock protocol (taken, and removed by its holder when done), the retry
+// policy and which failures are transient, the libcurl handle.
 // Internal.
 #pragma once
 
