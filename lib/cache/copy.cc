@@ -194,14 +194,11 @@ struct Copy {
 }  // namespace
 
 Status CancelledError(const std::string& what) {
-  return Status::Aborted("cache: " + what +
-                         ": cancelled (the loader that wanted the copy is gone)");
+  return Status::Cancelled("cache: " + what +
+                           ": cancelled (the loader that wanted the copy is gone)");
 }
 
-bool IsCancelled(const Status& s) {
-  return s.code() == Status::Code::kAborted &&
-         s.ToString().find(": cancelled (") != std::string::npos;
-}
+bool IsCancelled(const Status& s) { return s.code() == Status::Code::kCancelled; }
 
 std::string LastCopyMethod() { return last_method; }
 

@@ -48,7 +48,7 @@ class CancelToken {
   bool requested_ = false;
 };
 
-// The error a cancelled copy returns (kAborted, "cancelled").
+// The error a cancelled copy returns (Status::Cancelled), and the test for it (by the code).
 Status CancelledError(const std::string& what);
 bool IsCancelled(const Status& s);
 

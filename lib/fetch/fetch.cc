@@ -120,7 +120,7 @@ Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& 
   // Cancellable: a blocking flock cannot be interrupted, so poll it.
   for (;;) {
     if (!SleepUnlessCancelled(o, 0.1)) {
-      return Status::Aborted("cancelled while waiting for " + lock_path);
+      return Status::Cancelled("cancelled while waiting for " + lock_path);
     }
     s = env->LockFile(lock_path, /*wait=*/false, lock);
     if (s.code() != Status::Code::kAborted) return s;

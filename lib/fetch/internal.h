@@ -26,7 +26,7 @@ namespace dspipe {
 bool SleepUnlessCancelled(const FetchOptions& o, double seconds);
 
 // Takes the exclusive lock at lock_path: at once when free; otherwise reports kWaitingForLock
-// through o.progress and waits (blocking, or polling o.cancelled when it is set: then Aborted).
+// through o.progress and waits (blocking, or polling o.cancelled when it is set: then Cancelled).
 Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& o,
                     std::unique_ptr<FileLock>* lock);
 

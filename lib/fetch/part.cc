@@ -125,7 +125,7 @@ Status SaveSidecar(Env* env, const std::string& path, const Sidecar& sc) {
 // ---- cancellation, writeback
 
 Status CancelledError(const std::string& part_path) {
-  return Status::Aborted("cancelled; " + part_path + " is kept: run again to resume");
+  return Status::Cancelled("cancelled; " + part_path + " is kept: run again to resume");
 }
 
 constexpr uint64_t kWritebackEvery = uint64_t{8} << 20;

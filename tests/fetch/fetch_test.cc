@@ -545,7 +545,7 @@ TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
   const std::string url = server_->Url("f.bin", "pause=100000");
   FetchResult r;
   Status s = Fetch(url, Dest(), opts_, &r);
-  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), Dest() + ".part")) << s.ToString();
   server_->Command("release");
   EXPECT_FALSE(fs::exists(Dest()));
@@ -563,7 +563,7 @@ TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
   opts_.retry_after_max_s = 1e6;
   s = Fetch(server_->Url("f.bin", "fail=1&code=503&retry_after=100"), dir_ + "/out/g.bin", opts_,
             &r);
-  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   ASSERT_EQ(r.retry_waits_s.size(), 1u);
   EXPECT_EQ(r.retry_waits_s[0], 100.0);
   // While another holder has DEST.lock.
@@ -575,7 +575,7 @@ TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
   };
   opts_.cancelled = [&] { return blocked; };
   s = Fetch(server_->Url("f.bin"), dir_ + "/out/h.bin", opts_, &r);
-  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "h.bin.lock")) << s.ToString();
 }
 
