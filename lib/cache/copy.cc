@@ -12,6 +12,7 @@
 #include "cache/entries.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
+#include "core/files.h"
 
 namespace dspipe::cache {
 
@@ -20,8 +21,6 @@ Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::
                        Env* env, std::vector<EntryFile>* files);
 
 namespace {
-
-constexpr size_t kCopyChunk = 4 << 20;
 
 thread_local std::string last_method = "read/write";
 

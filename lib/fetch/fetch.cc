@@ -18,12 +18,6 @@
 namespace dspipe {
 namespace {
 
-bool IsHex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return std::isxdigit(static_cast<unsigned char>(c));
-         });
-}
-
 Status FetchUnlocked(const std::string& url, const std::string& dest, const FetchOptions& o,
                      Env* env, FetchResult* res);
 

@@ -15,14 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/files.h"
 #include "dspipe/env.h"
 #include "dspipe/fetch.h"
 #include "fetch/internal.h"
 
 namespace dspipe {
-
-// Read size of a local copy, of a resumed DEST.part's prefix and of Sha256File.
-constexpr size_t kCopyChunk = size_t{1} << 20;
 
 // ASCII lower case; surrounding white space removed (header names and values).
 inline std::string Lower(std::string s) {

@@ -3,7 +3,6 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
-#include <openssl/evp.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <utility>
 
 #include "codec/image.h"
+#include "core/checksum.h"
 #include "dspipe/cuda.h"
 #include "dspipe/option_fields.h"
 #include "pipeline/batch_pool.h"
@@ -93,19 +93,6 @@ class ParallelismLease {
 };
 
 // ---- resume identity (LoaderState) --------------------------------------------------------
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
 
 // What identifies the data, whatever path it is read at: the manifest's sha256; for a plain
 // LMDB (no manifest) the sha256 of its count, pairing, first and last keys and their records.

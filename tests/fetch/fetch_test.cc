@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/files.h"
 #include "fetch/http_server.h"
 #include "fetch/test_files.h"
 
@@ -350,7 +351,9 @@ TEST_F(FetchTest, TheSha256OfAResumedTransferCoversThePrefix) {
   EXPECT_EQ(r.resumed_from, 1500000u);
   EXPECT_EQ(r.refetches, 0);
   EXPECT_EQ(r.sha256, sha);
-  EXPECT_EQ(reads_with_sha - reads_without_sha, 2) << "the prefix, in 1 MiB reads; nothing more";
+  EXPECT_EQ(reads_with_sha - reads_without_sha,
+            static_cast<int>((1500000 + kCopyChunk - 1) / kCopyChunk))
+      << "the prefix, in kCopyChunk reads; nothing more";
   ASSERT_TRUE(fs::remove(Dest()));
 
   cut_run();
@@ -507,28 +510,28 @@ TEST_F(FetchTest, TwoProcessesMakeOneDownloadAndBothGetTheFile) {
 TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
   const std::string src = dir_ + "/flaky/big.bin";
   fs::create_directories(dir_ + "/flaky");
-  const std::string data = RandomBytes(3 * (1 << 20) + 12345, 9);
+  const std::string data = RandomBytes(3 * kCopyChunk + 12345, 9);
   WriteAll(src, data);
   FaultEnv env;
   opts_.env = &env;
-  env.FailReadWithEio(2);  // "Input/output error" on the second 1 MiB read (a Drive mount)
+  env.FailReadWithEio(2);  // "Input/output error" on the second chunk's read (a Drive mount)
   FetchResult r;
   Status s = Fetch(src, Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectComplete(data);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(r.downloaded, data.size()) << "nothing read twice";
-  // file:// URL, one attempt only: the error names the file; the next run resumes at 1 MiB.
+  // file:// URL, one attempt only: the error names the file; the next run resumes after one chunk.
   fs::remove(Dest());
   opts_.retries = 0;
   env.FailReadWithEio(2);
   s = Fetch("file://" + src, Dest(), opts_, &r);
   EXPECT_TRUE(Contains(s.message(), "Input/output error")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), src)) << s.ToString();
-  EXPECT_EQ(fs::file_size(Dest() + ".part"), 1u << 20);
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), kCopyChunk);
   s = Fetch("file://" + src, Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.resumed_from, 1u << 20);
+  EXPECT_EQ(r.resumed_from, kCopyChunk);
   ExpectComplete(data);
   EXPECT_EQ(Fetch(dir_ + "/nope", dir_ + "/out/nope", opts_, &r).code(), Status::Code::kNotFound);
 }
