@@ -139,6 +139,9 @@ enum class UrlScheme {
 UrlScheme ClassifyUrl(std::string_view url);
 // kHttp or kHttps.
 bool IsHttpUrl(std::string_view url);
+// kHttp, kHttps or kS3: a source read over the network (a dataset FetchDataset fetches; the
+// cache copies it before it is read).
+bool IsRemoteUrl(std::string_view url);
 
 // ---- URLs with a secret in their query: pre-signed S3/GCS URLs (?X-Amz-Signature=...),
 // token URLs (?token=..., ?download=true&...). docs/FETCH.md, "Signed and token URLs".

@@ -96,11 +96,6 @@ std::string SideRel(const SourceListing& side);
 // cached sets not_cacheable (and returns OK); a source that does not exist is NotFound.
 Status ListSource(const std::string& source, SourceListing* out);
 
-// True for "http://...", "https://..." and "s3://..." URLs (the one classifier,
-// dspipe::ClassifyUrl): a dataset FetchDataset fetches (s3:// objects signed with SigV4,
-// docs/STORAGE.md).
-bool IsUrl(const std::string& source);
-
 // Lists a dataset served at an http(s):// URL from its manifest.json (fetched with dspipe::Fetch
 // into a temp dir, then removed): files = the manifest's "files" list (path + size), bytes =
 // their sum. Nothing but manifest.json is requested. A manifest without the list, or one that

@@ -29,6 +29,9 @@ Status CheckPrivateDir(Directory* dir);
 Status OpenDirPath(Directory* dir, const std::string& rel, bool create,
                    std::unique_ptr<Directory>* out);
 
+// path (or URL) without its trailing '/'s; a lone "/" (the root) stays "/".
+std::string StripTrailingSlashes(std::string path);
+
 // Reads a whole file into *out (resized). Uses a single pread loop; EINTR-safe.
 Status ReadFile(const std::string& path, std::string* out);
 // Writes data to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the directory: the

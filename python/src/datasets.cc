@@ -217,6 +217,27 @@ void RegisterDatasetFunctions(nb::module_& m) {
   // identifies the object (docs/FETCH.md, "Signed and token URLs").
   m.def("redact_url", &RedactUrl, "url"_a);
   m.def("url_identity", &UrlIdentity, "url"_a);
+  // The one URL classifier (ClassifyUrl): "path", "file", "http", "https", "s3" or "other".
+  m.def(
+      "url_scheme",
+      [](const std::string& url) -> std::string {
+        switch (ClassifyUrl(url)) {
+          case UrlScheme::kPath:
+            return "path";
+          case UrlScheme::kFile:
+            return "file";
+          case UrlScheme::kHttp:
+            return "http";
+          case UrlScheme::kHttps:
+            return "https";
+          case UrlScheme::kS3:
+            return "s3";
+          case UrlScheme::kOther:
+            return "other";
+        }
+        return "other";
+      },
+      "url"_a);
 
   m.def(
       "verify",

@@ -700,6 +700,56 @@ TEST_F(FetchTest, AnUppercaseSchemeIsAUrl) {
   EXPECT_EQ(server_->Requests().size(), 1u);
 }
 
+// The one classifier (ClassifyUrl; IsHttpUrl and IsRemoteUrl are views of it): the scheme is
+// what comes before the first "://" when it is an RFC 3986 scheme (a letter, then letters,
+// digits, '+', '-', '.'), compared without regard to case; anything else is a path.
+TEST(UrlTest, TheOneClassifierCases) {
+  struct Case {
+    const char* s;
+    UrlScheme scheme;
+  };
+  const Case cases[] = {
+      {"http://x/y", UrlScheme::kHttp},
+      {"HTTP://x", UrlScheme::kHttp},
+      {"hTtP://x/a?q=1", UrlScheme::kHttp},
+      {"https://x/y", UrlScheme::kHttps},
+      {"HTTPS://X/Y", UrlScheme::kHttps},
+      {"s3://b/k", UrlScheme::kS3},
+      {"S3://b/k", UrlScheme::kS3},
+      {"s3://b", UrlScheme::kS3},
+      {"file:///tmp/x", UrlScheme::kFile},
+      {"File:///tmp/x", UrlScheme::kFile},
+      {"gs://b/k", UrlScheme::kOther},
+      {"ftp://h/f", UrlScheme::kOther},
+      {"git+ssh://h/r", UrlScheme::kOther},
+      {"/local/path", UrlScheme::kPath},
+      {"/local/path/", UrlScheme::kPath},
+      {"relative/dir", UrlScheme::kPath},
+      {"data.lmdb", UrlScheme::kPath},
+      {"", UrlScheme::kPath},
+      // File names with "://" in them: a path unless what precedes it is a scheme.
+      {"/tmp/http://x", UrlScheme::kPath},
+      {"./http://x", UrlScheme::kPath},
+      {"dir/s3://b", UrlScheme::kPath},
+      {"://x", UrlScheme::kPath},
+      {"1http://x", UrlScheme::kPath},
+      {"ht_tp://x", UrlScheme::kPath},
+      {"my file://x", UrlScheme::kPath},
+      {"http:/x", UrlScheme::kPath},
+      {"http:x", UrlScheme::kPath},
+      {"http", UrlScheme::kPath},
+      // Only the first "://" counts.
+      {"relative://http://x", UrlScheme::kOther},
+      {"http://h/a://b", UrlScheme::kHttp},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ClassifyUrl(c.s), c.scheme) << c.s;
+    const bool http = c.scheme == UrlScheme::kHttp || c.scheme == UrlScheme::kHttps;
+    EXPECT_EQ(IsHttpUrl(c.s), http) << c.s;
+    EXPECT_EQ(IsRemoteUrl(c.s), http || c.scheme == UrlScheme::kS3) << c.s;
+  }
+}
+
 TEST(UrlTest, RedactIdentifyAppendAndNameWithoutTheQuery) {
   const std::string s3 =
       "https://b.s3.amazonaws.com/ds/data.tar?X-Amz-Expires=60&X-Amz-Signature=SEKRIT";
