@@ -77,7 +77,7 @@ struct FetchOptions {
   // Polled from the calling thread while the fetch runs: by libcurl's progress callback (at
   // least once a second, also while no bytes arrive), before each local copy block, and every
   // 0.1 s of a retry wait or a wait for DEST.lock. Returning true stops the fetch with
-  // Status::Aborted naming DEST.part, which keeps every byte that arrived: the next call resumes.
+  // Status::Cancelled naming DEST.part, which keeps every byte that arrived: the next call resumes.
   // The Python binding uses it for Ctrl-C. Empty (default) = never cancelled.
   std::function<bool()> cancelled;
 };
@@ -139,6 +139,9 @@ enum class UrlScheme {
 UrlScheme ClassifyUrl(std::string_view url);
 // kHttp or kHttps.
 bool IsHttpUrl(std::string_view url);
+// kHttp, kHttps or kS3: a source read over the network (a dataset FetchDataset fetches; the
+// cache copies it before it is read).
+bool IsRemoteUrl(std::string_view url);
 
 // ---- URLs with a secret in their query: pre-signed S3/GCS URLs (?X-Amz-Signature=...),
 // token URLs (?token=..., ?download=true&...). docs/FETCH.md, "Signed and token URLs".

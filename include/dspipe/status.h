@@ -48,8 +48,9 @@ class [[nodiscard]] Status {
     kBadInput = 5,         // a source file is unusable (truncated, wrong size, multi-channel mask)
     kAlreadyExists = 6,    // output exists and neither --resume nor --overwrite was given
     kUnsupported = 7,      // a valid request this build or machine cannot serve
-    kAborted = 8,          // stopped on request or after too many errors
+    kAborted = 8,          // could not go on: a lock held elsewhere, too many errors, no memory
     kInternal = 9,         // a bug in dspipe
+    kCancelled = 10,       // stopped on request (FetchOptions::cancelled, a cache copy's cancel)
   };
 
   Status() noexcept = default;
@@ -74,6 +75,8 @@ class [[nodiscard]] Status {
   static Status Unsupported(std::string_view m) { return {Code::kUnsupported, m}; }
   static Status Aborted(std::string_view m) { return {Code::kAborted, m}; }
   static Status Internal(std::string_view m) { return {Code::kInternal, m}; }
+  // The one error of a stop on request: callers tell a cancellation apart by the code.
+  static Status Cancelled(std::string_view m) { return {Code::kCancelled, m}; }
 
   bool ok() const noexcept { return state_ == nullptr; }
   Code code() const noexcept { return state_ ? state_->code : Code::kOk; }
@@ -123,8 +126,8 @@ class Error : public std::exception {
 }  // namespace dspipe
 
 // Returns early from the enclosing function with the status when it is not OK.
-#define DSPIPE_RETURN_IF_ERROR(expr)            \
-  do {                                          \
-    ::dspipe::Status _dspipe_s = (expr);        \
-    if (!_dspipe_s.ok()) return _dspipe_s;      \
+#define DSPIPE_RETURN_IF_ERROR(expr)       \
+  do {                                     \
+    ::dspipe::Status _dspipe_s = (expr);   \
+    if (!_dspipe_s.ok()) return _dspipe_s; \
   } while (0)

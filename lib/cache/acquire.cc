@@ -120,7 +120,7 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options, const
   result->path = source;
   lease->reset();
   Env* env = options.env ? options.env : Env::Default();
-  const bool url = IsUrl(source);
+  const bool url = IsRemoteUrl(source);
   // A URL cannot be read in place: "off" (the default) means "auto" for it.
   const std::string mode =
       url && (options.mode == "off" || options.mode.empty()) ? "auto" : options.mode;
@@ -308,7 +308,7 @@ Status CleanCacheOrphans(const std::string& root, Env* env, int* removed) {
 Status AcquireCache(const std::string& source, const CacheOptions& options, CacheResult* result,
                     std::unique_ptr<CacheLease>* lease) {
   DSPIPE_RETURN_IF_ERROR(cache::AcquireImpl(source, options, cache::AcquireArgs(), result, lease));
-  if (cache::IsUrl(source) && !result->cached) return cache::UrlNotCachedError(source, *result);
+  if (IsRemoteUrl(source) && !result->cached) return cache::UrlNotCachedError(source, *result);
   return Status::OK();
 }
 

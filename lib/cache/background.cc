@@ -335,7 +335,7 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
                          CacheOptions cache_options, const OpenMode& mode,
                          const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
                          std::shared_ptr<const Dataset>* out, CacheResult* result) {
-  if (cache::IsUrl(path)) {
+  if (IsRemoteUrl(path)) {
     // Nothing to open in place: the served manifest sizes the pipeline, the copy is opened.
     Env* env = cache_options.env ? cache_options.env : Env::Default();
     cache::SourceListing listing;

@@ -12,6 +12,7 @@
 #include "cache/entries.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
+#include "core/files.h"
 
 namespace dspipe::cache {
 
@@ -20,8 +21,6 @@ Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::
                        Env* env, std::vector<EntryFile>* files);
 
 namespace {
-
-constexpr size_t kCopyChunk = 4 << 20;
 
 thread_local std::string last_method = "read/write";
 
@@ -194,14 +193,11 @@ struct Copy {
 }  // namespace
 
 Status CancelledError(const std::string& what) {
-  return Status::Aborted("cache: " + what +
-                         ": cancelled (the loader that wanted the copy is gone)");
+  return Status::Cancelled("cache: " + what +
+                           ": cancelled (the loader that wanted the copy is gone)");
 }
 
-bool IsCancelled(const Status& s) {
-  return s.code() == Status::Code::kAborted &&
-         s.ToString().find(": cancelled (") != std::string::npos;
-}
+bool IsCancelled(const Status& s) { return s.code() == Status::Code::kCancelled; }
 
 std::string LastCopyMethod() { return last_method; }
 

@@ -48,7 +48,7 @@ class CancelToken {
   bool requested_ = false;
 };
 
-// The error a cancelled copy returns (kAborted, "cancelled").
+// The error a cancelled copy returns (Status::Cancelled), and the test for it (by the code).
 Status CancelledError(const std::string& what);
 bool IsCancelled(const Status& s);
 
@@ -95,11 +95,6 @@ std::string SideRel(const SourceListing& side);
 // tables (lock.mdb, *-lock) are skipped: LMDB makes a fresh one beside the copy. What cannot be
 // cached sets not_cacheable (and returns OK); a source that does not exist is NotFound.
 Status ListSource(const std::string& source, SourceListing* out);
-
-// True for "http://...", "https://..." and "s3://..." URLs (the one classifier,
-// dspipe::ClassifyUrl): a dataset FetchDataset fetches (s3:// objects signed with SigV4,
-// docs/STORAGE.md).
-bool IsUrl(const std::string& source);
 
 // Lists a dataset served at an http(s):// URL from its manifest.json (fetched with dspipe::Fetch
 // into a temp dir, then removed): files = the manifest's "files" list (path + size), bytes =

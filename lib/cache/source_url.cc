@@ -18,11 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string StripSlashes(std::string s) {
-  while (!s.empty() && s.back() == '/') s.pop_back();
-  return s;
-}
-
 // A private temp dir (mkdtemp: ours alone), removed with everything in it at scope exit.
 class TempDir {
  public:
@@ -56,9 +51,9 @@ std::function<void(const FetchProgress&)>& FetchHook() {
 }  // namespace
 
 std::string UrlBaseName(const std::string& url) {
-  std::string u = StripSlashes(url);
+  std::string u = StripTrailingSlashes(url);
   const size_t q = u.find_first_of("?#");
-  if (q != std::string::npos) u = StripSlashes(u.substr(0, q));
+  if (q != std::string::npos) u = StripTrailingSlashes(u.substr(0, q));
   const size_t slash = u.rfind('/');
   const std::string last = slash == std::string::npos ? u : u.substr(slash + 1);
   // "http://host" alone has no path: the host names it.
@@ -73,16 +68,12 @@ void SetFetchProgressHookForTest(std::function<void(const FetchProgress&)> hook)
   FetchHook() = std::move(hook);
 }
 
-bool IsUrl(const std::string& source) {
-  return IsHttpUrl(source) || ClassifyUrl(source) == UrlScheme::kS3;
-}
-
 Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   *out = SourceListing();
   out->url = url;
   // The key ignores the query (a signature or token, which changes when re-signed: the same
   // entry), and holds no secret.
-  out->source = StripSlashes(UrlIdentity(url));
+  out->source = StripTrailingSlashes(UrlIdentity(url));
   out->is_dir = true;
   const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
   const std::string shown_manifest = RedactUrl(manifest_url);

@@ -70,4 +70,9 @@ bool DropFileCache(const std::string& path) {
   return dropped;
 }
 
+std::string StripTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 }  // namespace dspipe

@@ -11,6 +11,11 @@
 
 namespace dspipe {
 
+// The size of one piece of a file copy or a file's hash: a cache copy's kernel copy or
+// read/write (a cancel is seen within one), fetch's local copy and resumed-prefix hash, and
+// Sha256File. 4 MiB (fetch had 1 MiB, the cache 4 MiB; the larger kept, not measured).
+constexpr size_t kCopyChunk = size_t{4} << 20;
+
 // A directory we keep our own files in is used only when it is ours alone: a directory (not a
 // link), owned by this process's effective user, not writable by its group or by others (so
 // nobody else can plant, rename or remove names in it). OK, or Unsupported saying which of
@@ -23,6 +28,9 @@ Status CheckPrivateDir(Directory* dir);
 // create, each missing component is made (mode 0755). rel must not be empty.
 Status OpenDirPath(Directory* dir, const std::string& rel, bool create,
                    std::unique_ptr<Directory>* out);
+
+// path (or URL) without its trailing '/'s; a lone "/" (the root) stays "/".
+std::string StripTrailingSlashes(std::string path);
 
 // Reads a whole file into *out (resized). Uses a single pread loop; EINTR-safe.
 Status ReadFile(const std::string& path, std::string* out);

@@ -84,16 +84,28 @@ const std::string& Status::path() const noexcept {
 
 const char* Status::CodeName(Code c) noexcept {
   switch (c) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kNotFound: return "NotFound";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IOError";
-    case Code::kBadInput: return "BadInput";
-    case Code::kAlreadyExists: return "AlreadyExists";
-    case Code::kUnsupported: return "Unsupported";
-    case Code::kAborted: return "Aborted";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kIOError:
+      return "IOError";
+    case Code::kBadInput:
+      return "BadInput";
+    case Code::kAlreadyExists:
+      return "AlreadyExists";
+    case Code::kUnsupported:
+      return "Unsupported";
+    case Code::kAborted:
+      return "Aborted";
+    case Code::kInternal:
+      return "Internal";
+    case Code::kCancelled:
+      return "Cancelled";
   }
   return "Unknown";
 }

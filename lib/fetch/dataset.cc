@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/files.h"
 #include "dspipe/fetch.h"
 #include "fetch/internal.h"
 #include "format/manifest.h"
@@ -33,11 +34,6 @@ Status SignedDatasetError(const Status& s, const std::string& shown_url, const s
 // True when a fetch of a dataset's file was refused in a way SignedDatasetError explains.
 bool SignedRefusal(const std::string& url, const FetchResult& r) {
   return UrlHasQuery(url) && (r.http_status == 401 || r.http_status == 403);
-}
-
-std::string StripSlashes(std::string s) {
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
 }
 
 // dest_dir is complete when its manifest.json lists files that are all there with their sizes
@@ -224,7 +220,7 @@ Status FetchDataset(const std::string& url, const std::string& dest_dir,
         "fetch dataset " + RedactUrl(url) +
         ": sha256 and size are per file and come from the dataset's manifest; leave them unset");
   }
-  const std::string dest = StripSlashes(dest_dir);
+  const std::string dest = StripTrailingSlashes(dest_dir);
   const std::string ctx = "fetch dataset " + RedactUrl(url) + " -> " + dest;
   const std::string parent = fs::path(dest).parent_path().string();
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));

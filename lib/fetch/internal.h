@@ -1,11 +1,11 @@
-// Shared by fetch.cc (one file), dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that
-// honour FetchOptions::cancelled, the DEST.lock / DEST_DIR.lock protocol (taken, and removed by
-// its holder when done), the retry policy and which failures are transient, the libcurl handle.
+// Shared by the one-file fetch (fetch.cc, part.cc, http_download.cc, local_copy.cc, retry.cc),
+// dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that honour FetchOptions::cancelled,
+// the DEST.lock / DEST_DIR.lock protocol (taken, and removed by its holder when done), the retry
+// policy and which failures are transient, the libcurl handle.
 // Internal.
 #pragma once
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +25,7 @@ namespace dspipe {
 bool SleepUnlessCancelled(const FetchOptions& o, double seconds);
 
 // Takes the exclusive lock at lock_path: at once when free; otherwise reports kWaitingForLock
-// through o.progress and waits (blocking, or polling o.cancelled when it is set: then Aborted).
+// through o.progress and waits (blocking, or polling o.cancelled when it is set: then Cancelled).
 Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& o,
                     std::unique_ptr<FileLock>* lock);
 
@@ -52,41 +52,7 @@ void GlobalInit();
 // user agent, and no content decoding (the bytes on the wire are the file's).
 void SetTransferOptions(CURL* h, const FetchOptions& o);
 
-// sha256 (OpenSSL libcrypto), fed in pieces.
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { Reset(); }
-  void Reset() {
-    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
-    bytes_ = 0;
-  }
-  uint64_t bytes() const { return bytes_; }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(const char* p, size_t n) {
-    EVP_DigestUpdate(ctx_, p, n);
-    bytes_ += n;
-  }
-  std::string HexDigest() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, md, &len);
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < len; ++i) {
-      out += kHex[md[i] >> 4];
-      out += kHex[md[i] & 15];
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-  uint64_t bytes_ = 0;
-};
-
-// Hex sha256 of data: Sha256Hex, core/checksum.h.
+// sha256 (Sha256, Sha256Hex, IsHex64): core/checksum.h.
 
 // The retry policy shared by HTTP downloads, local copies and S3 requests: exponential backoff
 // with full jitter, Retry-After honoured (capped), a budget of FetchOptions::retries failures in

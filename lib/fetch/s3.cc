@@ -275,7 +275,7 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
     curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, c.headers);
     const CURLcode cc = curl_easy_perform(c.h);
     curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &r->status);
-    if (ex.cancelled) return Status::Aborted(shown + ": cancelled");
+    if (ex.cancelled) return Status::Cancelled(shown + ": cancelled");
     if (ex.overflow) {
       return Status::Unsupported(shown + ": the answer is larger than the " +
                                  std::to_string(rq.max_body) + " bytes expected");
@@ -298,7 +298,7 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
     }
     if (!retrier.Wait(false, retry_after, 0, 0)) break;
   }
-  if (retrier.cancelled()) return Status::Aborted(shown + ": cancelled");
+  if (retrier.cancelled()) return Status::Cancelled(shown + ": cancelled");
   return Status::IOError(shown + ": gave up after " + std::to_string(attempts) + " attempts (" +
                          std::to_string(options_.retries) + " retries); last error: " + last_error);
 }

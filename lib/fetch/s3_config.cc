@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 
+#include "dspipe/fetch.h"
+
 namespace dspipe::s3 {
 namespace {
 
@@ -82,8 +84,7 @@ Status ParseStyle(const std::string& v, const std::string& where, AddressingStyl
 
 Status CheckEndpoint(std::string* e, const std::string& where) {
   while (!e->empty() && e->back() == '/') e->pop_back();
-  const std::string l = Lower(*e);
-  if (l.rfind("http://", 0) != 0 && l.rfind("https://", 0) != 0) {
+  if (!IsHttpUrl(*e)) {
     return Status::InvalidArgument(
         where + ": an S3 endpoint must be an http:// or https:// URL, got '" + *e + "'");
   }

@@ -76,6 +76,11 @@ bool IsHttpUrl(std::string_view url) {
   return s == UrlScheme::kHttp || s == UrlScheme::kHttps;
 }
 
+bool IsRemoteUrl(std::string_view url) {
+  const UrlScheme s = ClassifyUrl(url);
+  return s == UrlScheme::kHttp || s == UrlScheme::kHttps || s == UrlScheme::kS3;
+}
+
 bool UrlHasQuery(const std::string& url) {
   if (SchemeEnd(url) == std::string::npos) return false;
   const size_t q = url.find_first_of("?#");

@@ -8,6 +8,8 @@
 #include <string>
 #include <type_traits>
 
+#include "core/checksum.h"
+
 namespace dspipe {
 namespace {
 
@@ -135,14 +137,6 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
 }
 
 namespace {
-
-bool IsHex64(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
 
 // A relative path that stays inside the dataset directory.
 bool IsInsidePath(const std::string& p) {

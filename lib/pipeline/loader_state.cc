@@ -1,8 +1,6 @@
 // The Loader's resume identity: LoaderState (state(), Restore) and what it is checked against:
 // the data's content sha256 and the kInState options (dspipe/option_fields.h), with messages
 // naming every difference. LoaderImpl's other parts: loader_impl.h.
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -10,24 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/checksum.h"
 #include "dspipe/option_fields.h"
 #include "pipeline/loader_impl.h"
 
 namespace dspipe::pipeline {
 namespace {
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
 
 template <class T>
 std::string FormatOption(const T& v) {

@@ -132,7 +132,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
         raise ValueError("pass overwrite to convert(), not as a build option")
     if not isinstance(num_shards, int) or num_shards < 2:
         raise ValueError(f"num_shards must be an int >= 2, got {num_shards!r}")
-    url = os.fspath(out) if str(out).lower().startswith("s3://") else None
+    url = os.fspath(out) if dspipe._dspipe.url_scheme(str(out)) == "s3" else None
     if url is not None:
         out = staging if staging is not None else os.path.join(
             tempfile.gettempdir(), "dspipe-ray-" + hashlib.sha256(url.encode()).hexdigest()[:16])

@@ -732,6 +732,17 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   }
 }
 
+TEST(CacheCancelTest, ACancelledCopyIsToldByItsCodeNotItsText) {
+  const Status c = cache::CancelledError("copying /d/data.mdb");
+  EXPECT_EQ(c.code(), Status::Code::kCancelled) << c.ToString();
+  EXPECT_TRUE(cache::IsCancelled(c));
+  EXPECT_TRUE(cache::IsCancelled(c.WithContext("cache: copying /d into /c")));
+  // The same words under another code are not a cancellation (nor a fetch's Aborted lock wait).
+  EXPECT_FALSE(cache::IsCancelled(Status::Aborted(c.message())));
+  EXPECT_FALSE(cache::IsCancelled(Status::IOError("x: cancelled (by nobody)")));
+  EXPECT_FALSE(cache::IsCancelled(Status::OK()));
+}
+
 TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) {
   const std::string src = Make("ds", 3);
   const std::string root = shm_.path() + "/c";

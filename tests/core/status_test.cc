@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 namespace dspipe {
@@ -48,6 +49,29 @@ TEST(StatusTest, SubjectsSurviveContextAndAppend) {
   EXPECT_EQ(t.code(), Status::Code::kCorruption);
   EXPECT_EQ(Status::Corruption("x").key(), "");
   EXPECT_EQ(Status::OK().WithKey("k").key(), "");
+}
+
+TEST(StatusTest, CancelledIsItsOwnCodeWithItsOwnName) {
+  // A stop on request is told apart by its code, whatever its message says.
+  const Status c = Status::Cancelled("copying /d/data.mdb: the loader is gone");
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.code(), Status::Code::kCancelled);
+  EXPECT_NE(c.code(), Status::Code::kAborted);
+  EXPECT_STREQ(Status::CodeName(Status::Code::kCancelled), "Cancelled");
+  EXPECT_EQ(c.ToString(), "Cancelled: copying /d/data.mdb: the loader is gone");
+  EXPECT_EQ(c.WithContext("cache").code(), Status::Code::kCancelled);
+  EXPECT_EQ(c.Append(" (kept)").code(), Status::Code::kCancelled);
+  // An Aborted that mentions cancelling is still Aborted.
+  const Status a = Status::Aborted("x.lock: held by another process; cancelled (not really)");
+  EXPECT_EQ(a.code(), Status::Code::kAborted);
+  EXPECT_EQ(a.ToString().rfind("Aborted: ", 0), 0u);
+  // Every code has its own name.
+  std::set<std::string> names;
+  for (int i = 0; i <= static_cast<int>(Status::Code::kCancelled); ++i) {
+    const std::string n = Status::CodeName(static_cast<Status::Code>(i));
+    EXPECT_NE(n, "Unknown") << i;
+    EXPECT_TRUE(names.insert(n).second) << n;
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/files.h"
 #include "fetch/http_server.h"
 #include "fetch/test_files.h"
 
@@ -350,7 +351,9 @@ TEST_F(FetchTest, TheSha256OfAResumedTransferCoversThePrefix) {
   EXPECT_EQ(r.resumed_from, 1500000u);
   EXPECT_EQ(r.refetches, 0);
   EXPECT_EQ(r.sha256, sha);
-  EXPECT_EQ(reads_with_sha - reads_without_sha, 2) << "the prefix, in 1 MiB reads; nothing more";
+  EXPECT_EQ(reads_with_sha - reads_without_sha,
+            static_cast<int>((1500000 + kCopyChunk - 1) / kCopyChunk))
+      << "the prefix, in kCopyChunk reads; nothing more";
   ASSERT_TRUE(fs::remove(Dest()));
 
   cut_run();
@@ -507,28 +510,28 @@ TEST_F(FetchTest, TwoProcessesMakeOneDownloadAndBothGetTheFile) {
 TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
   const std::string src = dir_ + "/flaky/big.bin";
   fs::create_directories(dir_ + "/flaky");
-  const std::string data = RandomBytes(3 * (1 << 20) + 12345, 9);
+  const std::string data = RandomBytes(3 * kCopyChunk + 12345, 9);
   WriteAll(src, data);
   FaultEnv env;
   opts_.env = &env;
-  env.FailReadWithEio(2);  // "Input/output error" on the second 1 MiB read (a Drive mount)
+  env.FailReadWithEio(2);  // "Input/output error" on the second chunk's read (a Drive mount)
   FetchResult r;
   Status s = Fetch(src, Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectComplete(data);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(r.downloaded, data.size()) << "nothing read twice";
-  // file:// URL, one attempt only: the error names the file; the next run resumes at 1 MiB.
+  // file:// URL, one attempt only: the error names the file; the next run resumes after one chunk.
   fs::remove(Dest());
   opts_.retries = 0;
   env.FailReadWithEio(2);
   s = Fetch("file://" + src, Dest(), opts_, &r);
   EXPECT_TRUE(Contains(s.message(), "Input/output error")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), src)) << s.ToString();
-  EXPECT_EQ(fs::file_size(Dest() + ".part"), 1u << 20);
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), kCopyChunk);
   s = Fetch("file://" + src, Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.resumed_from, 1u << 20);
+  EXPECT_EQ(r.resumed_from, kCopyChunk);
   ExpectComplete(data);
   EXPECT_EQ(Fetch(dir_ + "/nope", dir_ + "/out/nope", opts_, &r).code(), Status::Code::kNotFound);
 }
@@ -545,7 +548,7 @@ TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
   const std::string url = server_->Url("f.bin", "pause=100000");
   FetchResult r;
   Status s = Fetch(url, Dest(), opts_, &r);
-  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), Dest() + ".part")) << s.ToString();
   server_->Command("release");
   EXPECT_FALSE(fs::exists(Dest()));
@@ -563,7 +566,7 @@ TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
   opts_.retry_after_max_s = 1e6;
   s = Fetch(server_->Url("f.bin", "fail=1&code=503&retry_after=100"), dir_ + "/out/g.bin", opts_,
             &r);
-  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   ASSERT_EQ(r.retry_waits_s.size(), 1u);
   EXPECT_EQ(r.retry_waits_s[0], 100.0);
   // While another holder has DEST.lock.
@@ -575,7 +578,7 @@ TEST_F(FetchTest, CancelledStopsAndKeepsThePartForAResume) {
   };
   opts_.cancelled = [&] { return blocked; };
   s = Fetch(server_->Url("f.bin"), dir_ + "/out/h.bin", opts_, &r);
-  EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "h.bin.lock")) << s.ToString();
 }
 
@@ -695,6 +698,56 @@ TEST_F(FetchTest, AnUppercaseSchemeIsAUrl) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectComplete(content_);
   EXPECT_EQ(server_->Requests().size(), 1u);
+}
+
+// The one classifier (ClassifyUrl; IsHttpUrl and IsRemoteUrl are views of it): the scheme is
+// what comes before the first "://" when it is an RFC 3986 scheme (a letter, then letters,
+// digits, '+', '-', '.'), compared without regard to case; anything else is a path.
+TEST(UrlTest, TheOneClassifierCases) {
+  struct Case {
+    const char* s;
+    UrlScheme scheme;
+  };
+  const Case cases[] = {
+      {"http://x/y", UrlScheme::kHttp},
+      {"HTTP://x", UrlScheme::kHttp},
+      {"hTtP://x/a?q=1", UrlScheme::kHttp},
+      {"https://x/y", UrlScheme::kHttps},
+      {"HTTPS://X/Y", UrlScheme::kHttps},
+      {"s3://b/k", UrlScheme::kS3},
+      {"S3://b/k", UrlScheme::kS3},
+      {"s3://b", UrlScheme::kS3},
+      {"file:///tmp/x", UrlScheme::kFile},
+      {"File:///tmp/x", UrlScheme::kFile},
+      {"gs://b/k", UrlScheme::kOther},
+      {"ftp://h/f", UrlScheme::kOther},
+      {"git+ssh://h/r", UrlScheme::kOther},
+      {"/local/path", UrlScheme::kPath},
+      {"/local/path/", UrlScheme::kPath},
+      {"relative/dir", UrlScheme::kPath},
+      {"data.lmdb", UrlScheme::kPath},
+      {"", UrlScheme::kPath},
+      // File names with "://" in them: a path unless what precedes it is a scheme.
+      {"/tmp/http://x", UrlScheme::kPath},
+      {"./http://x", UrlScheme::kPath},
+      {"dir/s3://b", UrlScheme::kPath},
+      {"://x", UrlScheme::kPath},
+      {"1http://x", UrlScheme::kPath},
+      {"ht_tp://x", UrlScheme::kPath},
+      {"my file://x", UrlScheme::kPath},
+      {"http:/x", UrlScheme::kPath},
+      {"http:x", UrlScheme::kPath},
+      {"http", UrlScheme::kPath},
+      // Only the first "://" counts.
+      {"relative://http://x", UrlScheme::kOther},
+      {"http://h/a://b", UrlScheme::kHttp},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ClassifyUrl(c.s), c.scheme) << c.s;
+    const bool http = c.scheme == UrlScheme::kHttp || c.scheme == UrlScheme::kHttps;
+    EXPECT_EQ(IsHttpUrl(c.s), http) << c.s;
+    EXPECT_EQ(IsRemoteUrl(c.s), http || c.scheme == UrlScheme::kS3) << c.s;
+  }
 }
 
 TEST(UrlTest, RedactIdentifyAppendAndNameWithoutTheQuery) {

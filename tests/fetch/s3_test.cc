@@ -201,6 +201,14 @@ TEST_F(S3ConfigTest, BadOrMissingCredentialsAreClearErrorsWithoutSecrets) {
   s = Resolve(&c);
   EXPECT_TRUE(Has(s.message(), "AWS_ENDPOINT_URL_S3: an S3 endpoint must be an http"))
       << s.ToString();
+  // The scheme by the one URL classifier (ClassifyUrl): any case; no scheme is not a URL.
+  vars_["AWS_ENDPOINT_URL_S3"] = "localhost:9000";
+  s = Resolve(&c);
+  EXPECT_TRUE(Has(s.message(), "an S3 endpoint must be an http")) << s.ToString();
+  vars_["AWS_ENDPOINT_URL_S3"] = "HTTP://127.0.0.1:9000/";
+  s = Resolve(&c);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.endpoint, "HTTP://127.0.0.1:9000");
   vars_.erase("AWS_ENDPOINT_URL_S3");
   vars_["DSPIPE_S3_ADDRESSING_STYLE"] = "sideways";
   s = Resolve(&c);

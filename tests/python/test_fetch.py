@@ -85,6 +85,16 @@ def served(tmp_path):
     server.close()
 
 
+def test_url_scheme_is_the_one_classifier():
+    # dspipe.ray.convert tells an s3:// destination by it, as the C++ code does (case-insensitive).
+    scheme = dspipe._dspipe.url_scheme
+    assert scheme("S3://b/k") == "s3" and scheme("s3://b/prefix/") == "s3"
+    assert scheme("HTTP://x") == "http" and scheme("https://x/y?q") == "https"
+    assert scheme("file:///tmp/x") == "file" and scheme("gs://b/k") == "other"
+    for path in ("/local/path", "relative/dir", "out", "/tmp/s3://b", "my s3://b"):
+        assert scheme(path) == "path", path
+
+
 def test_fetch_verifies_and_reports(served, tmp_path):
     server, _, data = served
     sha = hashlib.sha256(data).hexdigest()

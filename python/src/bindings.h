@@ -1,0 +1,14 @@
+// The parts of dspipe._dspipe that module.cc registers, one per file: the Loader, Batch and
+// LoaderState classes (loader.cc) and the dataset functions: synth, build, assemble, fetch,
+// fetch_dataset, push, verify, info, describe, redact_url, url_identity (datasets.cc).
+// Errors (errors.h), transforms (transforms.h) and build details (build_info.h) have their own.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace dspipe {
+
+void RegisterLoader(nanobind::module_& m);
+void RegisterDatasetFunctions(nanobind::module_& m);
+
+}  // namespace dspipe

@@ -1,0 +1,270 @@
+// dspipe._dspipe's dataset functions: synth, build, assemble, fetch, fetch_dataset, push,
+// verify, info and describe, each the one C++ call it names (include/dspipe/convert.h, fetch.h,
+// push.h, synth.h, dataset.h) with the GIL released; progress callbacks run with the GIL held.
+// And the URL helpers redact_url / url_identity (docs/FETCH.md, "Signed and token URLs").
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "bindings.h"
+#include "dspipe/convert.h"
+#include "dspipe/dataset.h"
+#include "dspipe/fetch.h"
+#include "dspipe/push.h"
+#include "dspipe/synth.h"
+#include "errors.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace dspipe {
+namespace {
+
+// dspipe.fetch / dspipe.fetch_dataset: FetchOptions from the Python arguments, run with the GIL
+// released. Ctrl-C: FetchOptions::cancelled takes the GIL (at most every 0.1 s) to run
+// PyErr_CheckSignals; a KeyboardInterrupt stops the fetch (DEST.part stays for a resume) and is
+// raised here. progress(done_bytes, total_bytes) is called with the GIL held; an exception it
+// raises (KeyboardInterrupt too: Python runs signal handlers in it) stops the fetch the same way.
+nb::dict CallFetch(bool dataset, const std::string& url, const std::string& dest,
+                   const std::string& sha256, int64_t size, int retries, long stall_seconds,
+                   const std::function<void(uint64_t, uint64_t)>& progress) {
+  FetchOptions o;
+  o.sha256 = sha256;
+  o.size = size;
+  o.retries = retries;
+  o.low_speed_time_s = stall_seconds;
+  bool interrupted = false;  // a Python exception is pending: stop, then raise it
+  if (progress) {
+    o.progress = [&progress, &interrupted](const FetchProgress& p) {
+      if (interrupted || p.phase != FetchProgress::Phase::kTransfer) return;
+      nb::gil_scoped_acquire acquire;
+      try {
+        progress(p.bytes, p.total);
+      } catch (nb::python_error& e) {
+        e.restore();
+        interrupted = true;
+      }
+    };
+  }
+  auto last = std::chrono::steady_clock::time_point{};
+  o.cancelled = [&interrupted, &last] {
+    const auto now = std::chrono::steady_clock::now();
+    if (interrupted || now - last < std::chrono::milliseconds(100)) return interrupted;
+    last = now;
+    nb::gil_scoped_acquire acquire;
+    interrupted = PyErr_CheckSignals() != 0;  // the exception (KeyboardInterrupt) stays set
+    return interrupted;
+  };
+  FetchResult r;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = dataset ? FetchDataset(url, dest, o, &r) : Fetch(url, dest, o, &r);
+  }
+  if (interrupted) throw nb::python_error();
+  ThrowIfError(s.path().empty() ? s.WithPath(dest) : s);  // CorruptRecord.path: the file
+  nb::dict d;
+  d["bytes"] = r.bytes;
+  d["sha256"] = r.sha256;
+  d["resumed_from"] = r.resumed_from;
+  d["downloaded"] = r.downloaded;
+  d["attempts"] = r.attempts;
+  d["refetches"] = r.refetches;
+  d["already_present"] = r.already_present;
+  return d;
+}
+
+nb::dict InfoDict(const DatasetInfo& i) {
+  nb::dict d;
+  d["path"] = i.path;
+  d["count"] = i.count;
+  d["storage"] = i.store;
+  d["shape"] = nb::make_tuple(i.channels, i.height, i.width);
+  d["channels"] = i.channels;
+  d["height"] = i.height;
+  d["width"] = i.width;
+  d["has_masks"] = i.has_masks;
+  d["has_labels"] = i.has_labels;
+  d["classes"] = i.num_classes;
+  d["class_names"] = i.class_names;
+  if (i.has_stats) {
+    d["mean"] = i.mean;
+    d["std"] = i.std;
+  } else {
+    d["mean"] = nb::none();
+    d["std"] = nb::none();
+  }
+  return d;
+}
+
+}  // namespace
+
+void RegisterDatasetFunctions(nb::module_& m) {
+  m.def(
+      "synth",
+      [](const std::string& out_dir, int count, int width, int height, uint64_t seed,
+         const std::string& format, int classes, int threads) {
+        SynthOptions o;
+        o.out_dir = out_dir;
+        o.count = count;
+        o.width = width;
+        o.height = height;
+        o.seed = seed;
+        o.format = format;
+        o.classes = classes;
+        o.threads = threads;
+        Call([&] { return Synthesize(o); });
+      },
+      "out_dir"_a, "count"_a, "width"_a, "height"_a, "seed"_a, "format"_a, "classes"_a,
+      "threads"_a);
+
+  // BuildOptions filled by name in Python; progress (the one callback) is passed apart and
+  // called with the GIL held.
+  m.def(
+      "build",
+      [](BuildOptions o, std::function<void(uint64_t, uint64_t)> progress) {
+        if (progress) {
+          o.progress = [&progress](uint64_t done, uint64_t total) {
+            nb::gil_scoped_acquire acquire;
+            try {
+              progress(done, total);
+            } catch (nb::python_error& e) {
+              e.discard_as_unraisable("dspipe.build progress callback");
+            }
+          };
+        }
+        BuildResult r;
+        Call([&] { return BuildDataset(o, &r); });
+        nb::dict d;
+        d["records"] = r.records;
+        d["skipped"] = r.skipped;
+        d["sources"] = r.sources;
+        d["resumed_from"] = r.resumed_from;
+        d["already_complete"] = r.already_complete;
+        d["report_path"] = r.report_path;
+        d["seconds"] = r.seconds;
+        return d;
+      },
+      "options"_a, "progress"_a.none());
+
+  m.def(
+      "assemble",
+      [](const std::string& output) {
+        AssembleResult r;
+        Call([&] { return AssembleDataset(output, &r); });
+        nb::dict d;
+        d["shards"] = r.shards;
+        d["records"] = r.records;
+        d["skipped"] = r.skipped;
+        d["report_path"] = r.report_path;
+        d["already_complete"] = r.already_complete;
+        return d;
+      },
+      "output"_a);
+
+  m.def(
+      "fetch",
+      [](const std::string& url, const std::string& dest, const std::string& sha256, int64_t size,
+         int retries, long stall_seconds, const std::function<void(uint64_t, uint64_t)>& progress) {
+        return CallFetch(false, url, dest, sha256, size, retries, stall_seconds, progress);
+      },
+      "url"_a, "dest"_a, "sha256"_a, "size"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
+  m.def(
+      "fetch_dataset",
+      [](const std::string& url, const std::string& dest_dir, int retries, long stall_seconds,
+         const std::function<void(uint64_t, uint64_t)>& progress) {
+        return CallFetch(true, url, dest_dir, "", -1, retries, stall_seconds, progress);
+      },
+      "url"_a, "dest_dir"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
+
+  // dsconvert push (docs/STORAGE.md): dspipe.ray.convert(..., out="s3://...") uses it.
+  m.def(
+      "push",
+      [](const std::string& db, const std::string& url, uint64_t part_size, int retries) {
+        PushOptions o;
+        o.part_size = part_size;
+        o.fetch.retries = retries;
+        PushResult r;
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = PushDataset(db, url, o, &r);
+        }
+        ThrowIfError(s);
+        nb::dict d;
+        d["files"] = r.files;
+        d["files_uploaded"] = r.files_uploaded;
+        d["files_in_place"] = r.files_in_place;
+        d["parts_uploaded"] = r.parts_uploaded;
+        d["parts_resumed"] = r.parts_resumed;
+        d["bytes"] = r.bytes;
+        d["bytes_uploaded"] = r.bytes_uploaded;
+        d["already_present"] = r.already_present;
+        return d;
+      },
+      "db"_a, "url"_a, "part_size"_a, "retries"_a);
+
+  // URLs whose query is a secret (a signature or a token): how dspipe shows them, and what
+  // identifies the object (docs/FETCH.md, "Signed and token URLs").
+  m.def("redact_url", &RedactUrl, "url"_a);
+  m.def("url_identity", &UrlIdentity, "url"_a);
+  // The one URL classifier (ClassifyUrl): "path", "file", "http", "https", "s3" or "other".
+  m.def(
+      "url_scheme",
+      [](const std::string& url) -> std::string {
+        switch (ClassifyUrl(url)) {
+          case UrlScheme::kPath:
+            return "path";
+          case UrlScheme::kFile:
+            return "file";
+          case UrlScheme::kHttp:
+            return "http";
+          case UrlScheme::kHttps:
+            return "https";
+          case UrlScheme::kS3:
+            return "s3";
+          case UrlScheme::kOther:
+            return "other";
+        }
+        return "other";
+      },
+      "url"_a);
+
+  m.def(
+      "verify",
+      [](const std::string& path, const VerifyOptions& o) {
+        VerifyResult r;
+        Call([&] { return VerifyDataset(path, o, &r); });
+        return nb::make_tuple(r.records, r.bad, r.problems, r.bad_files);
+      },
+      "path"_a, "options"_a);
+
+  m.def(
+      "info",
+      [](const std::string& path) {
+        std::unique_ptr<Dataset> ds;
+        Call([&] { return Dataset::Open(path, DatasetOpenOptions{}, &ds); });
+        return InfoDict(ds->info());
+      },
+      "path"_a);
+
+  m.def(
+      "describe",
+      [](const std::string& path) {
+        std::string text;
+        Call([&] { return DescribeDataset(path, &text); });
+        return text;
+      },
+      "path"_a);
+}
+
+}  // namespace dspipe
