@@ -56,4 +56,5 @@ NB_MODULE(_dspipe, m) {
   // The options structs (bind_options.h); the names Python gives them in messages: errors.cc.
   python::BindOptions(m);
   RegisterLoader(m);
+  RegisterTestHooks(m);
 }

@@ -1,8 +1,10 @@
 """dspipe.ray on a local Ray (2 CPUs): the sharded conversion equals a single-machine --shards
 build, a task killed mid-shard is retried and resumes, and ranks split the result exactly.
 
-Deterministic kills: every Ray worker runs with DSPIPE_TEST_STOP_AFTER_COMMITS=1, so each shard
-task (one fresh worker per task) stops itself (SIGSTOP) right after its first durable commit.
+Deterministic kills: every Ray worker installs the builder's test seam at start-up
+(runtime_env worker_process_setup_hook -> dspipe._dspipe._stop_after_commits_for_test(1)), so
+each shard task (one fresh worker per task) stops itself (SIGSTOP) right after its first durable
+commit.
 The driver's progress callback (the Conductor below) sees the stopped worker's pid and either
 kills it (SIGKILL: the attempt named in the test) or lets it continue (SIGCONT). No sleeps, no
 timing: the stop is the condition.
@@ -35,9 +37,14 @@ RAY = dict(fresh_worker_per_task=True, report_every_s=0.05)
 
 @pytest.fixture(scope="module")
 def local_ray():
+    def stop_after_first_commit() -> None:  # runs in each worker (pickled by value: a local)
+        import dspipe._dspipe
+
+        dspipe._dspipe._stop_after_commits_for_test(1)
+
     tmp = tempfile.mkdtemp(prefix="/tmp/dsray")  # short: Ray's socket paths must stay < 108
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _temp_dir=tmp, runtime_env={"env_vars": {"DSPIPE_TEST_STOP_AFTER_COMMITS": "1"}})
+             _temp_dir=tmp, runtime_env={"worker_process_setup_hook": stop_after_first_commit})
     yield
     ray.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)
