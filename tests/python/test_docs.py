@@ -27,24 +27,32 @@ def examples() -> str:
     return "\n".join(f"# ---- example {i + 1}\n{b}" for i, b in enumerate(blocks))
 
 
+SKIP = re.compile(r"<!-- docs-test: skip \((.+)\) -->")
+
+
+def doc_blocks(path: str) -> list[tuple[int, str, str, str | None]]:
+    """(line, lang, code, skip reason or None) of each sh/bash/python block of a page."""
+    text = open(path).read()
+    out = []
+    for m in re.finditer(r"^```(sh|bash|python)\n(.*?)^```", text, re.S | re.M):
+        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = SKIP.fullmatch(before.strip())
+        out.append((text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2),
+                    marker.group(1) if marker else None))
+    return out
+
+
 def readme_blocks() -> list[tuple[int, str, str | None]]:
     """(line, code, skip reason or None) of each ```python block of the README (the runnable
     ones are type-checked with docs/PYTHON.md's)."""
-    text = open(README).read()
-    out = []
-    for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
-        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        marker = re.fullmatch(r"<!-- docs-test: skip \((.+)\) -->", before.strip())
-        out.append((text.count("\n", 0, m.start()) + 1, m.group(1),
-                    marker.group(1) if marker else None))
-    return out
+    return [(line, code, reason) for line, lang, code, reason in doc_blocks(README)
+            if lang == "python"]
 
 
 def test_readme_has_python_examples_that_run():
     blocks = readme_blocks()
     assert any(reason is None for _, _, reason in blocks), "no README example runs"
-    # A marker that is not exactly the skip form would silently run (or fail) the block: refuse.
-    # (test_doc_skip_markers_are_well_formed checks every marker of every page.)
+    # Malformed or stray markers: test_doc_skip_markers_are_well_formed, for every page.
 
 
 @pytest.mark.parametrize("line,code,reason", readme_blocks(),
@@ -124,21 +132,6 @@ def test_every_public_header_has_a_cpp_reference_page():
 # (train.lmdb, OUT.lmdb: small synthetic ones), Python with this interpreter, commands with
 # bash -euo pipefail and the built dsconvert / dsbench first on PATH (DSPIPE_TOOLS_DIR, default
 # build/tools; DSPIPE_TEST_DOC_COMMANDS=1, set by scripts/test.sh, makes them required).
-SKIP = re.compile(r"<!-- docs-test: skip \((.+)\) -->")
-
-
-def doc_blocks(path: str) -> list[tuple[int, str, str, str | None]]:
-    """(line, lang, code, skip reason or None) of each sh/bash/python block of a page."""
-    text = open(path).read()
-    out = []
-    for m in re.finditer(r"^```(sh|bash|python)\n(.*?)^```", text, re.S | re.M):
-        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        marker = SKIP.fullmatch(before.strip())
-        out.append((text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2),
-                    marker.group(1) if marker else None))
-    return out
-
-
 def doc_pages() -> list[str]:
     docs = os.path.join(ROOT, "docs")
     return ["README.md"] + sorted("docs/" + f for f in os.listdir(docs) if f.endswith(".md"))
