@@ -237,22 +237,26 @@ bool ReadRows(Decompressor* d, int rows, uint8_t* dst, size_t step, bool cmyk, u
 // component the cropped width; a component that had at least 2 samples per row and would get
 // fewer makes libjpeg-turbo re-initialise its upsampler without fancy upsampling (jdapistd.c),
 // and the region's pixels then differ from the whole-image decode's (by tens of levels in
-// 4:2:0 files whose width is 16k + 2, cropped in their last 2 columns). Returns the left edge
-// to ask for: rx0, or one iMCU further left where the crop would have dropped fancy upsampling.
-int KeepFancyUpsampling(jpeg_decompress_struct* c, int rx0, int rx1) {
+// 4:2:0 files cropped to 1-2 pixel columns: at the left edge, or in a last iMCU column 1-2
+// pixels wide). Widens [*rx0, *rx1) to the right, or where the image ends there one iMCU to
+// the left, until every such component keeps at least 2 samples.
+void KeepFancyUpsampling(jpeg_decompress_struct* c, int full_w, int* rx0, int* rx1) {
   const bool single = c->comps_in_scan == 1 && c->num_components == 1;
   const int align = c->min_DCT_scaled_size * (single ? 1 : c->max_h_samp_factor);
-  if (align <= 0) return rx0;
-  const int aligned = rx0 / align * align;
-  if (aligned == 0) return rx0;
-  const long width = rx1 - aligned;
-  for (int ci = 0; ci < c->num_components; ++ci) {
-    const jpeg_component_info& comp = c->comp_info[ci];
-    const long cropped =
-        (width * comp.h_samp_factor + c->max_h_samp_factor - 1) / c->max_h_samp_factor;
-    if (comp.downsampled_width >= 2 && cropped < 2) return aligned - align;
-  }
-  return rx0;
+  if (align <= 0) return;
+  const int maxh = c->max_h_samp_factor;
+  auto keeps_fancy = [&](int x0, int x1) {
+    const long width = x1 - x0 / align * align;
+    for (int ci = 0; ci < c->num_components; ++ci) {
+      const jpeg_component_info& comp = c->comp_info[ci];
+      const long cropped = (width * comp.h_samp_factor + maxh - 1) / maxh;
+      if (comp.downsampled_width >= 2 && cropped < 2) return false;
+    }
+    return true;
+  };
+  // 2 samples of the sparsest component span at most 2 * max_h_samp_factor pixels.
+  while (!keeps_fancy(*rx0, *rx1) && *rx1 < full_w) *rx1 = std::min(full_w, *rx1 + maxh);
+  while (!keeps_fancy(*rx0, *rx1) && *rx0 > 0) *rx0 = std::max(0, *rx0 / align * align - align);
 }
 
 std::atomic<int>& ScalesSetting() {
@@ -367,7 +371,7 @@ Status DecodeJpeg(std::span<const uint8_t> bytes, const JpegDecodeOptions& o, cv
     y0 = std::clamp(static_cast<int>(std::floor(sy * n / 8.0)) - margin_y, 0, full_h);
     y1 = std::clamp(static_cast<int>(std::ceil((sy + sh) * n / 8.0)) + margin_y, y0 + 1, full_h);
   }
-  if (region && rx1 - rx0 < full_w) rx0 = KeepFancyUpsampling(c, rx0, rx1);
+  if (region && rx1 - rx0 < full_w) KeepFancyUpsampling(c, full_w, &rx0, &rx1);
   x0 = static_cast<JDIMENSION>(rx0);
   cols = static_cast<JDIMENSION>(rx1 - rx0);
   if (cols < c->output_width) {

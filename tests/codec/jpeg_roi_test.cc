@@ -200,29 +200,35 @@ TEST(JpegDecode, WholeImageIsBitIdenticalToOpenCv) {
   }
 }
 
-// Crops in an image's last iMCU column, where it is 1 or 2 pixels wide (widths 16k + 1 and
-// 16k + 2 in 4:2:0): jpeg_crop_scanline would leave the chroma fewer than 2 samples per row and
-// libjpeg-turbo would drop fancy upsampling for the region, off by tens of levels from the whole
-// image (the fuzz_jpeg_region finding). The region decode steps one iMCU left and is exact.
-TEST(JpegDecode, RegionInANarrowLastMcuColumnIsExact) {
+// Narrow crops anywhere in small images: jpeg_crop_scanline would leave a crop 1-2 pixels wide
+// (at the left edge, or in a last iMCU column 1-2 pixels wide, widths 16k + 1 and 16k + 2 in
+// 4:2:0) fewer than 2 chroma samples per row, and libjpeg-turbo would drop fancy upsampling for
+// the region, off by tens of levels from the whole image (two fuzz_jpeg_region findings). The
+// region decode widens the crop until the chroma keeps 2 samples, and is exact: every column,
+// crop widths 1-3, rows at the top, inside and at the bottom.
+TEST(JpegDecode, NarrowRegionsAnywhereAreExact) {
   for (const auto& [hs, vs] : std::vector<std::pair<int, int>>{{2, 2}, {2, 1}, {1, 2}, {1, 1}}) {
     for (const int w : {17, 18, 34, 50, 51}) {
-      const std::string jpeg =
-          EncodeJpeg(NaturalImage(w, 21, w + hs), {.h_samp = hs, .v_samp = vs});
+      const int h = 21;
+      const std::string jpeg = EncodeJpeg(NaturalImage(w, h, w + hs), {.h_samp = hs, .v_samp = vs});
       const cv::Mat full = OpenCvDecode(jpeg, 3);
       ASSERT_EQ(full.cols, w);
-      for (int x = w - 3; x < w; ++x) {
-        for (int cw = 1; x + cw <= w; ++cw) {
-          AugmentParams p;
-          p.crop_x = x;
-          p.crop_y = 3;
-          p.crop_w = cw;
-          p.crop_h = 11;
-          ScalesScope none(JpegScales::kNone);
-          const Routed r = Route(jpeg, 3, full.rows, w, p, p.crop_h, p.crop_w);
-          EXPECT_EQ(r.path, DecodePath::kRoi);
-          EXPECT_EQ(dspipe::testing::CountDiff(r.pixels, full(cv::Rect(x, 3, cw, 11))), 0)
-              << hs << "x" << vs << " width " << w << " crop x " << x << " w " << cw;
+      for (int x = 0; x < w; ++x) {
+        for (int cw = 1; cw <= 3 && x + cw <= w; ++cw) {
+          for (const auto& [y, ch] :
+               std::vector<std::pair<int, int>>{{0, 1}, {3, 11}, {h - 2, 2}}) {
+            AugmentParams p;
+            p.crop_x = x;
+            p.crop_y = y;
+            p.crop_w = cw;
+            p.crop_h = ch;
+            ScalesScope none(JpegScales::kNone);
+            const Routed r = Route(jpeg, 3, h, w, p, p.crop_h, p.crop_w);
+            EXPECT_EQ(r.path, DecodePath::kRoi);
+            EXPECT_EQ(dspipe::testing::CountDiff(r.pixels, full(cv::Rect(x, y, cw, ch))), 0)
+                << hs << "x" << vs << " width " << w << " crop x " << x << " w " << cw << " y " << y
+                << " h " << ch;
+          }
         }
       }
     }
