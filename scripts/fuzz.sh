@@ -21,7 +21,8 @@ CC_BIN=${FUZZ_CC:-clang-14}
 CXX_BIN=${FUZZ_CXX:-clang++-14}
 
 echo "== fuzz: build (clang, libFuzzer, ASan+UBSan) in $B"
-CC=$CC_BIN CXX=$CXX_BIN cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+source scripts/lib/ccache.sh
+CC=$CC_BIN CXX=$CXX_BIN cmake -S . -B "$B" -G Ninja "${CCACHE_LAUNCH[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDSPIPE_FUZZ=ON -DDSPIPE_SANITIZE=address,undefined -DDSPIPE_CUDA=OFF \
   -DDSPIPE_BUILD_TESTS=OFF -DDSPIPE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$B" -j "$JOBS" --target "${TARGETS[@]/#/fuzz_}"

