@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "codec/image.h"
+#include "codec/jpeg_restart.h"
 
 namespace dspipe::codec {
 namespace {
@@ -259,6 +260,63 @@ void KeepFancyUpsampling(jpeg_decompress_struct* c, int full_w, int* rx0, int* r
   while (!keeps_fancy(*rx0, *rx1) && *rx0 > 0) *rx0 = std::max(0, *rx0 / align * align - align);
 }
 
+// The restart path (jpeg_restart.h). For a file with a restart marker after every MCU:
+// assembles the MCUs that cover the scaled region [rx0, rx1) x [y0, y1), with one more on each
+// side that is not the image's edge when the region comes within a pixel of it (the chroma
+// upsampler reads the sample beside a pixel's own), into *bytes; starts *mini on them with c's
+// output settings; and sets (*ox, *oy), the scaled image's pixel that is mini's first. False,
+// with nothing started, when the file is not such a file or the assembled one does not start
+// at the size it must have: the caller then takes the usual path.
+bool StartRestartRegion(std::span<const uint8_t> file, jpeg_decompress_struct* c, int n, int full_w,
+                        int full_h, int rx0, int rx1, int y0, int y1, std::vector<uint8_t>* bytes,
+                        Decompressor* mini, int* ox, int* oy) {
+  if (c->restart_interval != 1) return false;
+  JpegScanHeader h;
+  h.width = static_cast<int>(c->image_width);
+  h.height = static_cast<int>(c->image_height);
+  h.restart_interval = static_cast<int>(c->restart_interval);
+  h.progressive = c->progressive_mode != 0;
+  h.num_components = c->num_components;
+  h.comps_in_scan = c->comps_in_scan;
+  h.max_h_samp = c->max_h_samp_factor;
+  h.max_v_samp = c->max_v_samp_factor;
+  h.entropy_begin = file.size() - c->src->bytes_in_buffer;
+  thread_local RestartIndex index;
+  if (!IndexRestarts(file, h, &index)) return false;
+  const int mw = index.mcu_width * n / 8, mh = index.mcu_height * n / 8;
+  int col0 = rx0 > 0 ? (rx0 - 1) / mw : 0;
+  int col1 = rx1 < full_w ? std::min(index.mcus_per_row - 1, rx1 / mw) : index.mcus_per_row - 1;
+  const int row0 = y0 > 0 ? (y0 - 1) / mh : 0;
+  const int row1 = y1 < full_h ? std::min(index.mcu_rows - 1, y1 / mh) : index.mcu_rows - 1;
+  // libjpeg upsamples a component fancily only when it is more than 2 samples wide: a region
+  // one MCU wide (at most 1-2 chroma samples in the last column) takes its neighbour too.
+  if (col0 == col1 && index.mcus_per_row > 1) {
+    if (col1 + 1 < index.mcus_per_row) {
+      ++col1;
+    } else {
+      --col0;
+    }
+  }
+  AssembleRestartRegion(file, index, col0, col1, row0, row1, bytes);
+  JpegInfo info;
+  if (!OpenJpeg(*bytes, mini, &info).ok()) return false;
+  jpeg_decompress_struct* m = mini->cinfo();
+  if (!Protected(mini, [&] {
+        m->out_color_space = c->out_color_space;
+        m->scale_num = c->scale_num;
+        m->scale_denom = c->scale_denom;
+        jpeg_start_decompress(m);
+      })) {
+    return false;
+  }
+  *ox = col0 * mw;
+  *oy = row0 * mh;
+  const int want_w = col1 + 1 == index.mcus_per_row ? full_w - *ox : (col1 - col0 + 1) * mw;
+  const int want_h = row1 + 1 == index.mcu_rows ? full_h - *oy : (row1 - row0 + 1) * mh;
+  return static_cast<int>(m->output_width) == want_w &&
+         static_cast<int>(m->output_height) == want_h;
+}
+
 std::atomic<int>& ScalesSetting() {
   static std::atomic<int> s{[] {
     const char* env = std::getenv("DSPIPE_JPEG_SCALES");
@@ -337,13 +395,11 @@ Status DecodeJpeg(std::span<const uint8_t> bytes, const JpegDecodeOptions& o, cv
   const bool cmyk = info.components == 4;
   const bool gray_out = o.channels == 1 && c->jpeg_color_space == JCS_GRAYSCALE;
   const bool region = o.region && (!info.progressive || o.region_progressive);
-  JDIMENSION x0 = 0, cols = 0;
-  int y0 = 0, y1 = 0;
   if (!Protected(&d, [&] {
         c->out_color_space = cmyk ? JCS_CMYK : (gray_out ? JCS_GRAYSCALE : JCS_RGB);
         c->scale_num = static_cast<unsigned>(n);
         c->scale_denom = 8;
-        jpeg_start_decompress(c);
+        jpeg_calc_output_dimensions(c);
       })) {
     return d.Error("decode");
   }
@@ -362,32 +418,51 @@ Status DecodeJpeg(std::span<const uint8_t> bytes, const JpegDecodeOptions& o, cv
   auto hi = [&](int v, int size) {
     return std::clamp(static_cast<int>(std::ceil(v * n / 8.0)) + margin, 0, size);
   };
-  int rx0 = 0, rx1 = full_w;
-  y0 = 0;
-  y1 = full_h;
+  int rx0 = 0, rx1 = full_w, y0 = 0, y1 = full_h;
   if (region) {
     rx0 = lo(sx, full_w);
     rx1 = std::max(hi(sx + sw, full_w), rx0 + 1);
     y0 = std::clamp(static_cast<int>(std::floor(sy * n / 8.0)) - margin_y, 0, full_h);
     y1 = std::clamp(static_cast<int>(std::ceil((sy + sh) * n / 8.0)) + margin_y, y0 + 1, full_h);
   }
-  if (region && rx1 - rx0 < full_w) KeepFancyUpsampling(c, full_w, &rx0, &rx1);
-  x0 = static_cast<JDIMENSION>(rx0);
-  cols = static_cast<JDIMENSION>(rx1 - rx0);
-  if (cols < c->output_width) {
-    if (!Protected(&d, [&] { jpeg_crop_scanline(c, &x0, &cols); })) return d.Error("crop");
-  }
-  if (y0 > 0) {
-    JDIMENSION skipped = 0;
-    if (!Protected(&d, [&] { skipped = jpeg_skip_scanlines(c, static_cast<JDIMENSION>(y0)); })) {
-      return d.Error("skip");
+  // Where the rows come from: d over the file, or mini over the MCUs of the region (the
+  // restart path), whose first pixel is the scaled image's (x0, y0).
+  Decompressor mini;
+  thread_local std::vector<uint8_t> mini_bytes;
+  Decompressor* src = &d;
+  JDIMENSION x0 = 0, cols = 0;
+  int rows = 0;
+  int ox = 0, oy = 0;
+  if (region && (rx1 - rx0 < full_w || y1 - y0 < full_h) &&
+      StartRestartRegion(bytes, c, n, full_w, full_h, rx0, rx1, y0, y1, &mini_bytes, &mini, &ox,
+                         &oy)) {
+    src = &mini;
+    result->restarts = true;
+    x0 = static_cast<JDIMENSION>(ox);
+    y0 = oy;
+    cols = mini.cinfo()->output_width;
+    rows = static_cast<int>(mini.cinfo()->output_height);
+  } else {
+    if (!Protected(&d, [&] { jpeg_start_decompress(c); })) return d.Error("decode");
+    if (region && rx1 - rx0 < full_w) KeepFancyUpsampling(c, full_w, &rx0, &rx1);
+    x0 = static_cast<JDIMENSION>(rx0);
+    cols = static_cast<JDIMENSION>(rx1 - rx0);
+    if (cols < c->output_width) {
+      if (!Protected(&d, [&] { jpeg_crop_scanline(c, &x0, &cols); })) return d.Error("crop");
     }
-    if (skipped != static_cast<JDIMENSION>(y0)) {
-      return Status::BadInput("JPEG decode: skipped " + std::to_string(skipped) + " of " +
-                              std::to_string(y0) + " rows");
+    if (y0 > 0) {
+      JDIMENSION skipped = 0;
+      if (!Protected(&d, [&] { skipped = jpeg_skip_scanlines(c, static_cast<JDIMENSION>(y0)); })) {
+        return d.Error("skip");
+      }
+      if (skipped != static_cast<JDIMENSION>(y0)) {
+        return Status::BadInput("JPEG decode: skipped " + std::to_string(skipped) + " of " +
+                                std::to_string(y0) + " rows");
+      }
     }
+    rows = y1 - y0;
   }
-  const int rows = y1 - y0, ncols = static_cast<int>(cols);
+  const int ncols = static_cast<int>(cols);
   result->region = rows < full_h || ncols < full_w;
   result->scale_num = n;
   // Where the rows go: *out directly when nothing follows (no orientation, no gray conversion).
@@ -408,10 +483,10 @@ Status DecodeJpeg(std::span<const uint8_t> bytes, const JpegDecodeOptions& o, cv
     }
   }
   std::vector<uint8_t> tmp(cmyk ? static_cast<size_t>(ncols) * 4 * 16 : 0);
-  if (!ReadRows(&d, rows, target->data, target->step[0], cmyk, tmp.data(), ncols)) {
-    return d.Error("decode");
+  if (!ReadRows(src, rows, target->data, target->step[0], cmyk, tmp.data(), ncols)) {
+    return src->Error("decode");
   }
-  Protected(&d, [&] { jpeg_abort_decompress(c); });
+  Protected(src, [&] { jpeg_abort_decompress(src->cinfo()); });
 
   // The crop within the decoded rows, in stored orientation, then oriented with the pixels.
   const double f = n / 8.0;

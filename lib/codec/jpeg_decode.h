@@ -70,6 +70,9 @@ struct JpegDecodeResult {
   int source_height = 0;
   bool region = false;       // *out holds less than the whole image
   bool progressive = false;  // the file is progressive
+  // The region was decoded from its MCUs alone (a file with a restart marker after every MCU,
+  // jpeg_restart.h), not with jpeg_crop_scanline + jpeg_skip_scanlines.
+  bool restarts = false;
 };
 
 // Decodes the region (or all) of the oriented image at the scale into *out (CV_8UC1/CV_8UC3).

@@ -60,18 +60,29 @@ std::vector<Case> Cases() {
   add("4:4:4 400x300", NaturalImage(400, 300, 4), {.h_samp = 1, .v_samp = 1});
   add("progressive 4:2:0 450x338", NaturalImage(450, 338, 5), {.progressive = true});
   add("restart markers 417x311", NaturalImage(417, 311, 6), {.restart_rows = 1});
+  // A restart marker after every MCU: the region is decoded from its MCUs alone.
+  add("restart every MCU 4:2:0 417x311", NaturalImage(417, 311, 14), {.restart_mcus = 1});
+  add("restart every MCU 4:2:2 301x203", NaturalImage(301, 203, 15),
+      {.h_samp = 2, .v_samp = 1, .restart_mcus = 1});
+  add("restart every MCU 4:4:4 200x150", NaturalImage(200, 150, 16),
+      {.h_samp = 1, .v_samp = 1, .restart_mcus = 1});
   cv::Mat gray;
   cv::cvtColor(NaturalImage(389, 277, 7), gray, cv::COLOR_RGB2GRAY);
   add("grayscale 389x277", gray, {});
   add("grayscale 389x277 -> 1 ch", gray, {}, 1);
+  add("grayscale restart every MCU 389x277", gray, {.restart_mcus = 1}, 1);
   add("4:2:0 color -> 1 ch 351x263", NaturalImage(351, 263, 8), {}, 1);
   add("CMYK Adobe 320x240", Cmyk(NaturalImage(320, 240, 9)), {});
   add("YCCK Adobe 4:2:0 321x241", Cmyk(NaturalImage(321, 241, 10)), {.ycck = true});
+  add("CMYK restart every MCU 320x240", Cmyk(NaturalImage(320, 240, 17)), {.restart_mcus = 1});
   const std::string oriented = EncodeJpeg(NaturalImage(303, 211, 11), {});
   for (int o = 2; o <= 8; ++o) {
     cases.push_back({"EXIF orientation " + std::to_string(o) + " 303x211",
                      WithExifOrientation(oriented, o), 3});
   }
+  cases.push_back(
+      {"EXIF orientation 6 restart every MCU 303x211",
+       WithExifOrientation(EncodeJpeg(NaturalImage(303, 211, 18), {.restart_mcus = 1}), 6), 3});
   add("4:2:0 large 1601x1201", NaturalImage(1601, 1201, 12), {});
   add("progressive large 1600x1200", NaturalImage(1600, 1200, 13), {.progressive = true});
   return cases;
@@ -210,24 +221,27 @@ TEST(JpegDecode, NarrowRegionsAnywhereAreExact) {
   for (const auto& [hs, vs] : std::vector<std::pair<int, int>>{{2, 2}, {2, 1}, {1, 2}, {1, 1}}) {
     for (const int w : {17, 18, 34, 50, 51}) {
       const int h = 21;
-      const std::string jpeg = EncodeJpeg(NaturalImage(w, h, w + hs), {.h_samp = hs, .v_samp = vs});
-      const cv::Mat full = OpenCvDecode(jpeg, 3);
-      ASSERT_EQ(full.cols, w);
-      for (int x = 0; x < w; ++x) {
-        for (int cw = 1; cw <= 3 && x + cw <= w; ++cw) {
-          for (const auto& [y, ch] :
-               std::vector<std::pair<int, int>>{{0, 1}, {3, 11}, {h - 2, 2}}) {
-            AugmentParams p;
-            p.crop_x = x;
-            p.crop_y = y;
-            p.crop_w = cw;
-            p.crop_h = ch;
-            ScalesScope none(JpegScales::kNone);
-            const Routed r = Route(jpeg, 3, h, w, p, p.crop_h, p.crop_w);
-            EXPECT_EQ(r.path, DecodePath::kRoi);
-            EXPECT_EQ(dspipe::testing::CountDiff(r.pixels, full(cv::Rect(x, y, cw, ch))), 0)
-                << hs << "x" << vs << " width " << w << " crop x " << x << " w " << cw << " y " << y
-                << " h " << ch;
+      for (const int restart : {0, 1}) {
+        const std::string jpeg = EncodeJpeg(NaturalImage(w, h, w + hs),
+                                            {.h_samp = hs, .v_samp = vs, .restart_mcus = restart});
+        const cv::Mat full = OpenCvDecode(jpeg, 3);
+        ASSERT_EQ(full.cols, w);
+        for (int x = 0; x < w; ++x) {
+          for (int cw = 1; cw <= 3 && x + cw <= w; ++cw) {
+            for (const auto& [y, ch] :
+                 std::vector<std::pair<int, int>>{{0, 1}, {3, 11}, {h - 2, 2}}) {
+              AugmentParams p;
+              p.crop_x = x;
+              p.crop_y = y;
+              p.crop_w = cw;
+              p.crop_h = ch;
+              ScalesScope none(JpegScales::kNone);
+              const Routed r = Route(jpeg, 3, h, w, p, p.crop_h, p.crop_w);
+              EXPECT_EQ(r.path, DecodePath::kRoi);
+              EXPECT_EQ(dspipe::testing::CountDiff(r.pixels, full(cv::Rect(x, y, cw, ch))), 0)
+                  << hs << "x" << vs << " width " << w << " crop x " << x << " w " << cw << " y "
+                  << y << " h " << ch << " restart every MCU " << restart;
+            }
           }
         }
       }

@@ -26,6 +26,7 @@ struct JpegEncodeParams {
   int h_samp = 2, v_samp = 2;  // luma sampling factors: 2x2 = 4:2:0, 2x1 = 4:2:2, 1x1 = 4:4:4
   bool progressive = false;
   int restart_rows = 0;  // restart marker every N MCU rows (0 = none)
+  int restart_mcus = 0;  // restart marker every N MCUs (0 = none; wins over restart_rows)
   // Input planes: 1 (gray), 3 (RGB) or 4 (CMYK, written with an Adobe marker).
   // ycck: a 4-channel input stored as YCCK (Adobe transform 2) instead of plain CMYK.
   bool ycck = false;
@@ -64,6 +65,7 @@ inline std::string EncodeJpeg(const cv::Mat& img, const JpegEncodeParams& p = {}
   }
   if (p.progressive) jpeg_simple_progression(&c);
   c.restart_in_rows = p.restart_rows;
+  if (p.restart_mcus > 0) c.restart_interval = static_cast<unsigned>(p.restart_mcus);
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
     JSAMPROW row = const_cast<uint8_t*>(img.ptr<uint8_t>(static_cast<int>(c.next_scanline)));

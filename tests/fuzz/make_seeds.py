@@ -229,15 +229,20 @@ zst = subprocess.run(["zstd", "-q", "-c"], input=tar_bytes(folder), stdout=subpr
 put("archive", "folder.tar.zst", zst)
 
 # jpeg_region: 6 parameter bytes (crop x, y, w, h /255, output side - 1, flags: bit0 gray,
-# bit1 scale 8/8 + differential check) then a JPEG: 4:2:0, progressive, restart markers, gray.
+# bit1 scale 8/8 + differential check) then a JPEG: 4:2:0, progressive, restart markers (every
+# 2 MCUs, every MCU), gray.
 yy, xx = np.mgrid[0:37, 0:45]
 smooth = np.dstack([xx * 5, yy * 6, (xx + yy) * 3]).astype(np.uint8)
-smooth = np.clip(smooth.astype(int) + rng.integers(-20, 20, smooth.shape), 0, 255).astype(np.uint8)
+smooth = np.clip(smooth.astype(int) + np.random.default_rng(11).integers(-20, 20, smooth.shape), 0,
+                 255).astype(np.uint8)
 region_files = {
     "baseline": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_QUALITY, 90)),
     "progressive": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_PROGRESSIVE, 1)),
     "restart": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_RST_INTERVAL, 2)),
     "gray": enc(".jpg", smooth[:, :, 0]),
+    # A restart marker after every MCU: crops are decoded from their MCUs alone.
+    "restart_mcu": enc(".jpg", smooth, (cv2.IMWRITE_JPEG_RST_INTERVAL, 1)),
+    "restart_mcu_gray": enc(".jpg", smooth[:, :, 0], (cv2.IMWRITE_JPEG_RST_INTERVAL, 1)),
 }
 for name, data in region_files.items():
     put("jpeg_region", f"{name}_roi", bytes([60, 90, 128, 100, 15, 2]) + data)

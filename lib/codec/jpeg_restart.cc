@@ -1,0 +1,210 @@
+// Restart-marker region assembly and the lossless restart transcode (jpeg_restart.h).
+#include "codec/jpeg_restart.h"
+
+// jpeglib.h needs FILE and size_t declared first.
+// clang-format off
+#include <csetjmp>
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "codec/image.h"
+
+namespace dspipe::codec {
+namespace {
+
+constexpr uint8_t kRst0 = 0xD0, kEoi = 0xD9;
+
+bool IsSof(uint8_t m) { return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC; }
+
+// The offset of the frame header's 0xFF among the markers before the first scan, or 0.
+size_t FindSof(std::span<const uint8_t> b, size_t end) {
+  size_t p = 2;  // after SOI
+  while (p + 4 <= end) {
+    if (b[p] != 0xFF) return 0;
+    if (b[p + 1] == 0xFF) {  // fill byte
+      ++p;
+      continue;
+    }
+    const uint8_t m = b[p + 1];
+    if (IsSof(m)) return p;
+    if ((m >= kRst0 && m <= kRst0 + 7) || m == 0x01) {  // no length
+      p += 2;
+      continue;
+    }
+    p += 2 + (size_t{b[p + 2]} << 8 | b[p + 3]);
+  }
+  return 0;
+}
+
+void PutBe16(uint8_t* p, int v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+
+int CeilDiv(int a, int b) { return (a + b - 1) / b; }
+
+struct ErrorMgr {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void OnError(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+void OnOutputMessage(j_common_ptr) {}
+
+// The objects a transcode owns; libjpeg's errors longjmp out of Run, never past this.
+struct Transcoder {
+  ErrorMgr err{};
+  jpeg_decompress_struct in{};
+  jpeg_compress_struct out{};
+  bool in_created = false, out_created = false;
+  unsigned char* mem = nullptr;
+  unsigned long mem_size = 0;
+
+  Transcoder() {
+    in.err = jpeg_std_error(&err.pub);
+    out.err = &err.pub;
+    err.pub.error_exit = OnError;
+    err.pub.output_message = OnOutputMessage;
+  }
+  ~Transcoder() {
+    if (out_created) jpeg_destroy_compress(&out);
+    if (in_created) jpeg_destroy_decompress(&in);
+    std::free(mem);
+  }
+  Transcoder(const Transcoder&) = delete;
+  Transcoder& operator=(const Transcoder&) = delete;
+
+  // Through the header: false on a libjpeg error.
+  bool ReadHeader(std::span<const uint8_t> jpeg) {
+    if (setjmp(err.jump) != 0) return false;
+    jpeg_create_decompress(&in);
+    in_created = true;
+    jpeg_mem_src(&in, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+    for (int m = 1; m < 16; ++m) {
+      if (m != 14) jpeg_save_markers(&in, JPEG_APP0 + m, 0xFFFF);  // APP14: libjpeg writes it
+    }
+    jpeg_save_markers(&in, JPEG_COM, 0xFFFF);
+    jpeg_read_header(&in, TRUE);
+    return true;
+  }
+  bool Write() {
+    if (setjmp(err.jump) != 0) return false;
+    jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&in);
+    jpeg_create_compress(&out);
+    out_created = true;
+    jpeg_mem_dest(&out, &mem, &mem_size);
+    jpeg_copy_critical_parameters(&in, &out);
+    out.restart_interval = 1;
+    out.optimize_coding = TRUE;
+    jpeg_write_coefficients(&out, coefficients);
+    for (jpeg_saved_marker_ptr m = in.marker_list; m != nullptr; m = m->next) {
+      jpeg_write_marker(&out, m->marker, m->data, m->data_length);
+    }
+    jpeg_finish_compress(&out);
+    jpeg_finish_decompress(&in);
+    return true;
+  }
+};
+
+}  // namespace
+
+bool IndexRestarts(std::span<const uint8_t> b, const JpegScanHeader& h, RestartIndex* index) {
+  if (h.restart_interval != 1 || h.progressive || h.num_components < 1 ||
+      h.comps_in_scan != h.num_components || h.width <= 0 || h.height <= 0 ||
+      b.size() > UINT32_MAX || h.entropy_begin < 4 || h.entropy_begin >= b.size()) {
+    return false;
+  }
+  RestartIndex& x = *index;
+  // One component: an MCU is one 8x8 block. Interleaved: 8 x the largest sampling factors.
+  x.mcu_width = h.num_components == 1 ? 8 : 8 * h.max_h_samp;
+  x.mcu_height = h.num_components == 1 ? 8 : 8 * h.max_v_samp;
+  x.mcus_per_row = CeilDiv(h.width, x.mcu_width);
+  x.mcu_rows = CeilDiv(h.height, x.mcu_height);
+  x.entropy_begin = h.entropy_begin;
+  x.sof_offset = FindSof(b, h.entropy_begin);
+  if (x.sof_offset == 0 || x.sof_offset + 9 > h.entropy_begin) return false;
+  const size_t mcus = static_cast<size_t>(x.mcus_per_row) * static_cast<size_t>(x.mcu_rows);
+  x.begin.resize(mcus);
+  x.end.resize(mcus);
+  const uint8_t* const data = b.data();
+  const size_t n = b.size();
+  size_t i = 0, p = h.entropy_begin;
+  x.begin[0] = static_cast<uint32_t>(p);
+  while (true) {
+    const void* hit = std::memchr(data + p, 0xFF, n - p);
+    if (hit == nullptr) return false;  // no EOI
+    const size_t q = static_cast<const uint8_t*>(hit) - data;
+    if (q + 1 >= n) return false;
+    const uint8_t m = data[q + 1];
+    if (m == 0x00 || m == 0xFF) {  // a stuffed 0xFF, or fill before a marker
+      p = q + 1;
+      continue;
+    }
+    x.end[i] = static_cast<uint32_t>(q);
+    if (m == kEoi) return i + 1 == mcus;
+    if (m != kRst0 + i % 8 || i + 1 == mcus) return false;  // out of sequence, or a marker
+    p = q + 2;                                              // that is neither RST nor EOI
+    x.begin[++i] = static_cast<uint32_t>(p);
+  }
+}
+
+void AssembleRestartRegion(std::span<const uint8_t> b, const RestartIndex& x, int col0, int col1,
+                           int row0, int row1, std::vector<uint8_t>* out) {
+  // The frame's size: whole MCUs, or up to the image's edge where the region reaches it.
+  const int width = (b[x.sof_offset + 7] << 8) | b[x.sof_offset + 8];
+  const int height = (b[x.sof_offset + 5] << 8) | b[x.sof_offset + 6];
+  const int w =
+      col1 + 1 == x.mcus_per_row ? width - col0 * x.mcu_width : (col1 - col0 + 1) * x.mcu_width;
+  const int h =
+      row1 + 1 == x.mcu_rows ? height - row0 * x.mcu_height : (row1 - row0 + 1) * x.mcu_height;
+  size_t bytes = x.entropy_begin + 2;
+  for (int r = row0; r <= row1; ++r) {
+    const size_t first = static_cast<size_t>(r) * x.mcus_per_row + col0;
+    bytes += x.end[first + col1 - col0] - x.begin[first] + 2;  // with the markers between
+  }
+  out->resize(bytes);
+  uint8_t* o = out->data();
+  std::memcpy(o, b.data(), x.entropy_begin);
+  PutBe16(o + x.sof_offset + 5, h);
+  PutBe16(o + x.sof_offset + 7, w);
+  o += x.entropy_begin;
+  int k = 0;
+  for (int r = row0; r <= row1; ++r) {
+    for (int c = col0; c <= col1; ++c, ++k) {
+      const size_t i = static_cast<size_t>(r) * x.mcus_per_row + c;
+      if (k > 0) {
+        *o++ = 0xFF;
+        *o++ = static_cast<uint8_t>(kRst0 + (k - 1) % 8);
+      }
+      std::memcpy(o, b.data() + x.begin[i], x.end[i] - x.begin[i]);
+      o += x.end[i] - x.begin[i];
+    }
+  }
+  *o++ = 0xFF;
+  *o++ = kEoi;
+  out->resize(o - out->data());
+}
+
+Status AddJpegRestarts(std::span<const uint8_t> jpeg, std::string* out) {
+  if (jpeg.empty()) return Status::BadInput("empty file (0 bytes)");
+  Transcoder t;
+  if (!t.ReadHeader(jpeg)) return Status::BadInput(std::string("JPEG header: ") + t.err.message);
+  DSPIPE_RETURN_IF_ERROR(CheckImageSize("JPEG header", t.in.image_width, t.in.image_height));
+  if (!t.Write()) {
+    return Status::BadInput(std::string("JPEG restart transcode: ") + t.err.message);
+  }
+  out->assign(reinterpret_cast<const char*>(t.mem), t.mem_size);
+  return Status::OK();
+}
+
+}  // namespace dspipe::codec
