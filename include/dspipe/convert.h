@@ -56,6 +56,13 @@ struct BuildOptions {
   // of this quality (4:2:0, baseline), resized or not; trades fidelity for disk and decode time
   // (docs/DECODE.md has measured effects). Masks are always PNG. Not with store = kRaw.
   int jpeg_quality = 0;
+  // JPEG images are stored with a restart marker after every MCU: their original bytes
+  // transcoded losslessly (the same DCT coefficients, so the same pixels; progressive files
+  // become sequential), or, with jpeg_quality, encoded so. The loader then decodes a crop from
+  // the MCUs that cover it alone, with no Huffman decoding of the rows above or beside it
+  // (docs/DECODE.md has measured effects). Other images are unaffected. Not with store = kRaw.
+  // Default false: JPEG bytes are kept as they are.
+  bool jpeg_restarts = false;
   bool gray = false;                   // store 1-channel images
   bool shuffle = false;                // record order = a seeded permutation of the sources
   uint64_t seed = 0;

@@ -404,10 +404,12 @@ Status EncodePng(const cv::Mat& image, int compression, std::string* out) {
                   out);
 }
 
-Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out) {
+Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out, bool restarts) {
   if (quality < 1 || quality > 100) return Status::InvalidArgument("JPEG quality must be 1..100");
   // OpenCV's libjpeg defaults: 4:2:0 chroma, baseline, standard tables scaled to quality.
-  return Imencode("EncodeJpeg", ".jpg", "JPEG", image, {cv::IMWRITE_JPEG_QUALITY, quality}, out);
+  return Imencode(
+      "EncodeJpeg", ".jpg", "JPEG", image,
+      {cv::IMWRITE_JPEG_QUALITY, quality, cv::IMWRITE_JPEG_RST_INTERVAL, restarts ? 1 : 0}, out);
 }
 
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out) {

@@ -62,8 +62,9 @@ bool IsPlainGray8Png(std::span<const uint8_t> bytes);
 // PNG-encodes an 8-bit image (1 or 3 channels, RGB). compression 0..9 (default 1: fast).
 Status EncodePng(const cv::Mat& image, int compression, std::string* out);
 
-// JPEG-encodes an 8-bit image (1 or 3 channels, RGB) at quality 1..100 (4:2:0, baseline).
-Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out);
+// JPEG-encodes an 8-bit image (1 or 3 channels, RGB) at quality 1..100 (4:2:0, baseline);
+// restarts: a restart marker after every MCU (jpeg_restart.h).
+Status EncodeJpeg(const cv::Mat& image, int quality, std::string* out, bool restarts = false);
 
 // zstd helpers for kRawZstd payloads.
 Status CompressZstd(std::span<const uint8_t> raw, int level, std::string* out);

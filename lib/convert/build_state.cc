@@ -168,6 +168,7 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   // Likewise --max-side and --jpeg-quality only when set (they change the records' pixels).
   if (o.max_side > 0) f["max_side"] = o.max_side;
   if (o.jpeg_quality > 0) f["jpeg_quality"] = o.jpeg_quality;
+  if (o.jpeg_restarts) f["jpeg_restarts"] = true;
   // An archive source is identified by its size too: a replaced or truncated archive is a
   // different source (its entry numbers are in the stored plan).
   if (IsArchiveSource(o.source)) {

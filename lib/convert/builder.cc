@@ -97,6 +97,11 @@ Status ValidateBuildOptions(const BuildOptions& o) {
                                    " stores JPEGs; it excludes " +
                                    Opt("BuildOptions::store", "raw"));
   }
+  if (o.jpeg_restarts && o.store == StoreMode::kRaw) {
+    return Status::InvalidArgument(Opt("BuildOptions::jpeg_restarts") +
+                                   " stores JPEGs; it excludes " +
+                                   Opt("BuildOptions::store", "raw"));
+  }
   if (o.compression == Compression::kNone && o.store != StoreMode::kRaw) {
     return Status::InvalidArgument(Opt("BuildOptions::compression", "none") + " applies to " +
                                    Opt("BuildOptions::store", "raw") +

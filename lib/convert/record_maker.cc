@@ -5,6 +5,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "codec/image.h"
+#include "codec/jpeg_restart.h"
 
 namespace dspipe {
 namespace {
@@ -128,10 +129,14 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     }
   } else if (jpeg) {
     h.image_codec = Codec::kJpeg;  // --jpeg-quality: every image re-encoded at that quality
-    DSPIPE_RETURN_IF_ERROR(codec::EncodeJpeg(img, o.jpeg_quality, &img_payload));
+    DSPIPE_RETURN_IF_ERROR(codec::EncodeJpeg(img, o.jpeg_quality, &img_payload, o.jpeg_restarts));
   } else if (resize) {
     h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing
     DSPIPE_RETURN_IF_ERROR(codec::EncodePng(img, 1, &img_payload));
+  } else if (o.jpeg_restarts && probe.codec == Codec::kJpeg) {
+    h.image_codec = Codec::kJpeg;  // the same coefficients, a restart marker after every MCU
+    s = codec::AddJpegRestarts(Bytes(img_bytes), &img_payload);
+    if (!s.ok()) return Reject(item.image, s);
   } else {
     h.image_codec = probe.codec;  // the original bytes; the loader decodes them
     img_payload = std::move(img_bytes);

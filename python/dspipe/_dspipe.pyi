@@ -134,6 +134,7 @@ class BuildOptions:
     resize_height: int
     max_side: int
     jpeg_quality: int
+    jpeg_restarts: bool
     gray: bool
     shuffle: bool
     seed: int

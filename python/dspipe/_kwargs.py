@@ -69,6 +69,7 @@ class BuildArgs(_PlainArgs, total=False):
     resize: tuple[int, int] | None
     max_side: int
     jpeg_quality: int
+    jpeg_restarts: bool
     gray: bool
     shuffle: bool
     seed: int

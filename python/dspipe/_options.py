@@ -192,6 +192,8 @@ BUILD: dict[str, Kwarg] = {
                   "(aspect kept); 0 = off"),
     "jpeg_quality": K("BuildOptions::jpeg_quality", "1..100: store every image as a JPEG of "
                       "this quality; 0 = keep (re-encoded ones as PNG)"),
+    "jpeg_restarts": K("BuildOptions::jpeg_restarts", "store JPEGs with a restart marker after "
+                       "every MCU (lossless), so crops decode only their MCUs"),
     "gray": K("BuildOptions::gray", "store 1-channel images"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),

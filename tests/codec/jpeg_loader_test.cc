@@ -23,6 +23,7 @@ namespace dspipe::codec {
 namespace {
 
 namespace fs = std::filesystem;
+using dspipe::testing::AsBytes;
 using dspipe::testing::EncodeJpeg;
 using dspipe::testing::NaturalImage;
 
@@ -325,6 +326,84 @@ TEST(JpegBuild, MaxSideShrinksLargeImagesAndJpegQualityReencodes) {
   bad.store = StoreMode::kRaw;
   bad.jpeg_quality = 80;
   EXPECT_EQ(BuildDataset(bad, &r).code(), Status::Code::kInvalidArgument);
+  fs::remove_all(root);
+}
+
+// --jpeg-restarts: JPEGs are stored with a restart marker after every MCU, losslessly (a
+// progressive one becomes sequential), so the loader's crops take the restart path; other
+// images keep their bytes; with --jpeg-quality the re-encoded JPEGs carry the markers too.
+TEST(JpegBuild, JpegRestartsStoresTheSamePixelsWithAMarkerAfterEveryMcu) {
+  const std::string root = FreshDir("jpeg-restarts");
+  const std::string a = EncodeJpeg(NaturalImage(300, 200, 1));
+  const std::string b = EncodeJpeg(NaturalImage(240, 180, 2), {.progressive = true});
+  WriteFile(root + "/src/a/0.jpg", a);
+  WriteFile(root + "/src/a/1.jpg", b);
+  std::string png;
+  ASSERT_TRUE(EncodePng(NaturalImage(64, 48, 3), 1, &png).ok());
+  WriteFile(root + "/src/a/2.png", png);
+  auto build = [&](const std::string& name, bool restarts, int quality) {
+    BuildOptions o;
+    o.source = root + "/src";
+    o.output = root + "/" + name;
+    o.jpeg_restarts = restarts;
+    o.jpeg_quality = quality;
+    BuildResult r;
+    const Status s = BuildDataset(o, &r);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return o;
+  };
+  // The records' bytes, in order.
+  auto payloads = [&](const std::string& db) {
+    std::unique_ptr<Dataset> ds;
+    EXPECT_TRUE(Dataset::Open(db, DatasetOpenOptions{}, &ds).ok());
+    std::vector<std::string> out;
+    for (uint64_t i = 0; ds && i < ds->size(); ++i) {
+      EXPECT_TRUE(ds->Read(i, [&](const RecordView& r) {
+                      out.emplace_back(reinterpret_cast<const char*>(r.image.data()),
+                                       r.image.size());
+                      return Status::OK();
+                    }).ok());
+    }
+    return out;
+  };
+  auto whole = [](const std::string& jpeg) {
+    cv::Mat m;
+    EXPECT_TRUE(DecodeImage(AsBytes(jpeg), 3, &m).ok());
+    return m;
+  };
+  auto crop_restarts = [](const std::string& jpeg) {
+    JpegDecodeOptions o;
+    o.crop_x = 40;
+    o.crop_y = 30;
+    o.crop_w = o.crop_h = 100;
+    cv::Mat out;
+    JpegDecodeResult r;
+    EXPECT_TRUE(DecodeJpeg(AsBytes(jpeg), o, &out, &r).ok());
+    return r.restarts;
+  };
+  BuildOptions o = build("restarts.lmdb", true, 0);
+  const std::vector<std::string> p = payloads(o.output);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(dspipe::testing::CountDiff(whole(p[0]), whole(a)), 0);
+  EXPECT_EQ(dspipe::testing::CountDiff(whole(p[1]), whole(b)), 0);
+  JpegInfo info;
+  ASSERT_TRUE(ReadJpegInfo(AsBytes(p[1]), &info).ok());
+  EXPECT_FALSE(info.progressive);
+  EXPECT_TRUE(crop_restarts(p[0]));
+  EXPECT_TRUE(crop_restarts(p[1]));
+  EXPECT_FALSE(crop_restarts(a));
+  EXPECT_EQ(p[2], png);  // not a JPEG: the file's bytes
+  // Part of the resume fingerprint.
+  o.resume = true;
+  o.jpeg_restarts = false;
+  BuildResult r;
+  const Status s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("jpeg_restarts"), std::string::npos) << s.ToString();
+  // With --jpeg-quality: re-encoded with the markers.
+  const std::vector<std::string> q = payloads(build("q80.lmdb", true, 80).output);
+  ASSERT_EQ(q.size(), 3u);
+  for (const std::string& jpeg : q) EXPECT_TRUE(crop_restarts(jpeg));
   fs::remove_all(root);
 }
 

@@ -246,6 +246,14 @@ TEST(BadInputAll, BadOptionsAreRefusedBeforeAnythingIsWritten) {
        {"BuildOptions::max_side", "BuildOptions::resize_width"},
        {"--max-side", "64", "--resize", "32x32"},
        {"--max-side", "--resize"}},
+      {"jpeg_restarts+raw",
+       [](BuildOptions* o) {
+         o->store = StoreMode::kRaw;
+         o->jpeg_restarts = true;
+       },
+       {"BuildOptions::jpeg_restarts", "BuildOptions::store = raw"},
+       {"--store", "raw", "--jpeg-restarts"},
+       {"--jpeg-restarts", "--store raw"}},
       {"jpeg_quality out of range",
        [](BuildOptions* o) { o->jpeg_quality = 101; },
        {"BuildOptions::jpeg_quality"},

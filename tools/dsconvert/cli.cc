@@ -94,6 +94,9 @@ int Run(int argc, char** argv) {
       ->add_option("--jpeg-quality", bo.jpeg_quality,
                    "store every image as a JPEG of quality Q (1..100, 4:2:0), not --store raw")
       ->check(CLI::Range(1, 100));
+  build->add_flag(
+      "--jpeg-restarts", bo.jpeg_restarts,
+      "store JPEGs with a restart marker per MCU (lossless): crops decode only their MCUs");
   build->add_flag("--gray", bo.gray, "store 1-channel images");
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
