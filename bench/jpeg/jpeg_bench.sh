@@ -9,13 +9,16 @@
 #
 # 1. Data (reused when complete): DIR/src, bench/jpeg/make_jpegs.py (ImageNet-like sizes, short
 #    side 300-500, aspect 3:4..16:9, natural-image-like content, quality 90, 4:2:0, --classes
-#    folders); DIR/enc.lmdb = `dsconvert build DIR/src` (--store encoded: the JPEG bytes).
+#    folders); DIR/src.lmdb = `dsconvert build DIR/src` (--store encoded: the JPEG bytes) and
+#    DIR/src_rst.lmdb = the same with --jpeg-restarts (a restart marker after every MCU).
 #    DIR/large (--large-count images at 3x those sides, camera-sized) + DIR/large.lmdb, for the
 #    validation pipeline where DCT scaling applies. DIR/venv-dali: a venv with
 #    bench/jpeg/requirements.txt (nvidia-dali-cuda130, numpy 1.x).
 # 2. Runs, --rounds times, interleaved (round r runs every configuration once):
-#      dspipe_roi   jpeg_bench loader enc.lmdb --decode roi   (region + SIMD DCT scales)
-#      dspipe_full  jpeg_bench loader enc.lmdb --decode full  (whole image at 8/8, then crop)
+#      dspipe_roi   jpeg_bench loader src.lmdb --decode roi   (region + SIMD DCT scales)
+#      dspipe_rst   jpeg_bench loader src_rst.lmdb --decode roi (the same, each region decoded
+#                   from its MCUs alone)
+#      dspipe_full  jpeg_bench loader src.lmdb --decode full  (whole image at 8/8, then crop)
 #      dali         dali_jpeg.py DIR/src  (fn.decoders.image_random_crop + fn.resize +
 #                   fn.crop_mirror_normalize, device_id=None)
 #      torch        torch_jpeg.py DIR/src (ImageFolder + RandomResizedCrop + ToTensor +
@@ -24,7 +27,8 @@
 #    normalize) and val (Resize(256) + CenterCrop(224) + normalize); val also on large.lmdb
 #    (dspipe_roi_large, dspipe_full_large). Batch --batch, --threads threads / workers.
 # 3. Prints images/s median (min-max over rounds) per configuration and the ratios: dspipe_roi
-#    / dali, / torch, / dspipe_full (per mode); writes OUT/summary.json and OUT/table.md.
+#    and dspipe_rst / dali, / torch, / dspipe_full (per mode); writes OUT/summary.json and
+#    OUT/table.md.
 # Needs: cmake --build BUILD --target dsconvert jpeg_bench; scripts/install-deps.sh --bench
 # (python3-torchvision, python3-pil, python3-numpy); pip (PyPI) for the DALI venv.
 set -euo pipefail
@@ -49,7 +53,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD="$(cd "$2" && pwd)"; shift ;;
     --modes) MODES="$2"; shift ;;
     --configs) CONFIGS="$2"; shift ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -75,7 +79,10 @@ make_set() {  # NAME COUNT SIZE_SCALE
   if ! "$DSCONVERT" info "$db" >/dev/null 2>&1; then
     "$DSCONVERT" build "$src" "$db" --overwrite -q
   fi
-  cat "$src"/*/*.jpg "$db"/data.mdb >/dev/null  # warm the page cache
+  if ! "$DSCONVERT" info "$DIR/$1_rst.lmdb" >/dev/null 2>&1; then
+    "$DSCONVERT" build "$src" "$DIR/$1_rst.lmdb" --jpeg-restarts --overwrite -q
+  fi
+  cat "$src"/*/*.jpg "$db"/data.mdb "$DIR/$1_rst.lmdb"/data.mdb >/dev/null  # warm the page cache
 }
 make_set src "$COUNT" 1
 case " $MODES " in *" val "*) make_set large "$LARGE" 3 ;; esac
@@ -92,6 +99,7 @@ run_one() {  # MODE CONFIG JSON
   local p=(--mode "$m" --batch "$BATCH" --batches "$BATCHES" --warmup "$WARMUP" --json "$j")
   case "$c" in
     dspipe_roi) "$BENCH" loader "$DIR/src.lmdb" --decode roi "${d[@]}" ;;
+    dspipe_rst) "$BENCH" loader "$DIR/src_rst.lmdb" --decode roi "${d[@]}" ;;
     dspipe_full) "$BENCH" loader "$DIR/src.lmdb" --decode full "${d[@]}" ;;
     dspipe_roi_large) "$BENCH" loader "$DIR/large.lmdb" --decode roi "${d[@]}" ;;
     dspipe_full_large) "$BENCH" loader "$DIR/large.lmdb" --decode full "${d[@]}" ;;
@@ -104,7 +112,7 @@ t_start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq 1 "$ROUNDS"); do
   for m in $MODES; do
-    configs=(dspipe_roi dspipe_full dali torch)
+    configs=(dspipe_roi dspipe_rst dspipe_full dali torch)
     [ "$m" = val ] && configs+=(dspipe_roi_large dspipe_full_large)
     [ -z "$CONFIGS" ] || read -r -a configs <<<"$CONFIGS"
     for c in "${configs[@]}"; do
@@ -143,11 +151,12 @@ for (m, c), v in sorted(runs.items()):
     rows.append(f"| {m} | {c} | {statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f}) |")
 ratio_rows = []
 for m in ("train", "val"):
-    for base, target in (("dali", 2.0), ("torch", 4.0), ("dspipe_full", 1.5)):
-        a, b = med(m, "dspipe_roi"), med(m, base)
-        if a and b:
-            summary["ratios"][f"{m}: dspipe_roi / {base}"] = a / b
-            ratio_rows.append(f"| {m} | dspipe_roi / {base} | {a / b:.2f}x | >= {target}x |")
+    for ours in ("dspipe_roi", "dspipe_rst"):
+        for base, target in (("dali", 2.0), ("torch", 4.0), ("dspipe_full", 1.5)):
+            a, b = med(m, ours), med(m, base)
+            if a and b:
+                summary["ratios"][f"{m}: {ours} / {base}"] = a / b
+                ratio_rows.append(f"| {m} | {ours} / {base} | {a / b:.2f}x | >= {target}x |")
     a, b = med(m, "dspipe_roi_large"), med(m, "dspipe_full_large")
     if a and b:
         summary["ratios"][f"{m}: dspipe_roi_large / dspipe_full_large"] = a / b
