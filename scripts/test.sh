@@ -59,7 +59,8 @@ step "wheel: scripts/build-wheel.sh, then tests/package/wheel_selfcontained.sh o
 # built once per machine into ~/.cache/dspipe; the CUDA path when nvcc is found; auditwheel
 # repair) is what the pytest venv installs, instead of a second source build (`pip install .`).
 # Its build tree build-wheel/ persists, so reruns are incremental.
-WHEEL=$(JOBS="$JOBS" bash scripts/build-wheel.sh --out build-wheel/dist --cuda "${DSPIPE_PY_CUDA:-AUTO}" | tee /dev/stderr | tail -1)
+# tee -a: with stderr redirected to a log file, plain tee would reopen it truncated.
+WHEEL=$(JOBS="$JOBS" bash scripts/build-wheel.sh --out build-wheel/dist --cuda "${DSPIPE_PY_CUDA:-AUTO}" | tee -a /dev/stderr | tail -1)
 bash tests/package/wheel_selfcontained.sh "$WHEEL"
 
 step "Python package: the wheel into a fresh venv, then pytest"
