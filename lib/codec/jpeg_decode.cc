@@ -25,35 +25,16 @@
 #include <vector>
 
 #include "codec/image.h"
+#include "codec/jpeg_error.h"
 #include "codec/jpeg_restart.h"
 
 namespace dspipe::codec {
 namespace {
 
-struct ErrorMgr {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-void OnError(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-// Warnings (corrupt entropy data, premature end of data) are not printed: the decode goes on
-// with what libjpeg fills in, as cv::imdecode did.
-void OnOutputMessage(j_common_ptr) {}
-
 // One decompressor over a byte span. Create() must succeed before anything else is called.
 class Decompressor {
  public:
-  Decompressor() {
-    cinfo_.err = jpeg_std_error(&err_.pub);
-    err_.pub.error_exit = OnError;
-    err_.pub.output_message = OnOutputMessage;
-    err_.message[0] = '\0';
-  }
+  Decompressor() { cinfo_.err = JpegErrors(&err_); }
   ~Decompressor() {
     if (created_) jpeg_destroy_decompress(&cinfo_);
   }
@@ -61,7 +42,7 @@ class Decompressor {
   Decompressor& operator=(const Decompressor&) = delete;
 
   jpeg_decompress_struct* cinfo() { return &cinfo_; }
-  ErrorMgr* err() { return &err_; }
+  JpegErrorMgr* err() { return &err_; }
   void set_created() { created_ = true; }
   Status Error(const char* what) const {
     return Status::BadInput(std::string("JPEG ") + what + ": " + err_.message);
@@ -69,7 +50,7 @@ class Decompressor {
 
  private:
   jpeg_decompress_struct cinfo_{};
-  ErrorMgr err_{};
+  JpegErrorMgr err_{};
   bool created_ = false;
 };
 

@@ -1,18 +1,12 @@
 // Restart-marker region assembly and the lossless restart transcode (jpeg_restart.h).
 #include "codec/jpeg_restart.h"
 
-// jpeglib.h needs FILE and size_t declared first.
-// clang-format off
-#include <csetjmp>
-#include <cstdio>
-#include <jpeglib.h>
-// clang-format on
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "codec/image.h"
+#include "codec/jpeg_error.h"
 
 namespace dspipe::codec {
 namespace {
@@ -48,22 +42,10 @@ void PutBe16(uint8_t* p, int v) {
 
 int CeilDiv(int a, int b) { return (a + b - 1) / b; }
 
-struct ErrorMgr {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-void OnError(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorMgr*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-void OnOutputMessage(j_common_ptr) {}
-
-// The objects a transcode owns; libjpeg's errors longjmp out of Run, never past this.
+// The objects a transcode owns; libjpeg's errors longjmp out of ReadHeader and Write (each
+// holds nothing with a destructor), never past this.
 struct Transcoder {
-  ErrorMgr err{};
+  JpegErrorMgr err{};
   jpeg_decompress_struct in{};
   jpeg_compress_struct out{};
   bool in_created = false, out_created = false;
@@ -71,10 +53,8 @@ struct Transcoder {
   unsigned long mem_size = 0;
 
   Transcoder() {
-    in.err = jpeg_std_error(&err.pub);
+    in.err = JpegErrors(&err);
     out.err = &err.pub;
-    err.pub.error_exit = OnError;
-    err.pub.output_message = OnOutputMessage;
   }
   ~Transcoder() {
     if (out_created) jpeg_destroy_compress(&out);
