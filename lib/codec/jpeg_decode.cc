@@ -82,15 +82,17 @@ int ExifOrientation(jpeg_decompress_struct* cinfo) {
   return 1;
 }
 
-// Creates the decompressor over bytes and reads the header (and the APP1 markers for EXIF).
-Status OpenJpeg(std::span<const uint8_t> bytes, Decompressor* d, JpegInfo* info) {
+// Creates the decompressor over bytes and reads the header, and with `orientation` the APP1
+// markers for the EXIF orientation (else info->orientation stays 1).
+Status OpenJpeg(std::span<const uint8_t> bytes, Decompressor* d, JpegInfo* info,
+                bool orientation = true) {
   if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
   jpeg_decompress_struct* c = d->cinfo();
   const bool ok = Protected(d, [&] {
     jpeg_create_decompress(c);
     d->set_created();
     jpeg_mem_src(c, bytes.data(), static_cast<unsigned long>(bytes.size()));
-    jpeg_save_markers(c, JPEG_APP0 + 1, 0xFFFF);
+    if (orientation) jpeg_save_markers(c, JPEG_APP0 + 1, 0xFFFF);
     jpeg_read_header(c, TRUE);
   });
   if (!ok) return d->Error("header");
@@ -104,7 +106,7 @@ Status OpenJpeg(std::span<const uint8_t> bytes, Decompressor* d, JpegInfo* info)
                             std::to_string(c->image_height) + " out of range");
   }
   DSPIPE_RETURN_IF_ERROR(CheckImageSize("JPEG header", c->image_width, c->image_height));
-  info->orientation = ExifOrientation(c);
+  if (orientation) info->orientation = ExifOrientation(c);
   return Status::OK();
 }
 
@@ -279,8 +281,8 @@ bool StartRestartRegion(std::span<const uint8_t> file, jpeg_decompress_struct* c
     }
   }
   AssembleRestartRegion(file, index, col0, col1, row0, row1, bytes);
-  JpegInfo info;
-  if (!OpenJpeg(*bytes, mini, &info).ok()) return false;
+  JpegInfo info;  // the file's orientation is applied to mini's rows: no need to read it again
+  if (!OpenJpeg(*bytes, mini, &info, /*orientation=*/false).ok()) return false;
   jpeg_decompress_struct* m = mini->cinfo();
   if (!Protected(mini, [&] {
         m->out_color_space = c->out_color_space;

@@ -105,6 +105,8 @@ bool IndexRestarts(std::span<const uint8_t> b, const JpegScanHeader& h, RestartI
     return false;
   }
   RestartIndex& x = *index;
+  x.width = h.width;
+  x.height = h.height;
   // One component: an MCU is one 8x8 block. Interleaved: 8 x the largest sampling factors.
   x.mcu_width = h.num_components == 1 ? 8 : 8 * h.max_h_samp;
   x.mcu_height = h.num_components == 1 ? 8 : 8 * h.max_v_samp;
@@ -141,12 +143,10 @@ bool IndexRestarts(std::span<const uint8_t> b, const JpegScanHeader& h, RestartI
 void AssembleRestartRegion(std::span<const uint8_t> b, const RestartIndex& x, int col0, int col1,
                            int row0, int row1, std::vector<uint8_t>* out) {
   // The frame's size: whole MCUs, or up to the image's edge where the region reaches it.
-  const int width = (b[x.sof_offset + 7] << 8) | b[x.sof_offset + 8];
-  const int height = (b[x.sof_offset + 5] << 8) | b[x.sof_offset + 6];
   const int w =
-      col1 + 1 == x.mcus_per_row ? width - col0 * x.mcu_width : (col1 - col0 + 1) * x.mcu_width;
+      col1 + 1 == x.mcus_per_row ? x.width - col0 * x.mcu_width : (col1 - col0 + 1) * x.mcu_width;
   const int h =
-      row1 + 1 == x.mcu_rows ? height - row0 * x.mcu_height : (row1 - row0 + 1) * x.mcu_height;
+      row1 + 1 == x.mcu_rows ? x.height - row0 * x.mcu_height : (row1 - row0 + 1) * x.mcu_height;
   size_t bytes = x.entropy_begin + 2;
   for (int r = row0; r <= row1; ++r) {
     const size_t first = static_cast<size_t>(r) * x.mcus_per_row + col0;

@@ -31,6 +31,7 @@ struct JpegScanHeader {
 
 // Where each MCU's bytes are in a DRI = 1 file.
 struct RestartIndex {
+  int width = 0, height = 0;          // the image's, as stored
   int mcu_width = 0, mcu_height = 0;  // pixels (8 x sampling factors; 8x8 for one component)
   int mcus_per_row = 0, mcu_rows = 0;
   size_t entropy_begin = 0;

@@ -245,11 +245,11 @@ TEST(JpegLoader, ProfileReportNamesTheDecodePaths) {
   fs::remove_all(root);
 }
 
-// Records of a built dataset: (height, width, codec, image bytes).
+// Records of a built dataset: (height, width, codec, image payload).
 struct Rec {
   int h, w;
   Codec codec;
-  size_t bytes;
+  std::string payload;
 };
 std::vector<Rec> Records(const std::string& db) {
   std::unique_ptr<Dataset> ds;
@@ -259,7 +259,8 @@ std::vector<Rec> Records(const std::string& db) {
     EXPECT_TRUE(ds->Read(i, [&](const RecordView& r) {
                     out.push_back({static_cast<int>(r.header.height),
                                    static_cast<int>(r.header.width), r.header.image_codec,
-                                   r.image.size()});
+                                   std::string(reinterpret_cast<const char*>(r.image.data()),
+                                               r.image.size())});
                     cv::Mat m;
                     return DecodeImage(r.image, 3, &m);
                   }).ok());
@@ -306,7 +307,7 @@ TEST(JpegBuild, MaxSideShrinksLargeImagesAndJpegQualityReencodes) {
     EXPECT_EQ(recs[0].codec, Codec::kJpeg);
     EXPECT_EQ(recs[0].w, 128);
     EXPECT_EQ(recs[1].codec, Codec::kJpeg);
-    sizes.push_back(recs[0].bytes + recs[1].bytes);
+    sizes.push_back(recs[0].payload.size() + recs[1].payload.size());
     j.resume = true;
     j.jpeg_quality = q == 95 ? 94 : 49;
     s = BuildDataset(j, &r);
@@ -352,20 +353,6 @@ TEST(JpegBuild, JpegRestartsStoresTheSamePixelsWithAMarkerAfterEveryMcu) {
     EXPECT_TRUE(s.ok()) << s.ToString();
     return o;
   };
-  // The records' bytes, in order.
-  auto payloads = [&](const std::string& db) {
-    std::unique_ptr<Dataset> ds;
-    EXPECT_TRUE(Dataset::Open(db, DatasetOpenOptions{}, &ds).ok());
-    std::vector<std::string> out;
-    for (uint64_t i = 0; ds && i < ds->size(); ++i) {
-      EXPECT_TRUE(ds->Read(i, [&](const RecordView& r) {
-                      out.emplace_back(reinterpret_cast<const char*>(r.image.data()),
-                                       r.image.size());
-                      return Status::OK();
-                    }).ok());
-    }
-    return out;
-  };
   auto whole = [](const std::string& jpeg) {
     cv::Mat m;
     EXPECT_TRUE(DecodeImage(AsBytes(jpeg), 3, &m).ok());
@@ -382,17 +369,17 @@ TEST(JpegBuild, JpegRestartsStoresTheSamePixelsWithAMarkerAfterEveryMcu) {
     return r.restarts;
   };
   BuildOptions o = build("restarts.lmdb", true, 0);
-  const std::vector<std::string> p = payloads(o.output);
+  const std::vector<Rec> p = Records(o.output);
   ASSERT_EQ(p.size(), 3u);
-  EXPECT_EQ(dspipe::testing::CountDiff(whole(p[0]), whole(a)), 0);
-  EXPECT_EQ(dspipe::testing::CountDiff(whole(p[1]), whole(b)), 0);
+  EXPECT_EQ(dspipe::testing::CountDiff(whole(p[0].payload), whole(a)), 0);
+  EXPECT_EQ(dspipe::testing::CountDiff(whole(p[1].payload), whole(b)), 0);
   JpegInfo info;
-  ASSERT_TRUE(ReadJpegInfo(AsBytes(p[1]), &info).ok());
+  ASSERT_TRUE(ReadJpegInfo(AsBytes(p[1].payload), &info).ok());
   EXPECT_FALSE(info.progressive);
-  EXPECT_TRUE(crop_restarts(p[0]));
-  EXPECT_TRUE(crop_restarts(p[1]));
+  EXPECT_TRUE(crop_restarts(p[0].payload));
+  EXPECT_TRUE(crop_restarts(p[1].payload));
   EXPECT_FALSE(crop_restarts(a));
-  EXPECT_EQ(p[2], png);  // not a JPEG: the file's bytes
+  EXPECT_EQ(p[2].payload, png);  // not a JPEG: the file's bytes
   // Part of the resume fingerprint.
   o.resume = true;
   o.jpeg_restarts = false;
@@ -401,9 +388,9 @@ TEST(JpegBuild, JpegRestartsStoresTheSamePixelsWithAMarkerAfterEveryMcu) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("jpeg_restarts"), std::string::npos) << s.ToString();
   // With --jpeg-quality: re-encoded with the markers.
-  const std::vector<std::string> q = payloads(build("q80.lmdb", true, 80).output);
+  const std::vector<Rec> q = Records(build("q80.lmdb", true, 80).output);
   ASSERT_EQ(q.size(), 3u);
-  for (const std::string& jpeg : q) EXPECT_TRUE(crop_restarts(jpeg));
+  for (const Rec& rec : q) EXPECT_TRUE(crop_restarts(rec.payload));
   fs::remove_all(root);
 }
 
