@@ -244,9 +244,10 @@ void KeepFancyUpsampling(jpeg_decompress_struct* c, int full_w, int* rx0, int* r
 }
 
 // The restart path (jpeg_restart.h). For a file with a restart marker after every MCU:
-// assembles the MCUs that cover the scaled region [rx0, rx1) x [y0, y1), with one more on each
-// side that is not the image's edge when the region comes within a pixel of it (the chroma
-// upsampler reads the sample beside a pixel's own), into *bytes; starts *mini on them with c's
+// assembles the MCUs that cover the scaled pixels [rx0, rx1) x [y0, y1) that are read, with one
+// more on each side that is not the image's edge when those come within a pixel of it (fancy
+// upsampling reads the chroma sample beside a pixel's own: a pixel in an MCU's first or last
+// column or row needs the neighbouring MCU), into *bytes; starts *mini on them with c's
 // output settings; and sets (*ox, *oy), the scaled image's pixel that is mini's first. False,
 // with nothing started, when the file is not such a file or the assembled one does not start
 // at the size it must have: the caller then takes the usual path.
@@ -264,22 +265,29 @@ bool StartRestartRegion(std::span<const uint8_t> file, jpeg_decompress_struct* c
   h.max_h_samp = c->max_h_samp_factor;
   h.max_v_samp = c->max_v_samp_factor;
   h.entropy_begin = file.size() - c->src->bytes_in_buffer;
-  thread_local RestartIndex index;
-  if (!IndexRestarts(file, h, &index)) return false;
-  const int mw = index.mcu_width * n / 8, mh = index.mcu_height * n / 8;
+  if (h.width <= 0 || h.height <= 0) return false;
+  int mcu_w = 0, mcu_h = 0;
+  RestartMcuSize(h, &mcu_w, &mcu_h);
+  const int mw = mcu_w * n / 8, mh = mcu_h * n / 8;
+  if (mw <= 0 || mh <= 0) return false;
+  const int mcus_per_row = (h.width + mcu_w - 1) / mcu_w, mcu_rows = (h.height + mcu_h - 1) / mcu_h;
   int col0 = rx0 > 0 ? (rx0 - 1) / mw : 0;
-  int col1 = rx1 < full_w ? std::min(index.mcus_per_row - 1, rx1 / mw) : index.mcus_per_row - 1;
+  int col1 = rx1 < full_w ? std::min(mcus_per_row - 1, rx1 / mw) : mcus_per_row - 1;
   const int row0 = y0 > 0 ? (y0 - 1) / mh : 0;
-  const int row1 = y1 < full_h ? std::min(index.mcu_rows - 1, y1 / mh) : index.mcu_rows - 1;
+  const int row1 = y1 < full_h ? std::min(mcu_rows - 1, y1 / mh) : mcu_rows - 1;
   // libjpeg upsamples a component fancily only when it is more than 2 samples wide: a region
   // one MCU wide (at most 1-2 chroma samples in the last column) takes its neighbour too.
-  if (col0 == col1 && index.mcus_per_row > 1) {
-    if (col1 + 1 < index.mcus_per_row) {
+  if (col0 == col1 && mcus_per_row > 1) {
+    if (col1 + 1 < mcus_per_row) {
       ++col1;
     } else {
       --col0;
     }
   }
+  // Only the MCUs up to the region's last are indexed: the bytes after it are not read.
+  thread_local RestartIndex index;
+  const size_t last = static_cast<size_t>(row1) * static_cast<size_t>(mcus_per_row) + col1;
+  if (!IndexRestarts(file, h, last + 1, &index)) return false;
   AssembleRestartRegion(file, index, col0, col1, row0, row1, bytes);
   JpegInfo info;  // the file's orientation is applied to mini's rows: no need to read it again
   if (!OpenJpeg(*bytes, mini, &info, /*orientation=*/false).ok()) return false;
@@ -294,8 +302,8 @@ bool StartRestartRegion(std::span<const uint8_t> file, jpeg_decompress_struct* c
   }
   *ox = col0 * mw;
   *oy = row0 * mh;
-  const int want_w = col1 + 1 == index.mcus_per_row ? full_w - *ox : (col1 - col0 + 1) * mw;
-  const int want_h = row1 + 1 == index.mcu_rows ? full_h - *oy : (row1 - row0 + 1) * mh;
+  const int want_w = col1 + 1 == mcus_per_row ? full_w - *ox : (col1 - col0 + 1) * mw;
+  const int want_h = row1 + 1 == mcu_rows ? full_h - *oy : (row1 - row0 + 1) * mh;
   return static_cast<int>(m->output_width) == want_w &&
          static_cast<int>(m->output_height) == want_h;
 }
@@ -416,8 +424,11 @@ Status DecodeJpeg(std::span<const uint8_t> bytes, const JpegDecodeOptions& o, cv
   JDIMENSION x0 = 0, cols = 0;
   int rows = 0;
   int ox = 0, oy = 0;
+  // The pixels read from the region: at full scale the crop itself (rx0/rx1's margin is for
+  // jpeg_crop_scanline, and the restart path takes the neighbouring MCUs it needs itself).
+  const int nx0 = n == 8 ? sx : rx0, nx1 = n == 8 ? std::min(sx + sw, full_w) : rx1;
   if (region && (rx1 - rx0 < full_w || y1 - y0 < full_h) &&
-      StartRestartRegion(bytes, c, n, full_w, full_h, rx0, rx1, y0, y1, &mini_bytes, &mini, &ox,
+      StartRestartRegion(bytes, c, n, full_w, full_h, nx0, nx1, y0, y1, &mini_bytes, &mini, &ox,
                          &oy)) {
     src = &mini;
     result->restarts = true;

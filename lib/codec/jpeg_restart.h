@@ -36,22 +36,33 @@ struct RestartIndex {
   int mcus_per_row = 0, mcu_rows = 0;
   size_t entropy_begin = 0;
   size_t sof_offset = 0;  // the 0xFF of the frame header (SOFn)
-  // MCU i (raster order) is bytes [begin[i], end[i]); end[i] is the 0xFF of the marker after it.
+  // MCU i (raster order, i < begin.size()) is bytes [begin[i], end[i]); end[i] is the 0xFF of
+  // the marker after it.
   std::vector<uint32_t> begin, end;
 };
 
-// Indexes bytes when it is a single-scan sequential (baseline or extended, Huffman or
-// arithmetic) file with a restart marker after every MCU, each RSTn in sequence and the last
-// MCU followed by EOI; false otherwise (the caller decodes it the usual way).
-bool IndexRestarts(std::span<const uint8_t> bytes, const JpegScanHeader& header,
+// The pixels one MCU covers: one component, one 8x8 block; interleaved, 8 x the largest
+// sampling factors.
+inline void RestartMcuSize(const JpegScanHeader& h, int* width, int* height) {
+  *width = h.num_components == 1 ? 8 : 8 * h.max_h_samp;
+  *height = h.num_components == 1 ? 8 : 8 * h.max_v_samp;
+}
+
+// Indexes the first `mcus` MCUs of bytes (all of them when `mcus` is at least their number)
+// when it is a single-scan sequential (baseline or extended, Huffman or arithmetic) file with a
+// restart marker after every MCU: each RSTn up to the end of the last MCU indexed in sequence,
+// and EOI after the image's last MCU when that one is indexed; false otherwise (the caller
+// decodes it the usual way). Nothing after the last MCU indexed is read: a region's MCUs need
+// the bytes up to their own end, as the whole image's decode of them does.
+bool IndexRestarts(std::span<const uint8_t> bytes, const JpegScanHeader& header, size_t mcus,
                    RestartIndex* index);
 
 // Writes into *out a JPEG of the MCU columns [col0, col1] and rows [row0, row1] of the indexed
-// file: its headers with the frame's size set to those MCUs' pixels (clipped to the image at its
-// right and bottom edges, so the edge samples are replicated as in the whole image), their bytes
-// with restart markers renumbered, EOI. Its pixel (x, y) is the file's (x + col0 * mcu_width,
-// y + row0 * mcu_height), equal to the whole image's decode wherever the chroma upsampler's
-// neighbours are inside it (one pixel in from a side that is not an edge of the image).
+// file (all of them indexed): its headers with the frame's size set to those MCUs' pixels (clipped
+// to the image at its right and bottom edges, so the edge samples are replicated as in the whole
+// image), their bytes with restart markers renumbered, EOI. Its pixel (x, y) is the file's (x +
+// col0 * mcu_width, y + row0 * mcu_height), equal to the whole image's decode wherever the chroma
+// upsampler's neighbours are inside it (one pixel in from a side that is not an edge of the image).
 void AssembleRestartRegion(std::span<const uint8_t> bytes, const RestartIndex& index, int col0,
                            int col1, int row0, int row1, std::vector<uint8_t>* out);
 

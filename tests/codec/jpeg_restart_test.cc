@@ -148,6 +148,39 @@ TEST(JpegRestart, AFileWithMarkersOutOfSequenceTakesTheUsualPath) {
   EXPECT_EQ(CountDiff(r.crop, whole(cv::Rect(40, 20, 30, 20))), 0);
 }
 
+// Only the MCUs up to the region's last are indexed: a file whose markers go wrong after them
+// still decodes the region from its MCUs (exactly: the whole decode of those MCUs reads no byte
+// after them either), and a region that reaches the bad marker takes the usual path. Fill bytes
+// before a marker (0xFF 0xFF RSTn) are skipped like stuffed ones (0xFF 0x00).
+TEST(JpegRestart, OnlyTheMarkersUpToTheRegionsLastMcuAreRead) {
+  const std::string good = EncodeJpeg(NaturalImage(96, 64, 3), {.restart_mcus = 1});  // 6x4 MCUs
+  const cv::Mat whole = Whole(good);
+  const size_t sos = good.find("\xFF\xDA");
+  ASSERT_NE(sos, std::string::npos);
+  // The marker after MCU k (0-based) is RST(k % 8): after MCU 2 (row 0) and MCU 19 (row 3).
+  auto marker_after = [&](const std::string& jpeg, int k) {
+    size_t p = sos;
+    for (int i = 0; i <= k; ++i) {
+      p = jpeg.find(std::string("\xFF") + static_cast<char>(0xD0 + i % 8), p + 2);
+      if (p == std::string::npos) return p;
+    }
+    return p;
+  };
+  std::string jpeg = good;
+  const size_t fill = marker_after(jpeg, 2);
+  ASSERT_NE(fill, std::string::npos);
+  jpeg.insert(fill, "\xFF");  // a fill byte before RST2
+  const size_t bad = marker_after(jpeg, 19);
+  ASSERT_NE(bad, std::string::npos);
+  jpeg[bad + 1] = static_cast<char>(0xD0 + (19 + 3) % 8);  // out of sequence after row 3's MCU 1
+
+  const Region top = DecodeCrop(jpeg, 20, 3, 50, 25);  // MCU rows 0-1, columns 1-4
+  EXPECT_TRUE(top.result.restarts);
+  EXPECT_EQ(CountDiff(top.crop, whole(cv::Rect(20, 3, 50, 25))), 0);
+  const Region last = DecodeCrop(jpeg, 20, 50, 50, 10);  // row 3: reaches the bad marker
+  EXPECT_FALSE(last.result.restarts);
+}
+
 // The transcode keeps every pixel (same coefficients), makes progressive files sequential,
 // keeps the EXIF orientation, and its output takes the restart path.
 TEST(JpegRestart, TheTranscodeKeepsEveryPixelAndMakesRegionsRestart) {
