@@ -265,12 +265,12 @@ bool StartRestartRegion(std::span<const uint8_t> file, jpeg_decompress_struct* c
   h.max_h_samp = c->max_h_samp_factor;
   h.max_v_samp = c->max_v_samp_factor;
   h.entropy_begin = file.size() - c->src->bytes_in_buffer;
-  if (h.width <= 0 || h.height <= 0) return false;
-  int mcu_w = 0, mcu_h = 0;
-  RestartMcuSize(h, &mcu_w, &mcu_h);
-  const int mw = mcu_w * n / 8, mh = mcu_h * n / 8;
+  if (h.width <= 0 || h.height <= 0 || h.num_components < 1) return false;
+  thread_local RestartIndex index;
+  SetRestartGrid(h, &index);
+  const int mw = index.mcu_width * n / 8, mh = index.mcu_height * n / 8;
   if (mw <= 0 || mh <= 0) return false;
-  const int mcus_per_row = (h.width + mcu_w - 1) / mcu_w, mcu_rows = (h.height + mcu_h - 1) / mcu_h;
+  const int mcus_per_row = index.mcus_per_row, mcu_rows = index.mcu_rows;
   int col0 = rx0 > 0 ? (rx0 - 1) / mw : 0;
   int col1 = rx1 < full_w ? std::min(mcus_per_row - 1, rx1 / mw) : mcus_per_row - 1;
   const int row0 = y0 > 0 ? (y0 - 1) / mh : 0;
@@ -285,7 +285,6 @@ bool StartRestartRegion(std::span<const uint8_t> file, jpeg_decompress_struct* c
     }
   }
   // Only the MCUs up to the region's last are indexed: the bytes after it are not read.
-  thread_local RestartIndex index;
   const size_t last = static_cast<size_t>(row1) * static_cast<size_t>(mcus_per_row) + col1;
   if (!IndexRestarts(file, h, last + 1, &index)) return false;
   AssembleRestartRegion(file, index, col0, col1, row0, row1, bytes);

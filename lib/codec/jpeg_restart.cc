@@ -124,6 +124,16 @@ struct Transcoder {
 
 }  // namespace
 
+void SetRestartGrid(const JpegScanHeader& h, RestartIndex* index) {
+  RestartIndex& x = *index;
+  x.width = h.width;
+  x.height = h.height;
+  x.mcu_width = h.num_components == 1 ? 8 : 8 * h.max_h_samp;
+  x.mcu_height = h.num_components == 1 ? 8 : 8 * h.max_v_samp;
+  x.mcus_per_row = CeilDiv(h.width, x.mcu_width);
+  x.mcu_rows = CeilDiv(h.height, x.mcu_height);
+}
+
 bool IndexRestarts(std::span<const uint8_t> b, const JpegScanHeader& h, size_t mcus,
                    RestartIndex* index) {
   if (h.restart_interval != 1 || h.progressive || h.num_components < 1 ||
@@ -132,11 +142,7 @@ bool IndexRestarts(std::span<const uint8_t> b, const JpegScanHeader& h, size_t m
     return false;
   }
   RestartIndex& x = *index;
-  x.width = h.width;
-  x.height = h.height;
-  RestartMcuSize(h, &x.mcu_width, &x.mcu_height);
-  x.mcus_per_row = CeilDiv(h.width, x.mcu_width);
-  x.mcu_rows = CeilDiv(h.height, x.mcu_height);
+  SetRestartGrid(h, &x);
   x.entropy_begin = h.entropy_begin;
   x.sof_offset = FindSof(b, h.entropy_begin);
   if (x.sof_offset == 0 || x.sof_offset + 9 > h.entropy_begin) return false;

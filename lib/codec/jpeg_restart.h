@@ -41,12 +41,10 @@ struct RestartIndex {
   std::vector<uint32_t> begin, end;
 };
 
-// The pixels one MCU covers: one component, one 8x8 block; interleaved, 8 x the largest
-// sampling factors.
-inline void RestartMcuSize(const JpegScanHeader& h, int* width, int* height) {
-  *width = h.num_components == 1 ? 8 : 8 * h.max_h_samp;
-  *height = h.num_components == 1 ? 8 : 8 * h.max_v_samp;
-}
+// Sets index's image size and MCU grid from the header (no bytes read): an MCU is one 8x8 block
+// of a single component, or 8 x the largest sampling factors when interleaved. IndexRestarts
+// sets them too; the decoder calls this first to choose the region's MCUs.
+void SetRestartGrid(const JpegScanHeader& header, RestartIndex* index);
 
 // Indexes the first `mcus` MCUs of bytes (all of them when `mcus` is at least their number)
 // when it is a single-scan sequential (baseline or extended, Huffman or arithmetic) file with a
