@@ -140,6 +140,12 @@ struct LoaderOptions {
   // the background (above). false: the copy is made (or waited for) before Open returns, and
   // every epoch reads it (order kShards: each epoch's shards are copied before it reads).
   bool cache_overlap = true;
+  // A remote (s3://, http(s)://) sharded dataset read in order kShards or kBlocks is streamed
+  // through the cache shard by shard (docs/STORAGE.md "Streaming"): this many shards are
+  // fetched at once ahead of the reader (>= 1). Default 2. The cache (cache_limit, else its
+  // budget) must hold stream_ahead + 1 of the largest shard: a smaller one is an error at Open
+  // naming the minimum.
+  int stream_ahead = 2;
 };
 
 // One corrupt record a loader met: which one and why.

@@ -287,7 +287,8 @@ struct OptionFields<LoaderOptions> {
       Field("normalize", &S::normalize), Field("mean", &S::mean), Field("std", &S::std),
       Field("max_corrupt", &S::max_corrupt), Field("allocator", &S::allocator),
       Field("dataset", &S::dataset), Field("cache", &S::cache),
-      Field("cache_limit", &S::cache_limit), Field("cache_overlap", &S::cache_overlap));
+      Field("cache_limit", &S::cache_limit), Field("cache_overlap", &S::cache_overlap),
+      Field("stream_ahead", &S::stream_ahead));
 };
 
 template <>

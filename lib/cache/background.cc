@@ -24,6 +24,7 @@
 
 #include "cache/acquire.h"
 #include "cache/cached_dataset.h"
+#include "cache/stream.h"
 #include "core/files.h"
 #include "dspipe/fetch.h"
 #include "dspipe/log.h"
@@ -341,12 +342,26 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
     cache::SourceListing listing;
     DSPIPE_RETURN_IF_ERROR(cache::ListUrlSource(path, env, &listing));
     if (pipeline_bytes) cache_options.reserved_ram += pipeline_bytes(listing.info);
+    const bool sharded = cache::IsShardedManifest(listing);
+    if (mode.stream && sharded) {
+      return cache::OpenStream(listing, open_options, cache_options, mode.stream_ahead, out,
+                               result);
+    }
     CacheResult r;
     std::unique_ptr<CacheLease> lease;
     cache::AcquireArgs args;
     args.prelisted = &listing;
     DSPIPE_RETURN_IF_ERROR(cache::AcquireImpl(path, cache_options, args, &r, &lease));
-    if (!r.cached) return cache::UrlNotCachedError(path, r);
+    if (!r.cached) {
+      Status e = cache::UrlNotCachedError(path, r);
+      if (!sharded) return e;
+      // The global order reads any record at any time, so it needs the whole dataset here.
+      return Status::Unsupported(
+          e.message() + "; or read it with " + Opt("SamplerOptions::order") +
+          " \"shards\" or \"blocks\" (block_size = the shard size), which stream its shards through the "
+          "cache a few at a time (docs/STORAGE.md \"Streaming\"): the global order reads any "
+          "record at any time, so it needs the whole dataset cached");
+    }
     DSPIPE_RETURN_IF_ERROR(cache::OpenCopy(path, r, open_options, std::move(lease), out));
     if (result) *result = std::move(r);
     return Status::OK();

@@ -66,12 +66,46 @@ class ShardCache {
   virtual std::string Describe() const = 0;
 };
 
+// What a streamed dataset has fetched and waited for so far (ShardStream::stats).
+struct StreamStats {
+  uint64_t fetches = 0;          // shards fetched into the cache (entries made by this stream)
+  uint64_t fetched_bytes = 0;    // their bytes (what came over the network)
+  uint64_t found = 0;            // shards found in the cache already (no request)
+  uint64_t evictions = 0;        // shards this stream released to make room (furthest next use)
+  uint64_t hits = 0;             // shard reads that found their shard cached
+  uint64_t waits = 0;            // shard reads that waited for their shard's fetch
+  double wait_seconds = 0;       // their total wait: the time the reader waited on the network
+  uint64_t held_bytes = 0;       // bytes of the shards cached (or being fetched) now
+  uint64_t peak_held_bytes = 0;  // the most held at once
+  uint64_t limit_bytes = 0;      // the bound held_bytes never exceeds
+};
+
+// OpenMode::stream over a remote sharded dataset (s3:// or http(s)://, docs/STORAGE.md
+// "Streaming"): each shard is an entry of the cache, fetched when the reader's order needs it
+// (a bounded number ahead, in parallel) and released when room is needed, the one whose next use
+// in the order is furthest away first (Belady). The dataset's reads wait for their shard.
+// Thread-safe.
+class ShardStream {
+ public:
+  virtual ~ShardStream() = default;
+  // The order the reader reads from now on: the dataset indices of this epoch's positions
+  // (`current`, read from position 0), then the next epoch's (`next`), for the fetch-ahead
+  // across the boundary. Replaces the previous order; positions restart at 0.
+  virtual void SetOrder(const std::vector<uint64_t>& current, const std::vector<uint64_t>& next) = 0;
+  // The reader is done with the positions before `position` of the current order.
+  virtual void Advance(uint64_t position) = 0;
+  virtual StreamStats stats() const = 0;
+  // "streaming: 3 of 8 shards cached (7.1 of 9.0 MiB), 5 fetched, 2 ahead".
+  virtual std::string Describe() const = 0;
+};
+
 namespace cache {
 
-// What a dataset read in place carries from the cache: at most one of the two is set.
+// What a dataset read in place carries from the cache: at most one of them is set.
 struct CacheState {
-  std::shared_ptr<CacheCopy> copy;     // OpenMode::overlap: the copy being made
-  std::shared_ptr<ShardCache> shards;  // OpenMode::per_shard: the shards' entries
+  std::shared_ptr<CacheCopy> copy;      // OpenMode::overlap: the copy being made
+  std::shared_ptr<ShardCache> shards;   // OpenMode::per_shard: the shards' entries
+  std::shared_ptr<ShardStream> stream;  // OpenMode::stream: the remote shards streamed
 };
 
 // A dataset that carries a CacheState: every Dataset call goes to `inner`. Destroying it drops
@@ -119,6 +153,14 @@ struct OpenMode {
   // on a background thread as with `overlap`. Each shard is opened from its entry when the entry
   // is there at its first read, else in place (docs/CACHE.md "Order shards").
   bool per_shard = false;
+  // A remote (s3://, http(s)://) sharded dataset, read in an order that keeps few shards in
+  // use at once (the Loader sets it for orders kShards and kBlocks): streamed shard by shard
+  // through the cache (CacheState::stream) instead of fetched whole before the first read. A
+  // global order over a remote dataset the cache cannot hold is refused, naming these orders.
+  bool stream = false;
+  // OpenMode::stream: shards fetched at once ahead of the reader (>= 1). The cache limit must
+  // hold this many shards plus the one being read.
+  int stream_ahead = 2;
 };
 
 // dspipe::OpenDatasetCached (dspipe/cache.h) with `mode`; the public one is this with OpenMode{}.

@@ -18,7 +18,7 @@ namespace dspipe::cache {
 
 // source_url.cc
 Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::string& base,
-                       Env* env, std::vector<EntryFile>* files);
+                       Env* env, const CancelToken* cancel, std::vector<EntryFile>* files);
 
 namespace {
 
@@ -205,7 +205,7 @@ Status PopulateFromSource(const SourceListing& listing, Directory* tmp, const st
                           const std::string& entry, Env* env, const CancelToken* cancel,
                           std::vector<EntryFile>* files) {
   files->clear();
-  if (!listing.url.empty()) return PopulateFromUrl(listing, tmp, base, env, files);
+  if (!listing.url.empty()) return PopulateFromUrl(listing, tmp, base, env, cancel, files);
   // The source at tmp/base, each side (a plain LMDB's masks LMDB) at tmp/masks/<name>: one
   // plan, so that every file of every part is reserved before any byte is copied.
   std::vector<Part> parts(1);

@@ -65,6 +65,7 @@ struct SourceFile {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   std::string via_link;  // reached through a symlink: the file's canonical path; "" otherwise
+  std::string sha256;    // URL sources with fetch_files: the manifest's hex sha256 of the file
 };
 
 struct SourceListing {
@@ -73,6 +74,10 @@ struct SourceListing {
   std::string manifest;  // URL sources: the served manifest.json (its text)
   std::string manifest_sha256;  // URL sources: hex sha256 of `manifest` (part of the identity)
   DatasetInfo info;             // URL sources: the manifest's info (sizes the pipeline's buffers)
+  // URL sources: fetch each of `files` from url/rel (its size and sha256 checked), instead of
+  // FetchDataset(url) (which reads url/manifest.json): one shard of a served dataset, whose
+  // files the dataset's manifest lists (streaming). `manifest_sha256` is the dataset's.
+  bool fetch_files = false;
   bool is_dir = false;
   std::vector<std::string> dirs;  // relative subdirectories, parents first
   std::vector<SourceFile> files;  // sorted by rel

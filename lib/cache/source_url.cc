@@ -130,7 +130,7 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
 }
 
 Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::string& base,
-                       Env* env, std::vector<EntryFile>* files) {
+                       Env* env, const CancelToken* cancel, std::vector<EntryFile>* files) {
   // FetchDataset (verified against the manifest, resumable) into tmp/base: it writes only
   // there and in tmp/base.part/, inside the entry's temp dir.
   FetchOptions fo;
@@ -139,6 +139,28 @@ Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::
   {
     std::lock_guard<std::mutex> lock(HookMu());
     fo.progress = FetchHook();
+  }
+  if (cancel != nullptr) fo.cancelled = [cancel] { return cancel->requested(); };
+  if (listing.fetch_files) {
+    // One shard of a served dataset: its files as the dataset's manifest lists them, each
+    // verified (size + sha256) by Fetch; dirs first, all inside tmp/base.
+    const std::string root = tmp->path() + "/" + base;
+    std::error_code ec;
+    fs::create_directory(root, ec);
+    if (ec) return Status::IOErrorErrno("mkdir", root, ec.value());
+    for (const std::string& d : listing.dirs) {
+      fs::create_directory(root + "/" + d, ec);
+      if (ec) return Status::IOErrorErrno("mkdir", root + "/" + d, ec.value());
+    }
+    for (const SourceFile& f : listing.files) {
+      FetchOptions one = fo;
+      one.sha256 = f.sha256;
+      one.size = static_cast<int64_t>(f.size);
+      DSPIPE_RETURN_IF_ERROR(Fetch(UrlAppendPath(listing.url, f.rel), root + "/" + f.rel, one));
+    }
+    *files = ExpectedFiles(listing, base);
+    for (EntryFile& f : *files) DSPIPE_RETURN_IF_ERROR(ReadBack(tmp, &f));
+    return Status::OK();
   }
   DSPIPE_RETURN_IF_ERROR(FetchDataset(listing.url, tmp->path() + "/" + base, fo));
   std::unique_ptr<Directory> copy;

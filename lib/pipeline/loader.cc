@@ -115,7 +115,8 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
       origin_(dataset_),
       // What OpenDatasetCached attached: a background copy or the per-shard cache.
       cache_copy_(cache::CacheStateOf(*dataset_).copy),
-      shard_cache_(cache::CacheStateOf(*dataset_).shards) {
+      shard_cache_(cache::CacheStateOf(*dataset_).shards),
+      stream_(cache::CacheStateOf(*dataset_).stream) {
   ctx_.dataset = dataset_.get();
   ctx_.options = &options_;
   ctx_.shape = shape_;
@@ -126,6 +127,7 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
   epoch_end_ = EpochEnd(0);
   state_options_ = LoaderStateOptions(options_);
   WantShards();
+  PlanStream();
 }
 
 LoaderImpl::~LoaderImpl() {
@@ -139,6 +141,7 @@ LoaderImpl::~LoaderImpl() {
 std::string LoaderImpl::reading_from() const {
   const std::string& path = dataset_->info().path;
   if (shard_cache_) return path + " (" + shard_cache_->Describe() + ")";
+  if (stream_) return path + " (" + stream_->Describe() + ")";
   if (!cache_copy_) return path;
   if (switched_) return path + " (cache, since epoch " + std::to_string(cache_epoch_) + ")";
   switch (cache_copy_->state()) {
@@ -303,6 +306,9 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
     open_options.lazy_shards = true;
     mode.per_shard = true;  // and caches only the shards it asks for (docs/CACHE.md)
   }
+  // A remote sharded dataset in an order with few shards in use at once: streamed.
+  mode.stream = options.sampler.order != SampleOrder::kGlobal;
+  mode.stream_ahead = options.stream_ahead;
   return cache::OpenDatasetCached(path, open_options, co, mode, pipeline_bytes, out, cache);
 }
 

@@ -132,6 +132,7 @@ class LoaderImpl final : public Loader {
   void SwitchToCacheIfReady();
   // Order kShards with the per-shard cache: asks for this epoch's shards and the next epoch's.
   void WantShards();
+  void PlanStream();
   // An epoch boundary with nothing in flight: reopens the dataset when more shards are cached.
   void SwitchShardsIfReady();
   // Submits batches until `prefetch` are in flight or the epoch's samples are all submitted.
@@ -173,6 +174,7 @@ class LoaderImpl final : public Loader {
   // Order kShards: the per-shard cache (cache::OpenMode::per_shard), and how many shards it had
   // cached when dataset_ was opened (consumer thread).
   const std::shared_ptr<ShardCache> shard_cache_;
+  const std::shared_ptr<ShardStream> stream_;  // OpenMode::stream: told the order and position
   size_t shards_cached_at_open_ = 0;
   std::vector<std::shared_ptr<const Dataset>> retired_;  // datasets reopened before dataset_
 

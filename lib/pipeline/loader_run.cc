@@ -42,6 +42,7 @@ Status LoaderImpl::Next(Batch* out) {
     DSPIPE_RETURN_IF_ERROR(TopUp());
     std::unique_ptr<Job> job = WaitFront();
     deliver_pos_ += job->indices.size();
+    if (stream_) stream_->Advance(deliver_pos_);
     taken_ = true;  // the position moved: set_epoch of this epoch restarts it
     Status s = Collect(*job);
     BatchBuffer* buffer = job->buffer;
@@ -95,6 +96,7 @@ void LoaderImpl::ContinuePending() {
   Drain();
   SetEpochLocked(epoch_);
   deliver_pos_ = submit_pos_ = advised_pos_ = position;
+  if (stream_) stream_->Advance(position);
 }
 
 void LoaderImpl::SetEpochLocked(uint64_t epoch) {
@@ -104,6 +106,14 @@ void LoaderImpl::SetEpochLocked(uint64_t epoch) {
   deliver_pos_ = submit_pos_ = advised_pos_ = 0;
   corrupt_in_epoch_ = 0;
   SwitchToCacheIfReady();
+  PlanStream();
+}
+
+// OpenMode::stream: the stream learns this epoch's order and the next's (it fetches along
+// them and evicts the shard used furthest ahead); Next tells it the position.
+void LoaderImpl::PlanStream() {
+  if (!stream_) return;
+  stream_->SetOrder(sampler_.EpochOrder(epoch_), sampler_.EpochOrder(epoch_ + 1));
 }
 
 // An epoch boundary with nothing in flight: when the background copy into the cache has

@@ -135,6 +135,7 @@ Status LoaderImpl::Restore(const LoaderState& state) {
   }
   SetEpochLocked(state.epoch);
   deliver_pos_ = submit_pos_ = advised_pos_ = state.position;
+  if (stream_) stream_->Advance(state.position);
   return Status::OK();
 }
 

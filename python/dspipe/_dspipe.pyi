@@ -101,6 +101,7 @@ class LoaderOptions:
     cache: str
     cache_limit: int
     cache_overlap: bool
+    stream_ahead: int
     def __init__(self, other: LoaderOptions = ...) -> None: ...
 
 class DeviceOptions:

@@ -48,6 +48,7 @@ class LoaderArgs(_PlainArgs, total=False):
     cache: _Path
     cache_limit: int
     cache_overlap: bool
+    stream_ahead: int
     verify_crc: bool
     max_readers: int
     os_readahead: bool

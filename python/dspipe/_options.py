@@ -153,6 +153,8 @@ LOADER: dict[str, Kwarg] = {
                      "0 = only the budget"),
     "cache_overlap": K("LoaderOptions::cache_overlap", "read in place while the cache copy is "
                        "made (False: copy before the first batch)"),
+    "stream_ahead": K("LoaderOptions::stream_ahead", "remote sharded datasets in order "
+                      "'shards'/'blocks': shards fetched at once ahead of the reader"),
     "verify_crc": K("DatasetOpenOptions::verify_crc", "check each record's CRC-32 on every read"),
     "max_readers": K("DatasetOpenOptions::max_readers", "LMDB reader slots per environment"),
     "os_readahead": K("DatasetOpenOptions::readahead", "OS readahead on the LMDB map"),

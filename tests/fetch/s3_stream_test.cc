@@ -1,0 +1,272 @@
+// Streaming a remote sharded dataset through a bounded cache (docs/STORAGE.md "Streaming"),
+// against a real SeaweedFS (s3_server.h) with server.py --proxy in front of it (faults): every
+// epoch sees every sample once, with the batches of the same loader over the local copy; the
+// shards held never exceed the limit; each epoch fetches each shard about once (Belady); resume
+// mid-epoch; the errors at open (a limit below the shards in flight, the global order); a cut
+// connection and 503 SlowDown retried; a shard changed on the server never reaches a batch.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "cache/cached_dataset.h"
+#include "dspipe/loader.h"
+#include "dspipe/push.h"
+#include "fetch/http_server.h"
+#include "fetch/s3.h"
+#include "fetch/s3_server.h"
+#include "fetch/test_files.h"
+
+namespace dspipe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kSamples = 48, kShards = 12, kPerShard = kSamples / kShards;
+constexpr int kBatch = 4;
+
+// One epoch's batches: the indices in order, and every batch's image + mask bytes.
+struct Epoch {
+  std::vector<uint64_t> indices;
+  std::string bytes;
+  Status error;
+};
+
+Status NextEpoch(Loader* loader, Epoch* e, int max_batches = -1,
+                 const std::function<void()>& after_batch = nullptr) {
+  *e = Epoch();
+  for (int n = 0; max_batches < 0 || n < max_batches; ++n) {
+    Batch b;
+    Status s = loader->Next(&b);
+    if (!s.ok()) return e->error = s;
+    if (!b) break;
+    e->indices.insert(e->indices.end(), b.indices(), b.indices() + b.size());
+    e->bytes.append(reinterpret_cast<const char*>(b.images()), b.size() * b.shape().image_bytes());
+    e->bytes.append(reinterpret_cast<const char*>(b.masks()), b.size() * b.shape().mask_bytes());
+    if (after_batch) after_batch();
+  }
+  return Status::OK();
+}
+
+// Bytes under the cache's own directory that are not its small control files: the entries'
+// files and those of copies in progress (E/..., E.tmp/...), less the reader tables (lock.mdb,
+// about 40 KiB each, against shards of 72 KiB here) LMDB makes beside each open shard: what the
+// limit counts is the dataset's files.
+uint64_t CacheDataBytes(const std::string& root) {
+  uint64_t n = 0;
+  std::error_code ec;
+  const fs::path own = fs::path(root) / "dspipe-cache-v1";
+  for (auto it = fs::directory_iterator(own, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    for (auto f = fs::recursive_directory_iterator(it->path(), ec);
+         !ec && f != fs::recursive_directory_iterator(); f.increment(ec)) {
+      if (f->is_regular_file(ec) && f->path().filename() != "lock.mdb") n += f->file_size(ec);
+    }
+  }
+  return n;
+}
+
+class S3StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DSPIPE_REQUIRE_WEED();
+    char tmpl[] = "/tmp/dspipe-s3st-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    weed_ = std::make_unique<SeaweedServer>();
+    ASSERT_EQ(weed_->Raw("PUT", "/bkt"), 200);
+    proxy_ = std::make_unique<HttpServer>("--proxy", std::to_string(weed_->port()));
+    env_ = std::make_unique<S3Env>("http://127.0.0.1:" + std::to_string(proxy_->port()));
+    std::string log;
+    ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src", "--count", std::to_string(kSamples),
+                            "--size", "64x48", "--seed", "5", "--threads", "1"},
+                           &log),
+              0)
+        << log;
+    local_ = dir_ + "/ds";
+    ASSERT_EQ(RunDsconvert({"build", dir_ + "/src", local_, "--shards", std::to_string(kShards),
+                            "--threads", "1", "-q"},
+                           &log),
+              0)
+        << log;
+    PushResult r;
+    ASSERT_OK(PushDataset(local_, "s3://bkt/train/", PushOptions(), &r));
+    (void)proxy_->Requests();  // read the proxy's request log: a full pipe would stall it
+    for (int i = 0; i < kShards; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "shard-%05d.lmdb", i);
+      const uint64_t b = fs::file_size(local_ + "/" + name + "/data.mdb");
+      total_ += b;
+      largest_ = std::max(largest_, b);
+    }
+  }
+  void TearDown() override {
+    env_.reset();
+    proxy_.reset();
+    weed_.reset();
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  // Order kBlocks with blocks of one shard: the epoch reads shard after shard, each shuffled.
+  LoaderOptions Options(const std::string& cache, uint64_t limit) const {
+    LoaderOptions o;
+    o.batch_size = kBatch;
+    o.threads = 2;
+    o.prefetch = 2;
+    o.sampler.order = SampleOrder::kBlocks;
+    o.sampler.block_size = kPerShard;
+    o.sampler.seed = 11;
+    o.cache = cache;
+    o.cache_limit = limit;
+    o.stream_ahead = 1;
+    return o;
+  }
+  // The same loader over the local copy, read in place: the reference batches.
+  std::vector<Epoch> Reference(int epochs) const {
+    LoaderOptions o = Options("off", 0);
+    std::unique_ptr<Loader> l;
+    EXPECT_TRUE(Loader::Open(local_, o, &l).ok());
+    std::vector<Epoch> v(epochs);
+    for (Epoch& e : v) EXPECT_TRUE(NextEpoch(l.get(), &e).ok());
+    return v;
+  }
+  static std::shared_ptr<ShardStream> StreamOf(const Loader& l) {
+    return cache::CacheStateOf(l.dataset()).stream;
+  }
+
+  std::string dir_, local_;
+  uint64_t total_ = 0, largest_ = 0;
+  std::unique_ptr<SeaweedServer> weed_;
+  std::unique_ptr<HttpServer> proxy_;
+  std::unique_ptr<S3Env> env_;
+};
+
+TEST_F(S3StreamTest, EveryEpochSeesEverySampleOnceWithinAQuarterOfTheDatasetFetchingItOnce) {
+  const uint64_t limit = total_ / 4;
+  ASSERT_GE(limit, 2 * largest_) << "the test's shards are too unequal for stream_ahead 1";
+  const std::vector<Epoch> ref = Reference(3);
+  std::unique_ptr<Loader> l;
+  const std::string cache = dir_ + "/cache";
+  ASSERT_OK(Loader::Open("s3://bkt/train/", Options(cache, limit), &l));
+  std::shared_ptr<ShardStream> stream = StreamOf(*l);
+  ASSERT_NE(stream, nullptr) << l->reading_from();
+  EXPECT_NE(l->reading_from().find("streaming: "), std::string::npos) << l->reading_from();
+  uint64_t most = 0, fetched = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    Epoch e;
+    ASSERT_OK(NextEpoch(l.get(), &e, -1, [&] { most = std::max(most, CacheDataBytes(cache)); }));
+    // The local loader's batches, byte for byte: so every sample exactly once.
+    EXPECT_EQ(e.indices, ref[epoch].indices) << "epoch " << epoch;
+    EXPECT_TRUE(e.bytes == ref[epoch].bytes) << "epoch " << epoch;
+    std::vector<uint64_t> sorted = e.indices;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<uint64_t> all(kSamples);
+    std::iota(all.begin(), all.end(), uint64_t{0});
+    EXPECT_EQ(sorted, all) << "epoch " << epoch;
+    const StreamStats st = stream->stats();
+    // Belady over an order that reads shard after shard: each shard about once per epoch.
+    EXPECT_LE(st.fetched_bytes - fetched, total_ + total_ / 20) << "epoch " << epoch;
+    EXPECT_GE(st.fetched_bytes - fetched, total_ / 2) << "epoch " << epoch;  // a quarter cached
+    fetched = st.fetched_bytes;
+  }
+  const StreamStats st = stream->stats();
+  EXPECT_LE(st.peak_held_bytes, limit);
+  EXPECT_LE(most, limit);
+  EXPECT_GT(most, 0u);
+  EXPECT_GT(st.evictions, 0u);
+  // The data objects went through the proxy as whole-object GETs, no more than the stats say.
+  uint64_t gets = 0;
+  for (const nlohmann::json& r : proxy_->Requests()) {
+    const std::string p = r["path"];
+    if (r["method"] == "GET" && p.find("/data.mdb") != std::string::npos) ++gets;
+  }
+  EXPECT_EQ(gets, st.fetches);
+  EXPECT_LE(gets, static_cast<uint64_t>(3 * kShards + kShards / 4));
+}
+
+TEST_F(S3StreamTest, ResumeMidEpochGivesExactlyTheRemainingSamples) {
+  const std::vector<Epoch> ref = Reference(2);
+  const LoaderOptions o = Options(dir_ + "/cache", total_ / 4);
+  LoaderState state;
+  {
+    std::unique_ptr<Loader> l;
+    ASSERT_OK(Loader::Open("s3://bkt/train/", o, &l));
+    Epoch e;
+    ASSERT_OK(NextEpoch(l.get(), &e));  // epoch 0
+    ASSERT_OK(NextEpoch(l.get(), &e, 5));  // 5 batches of epoch 1
+    state = l->state();
+  }
+  std::unique_ptr<Loader> l;
+  ASSERT_OK(Loader::Open("s3://bkt/train/", o, &l));
+  ASSERT_OK(l->Restore(state));
+  Epoch rest;
+  ASSERT_OK(NextEpoch(l.get(), &rest));
+  const std::vector<uint64_t> want(ref[1].indices.begin() + 5 * kBatch, ref[1].indices.end());
+  EXPECT_EQ(rest.indices, want);
+}
+
+TEST_F(S3StreamTest, TheErrorsAtOpenNameTheMinimumLimitAndTheOrdersThatStream) {
+  std::unique_ptr<Loader> l;
+  // stream_ahead 1 + the shard read: two of the largest shards.
+  Status s = Loader::Open("s3://bkt/train/", Options(dir_ + "/cache", largest_), &l);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("at least " + std::to_string(2 * largest_) + " bytes"),
+            std::string::npos)
+      << s.ToString();
+  // The global order reads any record at any time: refused when the dataset does not fit.
+  LoaderOptions g = Options(dir_ + "/cache", total_ / 4);
+  g.sampler.order = SampleOrder::kGlobal;
+  s = Loader::Open("s3://bkt/train/", g, &l);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported) << s.ToString();
+  EXPECT_NE(s.message().find("\"shards\""), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("\"blocks\""), std::string::npos) << s.ToString();
+  EXPECT_FALSE(fs::exists(dir_ + "/cache/dspipe-cache-v1") &&
+               CacheDataBytes(dir_ + "/cache") > 0);
+}
+
+TEST_F(S3StreamTest, CutConnectionsAndSlowDownAreRetriedAndAChangedShardNeverReachesABatch) {
+  const std::vector<Epoch> ref = Reference(1);
+  proxy_->Set("/bkt/train/shard-00003.lmdb/data.mdb", "cut=1000");
+  proxy_->Set("/bkt/train/shard-00007.lmdb/data.mdb", "fail=2&code=503&retry_after=0");
+  {
+    std::unique_ptr<Loader> l;
+    ASSERT_OK(Loader::Open("s3://bkt/train/", Options(dir_ + "/cache1", total_ / 4), &l));
+    Epoch e;
+    ASSERT_OK(NextEpoch(l.get(), &e));
+    EXPECT_EQ(e.indices, ref[0].indices);
+    EXPECT_TRUE(e.bytes == ref[0].bytes);
+  }
+  // Both faults were met: shard 3's body cut and resumed with a Range; shard 7 answered 503.
+  int resumed = 0, slowdowns = 0;
+  for (const nlohmann::json& r : proxy_->Requests()) {
+    if (r["path"] == "/bkt/train/shard-00003.lmdb/data.mdb" && !r["range"].is_null()) ++resumed;
+    if (r["path"] == "/bkt/train/shard-00007.lmdb/data.mdb" && r["n"].get<int>() < 2) ++slowdowns;
+  }
+  EXPECT_GE(resumed, 1);
+  EXPECT_EQ(slowdowns, 2);
+  // Shard 5's object replaced on the server (the manifest unchanged): its fetch fails its
+  // sha256 check, the read names the shard, and no batch before it holds other bytes.
+  std::unique_ptr<s3::Client> c;
+  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::string other(static_cast<size_t>(fs::file_size(local_ + "/shard-00005.lmdb/data.mdb")),
+                    '\x5a');
+  ASSERT_OK(c->Put("s3://bkt/train/shard-00005.lmdb/data.mdb", other));
+  (void)proxy_->Requests();
+  std::unique_ptr<Loader> l;
+  ASSERT_OK(Loader::Open("s3://bkt/train/", Options(dir_ + "/cache2", total_ / 4), &l));
+  Epoch e;
+  Status s = NextEpoch(l.get(), &e);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("shard-00005.lmdb"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("sha256"), std::string::npos) << s.ToString();
+  ASSERT_LE(e.indices.size(), ref[0].indices.size());
+  EXPECT_TRUE(std::equal(e.indices.begin(), e.indices.end(), ref[0].indices.begin()));
+  EXPECT_TRUE(e.bytes == ref[0].bytes.substr(0, e.bytes.size()));
+}
+
+}  // namespace
+}  // namespace dspipe::testing
