@@ -102,6 +102,9 @@ struct ProfileOptions {
   // LoaderOptions::cache_overlap; false: the copy is made before the loader starts (its time
   // is copy_seconds, outside the measured batches) and the run reads the copy.
   bool cache_overlap = true;
+  // LoaderOptions::stream_ahead: a remote sharded dataset in order shards/blocks is streamed,
+  // this many shards fetched ahead.
+  int stream_ahead = 2;
   // Write a Chrome trace of the whole run (warm-up included) here; "" = none. At most
   // trace_events_per_thread spans per thread are kept (32 bytes each).
   std::string trace_path;
@@ -161,9 +164,16 @@ struct EpochResult {
   uint64_t records_in_place = 0, bytes_in_place = 0;
   uint64_t records_cache = 0, bytes_cache = 0;
   // Where it read from: "in place", "cache" (the copy: after the switch, or for the whole run
-  // when the entry was there at open), "in place + cache" (a partial last epoch only) or
-  // "none" (nothing read).
+  // when the entry was there at open), "in place + cache" (a partial last epoch only),
+  // "stream" (a remote dataset streamed through the cache: docs/STORAGE.md) or "none"
+  // (nothing read).
   std::string source;
+  // Streamed: what the stream did during the epoch (ShardStream::stats): shards fetched and
+  // their bytes (the network), shard reads that found their shard cached and reads that waited
+  // for a fetch, and the time those reads waited (summed over the loader's threads).
+  bool streamed = false;
+  uint64_t net_fetches = 0, net_bytes = 0, shard_hits = 0, shard_waits = 0;
+  double net_wait_seconds = 0;
 };
 
 struct ProfileResult {

@@ -101,6 +101,13 @@ json EpochsJson(const ProfileResult& r) {
                       {"bytes_in_place", e.bytes_in_place},
                       {"records_cache", e.records_cache},
                       {"bytes_cache", e.bytes_cache}});
+    if (e.streamed) {
+      epochs.back()["network"] = {{"fetches", e.net_fetches},
+                                  {"bytes", e.net_bytes},
+                                  {"shard_hits", e.shard_hits},
+                                  {"shard_waits", e.shard_waits},
+                                  {"wait_seconds", e.net_wait_seconds}};
+    }
   }
   return epochs;
 }

@@ -73,6 +73,13 @@ void AppendRun(const ProfileResult& r, std::string* out) {
                           "read\n",
                           i, e.source, e.images_per_s, e.images, e.seconds,
                           static_cast<double>(e.bytes_in_place + e.bytes_cache) / 1e6);
+      if (e.streamed) {
+        *out += fmt::format(
+            "       network: {} shards, {:.1f} MB fetched; shard reads {} cached, {} waited "
+            "{:.3f} s\n",
+            e.net_fetches, static_cast<double>(e.net_bytes) / 1e6, e.shard_hits, e.shard_waits,
+            e.net_wait_seconds);
+      }
     }
     *out += "\n";
   }

@@ -55,12 +55,60 @@ class CountingCacheCopy final : public CacheCopy {
   mutable std::shared_ptr<const Dataset> cached_;  // guarded by mu_
 };
 
+// The per-shard cache seen through the counting wrapper: the same requests and state; each
+// dataset Reopen makes (some shards read from their entries) is a CountingDataset counting into
+// `cache`. Thread-safe.
+class CountingShardCache final : public ShardCache,
+                                 public std::enable_shared_from_this<CountingShardCache> {
+ public:
+  CountingShardCache(std::shared_ptr<ShardCache> inner, std::shared_ptr<ReadCounters> counters)
+      : inner_(std::move(inner)), counters_(std::move(counters)) {}
+  void Want(const std::vector<uint64_t>& shards) override { inner_->Want(shards); }
+  void Wait() const override { inner_->Wait(); }
+  size_t cached_count() const override { return inner_->cached_count(); }
+  Status Reopen(std::shared_ptr<const Dataset>* out) const override {
+    std::shared_ptr<const Dataset> ds;
+    DSPIPE_RETURN_IF_ERROR(inner_->Reopen(&ds));
+    // The reopened dataset carries the inner cache (it owns it); the wrapper carries this one,
+    // so the Loader keeps reopening through the counters.
+    cache::CacheState state;
+    state.shards = std::const_pointer_cast<CountingShardCache>(shared_from_this());
+    *out = std::make_shared<cache::CachedDataset>(
+        std::make_shared<CountingDataset>(std::move(ds), counters_), std::move(state));
+    return Status::OK();
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+
+ private:
+  const std::shared_ptr<ShardCache> inner_;
+  const std::shared_ptr<ReadCounters> counters_;
+};
+
 }  // namespace
 
 std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,
                                           std::shared_ptr<ReadCounters> in_place,
                                           std::shared_ptr<ReadCounters> cache) {
-  std::shared_ptr<CacheCopy> copy = cache::CacheStateOf(*inner).copy;
+  const cache::CacheState inner_state = cache::CacheStateOf(*inner);
+  if (inner_state.stream) {
+    // Streamed: every read comes from a shard's cache entry. The wrapper carries the stream, so
+    // the Loader tells it the order.
+    cache::CacheState state;
+    state.stream = inner_state.stream;
+    return std::make_shared<cache::CachedDataset>(
+        std::make_shared<CountingDataset>(std::move(inner), std::move(cache)), std::move(state));
+  }
+  if (inner_state.shards) {
+    // The per-shard cache: the first epoch reads in place (shards are copied meanwhile), the
+    // datasets reopened at epoch boundaries count into `cache` (their cached shards read from
+    // the entries, any others still in place).
+    cache::CacheState state;
+    state.shards = std::make_shared<CountingShardCache>(inner_state.shards, std::move(cache));
+    return std::make_shared<cache::CachedDataset>(
+        std::make_shared<CountingDataset>(std::move(inner), std::move(in_place)),
+        std::move(state));
+  }
+  std::shared_ptr<CacheCopy> copy = inner_state.copy;
   auto counting = std::make_shared<CountingDataset>(std::move(inner), std::move(in_place));
   if (!copy) return counting;
   // The wrapper carries an adapter of the copy, as OpenDatasetCached's dataset carries the copy.

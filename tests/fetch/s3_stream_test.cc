@@ -18,6 +18,7 @@
 #include "fetch/s3.h"
 #include "fetch/s3_server.h"
 #include "fetch/test_files.h"
+#include "profile/profile.h"
 
 namespace dspipe::testing {
 namespace {
@@ -266,6 +267,38 @@ TEST_F(S3StreamTest, CutConnectionsAndSlowDownAreRetriedAndAChangedShardNeverRea
   ASSERT_LE(e.indices.size(), ref[0].indices.size());
   EXPECT_TRUE(std::equal(e.indices.begin(), e.indices.end(), ref[0].indices.begin()));
   EXPECT_TRUE(e.bytes == ref[0].bytes.substr(0, e.bytes.size()));
+}
+
+// dsbench measures a streamed run like any other, and says per epoch what came over the network.
+TEST_F(S3StreamTest, DsbenchReportsEachEpochsNetworkFigures) {
+  profile::ProfileOptions po;
+  po.threads = 2;
+  po.batch_size = kBatch;
+  po.batches = 0;
+  po.epochs = 2;
+  po.warmup = 0;
+  po.order = SampleOrder::kBlocks;
+  po.block_size = kPerShard;
+  po.ram_cache = dir_ + "/cache";
+  po.cache_limit = total_ / 4;
+  po.stream_ahead = 1;
+  profile::ProfileResult r;
+  ASSERT_OK(profile::RunProfile("s3://bkt/train/", po, &r));
+  ASSERT_EQ(r.epochs.size(), 2u);
+  for (const profile::EpochResult& e : r.epochs) {
+    EXPECT_TRUE(e.streamed);
+    EXPECT_EQ(e.source, "stream");
+    EXPECT_EQ(e.images, static_cast<uint64_t>(kSamples));
+    EXPECT_GT(e.net_fetches, 0u);
+    EXPECT_GT(e.net_bytes, 0u);
+    EXPECT_LE(e.net_bytes, total_ + total_ / 20);
+    EXPECT_EQ(e.shard_hits + e.shard_waits, e.records_cache);
+  }
+  profile::Report rep;
+  rep.run = r;
+  const std::string text = profile::ReportText(rep);
+  EXPECT_NE(text.find("network: "), std::string::npos) << text;
+  EXPECT_NE(profile::ReportJson(rep)["epochs"][0].dump().find("\"network\""), std::string::npos);
 }
 
 }  // namespace

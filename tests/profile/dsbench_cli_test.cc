@@ -194,8 +194,6 @@ TEST(DsbenchCli, UsageErrorsAndFailures) {
   EXPECT_NE(out.find("--rank 3: must be less than --world-size 3"), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --order rows", &out), 2) << out;
   EXPECT_NE(out.find("--order"), std::string::npos) << out;
-  EXPECT_EQ(Dsbench(d.lmdb + " --order shards --cache auto", &out), 2) << out;
-  EXPECT_NE(out.find("--cache with --order shards"), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.folder + " --compare " + d.lmdb + " --world-size 2", &out), 2) << out;
   // A lone LMDB is one shard: the sampler refuses 3 ranks of order shards, naming the flags.
   EXPECT_EQ(Dsbench(d.lmdb + " --order shards --world-size 3 -q", &out), 1) << out;

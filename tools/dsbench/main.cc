@@ -154,6 +154,11 @@ int main(int argc, char** argv) {
                "wait is reported apart), so that the later epochs read the copy");
   app.add_option("--cache-limit", o.cache_limit,
                  "capacity of the cache dir in bytes (LRU eviction); 0 = only the budget");
+  app.add_option("--stream-ahead", o.stream_ahead,
+                 "a remote sharded dataset with --order shards|blocks is streamed: shards "
+                 "fetched at once ahead of the reader (the cache must hold this + 1)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bool no_overlap = false;
   app.add_flag("--cache-no-overlap", no_overlap,
                "make the copy before the run starts and read it (the copy is not overlapped "
@@ -225,10 +230,6 @@ int main(int argc, char** argv) {
   if (o.rank >= o.world_size) {
     return Usage("--rank " + std::to_string(o.rank) + ": must be less than --world-size " +
                  std::to_string(o.world_size));
-  }
-  if (o.order == dspipe::SampleOrder::kShards && o.ram_cache != "off") {
-    return Usage("--cache with --order shards (the per-shard cache) is not measured yet; use "
-                 "--order global|blocks with --cache");
   }
   if (!compare_db.empty() && (o.world_size > 1 || rank->count() > 0 || order != "global")) {
     return Usage("--compare measures one whole dataset; drop --order/--rank/--world-size");
