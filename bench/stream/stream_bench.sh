@@ -2,7 +2,7 @@
 # Streaming from S3 vs local disk, side by side in one run (issue 23; docs/STORAGE.md
 # "Streaming").
 #
-#   bench/stream/stream_bench.sh [--dir DIR] [--count 320] [--shards 8] [--rounds 3]
+#   bench/stream/stream_bench.sh [--dir DIR] [--count 324] [--shards 12] [--rounds 3]
 #                                [--epochs 3] [--threads 2] [--build-dir build]
 #
 # 1. DIR/src: COUNT synthetic 512x512 PNG image + mask pairs (`dsconvert synth`), built into
@@ -17,7 +17,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR=/tmp/dspipe-stream-bench
-COUNT=320 SHARDS=8 ROUNDS=3 EPOCHS=3 THREADS=2 BUILD="$ROOT/build"
+COUNT=324 SHARDS=12 ROUNDS=3 EPOCHS=3 THREADS=2 BUILD="$ROOT/build"
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;
@@ -89,4 +89,4 @@ done
 curl -sf -X PUT "${sign[@]}" "$AWS_ENDPOINT_URL_S3/bkt" > /dev/null
 "$DSC" push "$DIR/ds" s3://bkt/ds/ -q
 "$BENCH" "$DIR/ds" s3://bkt/ds/ "$DIR/cache" --rounds "$ROUNDS" --epochs "$EPOCHS" \
-  --threads "$THREADS" --json "$DIR/summary.json"
+  --threads "$THREADS" --ahead "${AHEAD:-2}" --json "$DIR/summary.json"

@@ -516,7 +516,7 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   if (limit < std::min(minimum, total)) {
     return Status::InvalidArgument(
         "streaming " + shown + ": the cache must hold " + std::to_string(ahead) +
-        " shards fetched ahead plus the one being read, at least " + FormatBytes(minimum) +
+        (ahead == 1 ? " shard" : " shards") + " fetched ahead plus the one being read, at least " + FormatBytes(minimum) +
         " (the largest shard is " + FormatBytes(largest) + "), but " + limit_what +
         " is less: raise " + Opt("LoaderOptions::cache_limit") + " to at least " +
         std::to_string(minimum) + " bytes, or free room in the cache");

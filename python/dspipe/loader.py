@@ -331,7 +331,8 @@ class Loader:
     @property
     def reading_from(self) -> str:
         """Where records are read from (cache=): "PATH", "PATH (in place, copying into the
-        cache)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)"."""
+        cache)", "PATH (cache, since epoch N)", "PATH (in place: REASON)" or, streamed, "URL
+        (streaming: 3 of 8 shards cached ...)"."""
         return str(self._core.reading_from())
 
     def wait_for_cache_copy(self) -> None:

@@ -161,3 +161,31 @@ def test_ray_convert_to_s3_builds_pushes_and_removes_its_staging(s3_endpoint, tm
     _, remote = _epoch("s3://bkt/rc/")
     for a, b in zip(local, remote, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_order_blocks_streams_a_sharded_s3_dataset_within_its_limit(s3_endpoint, tmp_path):
+    # 4 shards of 6 samples, streamed shard by shard through a cache that holds two of them
+    # (stream_ahead 1): the local loader's batches, every sample once per epoch, and the
+    # state_dict resume mid-epoch (docs/STORAGE.md "Streaming").
+    dspipe.synth(tmp_path / "src", count=24, size=(32, 48), seed=4, classes=3)
+    dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=4, progress=False)
+    _dspipe.push(str(tmp_path / "ds"), "s3://bkt/st/", 5 << 20, 8)
+    shards = sorted((tmp_path / "ds").glob("shard-*/data.mdb"))
+    limit = 2 * max(p.stat().st_size for p in shards)
+    kw = dict(batch_size=4, num_threads=2, device="cpu", order="blocks", block_size=6, seed=2)
+
+    def epoch(loader):
+        out = [(b["index"].numpy().copy(), b["image"].numpy().copy()) for b in loader]
+        return np.concatenate([i for i, _ in out]), [im for _, im in out]
+
+    local_idx, local_img = epoch(dspipe.Loader(str(tmp_path / "ds"), **kw))
+    loader = dspipe.Loader("s3://bkt/st/", cache=str(tmp_path / "cache"), cache_limit=limit,
+                           stream_ahead=1, **kw)
+    assert "streaming" in loader.reading_from, loader.reading_from
+    idx, img = epoch(loader)
+    assert np.array_equal(idx, local_idx) and sorted(idx.tolist()) == list(range(24))
+    assert all(np.array_equal(a, b) for a, b in zip(img, local_img, strict=True))
+    with pytest.raises(RuntimeError) as e:  # below stream_ahead + 1 shards: the minimum named
+        dspipe.Loader("s3://bkt/st/", cache=str(tmp_path / "c2"), cache_limit=limit // 2,
+                      stream_ahead=1, **kw)
+    assert "at least" in str(e.value) and "s3://bkt/st/" in str(e.value)
