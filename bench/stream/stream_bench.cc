@@ -33,8 +33,8 @@
 
 #include "../series.h"
 #include "cache/cached_dataset.h"
-#include "dspipe/loader.h"
 #include "core/files.h"
+#include "dspipe/loader.h"
 #include "format/manifest.h"
 
 namespace fs = std::filesystem;
@@ -155,13 +155,20 @@ int main(int argc, char** argv) {
   for (int i = 4; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const std::string v = argv[i + 1];
-    if (k == "--rounds") a.rounds = std::stoi(v);
-    else if (k == "--epochs") a.epochs = std::stoi(v);
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoi(v);
-    else if (k == "--ahead") a.ahead = std::stoi(v);
-    else if (k == "--json") a.json = v;
-    else Die("unknown option " + k);
+    if (k == "--rounds")
+      a.rounds = std::stoi(v);
+    else if (k == "--epochs")
+      a.epochs = std::stoi(v);
+    else if (k == "--threads")
+      a.threads = std::stoi(v);
+    else if (k == "--batch")
+      a.batch = std::stoi(v);
+    else if (k == "--ahead")
+      a.ahead = std::stoi(v);
+    else if (k == "--json")
+      a.json = v;
+    else
+      Die("unknown option " + k);
   }
   if (a.epochs < 2) Die("--epochs must be >= 2 (a first epoch and cached ones)");
   std::string text;
@@ -203,8 +210,8 @@ int main(int argc, char** argv) {
     q.stream_ahead = 1;
     StreamStats qs;
     const std::vector<EpochRun> qr = Run(
-        a.url, q, a.epochs, info.count,
-        [&] { most = std::max(most, CacheDataBytes(a.cache)); }, &qs);
+        a.url, q, a.epochs, info.count, [&] { most = std::max(most, CacheDataBytes(a.cache)); },
+        &qs);
     peak = std::max(peak, qs.peak_held_bytes);
     fs::remove_all(a.cache);
     for (int e = 0; e < a.epochs; ++e) {
@@ -231,18 +238,19 @@ int main(int argc, char** argv) {
               first_ratio.Median(), first_ratio.Min(), first_ratio.Max());
   std::printf("cached epochs / local warm:               %.3f (per epoch and round %.3f-%.3f)\n",
               later_ratio.Median(), later_ratio.Min(), later_ratio.Max());
-  std::printf("25%% limit: bytes fetched per epoch / dataset: median %.3f (%.3f-%.3f); "
-              "cache data sampled at most %.1f KiB, stream peak %.1f KiB, limit %.1f KiB: %s\n",
-              quarter_fetched_ratio.Median(), quarter_fetched_ratio.Min(),
-              quarter_fetched_ratio.Max(), most / 1024.0, peak / 1024.0, quarter_limit / 1024.0,
-              within ? "within" : "EXCEEDED");
+  std::printf(
+      "25%% limit: bytes fetched per epoch / dataset: median %.3f (%.3f-%.3f); "
+      "cache data sampled at most %.1f KiB, stream peak %.1f KiB, limit %.1f KiB: %s\n",
+      quarter_fetched_ratio.Median(), quarter_fetched_ratio.Min(), quarter_fetched_ratio.Max(),
+      most / 1024.0, peak / 1024.0, quarter_limit / 1024.0, within ? "within" : "EXCEEDED");
   std::printf("every epoch of every loader saw every sample exactly once: %s\n",
               all_once ? "yes" : "NO");
   if (!a.json.empty()) {
     std::ofstream j(a.json);
-    j << "{\"first_ratio\": " << first_ratio.Median() << ", \"later_ratio\": "
-      << later_ratio.Median() << ", \"quarter_fetched_ratio_max\": "
-      << quarter_fetched_ratio.Max() << ", \"within_limit\": " << (within ? "true" : "false")
+    j << "{\"first_ratio\": " << first_ratio.Median()
+      << ", \"later_ratio\": " << later_ratio.Median()
+      << ", \"quarter_fetched_ratio_max\": " << quarter_fetched_ratio.Max()
+      << ", \"within_limit\": " << (within ? "true" : "false")
       << ", \"exactly_once\": " << (all_once ? "true" : "false") << "}\n";
   }
   return all_once && within ? 0 : 1;

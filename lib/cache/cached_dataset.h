@@ -91,7 +91,8 @@ class ShardStream {
   // The order the reader reads from now on: the dataset indices of this epoch's positions
   // (`current`, read from position 0), then the next epoch's (`next`), for the fetch-ahead
   // across the boundary. Replaces the previous order; positions restart at 0.
-  virtual void SetOrder(const std::vector<uint64_t>& current, const std::vector<uint64_t>& next) = 0;
+  virtual void SetOrder(const std::vector<uint64_t>& current,
+                        const std::vector<uint64_t>& next) = 0;
   // The reader is done with the positions before `position` of the current order.
   virtual void Advance(uint64_t position) = 0;
   virtual StreamStats stats() const = 0;

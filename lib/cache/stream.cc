@@ -43,8 +43,7 @@ struct UseRun {
 class StreamImpl final : public ShardStream {
  public:
   StreamImpl(std::string url, CacheOptions options, DatasetOpenOptions open_options,
-             std::vector<ShardSpec> shards, std::unique_ptr<CacheDir> cd, uint64_t limit,
-             int ahead)
+             std::vector<ShardSpec> shards, std::unique_ptr<CacheDir> cd, uint64_t limit, int ahead)
       : url_(std::move(url)),
         options_(std::move(options)),
         open_options_(std::move(open_options)),
@@ -176,8 +175,8 @@ class StreamImpl final : public ShardStream {
     size_t cached = 0;
     for (const Slot& s : slots_) cached += s.state == Slot::kCached ? 1 : 0;
     return "streaming: " + std::to_string(cached) + " of " + std::to_string(slots_.size()) +
-           " shards cached (" + FormatBytes(stats_.held_bytes) + " of the " +
-           FormatBytes(limit_) + " limit), " + std::to_string(stats_.fetches) + " fetched (" +
+           " shards cached (" + FormatBytes(stats_.held_bytes) + " of the " + FormatBytes(limit_) +
+           " limit), " + std::to_string(stats_.fetches) + " fetched (" +
            FormatBytes(stats_.fetched_bytes) + "), " + std::to_string(ahead_) + " ahead";
   }
 
@@ -255,8 +254,7 @@ class StreamImpl final : public ShardStream {
         const Slot& s = slots_[i];
         if (s.state != Slot::kCached || s.pins > 0 || s.waiters > 0) continue;
         if (!urgent && next[i] <= next[pick]) continue;  // needed before the pick
-        if (victim == kNever || next[i] > next[victim] ||
-            (next[i] == next[victim] && i > victim)) {
+        if (victim == kNever || next[i] > next[victim] || (next[i] == next[victim] && i > victim)) {
           victim = i;
         }
       }
@@ -370,11 +368,11 @@ class StreamImpl final : public ShardStream {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Slot> slots_;  // guarded by mu_
-  std::vector<UseRun> runs_;    // guarded by mu_
-  size_t cursor_ = 0;        // guarded by mu_: the first run not read to its end
-  bool stop_ = false;        // guarded by mu_
-  StreamStats stats_;        // guarded by mu_
+  std::vector<Slot> slots_;   // guarded by mu_
+  std::vector<UseRun> runs_;  // guarded by mu_
+  size_t cursor_ = 0;         // guarded by mu_: the first run not read to its end
+  bool stop_ = false;         // guarded by mu_
+  StreamStats stats_;         // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -416,13 +414,13 @@ class StreamingDataset final : public Dataset {
 bool IsShardedManifest(const SourceListing& listing) {
   DatasetInfo info;
   std::vector<ShardRange> ranges;
-  return ParseManifest(listing.manifest, "manifest.json", &info, &ranges).ok() &&
-         !ranges.empty() && !ranges[0].name.empty();
+  return ParseManifest(listing.manifest, "manifest.json", &info, &ranges).ok() && !ranges.empty() &&
+         !ranges[0].name.empty();
 }
 
 Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_options,
-                  const CacheOptions& cache_options, int ahead,
-                  std::shared_ptr<const Dataset>* out, CacheResult* result) {
+                  const CacheOptions& cache_options, int ahead, std::shared_ptr<const Dataset>* out,
+                  CacheResult* result) {
   const std::string& url = listing.url;
   const std::string shown = RedactUrl(url);
   const std::string shown_manifest = RedactUrl(UrlAppendPath(url, kTopManifestFile));
@@ -516,9 +514,9 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   if (limit < std::min(minimum, total)) {
     return Status::InvalidArgument(
         "streaming " + shown + ": the cache must hold " + std::to_string(ahead) +
-        (ahead == 1 ? " shard" : " shards") + " fetched ahead plus the one being read, at least " + FormatBytes(minimum) +
-        " (the largest shard is " + FormatBytes(largest) + "), but " + limit_what +
-        " is less: raise " + Opt("LoaderOptions::cache_limit") + " to at least " +
+        (ahead == 1 ? " shard" : " shards") + " fetched ahead plus the one being read, at least " +
+        FormatBytes(minimum) + " (the largest shard is " + FormatBytes(largest) + "), but " +
+        limit_what + " is less: raise " + Opt("LoaderOptions::cache_limit") + " to at least " +
         std::to_string(minimum) + " bytes, or free room in the cache");
   }
   limit = std::min(limit, total);

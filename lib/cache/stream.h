@@ -25,7 +25,7 @@ bool IsShardedManifest(const SourceListing& listing);
 // limit below (ahead + 1) x the largest shard is InvalidArgument naming the minimum; no usable
 // cache dir is UrlNotCachedError.
 Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_options,
-                  const CacheOptions& cache_options, int ahead,
-                  std::shared_ptr<const Dataset>* out, CacheResult* result);
+                  const CacheOptions& cache_options, int ahead, std::shared_ptr<const Dataset>* out,
+                  CacheResult* result);
 
 }  // namespace dspipe::cache

@@ -12,9 +12,8 @@
 
 #include "dspipe/device_loader.h"
 #include "dspipe/push.h"
-#include "fetch/http_server.h"
 #include "fetch/s3.h"
-#include "fetch/s3_server.h"
+#include "fetch/s3_fixture.h"
 #include "fetch/test_files.h"
 #include "profile/profile.h"
 
@@ -43,25 +42,12 @@ std::string BuildBig(const std::string& src, const std::string& out, const std::
   return "";
 }
 
-class S3DatasetTest : public ::testing::Test {
+class S3DatasetTest : public SeaweedProxyTest {
  protected:
   void SetUp() override {
-    DSPIPE_REQUIRE_WEED();
-    char tmpl[] = "/tmp/dspipe-s3ds-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    weed_ = std::make_unique<SeaweedServer>();
-    ASSERT_EQ(weed_->Raw("PUT", "/bkt"), 200);
-    proxy_ = std::make_unique<HttpServer>("--proxy", std::to_string(weed_->port()));
-    env_ = std::make_unique<S3Env>("http://127.0.0.1:" + std::to_string(proxy_->port()));
+    SeaweedProxyTest::SetUp();
+    if (!Ready()) return;
     env_->Set("DSPIPE_CACHE_DIR", dir_ + "/cache");  // the CLI's "auto" cache
-  }
-  void TearDown() override {
-    env_.reset();
-    proxy_.reset();
-    weed_.reset();
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
   PushOptions Small() const {
     PushOptions o;
@@ -75,11 +61,6 @@ class S3DatasetTest : public ::testing::Test {
     }
     return v;
   }
-
-  std::string dir_;
-  std::unique_ptr<SeaweedServer> weed_;
-  std::unique_ptr<HttpServer> proxy_;
-  std::unique_ptr<S3Env> env_;
 };
 
 TEST_F(S3DatasetTest, APushedDatasetReadsEverywhereLikeTheLocalOneAndARePushUploadsNothing) {

@@ -14,9 +14,8 @@
 #include "cache/cached_dataset.h"
 #include "dspipe/loader.h"
 #include "dspipe/push.h"
-#include "fetch/http_server.h"
 #include "fetch/s3.h"
-#include "fetch/s3_server.h"
+#include "fetch/s3_fixture.h"
 #include "fetch/test_files.h"
 #include "profile/profile.h"
 
@@ -70,20 +69,14 @@ uint64_t CacheDataBytes(const std::string& root) {
   return n;
 }
 
-class S3StreamTest : public ::testing::Test {
+class S3StreamTest : public SeaweedProxyTest {
  protected:
   void SetUp() override {
-    DSPIPE_REQUIRE_WEED();
-    char tmpl[] = "/tmp/dspipe-s3st-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    weed_ = std::make_unique<SeaweedServer>();
-    ASSERT_EQ(weed_->Raw("PUT", "/bkt"), 200);
-    proxy_ = std::make_unique<HttpServer>("--proxy", std::to_string(weed_->port()));
-    env_ = std::make_unique<S3Env>("http://127.0.0.1:" + std::to_string(proxy_->port()));
+    SeaweedProxyTest::SetUp();
+    if (!Ready()) return;
     std::string log;
-    ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src", "--count", std::to_string(kSamples),
-                            "--size", "64x48", "--seed", "5", "--threads", "1"},
+    ASSERT_EQ(RunDsconvert({"synth", dir_ + "/src", "--count", std::to_string(kSamples), "--size",
+                            "64x48", "--seed", "5", "--threads", "1"},
                            &log),
               0)
         << log;
@@ -104,14 +97,6 @@ class S3StreamTest : public ::testing::Test {
       largest_ = std::max(largest_, b);
     }
   }
-  void TearDown() override {
-    env_.reset();
-    proxy_.reset();
-    weed_.reset();
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
-
   // Order kBlocks with blocks of one shard: the epoch reads shard after shard, each shuffled.
   LoaderOptions Options(const std::string& cache, uint64_t limit) const {
     LoaderOptions o;
@@ -139,11 +124,8 @@ class S3StreamTest : public ::testing::Test {
     return cache::CacheStateOf(l.dataset()).stream;
   }
 
-  std::string dir_, local_;
+  std::string local_;
   uint64_t total_ = 0, largest_ = 0;
-  std::unique_ptr<SeaweedServer> weed_;
-  std::unique_ptr<HttpServer> proxy_;
-  std::unique_ptr<S3Env> env_;
 };
 
 TEST_F(S3StreamTest, EveryEpochSeesEverySampleOnceWithinAQuarterOfTheDatasetFetchingItOnce) {
@@ -197,7 +179,7 @@ TEST_F(S3StreamTest, ResumeMidEpochGivesExactlyTheRemainingSamples) {
     std::unique_ptr<Loader> l;
     ASSERT_OK(Loader::Open("s3://bkt/train/", o, &l));
     Epoch e;
-    ASSERT_OK(NextEpoch(l.get(), &e));  // epoch 0
+    ASSERT_OK(NextEpoch(l.get(), &e));     // epoch 0
     ASSERT_OK(NextEpoch(l.get(), &e, 5));  // 5 batches of epoch 1
     state = l->state();
   }
@@ -225,8 +207,7 @@ TEST_F(S3StreamTest, TheErrorsAtOpenNameTheMinimumLimitAndTheOrdersThatStream) {
   EXPECT_EQ(s.code(), Status::Code::kUnsupported) << s.ToString();
   EXPECT_NE(s.message().find("\"shards\""), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("\"blocks\""), std::string::npos) << s.ToString();
-  EXPECT_FALSE(fs::exists(dir_ + "/cache/dspipe-cache-v1") &&
-               CacheDataBytes(dir_ + "/cache") > 0);
+  EXPECT_FALSE(fs::exists(dir_ + "/cache/dspipe-cache-v1") && CacheDataBytes(dir_ + "/cache") > 0);
 }
 
 TEST_F(S3StreamTest, CutConnectionsAndSlowDownAreRetriedAndAChangedShardNeverReachesABatch) {
