@@ -185,7 +185,7 @@ def test_order_blocks_streams_a_sharded_s3_dataset_within_its_limit(s3_endpoint,
     idx, img = epoch(loader)
     assert np.array_equal(idx, local_idx) and sorted(idx.tolist()) == list(range(24))
     assert all(np.array_equal(a, b) for a, b in zip(img, local_img, strict=True))
-    with pytest.raises(RuntimeError) as e:  # below stream_ahead + 1 shards: the minimum named
+    with pytest.raises(ValueError) as e:  # below stream_ahead + 1 shards: the minimum named
         dspipe.Loader("s3://bkt/st/", cache=str(tmp_path / "c2"), cache_limit=limit // 2,
                       stream_ahead=1, **kw)
     assert "at least" in str(e.value) and "s3://bkt/st/" in str(e.value)
