@@ -75,7 +75,6 @@ class StreamImpl final : public ShardStream {
     for (Slot& s : slots_) s.ds.reset();
   }
 
-  size_t shard_count() const { return shards_.size(); }
   const ShardRange& range(size_t i) const { return shards_[i].range; }
 
   // The shard that holds dataset index `index`.
@@ -178,16 +177,6 @@ class StreamImpl final : public ShardStream {
            " shards cached (" + FormatBytes(stats_.held_bytes) + " of the " + FormatBytes(limit_) +
            " limit), " + std::to_string(stats_.fetches) + " fetched (" +
            FormatBytes(stats_.fetched_bytes) + "), " + std::to_string(ahead_) + " ahead";
-  }
-
-  // Tests: the shards cached now (held and leased), in shard order.
-  std::vector<size_t> CachedShards() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<size_t> v;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].state == Slot::kCached) v.push_back(i);
-    }
-    return v;
   }
 
   uint64_t info_count() const { return shards_.empty() ? 0 : shards_.back().range.end; }
