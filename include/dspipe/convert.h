@@ -9,6 +9,7 @@
 
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
+#include "dspipe/push.h"
 #include "dspipe/status.h"
 
 namespace dspipe {
@@ -40,7 +41,15 @@ struct BuildOptions {
   // Plain LMDB sources: mask/label pairing (dspipe/dataset.h). Must stay at its defaults for
   // other sources (refused otherwise). Default: detect masks, no labels.
   PlainLmdbOptions plain;
-  std::string output;                  // the LMDB directory (or the sharded dataset directory)
+  // The LMDB directory (or the sharded dataset directory), or an s3://bucket/prefix/ URL: the
+  // dataset is then built in `staging`, pushed there as PushDataset pushes it (multipart, every
+  // part checked, manifest.json last: a reader never sees half of it), and staging's dataset
+  // files are removed once the push is complete (docs/STORAGE.md "Building straight to s3://").
+  std::string output;
+  // output s3://... only: the local directory the dataset is built in before it is pushed.
+  // "" (default): <temp dir>/dspipe-build-<16 hex digits of the URL's sha256>, so a rerun
+  // (with resume, after a kill) continues the same build and push. Needs room for the dataset.
+  std::string staging;
   StoreMode store = StoreMode::kEncoded;
   Compression compression = Compression::kZstd;  // --store raw only (--compression zstd|none)
   int zstd_level = 3;                  // --store raw + zstd: 1 fast .. 19 small; 3 balances both
@@ -114,7 +123,12 @@ struct BuildResult {
   uint64_t bytes_read = 0;      // source bytes read by this run
   bool already_complete = false;  // --resume on a finished dataset: nothing to do
   std::string report_path;      // rejected.tsv when anything was skipped
-  double seconds = 0;
+  double seconds = 0;           // the build (the push not counted)
+  // output s3://... only: the push (its counts), done; and the staging directory built in
+  // (removed after the push, unless it holds rejected.tsv: report_path stays readable).
+  bool pushed = false;
+  PushResult push;
+  std::string staging;
 };
 
 // Checks `options` alone, touching no file: value ranges and the options that exclude each

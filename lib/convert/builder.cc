@@ -117,11 +117,31 @@ Status ValidateBuildOptions(const BuildOptions& o) {
   if (o.threads < 0) {
     return Status::InvalidArgument(Opt("BuildOptions::threads") + " must be >= 0");
   }
+  const UrlScheme out = ClassifyUrl(o.output);
+  if (out != UrlScheme::kPath && out != UrlScheme::kS3) {
+    return Status::InvalidArgument(Opt("BuildOptions::output") + " " + RedactUrl(o.output) +
+                                   ": must be a local directory or an s3://bucket/prefix/ URL");
+  }
+  if (out == UrlScheme::kS3 && o.shard_index >= 0) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::shard_index") + " builds one shard for AssembleDataset to join: build " +
+        "the shards into a local directory, assemble it, then PushDataset (dsconvert push) it; " +
+        Opt("BuildOptions::output") + " s3://... builds and pushes the whole dataset");
+  }
+  if (out != UrlScheme::kS3 && !o.staging.empty()) {
+    return Status::InvalidArgument(Opt("BuildOptions::staging") + " applies to " +
+                                   Opt("BuildOptions::output", "s3://bucket/prefix/") +
+                                   " only (a local output is built in place)");
+  }
   return Status::OK();
 }
 
 Status BuildDataset(const BuildOptions& options, BuildResult* result) {
   *result = BuildResult{};
+  if (ClassifyUrl(options.output) == UrlScheme::kS3) {
+    DSPIPE_RETURN_IF_ERROR(ValidateBuildOptions(options));
+    return build::BuildAndPush(options, result);  // build_push.cc: builds here first, then pushes
+  }
   build::Builder b(options, result);
   // The stored build state and cursor are JSON that a crash, a fault or a hand edit may have
   // damaged; their readers throw (nlohmann::json, std::vector::at). Found by

@@ -99,6 +99,10 @@ Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool
 Status TopManifestText(const std::string& dir, const std::string& manifest,
                        const std::vector<std::string>& reader_files, Env* env, std::string* text);
 
+// BuildDataset for an s3://bucket/prefix/ output (build_push.cc): builds in the staging
+// directory, pushes it, removes staging's dataset files. `options` are validated.
+Status BuildAndPush(const BuildOptions& options, BuildResult* result);
+
 // rejected.tsv's text: a header line, then "file<TAB>reason" per rejected sample.
 std::string RejectedReport(const std::vector<std::pair<std::string, std::string>>& rejected);
 

@@ -182,7 +182,10 @@ LOADER_PYTHON = {
 BUILD: dict[str, Kwarg] = {
     "source": K("BuildOptions::source", "SRC: folder, CSV, ImageFolder, plain LMDB or archive",
                 _path),
-    "output": K("BuildOptions::output", "the dataset to write", _path),
+    "output": K("BuildOptions::output", "the dataset to write: a directory, or "
+                "s3://bucket/prefix/ (built in staging, pushed, staging removed)", _path),
+    "staging": K("BuildOptions::staging", "output s3://...: the local directory it is built in; "
+                 "'' = one in the temp dir named after the URL", _path),
     "store": K("BuildOptions::store", "'encoded' (the files' bytes) or 'raw' (pixels)",
                _enum(E.StoreMode)),
     "compression": K("BuildOptions::compression", "store='raw': 'zstd' or 'none'",

@@ -106,6 +106,20 @@ nb::dict InfoDict(const DatasetInfo& i) {
   return d;
 }
 
+// dspipe.push's result, and dspipe.build's "pushed" for an s3:// output.
+nb::dict PushDict(const PushResult& r) {
+  nb::dict d;
+  d["files"] = r.files;
+  d["files_uploaded"] = r.files_uploaded;
+  d["files_in_place"] = r.files_in_place;
+  d["parts_uploaded"] = r.parts_uploaded;
+  d["parts_resumed"] = r.parts_resumed;
+  d["bytes"] = r.bytes;
+  d["bytes_uploaded"] = r.bytes_uploaded;
+  d["already_present"] = r.already_present;
+  return d;
+}
+
 }  // namespace
 
 void RegisterDatasetFunctions(nb::module_& m) {
@@ -152,6 +166,10 @@ void RegisterDatasetFunctions(nb::module_& m) {
         d["already_complete"] = r.already_complete;
         d["report_path"] = r.report_path;
         d["seconds"] = r.seconds;
+        if (r.pushed) {  // output s3://...: the push's counts, as dspipe.push returns them
+          d["pushed"] = PushDict(r.push);
+          d["staging"] = r.staging;
+        }
         return d;
       },
       "options"_a, "progress"_a.none());
@@ -200,16 +218,7 @@ void RegisterDatasetFunctions(nb::module_& m) {
           s = PushDataset(db, url, o, &r);
         }
         ThrowIfError(s);
-        nb::dict d;
-        d["files"] = r.files;
-        d["files_uploaded"] = r.files_uploaded;
-        d["files_in_place"] = r.files_in_place;
-        d["parts_uploaded"] = r.parts_uploaded;
-        d["parts_resumed"] = r.parts_resumed;
-        d["bytes"] = r.bytes;
-        d["bytes_uploaded"] = r.bytes_uploaded;
-        d["already_present"] = r.already_present;
-        return d;
+        return PushDict(r);
       },
       "db"_a, "url"_a, "part_size"_a, "retries"_a);
 

