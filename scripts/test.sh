@@ -41,11 +41,13 @@ cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE package
 
-step "concurrent code (pipeline, ranks, cache, stats) under TSan"
+step "concurrent code (pipeline, ranks, cache, streaming, stats) under TSan"
 cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON \
   -DDSPIPE_SANITIZE=thread -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
+# fetch/s3_stream_test: the stream's fetch threads against the loader's reads (SeaweedFS from
+# the step above; about 30 s under TSan here).
 TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test
-  transforms/loader_transform_test)
+  transforms/loader_transform_test fetch/s3_stream_test)
 cmake --build build-tsan -j "$JOBS" --target "${TSAN_TESTS[@]##*/}"
 for t in "${TSAN_TESTS[@]}"; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
