@@ -4,7 +4,7 @@
 // "Streaming", issue 23's targets).
 //
 //   stream_bench LOCAL_DIR s3://bkt/prefix/ CACHE_DIR [--rounds 3] [--epochs 3] [--threads 2]
-//                [--batch 8] [--ahead 2] [--json OUT]
+//                [--batch 8] [--ahead 2] [--server-pid PID] [--json OUT]
 //
 // Each round, in this order (every configuration once, so load from elsewhere hits all alike):
 //   local    LOCAL_DIR read in place: epoch 1 after posix_fadvise(DONTNEED) of every data.mdb
@@ -17,8 +17,12 @@
 //            stream's peak never exceed the limit; bytes fetched per epoch / dataset bytes.
 // Every loader: order "blocks" with block_size = the shard size (shard after shard, shuffled),
 // seed 1, THREADS threads, batch BATCH, decode + hflip(p=0.5) + normalize to float32 (CPU).
-// Prints images/s per configuration and epoch (median and min-max over rounds) and the ratios.
+// Prints images/s per configuration and epoch (median and min-max over rounds) and the ratios;
+// epoch 1's CPU-seconds of this process (getrusage) and of the server (--server-pid:
+// /proc/PID/stat), and the cores they kept busy. --json: the ratios, and per round the streamed
+// loader's open seconds and images/s per epoch (stream_bench.sh --compare reads them).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,7 +50,34 @@ namespace {
 struct Args {
   std::string local, url, cache, json;
   int rounds = 3, epochs = 3, threads = 2, batch = 8, ahead = 2;
+  int server_pid = 0;  // --server-pid: the S3 server, whose CPU time each epoch is counted
 };
+
+int g_server_pid = 0;
+
+// CPU seconds (user + system) this process has used, all threads.
+double SelfCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// CPU seconds the server process has used (/proc/PID/stat utime + stime), 0 without one.
+double ServerCpuSeconds() {
+  if (g_server_pid <= 0) return 0;
+  std::ifstream f("/proc/" + std::to_string(g_server_pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15 (1-based)
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 [[noreturn]] void Die(const std::string& m) {
   std::fprintf(stderr, "stream_bench: %s\n", m.c_str());
@@ -93,17 +125,23 @@ uint64_t CacheDataBytes(const std::string& root) {  // as s3_stream_test: data f
 
 struct EpochRun {
   double images_per_s = 0;
-  uint64_t fetched = 0;  // stream: bytes fetched during the epoch
-  double wait_s = 0;     // stream: reads waiting on the network
+  uint64_t fetched = 0;                             // stream: bytes fetched during the epoch
+  double wait_s = 0;                                // stream: reads waiting on the network
+  double seconds = 0, cpu_s = 0, server_cpu_s = 0;  // wall; this process's and the server's CPU
   bool exactly_once = false;
 };
 
 // Opens the loader and runs `epochs` whole epochs; `sample` (optional) after every batch.
+// `open_s` (optional): the seconds Loader::Open took (for a URL: the manifest's fetch).
 std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, uint64_t count,
                           const std::function<void()>& sample = nullptr,
-                          StreamStats* final_stats = nullptr) {
+                          StreamStats* final_stats = nullptr, double* open_s = nullptr) {
   std::unique_ptr<Loader> loader;
+  const auto t_open = std::chrono::steady_clock::now();
   Check(Loader::Open(path, o, &loader), "open " + path);
+  if (open_s) {
+    *open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
+  }
   std::shared_ptr<ShardStream> stream = cache::CacheStateOf(loader->dataset()).stream;
   if (o.cache != "off" && !stream) Die(path + ": not streamed (" + loader->reading_from() + ")");
   std::vector<EpochRun> out;
@@ -111,6 +149,7 @@ std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, 
   for (int e = 0; e < epochs; ++e) {
     std::vector<uint64_t> seen;
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = SelfCpuSeconds(), server0 = ServerCpuSeconds();
     uint64_t images = 0;
     for (;;) {
       Batch b;
@@ -122,6 +161,9 @@ std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, 
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochRun r;
+    r.seconds = s;
+    r.cpu_s = SelfCpuSeconds() - cpu0;
+    r.server_cpu_s = ServerCpuSeconds() - server0;
     r.images_per_s = static_cast<double>(images) / s;
     std::sort(seen.begin(), seen.end());
     r.exactly_once = seen.size() == count;
@@ -167,10 +209,13 @@ int main(int argc, char** argv) {
       a.ahead = std::stoi(v);
     else if (k == "--json")
       a.json = v;
+    else if (k == "--server-pid")
+      a.server_pid = std::stoi(v);
     else
       Die("unknown option " + k);
   }
   if (a.epochs < 2) Die("--epochs must be >= 2 (a first epoch and cached ones)");
+  g_server_pid = a.server_pid;
   std::string text;
   DatasetInfo info;
   std::vector<ShardRange> ranges;
@@ -192,7 +237,11 @@ int main(int argc, char** argv) {
   base.stream_ahead = a.ahead;
 
   std::vector<Series> local(a.epochs), stream(a.epochs), quarter(a.epochs);
-  Series quarter_fetched_ratio, first_ratio, later_ratio;
+  Series quarter_fetched_ratio, first_ratio, later_ratio, stream_open;
+  // Epoch 1's CPU: the local loader's, the streamed loader's and the server's (CPU-seconds), and
+  // how many of the machine's cores the streamed epoch kept busy (all CPU / wall seconds).
+  Series local_cpu, stream_cpu, server_cpu, local_busy, stream_busy;
+  std::vector<std::vector<EpochRun>> stream_rounds;  // for --json
   bool all_once = true, within = true;
   uint64_t quarter_limit = total / 4, most = 0, peak = 0;
   for (int r = 0; r < a.rounds; ++r) {
@@ -203,7 +252,10 @@ int main(int argc, char** argv) {
     fs::remove_all(a.cache);
     LoaderOptions s = base;
     s.cache = a.cache;
-    const std::vector<EpochRun> st = Run(a.url, s, a.epochs, info.count);
+    double open_s = 0;
+    const std::vector<EpochRun> st = Run(a.url, s, a.epochs, info.count, nullptr, nullptr, &open_s);
+    stream_open.v.push_back(open_s);
+    stream_rounds.push_back(st);
     fs::remove_all(a.cache);
     LoaderOptions q = s;
     q.cache_limit = quarter_limit;
@@ -223,6 +275,11 @@ int main(int argc, char** argv) {
       if (e > 0) later_ratio.v.push_back(st[e].images_per_s / l[e].images_per_s);
     }
     first_ratio.v.push_back(st[0].images_per_s / l[0].images_per_s);
+    local_cpu.v.push_back(l[0].cpu_s);
+    stream_cpu.v.push_back(st[0].cpu_s);
+    server_cpu.v.push_back(st[0].server_cpu_s);
+    local_busy.v.push_back(l[0].cpu_s / l[0].seconds);
+    stream_busy.v.push_back((st[0].cpu_s + st[0].server_cpu_s) / st[0].seconds);
   }
   within = most <= quarter_limit && peak <= quarter_limit;
   std::printf("\n%u samples, %zu shards, %.1f MiB of shards; %d threads, batch %d, %d rounds\n",
@@ -236,6 +293,13 @@ int main(int argc, char** argv) {
   }
   std::printf("first epoch from the server / local cold: %.3f (per round %.3f-%.3f)\n",
               first_ratio.Median(), first_ratio.Min(), first_ratio.Max());
+  std::printf(
+      "epoch 1 CPU-seconds, median: local cold %.2f (cores busy %.2f); streamed %.2f loader + "
+      "%.2f server (cores busy %.2f of %ld)\n",
+      local_cpu.Median(), local_busy.Median(), stream_cpu.Median(), server_cpu.Median(),
+      stream_busy.Median(), ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("stream open (the manifest from the server): median %.3f s (%.3f-%.3f)\n",
+              stream_open.Median(), stream_open.Min(), stream_open.Max());
   std::printf("cached epochs / local warm:               %.3f (per epoch and round %.3f-%.3f)\n",
               later_ratio.Median(), later_ratio.Min(), later_ratio.Max());
   std::printf(
@@ -251,7 +315,18 @@ int main(int argc, char** argv) {
       << ", \"later_ratio\": " << later_ratio.Median()
       << ", \"quarter_fetched_ratio_max\": " << quarter_fetched_ratio.Max()
       << ", \"within_limit\": " << (within ? "true" : "false")
-      << ", \"exactly_once\": " << (all_once ? "true" : "false") << "}\n";
+      << ", \"exactly_once\": " << (all_once ? "true" : "false") << ", \"count\": " << info.count
+      << ", \"stream_rounds\": [";
+    // Per round: the streamed loader's open seconds and images/s per epoch (stream_bench.sh
+    // --compare puts them beside LitData's and MosaicML Streaming's).
+    for (size_t r = 0; r < stream_rounds.size(); ++r) {
+      j << (r ? ", " : "") << "{\"open_s\": " << stream_open.v[r] << ", \"images_per_s\": [";
+      for (size_t e = 0; e < stream_rounds[r].size(); ++e) {
+        j << (e ? ", " : "") << stream_rounds[r][e].images_per_s;
+      }
+      j << "]}";
+    }
+    j << "]}\n";
   }
   return all_once && within ? 0 : 1;
 }

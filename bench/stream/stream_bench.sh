@@ -4,6 +4,7 @@
 #
 #   bench/stream/stream_bench.sh [--dir DIR] [--count 324] [--shards 12] [--rounds 3]
 #                                [--epochs 3] [--threads 2] [--build-dir build]
+#                                [--compare [--venv DIR/venv-cmp]]
 #
 # 1. DIR/src: COUNT synthetic 512x512 PNG image + mask pairs (`dsconvert synth`), built into
 #    DIR/ds with --shards SHARDS (reused when present).
@@ -13,11 +14,19 @@
 # 3. build/bench/stream/stream_bench DIR/ds s3://bkt/ds/ DIR/cache: the local loader (epoch 1
 #    cold), the streamed one with no limit, and with a 25% limit, interleaved by round (see
 #    stream_bench.cc).
+# 4. --compare: LitData and MosaicML Streaming beside it (bench/stream/py_stream.py, in the venv
+#    --venv, made from bench/stream/requirements.txt when missing): DIR/src written once into
+#    each one's format with chunks / shards of (source bytes / SHARDS), uploaded to the same
+#    server (s3://bkt/lit/, s3://bkt/mds/). Then ROUNDS rounds, each: stream_bench --rounds 1
+#    (as in 3.), LitData, MosaicML Streaming, every one from an empty cache, THREADS threads /
+#    workers, batch 8, decode + flip + normalize in its workers. Prints images/s per epoch
+#    (median, min-max) and the ratios dspipe / each; dspipe's first epoch here includes its
+#    open (the manifest's fetch), as theirs includes the dataset's construction (the index).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR=/tmp/dspipe-stream-bench
-COUNT=324 SHARDS=12 ROUNDS=3 EPOCHS=3 THREADS=2 BUILD="$ROOT/build"
+COUNT=324 SHARDS=12 ROUNDS=3 EPOCHS=3 THREADS=2 BUILD="$ROOT/build" COMPARE=0 VENV=
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;
@@ -27,6 +36,8 @@ while [ $# -gt 0 ]; do
     --epochs) EPOCHS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
+    --compare) COMPARE=1; shift ;;
+    --venv) VENV=$2; shift 2 ;;
     *) echo "stream_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -65,7 +76,7 @@ JSON
   -filer.port.grpc="${ports[6]}" -filer.localSocket="$DIR/weed/filer.sock" -s3 \
   -s3.port="${ports[0]}" -s3.port.grpc="${ports[7]}" -s3.port.iceberg=0 -s3.port.lance=0 \
   -s3.localSocket="$DIR/weed/s3.sock" -s3.config="$DIR/weed/s3.json" \
-  -iam=false -master.telemetry=false -volume.max=4 -master.volumeSizeLimitMB=64 \
+  -iam=false -master.telemetry=false -volume.max=16 -master.volumeSizeLimitMB=64 \
   > "$DIR/weed/weed.log" 2>&1 &
 WEED_PID=$!
 cleanup() {
@@ -88,5 +99,84 @@ done
 [ "$up" = 1 ] || { echo "stream_bench.sh: SeaweedFS did not answer in 120 s" >&2; exit 1; }
 curl -sf -X PUT "${sign[@]}" "$AWS_ENDPOINT_URL_S3/bkt" > /dev/null
 "$DSC" push "$DIR/ds" s3://bkt/ds/ -q
-"$BENCH" "$DIR/ds" s3://bkt/ds/ "$DIR/cache" --rounds "$ROUNDS" --epochs "$EPOCHS" \
-  --threads "$THREADS" --ahead "${AHEAD:-2}" --json "$DIR/summary.json"
+if [ "$COMPARE" = 0 ]; then
+  "$BENCH" "$DIR/ds" s3://bkt/ds/ "$DIR/cache" --rounds "$ROUNDS" --epochs "$EPOCHS" \
+    --threads "$THREADS" --ahead "${AHEAD:-2}" --server-pid "$WEED_PID" \
+    --json "$DIR/summary.json"
+  exit 0
+fi
+
+# --compare: LitData and MosaicML Streaming, interleaved with dspipe round by round.
+VENV=${VENV:-$DIR/venv-cmp}
+REQ="$ROOT/bench/stream/requirements.txt"
+if ! cmp -s "$REQ" "$VENV/.requirements" 2>/dev/null; then
+  [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q -r "$REQ"
+  cp "$REQ" "$VENV/.requirements"
+fi
+PYS=("$VENV/bin/python" "$ROOT/bench/stream/py_stream.py")
+CMP="$DIR/cmp"
+mkdir -p "$CMP"
+chunk=$(( $(du -sb "$DIR/src" | cut -f1) / SHARDS ))
+"${PYS[@]}" prepare "$DIR/src" "$CMP" --chunk-bytes "$chunk"
+rm -f "$CMP"/result-*.json
+for r in $(seq 1 "$ROUNDS"); do
+  echo "== compare round $r/$ROUNDS"
+  "$BENCH" "$DIR/ds" s3://bkt/ds/ "$DIR/cache" --rounds 1 --epochs "$EPOCHS" \
+    --threads "$THREADS" --ahead "${AHEAD:-2}" --server-pid "$WEED_PID" \
+    --json "$CMP/result-dspipe-$r.json" \
+    2> "$CMP/dspipe-$r.log"
+  for fw in litdata mosaic; do
+    # A new cache path each round: MosaicML Streaming keys its shared memory on the path.
+    # Exit 3: the round failed and the JSON says why (counted and reported below).
+    rc=0
+    ref="$CMP/lit"; [ "$fw" = mosaic ] && ref="$CMP/mds"
+    "${PYS[@]}" run "$fw" "$CMP/cache-$fw-$r" --reference "$ref" --epochs "$EPOCHS" \
+      --workers "$THREADS" --batch 8 --json "$CMP/result-$fw-$r.json" 2> "$CMP/$fw-$r.log" \
+      || rc=$?
+    if [ "$rc" = 3 ]; then
+      tail -1 "$CMP/$fw-$r.log"
+    elif [ "$rc" != 0 ]; then
+      tail -20 "$CMP/$fw-$r.log" >&2; exit 1
+    fi
+    rm -rf "$CMP/cache-$fw-$r"
+  done
+done
+/usr/bin/python3 - "$CMP" "$ROUNDS" "$EPOCHS" <<'PY'
+import json, statistics, sys
+cmp, rounds, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rate = {"dspipe": [], "litdata": [], "mosaic": []}  # [round][epoch] images/s, None: failed
+failed = []
+for r in range(1, rounds + 1):
+    d = json.load(open(f"{cmp}/result-dspipe-{r}.json"))
+    s = d["stream_rounds"][0]
+    first = d["count"] / (s["open_s"] + d["count"] / s["images_per_s"][0])
+    rate["dspipe"].append([first] + s["images_per_s"][1:])
+    for fw in ("litdata", "mosaic"):
+        res = json.load(open(f"{cmp}/result-{fw}-{r}.json"))
+        if "failed" in res:  # a failed round counts in no figure, and is reported
+            failed.append(f"{fw} round {r}, epoch {len(res['epochs']) + 1}: {res['failed']}; "
+                          f"damaged in its cache: {'; '.join(res['damaged']) or 'none'}")
+            rate[fw].append(None)
+        else:
+            rate[fw].append([e["images_per_s"] for e in res["epochs"]])
+def cell(v):
+    v = [x for x in v if x is not None]
+    return f"{statistics.median(v):8.1f} ({min(v):.1f}-{max(v):.1f}) n={len(v)}" if v else "failed"
+print(f"\nimages/s from S3, median (min-max) over the rounds that finished; epoch 1 from an empty cache incl. open")
+print(f"{'':10}" + "".join(f"{fw:30}" for fw in rate))
+for e in range(epochs):
+    print(f"epoch {e + 1:<4}" + "".join(
+        f"{cell([x[e] if x else None for x in rate[fw]]):30}" for fw in rate))
+out = {}
+for fw in ("litdata", "mosaic"):
+    for name, es in (("first epoch", [0]), ("later epochs", list(range(1, epochs)))):
+        v = [rate["dspipe"][r][e] / rate[fw][r][e] for r in range(rounds) for e in es if rate[fw][r]]
+        if not v:
+            print(f"dspipe / {fw:8} {name:13} no round finished")
+            continue
+        out[f"{fw} {name}"] = statistics.median(v)
+        print(f"dspipe / {fw:8} {name:13} {statistics.median(v):6.2f}x (per round {min(v):.2f}-{max(v):.2f})")
+print(f"failed rounds: {len(failed)}" + "".join(f"\n  {f}" for f in failed))
+json.dump({"rates": rate, "ratios": out, "failed": failed}, open(f"{cmp}/summary.json", "w"))
+PY
