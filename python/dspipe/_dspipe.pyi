@@ -128,6 +128,7 @@ class BuildOptions:
     source: str
     plain: PlainLmdbOptions
     output: str
+    staging: str
     store: StoreMode
     compression: Compression
     zstd_level: int

@@ -64,6 +64,7 @@ class LoaderArgs(_PlainArgs, total=False):
 
 
 class BuildArgs(_PlainArgs, total=False):
+    staging: _Path
     store: str
     compression: str
     zstd_level: int

@@ -322,8 +322,12 @@ int Run(int argc, char** argv) {
       } else {
         PrintPushed(r.staging, bo.output, r.push);
       }
-      std::printf("%s: %s\n", r.staging.c_str(),
-                  r.report_path.empty() ? "removed" : "dataset files removed, the report kept");
+      std::error_code ec;
+      const char* left = !std::filesystem::exists(r.staging, ec) ? "removed"
+                         : !r.report_path.empty() ? "dataset files removed, the report kept"
+                                                  : "left in place (it holds files the build "
+                                                    "did not write)";
+      std::printf("%s: %s\n", r.staging.c_str(), left);
     }
     return 0;
   }
