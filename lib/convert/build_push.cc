@@ -7,6 +7,7 @@
 // multipart uploads and skips files already there).
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "convert/builder.h"
 #include "core/checksum.h"
@@ -18,24 +19,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Whether `dir` holds only what a build writes (so removing it removes nothing else): the
-// manifest and its atomic-write temporaries (name.tmp-<hex>), a lone LMDB's files, shard
-// directories, the rejected-files report. Else *foreign is the first other name.
-bool OnlyBuildFiles(const std::string& dir, std::string* foreign) {
-  std::error_code ec;
-  static const std::set<std::string> kNames = {kTopManifestFile, "data.mdb", "lock.mdb",
-                                               "rejected.tsv"};
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    const bool shard = n.rfind("shard-", 0) == 0 && e.is_directory(ec);
-    const bool temp =
-        n.find(".tmp-") != std::string::npos && kNames.count(n.substr(0, n.find(".tmp-")));
-    if (!kNames.count(n) && !shard && !temp) {
+constexpr const char* kReport = "rejected.tsv";
+
+// Whether the directory holds only what a build writes (so removing it removes nothing else):
+// the manifest and its atomic-write temporaries (name.tmp-<hex>), a lone LMDB's files, shard
+// directories, the rejected-files report. Else *foreign is the first other name. Through the
+// Directory (Env::OpenDirectory): a symlink is a foreign name, never followed.
+Status OnlyBuildFiles(Directory* dir, const std::vector<std::string>& names, bool* only,
+                      std::string* foreign) {
+  static const std::set<std::string> kNames = {kTopManifestFile, "data.mdb", "lock.mdb", kReport};
+  *only = true;
+  for (const std::string& n : names) {
+    FileInfo info;
+    DSPIPE_RETURN_IF_ERROR(dir->Stat(n, &info));
+    const bool shard = n.rfind("shard-", 0) == 0 && info.kind == FileKind::kDirectory;
+    const size_t tmp = n.find(".tmp-");
+    const bool temp = tmp != std::string::npos && kNames.count(n.substr(0, tmp));
+    const bool file = kNames.count(n) && info.kind == FileKind::kRegular;
+    if (!file && !shard && !temp) {
+      *only = false;
       *foreign = n;
-      return false;
+      return Status::OK();
     }
   }
-  return !ec;
+  return Status::OK();
 }
 
 }  // namespace
@@ -65,23 +72,24 @@ Status BuildAndPush(const BuildOptions& options, BuildResult* result) {
 
   // Pushed and checked: the local copy goes, unless it holds the rejected-files report (the
   // dataset's files go then, the report stays where report_path says). A directory holding
-  // anything a build does not write is left as it is.
+  // anything a build does not write is left as it is. Through the build's Env, as --overwrite.
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  std::unique_ptr<Directory> dir;
+  std::vector<std::string> names;
+  DSPIPE_RETURN_IF_ERROR(env->OpenDirectory(staging, &dir));
+  DSPIPE_RETURN_IF_ERROR(dir->List(&names));
+  bool only = false;
   std::string foreign;
-  if (!OnlyBuildFiles(staging, &foreign)) {
+  DSPIPE_RETURN_IF_ERROR(OnlyBuildFiles(dir.get(), names, &only, &foreign));
+  if (!only) {
     Log(LogLevel::kWarn, staging + " holds " + foreign +
                              ", which the build did not write: left in place after the push");
     return Status::OK();
   }
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(staging, ec)) {
-    if (e.path().filename() == "rejected.tsv") continue;
-    fs::remove_all(e.path(), ec);
-    if (ec) {
-      return Status::IOErrorErrno("remove (the pushed staging copy)", e.path().string(),
-                                  ec.value());
-    }
+  if (result->report_path.empty()) return env->RemoveTree(staging);
+  for (const std::string& n : names) {
+    if (n != kReport) DSPIPE_RETURN_IF_ERROR(dir->RemoveTree(n));
   }
-  if (result->report_path.empty()) fs::remove(staging, ec);
   return Status::OK();
 }
 

@@ -334,6 +334,27 @@ TEST_F(S3DatasetTest, ABuildToAnS3UrlPushesTheDatasetAndRemovesItsStagingCopy) {
   EXPECT_FALSE(fs::exists(staging));
   EXPECT_TRUE(LoadAll("s3://bkt/later/", lo) == want);
 
+  // With skipped sources, the pushed staging keeps only the rejected-files report.
+  {
+    const std::string bad_src = dir_ + "/badsrc", kept = dir_ + "/kept";
+    fs::copy(src, bad_src, fs::copy_options::recursive);
+    WriteAll(bad_src + "/images/000003.png", "not a png");
+    BuildOptions b = o;
+    b.source = bad_src;
+    b.output = "s3://bkt/skipped/";
+    b.staging = kept;
+    b.resume = false;
+    b.on_error = OnError::kSkip;
+    ASSERT_OK(BuildDataset(b, &r));
+    EXPECT_TRUE(r.pushed);
+    EXPECT_EQ(r.skipped, 1u);
+    EXPECT_EQ(r.report_path, kept + "/rejected.tsv");
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(kept)) left.push_back(e.path().filename());
+    EXPECT_EQ(left, std::vector<std::string>{"rejected.tsv"});
+    EXPECT_TRUE(Contains(ReadAll(r.report_path), "000003.png"));
+  }
+
   // A staging directory that exists already (here: someone's files) is refused as a local
   // output is, naming it; --overwrite does not delete what the build did not write either.
   ASSERT_TRUE(fs::create_directories(staging));

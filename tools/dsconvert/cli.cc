@@ -48,7 +48,14 @@ void PrintBuilt(const std::string& out, const dspipe::BuildResult& r) {
   }
 }
 
-void PrintPushed(const std::string& db, const std::string& url, const dspipe::PushResult& r) {
+// The push's summary line; `nothing` ends the one for a dataset already there.
+void PrintPushed(const std::string& db, const std::string& url, const dspipe::PushResult& r,
+                 const char* nothing) {
+  if (r.already_present) {
+    std::printf("%s is already at %s (%llu files checked); %s\n", db.c_str(), url.c_str(),
+                static_cast<unsigned long long>(r.files), nothing);
+    return;
+  }
   std::printf("pushed %s -> %s: %llu files, %llu bytes (%llu uploaded in %llu parts", db.c_str(),
               url.c_str(), static_cast<unsigned long long>(r.files),
               static_cast<unsigned long long>(r.bytes),
@@ -316,12 +323,7 @@ int Run(int argc, char** argv) {
       PrintBuilt(r.pushed ? r.staging : bo.output, r);
     }
     if (r.pushed) {
-      if (r.push.already_present) {
-        std::printf("%s is already at %s (%llu files checked); nothing pushed\n", r.staging.c_str(),
-                    bo.output.c_str(), static_cast<unsigned long long>(r.push.files));
-      } else {
-        PrintPushed(r.staging, bo.output, r.push);
-      }
+      PrintPushed(r.staging, bo.output, r.push, "nothing pushed");
       std::error_code ec;
       const char* left = !std::filesystem::exists(r.staging, ec) ? "removed"
                          : !r.report_path.empty() ? "dataset files removed, the report kept"
@@ -435,12 +437,7 @@ int Run(int argc, char** argv) {
     dspipe::PushResult r;
     dspipe::Status s = dspipe::PushDataset(push_db, push_url, po, &r);
     if (!s.ok()) return Fail(s);
-    if (r.already_present) {
-      std::printf("%s is already at %s (%llu files checked); nothing to do\n", push_db.c_str(),
-                  push_url.c_str(), static_cast<unsigned long long>(r.files));
-      return 0;
-    }
-    PrintPushed(push_db, push_url, r);
+    PrintPushed(push_db, push_url, r, "nothing to do");
     return 0;
   }
   if (*info) {
