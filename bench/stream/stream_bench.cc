@@ -18,11 +18,11 @@
 // Every loader: order "blocks" with block_size = the shard size (shard after shard, shuffled),
 // seed 1, THREADS threads, batch BATCH, decode + hflip(p=0.5) + normalize to float32 (CPU).
 // Prints images/s per configuration and epoch (median and min-max over rounds) and the ratios;
-// epoch 1's CPU-seconds of this process (getrusage) and of the server (--server-pid:
-// /proc/PID/stat), and the cores they kept busy. --json: the ratios, and per round the streamed
-// loader's open seconds and images/s per epoch (stream_bench.sh --compare reads them).
+// epoch 1's CPU-seconds of this process (CpuSeconds, ../cpu_time.h) and of the server
+// (--server-pid: /proc/PID/stat), and the cores they kept busy. --json: the ratios, and per
+// round the streamed loader's open seconds and images/s per epoch (stream_bench.sh --compare
+// reads them).
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_time.h"
 #include "../series.h"
 #include "cache/cached_dataset.h"
 #include "core/files.h"
@@ -54,13 +55,6 @@ struct Args {
 };
 
 int g_server_pid = 0;
-
-// CPU seconds (user + system) this process has used, all threads.
-double SelfCpuSeconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // CPU seconds the server process has used (/proc/PID/stat utime + stime), 0 without one.
 double ServerCpuSeconds() {
@@ -149,7 +143,7 @@ std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, 
   for (int e = 0; e < epochs; ++e) {
     std::vector<uint64_t> seen;
     const auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = SelfCpuSeconds(), server0 = ServerCpuSeconds();
+    const double cpu0 = CpuSeconds(), server0 = ServerCpuSeconds();
     uint64_t images = 0;
     for (;;) {
       Batch b;
@@ -162,7 +156,7 @@ std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, 
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochRun r;
     r.seconds = s;
-    r.cpu_s = SelfCpuSeconds() - cpu0;
+    r.cpu_s = CpuSeconds() - cpu0;
     r.server_cpu_s = ServerCpuSeconds() - server0;
     r.images_per_s = static_cast<double>(images) / s;
     std::sort(seen.begin(), seen.end());
