@@ -155,6 +155,34 @@ TEST(Crc32, MatchesZlibAndContinues) {
   EXPECT_EQ(Crc32(B(b), Crc32(B(a))), zlib_crc);
   EXPECT_EQ(Crc32(B("123456789")), 0xCBF43926u);  // the standard check value
   EXPECT_EQ(Crc32({}), 0u);
+  // An empty piece (a null data()) continues the running CRC unchanged: libdeflate's crc32
+  // returns 0 for a null buffer, whatever the running value.
+  EXPECT_EQ(Crc32({}, zlib_crc), zlib_crc);
+  EXPECT_EQ(Crc32(std::span<const uint8_t>(), Crc32(B(a + b))), zlib_crc);
+}
+
+// Crc32 is computed by libdeflate, not zlib: on a buffer large enough for its folded (SIMD) path,
+// the whole-buffer CRC and every odd-sized chained continuation equal zlib's crc32.
+TEST(Crc32, LargeBufferAndOddChunksMatchZlib) {
+  std::vector<uint8_t> buf((8u << 20) + 13);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (uint8_t& b : buf) {  // xorshift64: reproducible, not compressible
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  const uint32_t want = static_cast<uint32_t>(crc32(0, buf.data(), static_cast<uInt>(buf.size())));
+  EXPECT_EQ(Crc32(buf), want);
+  const std::span<const uint8_t> all(buf);
+  for (const size_t chunk : {size_t{1}, size_t{7}, size_t{63}, size_t{4097}, size_t{1} << 20}) {
+    uint32_t c = 0;
+    size_t off = 0;
+    for (; off + chunk <= all.size() && off < (chunk < 64 ? 65536u : all.size()); off += chunk)
+      c = Crc32(all.subspan(off, chunk), c);
+    c = Crc32(all.subspan(off), c);
+    EXPECT_EQ(c, want) << "chunk " << chunk;
+  }
 }
 
 TEST(Keys, BigEndianSoByteOrderIsIndexOrder) {
