@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -33,13 +34,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<uint8_t> buf(mib << 20);
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (uint8_t& b : buf) {  // xorshift64
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b = static_cast<uint8_t>(x >> 24);
-  }
+  std::mt19937 rng(23);
+  for (uint8_t& b : buf) b = static_cast<uint8_t>(rng() & 0xFF);
 
   uint32_t crc_zlib = 0, crc_dspipe = 0;
   std::string sha;
