@@ -161,13 +161,18 @@ TEST_F(S3StreamTest, EveryEpochSeesEverySampleOnceWithinAQuarterOfTheDatasetFetc
   EXPECT_LE(most, limit);
   EXPECT_GT(most, 0u);
   EXPECT_GT(st.evictions, 0u);
-  // The data objects went through the proxy as whole-object GETs, no more than the stats say.
+  // The data objects went through the proxy as whole-object GETs, one per fetch the stats count.
+  // The stream already fetches ahead into the next epoch (the order it was given spans the
+  // boundary), so one fetch may be under way: its GET answered and logged, not yet counted. The
+  // stats are read first, so every counted fetch's GET is in the log; stream_ahead 1 is one
+  // fetch thread, so at most one GET more.
   uint64_t gets = 0;
   for (const nlohmann::json& r : proxy_->Requests()) {
     const std::string p = r["path"];
     if (r["method"] == "GET" && p.find("/data.mdb") != std::string::npos) ++gets;
   }
-  EXPECT_EQ(gets, st.fetches);
+  EXPECT_GE(gets, st.fetches);
+  EXPECT_LE(gets, st.fetches + 1);
   EXPECT_LE(gets, static_cast<uint64_t>(3 * kShards + kShards / 4));
 }
 
