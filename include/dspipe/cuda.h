@@ -19,8 +19,9 @@
 namespace dspipe {
 
 // True when this build has CUDA and the process sees at least one device. Otherwise false and,
-// if reason is non-null, *reason says why ("built without CUDA", "cudaGetDeviceCount: CUDA
-// driver version is insufficient ...", ...). Detection runs once per process; thread-safe.
+// if reason is non-null, *reason says why ("dspipe was built without CUDA", "no NVIDIA driver
+// or device found (...)" on a machine without one, "cudaGetDeviceCount: ..." when a driver is
+// there and CUDA still fails, ...). Detection runs once per process; thread-safe.
 bool CudaAvailable(std::string* reason = nullptr);
 // Number of visible devices; 0 when CudaAvailable() is false.
 int CudaDeviceCount();

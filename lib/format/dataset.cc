@@ -181,6 +181,45 @@ class DspipeDataset final : public Dataset {
   pid_t pid_;
 };
 
+// What makes `path` look like a source folder a build reads (an images/ folder, image files,
+// class folders of images, a CSV file), or empty: the open error then says to convert it
+// first instead of "neither an LMDB nor a sharded dataset" (issue 40, item 13).
+bool IsImageFileName(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static constexpr std::string_view kExts[] = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff",
+                                               ".webp", ".pgm", ".ppm", ".pnm", ".pbm"};
+  return std::find(std::begin(kExts), std::end(kExts), ext) != std::end(kExts);
+}
+
+bool HoldsImageFiles(const fs::path& dir, int budget) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end && budget-- > 0; it.increment(ec)) {
+    if (it->is_regular_file(ec) && IsImageFileName(it->path())) return true;
+  }
+  return false;
+}
+
+std::string SourceFolderKind(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(fs::path(path) / "images", ec)) return "it holds an images/ folder";
+  if (HoldsImageFiles(path, 4096)) return "it holds image files";
+  bool csv = false;
+  int dirs = 0;
+  fs::directory_iterator it(path, ec), end;
+  for (; !ec && it != end && dirs < 64; it.increment(ec)) {
+    if (it->is_directory(ec)) {
+      ++dirs;
+      if (HoldsImageFiles(it->path(), 256)) return "it holds class folders of images";
+    } else if (it->path().extension() == ".csv") {
+      csv = true;
+    }
+  }
+  return csv ? "it holds a CSV file" : "";
+}
+
 }  // namespace
 
 Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
@@ -194,6 +233,13 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
       if (fs::exists(path + "/" + ShardDirName(0), ec)) {
         return Status::Corruption(path + ": interrupted sharded build (no " + kTopManifestFile +
                                   "); rerun the build with " + Opt("BuildOptions::resume", "true"));
+      }
+      const std::string source = SourceFolderKind(path);
+      if (!source.empty()) {
+        return Status::InvalidArgument(
+            path + ": this is a source folder (" + source +
+            "), not a dataset: convert it first with dspipe.build(\"" + path +
+            "\", OUT) in Python or `dsconvert build " + path + " OUT`, then open OUT");
       }
       return Status::NotFound(path + ": neither an LMDB (data.mdb) nor a sharded dataset (" +
                               kTopManifestFile + ")");

@@ -2,6 +2,10 @@
 // when DSPIPE_HAVE_CUDA. The dynamic loader never needs libcuda: the CUDA runtime is linked
 // statically and opens the driver itself, reporting its absence as an error we turn into a
 // reason string.
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -10,6 +14,7 @@
 
 #include "dspipe/cuda.h"
 #include "dspipe/log.h"
+#include "kernels/cuda_driver.h"
 
 #if DSPIPE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -39,6 +44,39 @@ Status CudaStatus(cudaError_t err, const char* call) {
 }  // namespace kernels_internal
 #endif
 
+namespace kernels_internal {
+
+NvidiaDriverProbe ProbeNvidiaDriver() {
+  NvidiaDriverProbe p;
+  struct stat st{};
+  p.proc_driver = ::stat("/proc/driver/nvidia", &st) == 0;
+  if (DIR* dev = ::opendir("/dev")) {
+    while (const dirent* e = ::readdir(dev)) {
+      if (std::strncmp(e->d_name, "nvidia", 6) == 0) {
+        p.device_node = true;
+        break;
+      }
+    }
+    ::closedir(dev);
+  }
+  // RTLD_NOLOAD first: the CUDA runtime may already hold it. Otherwise load and unload it.
+  void* h = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (h == nullptr) h = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h != nullptr) {
+    p.libcuda = true;
+    ::dlclose(h);
+  }
+  return p;
+}
+
+std::string NoNvidiaDriverReason(const NvidiaDriverProbe& probe) {
+  if (probe.Any()) return {};
+  return "no NVIDIA driver or device found (no /proc/driver/nvidia, no /dev/nvidia*, no "
+         "libcuda.so.1)";
+}
+
+}  // namespace kernels_internal
+
 namespace {
 
 struct Detection {
@@ -58,8 +96,11 @@ Detection RunDetection() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    r.reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err) + " (" +
-               cudaGetErrorName(err) + ")";
+    r.reason = kernels_internal::NoNvidiaDriverReason(kernels_internal::ProbeNvidiaDriver());
+    if (r.reason.empty()) {
+      r.reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err) + " (" +
+                 cudaGetErrorName(err) + ")";
+    }
     (void)cudaGetLastError();  // clear it so later calls start clean
   } else if (count <= 0) {
     r.reason = "no CUDA device visible";

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -125,6 +126,45 @@ TEST(Dataset, CountMismatchAndMissingPaths) {
   fs::create_directories(t / "empty");
   s = Dataset::Open(t / "empty", {}, &ds);
   EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+}
+
+// Loader("my_src_folder") names the folder as a source and the build call that converts it
+// (issue 40, item 13), for each kind of source a build reads.
+TEST(Dataset, ASourceFolderIsNamedAsOneWithTheBuildCall) {
+  TempDir t;
+  auto touch = [](const fs::path& p) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "x";
+  };
+  touch(t / "seg/images/a.png");
+  touch(t / "flat/a.JPG");
+  touch(t / "folder/cat/a.jpeg");
+  touch(t / "folder/dog/b.png");
+  touch(t / "csv/train.csv");
+  const std::pair<const char*, const char*> cases[] = {
+      {"seg", "it holds an images/ folder"},
+      {"flat", "it holds image files"},
+      {"folder", "it holds class folders of images"},
+      {"csv", "it holds a CSV file"}};
+  for (const auto& [name, kind] : cases) {
+    std::unique_ptr<Dataset> ds;
+    const std::string path = t / name;
+    Status s = Dataset::Open(path, {}, &ds);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("this is a source folder (" + std::string(kind) + ")"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("dspipe.build(\"" + path + "\", OUT)"), std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("`dsconvert build " + path + " OUT`"), std::string::npos)
+        << s.ToString();
+  }
+  // A folder with other files is still "not a dataset", as before.
+  touch(t / "other/readme.txt");
+  std::unique_ptr<Dataset> ds;
+  Status s = Dataset::Open(t / "other", {}, &ds);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("neither an LMDB"), std::string::npos) << s.ToString();
 }
 
 TEST(Dataset, VerifyCrcNamesTheKey) {
