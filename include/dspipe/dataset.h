@@ -27,15 +27,15 @@ struct DatasetInfo {
   DatasetKind kind = DatasetKind::kDspipe;
   std::string path;
   uint64_t count = 0;
-  std::string store;        // "encoded" | "raw" | "plain"
-  int channels = 3;         // decoded image channels (1 or 3)
-  int height = 0;           // 0 when sizes vary (or unknown, for plain LMDBs)
+  std::string store;  // "encoded" | "raw" | "plain"
+  int channels = 3;   // decoded image channels (1 or 3)
+  int height = 0;     // 0 when sizes vary (or unknown, for plain LMDBs)
   int width = 0;
   bool has_masks = false;
   bool has_labels = false;
-  int num_classes = 0;      // mask classes (max mask id + 1) when known, else 0
+  int num_classes = 0;                   // mask classes (max mask id + 1) when known, else 0
   std::vector<std::string> class_names;  // ImageFolder label names, index = label
-  bool has_stats = false;   // per-channel mean/std of the images, in [0,255] pixel units
+  bool has_stats = false;  // per-channel mean/std of the images, in [0,255] pixel units
   std::vector<double> mean;
   std::vector<double> std;
   std::string manifest_json;  // the whole manifest ("" for plain LMDBs)
@@ -74,6 +74,10 @@ struct PlainLmdbOptions {
   // otherwise checked with O(log N) probes and never listed). Default false; the full scan
   // costs memory and time linear in the keys (see README "Plain LMDB open time").
   bool scan_keys = false;
+  // Keys that are not samples, skipped at open: comma-separated shell globs (fnmatch, e.g.
+  // "__*__,meta_*"). The metadata keys other tools write (folder2lmdb's "__len__" and
+  // "__keys__", "length", "keys") are always skipped, said in one info line. Default "".
+  std::string ignore_keys;
 };
 
 struct DatasetOpenOptions {
@@ -92,8 +96,8 @@ struct DatasetOpenOptions {
   // or advised (WillNeed), once per Dataset, so a reader that touches a few shards needs only
   // their files (docs/SCALE.md, "Shard locality"). Open then reads only manifest.json; a shard
   // that is missing, unreadable or holds another record count than the manifest says fails
-  // every Read of its records (the first failure sticks), with an error naming the shard. Default false: Open opens
-  // and checks every shard. The Loader sets it for SamplerOptions order kShards.
+  // every Read of its records (the first failure sticks), with an error naming the shard. Default
+  // false: Open opens and checks every shard. The Loader sets it for SamplerOptions order kShards.
   bool lazy_shards = false;
   // lazy_shards only: maps a shard's LMDB path (DATASET/shard-NNNNN) to the path to open it
   // from, called once per shard at its first read (the per-shard cache, docs/CACHE.md "Order
@@ -118,8 +122,7 @@ class Dataset {
   // MADV_POPULATE_READ over its range): a cold read's I/O happens here, not in fn's decoding.
   // For plain LMDBs the header is synthesized: image_codec kEncoded (or kPng /
   // kJpeg when the bytes say so), height/width 0, label -1, no mask. Errors name the key.
-  virtual Status Read(uint64_t index,
-                      const std::function<Status(const RecordView&)>& fn) const = 0;
+  virtual Status Read(uint64_t index, const std::function<Status(const RecordView&)>& fn) const = 0;
 
   // Read-ahead: asks the OS to start loading these records' bytes in the background (one
   // MADV_WILLNEED / POSIX_FADV_WILLNEED per record, exactly its range: nothing around it, so

@@ -257,10 +257,10 @@ template <>
 struct OptionFields<PlainLmdbOptions> {
   using S = PlainLmdbOptions;
   static constexpr std::string_view kName = "PlainLmdbOptions";
-  static constexpr auto kFields =
-      std::make_tuple(Field("image_key", &S::image_key), Field("mask_key", &S::mask_key),
-                      Field("masks", &S::masks), Field("labels", &S::labels),
-                      Field("detect_masks", &S::detect_masks), Field("scan_keys", &S::scan_keys));
+  static constexpr auto kFields = std::make_tuple(
+      Field("image_key", &S::image_key), Field("mask_key", &S::mask_key), Field("masks", &S::masks),
+      Field("labels", &S::labels), Field("detect_masks", &S::detect_masks),
+      Field("scan_keys", &S::scan_keys), Field("ignore_keys", &S::ignore_keys));
 };
 
 template <>

@@ -184,6 +184,8 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
                   {"masks", o.plain.masks},
                   {"labels", o.plain.labels},
                   {"detect_masks", o.plain.detect_masks}};
+    // Only when set, so fingerprints of builds made before the option existed still match.
+    if (!o.plain.ignore_keys.empty()) f["plain"]["ignore_keys"] = o.plain.ignore_keys;
   }
   return f;
 }

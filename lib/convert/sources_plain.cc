@@ -17,7 +17,7 @@ bool IsLmdbSource(const std::string& source) {
 bool PlainOptionsSet(const PlainLmdbOptions& p) {
   const PlainLmdbOptions d;
   return p.image_key != d.image_key || p.mask_key != d.mask_key || p.masks != d.masks ||
-         p.labels != d.labels || p.detect_masks != d.detect_masks;
+         p.labels != d.labels || p.detect_masks != d.detect_masks || p.ignore_keys != d.ignore_keys;
 }
 
 Status OpenPlainSource(const std::string& source, const PlainLmdbOptions& plain,

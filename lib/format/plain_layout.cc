@@ -1,6 +1,8 @@
 // A plain LMDB's layout at open (plain_keys.h): dense decimal ids checked by probes, or every
 // key listed, paired with its mask (by pattern, by detected marker, or from a second LMDB) and
 // ordered (numerically for decimal ids); then the labels CSV attached.
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cctype>
 #include <string_view>
@@ -13,6 +15,15 @@
 
 namespace dspipe::plain {
 namespace {
+
+// Keys other tools write beside the samples (folder2lmdb and its copies: "__len__" holding the
+// count, "__keys__" the pickled key list; "length", "keys"): skipped at open, said once.
+constexpr std::string_view kMetadataKeys[] = {"__len__", "__keys__", "length", "keys"};
+
+bool IsMetadataKey(std::string_view k) {
+  return std::find(std::begin(kMetadataKeys), std::end(kMetadataKeys), k) !=
+         std::end(kMetadataKeys);
+}
 
 // Works out the layout of one plain LMDB (+ optional masks LMDB) under PlainLmdbOptions.
 class Opener {
@@ -34,6 +45,9 @@ class Opener {
   Status AttachLabels();
   std::string ImageKeyOf(uint64_t i) const { return l_.image.Make(l_.Id(i)); }
   std::string MaskWhere() const { return mask_env_ ? mask_env_->path() : path_; }
+  // True for a metadata key or one matching PlainLmdbOptions::ignore_keys.
+  bool Ignored(const std::string& key) const;
+  std::string SkippedNote() const;
 
   const std::string& path_;
   const LmdbEnv& env_;
@@ -44,7 +58,31 @@ class Opener {
   Layout l_;
   std::string pairing_;
   std::vector<std::string> warnings_;
+  std::vector<std::string> globs_;  // ignore_keys, split at ','
+  uint64_t skipped_ = 0;            // keys skipped by Ignored (image LMDB and masks LMDB)
+  std::vector<std::string> skipped_examples_;
 };
+
+bool Opener::Ignored(const std::string& key) const {
+  if (IsMetadataKey(key)) return true;
+  for (const std::string& g : globs_) {
+    if (::fnmatch(g.c_str(), key.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string Opener::SkippedNote() const {
+  std::string m = path_ + ": skipped " + std::to_string(skipped_) + " key" +
+                  (skipped_ == 1 ? "" : "s") + " that are not samples (";
+  for (size_t i = 0; i < skipped_examples_.size(); ++i) {
+    m += (i ? ", " : "") + Quote(skipped_examples_[i]);
+  }
+  if (skipped_ > skipped_examples_.size()) m += ", ...";
+  // An info line, logged as it is (no option markers): named as the other pairing lines are.
+  m += globs_.empty() ? "; metadata keys); set ignore_keys (--ignore-keys) to skip others"
+                      : "; metadata keys and ignore_keys)";
+  return m;
+}
 
 Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* warnings) {
   bool whole = false;
@@ -63,6 +101,15 @@ Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* 
     mode_ = o_.detect_masks ? Mode::kDetect : Mode::kOff;
   }
   l_.has_masks = mode_ == Mode::kPattern || mode_ == Mode::kSecondDb;
+  for (size_t at = 0; at <= o_.ignore_keys.size();) {
+    size_t comma = o_.ignore_keys.find(',', at);
+    if (comma == std::string::npos) comma = o_.ignore_keys.size();
+    std::string g = o_.ignore_keys.substr(at, comma - at);
+    g.erase(0, g.find_first_not_of(' '));
+    g.erase(g.find_last_not_of(' ') + 1);
+    if (!g.empty()) globs_.push_back(std::move(g));
+    at = comma + 1;
+  }
   bool done = false;
   if (!o_.scan_keys) DSPIPE_RETURN_IF_ERROR(TryDense(&done));
   if (!done) DSPIPE_RETURN_IF_ERROR(Scan());
@@ -73,6 +120,7 @@ Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* 
                (mask_env_ ? mask_env_->path() : "the same LMDB") + " (mask_key " + l_.mask.Text() +
                ")";
   }
+  if (skipped_ > 0) pairing_ += (pairing_.empty() ? "" : "; ") + SkippedNote();
   *out = std::move(l_);
   *pairing = std::move(pairing_);
   *warnings = std::move(warnings_);
@@ -91,6 +139,12 @@ Status Opener::TryDense(bool* done) {
   if (rc != 0) return LmdbError("mdb_stat", path_, rc);
   const uint64_t entries = st.ms_entries;
   bool found = false;
+  // Keys to skip are found by listing: with ignore_keys set, or a metadata key present.
+  if (!globs_.empty()) return Status::OK();
+  for (std::string_view meta : kMetadataKeys) {
+    DSPIPE_RETURN_IF_ERROR(Exists(t.txn, env_.records(), std::string(meta), path_, &found));
+    if (found) return Status::OK();
+  }
   KeyPattern mask = l_.mask;
   bool in_db = mode_ == Mode::kPattern;
   const Marker* detected = nullptr;
@@ -195,12 +249,17 @@ Status Opener::ListKeys(const LmdbEnv& env, std::vector<std::string>* keys) {
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    std::string key(View(k));
+    if (Ignored(key)) {
+      if (skipped_++ < 3) skipped_examples_.push_back(std::move(key));
+      continue;
+    }
     if (Odd(View(k))) {
       mdb_cursor_close(cur);
       return Status::BadInput(env.path() + ": key " + Quote(View(k)) +
                               " is empty or binary; plain LMDB keys must be text");
     }
-    keys->emplace_back(View(k));
+    keys->push_back(std::move(key));
   }
   mdb_cursor_close(cur);
   if (rc != MDB_NOTFOUND) return LmdbError("iterate keys of", env.path(), rc);
@@ -217,6 +276,7 @@ Status Opener::Scan() {
     std::string m =
         path_ + ": key " + Quote(key) + " does not match image_key '" + l_.image.Text() + "'";
     if (mode_ == Mode::kPattern) m += " nor mask_key '" + l_.mask.Text() + "'";
+    m += "; if it is not a sample, skip it with " + Opt("PlainLmdbOptions::ignore_keys", key);
     return Status::BadInput(m);
   };
   if (mode_ == Mode::kDetect) {
@@ -337,7 +397,9 @@ Status Opener::Order(std::vector<std::string>* ids) {
       m += Quote(odd) + " looks like a mask: set " + Opt("PlainLmdbOptions::mask_key") +
            ", e.g. \"{key}_mask\"";
     } else {
-      m += "Select the images with " + Opt("PlainLmdbOptions::image_key") + " or rewrite the keys";
+      m += "Select the images with " + Opt("PlainLmdbOptions::image_key") +
+           ", skip keys that are not samples with " + Opt("PlainLmdbOptions::ignore_keys", odd) +
+           ", or rewrite the keys";
     }
     return Status::BadInput(m);
   }

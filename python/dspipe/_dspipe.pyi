@@ -70,6 +70,7 @@ class PlainLmdbOptions:
     labels: str
     detect_masks: bool
     scan_keys: bool
+    ignore_keys: str
     def __init__(self, other: PlainLmdbOptions = ...) -> None: ...
 
 class DatasetOpenOptions:

@@ -18,6 +18,7 @@ class _PlainArgs(TypedDict, total=False):
     labels: _Path
     detect_masks: bool
     scan_keys: bool
+    ignore_keys: str
 
 
 class LoaderArgs(_PlainArgs, total=False):

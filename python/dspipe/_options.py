@@ -102,6 +102,8 @@ PLAIN = {
                       "plain LMDB: pair keys like K_mask / mask_K automatically"),
     "scan_keys": K("PlainLmdbOptions::scan_keys",
                    "plain LMDB: list every key at open even when they are dense decimals"),
+    "ignore_keys": K("PlainLmdbOptions::ignore_keys",
+                     "plain LMDB: keys that are not samples, comma-separated globs, e.g. 'meta_*'"),
 }
 
 LOADER: dict[str, Kwarg] = {

@@ -32,9 +32,8 @@ cv::Mat MaskOf(const cv::Mat& bgr) {
 }
 
 cv::Mat Decode(const std::string& bytes, int flags) {
-  return cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U,
-                              const_cast<char*>(bytes.data())),
-                      flags);
+  return cv::imdecode(
+      cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data())), flags);
 }
 
 bool SameMat(const cv::Mat& a, const cv::Mat& b) {
@@ -214,8 +213,8 @@ TEST_F(PlainSourceTest, LoaderBatchesCarryEachImagesOwnMask) {
     ASSERT_EQ(b.image(k).size(), rgb.total() * 3);
     ASSERT_EQ(b.mask(k).size(), mask.total());
     EXPECT_EQ(std::memcmp(b.image(k).data(), rgb.data, rgb.total() * 3), 0) << k;
-    EXPECT_EQ(std::memcmp(b.mask(k).data(), mask.data, mask.total()), 0) << "sample " << k
-                                                                        << " has another mask";
+    EXPECT_EQ(std::memcmp(b.mask(k).data(), mask.data, mask.total()), 0)
+        << "sample " << k << " has another mask";
   }
 }
 
@@ -258,6 +257,52 @@ TEST_F(PlainSourceTest, MasksInASecondLmdbAndConvertLikeTheFolder) {
   ExpectPairs(*Open(db, p), true, false);
   p.scan_keys = false;
   ExpectSameBuild(db, p, t_ / "src");
+}
+
+// folder2lmdb-style LMDBs carry "__len__" and "__keys__" beside the samples (issue 40, item 12):
+// they are skipped with one info line; other non-sample keys are refused naming ignore_keys,
+// which skips them by glob.
+TEST_F(PlainSourceTest, MetadataKeysAreSkippedAndIgnoreKeysSkipsOthers) {
+  WriteAll(t_ / "meta.bin", "12");
+  const std::string db = t_ / "f2l.lmdb", paired = t_ / "f2l-masks.lmdb", other = t_ / "o.lmdb";
+  std::vector<Put> puts;
+  for (int i = 0; i < kCount; ++i) {
+    puts.push_back({db, std::to_string(i), images_[i]});
+    puts.push_back({paired, std::to_string(i), images_[i]});
+    puts.push_back({paired, std::to_string(i) + "_mask", masks_[i]});
+    puts.push_back({other, std::to_string(i), images_[i]});
+  }
+  for (const char* k : {"__len__", "__keys__"}) {
+    puts.push_back({db, k, t_ / "meta.bin"});
+    puts.push_back({paired, k, t_ / "meta.bin"});
+  }
+  puts.push_back({other, "meta_info", t_ / "meta.bin"});
+  puts.push_back({other, "meta_classes", t_ / "meta.bin"});
+  WriteWithPython(puts);
+
+  Status s;
+  auto ds = Open(db, {});
+  ExpectPairs(*ds, false, false);
+  EXPECT_TRUE(Contains(ds->info().pairing, "skipped 2 keys that are not samples"))
+      << ds->info().pairing;
+  EXPECT_TRUE(Contains(ds->info().pairing, "'__keys__'")) << ds->info().pairing;
+  ExpectPairs(*Open(paired, {}), true, false);
+  BuildResult r;
+  s = BuildDataset(Options(db, t_ / "f2l-built.lmdb"), &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.records, static_cast<uint64_t>(kCount));
+
+  EXPECT_EQ(Open(other, {}, &s), nullptr);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "meta_")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "PlainLmdbOptions::ignore_keys = meta_")) << s.ToString();
+  PlainLmdbOptions p;
+  p.ignore_keys = "meta_*, other";
+  ds = Open(other, p);
+  ExpectPairs(*ds, false, false);
+  EXPECT_TRUE(Contains(ds->info().pairing, "skipped 2 keys")) << ds->info().pairing;
+  p.scan_keys = true;
+  ExpectPairs(*Open(other, p), false, false);
 }
 
 TEST_F(PlainSourceTest, LabelsFromCsvAndConvertLikeTheCsvSource) {
@@ -399,18 +444,23 @@ TEST_F(PlainSourceTest, DsconvertBuildTakesThePairingFlags) {
     puts.push_back({db, "im" + std::to_string(i), images_[i]});
     puts.push_back({db, "seg" + std::to_string(i), masks_[i]});
   }
+  puts.push_back({db, "zz_info", images_[0]});
   WriteWithPython(puts);
-  RunResult r = RunTool({"build", db, t_ / "out.lmdb", "-q", "--image-key", "im{id}",
-                         "--mask-key", "seg{id}"},
-                        t_.path());
+  RunResult r = RunTool(
+      {"build", db, t_ / "out.lmdb", "-q", "--image-key", "im{id}", "--mask-key", "seg{id}"},
+      t_.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--ignore-keys zz_info")) << r.output;
+  r = RunTool({"build", db, t_ / "out.lmdb", "-q", "--image-key", "im{id}", "--mask-key", "seg{id}",
+               "--ignore-keys", "zz_*", "--overwrite"},
+              t_.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<Rec> recs;
   ASSERT_TRUE(ReadRecords(t_ / "out.lmdb", &recs).ok());
   ASSERT_EQ(recs.size(), static_cast<size_t>(kCount));
   for (int i = 0; i < kCount; ++i) EXPECT_EQ(recs[i].mask, ReadAll(masks_[i])) << i;
 
-  r = RunTool({"build", t_ / "src", t_ / "out2.lmdb", "-q", "--mask-key", "{key}_mask"},
-              t_.path());
+  r = RunTool({"build", t_ / "src", t_ / "out2.lmdb", "-q", "--mask-key", "{key}_mask"}, t_.path());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(Contains(r.output, "apply to plain LMDB sources only")) << r.output;
 }

@@ -40,3 +40,35 @@ def test_no_gpu_machine_says_no_driver_instead_of_insufficient_driver():
         pass
     assert st["reason"].startswith("no NVIDIA driver or device found"), st
     assert "insufficient" not in st["reason"], st
+
+
+def test_folder2lmdb_style_lmdb_opens_and_other_keys_are_skipped_by_ignore_keys(tmp_path):
+    # Item 12: a plain LMDB with folder2lmdb's __len__/__keys__ beside keys 0..N-1.
+    import pickle
+
+    import cv2
+    import lmdb
+    import numpy as np
+
+    db = str(tmp_path / "train.lmdb")
+    env = lmdb.open(db, map_size=1 << 24)
+    keys = []
+    with env.begin(write=True) as txn:
+        for i in range(6):
+            img = np.full((8, 10, 3), i * 20, np.uint8)
+            txn.put(str(i).encode(), cv2.imencode(".png", img)[1].tobytes())
+            keys.append(str(i).encode())
+        txn.put(b"__keys__", pickle.dumps(keys))
+        txn.put(b"__len__", pickle.dumps(len(keys)))
+        txn.put(b"meta_info", b"made by my script")
+    env.close()
+    with pytest.raises(dspipe.CorruptRecord) as e:  # the source's keys are bad input
+        dspipe.Loader(db, batch_size=3, device="cpu")
+    assert "ignore_keys='meta_info'" in str(e.value), str(e.value)
+    loader = dspipe.Loader(db, batch_size=3, device="cpu", ignore_keys="meta_*",
+                           normalize=False)
+    seen = sorted(int(i) for b in loader for i in b["index"].tolist())
+    assert seen == list(range(6))
+    out = tmp_path / "out"
+    r = dspipe.build(db, out, ignore_keys="meta_*", progress=False)
+    assert r["records"] == 6

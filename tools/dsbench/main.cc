@@ -186,6 +186,8 @@ int main(int argc, char** argv) {
   app.add_option("--labels", o.plain.labels, "plain LMDB: key,label CSV file");
   app.add_flag("--no-detect-masks", no_detect_masks,
                "plain LMDB: don't pair keys like K_mask / mask_K automatically");
+  app.add_option("--ignore-keys", o.plain.ignore_keys,
+                 "plain LMDB: keys that are not samples, comma-separated globs (meta_*)");
   app.add_flag("-q,--quiet", quiet, "no report on stdout");
   try {
     app.parse(argc, argv);
@@ -265,12 +267,12 @@ int main(int argc, char** argv) {
   }
 
   if (!quiet) std::cout << pf::ReportText(report) << std::flush;
-  for (const dspipe::Status& s : {Write(json_path, "JSON", pf::ReportJson(report).dump(2) + "\n"),
-                                  Write(csv_path, "CSV", pf::ReportCsv(report)),
-                                  Write(timeline_csv, "timeline CSV",
-                                        pf::ReportTimelineCsv(report)),
-                                  Write(epochs_csv, "epochs CSV", pf::ReportEpochsCsv(report)),
-                                  Write(report_path, "HTML report", pf::ReportHtml(report))}) {
+  for (const dspipe::Status& s :
+       {Write(json_path, "JSON", pf::ReportJson(report).dump(2) + "\n"),
+        Write(csv_path, "CSV", pf::ReportCsv(report)),
+        Write(timeline_csv, "timeline CSV", pf::ReportTimelineCsv(report)),
+        Write(epochs_csv, "epochs CSV", pf::ReportEpochsCsv(report)),
+        Write(report_path, "HTML report", pf::ReportHtml(report))}) {
     if (!s.ok()) return Fail(s);
   }
   if (!quiet && !trace_path.empty()) std::cout << "trace: " << trace_path << "\n";

@@ -171,6 +171,8 @@ int Run(int argc, char** argv) {
   build->add_option("--labels", bo.plain.labels, "plain LMDB SRC: key,label CSV file");
   build->add_flag("--no-detect-masks", no_detect_masks,
                   "plain LMDB SRC: don't pair keys like K_mask / mask_K automatically");
+  build->add_option("--ignore-keys", bo.plain.ignore_keys,
+                    "plain LMDB SRC: keys that are not samples, comma-separated globs (meta_*)");
   bool quiet = false;
   build->add_flag("-q,--quiet", quiet, "no progress output");
   build
