@@ -52,9 +52,9 @@ struct BuildOptions {
   std::string staging;
   StoreMode store = StoreMode::kEncoded;
   Compression compression = Compression::kZstd;  // --store raw only (--compression zstd|none)
-  int zstd_level = 3;                  // --store raw + zstd: 1 fast .. 19 small; 3 balances both
-  int resize_width = 0;                // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
-  int resize_height = 0;               //   masks INTER_NEAREST_EXACT: identical geometry
+  int zstd_level = 3;     // --store raw + zstd: 1 fast .. 19 small; 3 balances both
+  int resize_width = 0;   // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
+  int resize_height = 0;  //   masks INTER_NEAREST_EXACT: identical geometry
   // Shrink images whose longer side exceeds max_side to max_side, keeping the aspect ratio
   // (INTER_AREA; masks NEAREST_EXACT, identical geometry); smaller ones are kept as they are.
   // 0 (default) = off. Excludes resize_width/height. Shrunk images are re-encoded (below).
@@ -72,19 +72,23 @@ struct BuildOptions {
   // (docs/DECODE.md has measured effects). Other images are unaffected. Not with store = kRaw.
   // Default false: JPEG bytes are kept as they are.
   bool jpeg_restarts = false;
-  bool gray = false;                   // store 1-channel images
-  bool shuffle = false;                // record order = a seeded permutation of the sources
+  bool gray = false;  // store 1-channel images
+  // Mask ids to rewrite while building: "FROM:TO" pairs, comma-separated, ids 0..255
+  // ("255:1" turns 0/255 binary masks into classes 0 and 1). Ids not named stay as they are.
+  // Every mask is decoded and stored re-encoded (PNG, or raw with store = kRaw). Default "".
+  std::string mask_map;
+  bool shuffle = false;  // record order = a seeded permutation of the sources
   uint64_t seed = 0;
-  int threads = 0;                     // oneTBB workers; 0 = all cores this process may use
-  int shards = 1;                      // >1: OUTPUT/shard-0000k.lmdb + OUTPUT/manifest.json
+  int threads = 0;  // oneTBB workers; 0 = all cores this process may use
+  int shards = 1;   // >1: OUTPUT/shard-0000k.lmdb + OUTPUT/manifest.json
   // -1 (default): build every shard. 0..shards-1: build only OUTPUT/shard-0000<i>.lmdb, exactly
   // as a `shards` build writes that shard (same samples, same records), independently of the
   // other shards (one process or cluster task per shard); AssembleDataset joins them. Resume
   // works per shard; the plan (source scan + seeded shuffle) is recomputed by each shard.
   int shard_index = -1;
-  bool resume = false;                 // continue an interrupted build with the same options
-  bool overwrite = false;              // replace an existing output
-  OnError on_error = OnError::kFail;   // kSkip: list rejected files in OUTPUT/rejected.tsv
+  bool resume = false;                // continue an interrupted build with the same options
+  bool overwrite = false;             // replace an existing output
+  OnError on_error = OnError::kFail;  // kSkip: list rejected files in OUTPUT/rejected.tsv
   CheckLevel check = CheckLevel::kHeader;
   // --store encoded computes mean/std from this many evenly spaced images (all when raw).
   int stats_sample = 512;
@@ -116,19 +120,22 @@ struct BuildOptions {
 };
 
 struct BuildResult {
-  uint64_t records = 0;         // records in the finished dataset
-  uint64_t skipped = 0;         // sources rejected with --on-error skip
-  uint64_t sources = 0;         // samples found in SRC
-  uint64_t resumed_from = 0;    // sources already done by an interrupted build (0 if fresh)
-  uint64_t bytes_read = 0;      // source bytes read by this run
+  uint64_t records = 0;           // records in the finished dataset
+  uint64_t skipped = 0;           // sources rejected with --on-error skip
+  uint64_t sources = 0;           // samples found in SRC
+  uint64_t resumed_from = 0;      // sources already done by an interrupted build (0 if fresh)
+  uint64_t bytes_read = 0;        // source bytes read by this run
   bool already_complete = false;  // --resume on a finished dataset: nothing to do
-  std::string report_path;      // rejected.tsv when anything was skipped
-  double seconds = 0;           // the build (the push not counted)
+  std::string report_path;        // rejected.tsv when anything was skipped
+  double seconds = 0;             // the build (the push not counted)
   // output s3://... only: the push (its counts), done; and the staging directory built in
   // (removed after the push, unless it holds rejected.tsv: report_path stays readable).
   bool pushed = false;
   PushResult push;
   std::string staging;
+  // What the build noticed about the data and did not change (also logged as warnings):
+  // masks holding only ids 0 and 255, masks stored as JPEG (lossy). Empty when none.
+  std::vector<std::string> warnings;
 };
 
 // Checks `options` alone, touching no file: value ranges and the options that exclude each
@@ -144,8 +151,8 @@ Status BuildDataset(const BuildOptions& options, BuildResult* result);
 struct AssembleResult {
   int shards = 0;
   uint64_t records = 0;
-  uint64_t skipped = 0;         // sources rejected (--on-error skip) over all shards
-  std::string report_path;      // OUTPUT/rejected.tsv when anything was skipped
+  uint64_t skipped = 0;           // sources rejected (--on-error skip) over all shards
+  std::string report_path;        // OUTPUT/rejected.tsv when anything was skipped
   bool already_complete = false;  // manifest.json was there already and lists these shards
 };
 
@@ -157,8 +164,8 @@ struct AssembleResult {
 Status AssembleDataset(const std::string& output, AssembleResult* result);
 
 struct VerifyOptions {
-  int threads = 0;         // 0 = all cores
-  size_t max_listed = 100; // bad keys listed in the result (all are counted)
+  int threads = 0;          // 0 = all cores
+  size_t max_listed = 100;  // bad keys listed in the result (all are counted)
   // Check the sha256 of every file the manifest lists (sizes are always checked).
   bool file_sha256 = true;
 };

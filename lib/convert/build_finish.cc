@@ -6,6 +6,7 @@
 
 #include "convert/builder.h"
 #include "convert/dataset_files.h"
+#include "dspipe/log.h"
 #include "format/manifest.h"
 
 namespace dspipe::build {
@@ -29,6 +30,26 @@ std::string RejectedReport(const std::vector<std::pair<std::string, std::string>
   std::string report = "file\treason\n";
   for (const auto& [file, reason] : rejected) report += file + "\t" + reason + "\n";
   return report;
+}
+
+std::vector<std::string> MaskWarnings(const Accum& acc, const BuildOptions& o) {
+  std::vector<std::string> w;
+  const bool has0 = acc.mask_ids[0] & 1, has255 = (acc.mask_ids[3] >> 63) & 1;
+  const bool only_0_255 = has255 && (acc.mask_ids[0] & ~uint64_t{1}) == 0 && acc.mask_ids[1] == 0 &&
+                          acc.mask_ids[2] == 0 && (acc.mask_ids[3] & ~(uint64_t{1} << 63)) == 0;
+  if (only_0_255 && o.mask_map.empty()) {
+    w.push_back(o.output + ": the masks hold only the ids " + std::string(has0 ? "0 and " : "") +
+                "255 (binary masks saved as 0/255), so num_classes is 256; rebuild with "
+                "mask_map={255: 1} in Python (dsconvert build --mask-map 255:1) to store them as "
+                "classes 0 and 1");
+  }
+  if (acc.jpeg_masks > 0) {
+    w.push_back(o.output + ": " + std::to_string(acc.jpeg_masks) +
+                " masks are JPEG files: JPEG is lossy, so ids near class edges are not the ones "
+                "drawn (num_classes is " +
+                std::to_string(acc.mask_max + 1) + "); save the masks as PNG");
+  }
+  return w;
 }
 
 json Builder::Manifest(const Accum& acc, uint64_t count) const {
@@ -108,6 +129,8 @@ Status Builder::Finish(const Accum& acc) {
   DSPIPE_RETURN_IF_ERROR(WriteFileList(m.dump(2), reader_files));
   result_->records = acc.next_index;
   result_->skipped = acc.rejected.size();
+  result_->warnings = MaskWarnings(acc, o_);
+  for (const std::string& line : result_->warnings) Log(LogLevel::kWarn, line);
   return Status::OK();
 }
 

@@ -20,6 +20,8 @@ json Accum::ToJson() const {
           {"pixels", pixels},
           {"stat_images", stat_images},
           {"mask_max", mask_max},
+          {"mask_ids", std::vector<uint64_t>(mask_ids, mask_ids + 4)},
+          {"jpeg_masks", jpeg_masks},
           {"height", height},
           {"width", width},
           {"image_bytes", image_bytes},
@@ -44,6 +46,12 @@ Accum Accum::FromJson(const json& j) {
   a.pixels = Int(j.at("pixels"));
   a.stat_images = Int(j.at("stat_images"));
   a.mask_max = Int(j.at("mask_max"));
+  // Absent in the state of a build made before they existed: unknown, no warning.
+  if (j.contains("mask_ids")) {
+    const json& ids = j.at("mask_ids");
+    for (int k = 0; k < 4; ++k) a.mask_ids[k] = static_cast<uint64_t>(Int(ids.at(k)));
+  }
+  if (j.contains("jpeg_masks")) a.jpeg_masks = Int(j.at("jpeg_masks"));
   a.height = Int(j.at("height"));
   a.width = Int(j.at("width"));
   a.image_bytes = Int(j.at("image_bytes"));
@@ -60,6 +68,8 @@ void Accum::Add(const MadeRecord& r) {
     ++stat_images;
   }
   mask_max = std::max(mask_max, r.mask_max);
+  for (int k = 0; k < 4; ++k) mask_ids[k] |= r.mask_ids[k];
+  jpeg_masks += r.mask_jpeg ? 1 : 0;
   auto merge = [](int64_t cur, uint32_t v) -> int64_t {
     return cur == -1 ? int64_t{v} : (cur == int64_t{v} ? cur : 0);
   };
@@ -169,6 +179,7 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   if (o.max_side > 0) f["max_side"] = o.max_side;
   if (o.jpeg_quality > 0) f["jpeg_quality"] = o.jpeg_quality;
   if (o.jpeg_restarts) f["jpeg_restarts"] = true;
+  if (!o.mask_map.empty()) f["mask_map"] = o.mask_map;
   // An archive source is identified by its size too: a replaced or truncated archive is a
   // different source (its entry numbers are in the stored plan).
   if (IsArchiveSource(o.source)) {

@@ -78,6 +78,10 @@ Status ValidateBuildOptions(const BuildOptions& o) {
                                    Opt("BuildOptions::resize_height") +
                                    " must both be positive, or both 0 (keep the size)");
   }
+  if (!o.mask_map.empty()) {
+    uint8_t lut[256];
+    DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));
+  }
   if (o.max_side < 0) {
     return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +
                                    std::to_string(o.max_side));

@@ -50,7 +50,9 @@ struct Accum {
   double sum[3] = {0, 0, 0}, sumsq[3] = {0, 0, 0};
   uint64_t pixels = 0, stat_images = 0;
   int mask_max = -1;
-  int64_t height = -1, width = -1;  // -1 unset, 0 varies
+  uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: some mask holds id i (after mask_map)
+  uint64_t jpeg_masks = 0;              // masks whose source file is a JPEG
+  int64_t height = -1, width = -1;      // -1 unset, 0 varies
   uint64_t image_bytes = 0, mask_bytes = 0;
   std::map<std::string, uint64_t> codecs;
   std::vector<std::pair<std::string, std::string>> rejected;  // file, reason

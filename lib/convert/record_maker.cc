@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <opencv2/imgproc.hpp>
 
 #include "codec/image.h"
@@ -50,6 +51,32 @@ Status Reject(const std::string& file, const Status& s) {
 }
 
 }  // namespace
+
+Status ParseMaskMap(const std::string& text, uint8_t lut[256]) {
+  for (int i = 0; i < 256; ++i) lut[i] = static_cast<uint8_t>(i);
+  bool seen[256] = {};
+  size_t at = 0;
+  while (at <= text.size()) {  // "1:2," has an empty last pair: refused
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string pair = text.substr(at, comma - at);
+    int from = -1, to = -1;
+    char tail = 0;
+    if (std::sscanf(pair.c_str(), " %d : %d %c", &from, &to, &tail) != 2 || from < 0 ||
+        from > 255 || to < 0 || to > 255) {
+      return Status::InvalidArgument(Opt("BuildOptions::mask_map") + ": '" + pair +
+                                     "' is not FROM:TO with ids 0..255 (e.g. \"255:1\")");
+    }
+    if (seen[from]) {
+      return Status::InvalidArgument(Opt("BuildOptions::mask_map") + ": id " +
+                                     std::to_string(from) + " is mapped twice");
+    }
+    seen[from] = true;
+    lut[from] = static_cast<uint8_t>(to);
+    at = comma + 1;
+  }
+  return Status::OK();
+}
 
 Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats, MadeRecord* out,
                   const Dataset* plain, SourceBytes* given) {
@@ -148,7 +175,9 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     // Plain 8-bit gray PNG masks are stored as they are; others are decoded and re-encoded.
     // Every mask is decoded either way: num_classes (users size their model's output from it)
     // counts the classes over all masks, never a sample, and mask decodes are cheap.
-    const bool keep = !raw && !resize && codec::IsPlainGray8Png(Bytes(mask_bytes));
+    const bool keep =
+        !raw && !resize && o.mask_map.empty() && codec::IsPlainGray8Png(Bytes(mask_bytes));
+    out->mask_jpeg = codec::SniffCodec(Bytes(mask_bytes)) == Codec::kJpeg;
     const bool decode_mask = true;
     int mw = 0, mh = 0;
     cv::Mat mask;
@@ -178,8 +207,23 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     if (decode_mask) {
       if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
       double mx = 0;
+      if (!o.mask_map.empty() && mask.depth() == CV_8U) {
+        uint8_t lut[256];
+        DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));  // checked up front already
+        if (!mask.isContinuous()) mask = mask.clone();
+        for (size_t i = 0; i < mask.total() * mask.channels(); ++i)
+          mask.data[i] = lut[mask.data[i]];
+      }
       cv::minMaxLoc(mask, nullptr, &mx);
       out->mask_max = static_cast<int>(mx);
+      if (mask.depth() == CV_8U) {
+        bool seen[256] = {};
+        const cv::Mat m = mask.isContinuous() ? mask : mask.clone();
+        for (size_t i = 0; i < m.total() * m.channels(); ++i) seen[m.data[i]] = true;
+        for (int id = 0; id < 256; ++id) {
+          if (seen[id]) out->mask_ids[id / 64] |= uint64_t{1} << (id % 64);
+        }
+      }
     }
     if (keep) {
       h.mask_codec = Codec::kPng;

@@ -12,7 +12,7 @@
 namespace dspipe {
 
 struct MadeRecord {
-  std::string value;              // header + payloads (see format.h)
+  std::string value;  // header + payloads (see format.h)
   RecordHeader header;
   uint64_t bytes_read = 0;
   // Per-channel pixel statistics, when the image was decoded for them.
@@ -20,8 +20,14 @@ struct MadeRecord {
   double sum[3] = {0, 0, 0};
   double sumsq[3] = {0, 0, 0};
   uint64_t pixels = 0;
-  int mask_max = -1;              // largest class id, when the mask was decoded
+  int mask_max = -1;                    // largest class id, when the mask was decoded
+  uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: the mask holds id i
+  bool mask_jpeg = false;               // the mask's source file is a JPEG
 };
+
+// BuildOptions::mask_map ("255:1,128:2") as a lookup table (ids not named map to themselves);
+// InvalidArgument naming the option for anything else.
+Status ParseMaskMap(const std::string& text, uint8_t lut[256]);
 
 // A sample's bytes read ahead of MakeRecord (archive members: read in order by one thread).
 struct SourceBytes {

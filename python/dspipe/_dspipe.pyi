@@ -139,6 +139,7 @@ class BuildOptions:
     jpeg_quality: int
     jpeg_restarts: bool
     gray: bool
+    mask_map: str
     shuffle: bool
     seed: int
     threads: int

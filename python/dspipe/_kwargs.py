@@ -5,7 +5,7 @@ tests/python/test_options.py checks these TypedDicts hold exactly those keywords
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence, TypedDict, Union
+from typing import Any, Mapping, Sequence, TypedDict, Union
 
 _Path = Union[str, "os.PathLike[str]"]
 _Floats = Union[float, Sequence[float]]
@@ -74,6 +74,7 @@ class BuildArgs(_PlainArgs, total=False):
     jpeg_quality: int
     jpeg_restarts: bool
     gray: bool
+    mask_map: Mapping[int, int] | str | None
     shuffle: bool
     seed: int
     threads: int

@@ -48,6 +48,23 @@ def _size(v: Any) -> tuple[int, int]:
     return int(h), int(w)
 
 
+def _mask_map(v: Any) -> str:
+    """{255: 1} (or "255:1") -> "255:1"; None or {} = keep the ids."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    if not isinstance(v, Mapping):
+        raise ValueError(f"expected a dict of mask ids {{from: to}}, e.g. {{255: 1}}, got {v!r}")
+    pairs = []
+    for k, t in v.items():
+        if isinstance(k, bool) or isinstance(t, bool) or not isinstance(k, int) or \
+                not isinstance(t, int):
+            raise ValueError(f"mask ids are integers 0..255, got {k!r}: {t!r}")
+        pairs.append(f"{k}:{t}")
+    return ",".join(pairs)
+
+
 def _enum(cls: Any) -> Callable[[Any], Any]:
     def convert(v: Any) -> Any:
         if isinstance(v, cls):
@@ -202,6 +219,9 @@ BUILD: dict[str, Kwarg] = {
     "jpeg_restarts": K("BuildOptions::jpeg_restarts", "store JPEGs with a restart marker after "
                        "every MCU (lossless), so crops decode only their MCUs"),
     "gray": K("BuildOptions::gray", "store 1-channel images"),
+    "mask_map": K("BuildOptions::mask_map", "mask ids to rewrite, {from: to} (ids 0..255; "
+                  "{255: 1} turns 0/255 binary masks into classes 0 and 1); None = keep",
+                  _mask_map, "None"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),
     "threads": K("BuildOptions::threads", "workers; 0 = the CPUs this process may use"),

@@ -166,6 +166,9 @@ void RegisterDatasetFunctions(nb::module_& m) {
         d["already_complete"] = r.already_complete;
         d["report_path"] = r.report_path;
         d["seconds"] = r.seconds;
+        nb::list warnings;
+        for (const std::string& w : r.warnings) warnings.append(w);
+        d["warnings"] = warnings;
         if (r.pushed) {  // output s3://...: the push's counts, as dspipe.push returns them
           d["pushed"] = PushDict(r.push);
           d["staging"] = r.staging;

@@ -192,6 +192,90 @@ TEST_F(BuildTest, NumClassesCountsEveryMaskNotTheStatsSample) {
   std::unique_ptr<Dataset> ds;
   ASSERT_TRUE(Dataset::Open(o.output, {}, &ds).ok());
   EXPECT_EQ(ds->info().num_classes, 201);
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings[0];
+}
+
+bool HasWarning(const BuildResult& r, const std::string& part) {
+  for (const std::string& w : r.warnings) {
+    if (w.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_F(BuildTest, BinaryMasksSavedAs0And255AreNamedAndMaskMapStoresThemAsClasses) {
+  std::vector<cv::Mat> binary;
+  for (const std::string& m : masks_) {
+    cv::Mat b = ImreadMask(m) > 0;  // 0 or 255
+    WriteAll(m, Encode(b, ".png"));
+    binary.push_back(b);
+  }
+  BuildOptions plain = Options(src_, tmp_ / "plain");
+  BuildResult r;
+  ASSERT_TRUE(Build(plain, &r).ok());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_TRUE(HasWarning(r, "hold only the ids 0 and 255")) << r.warnings[0];
+  EXPECT_TRUE(HasWarning(r, "mask_map={255: 1}")) << r.warnings[0];
+  EXPECT_TRUE(HasWarning(r, "--mask-map 255:1")) << r.warnings[0];
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(plain.output, {}, &ds).ok());
+  EXPECT_EQ(ds->info().num_classes, 256);
+
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    BuildOptions o = Options(src_, tmp_ / ("mapped" + std::to_string(int(store))));
+    o.store = store;
+    o.mask_map = "255:1";
+    BuildResult mr;
+    ASSERT_TRUE(Build(o, &mr).ok());
+    EXPECT_TRUE(mr.warnings.empty()) << mr.warnings[0];
+    std::vector<Rec> recs;
+    std::unique_ptr<Dataset> mds;
+    ASSERT_TRUE(ReadRecords(o.output, &recs, &mds).ok());
+    EXPECT_EQ(mds->info().num_classes, 2);
+    for (int i = 0; i < kCount; ++i) {
+      EXPECT_EQ(CountDiff(DecodedMask(recs[i]), binary[i] / 255), 0) << masks_[i];
+    }
+  }
+}
+
+TEST_F(BuildTest, MaskMapRewritesOnlyTheIdsItNames) {
+  BuildOptions o = Options(src_, tmp_ / "out");
+  o.mask_map = "2:7, 0:9";
+  ASSERT_TRUE(Build(o).ok());
+  std::vector<Rec> recs;
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
+  for (int i = 0; i < kCount; ++i) {
+    cv::Mat want = ImreadMask(masks_[i]).clone();
+    for (auto it = want.begin<uint8_t>(); it != want.end<uint8_t>(); ++it) {
+      *it = *it == 2 ? 7 : (*it == 0 ? 9 : *it);
+    }
+    EXPECT_EQ(CountDiff(DecodedMask(recs[i]), want), 0) << masks_[i];
+  }
+  EXPECT_EQ(ds->info().num_classes, 10);
+}
+
+TEST_F(BuildTest, ABadMaskMapIsRefusedNamingTheOption) {
+  for (const char* bad : {"255", "300:1", "1:-1", "1:2,1:3", "a:b", "1:2:3", "1:2,"}) {
+    BuildOptions o = Options(src_, tmp_ / "out");
+    o.mask_map = bad;
+    const Status s = Build(o);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("mask_map"), std::string::npos) << s.message();
+    EXPECT_FALSE(fs::exists(o.output)) << bad;
+  }
+}
+
+TEST_F(BuildTest, JpegMasksDrawAWarning) {
+  for (const std::string& m : masks_) {
+    const std::string jpg = m.substr(0, m.size() - 4) + ".jpg";
+    WriteAll(jpg, Encode(ImreadMask(m), ".jpg"));
+    fs::remove(m);
+  }
+  BuildOptions o = Options(src_, tmp_ / "out");
+  BuildResult r;
+  ASSERT_TRUE(Build(o, &r).ok());
+  EXPECT_TRUE(HasWarning(r, std::to_string(kCount) + " masks are JPEG files"));
+  EXPECT_TRUE(HasWarning(r, "save the masks as PNG"));
 }
 
 TEST_F(BuildTest, GrayStoresOneChannel) {

@@ -72,3 +72,37 @@ def test_folder2lmdb_style_lmdb_opens_and_other_keys_are_skipped_by_ignore_keys(
     out = tmp_path / "out"
     r = dspipe.build(db, out, ignore_keys="meta_*", progress=False)
     assert r["records"] == 6
+
+
+def test_binary_masks_saved_as_0_255_are_named_and_mask_map_makes_them_classes(tmp_path):
+    # Item 3: a folder of images and 0/255 binary masks (the common export of a labelling tool).
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "src"
+    (src / "images").mkdir(parents=True)
+    (src / "masks").mkdir()
+    for i in range(4):
+        img = np.full((16, 20, 3), 40 * i, np.uint8)
+        mask = np.zeros((16, 20), np.uint8)
+        mask[4:12, 5 + i:15] = 255
+        cv2.imwrite(str(src / "images" / f"s{i}.png"), img)
+        cv2.imwrite(str(src / "masks" / f"s{i}.png"), mask)
+    r = dspipe.build(src, tmp_path / "plain.lmdb", progress=False)
+    assert len(r["warnings"]) == 1, r
+    assert "hold only the ids 0 and 255" in r["warnings"][0]
+    assert "mask_map={255: 1}" in r["warnings"][0]
+    assert dspipe.info(tmp_path / "plain.lmdb")["classes"] == 256
+
+    out = tmp_path / "mapped.lmdb"
+    r = dspipe.build(src, out, mask_map={255: 1}, progress=False)
+    assert r["warnings"] == [], r
+    assert dspipe.info(out)["classes"] == 2
+    loader = dspipe.Loader(out, batch_size=4, shuffle=False, device="cpu", output="numpy")
+    batch = next(iter(loader))
+    assert sorted(np.unique(batch["mask"]).tolist()) == [0, 1]
+
+    with pytest.raises(ValueError, match="mask ids are integers"):
+        dspipe.build(src, tmp_path / "bad.lmdb", mask_map={255: "one"}, progress=False)
+    with pytest.raises(ValueError, match="mask_map"):
+        dspipe.build(src, tmp_path / "bad.lmdb", mask_map={300: 1}, progress=False)

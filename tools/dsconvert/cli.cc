@@ -144,6 +144,9 @@ int Run(int argc, char** argv) {
       "--jpeg-restarts", bo.jpeg_restarts,
       "store JPEGs with a restart marker per MCU (lossless): crops decode only their MCUs");
   build->add_flag("--gray", bo.gray, "store 1-channel images");
+  build->add_option("--mask-map", bo.mask_map,
+                    "rewrite mask ids while building: FROM:TO,... (ids 0..255; 255:1 turns 0/255 "
+                    "binary masks into classes 0 and 1)");
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
   build->add_option("--threads", bo.threads, "threads (0 = all cores)")->capture_default_str();
