@@ -27,8 +27,10 @@
 // it is released (Release(), destruction, or reuse in Next); only then are they recycled. At most
 // DeviceOptions::max_slots batches may be held at once (no limit by default: holding more than
 // `slots` adds slots). A TensorBatch may outlive its DeviceLoader.
-// Thread-safety: one consumer thread calls Next/set_epoch/Restore/state; TensorBatches may be
-// released from any thread. stats() may be read from any thread.
+// Thread-safety: Next, set_epoch, Restore and state may be called from any thread; the calls
+// are serialized (two threads calling Next get distinct batches, each once; state() is the
+// position after the last batch handed out). TensorBatches may be released from any thread.
+// stats() may be read from any thread.
 #pragma once
 
 #include <cstdint>

@@ -22,8 +22,10 @@
 // or the number of epochs except the epoch order (8 bytes per sample of this rank; the default
 // kGlobal order also builds the whole dataset's permutation at each epoch start, see sampler.h).
 //
-// Thread-safety: one consumer. Next, set_epoch, Restore and state must be called from one
-// thread at a time (not concurrently). stats() and pool_buffers() may be called from any thread.
+// Thread-safety: the consumer's calls (Next, set_epoch, BeginPass, Restore, state, epoch and
+// the batch counts) may come from any thread and are serialized: two threads calling Next get
+// distinct batches, each once, and state() is the position after the last batch handed out
+// (never one torn mid-Next). stats() and pool_buffers() may be called from any thread.
 #pragma once
 
 #include <cstdint>

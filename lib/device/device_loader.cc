@@ -66,6 +66,9 @@ struct DeviceLoader::Impl {
   GpuNormalizerOptions gpu_options;  // GPU path: for the slots added when all are held
   std::shared_ptr<internal::DeviceState> state = std::make_shared<internal::DeviceState>();
   std::unique_ptr<Loader> loader;
+  // Serializes Next: a slot is chosen, filled and handed out by one call at a time, so two
+  // threads calling Next get distinct batches in distinct slots.
+  std::mutex next_mu;
 
   ~Impl() {
     // Batches still held may outlive us; they must not record into the loader's stats.
@@ -195,8 +198,7 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   if (!impl->gpu && d.device == DeviceOptions::kAuto) {
     static std::once_flag once;  // one line per process, however many loaders
     std::call_once(once, [&] {
-      Log(LogLevel::kInfo,
-          "dspipe: no usable CUDA device (" + probe.why + "); using the CPU path");
+      Log(LogLevel::kInfo, "dspipe: no usable CUDA device (" + probe.why + "); using the CPU path");
     });
   }
 
@@ -264,6 +266,7 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
 }
 
 Status DeviceLoader::Next(TensorBatch* out) {
+  std::lock_guard<std::mutex> serial(impl_->next_mu);
   DSPIPE_RETURN_IF_ERROR(out->Release(impl_->options.consumer_stream));
   if (impl_->state->pin) {
     std::lock_guard<std::mutex> lock(impl_->state->mu);

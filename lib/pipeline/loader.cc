@@ -139,6 +139,7 @@ LoaderImpl::~LoaderImpl() {
 }
 
 std::string LoaderImpl::reading_from() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   const std::string& path = dataset_->info().path;
   if (shard_cache_) return path + " (" + shard_cache_->Describe() + ")";
   if (stream_) return path + " (" + stream_->Describe() + ")";
@@ -161,6 +162,7 @@ void LoaderImpl::WaitForCacheCopy() const {
 }
 
 LoaderShape LoaderImpl::loader_shape() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   LoaderShape s;
   s.batch_size = options_.batch_size;
   s.threads = options_.threads;

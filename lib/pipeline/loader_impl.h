@@ -91,10 +91,16 @@ class LoaderImpl final : public Loader {
   // loader_run.cc
   Status Next(Batch* out) override;
   void set_epoch(uint64_t epoch) override;
-  uint64_t epoch() const override { return epoch_; }
+  uint64_t epoch() const override {
+    std::lock_guard<std::mutex> lock(consumer_mu_);
+    return epoch_;
+  }
   void BeginPass() override;
   uint64_t batches_per_epoch() const override;
-  uint64_t samples_per_epoch() const override { return sampler_.SamplesInEpoch(epoch_); }
+  uint64_t samples_per_epoch() const override {
+    std::lock_guard<std::mutex> lock(consumer_mu_);
+    return sampler_.SamplesInEpoch(epoch_);
+  }
   uint64_t batches_left() const override;
 
   // loader_state.cc
@@ -108,7 +114,10 @@ class LoaderImpl final : public Loader {
   // loader.cc
   const BatchShape& shape() const override { return shape_; }
   const LoaderOptions& options() const override { return options_; }
-  const Dataset& dataset() const override { return *dataset_; }
+  const Dataset& dataset() const override {
+    std::lock_guard<std::mutex> lock(consumer_mu_);
+    return *dataset_;
+  }
   std::string reading_from() const override;
   void WaitForCacheCopy() const override;
   StageStats& stats() override { return stats_; }
@@ -145,6 +154,8 @@ class LoaderImpl final : public Loader {
   // Runs on the worker that completed a job's last sample: compacts skipped samples out.
   void Finish(Job* job);
   std::unique_ptr<Job> WaitFront();
+  // The first error of `job` that is not a corrupt record (I/O, use after fork), or OK.
+  Status FirstNotCorrupt(const Job& job);
   // The consumer's view of a finished job: skipped records counted, errors returned.
   Status Collect(const Job& job);
   // Adds a corrupt record to corrupt_records(), unless listed already or the list is full.
@@ -194,6 +205,10 @@ class LoaderImpl final : public Loader {
   mutable std::mutex corrupt_mu_;  // guards corrupt_report_ (read from any thread)
   CorruptReport corrupt_report_;   // count filled in by corrupt_records()
 
+  // Serializes the consumer's calls (Next, set_epoch, BeginPass, state, Restore and the
+  // position queries): two threads calling Next get distinct batches, and state() is the
+  // position after the last batch handed out, never one torn mid-Next. Taken before mu_.
+  mutable std::mutex consumer_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Job>> spare_jobs_;  // consumer thread only

@@ -26,6 +26,7 @@ Status LoaderImpl::Next(Batch* out) {
         " and used in forked child " + std::to_string(::getpid()) +
         ": worker threads do not survive fork; create loaders after forking");
   }
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   // The previous call's refill failed after its batch was handed out (below): the consumer
   // sees it now, before anything moves, so calling again continues where it was.
   if (!refill_error_.ok()) return std::exchange(refill_error_, Status::OK());
@@ -41,6 +42,17 @@ Status LoaderImpl::Next(Batch* out) {
     }
     DSPIPE_RETURN_IF_ERROR(TopUp());
     std::unique_ptr<Job> job = WaitFront();
+    if (Status failed = FirstNotCorrupt(*job); !failed.ok()) {
+      // An error that is not about a record (I/O: a shard fetch refused, a read failed)
+      // delivers nothing and moves nothing: the batches in flight are dropped and the next
+      // call loads this batch again, so neither the epoch nor a checkpoint taken now passes
+      // a sample that was not delivered.
+      pool_->Release(job->buffer);
+      spare_jobs_.push_back(std::move(job));
+      Drain();
+      submit_pos_ = advised_pos_ = deliver_pos_;
+      return failed;
+    }
     deliver_pos_ += job->indices.size();
     if (stream_) stream_->Advance(deliver_pos_);
     taken_ = true;  // the position moved: set_epoch of this epoch restarts it
@@ -64,23 +76,27 @@ Status LoaderImpl::Next(Batch* out) {
 }
 
 void LoaderImpl::set_epoch(uint64_t epoch) {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   if (epoch == epoch_ && !taken_) return ContinuePending();
   Drain();
   SetEpochLocked(epoch);
 }
 
 void LoaderImpl::BeginPass() {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   if (!taken_) return ContinuePending();
   Drain();
   SetEpochLocked(epoch_ + 1);
 }
 
 uint64_t LoaderImpl::batches_per_epoch() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   const auto b = static_cast<uint64_t>(options_.batch_size);
   return (epoch_end_ + b - 1) / b;
 }
 
 uint64_t LoaderImpl::batches_left() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   const auto b = static_cast<uint64_t>(options_.batch_size);
   return (epoch_end_ - std::min(deliver_pos_, epoch_end_) + b - 1) / b;
 }
@@ -285,12 +301,19 @@ std::unique_ptr<Job> LoaderImpl::WaitFront() {
   return job;
 }
 
+Status LoaderImpl::FirstNotCorrupt(const Job& job) {
+  for (const Status& s : job.status) {
+    if (!s.ok() && !pipeline::IsCorruptRecord(s)) return s;
+  }
+  return Status::OK();
+}
+
+// REQUIRES: FirstNotCorrupt(job) is OK (every failed sample is a corrupt record).
 Status LoaderImpl::Collect(const Job& job) {
   const Status* first_corrupt = nullptr;
   for (size_t i = 0; i < job.status.size(); ++i) {
     const Status& s = job.status[i];
     if (s.ok()) continue;
-    if (!pipeline::IsCorruptRecord(s)) return s;
     ListCorrupt(job.indices[i], job.epoch, s);
     corrupt_total_.fetch_add(1);
     if (++corrupt_in_epoch_ > static_cast<uint64_t>(options_.max_corrupt) && !first_corrupt) {

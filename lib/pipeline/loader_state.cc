@@ -99,6 +99,7 @@ std::vector<StateOption> LoaderStateOptions(const LoaderOptions& options) {
 }
 
 LoaderState LoaderImpl::state() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   LoaderState s;
   s.seed = seed_;
   s.epoch = epoch_;
@@ -111,6 +112,7 @@ LoaderState LoaderImpl::state() const {
 }
 
 Status LoaderImpl::Restore(const LoaderState& state) {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
   DSPIPE_RETURN_IF_ERROR(CheckIdentity(state));
   Sampler sampler = sampler_;
   if (seed_ != state.seed) {

@@ -145,7 +145,14 @@ class PyLoader {
 
   Loader& loader() { return loader_->loader(); }
   DeviceLoader& device_loader() { return *loader_; }
-  void Restore(const LoaderState& s) { ThrowIfError(loader_->Restore(s)); }
+  void Restore(const LoaderState& s) {
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = loader_->Restore(s);
+    }
+    ThrowIfError(st);
+  }
   // Loader::corrupt_records(): {"count", "records": [{index, key, epoch, reason}], "truncated"}.
   nb::dict corrupt_records() {
     const CorruptReport r = loader().corrupt_records();
@@ -268,14 +275,45 @@ void RegisterLoader(nb::module_& m) {
       .def(nb::init<const std::string&, const LoaderOptions&, const DeviceOptions&>(), "path"_a,
            "loader"_a, "device"_a)
       .def("next", &PyLoader::Next)
+      // The GIL is released in each call: they wait for a Next in progress on another thread
+      // (the loader serializes its consumer's calls), which needs the GIL when it returns.
       .def(
-          "set_epoch", [](PyLoader& l, uint64_t e) { l.loader().set_epoch(e); }, "epoch"_a)
-      .def("begin_pass", [](PyLoader& l) { l.loader().BeginPass(); })
-      .def_prop_ro("epoch", [](PyLoader& l) { return l.loader().epoch(); })
-      .def("batches_per_epoch", [](PyLoader& l) { return l.loader().batches_per_epoch(); })
-      .def("batches_left", [](PyLoader& l) { return l.loader().batches_left(); })
-      .def("samples_per_epoch", [](PyLoader& l) { return l.loader().samples_per_epoch(); })
-      .def("state", [](PyLoader& l) { return l.loader().state(); })
+          "set_epoch",
+          [](PyLoader& l, uint64_t e) {
+            nb::gil_scoped_release release;
+            l.loader().set_epoch(e);
+          },
+          "epoch"_a)
+      .def("begin_pass",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             l.loader().BeginPass();
+           })
+      .def_prop_ro("epoch",
+                   [](PyLoader& l) {
+                     nb::gil_scoped_release release;
+                     return l.loader().epoch();
+                   })
+      .def("batches_per_epoch",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().batches_per_epoch();
+           })
+      .def("batches_left",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().batches_left();
+           })
+      .def("samples_per_epoch",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().samples_per_epoch();
+           })
+      .def("state",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().state();
+           })
       .def("restore", &PyLoader::Restore, "state"_a)
       .def(
           "options", [](PyLoader& l) { return l.loader().options(); },
@@ -286,7 +324,11 @@ void RegisterLoader(nb::module_& m) {
       .def_prop_ro("threads", [](PyLoader& l) { return l.loader().options().threads; })
       .def_prop_ro("shape", &PyLoader::shape)
       .def("dataset", &PyLoader::dataset)
-      .def("reading_from", [](PyLoader& l) { return l.loader().reading_from(); })
+      .def("reading_from",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().reading_from();
+           })
       .def("wait_for_cache_copy", &PyLoader::wait_for_cache_copy)
       .def("slots_allocated", [](PyLoader& l) { return l.device_loader().slots_allocated(); })
       .def("pool_buffers", [](PyLoader& l) { return l.loader().pool_buffers(); })

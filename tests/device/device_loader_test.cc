@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/device_fixture.h"
@@ -477,6 +480,54 @@ TEST(DeviceLoaderCpu, PinMemoryWithoutGpuIsANoOpWithOneLogLine) {
   TensorBatch t;
   ASSERT_TRUE(b->Next(&t).ok());
   EXPECT_FALSE(t.pinned());
+}
+
+// Issue 39 item 6 (the Python binding's next from two threads crashed): DeviceLoader::Next
+// from two threads hands out distinct batches in distinct slots, each sample once, with the
+// pixels of the reference epoch.
+TEST(DeviceLoaderCpu, TwoThreadsCallingNextGetDistinctBatchesEachOnce) {
+  const LoaderOptions lo = TestLoaderOptions();
+  const std::vector<HostBatchCopy> ref = ReferenceEpoch(lo, 0);
+  std::map<uint64_t, const HostBatchCopy*> by_first;
+  for (const HostBatchCopy& r : ref) by_first[r.indices[0]] = &r;
+  for (int round = 0; round < 3; ++round) {
+    std::unique_ptr<DeviceLoader> loader = OpenOrDie(lo, DeviceOptions{});
+    std::mutex mu;
+    std::multiset<uint64_t> delivered;
+    std::vector<std::string> errors;
+    auto consume = [&] {
+      std::vector<TensorBatch> held;  // kept: their slots stay taken while the other runs
+      while (true) {
+        TensorBatch b;
+        const Status s = loader->Next(&b);
+        if (!s.ok() || !b || b.epoch() != 0) {
+          std::lock_guard<std::mutex> l(mu);
+          if (!s.ok()) errors.push_back(s.ToString());
+          return;
+        }
+        const auto it = by_first.find(b.indices()[0]);
+        std::lock_guard<std::mutex> l(mu);
+        if (it == by_first.end() ||
+            it->second->images.size() * sizeof(float) != static_cast<size_t>(b.size()) *
+                                                             b.channels() * b.height() * b.width() *
+                                                             sizeof(float) ||
+            std::memcmp(it->second->images.data(), b.images(),
+                        it->second->images.size() * sizeof(float)) != 0) {
+          errors.push_back("batch starting at " + std::to_string(b.indices()[0]) +
+                           " is not the reference's");
+        }
+        for (int i = 0; i < b.size(); ++i) delivered.insert(b.indices()[i]);
+        held.push_back(std::move(b));
+      }
+    };
+    std::thread a(consume), b(consume);
+    a.join();
+    b.join();
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    std::multiset<uint64_t> all;
+    for (const HostBatchCopy& r : ref) all.insert(r.indices.begin(), r.indices.end());
+    EXPECT_EQ(delivered, all) << "round " << round;
+  }
 }
 
 }  // namespace
