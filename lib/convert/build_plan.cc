@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <vector>
 
 #include "convert/builder.h"
 #include "core/checksum.h"
@@ -27,6 +28,69 @@ Status Builder::Validate() {
   return Status::OK();
 }
 
+namespace {
+
+// "shard-NNNNN.lmdb": a shard a sharded build writes (ShardDirName).
+bool IsShardDirName(const std::string& name) {
+  const std::string prefix = kShardPrefix, suffix = ".lmdb";
+  if (name.size() != prefix.size() + 5 + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  return std::all_of(name.begin() + static_cast<ptrdiff_t>(prefix.size()),
+                     name.end() - static_cast<ptrdiff_t>(suffix.size()),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The files a build writes in a dataset directory or a shard directory, and the temp files a
+// kill can leave of the ones written atomically.
+bool IsBuildFile(const std::string& name) {
+  std::string of;
+  if (IsAtomicTempName(name, &of)) return of == kTopManifestFile || of == "rejected.tsv";
+  return name == "data.mdb" || name == "lock.mdb" || name == kTopManifestFile ||
+         name == "rejected.tsv";
+}
+
+}  // namespace
+
+Status CheckOwnManifest(Env* env, const std::string& dir) {
+  const std::string path = dir + "/" + kTopManifestFile;
+  if (!env->FileExists(path)) return Status::OK();
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(path, &text));
+  const json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!m.is_object() || !m.contains("format") || m.at("format") != "dspipe") {
+    return Status::AlreadyExists(
+        dir + " holds a " + kTopManifestFile +
+        " that is not a dspipe manifest (no \"format\": \"dspipe\"), so it is not a dspipe "
+        "dataset; refusing to delete anything in it: choose another output directory");
+  }
+  return Status::OK();
+}
+
+Status RemoveBuildFiles(Env* env, const std::string& dir, std::vector<std::string>* kept) {
+  std::unique_ptr<Directory> d;
+  DSPIPE_RETURN_IF_ERROR(env->OpenDirectory(dir, &d));
+  std::vector<std::string> names;
+  DSPIPE_RETURN_IF_ERROR(d->List(&names));
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    FileInfo info;
+    DSPIPE_RETURN_IF_ERROR(d->Stat(name, &info));
+    if (info.kind == FileKind::kRegular && IsBuildFile(name)) {
+      DSPIPE_RETURN_IF_ERROR(d->Remove(name));
+    } else if (info.kind == FileKind::kDirectory && IsShardDirName(name)) {
+      std::vector<std::string> inside;
+      DSPIPE_RETURN_IF_ERROR(RemoveBuildFiles(env, dir + "/" + name, &inside));
+      for (const std::string& k : inside) kept->push_back(name + "/" + k);
+      if (inside.empty()) DSPIPE_RETURN_IF_ERROR(d->RemoveTree(name));  // empty now
+    } else {
+      kept->push_back(name);
+    }
+  }
+  return d->Sync();
+}
+
 Status Builder::PrepareOutput(bool* fresh) {
   *fresh = true;
   const std::string target = Target();
@@ -40,6 +104,7 @@ Status Builder::PrepareOutput(bool* fresh) {
   }
   if (!non_empty || o_.overwrite) {
     if (OneShard()) {
+      DSPIPE_RETURN_IF_ERROR(CheckOwnManifest(env_, o_.output));
       // A joined manifest would describe the shard about to be (re)written: drop it first, so
       // that the dataset reads as unfinished until `dsconvert assemble` runs again.
       DSPIPE_RETURN_IF_ERROR(env_->RemoveFile(o_.output + "/" + kTopManifestFile));
@@ -47,11 +112,21 @@ Status Builder::PrepareOutput(bool* fresh) {
   }
   if (!non_empty) return Status::OK();
   if (o_.overwrite) {
-    if (!LooksLikeOutput(env_, target)) {
+    if (kind != FileKind::kDirectory || !LooksLikeOutput(env_, target)) {
       return Status::AlreadyExists(target +
                                    " exists and is not a dspipe dataset; refusing to delete it");
     }
-    return env_->RemoveTree(target);
+    DSPIPE_RETURN_IF_ERROR(CheckOwnManifest(env_, target));
+    std::vector<std::string> kept;
+    DSPIPE_RETURN_IF_ERROR(RemoveBuildFiles(env_, target, &kept));
+    if (!kept.empty()) {
+      std::string names;
+      for (size_t i = 0; i < kept.size() && i < 5; ++i) names += (i ? ", " : "") + kept[i];
+      Log(LogLevel::kInfo, target + ": --overwrite kept " + std::to_string(kept.size()) +
+                               " entries a build does not write (" + names +
+                               (kept.size() > 5 ? ", ..." : "") + ")");
+    }
+    return Status::OK();
   }
   if (!o_.resume) {
     return Status::AlreadyExists(target + " already exists; pass " +

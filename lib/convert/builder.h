@@ -90,6 +90,15 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs);
 
 bool LooksLikeOutput(Env* env, const std::string& out);
 
+// --overwrite's checks and removal (build_plan.cc). CheckOwnManifest: AlreadyExists when
+// dir/manifest.json exists and is not a dspipe manifest (a web project's, say): nothing in dir
+// may be deleted. RemoveBuildFiles: removes from dir only what a build writes there (data.mdb,
+// lock.mdb, manifest.json, rejected.tsv, their atomic temp files, and the same inside
+// shard-NNNNN.lmdb directories, each removed once empty); every other entry is kept and named
+// in *kept (relative to dir). Symlinks are removed as links, never followed.
+Status CheckOwnManifest(Env* env, const std::string& dir);
+Status RemoveBuildFiles(Env* env, const std::string& dir, std::vector<std::string>* kept);
+
 // Seals an LMDB: in one transaction (after what `w` already holds) its meta "manifest" becomes
 // `manifest` and the build cursor is deleted; synced when `sync`. The one writer of the meta
 // manifest (a whole dataset's lone LMDB, or one shard of a sharded build).

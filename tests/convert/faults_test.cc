@@ -6,6 +6,7 @@
 
 #include "convert/test_support.h"
 #include "format/lmdb_env.h"
+#include "format/manifest.h"
 
 namespace dspipe::testing {
 namespace {
@@ -83,6 +84,63 @@ TEST_F(OutputTest, OverwriteRefusesWhatIsNotADataset) {
   fs::create_directories(tmp_ / "empty");
   ASSERT_TRUE(BuildDataset(Options(src_, tmp_ / "empty"), &r).ok());
   EXPECT_EQ(r.records, 12u);
+}
+
+// Issue 39 item 3: --overwrite deleted a whole web project folder because it held a
+// manifest.json. It now refuses a directory whose manifest is not a dspipe manifest, and
+// removes from a dataset only the files a build writes.
+TEST_F(OutputTest, OverwriteRefusesAFolderWhoseManifestIsNotDspipes) {
+  const std::string out = tmp_ / "webapp";
+  WriteAll(out + "/manifest.json", R"({"name": "my app", "icons": []})");
+  WriteAll(out + "/important.txt", "keep me");
+  WriteAll(out + "/src/index.js", "console.log(1)");
+  WriteAll(out + "/data.mdb", "not an LMDB either");
+  for (int shard_index : {-1, 0}) {
+    BuildOptions o = Options(src_, out);
+    o.overwrite = true;
+    o.shard_index = shard_index;
+    if (shard_index >= 0) o.shards = 2;
+    BuildResult r;
+    const Status s = BuildDataset(o, &r);
+    EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "not a dspipe manifest")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), out)) << s.ToString();
+    EXPECT_EQ(ReadAll(out + "/manifest.json"), R"({"name": "my app", "icons": []})");
+    EXPECT_EQ(ReadAll(out + "/important.txt"), "keep me");
+    EXPECT_EQ(ReadAll(out + "/src/index.js"), "console.log(1)");
+    EXPECT_EQ(ReadAll(out + "/data.mdb"), "not an LMDB either");
+  }
+}
+
+TEST_F(OutputTest, OverwriteRemovesOnlyWhatABuildWrote) {
+  for (int shards : {1, 3}) {
+    const std::string out = tmp_ / ("out" + std::to_string(shards));
+    BuildOptions o = Options(src_, out);
+    o.shards = shards;
+    BuildResult r;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    // What the user put beside the dataset, and a link to a file outside it.
+    WriteAll(out + "/NOTES.md", "how this was made");
+    WriteAll(out + "/extra/labels.csv", "a,1");
+    WriteAll(tmp_ / "outside.txt", "outside");
+    fs::create_symlink(tmp_ / "outside.txt", out + "/link.txt");
+    if (shards > 1) WriteAll(out + "/" + ShardDirName(1) + "/mine.txt", "in a shard");
+    o.gray = true;
+    o.overwrite = true;
+    const Status s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::unique_ptr<Dataset> ds;
+    ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
+    EXPECT_EQ(ds->info().channels, 1);
+    EXPECT_EQ(ds->size(), 12u);
+    EXPECT_EQ(ReadAll(out + "/NOTES.md"), "how this was made");
+    EXPECT_EQ(ReadAll(out + "/extra/labels.csv"), "a,1");
+    EXPECT_TRUE(fs::is_symlink(out + "/link.txt"));
+    EXPECT_EQ(ReadAll(tmp_ / "outside.txt"), "outside");
+    if (shards > 1) {
+      EXPECT_EQ(ReadAll(out + "/" + ShardDirName(1) + "/mine.txt"), "in a shard");
+    }
+  }
 }
 
 TEST_F(OutputTest, ResumeAfterAFailureFinishesLikeACleanBuild) {
