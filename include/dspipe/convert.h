@@ -47,8 +47,11 @@ struct BuildOptions {
   // files are removed once the push is complete (docs/STORAGE.md "Building straight to s3://").
   std::string output;
   // output s3://... only: the local directory the dataset is built in before it is pushed.
-  // "" (default): <temp dir>/dspipe-build-<16 hex digits of the URL's sha256>, so a rerun
-  // (with resume, after a kill) continues the same build and push. Needs room for the dataset.
+  // "" (default): <temp dir>/dspipe-<uid>/build-<16 hex digits of the URL's sha256>, so a rerun
+  // (with resume, after a kill) continues the same build and push; dspipe-<uid> and the build
+  // directory are made 0700 and refused when another user owns them, they are open to others, or
+  // either is a symlink. A given directory is made 0700 when missing and refused when another
+  // user owns it. Needs room for the dataset.
   std::string staging;
   StoreMode store = StoreMode::kEncoded;
   Compression compression = Compression::kZstd;  // --store raw only (--compression zstd|none)

@@ -48,6 +48,12 @@ struct PushOptions {
   // Called after each part or file: bytes handled so far (uploaded or found in place) and the
   // dataset's total.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // What may be replaced at the prefix. false (default): only what a killed push of this same
+  // dataset left there (objects holding exactly its files' bytes); a prefix holding anything
+  // else (another dataset, a manifest.json that is not dspipe's, any other object) is refused
+  // with AlreadyExists and nothing is changed. true: the dataset's names (manifest.json and the
+  // files it lists) are replaced; other objects are left as they are, never deleted.
+  bool overwrite = false;
 };
 
 struct PushResult {

@@ -28,8 +28,6 @@ Status Builder::Validate() {
   return Status::OK();
 }
 
-namespace {
-
 // "shard-NNNNN.lmdb": a shard a sharded build writes (ShardDirName).
 bool IsShardDirName(const std::string& name) {
   const std::string prefix = kShardPrefix, suffix = ".lmdb";
@@ -42,16 +40,12 @@ bool IsShardDirName(const std::string& name) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// The files a build writes in a dataset directory or a shard directory, and the temp files a
-// kill can leave of the ones written atomically.
 bool IsBuildFile(const std::string& name) {
   std::string of;
   if (IsAtomicTempName(name, &of)) return of == kTopManifestFile || of == "rejected.tsv";
   return name == "data.mdb" || name == "lock.mdb" || name == kTopManifestFile ||
          name == "rejected.tsv";
 }
-
-}  // namespace
 
 Status CheckOwnManifest(Env* env, const std::string& dir) {
   const std::string path = dir + "/" + kTopManifestFile;

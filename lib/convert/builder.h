@@ -97,6 +97,19 @@ bool LooksLikeOutput(Env* env, const std::string& out);
 // shard-NNNNN.lmdb directories, each removed once empty); every other entry is kept and named
 // in *kept (relative to dir). Symlinks are removed as links, never followed.
 Status CheckOwnManifest(Env* env, const std::string& dir);
+// The names a build writes in a dataset or shard directory (and the temp files a kill can
+// leave of the ones written atomically); "shard-NNNNN.lmdb", a sharded build's shard.
+bool IsBuildFile(const std::string& name);
+bool IsShardDirName(const std::string& name);
+// The directory an s3:// output is built in (build_push.cc): `given` (BuildOptions::staging)
+// when set, else <temp dir>/dspipe-<uid>/build-<16 hex of the URL's sha256> (so a rerun with
+// resume finds it). The private parent is made 0700; every directory it makes is 0700. Refused
+// (AlreadyExists, naming the path and staging=) when the staging directory or that parent
+// exists and is a symlink, is owned by another user, or (the parent, made by us) is open to
+// others: another local user could read the private dataset or replace its files before the
+// push.
+Status PrepareStaging(Env* env, const std::string& url, const std::string& given,
+                      std::string* staging);
 Status RemoveBuildFiles(Env* env, const std::string& dir, std::vector<std::string>* kept);
 
 // Seals an LMDB: in one transaction (after what `w` already holds) its meta "manifest" becomes

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "dspipe/log.h"
 #include "dspipe/push.h"
@@ -14,6 +15,8 @@
 
 namespace dspipe {
 namespace {
+
+using nlohmann::json;
 
 constexpr uint64_t kMinPart = uint64_t{5} << 20;  // S3's minimum part (but the last)
 constexpr uint64_t kMaxParts = 10000;
@@ -80,6 +83,54 @@ class Pusher {
                               " (the local dataset is damaged or changed: run "
                               "`dsconvert verify`); nothing of it was made visible at " +
                               prefix_);
+  }
+
+  // What at PREFIX is not this dataset's, as the end of a sentence starting with PREFIX (""
+  // when nothing is): a manifest that is not dspipe's or is another dataset's (`remote`, null
+  // when there is none), an object at one of the dataset's names that does not hold its bytes,
+  // an object at any other name. Objects a killed push of this dataset completed hold its
+  // bytes: they are ours.
+  Status Foreign(const std::vector<ManifestFile>& files, const std::string* remote,
+                 std::string* foreign) {
+    foreign->clear();
+    if (remote != nullptr) {
+      const json m = json::parse(*remote, nullptr, /*allow_exceptions=*/false);
+      const bool dspipe = m.is_object() && m.contains("format") && m.at("format") == "dspipe";
+      *foreign = dspipe ? "holds another dspipe dataset (its manifest.json differs from this one)"
+                        : "holds a manifest.json that is not a dspipe manifest";
+      return Status::OK();
+    }
+    std::vector<s3::ObjectInfo> objects;
+    DSPIPE_RETURN_IF_ERROR(client_.List(prefix_, &objects));
+    std::map<std::string, const ManifestFile*> ours;
+    for (const ManifestFile& f : files) ours[f.path] = &f;
+    size_t others = 0;
+    std::string first;
+    for (const s3::ObjectInfo& o : objects) {
+      const std::string name = RelativeKey(o.key);
+      const auto it = ours.find(name);
+      bool mine = false;
+      if (it != ours.end() && o.size == it->second->size) {
+        std::string want;
+        DSPIPE_RETURN_IF_ERROR(LocalEtag(*it->second, &want));
+        mine = o.etag == want;
+      }
+      if (mine) continue;
+      if (others++ == 0) first = name;
+    }
+    if (others > 0) {
+      *foreign = "holds " + std::to_string(others) + " object" + (others > 1 ? "s" : "") +
+                 " that " + (others > 1 ? "are" : "is") + " not this dataset's (first: " + prefix_ +
+                 first + ")";
+    }
+    return Status::OK();
+  }
+
+  // An object's key relative to PREFIX's key.
+  std::string RelativeKey(const std::string& key) const {
+    const size_t slash = prefix_.find('/', 5);  // after "s3://bucket"
+    const std::string prefix_key = slash == std::string::npos ? "" : prefix_.substr(slash + 1);
+    return key.rfind(prefix_key, 0) == 0 ? key.substr(prefix_key.size()) : key;
   }
 
   // Uploads f unless PREFIX already holds exactly its bytes.
@@ -241,14 +292,28 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   Status g = client->Get(manifest_url, &remote);
   if (!g.ok() && g.code() != Status::Code::kNotFound) return g.WithContext(ctx);
   const bool same = g.ok() && remote == text;
+  Pusher pusher(dir, prefix, options, env, *client, res);
+  if (!same) {
+    // What is at PREFIX must be ours to replace: nothing, or what a killed push of this dataset
+    // left (objects holding exactly its files' bytes); anything else only with overwrite.
+    std::string foreign;
+    DSPIPE_RETURN_IF_ERROR(
+        pusher.Foreign(files, g.ok() ? &remote : nullptr, &foreign).WithContext(ctx));
+    if (!foreign.empty() && !options.overwrite) {
+      return Status::AlreadyExists(
+          ctx + ": " + prefix + " " + foreign + "; nothing was changed: pass " +
+          Opt("PushOptions::overwrite", "true") +
+          " to replace the dataset's names there (other objects are left as they are), or "
+          "push to another prefix");
+    }
+  }
   if (g.ok() && !same) {
-    // Another dataset is there: it disappears before any of its files is replaced, so no reader
-    // pairs its manifest with our files.
+    // Another dataset's manifest is there (overwrite): it disappears before any of its files is
+    // replaced, so no reader pairs it with our files.
     Log(LogLevel::kInfo,
-        "dsconvert push: " + manifest_url + " holds another dataset's manifest: deleting it first");
+        "dsconvert push: " + manifest_url + " holds another manifest: deleting it first");
     DSPIPE_RETURN_IF_ERROR(client->Delete(manifest_url).WithContext(ctx));
   }
-  Pusher pusher(dir, prefix, options, env, *client, res);
   for (const ManifestFile& f : files) {
     DSPIPE_RETURN_IF_ERROR(pusher.File(f).WithContext(ctx + ": file " + f.path));
   }

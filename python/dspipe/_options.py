@@ -204,7 +204,7 @@ BUILD: dict[str, Kwarg] = {
     "output": K("BuildOptions::output", "the dataset to write: a directory, or "
                 "s3://bucket/prefix/ (built in staging, pushed, staging removed)", _path),
     "staging": K("BuildOptions::staging", "output s3://...: the local directory it is built in; "
-                 "'' = one in the temp dir named after the URL", _path),
+                 "'' = a private one (0700) in the temp dir, named after the URL", _path),
     "store": K("BuildOptions::store", "'encoded' (the files' bytes) or 'raw' (pixels)",
                _enum(E.StoreMode)),
     "compression": K("BuildOptions::compression", "store='raw': 'zstd' or 'none'",
@@ -276,6 +276,8 @@ def option_names() -> dict[str, str]:
         for kw, k in table.items():
             for f in k.fields:
                 names[f] = kw
+    # A build to s3:// pushes with PushOptions::overwrite = build(overwrite=...).
+    names["PushOptions::overwrite"] = "overwrite"
     return names
 
 

@@ -210,10 +210,12 @@ void RegisterDatasetFunctions(nb::module_& m) {
   // dsconvert push (docs/STORAGE.md): dspipe.ray.convert(..., out="s3://...") uses it.
   m.def(
       "push",
-      [](const std::string& db, const std::string& url, uint64_t part_size, int retries) {
+      [](const std::string& db, const std::string& url, uint64_t part_size, int retries,
+         bool overwrite) {
         PushOptions o;
         o.part_size = part_size;
         o.fetch.retries = retries;
+        o.overwrite = overwrite;
         PushResult r;
         Status s;
         {
@@ -223,7 +225,7 @@ void RegisterDatasetFunctions(nb::module_& m) {
         ThrowIfError(s);
         return PushDict(r);
       },
-      "db"_a, "url"_a, "part_size"_a, "retries"_a);
+      "db"_a, "url"_a, "part_size"_a, "retries"_a, "overwrite"_a = false);
 
   // URLs whose query is a secret (a signature or a token): how dspipe shows them, and what
   // identifies the object (docs/FETCH.md, "Signed and token URLs").

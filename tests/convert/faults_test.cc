@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
+
+#include "convert/builder.h"
 #include "convert/test_support.h"
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
@@ -141,6 +146,94 @@ TEST_F(OutputTest, OverwriteRemovesOnlyWhatABuildWrote) {
       EXPECT_EQ(ReadAll(out + "/" + ShardDirName(1) + "/mine.txt"), "in a shard");
     }
   }
+}
+
+// Issue 39 item 2: an s3:// output was staged in /tmp/dspipe-build-<hash of the URL>; an
+// existing directory was accepted whoever owned it (another user pre-created it 0777, read the
+// dataset and replaced data.mdb before the push). Staging is private now.
+class StagingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* old = std::getenv("TMPDIR");
+    old_tmpdir_ = old ? old : "";
+    had_tmpdir_ = old != nullptr;
+    ::setenv("TMPDIR", tmp_.path().c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_tmpdir_) {
+      ::setenv("TMPDIR", old_tmpdir_.c_str(), 1);
+    } else {
+      ::unsetenv("TMPDIR");
+    }
+  }
+  static uint32_t Mode(const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  }
+  TempDir tmp_;
+  std::string old_tmpdir_;
+  bool had_tmpdir_ = false;
+  const std::string url_ = "s3://bkt/private/";
+  const std::string own_ = "dspipe-" + std::to_string(::geteuid());
+};
+
+TEST_F(StagingTest, TheDefaultIsAPrivateDirectoryOfThisUser) {
+  std::string staging;
+  ASSERT_TRUE(build::PrepareStaging(Env::Default(), url_, "", &staging).ok());
+  EXPECT_EQ(fs::path(staging).parent_path(), fs::path(tmp_ / own_));
+  EXPECT_TRUE(fs::is_directory(staging));
+  EXPECT_EQ(Mode(staging), 0700u);
+  EXPECT_EQ(Mode(tmp_ / own_), 0700u);
+  std::string again;  // a rerun (resume) finds the same directory
+  ASSERT_TRUE(build::PrepareStaging(Env::Default(), url_, "", &again).ok());
+  EXPECT_EQ(again, staging);
+  std::string other;
+  ASSERT_TRUE(build::PrepareStaging(Env::Default(), "s3://bkt/other/", "", &other).ok());
+  EXPECT_NE(other, staging);
+}
+
+TEST_F(StagingTest, AParentOpenToOthersOrALinkIsRefused) {
+  const std::string parent = tmp_ / own_;
+  fs::create_directories(parent);
+  ::chmod(parent.c_str(), 0777);  // pre-created by someone, open to all
+  std::string staging;
+  Status s = build::PrepareStaging(Env::Default(), url_, "", &staging);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), parent + " has mode 0777")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "BuildOptions::staging")) << s.ToString();
+  EXPECT_TRUE(fs::is_empty(parent)) << "nothing was made in it";
+  fs::remove(parent);
+  fs::create_directories(tmp_ / "elsewhere");
+  fs::create_directory_symlink(tmp_ / "elsewhere", parent);
+  s = build::PrepareStaging(Env::Default(), url_, "", &staging);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "symlink")) << s.ToString();
+  EXPECT_TRUE(fs::is_empty(tmp_ / "elsewhere"));
+}
+
+TEST_F(StagingTest, ADirectoryOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "making a directory another user owns needs root";
+  const std::string parent = tmp_ / own_;
+  fs::create_directories(parent);
+  ::chmod(parent.c_str(), 0700);
+  ASSERT_EQ(::chown(parent.c_str(), 65534, 65534), 0);
+  std::string staging;
+  Status s = build::PrepareStaging(Env::Default(), url_, "", &staging);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "owned by uid 65534")) << s.ToString();
+  // A staging directory the user names is checked the same way (a resume finds another's).
+  ::chown(parent.c_str(), 0, 0);
+  const std::string given = tmp_ / "given";
+  fs::create_directories(given);
+  ASSERT_EQ(::chown(given.c_str(), 65534, 65534), 0);
+  s = build::PrepareStaging(Env::Default(), url_, given, &staging);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), given + " is owned by uid 65534")) << s.ToString();
+  // One of the user's own, missing: made 0700.
+  ASSERT_TRUE(build::PrepareStaging(Env::Default(), url_, tmp_ / "mine/stage", &staging).ok());
+  EXPECT_EQ(staging, tmp_ / "mine/stage");
+  EXPECT_EQ(Mode(staging), 0700u);
 }
 
 TEST_F(OutputTest, ResumeAfterAFailureFinishesLikeACleanBuild) {

@@ -184,6 +184,7 @@ TEST_F(S3DatasetTest, AKilledPushIsResumedAndAReaderNeverSeesHalfADataset) {
   if (pid == 0) {
     ::close(p[0]);
     PushOptions o = Small();
+    o.overwrite = true;  // another dataset is there
     o.progress = [fd = p[1], sent = false](uint64_t done, uint64_t) mutable {
       if (sent || done < kPart) return;
       sent = true;
@@ -208,8 +209,13 @@ TEST_F(S3DatasetTest, AKilledPushIsResumedAndAReaderNeverSeesHalfADataset) {
   ASSERT_TRUE(WIFSIGNALED(st));
 
   proxy_->Requests();
+  // The old dataset's files are still there (the new ones are not complete): overwrite again.
   PushResult r;
-  ASSERT_OK(PushDataset(b, "s3://bkt/ds/", Small(), &r));
+  PushOptions again = Small();
+  ASSERT_EQ(PushDataset(b, "s3://bkt/ds/", again, &r).code(), Status::Code::kAlreadyExists);
+  EXPECT_TRUE(Writes().empty());
+  again.overwrite = true;
+  ASSERT_OK(PushDataset(b, "s3://bkt/ds/", again, &r));
   EXPECT_GE(r.parts_resumed, 1u);   // the part the killed push uploaded was kept
   for (const json& w : Writes()) {  // and not sent again
     EXPECT_FALSE(w["path"] == "/bkt/ds/shard-00000.lmdb/data.mdb" &&
@@ -368,6 +374,67 @@ TEST_F(S3DatasetTest, ABuildToAnS3UrlPushesTheDatasetAndRemovesItsStagingCopy) {
   st = BuildDataset(o, &r);
   EXPECT_FALSE(st.ok()) << "overwrote a directory that is not a dataset";
   EXPECT_EQ(ReadAll(staging + "/notes.txt"), "mine") << st.ToString();
+}
+
+// Issue 39 item 4: push deleted a foreign PREFIX/manifest.json ("holds another dataset's
+// manifest: deleting it first") and overwrote a foreign PREFIX/data.mdb, with no flag. A prefix
+// holding anything but this dataset (or what a killed push of it left) is refused now, with
+// nothing changed; overwrite replaces only the dataset's names and leaves other objects.
+TEST_F(S3DatasetTest, APushOverWhatIsNotThisDatasetIsRefusedAndOverwriteReplacesOnlyItsNames) {
+  const std::string src = dir_ + "/src", ds = dir_ + "/ds", other = dir_ + "/other";
+  std::string out;
+  ASSERT_EQ(RunDsconvert({"synth", src, "--count", "6", "--size", "32x24", "--seed", "7"}, &out), 0)
+      << out;
+  ASSERT_EQ(RunDsconvert({"build", src, ds, "--threads", "1", "-q"}, &out), 0) << out;
+  ASSERT_EQ(RunDsconvert({"build", src, other, "--gray", "--threads", "1", "-q"}, &out), 0) << out;
+  std::unique_ptr<s3::Client> c;
+  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  const std::string web = R"({"name": "my app", "icons": []})";
+  ASSERT_OK(c->Put("s3://bkt/web/manifest.json", web));
+  ASSERT_OK(c->Put("s3://bkt/web/important.txt", "keep me"));
+  ASSERT_OK(c->Put("s3://bkt/raw/data.mdb", "someone else's bytes"));
+  ASSERT_OK(PushDataset(other, "s3://bkt/theirs/", PushOptions()));
+  struct Case {
+    std::string prefix, says;
+  };
+  for (const Case& k :
+       {Case{"s3://bkt/web/", "holds a manifest.json that is not a dspipe manifest"},
+        Case{"s3://bkt/raw/",
+             "holds 1 object that is not this dataset's (first: "
+             "s3://bkt/raw/data.mdb)"},
+        Case{"s3://bkt/theirs/", "holds another dspipe dataset"}}) {
+    SCOPED_TRACE(k.prefix);
+    proxy_->Requests();
+    const Status s = PushDataset(ds, k.prefix, PushOptions());
+    EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), k.says)) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "nothing was changed")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "PushOptions::overwrite")) << s.ToString();
+    EXPECT_TRUE(Writes().empty()) << Writes().front().dump();
+  }
+  std::string got;
+  ASSERT_OK(c->Get("s3://bkt/web/manifest.json", &got));
+  EXPECT_EQ(got, web);
+  ASSERT_OK(c->Get("s3://bkt/raw/data.mdb", &got));
+  EXPECT_EQ(got, "someone else's bytes");
+  // The CLI names the flag.
+  out.clear();
+  EXPECT_NE(RunDsconvert({"push", ds, "s3://bkt/web/", "-q"}, &out), 0);
+  EXPECT_TRUE(Contains(out, "pass --overwrite")) << out;
+
+  // overwrite: the dataset's names are replaced, the other object stays.
+  PushOptions o;
+  o.overwrite = true;
+  ASSERT_OK(PushDataset(ds, "s3://bkt/web/", o));
+  ASSERT_OK(c->Get("s3://bkt/web/important.txt", &got));
+  EXPECT_EQ(got, "keep me");
+  LoaderOptions lo;
+  lo.cache = dir_ + "/lcache";
+  EXPECT_TRUE(LoadAll("s3://bkt/web/", lo) == LoadAll(ds));
+  // A re-push of the same dataset needs no flag: it is already there.
+  PushResult r;
+  ASSERT_OK(PushDataset(ds, "s3://bkt/web/", PushOptions(), &r));
+  EXPECT_TRUE(r.already_present);
 }
 
 }  // namespace

@@ -243,6 +243,10 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(5.0, 5120.0));
   push->add_option("--retries", po.fetch.retries, "retries in a row of a failed request")
       ->capture_default_str();
+  push->add_flag("--overwrite", po.overwrite,
+                 "replace what is at the prefix when it is not this dataset's (another dataset, "
+                 "a foreign manifest.json or objects): only the dataset's names are written; "
+                 "other objects are left");
   push->add_flag("-q,--quiet", push_quiet, "no progress output");
 
   // ---- fetch
