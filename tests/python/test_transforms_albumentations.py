@@ -204,3 +204,26 @@ def test_to_dict_round_trips_albumentations_documents():
     want = json.loads(json.dumps(A.to_dict(aug)))
     got = json.loads(_dspipe.transforms_to_json(json.dumps(want)))
     assert got == want
+
+
+def nested_composes(levels):
+    """`levels` Compose documents one inside the other around a HorizontalFlip, as JSON text."""
+    inner = '{"__class_fullname__": "HorizontalFlip", "p": 1}'
+    head = '{"__class_fullname__": "Compose", "p": 1, "transforms": ['
+    return head * levels + inner + "]}" * levels
+
+
+def test_deep_nesting_is_a_clean_error_not_a_crash():
+    """Issue 39 item 7: 20,000 nested Composes or 200,000 '[' killed the interpreter (SIGSEGV).
+    albumentations stops with RecursionError; dspipe refuses past 64 container levels, naming
+    the limit, and 64 levels still run."""
+    img, mask = sample(8, 8)
+    got, _ = _dspipe.transforms_apply(nested_composes(64), img, mask, 0, 0, 0)
+    assert np.array_equal(got, img[:, ::-1])
+    with pytest.raises(ValueError, match=r"limit of 64 \(kMaxSpecDepth\)"):
+        _dspipe.transforms_to_json(nested_composes(65))
+    for text in (nested_composes(20000), "[" * 200000, "[" * 200000 + "]" * 200000):
+        with pytest.raises(ValueError, match=r"64 levels \(kMaxSpecDepth\)"):
+            _dspipe.transforms_to_json(text)
+    with pytest.raises(RecursionError):
+        A.from_dict({"transform": json.loads(nested_composes(20000))})
