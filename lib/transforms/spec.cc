@@ -145,9 +145,18 @@ class Parser {
       node->children.push_back(std::move(c));
     }
     if (node->type == Node::kOneOf) {
+      // albumentations 2.0.8 divides each child's p by their sum (ZeroDivisionError when every
+      // child has p=0) and picks with those weights: a p=0 child is never picked.
       double sum = 0;
       for (const auto& c : node->children) sum += c->p;
-      for (const auto& c : node->children) node->weights.push_back(sum > 0 ? c->p / sum : 0);
+      if (!node->children.empty() && !(sum > 0)) {
+        return Status::InvalidArgument(
+            where +
+            ": every transform inside this OneOf has p=0, so it has none to pick "
+            "(albumentations fails on it with ZeroDivisionError); give at least one of "
+            "them p > 0, or remove the OneOf");
+      }
+      for (const auto& c : node->children) node->weights.push_back(c->p / sum);
     }
     if (node->type == Node::kSomeOf && !node->replace) {
       node->n = std::min(node->n, static_cast<int>(node->children.size()));
@@ -165,7 +174,10 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
   // should_apply: p <= 0 never, p >= 1 always, else random() < p (drawn either way, so one
   // node's probability never shifts another's stream).
   const double u = rng.Uniform();
-  const bool run = forced || (node.p > 0 && (node.p >= 1 || u < node.p));
+  // SomeOf checks its own p even when a OneOf forces it (albumentations 2.0.8's
+  // SomeOf.__call__ ignores force_apply); the others run when forced.
+  const bool run =
+      (forced && node.type != Node::kSomeOf) || (node.p > 0 && (node.p >= 1 || u < node.p));
   if (!run) return;
   switch (node.type) {
     case Node::kLeaf:
@@ -179,10 +191,13 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
       if (node.children.empty()) return;
       const double pick = rng.Uniform();
       double acc = 0;
+      // When rounding leaves pick at or above the sum of the weights: the last child that can
+      // be picked (weight > 0), never a p=0 one.
       size_t chosen = node.children.size() - 1;
+      while (chosen > 0 && !(node.weights[chosen] > 0)) --chosen;
       for (size_t i = 0; i < node.weights.size(); ++i) {
         acc += node.weights[i];
-        if (pick < acc) {
+        if (node.weights[i] > 0 && pick < acc) {
           chosen = i;
           break;
         }

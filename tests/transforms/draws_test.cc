@@ -156,6 +156,45 @@ TEST(TransformDraws, ProbabilitiesAndContainers) {
   EXPECT_NEAR(seq.size(), 4000, 245);
 }
 
+// Issue 39 item 8 (a): a SomeOf picked by a OneOf still checks its own p (albumentations
+// 2.0.8's SomeOf ignores force_apply); a Compose / Sequential / leaf picked by it is forced.
+TEST(TransformDraws, SomeOfInsideOneOfKeepsItsOwnP) {
+  const auto some = Params(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "SomeOf", "p": 0.3, "n": 1, "transforms": [
+        {"__class_fullname__": "HorizontalFlip", "p": 1}]}]}])",
+                           "HorizontalFlip");
+  EXPECT_NEAR(some.size(), 3000, 230);
+  const auto seq = Params(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "Sequential", "p": 0.3, "transforms": [
+        {"__class_fullname__": "HorizontalFlip", "p": 1}]}]}])",
+                          "HorizontalFlip");
+  EXPECT_EQ(seq.size(), static_cast<size_t>(kN));
+}
+
+// Issue 39 item 8 (b): a OneOf whose children all have p=0 has nothing to pick (albumentations:
+// ZeroDivisionError); it used to run its last child always. A p=0 child is never picked.
+TEST(TransformDraws, OneOfNeverPicksAP0Child) {
+  std::shared_ptr<const TransformPipeline> p;
+  const Status s = TransformPipeline::Parse(R"([{"__class_fullname__": "OneOf", "p": 1,
+      "transforms": [{"__class_fullname__": "HorizontalFlip", "p": 0},
+                     {"__class_fullname__": "VerticalFlip", "p": 0}]}])",
+                                            &p);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("transform 1 (OneOf)"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("p=0"), std::string::npos) << s.ToString();
+  // An empty OneOf is fine (albumentations: it does nothing).
+  EXPECT_TRUE(
+      TransformPipeline::Parse(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": []}])", &p)
+          .ok());
+  for (const char* spec : {R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 0}, {"__class_fullname__": "VerticalFlip", "p": 0.2},
+      {"__class_fullname__": "Transpose", "p": 0}]}])"}) {
+    EXPECT_EQ(Params(spec, "HorizontalFlip").size(), 0u);
+    EXPECT_EQ(Params(spec, "Transpose").size(), 0u);
+    EXPECT_EQ(Params(spec, "VerticalFlip").size(), static_cast<size_t>(kN));
+  }
+}
+
 TEST(TransformDraws, GeometricParametersFollowTheirRanges) {
   std::vector<int> factors, elements, xs, ys;
   for (const json& q : Params(R"([{"__class_fullname__": "RandomRotate90", "p": 1}])",

@@ -257,6 +257,50 @@ TEST(TransformSpec, DeepNestingIsRefusedNamingTheLimitWithoutRecursing) {
   EXPECT_NE(str.message().find("unknown argument note"), std::string::npos) << str.ToString();
 }
 
+// Issue 39 item 8 (c): integer arguments were truncated (size [32.9, 32.2] -> 32) and values
+// above INT_MAX were undefined behaviour. albumentations 2.0.8's pydantic refuses a fractional
+// part (int_from_float) except RandomSizedCrop's min_max_height, which it truncates.
+TEST(TransformSpec, IntegerArgumentsRefuseFractionsAndValuesPastInt) {
+  struct Case {
+    const char* spec;
+    const char* must_name;
+  };
+  const Case cases[] = {
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32.9, 32.2]}])",
+       "transform 1 (RandomResizedCrop): argument size must be an integer, got 32.9"},
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [2147483648, 32]}])",
+       "transform 1 (RandomResizedCrop): argument size=2147483648 is outside what an int holds"},
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32, 1e300]}])",
+       "argument size=1e+300 is outside"},
+      {R"([{"__class_fullname__": "Resize", "p": 1, "height": 10.5, "width": 8}])",
+       "transform 1 (Resize): argument height must be an integer, got 10.5"},
+      {R"([{"__class_fullname__": "Resize", "p": 1, "height": 10000000000, "width": 8}])",
+       "argument height=10000000000 is outside"},
+      {R"([{"__class_fullname__": "PadIfNeeded", "min_height": 10000000000, "min_width": 8}])",
+       "transform 1 (PadIfNeeded): argument min_height=10000000000 is outside"},
+      {R"([{"__class_fullname__": "PadIfNeeded", "min_height": 10.5, "min_width": 8}])",
+       "argument min_height must be an integer, got 10.5"},
+      {R"([{"__class_fullname__": "GaussianBlur", "blur_limit": [3.5, 5]}])",
+       "transform 1 (GaussianBlur): argument blur_limit must be an integer, got 3.5"},
+      {R"([{"__class_fullname__": "CoarseDropout", "num_holes_range": [1, 2.5]}])",
+       "argument num_holes_range must be an integer, got 2.5"},
+      {R"([{"__class_fullname__": "CLAHE", "tile_grid_size": [8.5, 8]}])",
+       "transform 1 (CLAHE): argument tile_grid_size must be an integer, got 8.5"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.spec);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << c.spec << " -> " << s.ToString();
+    EXPECT_NE(s.message().find(c.must_name), std::string::npos) << s.ToString();
+  }
+  // Whole numbers written as floats are integers; min_max_height truncates as albumentations.
+  EXPECT_TRUE(
+      Same(Normalized(R"({"__class_fullname__": "RandomResizedCrop", "size": [32.0, 16]})")["size"],
+           json({32, 16})));
+  EXPECT_TRUE(Same(Normalized(R"({"__class_fullname__": "RandomSizedCrop", "size": [8, 8],
+                                 "min_max_height": [10.5, 20]})")["min_max_height"],
+                   json({10, 20})));
+}
+
 TEST(TransformSpec, OutputSizeIsFixedOnlyWhenEverySampleGetsIt) {
   struct Case {
     const char* spec;
