@@ -347,6 +347,54 @@ TEST(TransformDraws, GaussNoiseIsTruncatedNormal) {
   EXPECT_GT(varied, 1500);
 }
 
+// Found by fuzz_transform_spec: a step after a CropNonEmptyMaskIfExists (whose position waits
+// for the mask) was planned for the uncropped size, so Resize cut a region outside the crop
+// (cv::Exception in ResizeLeaf::Warp) and the fused path warped with the wrong map. The crop's
+// size is known before the mask: what follows is planned for it.
+TEST(TransformDraws, StepsAfterCropNonEmptyMaskIfExistsSeeItsSize) {
+  for (const char* spec : {
+           R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 6},
+               {"__class_fullname__": "Resize", "p": 1, "height": 12, "width": 10}])",
+           R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+               {"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 6}]},
+               {"__class_fullname__": "Resize", "p": 1, "height": 12, "width": 10}])",
+           R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 6},
+               {"__class_fullname__": "RandomCrop", "p": 1, "height": 5, "width": 5}])"}) {
+    auto p = MustParse(spec);
+    ASSERT_TRUE(p);
+    int oh = 0, ow = 0;
+    ASSERT_TRUE(p->OutputSize(20, 15, &oh, &ow));
+    std::vector<uint8_t> mask(20 * 15, 0), image(20 * 15 * 3);
+    for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<uint8_t>(i * 37 + 11);
+    for (int y = 10; y < 13; ++y) {
+      for (int x = 9; x < 12; ++x) mask[static_cast<size_t>(y) * 15 + x] = 2;
+    }
+    const ImageRef m{mask.data(), 20, 15, 1}, img{image.data(), 20, 15, 3};
+    for (uint64_t i = 0; i < 20; ++i) {
+      OwnedImage fused, fused_mask, seq, seq_mask;
+      ASSERT_TRUE(p->Apply(1, 0, i, img, &m, &fused, &fused_mask).ok()) << spec;
+      ASSERT_TRUE(p->ApplySequential(1, 0, i, img, &m, &seq, &seq_mask).ok()) << spec;
+      EXPECT_EQ(fused.height, oh);
+      EXPECT_EQ(fused.width, ow);
+      EXPECT_EQ(seq.height, oh);
+      EXPECT_EQ(seq.width, ow);
+      // The fused warp is one map, the sequential one crops then resizes: along the edges of
+      // the mask's blob a nearest-neighbour pick may differ, nowhere else.
+      ASSERT_EQ(fused_mask.pixels.size(), seq_mask.pixels.size());
+      size_t same = 0;
+      for (size_t k = 0; k < seq_mask.pixels.size(); ++k) {
+        same += fused_mask.pixels[k] == seq_mask.pixels[k];
+      }
+      EXPECT_GE(same * 10, seq_mask.pixels.size() * 9) << spec << " sample " << i;
+      std::string draws;
+      ASSERT_TRUE(p->Draws(1, 0, i, 20, 15, &m, &draws).ok());
+      const json d = json::parse(draws);
+      EXPECT_EQ(d[0]["out"], json({8, 6})) << draws;
+      EXPECT_EQ(d[1]["in"], json({8, 6})) << draws;
+    }
+  }
+}
+
 TEST(TransformDraws, CropNonEmptyMaskIfExistsCropsAroundTheMask) {
   auto p = MustParse(
       R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 10, "width": 12}])");
