@@ -87,16 +87,32 @@ double ArgReader::Number(const char* key, double def, double lo, double hi) {
   return x;
 }
 
+bool ArgReader::ToInt(const char* key, const json& v, int* out) {
+  if (!IsNumber(v)) {
+    Fail(Arg(key) + " must be an integer, got " + Show(v));
+    return false;
+  }
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d != std::floor(d)) {
+    Fail(Arg(key) + " must be an integer, got " + Show(v) +
+         " (albumentations refuses a fractional part too; write a whole number)");
+    return false;
+  }
+  if (d > static_cast<double>(INT32_MAX) || d < static_cast<double>(INT32_MIN)) {
+    Fail(Arg(key) + "=" + Show(v) + " is outside what an int holds [" + std::to_string(INT32_MIN) +
+         ", " + std::to_string(INT32_MAX) + "]");
+    return false;
+  }
+  *out = static_cast<int>(d);
+  return true;
+}
+
 int ArgReader::Int(const char* key, int def, int lo, int hi) {
   const json* v = Get(key);
   int x = def;
-  if (v != nullptr) {
-    if (!IsNumber(*v) || v->get<double>() != std::floor(v->get<double>()) ||
-        std::fabs(v->get<double>()) > 2e9) {
-      Fail(Arg(key) + " must be an integer, got " + Show(*v));
-    } else {
-      x = static_cast<int>(v->get<double>());
-    }
+  if (v != nullptr && !ToInt(key, *v, &x)) {
+    out_[key] = x;
+    return x;
   }
   if (x < lo || x > hi) {
     Fail(Arg(key) + "=" + std::to_string(x) + " is outside [" + std::to_string(lo) + ", " +
@@ -112,12 +128,11 @@ bool ArgReader::OptionalInt(const char* key, bool default_null, int def, int lo,
     out_[key] = nullptr;
     return false;
   }
-  if (v != nullptr && (!IsNumber(*v) || v->get<double>() != std::floor(v->get<double>()))) {
-    Fail(Arg(key) + " must be an integer or null, got " + Show(*v));
+  *value = def;
+  if (v != nullptr && !ToInt(key, *v, value)) {
     out_[key] = nullptr;
     return false;
   }
-  *value = v != nullptr ? static_cast<int>(v->get<double>()) : def;
   if (*value < lo)
     Fail(Arg(key) + "=" + std::to_string(*value) + " must be >= " + std::to_string(lo));
   out_[key] = *value;
@@ -157,7 +172,7 @@ std::string ArgReader::Choice(const char* key, const std::string& def,
 }
 
 Range ArgReader::RangeArg(const char* key, Range def, Widen widen, double lo, double hi,
-                          bool integers) {
+                          Ints integers) {
   const json* v = Get(key);
   Range r = def;
   if (v != nullptr) {
@@ -194,7 +209,14 @@ Range ArgReader::RangeArg(const char* key, Range def, Widen widen, double lo, do
     Fail(Arg(key) + "=[" + Num(r.lo) + ", " + Num(r.hi) + "] is outside [" + Num(lo) + ", " +
          Num(hi) + "]");
   }
-  if (integers) {
+  if (integers == kIntegers && v != nullptr) {
+    const json ends = v->is_array() ? *v : json::array({*v});
+    int unused = 0;
+    for (const json& e : ends) {
+      if (IsNumber(e) && !ToInt(key, e, &unused)) break;
+    }
+  }
+  if (integers != kFloats) {
     r.lo = std::trunc(r.lo);
     r.hi = std::trunc(r.hi);
     out_[key] = json::array({static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi)});
@@ -209,7 +231,7 @@ std::pair<int, int> ArgReader::IntPair(const char* key, std::pair<int, int> def,
   std::pair<int, int> x = def;
   if (v != nullptr) {
     if (v->is_array() && v->size() == 2 && IsNumber((*v)[0]) && IsNumber((*v)[1])) {
-      x = {(*v)[0].get<int>(), (*v)[1].get<int>()};
+      if (ToInt(key, (*v)[0], &x.first)) ToInt(key, (*v)[1], &x.second);
     } else {
       Fail(Arg(key) + " must be a pair of integers, got " + Show(*v));
     }

@@ -48,9 +48,12 @@ class ArgReader {
   bool OptionalInt(const char* key, bool default_null, int def, int lo, int* value);
   bool Bool(const char* key, bool def);
   std::string Choice(const char* key, const std::string& def, const std::vector<std::string>& ok);
-  // A range; `integers` writes ints in normalized() (albumentations keeps ints for int input).
+  // A range; with `integers` both ends must be integers (albumentations' tuple[int, int]
+  // refuses a fractional part) and ints are written in normalized(); kTruncate drops a
+  // fractional part instead, where albumentations does (RandomSizedCrop's min_max_height).
+  enum Ints { kFloats, kIntegers, kTruncate };
   Range RangeArg(const char* key, Range def, Widen widen, double lo, double hi,
-                 bool integers = false);
+                 Ints integers = kFloats);
   // An int pair such as size=(h, w) or tile_grid_size.
   std::pair<int, int> IntPair(const char* key, std::pair<int, int> def, int lo);
   // An interpolation code (cv::INTER_*) among `ok`; a border mode among albumentations' five.
@@ -76,6 +79,8 @@ class ArgReader {
  private:
   const nlohmann::json* Get(const char* key);
   std::string Arg(const char* key) const { return where_ + ": argument " + key; }
+  // v as an int: a number without a fractional part within int's range; else Fail naming key.
+  bool ToInt(const char* key, const nlohmann::json& v, int* out);
 
   const nlohmann::json& obj_;
   const std::string where_;

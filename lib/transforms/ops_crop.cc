@@ -100,7 +100,10 @@ class PadCropLeaf final : public Leaf {
       crop[3] = crop[1] + height_, crop[2] = crop[0] + width_;
     } else if (type_ == kCropNonEmpty) {
       if (mask == nullptr) {
-        s->deferred = true;  // the position needs the mask; the size is known
+        // The position needs the mask; the size is known: the steps after this one are
+        // planned for it (planned for the whole image, Resize cut outside the crop).
+        s->deferred = true;
+        crop[2] = width_, crop[3] = height_;
       } else {
         CropNonEmpty(rng, *mask, crop);
         s->deferred = false;

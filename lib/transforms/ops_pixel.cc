@@ -171,7 +171,7 @@ class GaussianBlurLeaf final : public Leaf {
 Status MakeGaussianBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
   auto l = std::make_unique<GaussianBlurLeaf>();
   l->prob = r.Prob(0.5);
-  l->blur_ = r.RangeArg("blur_limit", {0, 0}, Widen::kZeroPlus, 0, 1e6, true);
+  l->blur_ = r.RangeArg("blur_limit", {0, 0}, Widen::kZeroPlus, 0, 1e6, ArgReader::kIntegers);
   l->sigma_ = r.RangeArg("sigma_limit", {0.5, 3.0}, Widen::kZeroPlus, 0, 1e6);
   if (l->sigma_.hi <= 0) {
     r.Fail(r.where() + ": argument sigma_limit must reach above 0 (a zero sigma divides by zero)");
@@ -249,7 +249,8 @@ class CoarseDropoutLeaf final : public Leaf {
 Status MakeCoarseDropout(ArgReader& r, std::unique_ptr<Leaf>* out) {
   auto l = std::make_unique<CoarseDropoutLeaf>();
   l->prob = r.Prob(0.5);
-  const Range n = r.RangeArg("num_holes_range", {1, 2}, Widen::kPairOnly, 1, 1e6, true);
+  const Range n =
+      r.RangeArg("num_holes_range", {1, 2}, Widen::kPairOnly, 1, 1e6, ArgReader::kIntegers);
   l->num_ = {static_cast<int>(n.lo), static_cast<int>(n.hi)};
   l->h_ = r.RangeArg("hole_height_range", {0.1, 0.2}, Widen::kPairOnly, 0, 1e6);
   l->w_ = r.RangeArg("hole_width_range", {0.1, 0.2}, Widen::kPairOnly, 0, 1e6);

@@ -232,7 +232,8 @@ Status ResizeLeaf::Parse(ArgReader& r) {
       return r.Finish(with({"size", "scale", "ratio"}));
     }
     case kRandomSizedCrop: {
-      const Range mm = r.RangeArg("min_max_height", {1, 1}, Widen::kOnePlus, 1, 1e9, true);
+      const Range mm =
+          r.RangeArg("min_max_height", {1, 1}, Widen::kOnePlus, 1, 1e9, ArgReader::kTruncate);
       min_max_h_[0] = static_cast<int>(mm.lo), min_max_h_[1] = static_cast<int>(mm.hi);
       const auto hw = r.IntPair("size", {0, 0}, 1);
       size_ = {hw.first, hw.second};

@@ -28,7 +28,9 @@ std::string ShortName(const std::string& full) {
 
 class Parser {
  public:
-  Status Parse(const json& j, std::unique_ptr<Node>* out, bool root) {
+  // path: the JSON pointer of j ("" for the root); depth: containers above j.
+  Status Parse(const json& j, std::unique_ptr<Node>* out, bool root, const std::string& path = "",
+               int depth = 0) {
     const int position = next_++;
     if (!j.is_object()) {
       return Status::InvalidArgument("transform " + std::to_string(position) +
@@ -48,14 +50,23 @@ class Parser {
       node->type = Node::kCompose;
       node->position = next_++;
       std::unique_ptr<Node> child;
-      DSPIPE_RETURN_IF_ERROR(Parse(j, &child, false));
+      DSPIPE_RETURN_IF_ERROR(Parse(j, &child, false, path, depth + 1));
       node->children.push_back(std::move(child));
       node->extra = DefaultComposeExtra();
       *out = std::move(node);
       return Status::OK();
     }
     for (const char* c : kContainers) {
-      if (name == c) return ParseContainer(j, name, where, std::move(node), out);
+      if (name != c) continue;
+      if (depth + 1 > kMaxSpecDepth) {
+        return Status::InvalidArgument(
+            where + " at JSON path " + (path.empty() ? "/" : path) + ": containers nest " +
+            std::to_string(depth + 1) + " levels deep here, more than the limit of " +
+            std::to_string(kMaxSpecDepth) +
+            " (kMaxSpecDepth); flatten the pipeline (a Compose inside a Compose is the same as its "
+            "children in place)");
+      }
+      return ParseContainer(j, name, where, path, depth + 1, std::move(node), out);
     }
     const auto& types = LeafTypes();
     auto t = std::find_if(types.begin(), types.end(),
@@ -88,7 +99,8 @@ class Parser {
 
  private:
   Status ParseContainer(const json& j, const std::string& name, const std::string& where,
-                        std::unique_ptr<Node> node, std::unique_ptr<Node>* out) {
+                        const std::string& path, int depth, std::unique_ptr<Node> node,
+                        std::unique_ptr<Node>* out) {
     ArgReader r(j, where);
     node->type = name == "Compose"  ? Node::kCompose
                  : name == "OneOf"  ? Node::kOneOf
@@ -126,15 +138,25 @@ class Parser {
     if (list == nullptr || !list->is_array()) {
       return Status::InvalidArgument(where + ": argument transforms must be a list");
     }
-    for (const json& child : *list) {
+    for (size_t i = 0; i < list->size(); ++i) {
       std::unique_ptr<Node> c;
-      DSPIPE_RETURN_IF_ERROR(Parse(child, &c, false));
+      DSPIPE_RETURN_IF_ERROR(
+          Parse((*list)[i], &c, false, path + "/transforms/" + std::to_string(i), depth));
       node->children.push_back(std::move(c));
     }
     if (node->type == Node::kOneOf) {
+      // albumentations 2.0.8 divides each child's p by their sum (ZeroDivisionError when every
+      // child has p=0) and picks with those weights: a p=0 child is never picked.
       double sum = 0;
       for (const auto& c : node->children) sum += c->p;
-      for (const auto& c : node->children) node->weights.push_back(sum > 0 ? c->p / sum : 0);
+      if (!node->children.empty() && !(sum > 0)) {
+        return Status::InvalidArgument(
+            where +
+            ": every transform inside this OneOf has p=0, so it has none to pick "
+            "(albumentations fails on it with ZeroDivisionError); give at least one of "
+            "them p > 0, or remove the OneOf");
+      }
+      for (const auto& c : node->children) node->weights.push_back(c->p / sum);
     }
     if (node->type == Node::kSomeOf && !node->replace) {
       node->n = std::min(node->n, static_cast<int>(node->children.size()));
@@ -152,7 +174,10 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
   // should_apply: p <= 0 never, p >= 1 always, else random() < p (drawn either way, so one
   // node's probability never shifts another's stream).
   const double u = rng.Uniform();
-  const bool run = forced || (node.p > 0 && (node.p >= 1 || u < node.p));
+  // SomeOf checks its own p even when a OneOf forces it (albumentations 2.0.8's
+  // SomeOf.__call__ ignores force_apply); the others run when forced.
+  const bool run =
+      (forced && node.type != Node::kSomeOf) || (node.p > 0 && (node.p >= 1 || u < node.p));
   if (!run) return;
   switch (node.type) {
     case Node::kLeaf:
@@ -166,10 +191,13 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
       if (node.children.empty()) return;
       const double pick = rng.Uniform();
       double acc = 0;
+      // When rounding leaves pick at or above the sum of the weights: the last child that can
+      // be picked (weight > 0), never a p=0 one.
       size_t chosen = node.children.size() - 1;
+      while (chosen > 0 && !(node.weights[chosen] > 0)) --chosen;
       for (size_t i = 0; i < node.weights.size(); ++i) {
         acc += node.weights[i];
-        if (pick < acc) {
+        if (node.weights[i] > 0 && pick < acc) {
           chosen = i;
           break;
         }
@@ -214,7 +242,39 @@ const std::vector<LeafType>& LeafTypes() {
   return types;
 }
 
+// nlohmann's parser keeps its own stack, but the tree it builds is walked recursively (dump,
+// comparisons, our Parser): refuse text nested deeper than kMaxSpecJsonDepth before parsing.
+// Brackets inside strings do not count.
+static Status CheckJsonDepth(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (ch == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxSpecJsonDepth) {
+        return Status::InvalidArgument(
+            "transforms: the JSON nests deeper than " + std::to_string(kMaxSpecJsonDepth) +
+            " levels (at byte " + std::to_string(i) + "); a spec's containers nest at most " +
+            std::to_string(kMaxSpecDepth) +
+            " levels (kMaxSpecDepth), two JSON levels each: flatten the pipeline");
+      }
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return Status::OK();
+}
+
 Status ParseSpec(const std::string& text, std::unique_ptr<Node>* root, int* node_count) {
+  DSPIPE_RETURN_IF_ERROR(CheckJsonDepth(text));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return Status::InvalidArgument("transforms: not valid JSON: " + text.substr(0, 80));

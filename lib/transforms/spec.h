@@ -27,11 +27,22 @@ struct Node {
   int segment = -1;                                 // leaves: static segment (plan.h)
 };
 
+// How deep containers (Compose / OneOf / SomeOf / Sequential) may nest: the root Compose is
+// level 1, a container directly inside it level 2, ... A deeper spec is refused with
+// InvalidArgument naming this limit and the JSON path of the too-deep container (every walk of
+// the tree recurses per level; albumentations itself stops near Python's recursion limit).
+constexpr int kMaxSpecDepth = 64;
+// How deep the JSON text may nest at all, checked by a scan before nlohmann parses it (one
+// container level is two JSON levels, an object and its "transforms" list; the rest is room for
+// the {"transform": ...} wrapper and arguments such as Affine's {"x": [lo, hi]}).
+constexpr int kMaxSpecJsonDepth = 2 * kMaxSpecDepth + 16;
+
 // Every leaf type dspipe implements, in docs order.
 const std::vector<LeafType>& LeafTypes();
 
 // Parses the JSON text into a tree whose root is a Compose. Errors: InvalidArgument naming the
-// transform's position and class and the reason.
+// transform's position and class and the reason; text nested deeper than kMaxSpecJsonDepth, or
+// containers deeper than kMaxSpecDepth, are refused before anything recurses over them.
 Status ParseSpec(const std::string& text, std::unique_ptr<Node>* root, int* node_count);
 
 // A.to_dict form of a node (the root: wrapped as {"__version__", "transform"} by the caller).

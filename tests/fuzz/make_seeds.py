@@ -248,3 +248,46 @@ for name, data in region_files.items():
     put("jpeg_region", f"{name}_roi", bytes([60, 90, 128, 100, 15, 2]) + data)
     put("jpeg_region", f"{name}_scaled", bytes([10, 0, 250, 250, 7, 0]) + data)
     put("jpeg_region", f"{name}_gray", bytes([200, 200, 255, 255, 40, 3]) + data)
+
+# transform_spec: 3 bytes (height-1, width-1 mod 32; bit0 RGB, bit1 mask, bits2+ sample index)
+# then the spec's JSON text: each container, nesting, geometric/photometric/crop leaves, and
+# the OneOf(CropNonEmptyMaskIfExists, Resize) that found the ROI bug.
+def leaf(name, **kw):
+    return dict({"__class_fullname__": name}, **kw)
+
+
+def box(name, ts, **kw):
+    return dict({"__class_fullname__": name, "transforms": ts}, **kw)
+
+
+spec_seeds = {
+    "flip": [leaf("HorizontalFlip", p=1)],
+    "geometric": [leaf("SmallestMaxSize", max_size=20), leaf("RandomCrop", height=16, width=16),
+                  leaf("Affine", rotate=[-15, 15], scale=[0.9, 1.1], p=1),
+                  leaf("RandomRotate90", p=1)],
+    "containers": [box("OneOf", [leaf("HorizontalFlip"), leaf("Rotate", limit=20)], p=1),
+                   box("SomeOf", [leaf("VerticalFlip"), leaf("Transpose")], n=1, p=0.7),
+                   box("Sequential", [leaf("CLAHE"), leaf("ColorJitter")], p=1)],
+    "photometric": [leaf("RandomBrightnessContrast", p=1), leaf("GaussNoise", p=1),
+                    leaf("GaussianBlur", p=1), leaf("CoarseDropout", fill_mask=255, p=1),
+                    leaf("ToGray", p=1), leaf("Normalize")],
+    "crop_mask_resize": [box("OneOf", [leaf("CropNonEmptyMaskIfExists", height=8, width=8),
+                                       leaf("Resize", height=12, width=10)], p=1),
+                         leaf("Resize", height=9, width=11, p=1)],
+    "resized_crop": [leaf("RandomResizedCrop", size=[12, 14], p=1),
+                     leaf("PadIfNeeded", min_height=16, min_width=16),
+                     leaf("ShiftScaleRotate", p=1), leaf("ElasticTransform", p=1)],
+    "nested": {"__version__": "2.0.8", "transform": box("Compose", [box("Compose", [
+        box("OneOf", [box("SomeOf", [leaf("HorizontalFlip", p=1)], n=1, p=0.5)], p=1)])])},
+}
+for name, spec in spec_seeds.items():
+    put("transform_spec", name, bytes([15, 20, 3]) + json.dumps(spec).encode())
+put("transform_spec", "gray_nomask", bytes([9, 7, 4]) + json.dumps(spec_seeds["geometric"]).encode())
+# At the nesting limit (64 container levels, compact JSON) and one past it; deep brackets.
+deep = leaf("HorizontalFlip", p=1)
+for _ in range(64):
+    deep = box("Compose", [deep])
+put("transform_spec", "nested_64", bytes([15, 20, 3]) + json.dumps(deep, separators=(",", ":")).encode())
+put("transform_spec", "nested_65", bytes([15, 20, 3]) + json.dumps(
+    box("Compose", [deep]), separators=(",", ":")).encode())
+put("transform_spec", "brackets", bytes([1, 1, 0]) + b"[" * 300 + b"]" * 300)

@@ -204,3 +204,75 @@ def test_to_dict_round_trips_albumentations_documents():
     want = json.loads(json.dumps(A.to_dict(aug)))
     got = json.loads(_dspipe.transforms_to_json(json.dumps(want)))
     assert got == want
+
+
+def nested_composes(levels):
+    """`levels` Compose documents one inside the other around a HorizontalFlip, as JSON text."""
+    inner = '{"__class_fullname__": "HorizontalFlip", "p": 1}'
+    head = '{"__class_fullname__": "Compose", "p": 1, "transforms": ['
+    return head * levels + inner + "]}" * levels
+
+
+def test_deep_nesting_is_a_clean_error_not_a_crash():
+    """Issue 39 item 7: 20,000 nested Composes or 200,000 '[' killed the interpreter (SIGSEGV).
+    albumentations stops with RecursionError; dspipe refuses past 64 container levels, naming
+    the limit, and 64 levels still run."""
+    img, mask = sample(8, 8)
+    got, _ = _dspipe.transforms_apply(nested_composes(64), img, mask, 0, 0, 0)
+    assert np.array_equal(got, img[:, ::-1])
+    with pytest.raises(ValueError, match=r"limit of 64 \(kMaxSpecDepth\)"):
+        _dspipe.transforms_to_json(nested_composes(65))
+    for text in (nested_composes(20000), "[" * 200000, "[" * 200000 + "]" * 200000):
+        with pytest.raises(ValueError, match=r"64 levels \(kMaxSpecDepth\)"):
+            _dspipe.transforms_to_json(text)
+    with pytest.raises(RecursionError):
+        A.from_dict({"transform": json.loads(nested_composes(20000))})
+
+
+def test_someof_inside_oneof_keeps_its_own_p():
+    """Issue 39 item 8 (a): albumentations' SomeOf checks its p even when a OneOf forces it;
+    dspipe applied it always. Both flip about 30% of 2000 samples (5 sigma: 0.05)."""
+    img, mask = sample(6, 6)
+    aug = A.Compose([A.OneOf([A.SomeOf([A.HorizontalFlip(p=1)], n=1, p=0.3)], p=1)], seed=3)
+    n = 2000
+    want = np.mean([not np.array_equal(aug(image=img)["image"], img) for _ in range(n)])
+    text = json.dumps(A.to_dict(aug))
+    got = np.mean([not np.array_equal(_dspipe.transforms_apply(text, img, mask, 0, 0, i)[0], img)
+                   for i in range(n)])
+    assert abs(want - 0.3) < 0.05, want
+    assert abs(got - 0.3) < 0.05, got
+
+
+def test_oneof_with_only_p0_children_is_refused():
+    """Issue 39 item 8 (b): albumentations divides by the children's p sum (ZeroDivisionError);
+    dspipe accepted it and always ran the last child. A p=0 child is never run."""
+    with pytest.raises(ZeroDivisionError):
+        A.OneOf([A.HorizontalFlip(p=0), A.VerticalFlip(p=0)], p=1)
+    doc = {"__class_fullname__": "OneOf", "p": 1, "transforms": [
+        {"__class_fullname__": "HorizontalFlip", "p": 0},
+        {"__class_fullname__": "VerticalFlip", "p": 0}]}
+    with pytest.raises(ValueError, match=r"transform 1 \(OneOf\): every transform inside"):
+        _dspipe.transforms_to_json(json.dumps([doc]))
+    img, mask = sample(6, 6)
+    doc["transforms"][1]["p"] = 0.5  # HorizontalFlip(p=0) is never picked, VerticalFlip always
+    aug = A.Compose([A.OneOf([A.HorizontalFlip(p=0), A.VerticalFlip(p=0.5)], p=1)], seed=1)
+    for i in range(50):
+        got, _ = _dspipe.transforms_apply(json.dumps([doc]), img, mask, 0, 0, i)
+        assert np.array_equal(got, img[::-1]), i
+        assert np.array_equal(aug(image=img)["image"], img[::-1]), i
+
+
+def test_fractional_and_huge_integer_arguments_are_refused():
+    """Issue 39 item 8 (c): size [32.9, 32.2] was truncated to 32 (albumentations refuses a
+    fractional part); values past INT_MAX were undefined behaviour (refused now)."""
+    with pytest.raises(ValueError, match="fractional part"):
+        A.RandomResizedCrop(size=(32.9, 32.2))
+    doc = {"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32.9, 32.2]}
+    with pytest.raises(ValueError, match=r"RandomResizedCrop\): argument size must be an integer"):
+        _dspipe.transforms_to_json(json.dumps([doc]))
+    doc["size"] = [2**31, 32]
+    with pytest.raises(ValueError, match=r"argument size=2147483648 is outside what an int holds"):
+        _dspipe.transforms_to_json(json.dumps([doc]))
+    doc["size"] = [32.0, 16]  # whole numbers written as floats: as albumentations, ints
+    got = json.loads(_dspipe.transforms_to_json(json.dumps([doc])))["transform"]["transforms"][0]
+    assert got["size"] == list(A.RandomResizedCrop(size=(32.0, 16)).size) == [32, 16]

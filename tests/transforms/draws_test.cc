@@ -156,6 +156,45 @@ TEST(TransformDraws, ProbabilitiesAndContainers) {
   EXPECT_NEAR(seq.size(), 4000, 245);
 }
 
+// Issue 39 item 8 (a): a SomeOf picked by a OneOf still checks its own p (albumentations
+// 2.0.8's SomeOf ignores force_apply); a Compose / Sequential / leaf picked by it is forced.
+TEST(TransformDraws, SomeOfInsideOneOfKeepsItsOwnP) {
+  const auto some = Params(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "SomeOf", "p": 0.3, "n": 1, "transforms": [
+        {"__class_fullname__": "HorizontalFlip", "p": 1}]}]}])",
+                           "HorizontalFlip");
+  EXPECT_NEAR(some.size(), 3000, 230);
+  const auto seq = Params(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "Sequential", "p": 0.3, "transforms": [
+        {"__class_fullname__": "HorizontalFlip", "p": 1}]}]}])",
+                          "HorizontalFlip");
+  EXPECT_EQ(seq.size(), static_cast<size_t>(kN));
+}
+
+// Issue 39 item 8 (b): a OneOf whose children all have p=0 has nothing to pick (albumentations:
+// ZeroDivisionError); it used to run its last child always. A p=0 child is never picked.
+TEST(TransformDraws, OneOfNeverPicksAP0Child) {
+  std::shared_ptr<const TransformPipeline> p;
+  const Status s = TransformPipeline::Parse(R"([{"__class_fullname__": "OneOf", "p": 1,
+      "transforms": [{"__class_fullname__": "HorizontalFlip", "p": 0},
+                     {"__class_fullname__": "VerticalFlip", "p": 0}]}])",
+                                            &p);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("transform 1 (OneOf)"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("p=0"), std::string::npos) << s.ToString();
+  // An empty OneOf is fine (albumentations: it does nothing).
+  EXPECT_TRUE(
+      TransformPipeline::Parse(R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": []}])", &p)
+          .ok());
+  for (const char* spec : {R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 0}, {"__class_fullname__": "VerticalFlip", "p": 0.2},
+      {"__class_fullname__": "Transpose", "p": 0}]}])"}) {
+    EXPECT_EQ(Params(spec, "HorizontalFlip").size(), 0u);
+    EXPECT_EQ(Params(spec, "Transpose").size(), 0u);
+    EXPECT_EQ(Params(spec, "VerticalFlip").size(), static_cast<size_t>(kN));
+  }
+}
+
 TEST(TransformDraws, GeometricParametersFollowTheirRanges) {
   std::vector<int> factors, elements, xs, ys;
   for (const json& q : Params(R"([{"__class_fullname__": "RandomRotate90", "p": 1}])",
@@ -306,6 +345,54 @@ TEST(TransformDraws, GaussNoiseIsTruncatedNormal) {
     varied += out.pixels[i] != 100;
   }
   EXPECT_GT(varied, 1500);
+}
+
+// Found by fuzz_transform_spec: a step after a CropNonEmptyMaskIfExists (whose position waits
+// for the mask) was planned for the uncropped size, so Resize cut a region outside the crop
+// (cv::Exception in ResizeLeaf::Warp) and the fused path warped with the wrong map. The crop's
+// size is known before the mask: what follows is planned for it.
+TEST(TransformDraws, StepsAfterCropNonEmptyMaskIfExistsSeeItsSize) {
+  for (const char* spec : {
+           R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 6},
+               {"__class_fullname__": "Resize", "p": 1, "height": 12, "width": 10}])",
+           R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+               {"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 6}]},
+               {"__class_fullname__": "Resize", "p": 1, "height": 12, "width": 10}])",
+           R"([{"__class_fullname__": "CropNonEmptyMaskIfExists", "p": 1, "height": 8, "width": 6},
+               {"__class_fullname__": "RandomCrop", "p": 1, "height": 5, "width": 5}])"}) {
+    auto p = MustParse(spec);
+    ASSERT_TRUE(p);
+    int oh = 0, ow = 0;
+    ASSERT_TRUE(p->OutputSize(20, 15, &oh, &ow));
+    std::vector<uint8_t> mask(20 * 15, 0), image(20 * 15 * 3);
+    for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<uint8_t>(i * 37 + 11);
+    for (int y = 10; y < 13; ++y) {
+      for (int x = 9; x < 12; ++x) mask[static_cast<size_t>(y) * 15 + x] = 2;
+    }
+    const ImageRef m{mask.data(), 20, 15, 1}, img{image.data(), 20, 15, 3};
+    for (uint64_t i = 0; i < 20; ++i) {
+      OwnedImage fused, fused_mask, seq, seq_mask;
+      ASSERT_TRUE(p->Apply(1, 0, i, img, &m, &fused, &fused_mask).ok()) << spec;
+      ASSERT_TRUE(p->ApplySequential(1, 0, i, img, &m, &seq, &seq_mask).ok()) << spec;
+      EXPECT_EQ(fused.height, oh);
+      EXPECT_EQ(fused.width, ow);
+      EXPECT_EQ(seq.height, oh);
+      EXPECT_EQ(seq.width, ow);
+      // The fused warp is one map, the sequential one crops then resizes: along the edges of
+      // the mask's blob a nearest-neighbour pick may differ, nowhere else.
+      ASSERT_EQ(fused_mask.pixels.size(), seq_mask.pixels.size());
+      size_t same = 0;
+      for (size_t k = 0; k < seq_mask.pixels.size(); ++k) {
+        same += fused_mask.pixels[k] == seq_mask.pixels[k];
+      }
+      EXPECT_GE(same * 10, seq_mask.pixels.size() * 9) << spec << " sample " << i;
+      std::string draws;
+      ASSERT_TRUE(p->Draws(1, 0, i, 20, 15, &m, &draws).ok());
+      const json d = json::parse(draws);
+      EXPECT_EQ(d[0]["out"], json({8, 6})) << draws;
+      EXPECT_EQ(d[1]["in"], json({8, 6})) << draws;
+    }
+  }
 }
 
 TEST(TransformDraws, CropNonEmptyMaskIfExistsCropsAroundTheMask) {

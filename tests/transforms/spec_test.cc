@@ -1,6 +1,8 @@
 // The serialized form: albumentations 2.0.8's A.to_dict JSON is read, normalized and written
 // back as albumentations writes it; scalars widen the albumentations way; what dspipe does not
 // implement is refused naming it; the docs table lists exactly the supported transforms.
+#include "transforms/spec.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -204,6 +206,99 @@ TEST(TransformSpec, RefusesWhatItDoesNotImplementNamingIt) {
   const Status a = ParseError(
       R"([{"__class_fullname__": "Resize", "p": 1, "height": 4, "width": 4, "size": 3}])");
   EXPECT_NE(a.message().find("interpolation"), std::string::npos) << a.ToString();
+}
+
+// `levels` Composes, one inside the other, the innermost holding a HorizontalFlip.
+std::string NestedComposes(int levels) {
+  std::string s;
+  for (int i = 0; i < levels; ++i)
+    s += R"({"__class_fullname__": "Compose", "p": 1, "transforms": [)";
+  s += R"({"__class_fullname__": "HorizontalFlip", "p": 1})";
+  for (int i = 0; i < levels; ++i) s += "]}";
+  return s;
+}
+
+// Issue 39 item 7: 20,000 nested Composes (or 200,000 '[') killed the process with SIGSEGV.
+TEST(TransformSpec, DeepNestingIsRefusedNamingTheLimitWithoutRecursing) {
+  const std::string limit = std::to_string(transforms::kMaxSpecDepth);
+  // At the limit: parses, and runs (the flip is applied through every level).
+  auto p = MustParse(NestedComposes(transforms::kMaxSpecDepth));
+  ASSERT_TRUE(p);
+  uint8_t px[2] = {1, 2};
+  ImageRef img{px, 1, 2, 1};
+  OwnedImage out, out_mask;
+  ASSERT_TRUE(p->Apply(0, 0, 0, img, nullptr, &out, &out_mask).ok());
+  EXPECT_EQ(out.pixels[0], 2);
+  // One more container: refused, naming the limit and the JSON path of the too-deep one.
+  const Status one = ParseError(NestedComposes(transforms::kMaxSpecDepth + 1));
+  EXPECT_EQ(one.code(), Status::Code::kInvalidArgument) << one.ToString();
+  EXPECT_NE(one.message().find("limit of " + limit), std::string::npos) << one.ToString();
+  std::string path;
+  for (int i = 0; i < transforms::kMaxSpecDepth; ++i) path += "/transforms/0";
+  EXPECT_NE(one.message().find("JSON path " + path + ":"), std::string::npos) << one.ToString();
+  // A bare list of containers is wrapped in a Compose, which counts as a level.
+  const Status listed = ParseError("[" + NestedComposes(transforms::kMaxSpecDepth) + "]");
+  EXPECT_NE(listed.message().find("limit of " + limit), std::string::npos) << listed.ToString();
+  // 20,000 Composes and 200,000 '[' (valid and invalid JSON): refused before parsing.
+  for (const std::string& text : {NestedComposes(20000), std::string(200000, '['),
+                                  std::string(200000, '[') + std::string(200000, ']')}) {
+    const Status s = ParseError(text);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("deeper than " + std::to_string(transforms::kMaxSpecJsonDepth)),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find(limit + " levels (kMaxSpecDepth)"), std::string::npos)
+        << s.ToString();
+  }
+  // Brackets inside strings are not nesting: a deep-looking string value is only an unknown
+  // argument.
+  const Status str = ParseError(R"([{"__class_fullname__": "HorizontalFlip", "note": ")" +
+                                std::string(100000, '[') + R"(\"["}])");
+  EXPECT_NE(str.message().find("unknown argument note"), std::string::npos) << str.ToString();
+}
+
+// Issue 39 item 8 (c): integer arguments were truncated (size [32.9, 32.2] -> 32) and values
+// above INT_MAX were undefined behaviour. albumentations 2.0.8's pydantic refuses a fractional
+// part (int_from_float) except RandomSizedCrop's min_max_height, which it truncates.
+TEST(TransformSpec, IntegerArgumentsRefuseFractionsAndValuesPastInt) {
+  struct Case {
+    const char* spec;
+    const char* must_name;
+  };
+  const Case cases[] = {
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32.9, 32.2]}])",
+       "transform 1 (RandomResizedCrop): argument size must be an integer, got 32.9"},
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [2147483648, 32]}])",
+       "transform 1 (RandomResizedCrop): argument size=2147483648 is outside what an int holds"},
+      {R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [32, 1e300]}])",
+       "argument size=1e+300 is outside"},
+      {R"([{"__class_fullname__": "Resize", "p": 1, "height": 10.5, "width": 8}])",
+       "transform 1 (Resize): argument height must be an integer, got 10.5"},
+      {R"([{"__class_fullname__": "Resize", "p": 1, "height": 10000000000, "width": 8}])",
+       "argument height=10000000000 is outside"},
+      {R"([{"__class_fullname__": "PadIfNeeded", "min_height": 10000000000, "min_width": 8}])",
+       "transform 1 (PadIfNeeded): argument min_height=10000000000 is outside"},
+      {R"([{"__class_fullname__": "PadIfNeeded", "min_height": 10.5, "min_width": 8}])",
+       "argument min_height must be an integer, got 10.5"},
+      {R"([{"__class_fullname__": "GaussianBlur", "blur_limit": [3.5, 5]}])",
+       "transform 1 (GaussianBlur): argument blur_limit must be an integer, got 3.5"},
+      {R"([{"__class_fullname__": "CoarseDropout", "num_holes_range": [1, 2.5]}])",
+       "argument num_holes_range must be an integer, got 2.5"},
+      {R"([{"__class_fullname__": "CLAHE", "tile_grid_size": [8.5, 8]}])",
+       "transform 1 (CLAHE): argument tile_grid_size must be an integer, got 8.5"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.spec);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << c.spec << " -> " << s.ToString();
+    EXPECT_NE(s.message().find(c.must_name), std::string::npos) << s.ToString();
+  }
+  // Whole numbers written as floats are integers; min_max_height truncates as albumentations.
+  EXPECT_TRUE(
+      Same(Normalized(R"({"__class_fullname__": "RandomResizedCrop", "size": [32.0, 16]})")["size"],
+           json({32, 16})));
+  EXPECT_TRUE(Same(Normalized(R"({"__class_fullname__": "RandomSizedCrop", "size": [8, 8],
+                                 "min_max_height": [10.5, 20]})")["min_max_height"],
+                   json({10, 20})));
 }
 
 TEST(TransformSpec, OutputSizeIsFixedOnlyWhenEverySampleGetsIt) {
