@@ -214,6 +214,32 @@ Status RequestError(const std::string& what, long status, const std::string& bod
   return Status::IOError(m);
 }
 
+Status RedirectError(const std::string& what, long status, const std::string& location,
+                     const Config& cfg) {
+  // scheme://host[:port] of the Location (relative: the endpoint's own host).
+  std::string host = "another URL";
+  if (CURLU* u = curl_url()) {
+    if (curl_url_set(u, CURLUPART_URL, location.c_str(), 0) == CURLUE_OK) {
+      char *scheme = nullptr, *name = nullptr, *port = nullptr;
+      if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+          curl_url_get(u, CURLUPART_HOST, &name, 0) == CURLUE_OK) {
+        host = std::string(scheme) + "://" + name;
+        if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK) host += ":" + std::string(port);
+      }
+      curl_free(scheme);
+      curl_free(name);
+      curl_free(port);
+    }
+    curl_url_cleanup(u);
+  }
+  if (location.empty()) host = "an unnamed location (no Location header)";
+  return Status::IOError(what + ": HTTP " + std::to_string(status) + ": the endpoint (" +
+                         cfg.Describe() + ") redirected to " + host +
+                         "; a signed S3 request follows no redirect (its signature and session "
+                         "token stay with the endpoint): set AWS_ENDPOINT_URL_S3 (or AWS_REGION) "
+                         "to that host");
+}
+
 std::string Response::Header(const std::string& lower_name) const {
   for (const auto& [k, v] : headers) {
     if (k == lower_name) return v;
@@ -252,6 +278,8 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
     curl_easy_setopt(c.h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
     SetTransferOptions(c.h, options_);
+    // Signed: the credentials and the session token never follow a redirect (RedirectError).
+    curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &ex);
     curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
@@ -288,6 +316,8 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
       }
       last_error =
           std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
+    } else if (IsRedirect(r->status) && !r->Header("location").empty()) {
+      return RedirectError(shown, r->status, r->Header("location"), config_);
     } else if (TransientHttp(r->status)) {
       std::string code, message;
       ParseError(r->body, &code, &message);

@@ -81,6 +81,16 @@ void ParseError(const std::string& body, std::string* code, std::string* message
 Status RequestError(const std::string& what, long status, const std::string& body,
                     const Config& cfg);
 
+// The error for an S3 request about `what` answered with a redirect (3xx) to `location`: a
+// signed request carries the signature and the session token (x-amz-security-token), which are
+// bound to the endpoint, so S3 requests follow no redirect. Names the status, the host the
+// endpoint pointed to (never the Location's query or userinfo) and the setting that fixes it.
+Status RedirectError(const std::string& what, long status, const std::string& location,
+                     const Config& cfg);
+
+// A redirect status that a request may answer with (300-399 but 304).
+inline bool IsRedirect(long status) { return status >= 300 && status < 400 && status != 304; }
+
 struct ObjectInfo {
   std::string key;            // the object's key (List); Head leaves it as asked
   uint64_t size = 0;          // bytes
