@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <pugixml.hpp>
+#include <set>
 
 #include "fetch/internal.h"
 
@@ -240,6 +241,14 @@ Status RedirectError(const std::string& what, long status, const std::string& lo
                          "to that host");
 }
 
+Status RepeatedMarker(const std::string& what, const std::string& marker, size_t pages) {
+  return Status::IOError(what + ": the server named the continuation marker '" + marker +
+                         "' again after " + std::to_string(pages) +
+                         " pages (a listing that does not advance would never end): stopped; "
+                         "the endpoint does not list correctly (check AWS_ENDPOINT_URL_S3, or "
+                         "report it to the storage's operator)");
+}
+
 std::string Response::Header(const std::string& lower_name) const {
   for (const auto& [k, v] : headers) {
     if (k == lower_name) return v;
@@ -435,6 +444,7 @@ Status Client::List(const std::string& url, std::vector<ObjectInfo>* out, int pa
   DSPIPE_RETURN_IF_ERROR(ParseUrl(url, &loc));
   const Location bucket{loc.bucket, ""};
   std::string token;
+  std::set<std::string> seen;  // every continuation token named so far
   for (;;) {
     Request rq;
     rq.query = {{"list-type", "2"},
@@ -464,6 +474,8 @@ Status Client::List(const std::string& url, std::vector<ObjectInfo>* out, int pa
       return Status::IOError("listing " + url +
                              ": the answer is truncated but has no NextContinuationToken");
     }
+    // A server that names a token it named before would be asked forever.
+    if (!seen.insert(token).second) return RepeatedMarker("listing " + url, token, seen.size());
   }
 }
 

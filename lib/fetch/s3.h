@@ -88,6 +88,11 @@ Status RequestError(const std::string& what, long status, const std::string& bod
 Status RedirectError(const std::string& what, long status, const std::string& location,
                      const Config& cfg);
 
+// The error of a listing (`what`) whose server named a continuation marker (a ListObjectsV2
+// token, a ListMultipartUploads key/upload-id marker, a ListParts part number) it named before,
+// or one that does not advance, after `pages` pages: every listing loop stops there.
+Status RepeatedMarker(const std::string& what, const std::string& marker, size_t pages);
+
 // A redirect status that a request may answer with (300-399 but 304).
 inline bool IsRedirect(long status) { return status >= 300 && status < 400 && status != 304; }
 

@@ -255,5 +255,31 @@ TEST_F(HostileTest, NoSecretInAnyMessageOrLogLine) {
   EXPECT_EQ(log.find("X-Amz-Signature=wrong"), std::string::npos) << log;
 }
 
+// ---- item 10: every listing loop stops when the server repeats its marker
+
+// A fake S3 whose pages name m0, m1, m0, ... (parts 1, 2, 1, ...): each listing stops with an
+// error naming the repeated marker. The cancelled callback only ends a loop that would not stop
+// (the old code's), so that the test fails instead of hanging.
+TEST_F(HostileTest, ListingsStopWhenTheServerRepeatsItsMarker) {
+  HttpServer s3("--s3loop");
+  S3Env env("http://127.0.0.1:" + std::to_string(s3.port()));
+  int polls = 0;
+  opts_.cancelled = [&polls] { return ++polls > 20000; };
+  std::unique_ptr<s3::Client> c;
+  ASSERT_TRUE(s3::Client::Make(opts_, &c).ok());
+  auto expect = [&](const Status& s, const std::string& marker) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+    EXPECT_NE(s.message().find("marker '" + marker + "' again"), std::string::npos) << s.ToString();
+    EXPECT_LE(s3.Requests().size(), 3u);  // pages m0, m1, then m0 again: stopped there
+  };
+  std::vector<s3::ObjectInfo> objects;
+  expect(c->List("s3://bkt/p/", &objects), "m0");
+  std::vector<std::string> uploads;
+  expect(c->ListUploads("s3://bkt/k", &uploads), "m0' / 'm0");
+  std::vector<s3::PartInfo> parts;
+  expect(c->ListParts("s3://bkt/k", "u1", &parts), "1");
+}
+
 }  // namespace
 }  // namespace dspipe::testing

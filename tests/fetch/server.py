@@ -324,9 +324,10 @@ class S3Loop(Handler):
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
-        with LOCK:
-            n = COUNTS.get("list", 0)
-            COUNTS["list"] = n + 1
+        kind = "uploads" if "uploads" in q else "parts" if "uploadId" in q else "objects"
+        with LOCK:  # each kind of listing counts its own pages
+            n = COUNTS.get(kind, 0)
+            COUNTS[kind] = n + 1
         emit("REQ " + json.dumps({"method": "GET", "path": url.path, "query": url.query, "n": n,
                                   "headers": dict(self.headers.items())}))
         m = "m%d" % (n % 2)
