@@ -149,10 +149,12 @@ bool IsRemoteUrl(std::string_view url);
 // progress note and file they write (DEST.part.json, the cache's metadata) shows RedactUrl(url).
 
 // url with its query replaced by "?..." (a fragment alone by "#..."), and a user:password@ by
-// "...@". Anything that is not "scheme://..." (a path) is returned unchanged.
+// "...@". Anything that is not "scheme://..." (a path) is returned unchanged; an s3:// URL keeps
+// its '?' and '#' (characters of the key, no secret). The one redaction every message uses.
 std::string RedactUrl(const std::string& url);
 
-// True when url is "scheme://..." with a query ('?' before any '#').
+// True when url is "scheme://..." with a query ('?' before any '#'); never for s3:// (its '?' is
+// the key's).
 bool UrlHasQuery(const std::string& url);
 
 // scheme://host[:port]/path of an http(s) URL (libcurl's parse): no user info, query or

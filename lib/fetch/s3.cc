@@ -102,15 +102,17 @@ bool IsS3Url(const std::string& url) { return ClassifyUrl(url) == UrlScheme::kS3
 Status ParseUrl(const std::string& url, Location* loc) {
   *loc = Location();
   if (!IsS3Url(url)) return Status::InvalidArgument("'" + url + "' is not an s3:// URL");
-  if (url.find_first_of("?#") != std::string::npos) {
-    return Status::InvalidArgument(url.substr(0, url.find_first_of("?#")) +
-                                   "...: an s3:// URL takes no query or fragment");
-  }
+  // Everything after "s3://bucket/" is the key, literally: '?', '#', '%', '.' and '..'
+  // segments included (all legal in S3 keys; HttpUrl encodes them, PATH_AS_IS sends them).
   const std::string rest = url.substr(5);
   const size_t slash = rest.find('/');
   loc->bucket = rest.substr(0, slash);
   loc->key = slash == std::string::npos ? "" : rest.substr(slash + 1);
   if (loc->bucket.empty()) return Status::InvalidArgument(url + ": no bucket (s3://BUCKET/KEY)");
+  if (loc->bucket.find_first_of("?#@") != std::string::npos) {
+    return Status::InvalidArgument(url + ": '" + loc->bucket +
+                                   "' is not a bucket name (no '?', '#' or '@' in one)");
+  }
   return Status::OK();
 }
 
@@ -161,6 +163,9 @@ std::string HttpUrl(const Config& cfg, const Location& loc, const std::string& c
 }
 
 void Sign(CURL* h, const Config& cfg, const std::string& payload_sha256, curl_slist** headers) {
+  // The path as HttpUrl encoded it: libcurl would otherwise remove "." and ".." segments (and
+  // sign and send another key than the one asked for).
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   const std::string sigv4 = "aws:amz:" + cfg.region + ":s3";
   curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());  // libcurl copies option strings
   curl_easy_setopt(h, CURLOPT_USERNAME, cfg.access_key.c_str());

@@ -44,11 +44,14 @@ bool IsS3Url(const std::string& url);
 
 struct Location {
   std::string bucket;
-  std::string key;  // "" = the bucket itself; taken literally (no percent-decoding)
+  // "" = the bucket itself; taken literally (no percent-decoding; '?', '#', '.' and '..'
+  // segments are key characters, sent as given)
+  std::string key;
 };
 
-// "s3://bucket/key" -> {bucket, key}. InvalidArgument naming url when it is not s3://, has no
-// bucket, or carries a query or fragment.
+// "s3://bucket/key" -> {bucket, key}: everything after the bucket's '/' is the key, literally
+// ('?' and '#' included: an s3:// URL has no query or fragment). InvalidArgument naming url when
+// it is not s3://, has no bucket, or the bucket holds '?', '#' or '@'.
 Status ParseUrl(const std::string& url, Location* loc);
 
 // RFC 3986 percent-encoding of every byte but the unreserved A-Z a-z 0-9 - _ . ~ ('/' kept when
@@ -65,7 +68,8 @@ std::string CanonicalQuery(std::vector<std::pair<std::string, std::string>> para
 std::string HttpUrl(const Config& cfg, const Location& loc,
                     const std::string& canonical_query = "");
 
-// Makes h sign its request with SigV4 (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3", the key pair as
+// Makes h send its URL's path as given (CURLOPT_PATH_AS_IS: "." and ".." segments of a key are
+// kept) and sign its request with SigV4 (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3", the key pair as
 // CURLOPT_USERNAME/PASSWORD) and appends x-amz-content-sha256 (payload_sha256: the body's hex
 // sha256, kEmptySha256 or "UNSIGNED-PAYLOAD") and, with a session token, x-amz-security-token to
 // *headers. The caller sets CURLOPT_HTTPHEADER to *headers afterwards.
