@@ -22,6 +22,10 @@
 // - A write error (disk full) fails at once, naming DEST.part; DEST.part stays for a resume.
 // - DEST.lock serializes processes fetching the same DEST: one downloads, the others wait and
 //   then find DEST in place.
+// - A DEST that was there before the call is "already present" only when options.sha256 is
+//   given and matches (a mismatch: AlreadyExists, DEST kept). Without sha256 nothing proves it is
+//   url's file (its size does not): it is fetched again into DEST.part, which replaces DEST once
+//   complete. (A DEST made by the holder of DEST.lock while this call waited is taken.)
 // - Local sources (a path or file://) get the same .part + verify + rename; a failed read
 //   (a flaky FUSE mount's "Input/output error") is retried at its offset.
 //
@@ -83,13 +87,13 @@ struct FetchOptions {
 };
 
 struct FetchResult {
-  uint64_t bytes = 0;                 // size of DEST
-  std::string sha256;                 // hex sha256 of DEST; "" when options.sha256 was ""
-  uint64_t resumed_from = 0;          // bytes kept from an earlier DEST.part by the first attempt
-  uint64_t downloaded = 0;            // bytes transferred by this call
-  int attempts = 0;                   // transfer attempts (requests, or copy passes)
-  int refetches = 0;                  // whole-file refetches after a failed verification
-  bool already_present = false;       // DEST was there (and verified when sha256/size were given)
+  uint64_t bytes = 0;            // size of DEST
+  std::string sha256;            // hex sha256 of DEST; "" when options.sha256 was ""
+  uint64_t resumed_from = 0;     // bytes kept from an earlier DEST.part by the first attempt
+  uint64_t downloaded = 0;       // bytes transferred by this call
+  int attempts = 0;              // transfer attempts (requests, or copy passes)
+  int refetches = 0;             // whole-file refetches after a failed verification
+  bool already_present = false;  // DEST matched sha256, or a lock holder made it while we waited
   std::vector<double> retry_waits_s;  // the wait before each retry, in order
   long http_status = 0;               // the last HTTP response's status; 0 = none (or not HTTP)
 };
@@ -149,10 +153,12 @@ bool IsRemoteUrl(std::string_view url);
 // progress note and file they write (DEST.part.json, the cache's metadata) shows RedactUrl(url).
 
 // url with its query replaced by "?..." (a fragment alone by "#..."), and a user:password@ by
-// "...@". Anything that is not "scheme://..." (a path) is returned unchanged.
+// "...@". Anything that is not "scheme://..." (a path) is returned unchanged; an s3:// URL keeps
+// its '?' and '#' (characters of the key, no secret). The one redaction every message uses.
 std::string RedactUrl(const std::string& url);
 
-// True when url is "scheme://..." with a query ('?' before any '#').
+// True when url is "scheme://..." with a query ('?' before any '#'); never for s3:// (its '?' is
+// the key's).
 bool UrlHasQuery(const std::string& url);
 
 // scheme://host[:port]/path of an http(s) URL (libcurl's parse): no user info, query or

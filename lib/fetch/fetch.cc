@@ -19,11 +19,12 @@ namespace dspipe {
 namespace {
 
 Status FetchUnlocked(const std::string& url, const std::string& dest, const FetchOptions& o,
-                     Env* env, FetchResult* res);
+                     Env* env, FetchResult* res, bool existed_before_lock);
 
+// existed_before_lock: DEST was there before DEST.lock was taken (not made by its last holder).
 Status FetchLocked(const std::string& url, const std::string& dest, const FetchOptions& o, Env* env,
-                   FetchResult* res) {
-  Status s = FetchUnlocked(url, dest, o, env, res);
+                   FetchResult* res, bool existed_before_lock) {
+  Status s = FetchUnlocked(url, dest, o, env, res, existed_before_lock);
   if (!s.ok() && s.code() != Status::Code::kAlreadyExists) {
     RemoveEmptyPart(env, dest + ".part", dest + ".part.json");
   }
@@ -31,7 +32,7 @@ Status FetchLocked(const std::string& url, const std::string& dest, const FetchO
 }
 
 Status FetchUnlocked(const std::string& url, const std::string& dest, const FetchOptions& o,
-                     Env* env, FetchResult* res) {
+                     Env* env, FetchResult* res, bool existed_before_lock) {
   const UrlScheme scheme = ClassifyUrl(url);
   const bool http =
       scheme == UrlScheme::kHttp || scheme == UrlScheme::kHttps || scheme == UrlScheme::kS3;
@@ -42,8 +43,11 @@ Status FetchUnlocked(const std::string& url, const std::string& dest, const Fetc
   }
   std::string src = url;
   if (scheme == UrlScheme::kFile) src = url.substr(7);
-  if (env->FileExists(dest)) {
-    // Another process (or an earlier run) finished it. Check it when we know what to expect.
+  if (env->FileExists(dest) && (!o.sha256.empty() || !existed_before_lock)) {
+    // Its sha256 says whether it is this file; without one, only a DEST that appeared while we
+    // waited for DEST.lock is taken (the holder, a dspipe fetch of it, made it). Any other DEST
+    // is not known to be url's file (a size, even the server's, does not tell two files apart):
+    // it is fetched again into DEST.part, which replaces it only once complete and verified.
     Status s = Verify(env, dest, dest, o.size, o.sha256, res);
     if (!s.ok())
       return Status::AlreadyExists(dest + " exists and does not match: " + s.message() +
@@ -153,11 +157,12 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
   const std::string ctx = "fetch " + RedactUrl(url) + " -> " + dest;
   const std::string parent = std::filesystem::path(dest).parent_path().string();
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
+  const bool existed = env->FileExists(dest);
   std::unique_ptr<FileLock> lock;
   if (options.lock) {
     DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
-  Status s = FetchLocked(url, dest, options, env, res).WithContext(ctx);
+  Status s = FetchLocked(url, dest, options, env, res, existed).WithContext(ctx);
   ReleaseFetchLock(env, dest + ".lock", &lock);
   return s;
 }

@@ -32,7 +32,7 @@ struct Request {
   HashThread* hash = nullptr;  // covers DEST.part's bytes as they are written
   // response headers (of the last response: redirects reset them)
   long status = 0;
-  std::string etag, last_modified, content_range, content_encoding, retry_after;
+  std::string etag, last_modified, content_range, content_encoding, retry_after, location;
   int64_t content_length = -1;
   // body state
   bool body_started = false;
@@ -74,6 +74,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     rq->content_range.clear();
     rq->content_encoding.clear();
     rq->retry_after.clear();
+    rq->location.clear();
     rq->content_length = -1;
     rq->body_started = rq->accepting = false;  // a redirect's body (if any) decided nothing
     const size_t sp = line.find(' ');
@@ -95,6 +96,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     rq->content_encoding = Lower(value);
   else if (name == "retry-after")
     rq->retry_after = value;
+  else if (name == "location")
+    rq->location = value;
   else if (name == "content-length")
     rq->content_length = std::atoll(value.c_str());
   return bytes;
@@ -284,6 +287,7 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
   DSPIPE_RETURN_IF_ERROR(HashPrefix(env, part_path, part->size(), hash));
   // s3://bucket/key: the object's http(s) URL, each request signed (SigV4) by libcurl.
   const bool is_s3 = s3::IsS3Url(url);
+  const bool https = ClassifyUrl(url) == UrlScheme::kHttps;
   s3::Config s3cfg;
   std::string http_url = url;
   if (is_s3) {
@@ -318,8 +322,18 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
     char errbuf[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(c.h, CURLOPT_URL, http_url.c_str());
     curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c.h, CURLOPT_MAXREDIRS, 10L);
+    if (is_s3) {
+      // Signed: the signature and x-amz-security-token (a header libcurl would carry to any
+      // host) never follow a redirect; a 3xx is an error naming where it pointed.
+      curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 0L);
+    } else {
+      // Unsigned: redirects are followed, never from https to http (the URL's query may be a
+      // token), and credentials of the URL's userinfo never go to another host.
+      curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 1L);
+      curl_easy_setopt(c.h, CURLOPT_MAXREDIRS, 10L);
+      curl_easy_setopt(c.h, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https");
+      curl_easy_setopt(c.h, CURLOPT_UNRESTRICTED_AUTH, 0L);
+    }
     SetTransferOptions(c.h, o);
     curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &rq);
@@ -400,6 +414,10 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
         sc = Sidecar{};
         if (!retrier.Wait(false, 0, 0, 0)) break;
         continue;
+      } else if (is_s3 && s3::IsRedirect(status) && !rq.location.empty()) {
+        const Status e = s3::RedirectError(shown, status, rq.location, s3cfg);
+        if (part->size() == 0) return e;
+        return Status(e.code(), e.message() + " (" + part_path + " is kept: run again to resume)");
       } else if (TransientHttp(status)) {
         std::string code, message;
         if (is_s3) s3::ParseError(rq.error_body, &code, &message);
@@ -425,6 +443,13 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
       } else {
         return Status::IOError(shown + ": HTTP " + std::to_string(status));
       }
+    } else if (cc == CURLE_UNSUPPORTED_PROTOCOL && https) {
+      char* to = nullptr;
+      curl_easy_getinfo(c.h, CURLINFO_EFFECTIVE_URL, &to);
+      return Status::IOError(shown + ": the server redirected to " +
+                             RedactUrl(to ? std::string(to) : std::string("?")) +
+                             ", not https: refused (a download that starts on https stays on "
+                             "https); fetch that URL itself if you trust it");
     } else if (TransientCurlError(cc)) {
       last_error =
           std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <pugixml.hpp>
+#include <set>
 
 #include "fetch/internal.h"
 
@@ -101,15 +102,17 @@ bool IsS3Url(const std::string& url) { return ClassifyUrl(url) == UrlScheme::kS3
 Status ParseUrl(const std::string& url, Location* loc) {
   *loc = Location();
   if (!IsS3Url(url)) return Status::InvalidArgument("'" + url + "' is not an s3:// URL");
-  if (url.find_first_of("?#") != std::string::npos) {
-    return Status::InvalidArgument(url.substr(0, url.find_first_of("?#")) +
-                                   "...: an s3:// URL takes no query or fragment");
-  }
+  // Everything after "s3://bucket/" is the key, literally: '?', '#', '%', '.' and '..'
+  // segments included (all legal in S3 keys; HttpUrl encodes them, PATH_AS_IS sends them).
   const std::string rest = url.substr(5);
   const size_t slash = rest.find('/');
   loc->bucket = rest.substr(0, slash);
   loc->key = slash == std::string::npos ? "" : rest.substr(slash + 1);
   if (loc->bucket.empty()) return Status::InvalidArgument(url + ": no bucket (s3://BUCKET/KEY)");
+  if (loc->bucket.find_first_of("?#@") != std::string::npos) {
+    return Status::InvalidArgument(url + ": '" + loc->bucket +
+                                   "' is not a bucket name (no '?', '#' or '@' in one)");
+  }
   return Status::OK();
 }
 
@@ -160,6 +163,9 @@ std::string HttpUrl(const Config& cfg, const Location& loc, const std::string& c
 }
 
 void Sign(CURL* h, const Config& cfg, const std::string& payload_sha256, curl_slist** headers) {
+  // The path as HttpUrl encoded it: libcurl would otherwise remove "." and ".." segments (and
+  // sign and send another key than the one asked for).
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   const std::string sigv4 = "aws:amz:" + cfg.region + ":s3";
   curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());  // libcurl copies option strings
   curl_easy_setopt(h, CURLOPT_USERNAME, cfg.access_key.c_str());
@@ -214,6 +220,40 @@ Status RequestError(const std::string& what, long status, const std::string& bod
   return Status::IOError(m);
 }
 
+Status RedirectError(const std::string& what, long status, const std::string& location,
+                     const Config& cfg) {
+  // scheme://host[:port] of the Location (relative: the endpoint's own host).
+  std::string host = "another URL";
+  if (CURLU* u = curl_url()) {
+    if (curl_url_set(u, CURLUPART_URL, location.c_str(), 0) == CURLUE_OK) {
+      char *scheme = nullptr, *name = nullptr, *port = nullptr;
+      if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+          curl_url_get(u, CURLUPART_HOST, &name, 0) == CURLUE_OK) {
+        host = std::string(scheme) + "://" + name;
+        if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK) host += ":" + std::string(port);
+      }
+      curl_free(scheme);
+      curl_free(name);
+      curl_free(port);
+    }
+    curl_url_cleanup(u);
+  }
+  if (location.empty()) host = "an unnamed location (no Location header)";
+  return Status::IOError(what + ": HTTP " + std::to_string(status) + ": the endpoint (" +
+                         cfg.Describe() + ") redirected to " + host +
+                         "; a signed S3 request follows no redirect (its signature and session "
+                         "token stay with the endpoint): set AWS_ENDPOINT_URL_S3 (or AWS_REGION) "
+                         "to that host");
+}
+
+Status RepeatedMarker(const std::string& what, const std::string& marker, size_t pages) {
+  return Status::IOError(what + ": the server named the continuation marker '" + marker +
+                         "' again after " + std::to_string(pages) +
+                         " pages (a listing that does not advance would never end): stopped; "
+                         "the endpoint does not list correctly (check AWS_ENDPOINT_URL_S3, or "
+                         "report it to the storage's operator)");
+}
+
 std::string Response::Header(const std::string& lower_name) const {
   for (const auto& [k, v] : headers) {
     if (k == lower_name) return v;
@@ -252,6 +292,8 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
     curl_easy_setopt(c.h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c.h, CURLOPT_ERRORBUFFER, errbuf);
     SetTransferOptions(c.h, options_);
+    // Signed: the credentials and the session token never follow a redirect (RedirectError).
+    curl_easy_setopt(c.h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &ex);
     curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, OnBody);
@@ -288,6 +330,8 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
       }
       last_error =
           std::string(curl_easy_strerror(cc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
+    } else if (IsRedirect(r->status) && !r->Header("location").empty()) {
+      return RedirectError(shown, r->status, r->Header("location"), config_);
     } else if (TransientHttp(r->status)) {
       std::string code, message;
       ParseError(r->body, &code, &message);
@@ -405,6 +449,7 @@ Status Client::List(const std::string& url, std::vector<ObjectInfo>* out, int pa
   DSPIPE_RETURN_IF_ERROR(ParseUrl(url, &loc));
   const Location bucket{loc.bucket, ""};
   std::string token;
+  std::set<std::string> seen;  // every continuation token named so far
   for (;;) {
     Request rq;
     rq.query = {{"list-type", "2"},
@@ -434,6 +479,8 @@ Status Client::List(const std::string& url, std::vector<ObjectInfo>* out, int pa
       return Status::IOError("listing " + url +
                              ": the answer is truncated but has no NextContinuationToken");
     }
+    // A server that names a token it named before would be asked forever.
+    if (!seen.insert(token).second) return RepeatedMarker("listing " + url, token, seen.size());
   }
 }
 

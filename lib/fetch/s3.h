@@ -44,11 +44,14 @@ bool IsS3Url(const std::string& url);
 
 struct Location {
   std::string bucket;
-  std::string key;  // "" = the bucket itself; taken literally (no percent-decoding)
+  // "" = the bucket itself; taken literally (no percent-decoding; '?', '#', '.' and '..'
+  // segments are key characters, sent as given)
+  std::string key;
 };
 
-// "s3://bucket/key" -> {bucket, key}. InvalidArgument naming url when it is not s3://, has no
-// bucket, or carries a query or fragment.
+// "s3://bucket/key" -> {bucket, key}: everything after the bucket's '/' is the key, literally
+// ('?' and '#' included: an s3:// URL has no query or fragment). InvalidArgument naming url when
+// it is not s3://, has no bucket, or the bucket holds '?', '#' or '@'.
 Status ParseUrl(const std::string& url, Location* loc);
 
 // RFC 3986 percent-encoding of every byte but the unreserved A-Z a-z 0-9 - _ . ~ ('/' kept when
@@ -65,7 +68,8 @@ std::string CanonicalQuery(std::vector<std::pair<std::string, std::string>> para
 std::string HttpUrl(const Config& cfg, const Location& loc,
                     const std::string& canonical_query = "");
 
-// Makes h sign its request with SigV4 (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3", the key pair as
+// Makes h send its URL's path as given (CURLOPT_PATH_AS_IS: "." and ".." segments of a key are
+// kept) and sign its request with SigV4 (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3", the key pair as
 // CURLOPT_USERNAME/PASSWORD) and appends x-amz-content-sha256 (payload_sha256: the body's hex
 // sha256, kEmptySha256 or "UNSIGNED-PAYLOAD") and, with a session token, x-amz-security-token to
 // *headers. The caller sets CURLOPT_HTTPHEADER to *headers afterwards.
@@ -80,6 +84,21 @@ void ParseError(const std::string& body, std::string* code, std::string* message
 // 404 (NoSuchKey, NoSuchBucket), IOError otherwise. Never a secret in it.
 Status RequestError(const std::string& what, long status, const std::string& body,
                     const Config& cfg);
+
+// The error for an S3 request about `what` answered with a redirect (3xx) to `location`: a
+// signed request carries the signature and the session token (x-amz-security-token), which are
+// bound to the endpoint, so S3 requests follow no redirect. Names the status, the host the
+// endpoint pointed to (never the Location's query or userinfo) and the setting that fixes it.
+Status RedirectError(const std::string& what, long status, const std::string& location,
+                     const Config& cfg);
+
+// The error of a listing (`what`) whose server named a continuation marker (a ListObjectsV2
+// token, a ListMultipartUploads key/upload-id marker, a ListParts part number) it named before,
+// or one that does not advance, after `pages` pages: every listing loop stops there.
+Status RepeatedMarker(const std::string& what, const std::string& marker, size_t pages);
+
+// A redirect status that a request may answer with (300-399 but 304).
+inline bool IsRedirect(long status) { return status >= 300 && status < 400 && status != 304; }
 
 struct ObjectInfo {
   std::string key;            // the object's key (List); Head leaves it as asked

@@ -86,7 +86,7 @@ Status CheckEndpoint(std::string* e, const std::string& where) {
   while (!e->empty() && e->back() == '/') e->pop_back();
   if (!IsHttpUrl(*e)) {
     return Status::InvalidArgument(
-        where + ": an S3 endpoint must be an http:// or https:// URL, got '" + *e + "'");
+        where + ": an S3 endpoint must be an http:// or https:// URL, got '" + RedactUrl(*e) + "'");
   }
   if (e->find_first_of("?#", 0) != std::string::npos) {
     return Status::InvalidArgument(where + ": an S3 endpoint URL takes no query or fragment");
@@ -107,8 +107,9 @@ GetEnv SystemEnv() {
 std::string Config::Describe() const {
   const char* styles[] = {"auto", "path-style", "virtual-host style"};
   return "region " + region + ", endpoint " +
-         (endpoint.empty() ? "AWS (https://s3." + region + ".amazonaws.com)" : endpoint) + " (" +
-         styles[static_cast<int>(style)] + "), credentials from " + credentials_source;
+         (endpoint.empty() ? "AWS (https://s3." + region + ".amazonaws.com)"
+                           : RedactUrl(endpoint)) +
+         " (" + styles[static_cast<int>(style)] + "), credentials from " + credentials_source;
 }
 
 Status ResolveConfig(const GetEnv& env, Config* out) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <pugixml.hpp>
+#include <set>
 
 #include "fetch/s3.h"
 
@@ -121,6 +122,7 @@ Status Client::ListParts(const std::string& url, const std::string& upload_id,
   DSPIPE_RETURN_IF_ERROR(ParseUrl(url, &loc));
   const std::string what = "listing the uploaded parts of " + url;
   std::string marker;
+  size_t pages = 0;
   for (;;) {
     Request rq;
     rq.query = {{"uploadId", upload_id}};
@@ -141,8 +143,12 @@ Status Client::ListParts(const std::string& url, const std::string& upload_id,
     }
     if (Text(root, "IsTruncated") != "true") break;
     const std::string next = Text(root, "NextPartNumberMarker");
-    if (next.empty() || next == marker) {
-      return Status::IOError(what + ": truncated answer without a new NextPartNumberMarker");
+    if (next.empty()) return Status::IOError(what + ": truncated answer without a marker");
+    ++pages;
+    // Part numbers only go up: a marker at or below the last one would list forever.
+    if (std::strtoll(next.c_str(), nullptr, 10) <=
+        (marker.empty() ? 0 : std::strtoll(marker.c_str(), nullptr, 10))) {
+      return RepeatedMarker(what, next, pages);
     }
     marker = next;
   }
@@ -159,6 +165,7 @@ Status Client::ListUploads(const std::string& url, std::vector<std::string>* upl
   const std::string what = "listing the multipart uploads of " + url;
   std::vector<std::pair<std::string, std::string>> found;  // (initiated, id)
   std::string key_marker, id_marker;
+  std::set<std::pair<std::string, std::string>> seen;  // every (key, upload id) marker named
   for (;;) {
     Request rq;
     rq.query = {{"uploads", ""}, {"prefix", loc.key}};
@@ -178,6 +185,10 @@ Status Client::ListUploads(const std::string& url, std::vector<std::string>* upl
     key_marker = Text(root, "NextKeyMarker");
     id_marker = Text(root, "NextUploadIdMarker");
     if (key_marker.empty()) return Status::IOError(what + ": truncated answer without a marker");
+    // A marker pair named before would be asked for forever.
+    if (!seen.emplace(key_marker, id_marker).second) {
+      return RepeatedMarker(what, key_marker + "' / '" + id_marker, seen.size());
+    }
   }
   std::stable_sort(found.begin(), found.end());  // ISO 8601 times sort as text
   for (auto& [when, id] : found) upload_ids->push_back(std::move(id));

@@ -82,7 +82,8 @@ bool IsRemoteUrl(std::string_view url) {
 }
 
 bool UrlHasQuery(const std::string& url) {
-  if (SchemeEnd(url) == std::string::npos) return false;
+  // s3://: '?' and '#' are characters of the key.
+  if (SchemeEnd(url) == std::string::npos || ClassifyUrl(url) == UrlScheme::kS3) return false;
   const size_t q = url.find_first_of("?#");
   return q != std::string::npos && url[q] == '?';
 }
@@ -91,8 +92,9 @@ std::string RedactUrl(const std::string& url) {
   const size_t scheme = SchemeEnd(url);
   if (scheme == std::string::npos) return url;  // a path: nothing secret in its syntax
   std::string out = url;
-  // The query (with the fragment after it) or, without one, the fragment.
-  const size_t q = out.find_first_of("?#");
+  // The query (with the fragment after it) or, without one, the fragment. An s3:// URL has
+  // neither: its '?' and '#' are characters of the key, shown as they are.
+  const size_t q = ClassifyUrl(url) == UrlScheme::kS3 ? std::string::npos : out.find_first_of("?#");
   if (q != std::string::npos) out = out.substr(0, q) + (out[q] == '?' ? "?..." : "#...");
   // user:password@ in the authority.
   const size_t auth = scheme + 3;
@@ -129,7 +131,8 @@ std::string UrlAppendPath(const std::string& url, const std::string& rel) {
 
 Status UrlFileName(const std::string& url, std::string* name) {
   name->clear();
-  const bool is_url = SchemeEnd(url) != std::string::npos;
+  // An s3:// key is literal (no query, no percent-decoding): named like a path.
+  const bool is_url = SchemeEnd(url) != std::string::npos && ClassifyUrl(url) != UrlScheme::kS3;
   std::string path = url;
   if (is_url) {
     UrlPtr u = Parse(url);

@@ -70,6 +70,28 @@ class FetchTest : public ::testing::Test {
   FetchOptions opts_;
 };
 
+// Issue 39 item 12d: without --sha256 an existing DEST is never taken as "already present":
+// a different file (here shorter) at DEST is fetched again and replaced, in one request.
+TEST_F(FetchTest, WithoutSha256AnExistingDestIsFetchedAgainNotTakenAsPresent) {
+  fs::create_directories(dir_ + "/out");
+  WriteAll(Dest(), "an older, different file");
+  FetchResult r;
+  Status s = Fetch(server_->Url("f.bin"), Dest(), opts_, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(r.already_present);
+  ExpectComplete(content_);
+  EXPECT_EQ(server_->Requests().size(), 1u);
+  // The same size, other bytes: the size alone proves nothing either.
+  std::string other = content_;
+  other[12345] ^= 1;
+  WriteAll(Dest(), other);
+  opts_.size = static_cast<int64_t>(content_.size());
+  ASSERT_TRUE(Fetch(server_->Url("f.bin"), Dest(), opts_, &r).ok());
+  EXPECT_FALSE(r.already_present);
+  ExpectComplete(content_);
+  EXPECT_EQ(server_->Requests().size(), 1u);
+}
+
 TEST_F(FetchTest, DownloadsVerifiesAndRenames) {
   opts_.sha256 = sha_;
   FetchResult r;

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
 
 #include "dspipe/fetch.h"
+#include "dspipe/push.h"
 #include "fetch/http_server.h"
 #include "fetch/s3.h"
 #include "fetch/test_files.h"
@@ -132,6 +134,76 @@ TEST_F(S3ServerTest, HeadGetRangeListPutAndDeleteAgainstSeaweedFs) {
   ASSERT_OK(c->Delete("s3://bkt/ds/z"));
   EXPECT_EQ(c->Head("s3://bkt/ds/z", &info).code(), Status::Code::kNotFound);
   EXPECT_TRUE(c->Delete("s3://bkt/ds/z").ok());  // already gone is fine
+}
+
+// Issue 39 item 9: a key is sent as given. '#', '?', '%' and spaces are legal key characters
+// (the '#' and '?' were refused): each object lands at exactly its key. "." and ".." segments are
+// not removed (libcurl removed them, then signed and wrote another key: `push
+// s3://bkt/k/x/../victim/` wrote to k/victim/): the request carries them, and the object is at
+// exactly that key or (SeaweedFS: 400 InvalidRequest) refused; never at another key.
+TEST_F(S3ServerTest, KeysWithDotSegmentsHashAndQuestionMarkAreExactlyThoseKeys) {
+  ThroughProxy();
+  std::unique_ptr<s3::Client> c;
+  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  const std::vector<std::string> keys = {"k/h#sh", "k/pct%41 sp", "k/q?x=1&y"};  // S3's order
+  for (const std::string& k : keys) ASSERT_OK(c->Put("s3://bkt/" + k, "body of " + k));
+  const std::vector<std::string> dotted = {"k/./dot", "k/x/../victim"};
+  std::vector<std::string> stored = keys;
+  for (const std::string& k : dotted) {
+    const Status ps = c->Put("s3://bkt/" + k, "body of " + k);
+    if (ps.ok()) {
+      stored.push_back(k);
+    } else {  // refused by the server, naming the key as given
+      EXPECT_NE(ps.message().find("s3://bkt/" + k + ": HTTP 400"), std::string::npos)
+          << ps.ToString();
+    }
+  }
+  std::sort(stored.begin(), stored.end());
+  std::vector<s3::ObjectInfo> listed;
+  ASSERT_OK(c->List("s3://bkt/k/", &listed));
+  std::vector<std::string> names;
+  for (const s3::ObjectInfo& o : listed) names.push_back(o.key);
+  EXPECT_EQ(names, stored);
+  s3::ObjectInfo info;
+  EXPECT_EQ(c->Head("s3://bkt/k/victim", &info).code(), Status::Code::kNotFound);
+  EXPECT_EQ(c->Head("s3://bkt/k/dot", &info).code(), Status::Code::kNotFound);
+  for (const std::string& k : stored) {
+    std::string got;
+    ASSERT_OK(c->Get("s3://bkt/" + k, &got));
+    EXPECT_EQ(got, "body of " + k);
+    const std::string dest = dir_ + "/out/" + std::to_string(names.size()) + k.substr(2, 1);
+    ASSERT_OK(Fetch("s3://bkt/" + k, dest, FetchOptions()));
+    EXPECT_EQ(ReadAll(dest), "body of " + k);
+  }
+  // The request paths: dot segments kept, '#', '?', '%' and ' ' percent-encoded.
+  std::vector<std::string> paths;
+  for (const json& r : proxy_->Requests()) {
+    if (r["method"] == "PUT") paths.push_back(r["path"]);
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"/bkt/k/h%23sh", "/bkt/k/pct%2541%20sp",
+                                             "/bkt/k/q%3Fx%3D1%26y", "/bkt/k/./dot",
+                                             "/bkt/k/x/../victim"}));
+
+  // A dataset pushed to a prefix with a ".." segment: at exactly that prefix, or refused;
+  // nothing under p/victim/.
+  fs::create_directories(dir_ + "/ds");
+  WriteAll(dir_ + "/ds/manifest.json",
+           R"({"format":"dspipe","files":[{"path":"a.bin","size":1,"sha256":")"
+           R"(ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"}]})");
+  WriteAll(dir_ + "/ds/a.bin", "a");
+  const Status push = PushDataset(dir_ + "/ds", "s3://bkt/p/x/../victim/", PushOptions());
+  ASSERT_OK(c->List("s3://bkt/p/", &listed));
+  names.clear();
+  for (const s3::ObjectInfo& o : listed) names.push_back(o.key);
+  if (push.ok()) {
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"p/x/../victim/a.bin", "p/x/../victim/manifest.json"}));
+  } else {
+    EXPECT_NE(push.message().find("s3://bkt/p/x/../victim/manifest.json: HTTP 400"),
+              std::string::npos)
+        << push.ToString();
+    EXPECT_TRUE(names.empty()) << names.front();
+  }
 }
 
 TEST_F(S3ServerTest, VirtualHostStyleReachesTheBucketByItsHostName) {

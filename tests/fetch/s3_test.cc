@@ -31,7 +31,10 @@ TEST(S3UrlTest, ParsesMapsAndEncodesCanonically) {
   EXPECT_TRUE(IsS3Url("S3://b/k"));
   EXPECT_FALSE(IsS3Url("https://b/k"));
   EXPECT_EQ(ParseUrl("s3:///key", &loc).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(ParseUrl("s3://b/k?x=1", &loc).code(), Status::Code::kInvalidArgument);
+  // '?' and '#' are key characters (issue 39 item 9): the key is everything after the bucket.
+  ASSERT_TRUE(ParseUrl("s3://b/k?x=1#f/../y", &loc).ok());
+  EXPECT_EQ(loc.key, "k?x=1#f/../y");
+  EXPECT_EQ(ParseUrl("s3://b?x/k", &loc).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(ParseUrl("http://b/k", &loc).code(), Status::Code::kInvalidArgument);
 
   EXPECT_EQ(UriEncode("a b+c/d~e_f.g-h", true), "a%20b%2Bc/d~e_f.g-h");
@@ -55,6 +58,15 @@ TEST(S3UrlTest, ParsesMapsAndEncodesCanonically) {
   c.endpoint = "http://127.0.0.1:9000";  // a custom endpoint, auto: path-style
   EXPECT_EQ(HttpUrl(c, obj, "x=1"), "http://127.0.0.1:9000/bkt/a%20b/c%2Bd?x=1");
   EXPECT_EQ(HttpUrl(c, {"bkt", ""}, "list-type=2"), "http://127.0.0.1:9000/bkt?list-type=2");
+  // Each segment encoded as SigV4 wants, '/' and dot segments kept.
+  EXPECT_EQ(HttpUrl(c, {"bkt", "a/../b#c?d e/./f"}),
+            "http://127.0.0.1:9000/bkt/a/../b%23c%3Fd%20e/./f");
+  // An s3:// URL's '?' and '#' are the key's: shown, and no query; its file name is literal.
+  EXPECT_EQ(RedactUrl("s3://bkt/k?x=1#y"), "s3://bkt/k?x=1#y");
+  EXPECT_FALSE(UrlHasQuery("s3://bkt/k?x=1"));
+  std::string name;
+  ASSERT_TRUE(UrlFileName("s3://bkt/d/a%41?b#c", &name).ok());
+  EXPECT_EQ(name, "a%41?b#c");
   c.style = AddressingStyle::kVirtual;
   c.endpoint = "http://localhost:9000";
   EXPECT_EQ(HttpUrl(c, obj), "http://bkt.localhost:9000/a%20b/c%2Bd");

@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """An HTTP/1.1 file server on 127.0.0.1 that misbehaves on command, for the fetch tests.
 
-Usage: server.py ROOT | server.py --proxy UPSTREAM_PORT
+Usage: server.py ROOT | server.py --proxy UPSTREAM_PORT | server.py --redirect TARGET_PORT |
+       server.py --s3loop
 Serves ROOT/<name> at /files/<name>; or (--proxy) forwards every request, headers (Host
 included: SigV4 signatures stay valid) and body as they are, to 127.0.0.1:UPSTREAM_PORT (an S3
 server, SeaweedFS) and misbehaves on its answers as told (see "Proxy mode" below). It binds
 port 0 and prints "PORT <n>" on stdout.
-Every request is printed as "REQ <json>" (path, query, Range, If-Range, Accept-Encoding)
-before it is answered. Commands on stdin, one per line:
+Hostile modes: --redirect answers every request (any method) with 307 and
+Location: http://127.0.0.1:TARGET_PORT<the same path and query> (a second server, started by the
+test, records what arrives); --s3loop is a fake S3 whose listings never end: every
+ListObjectsV2, ListMultipartUploads and ListParts page is truncated and names the next marker
+m0, m1, m0, m1, ... (part numbers 1, 2, 1, 2, ...), so a client that does not notice a repeated
+marker asks forever.
+Every request is printed as "REQ <json>" (path, query, Range, If-Range, Accept-Encoding, and
+"headers": every request header, name -> value) before it is answered. Commands on stdin, one per line:
   release   let one request paused by ?pause=N continue
   sync      print "SYNC" (every REQ line of a finished request comes before it)
   set PATH QUERY  requests for PATH (e.g. /files/ds/data.mdb) behave as if they carried QUERY
@@ -33,7 +40,7 @@ Query parameters (counted per path+query; "n" is this request's 0-based index):
 Proxy mode: REQ lines add "method", "if_match", "host" and "token" (an x-amz-security-token
 was sent); requests are counted per method +
 path + query; the rules of "set PATH QUERY" apply to requests of PATH (the method given by
-method=M, default GET):
+method=M, default GET; method=* any method):
   fail=K&code=C[&s3code=X][&retry_after=S]  the first K get status C with an S3 error body
                                  <Code>X</Code> (default: SlowDown for 503, ExpiredToken for 403,
                                  InternalError otherwise), without reaching the server
@@ -91,7 +98,8 @@ class Handler(BaseHTTPRequestHandler):
         emit("REQ " + json.dumps({
             "path": url.path, "query": url.query, "n": n,
             "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
-            "accept_encoding": self.headers.get("Accept-Encoding")}))
+            "accept_encoding": self.headers.get("Accept-Encoding"),
+            "headers": dict(self.headers.items())}))
         with LOCK:
             rules = [p for p in AUTH if url.path.startswith(p)]
             need = AUTH[max(rules, key=len)] if rules else None
@@ -232,8 +240,9 @@ class Proxy(Handler):
             "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
             "if_match": self.headers.get("If-Match"), "host": self.headers.get("Host"),
             "token": self.headers.get("X-Amz-Security-Token") is not None,
-            "accept_encoding": self.headers.get("Accept-Encoding")}))
-        faulty = q.get("method", "GET") == self.command
+            "accept_encoding": self.headers.get("Accept-Encoding"),
+            "headers": dict(self.headers.items())}))
+        faulty = q.get("method", "GET") in (self.command, "*")
         if faulty and n < int(q.get("fail", 0)):
             code = int(q.get("code", 503))
             s3code, msg = S3_CODES.get(code, ("InternalError", "We encountered an internal error."))
@@ -288,6 +297,66 @@ class Proxy(Handler):
             self.close_connection = True
 
 
+class Redirect(Handler):
+    """Answers every request with 307 to the same path and query on 127.0.0.1:UPSTREAM."""
+
+    def redirect(self):
+        length = int(self.headers.get("Content-Length", 0) or 0)
+        if length:
+            self.rfile.read(length)
+        url = urllib.parse.urlsplit(self.path)
+        emit("REQ " + json.dumps({"method": self.command, "path": url.path, "query": url.query,
+                                  "headers": dict(self.headers.items())}))
+        body = b"<html>moved</html>"
+        self.send_response(307)
+        self.send_header("Location", "http://127.0.0.1:%d%s" % (UPSTREAM[0], self.path))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = redirect
+
+
+class S3Loop(Handler):
+    """A fake S3 whose listings never end (markers cycle m0, m1, m0, ...)."""
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        kind = "uploads" if "uploads" in q else "parts" if "uploadId" in q else "objects"
+        with LOCK:  # each kind of listing counts its own pages
+            n = COUNTS.get(kind, 0)
+            COUNTS[kind] = n + 1
+        emit("REQ " + json.dumps({"method": "GET", "path": url.path, "query": url.query, "n": n,
+                                  "headers": dict(self.headers.items())}))
+        m = "m%d" % (n % 2)
+        if "uploads" in q:
+            key = url.path.split("/", 2)[2] if url.path.count("/") >= 2 else ""
+            key = q.get("prefix", key)
+            body = ("<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+                    "<NextKeyMarker>%s</NextKeyMarker><NextUploadIdMarker>%s</NextUploadIdMarker>"
+                    "<Upload><Key>%s</Key><UploadId>u%d</UploadId>"
+                    "<Initiated>2026-01-01T00:00:00Z</Initiated></Upload>"
+                    "</ListMultipartUploadsResult>" % (m, m, key, n))
+        elif "uploadId" in q:
+            body = ("<ListPartsResult><IsTruncated>true</IsTruncated>"
+                    "<NextPartNumberMarker>%d</NextPartNumberMarker>"
+                    "<Part><PartNumber>%d</PartNumber><Size>1</Size><ETag>\"e\"</ETag></Part>"
+                    "</ListPartsResult>" % (n % 2 + 1, n % 2 + 1))
+        else:
+            body = ("<ListBucketResult><IsTruncated>true</IsTruncated>"
+                    "<NextContinuationToken>%s</NextContinuationToken>"
+                    "<Contents><Key>k%d</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>"
+                    "</ListBucketResult>" % (m, n))
+        body = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 UPSTREAM = [0]
 
 
@@ -319,6 +388,11 @@ def main():
     if ROOT == "--proxy":
         UPSTREAM[0] = int(sys.argv[2])
         handler = Proxy
+    elif ROOT == "--redirect":
+        UPSTREAM[0] = int(sys.argv[2])
+        handler = Redirect
+    elif ROOT == "--s3loop":
+        handler = S3Loop
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     emit("PORT %d" % server.server_address[1])
