@@ -101,7 +101,11 @@ class Pusher {
       return Status::OK();
     }
     std::vector<s3::ObjectInfo> objects;
-    DSPIPE_RETURN_IF_ERROR(client_.List(prefix_, &objects));
+    const Status listed = client_.List(prefix_, &objects);
+    // No bucket: nothing is there to be foreign (a server that makes buckets on the first PUT
+    // makes it; one that does not answers the first upload with NoSuchBucket).
+    if (listed.code() == Status::Code::kNotFound) return Status::OK();
+    DSPIPE_RETURN_IF_ERROR(listed);
     std::map<std::string, const ManifestFile*> ours;
     for (const ManifestFile& f : files) ours[f.path] = &f;
     size_t others = 0;
