@@ -117,7 +117,7 @@ def main() -> int:
 
     scripts = sysconfig.get_path("scripts")
     dsbench = os.path.join(scripts, "dsbench")
-    w, h = (int(v) for v in a.size.split("x"))
+    h, w = (int(v) for v in a.size.split("x"))
     src = os.path.join(a.dir, "src")
     if not os.path.isdir(os.path.join(src, "masks")):
         dspipe.synth(src, count=a.count, size=(h, w), seed=0, classes=3)

@@ -54,7 +54,7 @@ def main() -> int:
     for name, py in ((na, pa), (nb, pb)):
         where = run(py, "import dspipe, dspipe._dspipe as m; print(m.__file__)").strip()
         print(f"{name}: {py} -> {where}")
-    w, h = (int(v) for v in a.size.split("x"))
+    h, w = (int(v) for v in a.size.split("x"))
     src = os.path.join(a.dir, "src")
     stores = a.stores.split(",")
     make = ("import dspipe, os, sys\n"

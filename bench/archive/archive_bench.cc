@@ -1,7 +1,7 @@
 // Side-by-side benchmark: `dsconvert build` from an archive vs from the extracted folder
 // (issue 10 target: an archive build >= 0.9x the folder build).
 //
-//   archive_bench [--count N] [--size WxH] [--repeats R] [--dir D] [--store encoded|raw] [--cold]
+//   archive_bench [--count N] [--size HxW] [--repeats R] [--dir D] [--store encoded|raw] [--cold]
 //
 // Writes the synthetic folder once, then the same files (sorted: images/ then masks/) as
 // .tar, .tar.gz, .tar.zst and .zip with libarchive. Each repeat builds from the folder and from
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (a == "--count") count = std::stoi(next());
-    else if (a == "--size") std::sscanf(next().c_str(), "%dx%d", &w, &h);
+    else if (a == "--size") std::sscanf(next().c_str(), "%dx%d", &h, &w);
     else if (a == "--repeats") repeats = std::stoi(next());
     else if (a == "--dir") dir = next();
     else if (a == "--store") store = next();

@@ -27,7 +27,7 @@ import dspipe.ray
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=600)
-    ap.add_argument("--size", default="256x256", help="WxH of the synthetic images")
+    ap.add_argument("--size", default="256x256", help="HxW of the synthetic images")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--store", default="raw", choices=["raw", "encoded"])
     ap.add_argument("--shards", type=int, default=4)
@@ -36,7 +36,7 @@ def main() -> int:
                     help="dspipe.ray.convert(fresh_worker_per_task=True): one worker per shard")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     a = ap.parse_args()
-    w, h = (int(v) for v in a.size.lower().split("x"))
+    h, w = (int(v) for v in a.size.lower().split("x"))
     root = a.dir or tempfile.mkdtemp(prefix="dspipe-bench-ray-")
     src = os.path.join(root, "src")
     if not os.path.isdir(src):

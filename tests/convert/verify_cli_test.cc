@@ -223,6 +223,10 @@ TEST(Cli, BadUsageExits2) {
       {"build", src, out, "--on-error", "ignore"},
       {"build", src, out, "--resize", "12"},
       {"build", src, out, "--resize", "0x10"},
+      {"build", src, out, "--size", "12"},
+      {"build", src, out, "--size", "0x10"},
+      {"build", src, out, "--size", "8x8", "--resize", "8x8"},
+      {"build", src, out, "--size", "8x8", "--max-side", "8"},
       {"build", src, out, "--threads", "many"},
       {"build", src, out, "--no-such-flag"},
       {"synth", tmp / "s2", "--size", "axb"},
@@ -249,7 +253,7 @@ TEST(Cli, SynthBuildVerifyInfo) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(ListDir(src + "/images").size(), 8u);
   EXPECT_EQ(ListDir(src + "/masks").size(), 8u);
-  r = RunTool({"build", src, out, "--store", "raw", "--resize", "24x16", "--shuffle", "--seed", "5",
+  r = RunTool({"build", src, out, "--store", "raw", "--size", "16x24", "--shuffle", "--seed", "5",
                "--threads", "2"},
               tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -276,6 +280,46 @@ TEST(Cli, SynthBuildVerifyInfo) {
   r = RunTool({"info", tmp / "out2"}, tmp.path());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(Contains(r.output, "interrupted")) << r.output;
+}
+
+// Sizes are HxW in every tool: synth --size and build --size read the height first, as dsbench
+// --size and Python's (height, width) do. The deprecated build --resize keeps its old width-first
+// order (a script does not change meaning) and names the --size to write; fetch's byte count is
+// --bytes, its old --size still works and names it.
+TEST(Cli, SizesAreHeightByWidthAndOldSpellingsKeepTheirMeaningWithAWarning) {
+  TempDir tmp;
+  const std::string src = tmp / "src";
+  RunResult r =
+      RunTool({"synth", src, "--count", "2", "--size", "40x24", "--seed", "1"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "40 rows x 24 columns")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "(40x24 png")) << r.output;
+  r = RunTool({"build", src, tmp / "a", "-q"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunTool({"info", tmp / "a"}, tmp.path());
+  EXPECT_TRUE(Contains(r.output, "40x24x3 (HxWxC")) << r.output;
+
+  r = RunTool({"build", src, tmp / "b", "--size", "16x8", "-q"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(Contains(r.output, "deprecated")) << r.output;
+  r = RunTool({"info", tmp / "b"}, tmp.path());
+  EXPECT_TRUE(Contains(r.output, "16x8x3 (HxWxC")) << r.output;
+
+  r = RunTool({"build", src, tmp / "c", "--resize", "8x16", "-q"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--resize WxH is deprecated")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "write --size 16x8")) << r.output;
+  r = RunTool({"info", tmp / "c"}, tmp.path());
+  EXPECT_TRUE(Contains(r.output, "16x8x3 (HxWxC")) << r.output;
+
+  WriteAll(tmp / "five", "12345");
+  r = RunTool({"fetch", tmp / "five", tmp / "f1", "--bytes", "5", "-q"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = RunTool({"fetch", tmp / "five", tmp / "f2", "--bytes", "6", "-q"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  r = RunTool({"fetch", tmp / "five", tmp / "f3", "--size", "5", "-q"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "write --bytes 5")) << r.output;
 }
 
 // --store raw --compression none: uncompressed pixels (Codec::kRaw) equal to what the zstd build

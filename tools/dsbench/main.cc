@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "../option_names.h"
+#include "../size_arg.h"
 #include "core/files.h"
 #include "dspipe/option_fields.h"
 #include "profile/profile.h"
@@ -23,13 +24,6 @@ int Fail(const dspipe::Status& s) {
 bool ParsePair(const std::string& text, double* a, double* b) {
   char comma = 0, extra = 0;
   return std::sscanf(text.c_str(), "%lf%c%lf%c", a, &comma, b, &extra) == 3 && comma == ',';
-}
-
-// "HxW" -> *h, *w (positive).
-bool ParseSize(const std::string& text, int* h, int* w) {
-  char x = 0, extra = 0;
-  return std::sscanf(text.c_str(), "%d%c%d%c", h, &x, w, &extra) == 3 && (x == 'x' || x == 'X') &&
-         *h > 0 && *w > 0;
 }
 
 int Usage(const std::string& why) {
@@ -204,7 +198,7 @@ int main(int argc, char** argv) {
       !ParsePair(crop_ratio, &o.augment.crop_ratio_min, &o.augment.crop_ratio_max)) {
     return Usage("--crop-ratio " + crop_ratio + ": expected MIN,MAX, e.g. 0.75,1.3333");
   }
-  if (!size.empty() && !ParseSize(size, &o.height, &o.width)) {
+  if (!size.empty() && !dspipe::cli::ParseHeightWidth(size, &o.height, &o.width)) {
     return Usage("--size " + size + ": expected HxW, e.g. 256x256");
   }
   (void)dspipe::ParseEnum(interpolation, &o.augment.image_interpolation);  // checked above

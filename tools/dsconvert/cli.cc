@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "../option_names.h"
+#include "../size_arg.h"
 #include "dspipe/cache.h"
 #include "dspipe/convert.h"
 #include "dspipe/fetch.h"
@@ -20,12 +21,6 @@
 #include "progress.h"
 
 namespace {
-
-bool ParseSize(const std::string& s, int* w, int* h) {
-  char x = 0, extra = 0;
-  if (std::sscanf(s.c_str(), "%d%c%d%c", w, &x, h, &extra) != 3) return false;
-  return (x == 'x' || x == 'X') && *w > 0 && *h > 0 && s.find_first_of("+- ") == std::string::npos;
-}
 
 int Fail(const dspipe::Status& s) {
   std::fprintf(stderr, "dsconvert: %s\n", dspipe::cli::Describe(s).c_str());
@@ -93,7 +88,8 @@ int Run(int argc, char** argv) {
   auto* synth = app.add_subcommand("synth", "write a deterministic synthetic image/mask dataset");
   synth->add_option("out_dir", so.out_dir, "output folder (images/, masks/)")->required();
   synth->add_option("--count", so.count, "number of samples")->capture_default_str();
-  synth->add_option("--size", synth_size, "WxH")->capture_default_str();
+  synth->add_option("--size", synth_size, "HxW (height x width, as everywhere in dspipe)")
+      ->capture_default_str();
   synth->add_option("--seed", so.seed, "random seed")->capture_default_str();
   synth->add_option("--format", so.format, "image format")
       ->check(CLI::IsMember({"png", "jpg"}))
@@ -103,7 +99,7 @@ int Run(int argc, char** argv) {
 
   // ---- build
   dspipe::BuildOptions bo;
-  std::string store = "encoded", resize, on_error = "fail", check = "header";
+  std::string store = "encoded", size, resize, on_error = "fail", check = "header";
   auto* build = app.add_subcommand("build",
                                    "convert SRC (folder, CSV, ImageFolder, plain LMDB or "
                                    ".tar/.tar.gz/.tar.zst/.zip of one) to LMDB");
@@ -130,12 +126,18 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   build->add_option("--zstd-level", bo.zstd_level, "zstd level for --store raw")
       ->capture_default_str();
-  build->add_option("--resize", resize, "WxH (images area/linear, masks nearest)");
+  auto* size_opt = build->add_option(
+      "--size", size, "HxW: resize every sample to it (images area/linear, masks nearest)");
+  build
+      ->add_option("--resize", resize,
+                   "deprecated: WxH (width first); write --size HxW (height first)")
+      ->excludes(size_opt);
   build
       ->add_option("--max-side", bo.max_side,
                    "shrink images whose longer side exceeds N to N (aspect kept; re-encoded)")
       ->check(CLI::PositiveNumber)
-      ->excludes("--resize");
+      ->excludes("--resize")
+      ->excludes(size_opt);
   build
       ->add_option("--jpeg-quality", bo.jpeg_quality,
                    "store every image as a JPEG of quality Q (1..100, 4:2:0), not --store raw")
@@ -264,8 +266,13 @@ int Run(int argc, char** argv) {
                     "destination file (DEST.part while in progress); an existing directory, or "
                     "none (the current one): the file named after the URL's path goes there");
   fetch->add_option("--sha256", fo.sha256, "expected sha256 (64 hex digits)");
-  fetch->add_option("--size", fo.size, "expected size in bytes (-1 = the server's)")
-      ->capture_default_str();
+  auto* bytes_opt =
+      fetch->add_option("--bytes", fo.size, "expected size in bytes (-1 = the server's)")
+          ->capture_default_str();
+  int64_t fetch_size_deprecated = -1;
+  auto* fetch_size_opt =
+      fetch->add_option("--size", fetch_size_deprecated, "deprecated: write --bytes")
+          ->excludes(bytes_opt);
   fetch->add_option("--retries", fo.retries, "retries in a row without progress")
       ->capture_default_str();
   fetch
@@ -286,20 +293,44 @@ int Run(int argc, char** argv) {
   dspipe::SetDecodeLimits(limits);
 
   if (*synth) {
-    if (!ParseSize(synth_size, &so.width, &so.height)) {
-      std::fprintf(stderr, "dsconvert synth: --size must be WxH, got '%s'\n", synth_size.c_str());
+    if (!dspipe::cli::ParseHeightWidth(synth_size, &so.height, &so.width)) {
+      std::fprintf(stderr, "dsconvert synth: --size must be HxW (height x width), got '%s'\n",
+                   synth_size.c_str());
       return 2;
+    }
+    if (so.height != so.width) {
+      // The order changed in this release (it was WxH): a non-square size says which it is.
+      std::fprintf(stderr,
+                   "dsconvert synth: --size %s is %d rows x %d columns (HxW, as dsbench and "
+                   "Python read sizes; before this release synth read it as WxH)\n",
+                   synth_size.c_str(), so.height, so.width);
     }
     dspipe::Status s = dspipe::Synthesize(so);
     if (!s.ok()) return Fail(s);
-    std::printf("wrote %d samples (%dx%d %s, %d classes) to %s\n", so.count, so.width, so.height,
+    std::printf("wrote %d samples (%dx%d %s, %d classes) to %s\n", so.count, so.height, so.width,
                 so.format.c_str(), so.classes, so.out_dir.c_str());
     return 0;
   }
   if (*build) {
-    if (!resize.empty() && !ParseSize(resize, &bo.resize_width, &bo.resize_height)) {
-      std::fprintf(stderr, "dsconvert build: --resize must be WxH, got '%s'\n", resize.c_str());
+    if (!size.empty() &&
+        !dspipe::cli::ParseHeightWidth(size, &bo.resize_height, &bo.resize_width)) {
+      std::fprintf(stderr, "dsconvert build: --size must be HxW (height x width), got '%s'\n",
+                   size.c_str());
       return 2;
+    }
+    if (!resize.empty()) {
+      // Kept for one release, in its old order (width first), so no script changes meaning.
+      if (!dspipe::cli::ParseHeightWidth(resize, &bo.resize_width, &bo.resize_height)) {
+        std::fprintf(stderr,
+                     "dsconvert build: --resize must be WxH, got '%s' (--resize is "
+                     "deprecated: write --size HxW)\n",
+                     resize.c_str());
+        return 2;
+      }
+      std::fprintf(stderr,
+                   "dsconvert build: --resize WxH is deprecated (sizes are HxW everywhere else): "
+                   "write --size %dx%d\n",
+                   bo.resize_height, bo.resize_width);
     }
     bo.store = store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
     bo.compression =
@@ -379,6 +410,13 @@ int Run(int argc, char** argv) {
     return r.bad || r.bad_files ? 3 : 0;
   }
   if (*fetch) {
+    if (fetch_size_opt->count() > 0) {
+      fo.size = fetch_size_deprecated;
+      std::fprintf(stderr,
+                   "dsconvert fetch: --size is deprecated (a size is HxW elsewhere): write "
+                   "--bytes %lld\n",
+                   static_cast<long long>(fo.size));
+    }
     dspipe::cli::Progress progress("fetch", dspipe::cli::Progress::Unit::kBytes);
     if (!fetch_quiet) {
       fo.progress = [&](const dspipe::FetchProgress& p) {
