@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._kwargs import BuildArgs, VerifyArgs
 
 __all__ = ["synth", "build", "assemble", "verify", "info", "describe", "fetch", "fetch_dataset",
+           "push",
            "Loader", "DLPackArray", "CorruptDataset", "CorruptRecord", "CudaUnavailable",
            "build_info", "cuda_status", "__version__"]
 
@@ -143,6 +144,21 @@ def fetch_dataset(url: str, dest_dir: str | os.PathLike[str], retries: int = 8,
     finally:
         if bar is not None:
             bar.close()
+
+
+def push(dataset: str | os.PathLike[str], url: str, *, overwrite: bool = False,
+         part_mb: int = 16, retries: int = 8) -> dict[str, Any]:
+    """Uploads a built dataset to url (s3://bucket/prefix/), as `dsconvert push` does
+    (docs/STORAGE.md): multipart parts of part_mb MiB (at least 5), every part's MD5 and each file's sha256
+    checked, resumable after a kill, manifest.json last, so a reader never sees half a dataset;
+    a re-push of the same dataset uploads nothing. A prefix holding another dataset or other
+    objects is refused with nothing changed unless overwrite=True, which replaces only the
+    dataset's own names. Returns the counts (files, files_uploaded, files_in_place,
+    parts_uploaded, parts_resumed, bytes, bytes_uploaded, already_present)."""
+    if isinstance(part_mb, bool) or not isinstance(part_mb, int) or part_mb < 1:
+        raise ValueError(f"part_mb must be a positive int (MiB; at least S3's 5 are used), "
+                         f"got {part_mb!r}")
+    return _dspipe.push(os.fspath(dataset), url, part_mb << 20, retries, overwrite)
 
 
 def info(path: str | os.PathLike[str]) -> dict[str, Any]:

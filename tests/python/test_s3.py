@@ -117,7 +117,7 @@ def _epoch(path, **kw):
 def test_a_pushed_dataset_loads_from_s3_like_the_local_one(s3_endpoint, tmp_path, monkeypatch):
     dspipe.synth(tmp_path / "src", count=20, size=(32, 48), seed=1, classes=3)
     dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=2, progress=False)
-    pushed = _dspipe.push(str(tmp_path / "ds"), "s3://bkt/py/", 5 << 20, 8)
+    pushed = dspipe.push(tmp_path / "ds", "s3://bkt/py/", part_mb=5)
     assert pushed["files"] == pushed["files_uploaded"] == 2 and not pushed["already_present"]
     monkeypatch.setenv("DSPIPE_CACHE_DIR", str(tmp_path / "cache"))
     local_loader, local = _epoch(str(tmp_path / "ds"))
@@ -132,7 +132,24 @@ def test_a_pushed_dataset_loads_from_s3_like_the_local_one(s3_endpoint, tmp_path
     with pytest.raises(RuntimeError) as e:  # a cache that cannot take it: the clear error
         dspipe.Loader("s3://bkt/py/", device="cpu", cache=str(tmp_path / "c2"), cache_limit=1000)
     assert "s3://bkt/py/" in str(e.value) and "dsconvert fetch" in str(e.value)
-    assert _dspipe.push(str(tmp_path / "ds"), "s3://bkt/py/", 5 << 20, 8)["already_present"]
+    assert dspipe.push(tmp_path / "ds", "s3://bkt/py/")["already_present"]
+
+
+def test_push_over_another_dataset_needs_overwrite(s3_endpoint, tmp_path):
+    # dspipe.push is dsconvert push: a prefix holding another dataset is refused with nothing
+    # changed, and overwrite=True replaces it.
+    for name, seed in (("a", 1), ("b", 2)):
+        dspipe.synth(tmp_path / f"src{name}", count=6, size=(16, 16), seed=seed)
+        dspipe.build(tmp_path / f"src{name}", tmp_path / name, store="raw", progress=False)
+    assert dspipe.push(tmp_path / "a", "s3://bkt/ow/")["files_uploaded"] == 1
+    with pytest.raises(OSError) as e:
+        dspipe.push(tmp_path / "b", "s3://bkt/ow/")
+    assert "another dspipe dataset" in str(e.value) and "overwrite" in str(e.value)
+    assert dspipe.push(tmp_path / "a", "s3://bkt/ow/")["already_present"]  # still a's
+    assert dspipe.push(tmp_path / "b", "s3://bkt/ow/", overwrite=True)["files_uploaded"] == 1
+    assert dspipe.push(tmp_path / "b", "s3://bkt/ow/")["already_present"]
+    with pytest.raises(ValueError, match="part_mb"):
+        dspipe.push(tmp_path / "b", "s3://bkt/ow/", part_mb=0)
 
 
 def test_ray_convert_to_s3_builds_pushes_and_removes_its_staging(s3_endpoint, tmp_path,
