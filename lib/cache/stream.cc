@@ -86,7 +86,7 @@ class StreamImpl final : public ShardStream {
   // Blocks until shard i is cached (fetching it first when it is not), then holds it against
   // eviction until Unpin(i). The fetch's error when it fails (the next Pin tries again).
   Status Pin(size_t i, const Dataset** out) {
-    if (::getpid() != owner_) {
+    if (Forked()) {
       return Status::Unsupported("the streamed dataset " + RedactUrl(url_) +
                                  " was opened in process " + std::to_string(owner_) +
                                  " and used after fork(); open it after forking");
@@ -121,6 +121,7 @@ class StreamImpl final : public ShardStream {
   }
 
   void Unpin(size_t i) {
+    if (Forked()) return;  // Pin refused it there
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -129,7 +130,11 @@ class StreamImpl final : public ShardStream {
     if (wake) cv_.notify_all();
   }
 
+  // In a forked child, SetOrder, Advance, stats and Describe touch nothing of the parent's: mu_
+  // may have been held by one of its threads at the fork (the child would wait forever), and the
+  // fetch threads are not there.
   void SetOrder(const std::vector<uint64_t>& current, const std::vector<uint64_t>& next) override {
+    if (Forked()) return;
     std::vector<UseRun> runs;
     uint64_t pos = 0;
     for (const std::vector<uint64_t>* order : {&current, &next}) {
@@ -153,6 +158,7 @@ class StreamImpl final : public ShardStream {
   }
 
   void Advance(uint64_t position) override {
+    if (Forked()) return;
     bool moved = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -165,11 +171,16 @@ class StreamImpl final : public ShardStream {
   }
 
   StreamStats stats() const override {
+    if (Forked()) return StreamStats();  // this process streamed nothing
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
 
   std::string Describe() const override {
+    if (Forked()) {
+      return "streaming: opened in process " + std::to_string(owner_) +
+             ", unusable after fork() (open the dataset after forking)";
+    }
     std::lock_guard<std::mutex> lock(mu_);
     size_t cached = 0;
     for (const Slot& s : slots_) cached += s.state == Slot::kCached ? 1 : 0;
@@ -182,6 +193,8 @@ class StreamImpl final : public ShardStream {
   uint64_t info_count() const { return shards_.empty() ? 0 : shards_.back().range.end; }
 
  private:
+  bool Forked() const { return ::getpid() != owner_; }
+
   struct Slot {
     enum State { kAbsent, kFetching, kCached } state = kAbsent;
     std::shared_ptr<const Dataset> ds;  // kCached: the shard opened from its entry
@@ -207,11 +220,18 @@ class StreamImpl final : public ShardStream {
     return next;
   }
 
-  // The shard to fetch now, with room made for it (evicting the cached shards whose next use is
-  // furthest away), or kNever. A read waiting for a shard comes first; then the next shards of
-  // the order, the one being read and ahead_ more. A shard fetched ahead never evicts one used
-  // before it. Guarded by mu_.
-  size_t PickLocked() {
+  // A shard released under mu_, its files deleted after mu_ is released (ReleaseEvicted).
+  struct Evicted {
+    size_t shard = 0;
+    std::shared_ptr<const Dataset> ds;
+    std::unique_ptr<CacheLease> lease;
+  };
+
+  // The shard to fetch now, with room made for it (releasing into *evicted the cached shards
+  // whose next use is furthest away, to be deleted by ReleaseEvicted without mu_), or kNever. A
+  // read waiting for a shard comes first; then the next shards of the order, the one being read and
+  // ahead_ more. A shard fetched ahead never evicts one used before it. Guarded by mu_.
+  size_t PickLocked(std::vector<Evicted>* evicted) {
     const std::vector<size_t> next = NextUseLocked();
     size_t pick = kNever;
     bool urgent = false;
@@ -248,7 +268,7 @@ class StreamImpl final : public ShardStream {
         }
       }
       if (victim == kNever) return kNever;  // wait: a read unpins, or the reader moves on
-      EvictLocked(victim);
+      EvictLocked(victim, evicted);
     }
     Slot& s = slots_[pick];
     s.state = Slot::kFetching;
@@ -257,21 +277,32 @@ class StreamImpl final : public ShardStream {
     return pick;
   }
 
-  // Releases shard i (closed, its lease dropped) and takes its entry out of the cache unless
-  // another process reads it. Guarded by mu_.
-  void EvictLocked(size_t i) {
+  // Releases shard i: absent from here, its dataset and lease moved to *evicted. Guarded by mu_.
+  void EvictLocked(size_t i, std::vector<Evicted>* evicted) {
     Slot& s = slots_[i];
-    s.ds.reset();
-    s.lease.reset();
+    evicted->push_back(Evicted{i, std::move(s.ds), std::move(s.lease)});
     s.state = Slot::kAbsent;
     stats_.held_bytes -= shards_[i].listing.bytes;
     ++stats_.evictions;
-    bool evicted = false;
-    Status st = TryEvict(*cd_, shards_[i].entry, "streaming: furthest next use", &evicted);
-    if (!st.ok()) {
-      Log(LogLevel::kWarn, "dspipe stream: " + RedactUrl(url_) + ": releasing " +
-                               shards_[i].range.name + ": " + st.ToString());
+  }
+
+  // Without mu_ (the readers and the other fetch threads go on meanwhile, and a fork cannot find
+  // it held by a deletion): closes each released shard, drops its lease and takes its entry out
+  // of the cache unless another process reads it. A fetch of the same shard meanwhile waits for
+  // the entry's lock, as another process's would.
+  void ReleaseEvicted(std::vector<Evicted>* evicted) {
+    for (Evicted& e : *evicted) {
+      e.ds.reset();
+      e.lease.reset();
+      bool gone = false;
+      std::lock_guard<std::mutex> evicting(evict_mu_);
+      Status st = TryEvict(*cd_, shards_[e.shard].entry, "streaming: furthest next use", &gone);
+      if (!st.ok()) {
+        Log(LogLevel::kWarn, "dspipe stream: " + RedactUrl(url_) + ": releasing " +
+                                 shards_[e.shard].range.name + ": " + st.ToString());
+      }
     }
+    evicted->clear();
   }
 
   // Fetches (or finds) shard i's entry and opens it.
@@ -300,17 +331,21 @@ class StreamImpl final : public ShardStream {
   // they mostly wait on the network.
   void FetchLoop() {
     std::unique_lock<std::mutex> lock(mu_);
+    std::vector<Evicted> evicted;
     for (;;) {
       size_t i = kNever;
-      cv_.wait(lock, [&] { return stop_ || (i = PickLocked()) != kNever; });
+      cv_.wait(lock, [&] { return stop_ || (i = PickLocked(&evicted)) != kNever; });
       if (stop_) {
         if (i != kNever) {
           slots_[i].state = Slot::kAbsent;
           stats_.held_bytes -= shards_[i].listing.bytes;
         }
+        lock.unlock();
+        ReleaseEvicted(&evicted);
         return;
       }
       lock.unlock();
+      ReleaseEvicted(&evicted);
       std::shared_ptr<const Dataset> ds;
       std::unique_ptr<CacheLease> lease;
       CacheResult r;
@@ -336,11 +371,14 @@ class StreamImpl final : public ShardStream {
         slot.state = Slot::kAbsent;
         slot.error = s;
         stats_.held_bytes -= shards_[i].listing.bytes;
-        if (!IsCancelled(s) && slot.waiters == 0) {
-          Log(LogLevel::kWarn, "dspipe stream: " + s.ToString() + " (tried again when read)");
-        }
       }
+      const bool warn = !s.ok() && !IsCancelled(s) && slot.waiters == 0;
       cv_.notify_all();
+      if (warn) {  // without mu_: a log sink may take its time
+        lock.unlock();
+        Log(LogLevel::kWarn, "dspipe stream: " + s.ToString() + " (tried again when read)");
+        lock.lock();
+      }
     }
   }
 
@@ -349,7 +387,8 @@ class StreamImpl final : public ShardStream {
   DatasetOpenOptions open_options_;
   const std::vector<ShardSpec> shards_;
   std::vector<uint64_t> begins_;
-  const std::unique_ptr<CacheDir> cd_;  // used under mu_ (eviction)
+  std::mutex evict_mu_;                 // one eviction at a time through cd_ (never under mu_)
+  const std::unique_ptr<CacheDir> cd_;  // guarded by evict_mu_
   const uint64_t limit_;
   const int ahead_;
   const pid_t owner_;

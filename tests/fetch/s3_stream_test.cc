@@ -5,13 +5,20 @@
 // mid-epoch; the errors at open (a limit below the shards in flight, the global order); a cut
 // connection and 503 SlowDown retried; a shard changed on the server never reaches a batch.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "cache/cached_dataset.h"
+#include "cache/test_hooks.h"
 #include "dspipe/loader.h"
 #include "dspipe/push.h"
 #include "fetch/s3.h"
@@ -253,6 +260,84 @@ TEST_F(S3StreamTest, CutConnectionsAndSlowDownAreRetriedAndAChangedShardNeverRea
   ASSERT_LE(e.indices.size(), ref[0].indices.size());
   EXPECT_TRUE(std::equal(e.indices.begin(), e.indices.end(), ref[0].indices.begin()));
   EXPECT_TRUE(e.bytes == ref[0].bytes.substr(0, e.bytes.size()));
+}
+
+// Issue 39 item 13. A stream's eviction deletes the shard's files without holding the stream's
+// lock: while the first eviction sits between its rename and its delete (the kEvictRenamed
+// hook, on the fetch thread), another thread's stats() and Describe() return, and a child forked
+// right there finds nothing of the stream held: SetOrder, Advance, stats and Describe touch
+// nothing of the parent's (stats are empty: the child streamed nothing; Describe says why) and
+// a read is refused naming fork(). Then the epoch completes with every sample once.
+// The 60 s bounds only turn the old deadlocks into failures; a passing run never waits on them.
+TEST_F(S3StreamTest, EvictionDeletesWithoutTheLockAndAForkedChildTouchesNothingOfTheStream) {
+  const std::vector<Epoch> ref = Reference(1);
+  std::unique_ptr<Loader> l;
+  ASSERT_OK(Loader::Open("s3://bkt/train/", Options(dir_ + "/cache", total_ / 4), &l));
+  std::shared_ptr<ShardStream> stream = StreamOf(*l);
+  ASSERT_NE(stream, nullptr);
+  const Dataset* ds = &l->dataset();
+  std::atomic<bool> once{false};
+  bool other_thread_returned = false;
+  int child_status = -1;
+  std::string other_describe;
+  cache::SetStepHookForTest(
+      [&](cache::Step step, const std::string&, size_t, const cache::CancelToken*) {
+        if (step != cache::Step::kEvictRenamed || once.exchange(true)) return;
+        struct Shared {
+          std::mutex m;
+          std::condition_variable cv;
+          bool done = false;
+          std::string describe;
+        };
+        auto sh = std::make_shared<Shared>();
+        std::thread([sh, stream] {  // detached: on the old code it returns only after the hook
+          const StreamStats st = stream->stats();
+          const std::string d = stream->Describe();
+          std::lock_guard<std::mutex> g(sh->m);
+          sh->describe = d + " / " + std::to_string(st.fetches) + " fetched";
+          sh->done = true;
+          sh->cv.notify_all();
+        })
+            .detach();
+        {
+          std::unique_lock<std::mutex> g(sh->m);
+          other_thread_returned =
+              sh->cv.wait_for(g, std::chrono::seconds(60), [&] { return sh->done; });
+          other_describe = sh->describe;
+        }
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+          ::alarm(60);  // the old code waits here forever for a lock its parent's thread held
+          int bad = 0;
+          stream->SetOrder({0, 1, 2}, {});
+          stream->Advance(1);
+          const StreamStats st = stream->stats();
+          if (st.fetches != 0 || st.held_bytes != 0) bad |= 1;
+          if (stream->Describe().find("fork()") == std::string::npos) bad |= 2;
+          const Status r = ds->Read(0, [](const RecordView&) { return Status::OK(); });
+          if (r.code() != Status::Code::kUnsupported ||
+              r.message().find("fork()") == std::string::npos) {
+            bad |= 4;
+          }
+          ::_exit(bad);
+        }
+        if (pid > 0) ::waitpid(pid, &child_status, 0);
+      });
+  Epoch e;
+  const Status s = NextEpoch(l.get(), &e);
+  cache::SetStepHookForTest(nullptr);
+  ASSERT_OK(s);
+  ASSERT_TRUE(once.load()) << "no shard was evicted";
+  EXPECT_TRUE(other_thread_returned)
+      << "stats() waited for the stream's lock while an evicted shard's files were deleted";
+  EXPECT_NE(other_describe.find("streaming: "), std::string::npos) << other_describe;
+  ASSERT_TRUE(WIFEXITED(child_status)) << "the forked child was killed by signal "
+                                       << (WIFSIGNALED(child_status) ? WTERMSIG(child_status) : 0)
+                                       << " (SIGALRM: it waited for the stream's lock)";
+  EXPECT_EQ(WEXITSTATUS(child_status), 0)
+      << "bit 1: stats not empty, 2: Describe without fork(), 4: Read not refused";
+  EXPECT_EQ(e.indices, ref[0].indices);
+  EXPECT_TRUE(e.bytes == ref[0].bytes);
 }
 
 // dsbench measures a streamed run like any other, and says per epoch what came over the network.
