@@ -9,7 +9,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include "cache/acquire.h"
@@ -482,6 +485,16 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   }
 
   // Each shard: its files from the dataset's manifest, one entry of the cache.
+  // The files by shard in one pass (the list and the shards may both be long): a file
+  // "NAME/rest" belongs to shard NAME.
+  std::map<std::string_view, std::vector<const ManifestFile*>> by_shard;
+  for (const ShardRange& range : ranges) by_shard[range.name];
+  for (const ManifestFile& f : files) {
+    const size_t slash = f.path.find('/');
+    if (slash == std::string::npos) continue;
+    const auto it = by_shard.find(std::string_view(f.path).substr(0, slash));
+    if (it != by_shard.end()) it->second.push_back(&f);
+  }
   std::vector<ShardSpec> shards;
   uint64_t largest = 0, total = 0;
   for (const ShardRange& range : ranges) {
@@ -494,14 +507,12 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     l.fetch_files = true;
     l.is_dir = true;
     l.info = info;
-    const std::string prefix = range.name + "/";
-    for (const ManifestFile& f : files) {
-      if (f.path.compare(0, prefix.size(), prefix) != 0) continue;
+    for (const ManifestFile* f : by_shard[range.name]) {
       SourceFile sf;
-      sf.rel = f.path.substr(prefix.size());
-      sf.size = f.size;
-      sf.sha256 = f.sha256;
-      l.bytes += f.size;
+      sf.rel = f->path.substr(range.name.size() + 1);
+      sf.size = f->size;
+      sf.sha256 = f->sha256;
+      l.bytes += f->size;
       for (std::string d = sf.rel; d.find('/') != std::string::npos;) {
         d = d.substr(0, d.rfind('/'));
         l.dirs.push_back(d);
@@ -531,10 +542,10 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     DSPIPE_RETURN_IF_ERROR(ComputeBudget(*cd, co, &budget));
     std::vector<EntryUse> entries;
     DSPIPE_RETURN_IF_ERROR(ListEntries(*cd, "", &entries));
+    std::set<std::string_view> names;
+    for (const ShardSpec& s : shards) names.insert(s.entry);
     uint64_t ours = 0;
-    for (const EntryUse& e : entries) {
-      for (const ShardSpec& s : shards) ours += e.name == s.entry ? e.bytes : 0;
-    }
+    for (const EntryUse& e : entries) ours += names.count(e.name) != 0 ? e.bytes : 0;
     limit = budget.bytes + ours;
     limit_what = "the cache's budget (" + FormatBytes(limit) + ": " + budget.text + ")";
   }
