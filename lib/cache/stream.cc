@@ -35,6 +35,7 @@ struct ShardSpec {
   ShardRange range;
   SourceListing listing;  // its files, fetched one by one (fetch_files)
   std::string entry;      // its entry's name in the cache dir
+  uint64_t charge = 0;    // what it counts against the limit: its files + EntryOverhead
 };
 
 // A run of consecutive positions of the order that read one shard.
@@ -58,6 +59,14 @@ class StreamImpl final : public ShardStream {
         slots_(shards_.size()) {
     open_options_.lazy_shards = false;
     open_options_.resolve_shard = nullptr;
+    room_.held = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stats_.held_bytes + releasing_;
+    };
+    room_.limit = limit_;
+    for (const ShardSpec& s : shards_) {
+      room_.entry_overhead = std::max(room_.entry_overhead, s.charge - s.listing.bytes);
+    }
     for (const ShardSpec& s : shards_) begins_.push_back(s.range.begin);
     for (int i = 0; i < ahead_; ++i) threads_.emplace_back([this] { FetchLoop(); });
   }
@@ -223,6 +232,13 @@ class StreamImpl final : public ShardStream {
     return next;
   }
 
+  // What the directory may hold now: the shards cached, being fetched and being deleted, less
+  // the picks whose fetch has not begun (each first deletes what it evicted). Guarded by mu_.
+  void NotePeakLocked() {
+    stats_.peak_held_bytes =
+        std::max(stats_.peak_held_bytes, stats_.held_bytes + releasing_ - unstarted_);
+  }
+
   // A shard released under mu_, its files deleted after mu_ is released (ReleaseEvicted).
   struct Evicted {
     size_t shard = 0;
@@ -259,8 +275,11 @@ class StreamImpl final : public ShardStream {
       }
     }
     if (pick == kNever) return kNever;
-    const uint64_t need = shards_[pick].listing.bytes;
-    while (stats_.held_bytes + need > limit_) {
+    // The shards this pick evicts are deleted by this thread before its fetch begins, so their
+    // bytes are room for it; until deleted they count (releasing_) for every other pick.
+    const uint64_t need = shards_[pick].charge;
+    uint64_t freed = 0;
+    while (stats_.held_bytes + releasing_ + need > limit_ + freed) {
       size_t victim = kNever;
       for (size_t i = 0; i < slots_.size(); ++i) {
         const Slot& s = slots_[i];
@@ -271,12 +290,14 @@ class StreamImpl final : public ShardStream {
         }
       }
       if (victim == kNever) return kNever;  // wait: a read unpins, or the reader moves on
+      freed += shards_[victim].charge;
       EvictLocked(victim, evicted);
     }
     Slot& s = slots_[pick];
     s.state = Slot::kFetching;
     stats_.held_bytes += need;
-    stats_.peak_held_bytes = std::max(stats_.peak_held_bytes, stats_.held_bytes);
+    unstarted_ += need;
+    NotePeakLocked();
     return pick;
   }
 
@@ -285,7 +306,8 @@ class StreamImpl final : public ShardStream {
     Slot& s = slots_[i];
     evicted->push_back(Evicted{i, std::move(s.ds), std::move(s.lease)});
     s.state = Slot::kAbsent;
-    stats_.held_bytes -= shards_[i].listing.bytes;
+    stats_.held_bytes -= shards_[i].charge;
+    releasing_ += shards_[i].charge;
     ++stats_.evictions;
   }
 
@@ -304,6 +326,12 @@ class StreamImpl final : public ShardStream {
         Log(LogLevel::kWarn, "dspipe stream: " + RedactUrl(url_) + ": releasing " +
                                  shards_[e.shard].range.name + ": " + st.ToString());
       }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        releasing_ -= shards_[e.shard].charge;
+        NotePeakLocked();
+      }
+      cv_.notify_all();
     }
     evicted->clear();
   }
@@ -315,6 +343,7 @@ class StreamImpl final : public ShardStream {
     AcquireArgs args;
     args.prelisted = &spec.listing;
     args.cancel = &cancel_;
+    args.stream = &room_;
     DSPIPE_RETURN_IF_ERROR(AcquireImpl(spec.listing.url, options_, args, r, lease));
     if (!r->cached) return UrlNotCachedError(spec.listing.url, *r);
     std::unique_ptr<Dataset> opened;
@@ -341,14 +370,19 @@ class StreamImpl final : public ShardStream {
       if (stop_) {
         if (i != kNever) {
           slots_[i].state = Slot::kAbsent;
-          stats_.held_bytes -= shards_[i].listing.bytes;
+          stats_.held_bytes -= shards_[i].charge;
+          unstarted_ -= shards_[i].charge;
         }
         lock.unlock();
         ReleaseEvicted(&evicted);
         return;
       }
       lock.unlock();
-      ReleaseEvicted(&evicted);
+      ReleaseEvicted(&evicted);  // before the fetch writes a byte
+      lock.lock();
+      unstarted_ -= shards_[i].charge;
+      NotePeakLocked();
+      lock.unlock();
       std::shared_ptr<const Dataset> ds;
       std::unique_ptr<CacheLease> lease;
       CacheResult r;
@@ -373,7 +407,7 @@ class StreamImpl final : public ShardStream {
       } else {
         slot.state = Slot::kAbsent;
         slot.error = s;
-        stats_.held_bytes -= shards_[i].listing.bytes;
+        stats_.held_bytes -= shards_[i].charge;
       }
       const bool warn = !s.ok() && !IsCancelled(s) && slot.waiters == 0;
       cv_.notify_all();
@@ -403,7 +437,10 @@ class StreamImpl final : public ShardStream {
   std::vector<UseRun> runs_;  // guarded by mu_
   size_t cursor_ = 0;         // guarded by mu_: the first run not read to its end
   bool stop_ = false;         // guarded by mu_
-  StreamStats stats_;         // guarded by mu_
+  StreamStats stats_;         // guarded by mu_; held_bytes: cached + being fetched, charged
+  uint64_t releasing_ = 0;    // guarded by mu_: evicted shards' charges until their files go
+  uint64_t unstarted_ = 0;    // guarded by mu_: picked shards' charges until their fetch begins
+  StreamRoom room_;           // the room check of this stream's fetches (budget.h)
   std::vector<std::thread> threads_;
 };
 
@@ -528,8 +565,9 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     std::sort(l.files.begin(), l.files.end(),
               [](const SourceFile& a, const SourceFile& b) { return a.rel < b.rel; });
     spec.entry = EntryName(l);
-    largest = std::max(largest, l.bytes);
-    total += l.bytes;
+    spec.charge = l.bytes + EntryOverhead(l, spec.entry, open_options.max_readers);
+    largest = std::max(largest, spec.charge);
+    total += spec.charge;
     shards.push_back(std::move(spec));
   }
 
@@ -554,9 +592,10 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     return Status::InvalidArgument(
         "streaming " + shown + ": the cache must hold " + std::to_string(ahead) +
         (ahead == 1 ? " shard" : " shards") + " fetched ahead plus the one being read, at least " +
-        FormatBytes(minimum) + " (the largest shard is " + FormatBytes(largest) + "), but " +
-        limit_what + " is less: raise " + Opt("LoaderOptions::cache_limit") + " to at least " +
-        std::to_string(minimum) + " bytes, or free room in the cache");
+        FormatBytes(minimum) + " (the largest shard is " + FormatBytes(largest) +
+        " with its LMDB lock file and records), but " + limit_what + " is less: raise " +
+        Opt("LoaderOptions::cache_limit") + " to at least " + std::to_string(minimum) +
+        " bytes, or free room in the cache");
   }
   limit = std::min(limit, total);
 
