@@ -201,7 +201,8 @@ Status AcquireImpl(const std::string& source, const CacheOptions& options, const
     if (args.existing_only) return Status::OK();
     Room room;
     DSPIPE_RETURN_IF_ERROR(ReserveRoom(*cd, name, listing.bytes, options,
-                                       url && ResumablePartial(*cd, name, base), &room));
+                                       url && ResumablePartial(*cd, name, base), &room,
+                                       args.stream));
     result->budget = room.budget;
     result->evicted = room.evicted;
     if (!room.fits) {

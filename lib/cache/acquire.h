@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cache/budget.h"
 #include "cache/populate.h"
 #include "dspipe/cache.h"
 #include "dspipe/dataset.h"
@@ -23,6 +24,8 @@ struct AcquireArgs {
   // without copying (ShardCache::Want on the training thread): otherwise OK with !cached and
   // nothing logged; the caller then asks the background thread.
   bool existing_only = false;
+  // A streamed shard's room check (budget.h); null: CacheOptions::cache_limit's.
+  const StreamRoom* stream = nullptr;
 };
 
 // AcquireCache's body. A URL that is not cached comes back OK with !cached and the reason, like

@@ -359,7 +359,8 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
       return Status::Unsupported(
           e.message() + "; or read it with " + Opt("SamplerOptions::order") +
           " \"shards\" or \"blocks\" (block_size = the shard size), which stream its shards "
-          "through the cache a few at a time (docs/STORAGE.md \"Streaming\"): the global order reads any "
+          "through the cache a few at a time (docs/STORAGE.md \"Streaming\"): the global order "
+          "reads any "
           "record at any time, so it needs the whole dataset cached");
     }
     DSPIPE_RETURN_IF_ERROR(cache::OpenCopy(path, r, open_options, std::move(lease), out));

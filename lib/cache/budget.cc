@@ -120,8 +120,19 @@ Status LockBudget(CacheDir& cd, std::unique_ptr<FileLock>* lock) {
   return cd.dir().Lock(kBudgetLockName, true, true, lock);
 }
 
+namespace {
+
+// True when no process holds entry `name`'s E.lease or E.lock (nobody reads, opens or evicts it).
+bool Idle(Directory& d, const std::string& name) {
+  std::unique_ptr<FileLock> lock, lease;
+  return d.Lock(name + ".lock", true, false, &lock).ok() &&
+         d.Lock(name + ".lease", true, false, &lease).ok();
+}
+
+}  // namespace
+
 Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const CacheOptions& o,
-                   bool keep_partial, Room* room) {
+                   bool keep_partial, Room* room, const StreamRoom* stream) {
   *room = Room();
   Directory& d = cd.dir();
   std::unique_ptr<FileLock> root_lock;
@@ -138,13 +149,26 @@ Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const C
     uint64_t in_entries = 0;
     for (const EntryUse& e : entries) in_entries += e.bytes;
     const bool budget_ok = need <= budget.bytes && reserved <= budget.bytes - need;
-    const bool limit_ok = o.cache_limit == 0 || in_entries + reserved + need <= o.cache_limit;
+    bool limit_ok = o.cache_limit == 0 || in_entries + reserved + need <= o.cache_limit;
+    std::vector<EntryUse> idle;  // a stream's: the entries nobody uses, least recently used first
+    uint64_t idle_bytes = 0, own = 0;
+    if (stream != nullptr) {
+      for (const EntryUse& e : entries) {
+        if (!Idle(d, e.name)) continue;
+        idle.push_back(e);
+        idle_bytes += e.bytes + stream->entry_overhead;
+      }
+      // The stream keeps its own bytes within its limit itself (a pick may count a shard it
+      // evicted until its files are gone, a moment above it): here they bound the idle entries.
+      own = std::min(stream->held(), stream->limit);
+      limit_ok = idle_bytes <= stream->limit - own;
+    }
     if (budget_ok && limit_ok) {
       room->fits = true;
       break;
     }
     bool evicted = false;
-    for (const EntryUse& e : entries) {
+    for (const EntryUse& e : stream != nullptr && budget_ok ? idle : entries) {
       DSPIPE_RETURN_IF_ERROR(TryEvict(cd, e.name, "least recently used", &evicted));
       if (evicted) {
         room->evicted.push_back(cd.PathOf(e.name));
@@ -157,7 +181,11 @@ Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const C
                                  : "; " + std::to_string(entries.size()) + " other entr" +
                                        (entries.size() == 1 ? "y" : "ies") + " (" +
                                        Bytes(in_entries) + ") held by live processes";
-    if (!budget_ok) {
+    if (stream != nullptr && budget_ok) {
+      room->why = "needs " + Bytes(need) + ": the stream's limit " + Bytes(stream->limit) +
+                  " has " + Bytes(own) + " of its own shards and " + Bytes(idle_bytes) +
+                  " in entries no process uses that could not be evicted";
+    } else if (!budget_ok) {
       room->why = "needs " + Bytes(need) + ", budget " + Bytes(budget.bytes) + " = " + budget.text +
                   held + Copies(copies, reserved);
     } else {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,20 @@ struct Room {
   std::vector<std::string> evicted;  // entry paths evicted to make room
 };
 
+// A streamed shard's room check (OpenStream): the stream bounds what it holds itself (its
+// cached shards, its fetches in flight including this one, its deletions in progress, each
+// counted with its entry's overhead), always within its limit. Against that limit the check
+// counts only that and the entries no process uses (no E.lease or E.lock held: left by an
+// earlier run), evicting those, least recently used first, until it fits. Entries other
+// streams or processes hold, and their copies in progress, are within their own limits: ranks
+// sharing one directory with limits that add up to what it may hold stream together. The
+// budget (free space, RAM) is checked as for any copy.
+struct StreamRoom {
+  std::function<uint64_t()> held;  // the stream's bytes now (takes its lock briefly)
+  uint64_t limit = 0;
+  uint64_t entry_overhead = 0;  // counted for each entry beside its files (EntryOverhead)
+};
+
 // Takes budget.lock (waiting for it; it is held only for short steps). Whatever changes what the
 // room check counts is done under it: the check and the reservation, eviction, and the commit
 // of an entry (E.used written and E.tmp/ renamed to E/), so the check sees a copy either as a
@@ -55,7 +70,8 @@ Status LockBudget(CacheDir& cd, std::unique_ptr<FileLock>* lock);
 // Under budget.lock: evicts until `need` fits (above) or nothing more can go. When it fits, makes
 // E.tmp/ for entry `self` (removing what was there, unless keep_partial: a URL's partial fetch
 // that this open resumes) and writes its reservation. The caller holds self's E.lock.
+// With `stream`, the limit is checked as StreamRoom says (not CacheOptions::cache_limit).
 Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const CacheOptions& o,
-                   bool keep_partial, Room* room);
+                   bool keep_partial, Room* room, const StreamRoom* stream = nullptr);
 
 }  // namespace dspipe::cache

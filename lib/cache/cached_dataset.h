@@ -76,7 +76,7 @@ struct StreamStats {
   uint64_t waits = 0;            // shard reads that waited for their shard's fetch
   double wait_seconds = 0;       // their total wait: the time the reader waited on the network
   uint64_t held_bytes = 0;       // bytes of the shards cached (or being fetched) now
-  uint64_t peak_held_bytes = 0;  // the most held at once
+  uint64_t peak_held_bytes = 0;  // the most the directory may have held for it at once
   uint64_t limit_bytes = 0;      // the bound held_bytes never exceeds
 };
 

@@ -171,6 +171,23 @@ Status VerifyEntry(Directory& own, const std::string& entry, const std::vector<E
   return Status::OK();
 }
 
+uint64_t EntryOverhead(const SourceListing& listing, const std::string& entry,
+                       unsigned max_readers) {
+  // The record (WriteCompletionRecord, dump(1)): fixed fields, the entry and source, and per
+  // file its path, size and crc32; strings at most 6x escaped.
+  uint64_t record = 256 + 6 * (entry.size() + listing.source.size());
+  uint64_t lmdbs = 0;
+  for (const SourceFile& f : listing.files) {
+    record += 96 + 6 * f.rel.size();
+    const std::string& r = f.rel;
+    if (r.size() >= 4 && r.compare(r.size() - 4, 4, ".mdb") == 0) ++lmdbs;
+  }
+  // LMDB's reader table: (max_readers - 1) x 64 + 192 bytes, rounded up here to a page.
+  const uint64_t table = (uint64_t{std::max(max_readers, 1u)} * 64 + 4095) / 4096 * 4096 + 4096;
+  constexpr uint64_t kUseRecord = 64;  // "<ns> <bytes>\n"
+  return record + lmdbs * table + kUseRecord;
+}
+
 Status WriteUse(CacheDir& cd, const std::string& entry, uint64_t bytes) {
   return cd.dir().WriteFileAtomic(entry + ".used",
                                   std::to_string(NowNs()) + " " + std::to_string(bytes) + "\n");

@@ -43,6 +43,13 @@ Status VerifyEntry(Directory& own, const std::string& entry, const std::vector<E
 Status VerifyEntryAgainstRecord(Directory& own, const std::string& entry, bool checksums,
                                 std::vector<EntryFile>* files = nullptr);
 
+// An upper bound on the bytes entry `entry` of `listing` puts in the cache's directory beside
+// its files: its completion record, its use record, and the reader table LMDB makes beside each
+// LMDB file of it (lock.mdb, or NAME-lock) when it is opened with `max_readers` readers
+// (64 bytes each). A stream's limit counts it with each shard's files.
+uint64_t EntryOverhead(const SourceListing& listing, const std::string& entry,
+                       unsigned max_readers);
+
 // Writes E.used with now as the last use.
 Status WriteUse(CacheDir& cd, const std::string& entry, uint64_t bytes);
 

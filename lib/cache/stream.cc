@@ -9,7 +9,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include "cache/acquire.h"
@@ -32,6 +35,7 @@ struct ShardSpec {
   ShardRange range;
   SourceListing listing;  // its files, fetched one by one (fetch_files)
   std::string entry;      // its entry's name in the cache dir
+  uint64_t charge = 0;    // what it counts against the limit: its files + EntryOverhead
 };
 
 // A run of consecutive positions of the order that read one shard.
@@ -55,6 +59,14 @@ class StreamImpl final : public ShardStream {
         slots_(shards_.size()) {
     open_options_.lazy_shards = false;
     open_options_.resolve_shard = nullptr;
+    room_.held = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stats_.held_bytes + releasing_;
+    };
+    room_.limit = limit_;
+    for (const ShardSpec& s : shards_) {
+      room_.entry_overhead = std::max(room_.entry_overhead, s.charge - s.listing.bytes);
+    }
     for (const ShardSpec& s : shards_) begins_.push_back(s.range.begin);
     for (int i = 0; i < ahead_; ++i) threads_.emplace_back([this] { FetchLoop(); });
   }
@@ -86,7 +98,7 @@ class StreamImpl final : public ShardStream {
   // Blocks until shard i is cached (fetching it first when it is not), then holds it against
   // eviction until Unpin(i). The fetch's error when it fails (the next Pin tries again).
   Status Pin(size_t i, const Dataset** out) {
-    if (::getpid() != owner_) {
+    if (Forked()) {
       return Status::Unsupported("the streamed dataset " + RedactUrl(url_) +
                                  " was opened in process " + std::to_string(owner_) +
                                  " and used after fork(); open it after forking");
@@ -121,6 +133,7 @@ class StreamImpl final : public ShardStream {
   }
 
   void Unpin(size_t i) {
+    if (Forked()) return;  // Pin refused it there
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -129,7 +142,11 @@ class StreamImpl final : public ShardStream {
     if (wake) cv_.notify_all();
   }
 
+  // In a forked child, SetOrder, Advance, stats and Describe touch nothing of the parent's: mu_
+  // may have been held by one of its threads at the fork (the child would wait forever), and the
+  // fetch threads are not there.
   void SetOrder(const std::vector<uint64_t>& current, const std::vector<uint64_t>& next) override {
+    if (Forked()) return;
     std::vector<UseRun> runs;
     uint64_t pos = 0;
     for (const std::vector<uint64_t>* order : {&current, &next}) {
@@ -153,6 +170,7 @@ class StreamImpl final : public ShardStream {
   }
 
   void Advance(uint64_t position) override {
+    if (Forked()) return;
     bool moved = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -165,11 +183,16 @@ class StreamImpl final : public ShardStream {
   }
 
   StreamStats stats() const override {
+    if (Forked()) return StreamStats();  // this process streamed nothing
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
 
   std::string Describe() const override {
+    if (Forked()) {
+      return "streaming: opened in process " + std::to_string(owner_) +
+             ", unusable after fork() (open the dataset after forking)";
+    }
     std::lock_guard<std::mutex> lock(mu_);
     size_t cached = 0;
     for (const Slot& s : slots_) cached += s.state == Slot::kCached ? 1 : 0;
@@ -182,6 +205,8 @@ class StreamImpl final : public ShardStream {
   uint64_t info_count() const { return shards_.empty() ? 0 : shards_.back().range.end; }
 
  private:
+  bool Forked() const { return ::getpid() != owner_; }
+
   struct Slot {
     enum State { kAbsent, kFetching, kCached } state = kAbsent;
     std::shared_ptr<const Dataset> ds;  // kCached: the shard opened from its entry
@@ -207,11 +232,25 @@ class StreamImpl final : public ShardStream {
     return next;
   }
 
-  // The shard to fetch now, with room made for it (evicting the cached shards whose next use is
-  // furthest away), or kNever. A read waiting for a shard comes first; then the next shards of
-  // the order, the one being read and ahead_ more. A shard fetched ahead never evicts one used
-  // before it. Guarded by mu_.
-  size_t PickLocked() {
+  // What the directory may hold now: the shards cached, being fetched and being deleted, less
+  // the picks whose fetch has not begun (each first deletes what it evicted). Guarded by mu_.
+  void NotePeakLocked() {
+    stats_.peak_held_bytes =
+        std::max(stats_.peak_held_bytes, stats_.held_bytes + releasing_ - unstarted_);
+  }
+
+  // A shard released under mu_, its files deleted after mu_ is released (ReleaseEvicted).
+  struct Evicted {
+    size_t shard = 0;
+    std::shared_ptr<const Dataset> ds;
+    std::unique_ptr<CacheLease> lease;
+  };
+
+  // The shard to fetch now, with room made for it (releasing into *evicted the cached shards
+  // whose next use is furthest away, to be deleted by ReleaseEvicted without mu_), or kNever. A
+  // read waiting for a shard comes first; then the next shards of the order, the one being read and
+  // ahead_ more. A shard fetched ahead never evicts one used before it. Guarded by mu_.
+  size_t PickLocked(std::vector<Evicted>* evicted) {
     const std::vector<size_t> next = NextUseLocked();
     size_t pick = kNever;
     bool urgent = false;
@@ -236,8 +275,11 @@ class StreamImpl final : public ShardStream {
       }
     }
     if (pick == kNever) return kNever;
-    const uint64_t need = shards_[pick].listing.bytes;
-    while (stats_.held_bytes + need > limit_) {
+    // The shards this pick evicts are deleted by this thread before its fetch begins, so their
+    // bytes are room for it; until deleted they count (releasing_) for every other pick.
+    const uint64_t need = shards_[pick].charge;
+    uint64_t freed = 0;
+    while (stats_.held_bytes + releasing_ + need > limit_ + freed) {
       size_t victim = kNever;
       for (size_t i = 0; i < slots_.size(); ++i) {
         const Slot& s = slots_[i];
@@ -248,30 +290,50 @@ class StreamImpl final : public ShardStream {
         }
       }
       if (victim == kNever) return kNever;  // wait: a read unpins, or the reader moves on
-      EvictLocked(victim);
+      freed += shards_[victim].charge;
+      EvictLocked(victim, evicted);
     }
     Slot& s = slots_[pick];
     s.state = Slot::kFetching;
     stats_.held_bytes += need;
-    stats_.peak_held_bytes = std::max(stats_.peak_held_bytes, stats_.held_bytes);
+    unstarted_ += need;
+    NotePeakLocked();
     return pick;
   }
 
-  // Releases shard i (closed, its lease dropped) and takes its entry out of the cache unless
-  // another process reads it. Guarded by mu_.
-  void EvictLocked(size_t i) {
+  // Releases shard i: absent from here, its dataset and lease moved to *evicted. Guarded by mu_.
+  void EvictLocked(size_t i, std::vector<Evicted>* evicted) {
     Slot& s = slots_[i];
-    s.ds.reset();
-    s.lease.reset();
+    evicted->push_back(Evicted{i, std::move(s.ds), std::move(s.lease)});
     s.state = Slot::kAbsent;
-    stats_.held_bytes -= shards_[i].listing.bytes;
+    stats_.held_bytes -= shards_[i].charge;
+    releasing_ += shards_[i].charge;
     ++stats_.evictions;
-    bool evicted = false;
-    Status st = TryEvict(*cd_, shards_[i].entry, "streaming: furthest next use", &evicted);
-    if (!st.ok()) {
-      Log(LogLevel::kWarn, "dspipe stream: " + RedactUrl(url_) + ": releasing " +
-                               shards_[i].range.name + ": " + st.ToString());
+  }
+
+  // Without mu_ (the readers and the other fetch threads go on meanwhile, and a fork cannot find
+  // it held by a deletion): closes each released shard, drops its lease and takes its entry out
+  // of the cache unless another process reads it. A fetch of the same shard meanwhile waits for
+  // the entry's lock, as another process's would.
+  void ReleaseEvicted(std::vector<Evicted>* evicted) {
+    for (Evicted& e : *evicted) {
+      e.ds.reset();
+      e.lease.reset();
+      bool gone = false;
+      std::lock_guard<std::mutex> evicting(evict_mu_);
+      Status st = TryEvict(*cd_, shards_[e.shard].entry, "streaming: furthest next use", &gone);
+      if (!st.ok()) {
+        Log(LogLevel::kWarn, "dspipe stream: " + RedactUrl(url_) + ": releasing " +
+                                 shards_[e.shard].range.name + ": " + st.ToString());
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        releasing_ -= shards_[e.shard].charge;
+        NotePeakLocked();
+      }
+      cv_.notify_all();
     }
+    evicted->clear();
   }
 
   // Fetches (or finds) shard i's entry and opens it.
@@ -281,6 +343,7 @@ class StreamImpl final : public ShardStream {
     AcquireArgs args;
     args.prelisted = &spec.listing;
     args.cancel = &cancel_;
+    args.stream = &room_;
     DSPIPE_RETURN_IF_ERROR(AcquireImpl(spec.listing.url, options_, args, r, lease));
     if (!r->cached) return UrlNotCachedError(spec.listing.url, *r);
     std::unique_ptr<Dataset> opened;
@@ -300,16 +363,25 @@ class StreamImpl final : public ShardStream {
   // they mostly wait on the network.
   void FetchLoop() {
     std::unique_lock<std::mutex> lock(mu_);
+    std::vector<Evicted> evicted;
     for (;;) {
       size_t i = kNever;
-      cv_.wait(lock, [&] { return stop_ || (i = PickLocked()) != kNever; });
+      cv_.wait(lock, [&] { return stop_ || (i = PickLocked(&evicted)) != kNever; });
       if (stop_) {
         if (i != kNever) {
           slots_[i].state = Slot::kAbsent;
-          stats_.held_bytes -= shards_[i].listing.bytes;
+          stats_.held_bytes -= shards_[i].charge;
+          unstarted_ -= shards_[i].charge;
         }
+        lock.unlock();
+        ReleaseEvicted(&evicted);
         return;
       }
+      lock.unlock();
+      ReleaseEvicted(&evicted);  // before the fetch writes a byte
+      lock.lock();
+      unstarted_ -= shards_[i].charge;
+      NotePeakLocked();
       lock.unlock();
       std::shared_ptr<const Dataset> ds;
       std::unique_ptr<CacheLease> lease;
@@ -335,12 +407,15 @@ class StreamImpl final : public ShardStream {
       } else {
         slot.state = Slot::kAbsent;
         slot.error = s;
-        stats_.held_bytes -= shards_[i].listing.bytes;
-        if (!IsCancelled(s) && slot.waiters == 0) {
-          Log(LogLevel::kWarn, "dspipe stream: " + s.ToString() + " (tried again when read)");
-        }
+        stats_.held_bytes -= shards_[i].charge;
       }
+      const bool warn = !s.ok() && !IsCancelled(s) && slot.waiters == 0;
       cv_.notify_all();
+      if (warn) {  // without mu_: a log sink may take its time
+        lock.unlock();
+        Log(LogLevel::kWarn, "dspipe stream: " + s.ToString() + " (tried again when read)");
+        lock.lock();
+      }
     }
   }
 
@@ -349,7 +424,8 @@ class StreamImpl final : public ShardStream {
   DatasetOpenOptions open_options_;
   const std::vector<ShardSpec> shards_;
   std::vector<uint64_t> begins_;
-  const std::unique_ptr<CacheDir> cd_;  // used under mu_ (eviction)
+  std::mutex evict_mu_;                 // one eviction at a time through cd_ (never under mu_)
+  const std::unique_ptr<CacheDir> cd_;  // guarded by evict_mu_
   const uint64_t limit_;
   const int ahead_;
   const pid_t owner_;
@@ -361,7 +437,10 @@ class StreamImpl final : public ShardStream {
   std::vector<UseRun> runs_;  // guarded by mu_
   size_t cursor_ = 0;         // guarded by mu_: the first run not read to its end
   bool stop_ = false;         // guarded by mu_
-  StreamStats stats_;         // guarded by mu_
+  StreamStats stats_;         // guarded by mu_; held_bytes: cached + being fetched, charged
+  uint64_t releasing_ = 0;    // guarded by mu_: evicted shards' charges until their files go
+  uint64_t unstarted_ = 0;    // guarded by mu_: picked shards' charges until their fetch begins
+  StreamRoom room_;           // the room check of this stream's fetches (budget.h)
   std::vector<std::thread> threads_;
 };
 
@@ -443,6 +522,16 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   }
 
   // Each shard: its files from the dataset's manifest, one entry of the cache.
+  // The files by shard in one pass (the list and the shards may both be long): a file
+  // "NAME/rest" belongs to shard NAME.
+  std::map<std::string_view, std::vector<const ManifestFile*>> by_shard;
+  for (const ShardRange& range : ranges) by_shard[range.name];
+  for (const ManifestFile& f : files) {
+    const size_t slash = f.path.find('/');
+    if (slash == std::string::npos) continue;
+    const auto it = by_shard.find(std::string_view(f.path).substr(0, slash));
+    if (it != by_shard.end()) it->second.push_back(&f);
+  }
   std::vector<ShardSpec> shards;
   uint64_t largest = 0, total = 0;
   for (const ShardRange& range : ranges) {
@@ -455,14 +544,12 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     l.fetch_files = true;
     l.is_dir = true;
     l.info = info;
-    const std::string prefix = range.name + "/";
-    for (const ManifestFile& f : files) {
-      if (f.path.compare(0, prefix.size(), prefix) != 0) continue;
+    for (const ManifestFile* f : by_shard[range.name]) {
       SourceFile sf;
-      sf.rel = f.path.substr(prefix.size());
-      sf.size = f.size;
-      sf.sha256 = f.sha256;
-      l.bytes += f.size;
+      sf.rel = f->path.substr(range.name.size() + 1);
+      sf.size = f->size;
+      sf.sha256 = f->sha256;
+      l.bytes += f->size;
       for (std::string d = sf.rel; d.find('/') != std::string::npos;) {
         d = d.substr(0, d.rfind('/'));
         l.dirs.push_back(d);
@@ -478,8 +565,9 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     std::sort(l.files.begin(), l.files.end(),
               [](const SourceFile& a, const SourceFile& b) { return a.rel < b.rel; });
     spec.entry = EntryName(l);
-    largest = std::max(largest, l.bytes);
-    total += l.bytes;
+    spec.charge = l.bytes + EntryOverhead(l, spec.entry, open_options.max_readers);
+    largest = std::max(largest, spec.charge);
+    total += spec.charge;
     shards.push_back(std::move(spec));
   }
 
@@ -492,10 +580,10 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     DSPIPE_RETURN_IF_ERROR(ComputeBudget(*cd, co, &budget));
     std::vector<EntryUse> entries;
     DSPIPE_RETURN_IF_ERROR(ListEntries(*cd, "", &entries));
+    std::set<std::string_view> names;
+    for (const ShardSpec& s : shards) names.insert(s.entry);
     uint64_t ours = 0;
-    for (const EntryUse& e : entries) {
-      for (const ShardSpec& s : shards) ours += e.name == s.entry ? e.bytes : 0;
-    }
+    for (const EntryUse& e : entries) ours += names.count(e.name) != 0 ? e.bytes : 0;
     limit = budget.bytes + ours;
     limit_what = "the cache's budget (" + FormatBytes(limit) + ": " + budget.text + ")";
   }
@@ -504,9 +592,10 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     return Status::InvalidArgument(
         "streaming " + shown + ": the cache must hold " + std::to_string(ahead) +
         (ahead == 1 ? " shard" : " shards") + " fetched ahead plus the one being read, at least " +
-        FormatBytes(minimum) + " (the largest shard is " + FormatBytes(largest) + "), but " +
-        limit_what + " is less: raise " + Opt("LoaderOptions::cache_limit") + " to at least " +
-        std::to_string(minimum) + " bytes, or free room in the cache");
+        FormatBytes(minimum) + " (the largest shard is " + FormatBytes(largest) +
+        " with its LMDB lock file and records), but " + limit_what + " is less: raise " +
+        Opt("LoaderOptions::cache_limit") + " to at least " + std::to_string(minimum) +
+        " bytes, or free room in the cache");
   }
   limit = std::min(limit, total);
 

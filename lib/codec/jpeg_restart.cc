@@ -148,6 +148,10 @@ bool IndexRestarts(std::span<const uint8_t> b, const JpegScanHeader& h, size_t m
   if (x.sof_offset == 0 || x.sof_offset + 9 > h.entropy_begin) return false;
   const size_t total = static_cast<size_t>(x.mcus_per_row) * static_cast<size_t>(x.mcu_rows);
   const size_t count = std::min(std::max<size_t>(mcus, 1), total);
+  // Each MCU ends at a 2-byte marker, so the bytes hold at most (n - entropy_begin) / 2 of them:
+  // a header declaring more (a 1 KB file saying 16384 x 16384) is refused before the index is
+  // sized, so a thread's index never grows past what its file could hold.
+  if (count > (b.size() - h.entropy_begin) / 2) return false;
   x.begin.resize(count);
   x.end.resize(count);
   const uint8_t* const data = b.data();

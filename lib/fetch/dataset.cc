@@ -2,7 +2,9 @@
 // DEST.part/ beside DEST, renamed into place when complete; DEST.lock makes one download (and
 // is removed by its holder). In DEST.part/ only what a manifest lists is ever removed.
 #include <filesystem>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/files.h"
@@ -128,13 +130,13 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
         "be fetched and verified; it was written by a dspipe before the list existed: rebuild "
         "the dataset with this dspipe's `dsconvert build`");
   }
+  std::set<std::string_view> paths;  // n log n: the list may be long
+  for (const ManifestFile& f : files) paths.insert(f.path);
   for (size_t i = 0; s.ok() && i < ranges.size(); ++i) {
     // Every LMDB the manifest names must be in the list, or the copy would not open.
     const std::string need =
         ranges[i].name.empty() ? std::string("data.mdb") : ranges[i].name + "/data.mdb";
-    bool listed = false;
-    for (const ManifestFile& f : files) listed = listed || f.path == need;
-    if (!listed) {
+    if (paths.count(need) == 0) {
       s = Status::Corruption(shown_manifest + ": the \"files\" list lacks " + need +
                              ", which the dataset needs");
     }

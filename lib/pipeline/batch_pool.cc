@@ -1,6 +1,8 @@
 #include "pipeline/batch_pool.h"
 
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -59,15 +61,67 @@ void Batch::Reset() {
 using internal::BatchBuffer;
 using internal::BatchPool;
 
+namespace internal {
+
+Status ComputeBatchLayout(const BatchShape& shape, BatchLayout* out) {
+  *out = BatchLayout();
+  const auto what = [&shape] {
+    return "batch_size " + std::to_string(shape.batch_size) + " x height " +
+           std::to_string(shape.height) + " x width " + std::to_string(shape.width) + " x " +
+           std::to_string(shape.channels) + " channels";
+  };
+  if (shape.batch_size < 0 || shape.height < 0 || shape.width < 0 || shape.channels < 0) {
+    return Status::InvalidArgument("batch buffer: negative size in " + what());
+  }
+  constexpr size_t kMax = static_cast<size_t>(PTRDIFF_MAX) - kAlign;
+  bool over = false;
+  const auto mul = [&over](std::initializer_list<size_t> factors) {
+    size_t r = 1;
+    for (size_t f : factors) over |= __builtin_mul_overflow(r, f, &r);
+    over |= r > kMax;
+    return over ? 0 : AlignUp(r);
+  };
+  size_t at = 0;
+  const auto add = [&over, &at](size_t part) {
+    const size_t begin = at;
+    over |= __builtin_add_overflow(at, part, &at) || at > kMax;
+    return begin;
+  };
+  const auto n = static_cast<size_t>(shape.batch_size);
+  const auto h = static_cast<size_t>(shape.height), w = static_cast<size_t>(shape.width);
+  const auto c = static_cast<size_t>(shape.channels);
+  add(mul({n, h, w, c}));  // images, at 0
+  out->masks = add(shape.masks ? mul({n, h, w}) : 0);
+  out->normalized = add(shape.normalized ? mul({n, h, w, c, sizeof(float)}) : 0);
+  out->labels = add(mul({n, sizeof(int32_t)}));
+  out->indices = add(mul({n, sizeof(uint64_t)}));
+  out->hflip = add(mul({n}));
+  out->bytes = at;
+  if (over) {
+    *out = BatchLayout();
+    return Status::InvalidArgument(
+        "batch buffer: " + what() +
+        (shape.normalized ? " (and x 4 bytes for the float copy)" : "") +
+        " is more bytes than one allocation can hold; lower " + Opt("LoaderOptions::batch_size") +
+        " or the output size (" + Opt("LoaderOptions::height") + "/" + Opt("LoaderOptions::width") +
+        ", or the transform's crop/resize)");
+  }
+  return Status::OK();
+}
+
+}  // namespace internal
+
 Batch::Pool::Pool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator)
     : shape_(shape), allocator_(allocator ? std::move(allocator) : DefaultBatchAllocator()) {
-  const auto n = static_cast<size_t>(shape.batch_size);
-  off_masks_ = AlignUp(n * shape.image_bytes());
-  off_normalized_ = off_masks_ + AlignUp(n * shape.mask_bytes());
-  off_labels_ = off_normalized_ + AlignUp(n * shape.normalized_floats() * sizeof(float));
-  off_indices_ = off_labels_ + AlignUp(n * sizeof(int32_t));
-  off_hflip_ = off_indices_ + AlignUp(n * sizeof(uint64_t));
-  bytes_ = off_hflip_ + AlignUp(n);
+  internal::BatchLayout l;
+  layout_ = internal::ComputeBatchLayout(shape, &l);
+  if (!layout_.ok()) return;  // Acquire says why
+  off_masks_ = l.masks;
+  off_normalized_ = l.normalized;
+  off_labels_ = l.labels;
+  off_indices_ = l.indices;
+  off_hflip_ = l.hflip;
+  bytes_ = l.bytes;
 }
 
 std::shared_ptr<BatchPool> BatchPool::Create(const BatchShape& shape,
@@ -89,6 +143,7 @@ Status BatchPool::Acquire(BatchBuffer** out) {
       return Status::OK();
     }
   }
+  DSPIPE_RETURN_IF_ERROR(layout_);
   void* base = allocator_->Allocate(bytes_);
   if (base == nullptr) {
     return Status::Aborted("batch pool: the allocator could not provide " + std::to_string(bytes_) +

@@ -29,7 +29,8 @@ struct Batch::Buffer {
 class Batch::Pool : public std::enable_shared_from_this<Batch::Pool> {
  public:
   using BatchBuffer = Batch::Buffer;
-  // allocator == nullptr selects DefaultBatchAllocator().
+  // allocator == nullptr selects DefaultBatchAllocator(). The shape's layout is checked first
+  // (ComputeBatchLayout, Loader::Create); one that overflows makes every Acquire fail with it.
   static std::shared_ptr<Pool> Create(const BatchShape& shape,
                                       std::shared_ptr<BatchAllocator> allocator);
   ~Pool();
@@ -57,6 +58,7 @@ class Batch::Pool : public std::enable_shared_from_this<Batch::Pool> {
   const std::shared_ptr<BatchAllocator> allocator_;
   size_t off_masks_ = 0, off_normalized_ = 0, off_labels_ = 0, off_indices_ = 0, off_hflip_ = 0;
   size_t bytes_ = 0;
+  Status layout_;  // ComputeBatchLayout's: not OK makes every Acquire fail with it
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<BatchBuffer>> all_;  // guarded by mu_
   std::vector<BatchBuffer*> free_;                 // guarded by mu_
@@ -65,6 +67,16 @@ class Batch::Pool : public std::enable_shared_from_this<Batch::Pool> {
 namespace internal {
 using BatchBuffer = Batch::Buffer;
 using BatchPool = Batch::Pool;
+
+// Where each part of one batch buffer starts (256-byte aligned) and its total size.
+struct BatchLayout {
+  size_t masks = 0, normalized = 0, labels = 0, indices = 0, hflip = 0;
+  size_t bytes = 0;
+};
+// The layout of a buffer for `shape`, every product and sum checked: InvalidArgument naming the
+// factors (batch_size x height x width x channels x bytes per value) when one would not fit in
+// a size_t (below PTRDIFF_MAX, what an allocation can be), instead of a wrapped size.
+Status ComputeBatchLayout(const BatchShape& shape, BatchLayout* out);
 }  // namespace internal
 
 }  // namespace dspipe

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
@@ -263,6 +264,9 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   o.channels = shape.channels;
   shape.height = o.height;
   shape.width = o.width;
+  internal::BatchLayout layout;
+  DSPIPE_RETURN_IF_ERROR(
+      internal::ComputeBatchLayout(shape, &layout).WithContext("loader over " + info.path));
 
   NormalizeParams norm;
   if (shape.normalized) {
@@ -297,10 +301,26 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
     uint64_t w = static_cast<uint64_t>(options.width > 0 ? options.width : info.width);
     if (h == 0 || w == 0) h = w = 1024;
     const uint64_t c = static_cast<uint64_t>(options.channels > 0 ? options.channels : 3);
-    uint64_t per_sample = h * w * c + (info.has_masks ? h * w : 0);
-    if (options.normalize == NormalizeMode::kCpuFloat32) per_sample += h * w * c * 4;
+    // Saturating: sizes Loader::Create refuses (ComputeBatchLayout) must not wrap to a small
+    // estimate here first.
+    bool over = false;
+    const auto mul = [&over](uint64_t a, uint64_t b) {
+      uint64_t r = 0;
+      over |= __builtin_mul_overflow(a, b, &r);
+      return r;
+    };
+    const auto add = [&over](uint64_t a, uint64_t b) {
+      uint64_t r = 0;
+      over |= __builtin_add_overflow(a, b, &r);
+      return r;
+    };
+    const uint64_t hwc = mul(mul(h, w), c);
+    uint64_t per_sample = add(hwc, info.has_masks ? mul(h, w) : 0);
+    if (options.normalize == NormalizeMode::kCpuFloat32) per_sample = add(per_sample, mul(hwc, 4));
     const uint64_t batches = static_cast<uint64_t>(std::max(options.prefetch, 1)) + 2;
-    return batches * static_cast<uint64_t>(std::max(options.batch_size, 1)) * per_sample;
+    const uint64_t total =
+        mul(mul(batches, static_cast<uint64_t>(std::max(options.batch_size, 1))), per_sample);
+    return over ? std::numeric_limits<uint64_t>::max() : total;
   };
   DatasetOpenOptions open_options = options.dataset;
   // A rank of order kShards reads only its shards: open each when first read (docs/SCALE.md).

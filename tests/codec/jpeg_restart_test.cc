@@ -181,6 +181,55 @@ TEST(JpegRestart, OnlyTheMarkersUpToTheRegionsLastMcuAreRead) {
   EXPECT_FALSE(last.result.restarts);
 }
 
+// A header declaring far more MCUs than the bytes can hold (a 1 KB file saying 16384 x 16384,
+// 4M MCUs) is refused before the index is sized: the index (thread-local in the decoder, kept
+// for the thread's life) holds at most one entry per two bytes of the file, never the declared
+// count. The true header still indexes every MCU.
+TEST(JpegRestart, AHeaderDeclaringMoreMcusThanTheBytesHoldIsRefusedBeforeTheIndexGrows) {
+  cv::Mat gray;
+  cv::cvtColor(NaturalImage(32, 32, 5), gray, cv::COLOR_RGB2GRAY);
+  std::string jpeg = EncodeJpeg(gray, {.restart_mcus = 1});  // 4 x 4 MCUs of 8 x 8
+  const size_t sof = jpeg.find("\xFF\xC0");
+  const size_t sos = jpeg.find("\xFF\xDA");
+  ASSERT_NE(sof, std::string::npos);
+  ASSERT_NE(sos, std::string::npos);
+  ASSERT_LT(jpeg.size(), 2048u);
+  auto header = [&](int side) {
+    JpegScanHeader h;
+    h.width = h.height = side;
+    h.restart_interval = 1;
+    h.num_components = h.comps_in_scan = 1;
+    h.entropy_begin =
+        sos + 2 +
+        (size_t{static_cast<uint8_t>(jpeg[sos + 2])} << 8 | static_cast<uint8_t>(jpeg[sos + 3]));
+    return h;
+  };
+  RestartIndex index;
+  ASSERT_TRUE(IndexRestarts(AsBytes(jpeg), header(32), 16, &index));
+  EXPECT_EQ(index.begin.size(), 16u);
+
+  for (const int at : {5, 7}) {  // the frame's height and width: 16384
+    jpeg[sof + at] = static_cast<char>(0x40);
+    jpeg[sof + at + 1] = 0;
+  }
+  const size_t declared = size_t{16384 / 8} * (16384 / 8);
+  RestartIndex hostile;
+  EXPECT_FALSE(IndexRestarts(AsBytes(jpeg), header(16384), declared, &hostile));
+  EXPECT_EQ(hostile.mcus_per_row * size_t{1} * hostile.mcu_rows, declared);
+  EXPECT_LE(hostile.begin.capacity(), jpeg.size() / 2);
+  EXPECT_LE(hostile.end.capacity(), jpeg.size() / 2);
+  // The decoder takes the usual path for it (libjpeg then reports the missing data, or pads it).
+  JpegDecodeOptions o;
+  o.channels = 1;
+  o.crop_x = o.crop_y = 16384 - 16;
+  o.crop_w = o.crop_h = 16;
+  o.scales = JpegScales::kNone;
+  cv::Mat out;
+  JpegDecodeResult r;
+  (void)DecodeJpeg(AsBytes(jpeg), o, &out, &r);
+  EXPECT_FALSE(r.restarts);
+}
+
 // The transcode keeps every pixel (same coefficients), makes progressive files sequential,
 // keeps the EXIF orientation, and its output takes the restart path.
 TEST(JpegRestart, TheTranscodeKeepsEveryPixelAndMakesRegionsRestart) {

@@ -96,6 +96,65 @@ TEST(BatchPoolTest, LayoutIsAlignedAndDisjoint) {
   pool->Release(buf);
 }
 
+// Issue 39 item 12: batch x height x width x channels (x 4 for the float copy) is multiplied
+// with checks. 64 x 2^30 x 2^30 x 3 wraps to exactly 0 in 64 bits; the pool never asks the
+// allocator for a wrapped size: every Acquire is InvalidArgument naming the factors.
+TEST(BatchPoolTest, AShapeWhoseBytesOverflowIsRefusedNeverAllocatedWrapped) {
+  BatchShape huge = Shape();
+  huge.batch_size = 64;
+  huge.height = huge.width = 1 << 30;
+  huge.channels = 3;
+  BatchShape floats = Shape();  // the uint8 images fit; their float copy does not
+  floats.batch_size = 1;
+  floats.height = floats.width = 1 << 30;
+  floats.channels = 3;
+  floats.normalized = true;
+  for (const BatchShape& shape : {huge, floats}) {
+    auto alloc = std::make_shared<CountingAllocator>();
+    auto pool = BatchPool::Create(shape, alloc);
+    BatchBuffer* buf = nullptr;
+    const Status s = pool->Acquire(&buf);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("batch_size " + std::to_string(shape.batch_size) +
+                               " x height 1073741824 x width 1073741824 x 3 channels"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("LoaderOptions::batch_size"), std::string::npos) << s.ToString();
+    EXPECT_EQ(alloc->allocs, 0) << "asked for " << alloc->last_bytes << " bytes";
+    if (s.ok()) pool->Release(buf);
+  }
+}
+
+// The checked layout is the one the pool uses, and a shape just below the limit is accepted.
+TEST(BatchPoolTest, TheCheckedLayoutIsThePoolsAndLargeShapesThatFitAreAccepted) {
+  BatchLayout l;
+  ASSERT_TRUE(ComputeBatchLayout(Shape(), &l).ok());
+  auto alloc = std::make_shared<CountingAllocator>();
+  auto pool = BatchPool::Create(Shape(), alloc);
+  EXPECT_EQ(pool->buffer_bytes(), l.bytes);
+  BatchBuffer* buf = nullptr;
+  ASSERT_TRUE(pool->Acquire(&buf).ok());
+  const auto at = [&](const void* p) {
+    return static_cast<size_t>(static_cast<const uint8_t*>(p) -
+                               static_cast<const uint8_t*>(buf->base));
+  };
+  EXPECT_EQ(at(buf->masks), l.masks);
+  EXPECT_EQ(at(buf->normalized), l.normalized);
+  EXPECT_EQ(at(buf->labels), l.labels);
+  EXPECT_EQ(at(buf->indices), l.indices);
+  EXPECT_EQ(at(buf->hflip), l.hflip);
+  pool->Release(buf);
+  BatchShape big = Shape();  // 2^40 bytes of images: fits in a size_t (not allocated here)
+  big.batch_size = 1 << 10;
+  big.height = big.width = 1 << 15;
+  big.channels = 1;
+  big.masks = false;
+  ASSERT_TRUE(ComputeBatchLayout(big, &l).ok());
+  EXPECT_GE(l.bytes, size_t{1} << 40);
+  big.channels = -1;
+  EXPECT_EQ(ComputeBatchLayout(big, &l).code(), Status::Code::kInvalidArgument);
+}
+
 TEST(BatchPoolTest, BatchKeepsThePoolAliveAndMovesOwnership) {
   auto alloc = std::make_shared<CountingAllocator>();
   Batch kept;

@@ -63,6 +63,23 @@ class LoaderTest : public ::testing::Test {
 std::string* LoaderTest::root_ = nullptr;
 std::string* LoaderTest::encoded_ = nullptr;
 
+// Issue 39 item 12: an output size whose batch buffer would not fit in a size_t (batch 64 x
+// 2^30 x 2^30 x 3 wraps to 0) is refused at open, naming the factors and the options to lower,
+// before any buffer is allocated.
+TEST_F(LoaderTest, AnOutputSizeWhoseBatchBufferOverflowsIsRefusedAtOpen) {
+  LoaderOptions o = Options(64, 1);
+  o.height = o.width = 1 << 30;
+  o.channels = 3;
+  std::unique_ptr<Loader> loader;
+  const Status s = Loader::Open(*encoded_, o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("batch_size 64 x height 1073741824 x width 1073741824 x 3 channels"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("LoaderOptions::height"), std::string::npos) << s.ToString();
+  EXPECT_EQ(loader, nullptr);
+}
+
 TEST_F(LoaderTest, BatchesHoldTheRightPixelsMasksAndIndices) {
   LoaderOptions o = Options(4, 2);
   auto loader = Open(o);
