@@ -112,7 +112,8 @@ struct LoaderOptions {
   // (default): Next fails with an error naming the key and the reason. N > 0: such samples are
   // skipped (their batch comes out smaller, order otherwise unchanged) and counted in
   // corrupt_skipped() and listed, with their keys, in corrupt_records(); the (N+1)-th in one
-  // epoch fails like N = 0.
+  // epoch fails like N = 0. An epoch whose records were all skipped ends with kAborted (not
+  // silently empty): a setting every sample fails is a configuration error.
   int max_corrupt = 0;
   // Where batch buffers come from; nullptr (default) = DefaultBatchAllocator() (aligned
   // malloc). The CUDA path passes a pinned-memory allocator.

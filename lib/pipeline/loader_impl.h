@@ -158,6 +158,9 @@ class LoaderImpl final : public Loader {
   Status FirstNotCorrupt(const Job& job);
   // The consumer's view of a finished job: skipped records counted, errors returned.
   Status Collect(const Job& job);
+  // At an epoch's end: Aborted when records were read and every one was skipped as corrupt
+  // (max_corrupt large): an epoch never ends silently empty. OK otherwise.
+  Status NothingDelivered() const;
   // Adds a corrupt record to corrupt_records(), unless listed already or the list is full.
   void ListCorrupt(uint64_t index, uint64_t epoch, const Status& s);
   bool Forked() const { return ::getpid() != pid_; }
@@ -201,6 +204,8 @@ class LoaderImpl final : public Loader {
   uint64_t order_epoch_ = 0;
   std::vector<uint64_t> order_;
   uint64_t corrupt_in_epoch_ = 0;
+  uint64_t delivered_in_epoch_ = 0;  // samples handed out since the epoch's position was set
+  Status first_corrupt_in_epoch_;
   std::atomic<uint64_t> corrupt_total_{0};
   mutable std::mutex corrupt_mu_;  // guards corrupt_report_ (read from any thread)
   CorruptReport corrupt_report_;   // count filled in by corrupt_records()

@@ -424,6 +424,12 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
                    info.path + " has none");
   }
+  // A configuration error, not a corrupt record per sample: the manifest knows the size.
+  if (Status s = p->CheckInputSize(info.height, info.width); !s.ok()) {
+    return invalid("every record of " + info.path + " is " + std::to_string(info.height) + "x" +
+                   std::to_string(info.width) + ", and " + s.message() +
+                   " (or resize before it, e.g. SmallestMaxSize)");
+  }
   int ph = 0, pw = 0;
   if (p->OutputSize(info.height, info.width, &ph, &pw)) {
     if (*height > 0 && (ph != *height || pw != *width)) {

@@ -106,3 +106,57 @@ def test_binary_masks_saved_as_0_255_are_named_and_mask_map_makes_them_classes(t
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={255: "one"}, progress=False)
     with pytest.raises(ValueError, match="mask_map"):
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={300: 1}, progress=False)
+
+
+def _varied_folder(root, sizes):
+    """A folder of RGB images (and masks) of the given (height, width) sizes."""
+    import cv2
+    import numpy as np
+
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    for i, (h, w) in enumerate(sizes):
+        img = np.full((h, w, 3), 30 + 20 * i, np.uint8)
+        img[: h // 2, : w // 3] = 200
+        cv2.imwrite(str(root / "images" / f"s{i}.png"), img)
+        cv2.imwrite(str(root / "masks" / f"s{i}.png"), (img[:, :, 0] > 100).astype(np.uint8))
+
+
+def test_a_crop_larger_than_every_image_is_refused_at_open_not_counted_as_corrupt(tmp_path):
+    # Item 5: A.RandomCrop(300, 300) on 256x256 data (here 64x64 and a crop of 80).
+    A = pytest.importorskip("albumentations")
+    dspipe.synth(tmp_path / "src", count=6, size=(64, 64), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    aug = A.Compose([A.HorizontalFlip(), A.RandomCrop(80, 80), A.Normalize()])
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", transform=aug,
+                      max_corrupt=1000)
+    msg = str(e.value)
+    assert "is 64x64, and transform 2 (RandomCrop) refuses its 64x64 input" in msg, msg
+    assert "crop size (80, 80) exceeds the image (64, 64)" in msg, msg
+    assert "pad_if_needed=true" in msg, msg
+    assert "CorruptRecord" not in msg, msg
+    # The fix it names works.
+    aug = A.Compose([A.RandomCrop(80, 80, pad_if_needed=True), A.Normalize()])
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", transform=aug,
+                           output="numpy")
+    assert sum(len(b["index"]) for b in loader) == 6
+
+
+def test_an_epoch_where_every_sample_fails_is_an_error_even_with_a_large_max_corrupt(tmp_path):
+    # Item 5: images of several sizes (the manifest fixes none), every one smaller than the crop:
+    # each sample fails on its own; with max_corrupt large the epoch used to yield 0 samples and
+    # raise nothing.
+    A = pytest.importorskip("albumentations")
+    _varied_folder(tmp_path / "src", [(40, 50), (44, 52), (48, 40)])
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", output="numpy",
+                           transform=A.Compose([A.RandomCrop(60, 60)]), max_corrupt=1000)
+    with pytest.raises(RuntimeError) as e:
+        for _ in loader:
+            pass
+    msg = str(e.value)
+    assert "delivered no sample: all 3 records read were skipped as corrupt" in msg, msg
+    assert "(max_corrupt = 1000)" in msg, msg
+    assert "crop size (60, 60) exceeds the image" in msg, msg
+

@@ -226,6 +226,52 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   EXPECT_NE(s.message().find("needs masks"), std::string::npos) << s.ToString();
 }
 
+// Issue 40 item 5: a crop larger than every record is a configuration error at open (the
+// manifest knows the size), not a corrupt record per sample.
+TEST_F(LoaderTransformTest, ACropLargerThanEveryRecordIsRefusedAtOpen) {
+  LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"},
+                                {"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30}])");
+  o.max_corrupt = 1000;
+  Status s = OpenError(o);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("every record of " + path_ +
+                             " is 40x48, and transform 2 (RandomCrop) refuses its 40x48 input: "
+                             "crop size (41, 30) exceeds the image (40, 48); set "
+                             "pad_if_needed=true to pad"),
+            std::string::npos)
+      << s.ToString();
+  // After a size-changing step the size it gets is checked.
+  o = Options(R"([{"__class_fullname__": "Resize", "p": 1, "height": 20, "width": 20},
+                  {"__class_fullname__": "CenterCrop", "p": 1, "height": 24, "width": 24}])");
+  s = OpenError(o);
+  EXPECT_NE(s.message().find("transform 2 (CenterCrop) refuses its 20x20 input"), std::string::npos)
+      << s.ToString();
+  // Not refused: padded, resized up first, or a crop that runs only sometimes (p < 1 and in a
+  // OneOf: those samples fail one by one, as in albumentations).
+  for (
+      const char* spec :
+      {R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30, "pad_if_needed": true}])",
+       R"([{"__class_fullname__": "Resize", "p": 1, "height": 64, "width": 64},
+            {"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30}])",
+       R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+              {"__class_fullname__": "CenterCrop", "p": 1, "height": 41, "width": 30},
+              {"__class_fullname__": "CenterCrop", "p": 1, "height": 41, "width": 30}]},
+            {"__class_fullname__": "Resize", "p": 1, "height": 8, "width": 8}])"}) {
+    o = Options(spec);
+    o.max_corrupt = 1000;
+    EXPECT_TRUE(OpenError(o).ok()) << spec << ": " << OpenError(o).ToString();
+  }
+  // A crop that fits is not refused, and the library call says nothing either.
+  EXPECT_TRUE(
+      MustParse(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 48}])")
+          ->CheckInputSize(kH, kW)
+          .ok());
+  EXPECT_TRUE(
+      MustParse(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30}])")
+          ->CheckInputSize(0, 0)
+          .ok());  // unknown input size: not judged
+}
+
 // Flips with row-wise ops (LUTs, noise) keep the fused PNG path: decoded mirrored, each row's
 // ops and normalize done as the decoder finishes it; the same batches as the general path.
 TEST_F(LoaderTransformTest, FlipsAndRowOpsKeepTheFusedPngPath) {
