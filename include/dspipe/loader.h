@@ -79,8 +79,10 @@ struct LoaderOptions {
   // Drop this rank's last batch of an epoch when it has fewer than batch_size samples.
   // Default false: the last batch is smaller.
   bool drop_last = false;
-  // Output size in pixels; 0 (default) = the dataset's (for datasets whose sizes vary or are
-  // unknown, e.g. plain LMDBs: the size of record 0). Samples of another size are resized.
+  // Output size in pixels; 0 (default) = the dataset's. Samples of another size are resized.
+  // 0 on a dataset whose sizes vary (the manifest fixes none) is refused by Create unless the
+  // pipeline fixes the size; on a plain LMDB (sizes unknown) record 0 sizes the batches and a
+  // record of another size is an InvalidArgument naming it (never resized to record 0's).
   // With a `transform`: 0 = the size the pipeline ends in; a pipeline whose output size is not
   // fixed gets a final Resize to this size (or the dataset's, or record 0's for plain LMDBs);
   // a size that differs from the one the pipeline fixes is an error.
@@ -277,6 +279,10 @@ class Loader {
   virtual CorruptReport corrupt_records() const = 0;
   // Batch buffers allocated so far (prefetch + 1 in steady state when batches are released).
   virtual size_t pool_buffers() const = 0;
+  // What Create found suspicious but not wrong enough to refuse, one line each, each also
+  // logged once (warn level) when the loader was created: mean/std that look like 0..1 units
+  // on 0..255 pixels. Empty when nothing was.
+  virtual const std::vector<std::string>& warnings() const = 0;
 };
 
 // Opens the dataset at `path` for a loader made with `options`: in place, or through the cache

@@ -87,6 +87,8 @@ class LoaderImpl final : public Loader {
              Sampler sampler, NormalizeParams norm, std::string content_sha256,
              std::shared_ptr<const TransformPipeline> pipeline);
   ~LoaderImpl() override;
+  // Before the first Next: every record must be h x w (SampleContext::input_h; 0 = any).
+  void RequireInputSize(int h, int w) { ctx_.input_h = h, ctx_.input_w = w; }
 
   // loader_run.cc
   Status Next(Batch* out) override;
@@ -125,6 +127,9 @@ class LoaderImpl final : public Loader {
   uint64_t corrupt_skipped() const override { return corrupt_total_.load(); }
   CorruptReport corrupt_records() const override;
   size_t pool_buffers() const override { return pool_->allocated(); }
+  const std::vector<std::string>& warnings() const override { return warnings_; }
+  // Create: adds a warning (and logs it).
+  void Warn(std::string line);
 
  private:
   // ---- loader_run.cc
@@ -216,6 +221,7 @@ class LoaderImpl final : public Loader {
   mutable std::mutex consumer_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
+  std::vector<std::string> warnings_;             // set by Create only
   std::vector<std::unique_ptr<Job>> spare_jobs_;  // consumer thread only
   std::deque<std::unique_ptr<Job>> jobs_;  // guarded by mu_ (the consumer also reads the front)
 };

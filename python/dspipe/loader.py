@@ -425,6 +425,12 @@ class Loader:
         """Batch buffer sets made so far (grows only while more batches are held than ever)."""
         return int(self._core.slots_allocated())
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader found suspicious at creation, one line each (each also logged once):
+        e.g. mean/std in 0..1 units on 0..255 pixels (docs/PYTHON.md, "Mistakes")."""
+        return list(self._core.warnings())
+
     def pool_buffers(self) -> int:
         """Host batch buffers allocated so far."""
         return int(self._core.pool_buffers())

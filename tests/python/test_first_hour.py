@@ -160,3 +160,83 @@ def test_an_epoch_where_every_sample_fails_is_an_error_even_with_a_large_max_cor
     assert "(max_corrupt = 1000)" in msg, msg
     assert "crop size (60, 60) exceeds the image" in msg, msg
 
+
+def test_images_of_different_sizes_without_size_are_refused_not_squashed(tmp_path):
+    # Item 1: an ImageFolder-like set of images from 40 to 64 px, loaded with no size= and no
+    # transform: it used to come out as record 0's size, aspect ratio lost, with no word.
+    import subprocess
+    import sysconfig
+
+    _varied_folder(tmp_path / "src", [(40, 50), (64, 48), (52, 60), (44, 44)])
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu")
+    msg = str(e.value)
+    assert "differ in size (the manifest fixes none) and batches need one" in msg, msg
+    assert "set the output size (size: every sample is resized to it)" in msg, msg
+    assert "Resize(height=H, width=W)" in msg, msg
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", size=(48, 48),
+                           output="numpy")
+    assert [b["image"].shape[1:] for b in loader] == [(3, 48, 48)] * 2
+    # dsbench says the same instead of printing record 0's size as if every image had it.
+    dsbench = os.path.join(sysconfig.get_path("scripts"), "dsbench")
+    r = subprocess.run([dsbench, str(tmp_path / "data.lmdb"), "--batches", "2", "--warmup", "0",
+                        "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0, r.stdout
+    assert "differ in size" in r.stderr and "--size" in r.stderr, r.stderr
+    assert "50x40x3" not in r.stdout, r.stdout
+
+
+def test_a_plain_lmdb_of_different_sizes_names_the_first_record_of_another_size(tmp_path):
+    # Item 1, a plain LMDB (no manifest: sizes unknown at open): record 0 sizes the batches and
+    # the first record of another size is named, not resized to record 0's size.
+    import cv2
+    import lmdb
+    import numpy as np
+
+    db = str(tmp_path / "plain.lmdb")
+    env = lmdb.open(db, map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for i, (h, w) in enumerate([(20, 30), (20, 30), (20, 30), (24, 36)]):
+            img = np.full((h, w, 3), 10 * i, np.uint8)
+            txn.put(str(i).encode(), cv2.imencode(".png", img)[1].tobytes())
+    env.close()
+    loader = dspipe.Loader(db, batch_size=2, device="cpu", shuffle=False, normalize=False,
+                           output="numpy")
+    it = iter(loader)
+    assert next(it)["image"].shape == (2, 3, 20, 30)
+    with pytest.raises(ValueError) as e:
+        next(it)
+    msg = str(e.value)
+    assert f"key 3 in {db} is 24x36, record 0 (key 0) is 20x30" in msg, msg
+    assert "size: every sample is resized to it" in msg, msg
+    loader = dspipe.Loader(db, batch_size=2, device="cpu", normalize=False, size=(20, 30),
+                           output="numpy")
+    assert sum(len(b["index"]) for b in loader) == 4
+
+
+def test_imagenet_mean_std_in_0_1_units_are_warned_about_with_the_fix(tmp_path, capfd):
+    # Item 2: the torchvision habit, mean/std in 0..1 units, on a dataset of 0..255 pixels: the
+    # values came out in 85..931 with no word.
+    import numpy as np
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    capfd.readouterr()
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu", output="numpy",
+                           mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    assert len(loader.warnings) == 1, loader.warnings
+    w = loader.warnings[0]
+    assert "are all <= 1, but the pixels of" in w and "are 0..255" in w, w
+    assert "mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]" in w, w
+    assert w in capfd.readouterr().err  # logged once, at creation
+    assert float(np.abs(next(iter(loader))["image"]).max()) > 100  # accepted as given
+    # The fix it names: no warning, values around 0.
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu", output="numpy",
+                           mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
+    assert loader.warnings == []
+    assert float(np.abs(next(iter(loader))["image"]).max()) < 5
+    assert "are all <= 1" not in capfd.readouterr().err
+    # normalize=False (mean 0, std 1) is not such a mistake.
+    assert dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu",
+                         normalize=False).warnings == []

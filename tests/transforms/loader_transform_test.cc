@@ -226,6 +226,119 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   EXPECT_NE(s.message().find("needs masks"), std::string::npos) << s.ToString();
 }
 
+// Issue 40 item 1: without a transform, records of different sizes are never squashed to
+// record 0's size: a dspipe dataset (the manifest fixes no size) is refused at open, a plain
+// LMDB (sizes unknown at open) at the first record of another size, naming it; the output size
+// (or a pipeline that fixes it) is the fix.
+TEST_F(LoaderTransformTest, RecordsOfDifferentSizesWithoutASizeAreRefusedNotSquashed) {
+  const std::string src = root_ + "/varied";
+  std::filesystem::create_directories(src + "/images");
+  std::vector<std::pair<std::string, std::string>> plain;
+  for (int i = 0; i < 5; ++i) {
+    const int h = i < 3 ? 30 : 36, w = i < 3 ? 40 : 44;  // records 3 and 4 differ
+    cv::Mat img = testing::GenImage(i, h, w), bgr;
+    cv::cvtColor(img, bgr, cv::COLOR_RGB2BGR);
+    char name[32];
+    std::snprintf(name, sizeof(name), "%06d.png", i);
+    ASSERT_TRUE(cv::imwrite(src + "/images/" + name, bgr));
+    std::vector<uint8_t> png;
+    ASSERT_TRUE(cv::imencode(".png", bgr, png));
+    plain.emplace_back(std::to_string(i), std::string(png.begin(), png.end()));
+  }
+  const std::string varied = testing::Build(src, root_ + "/varied.lmdb", StoreMode::kEncoded, 1);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  o.mean = {0};
+  o.std = {1};
+  Status s = OpenError(o, varied);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("the images of " + varied +
+                             " differ in size (the manifest fixes none) and batches need one: "
+                             "set the output size (LoaderOptions::height"),
+            std::string::npos)
+      << s.ToString();
+  o.augment.hflip_p = 0.5;  // flips do not fix a size
+  EXPECT_EQ(OpenError(o, varied).code(), Status::Code::kInvalidArgument);
+  o.height = 30, o.width = 40;  // the fix
+  EXPECT_TRUE(OpenError(o, varied).ok()) << OpenError(o, varied).ToString();
+
+  // A plain LMDB: record 0 sizes the batches; record 3 is refused, named, not resized.
+  const std::string plain_path = root_ + "/plain.lmdb";
+  testing::WritePlainLmdb(plain_path, plain);
+  for (const bool with_transform : {false, true}) {
+    o.height = o.width = 0;
+    o.augment.hflip_p = 0;
+    o.transform =
+        with_transform ? MustParse(R"([{"__class_fullname__": "HorizontalFlip"}])") : nullptr;
+    auto loader = Open(o, plain_path);
+    ASSERT_TRUE(loader);
+    EXPECT_EQ(loader->shape().height, 30);
+    Batch b;
+    int delivered = 0;
+    while ((s = loader->Next(&b)).ok() && b) delivered += static_cast<int>(b.size());
+    EXPECT_EQ(delivered, 2);  // the first batch (records 0, 1); the second holds record 3
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("key 3 in " + plain_path +
+                               " is 36x44, record 0 (key 0) is 30x40: the images differ in size"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("set the output size (LoaderOptions::height"), std::string::npos);
+    o.height = 30, o.width = 40;  // the fix: every record resized to it
+    loader = Open(o, plain_path);
+    ASSERT_TRUE(loader);
+    int samples = 0;
+    for (const testing::BatchCopy& c : testing::RunEpochs(loader.get(), 0, 1)) {
+      samples += static_cast<int>(c.indices.size());
+    }
+    EXPECT_EQ(samples, 5);
+  }
+}
+
+// Issue 40 item 2: mean/std in 0..1 units (the torchvision habit) on 0..255 pixels are
+// accepted but warned about once, with the fix; pixel-unit values and mean 0 / std 1 are not.
+TEST_F(LoaderTransformTest, MeanStdInZeroToOneUnitsAreWarnedAbout) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 1;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  o.mean = {0.485, 0.456, 0.406};
+  o.std = {0.229, 0.224, 0.225};
+  auto loader = Open(o);
+  ASSERT_TRUE(loader);
+  ASSERT_EQ(loader->warnings().size(), 1u);
+  const std::string& w = loader->warnings()[0];
+  EXPECT_NE(w.find("mean [0.485, 0.456, 0.406] and std [0.229, 0.224, 0.225] are all <= 1, but "
+                   "the pixels of " +
+                   path_ + " are 0..255"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])"),
+            std::string::npos)
+      << w;
+  // The pipeline's Normalize with max_pixel_value=1: the fix is its argument.
+  o = Options(R"([{"__class_fullname__": "Normalize", "p": 1, "max_pixel_value": 1}])");
+  loader = Open(o);
+  ASSERT_TRUE(loader);
+  ASSERT_EQ(loader->warnings().size(), 1u);
+  EXPECT_NE(loader->warnings()[0].find("Normalize has max_pixel_value=1: leave it at 255"),
+            std::string::npos)
+      << loader->warnings()[0];
+  // Not warned: pixel units (albumentations' default Normalize, explicit ones), no
+  // normalization (mean 0, std 1), the manifest's statistics.
+  for (int k = 0; k < 4; ++k) {
+    o = k == 0 ? Options(R"([{"__class_fullname__": "Normalize", "p": 1}])")
+               : Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+    if (k == 1) o.mean = {120}, o.std = {60};
+    if (k == 2) o.mean = {0}, o.std = {1};
+    loader = Open(o);
+    ASSERT_TRUE(loader);
+    EXPECT_TRUE(loader->warnings().empty()) << k << ": " << loader->warnings()[0];
+  }
+}
+
 // Issue 40 item 5: a crop larger than every record is a configuration error at open (the
 // manifest knows the size), not a corrupt record per sample.
 TEST_F(LoaderTransformTest, ACropLargerThanEveryRecordIsRefusedAtOpen) {
