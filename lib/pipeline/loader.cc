@@ -238,6 +238,26 @@ Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<d
                                      Opt("LoaderOptions::mean") + " and " +
                                      Opt("LoaderOptions::std"));
     }
+    if (channels == 1 && info.mean.size() == 3 && info.std.size() == 3) {
+      // The gray conversion weighs R, G, B so (cv::COLOR_RGB2GRAY): the gray mean follows from
+      // the manifest's; its std needs the channels' covariances, so only a bound does.
+      const double w[3] = {0.299, 0.587, 0.114};
+      double m = 0, s = 0;
+      for (int k = 0; k < 3; ++k) m += w[k] * info.mean[k], s += w[k] * info.std[k];
+      std::ostringstream ms, ss;
+      ms << std::setprecision(4) << m;
+      ss << std::setprecision(4) << s;
+      return Status::InvalidArgument(
+          Opt("LoaderOptions::channels", "1") + " converts the RGB images of " + info.path +
+          " to gray, and its manifest's mean/std are per RGB channel (mean " + List(info.mean) +
+          ", std " + List(info.std) +
+          "; none were set): pass the gray images' own, one value "
+          "each, e.g. " +
+          Opt("LoaderOptions::mean", ms.str()) + " " + Opt("LoaderOptions::std", ss.str()) +
+          " (the mean is 0.299 R + 0.587 G + 0.114 B of the manifest's means, the std an upper "
+          "bound from its stds), or build the dataset with " +
+          Opt("BuildOptions::gray", "true") + " so that its manifest has them");
+    }
     *mean = info.mean;
     *std = info.std;
   }

@@ -240,3 +240,24 @@ def test_imagenet_mean_std_in_0_1_units_are_warned_about_with_the_fix(tmp_path, 
     # normalize=False (mean 0, std 1) is not such a mistake.
     assert dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu",
                          normalize=False).warnings == []
+
+
+def test_channels_1_on_an_rgb_dataset_says_which_mean_std_to_pass(tmp_path):
+    # Item 15: channels=1 on an RGB dataset, no mean/std given: the message used to be
+    # "mean/std have 3/3 values for 1 channels" although none were set.
+    import re
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", channels=1)
+    msg = str(e.value)
+    assert "channels=1 converts the RGB images of" in msg, msg
+    assert "manifest's mean/std are per RGB channel" in msg and "none were set" in msg, msg
+    assert "values for 1 channels" not in msg, msg
+    assert "gray=True" in msg, msg
+    m = re.search(r"e\.g\. mean=([0-9.]+) std=([0-9.]+)", msg)
+    assert m, msg
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", channels=1,
+                           mean=float(m.group(1)), std=float(m.group(2)), output="numpy")
+    assert next(iter(loader))["image"].shape == (2, 1, 16, 16)

@@ -339,6 +339,37 @@ TEST_F(LoaderTransformTest, MeanStdInZeroToOneUnitsAreWarnedAbout) {
   }
 }
 
+// Issue 40 item 15: channels = 1 on an RGB dataset with no mean/std set: the manifest's are per
+// RGB channel; the message says so and which one value each to pass (computed from them).
+TEST_F(LoaderTransformTest, GrayOutputOfAnRgbDatasetSaysWhichMeanStdToPass) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 1;
+  o.channels = 1;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  const Status s = OpenError(o);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  const std::string& m = s.message();
+  EXPECT_NE(m.find("LoaderOptions::channels = 1 converts the RGB images of " + path_ +
+                   " to gray, and its manifest's mean/std are per RGB channel"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("none were set): pass the gray images' own, one value each, e.g. "
+                   "LoaderOptions::mean = "),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("values for 1 channels"), std::string::npos) << m;
+  // The values it names work.
+  const size_t at = m.find("LoaderOptions::mean = ") + 22;
+  const double mean = std::stod(m.substr(at));
+  const double sd = std::stod(m.substr(m.find("LoaderOptions::std = ") + 21));
+  o.mean = {mean};
+  o.std = {sd};
+  EXPECT_GT(mean, 20);
+  EXPECT_GT(sd, 1);
+  EXPECT_TRUE(OpenError(o).ok()) << OpenError(o).ToString();
+}
+
 // Issue 40 item 5: a crop larger than every record is a configuration error at open (the
 // manifest knows the size), not a corrupt record per sample.
 TEST_F(LoaderTransformTest, ACropLargerThanEveryRecordIsRefusedAtOpen) {
