@@ -52,6 +52,21 @@ enum class NormalizeMode {
   kCpuFloat32,  // also float32 NCHW (x - mean) / std in Batch::normalized(), on the workers
 };
 
+// Where the mean/std come from when LoaderOptions::mean/std are empty (docs/LOADER.md, the
+// options table; docs/TRANSFORMS.md, Normalize).
+enum class MeanStdSource {
+  // The transform pipeline's Normalize when it has one; else, with a transform pipeline, mean 0
+  // and std 1 (albumentations' meaning: a pipeline without Normalize gives 0..255 values);
+  // without one, the dataset manifest's statistics.
+  kAuto,
+  // The dataset manifest's statistics, also under a transform pipeline without Normalize (its
+  // Normalize, when it has one, still gives them).
+  kDataset,
+  // None: mean 0, std 1 (pixel values 0..255 as floats), unless the pipeline has a Normalize
+  // (it is applied). mean/std given with it are an error.
+  kIdentity,
+};
+
 // Every field is listed in dspipe/option_fields.h (a static_assert says when one is not), which
 // the Python binding and the resume identity walk.
 struct LoaderOptions {
@@ -110,6 +125,8 @@ struct LoaderOptions {
   // statistics. Required when the dataset has none (plain LMDBs) and normalize != kNone.
   std::vector<double> mean;
   std::vector<double> std;
+  // Where mean/std come from when both are empty. Default kAuto (see MeanStdSource).
+  MeanStdSource mean_std = MeanStdSource::kAuto;
   // Corrupt records (bad header, CRC, payload that does not decode) tolerated per epoch. 0
   // (default): Next fails with an error naming the key and the reason. N > 0: such samples are
   // skipped (their batch comes out smaller, order otherwise unchanged) and counted in

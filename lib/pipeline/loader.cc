@@ -84,6 +84,32 @@ std::string UnitsWarning(const DatasetInfo& info, const std::vector<double>& mea
          "), or use a Normalize in the transform pipeline with max_pixel_value=255";
 }
 
+// LoaderOptions::mean_std: which mean/std (empty = the manifest's, resolved later).
+Status ChooseMeanStd(const LoaderOptions& o, const TransformPipeline& pipeline,
+                     std::vector<double>* mean, std::vector<double>* std) {
+  const bool given = !o.mean.empty() || !o.std.empty();
+  if (o.mean_std == MeanStdSource::kIdentity && given) {
+    return Invalid(Opt("LoaderOptions::mean_std", "identity") + " (no normalization) and " +
+                   Opt("LoaderOptions::mean") + "/" + Opt("LoaderOptions::std") +
+                   " exclude each other: drop one");
+  }
+  if (pipeline.has_normalize()) {  // A.Normalize maps onto the normalize stage
+    if (given) {
+      return Invalid("the transform pipeline's Normalize sets mean/std: leave " +
+                     Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std") + " empty");
+    }
+    *mean = pipeline.normalize_mean();
+    *std = pipeline.normalize_std();
+    return Status::OK();
+  }
+  const bool albumentations = o.transform && o.mean_std == MeanStdSource::kAuto;
+  if (!given && (o.mean_std == MeanStdSource::kIdentity || albumentations)) {
+    *mean = {0.0};
+    *std = {1.0};
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 namespace pipeline {
@@ -315,14 +341,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   int input_h = 0, input_w = 0;
   DSPIPE_RETURN_IF_ERROR(pipeline::ResolvePipeline(o, info, ProbeFirstRecord, *dataset, &o.height,
                                                    &o.width, &pipeline, &input_h, &input_w));
-  if (pipeline->has_normalize()) {  // A.Normalize maps onto the normalize stage
-    if (!o.mean.empty() || !o.std.empty()) {
-      return Invalid("the transform pipeline's Normalize sets mean/std: leave " +
-                     Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std") + " empty");
-    }
-    o.mean = pipeline->normalize_mean();
-    o.std = pipeline->normalize_std();
-  }
+  DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, &o.mean, &o.std));
   const std::string units = UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
   o.channels = shape.channels;
   shape.height = o.height;

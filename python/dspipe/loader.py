@@ -210,10 +210,6 @@ class Loader:
             warnings.warn("dspipe.Loader(masks='int64'|'uint8') is mask_dtype= now; masks= is "
                           "a plain LMDB's masks LMDB", DeprecationWarning, stacklevel=2)
             values["mask_dtype"] = values.pop("masks")
-        if not values.pop("normalize", True):  # float pixel values in [0, 255]
-            if values.get("mean") is not None or values.get("std") is not None:
-                raise ValueError("dspipe.Loader: normalize=False and mean/std exclude each other")
-            values["mean"], values["std"] = 0.0, 1.0
         for k in ("mean", "std", "size"):
             if k in values and values[k] is None:
                 del values[k]  # the dataset's

@@ -261,3 +261,37 @@ def test_channels_1_on_an_rgb_dataset_says_which_mean_std_to_pass(tmp_path):
     loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", channels=1,
                            mean=float(m.group(1)), std=float(m.group(2)), output="numpy")
     assert next(iter(loader))["image"].shape == (2, 1, 16, 16)
+
+
+def test_a_pipeline_without_normalize_yields_what_albumentations_yields(tmp_path):
+    # Item 7: a transform= pipeline with no Normalize was still normalized with the manifest's
+    # mean/std; normalize=False with A.Normalize() raised about mean/std the user never set.
+    A = pytest.importorskip("albumentations")
+    import numpy as np
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    db = tmp_path / "data.lmdb"
+
+    def first(**kw):
+        loader = dspipe.Loader(db, batch_size=4, device="cpu", shuffle=False, output="numpy",
+                               **kw)
+        return next(iter(loader))["image"]
+
+    flip = A.Compose([A.HorizontalFlip(p=0)])
+    x = first(transform=flip)
+    assert x.dtype == np.float32 and x.min() >= 0 and x.max() > 100  # 0..255, as albumentations
+    assert np.array_equal(x, first(normalize=False))
+    # Asked for: the dataset's statistics.
+    n = first(transform=flip, normalize=True)
+    assert abs(float(n.mean())) < 1.5 and float(n.max()) < 10
+    assert np.allclose(n, first())  # what a loader without a pipeline gives
+    # normalize=False with A.Normalize(): the pipeline's Normalize applies, no error.
+    y = first(transform=A.Compose([A.Normalize()]), normalize=False)
+    want = (x.transpose(0, 2, 3, 1) / 255.0 - np.array([0.485, 0.456, 0.406])) \
+        / np.array([0.229, 0.224, 0.225])
+    assert np.allclose(y, want.transpose(0, 3, 1, 2), atol=1e-4)
+    # normalize=False with mean/std: one message naming both.
+    with pytest.raises(ValueError) as e:
+        first(normalize=False, mean=[100], std=[50])
+    assert "normalize=False (no normalization) and mean/std exclude each other" in str(e.value)

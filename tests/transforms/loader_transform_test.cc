@@ -370,6 +370,66 @@ TEST_F(LoaderTransformTest, GrayOutputOfAnRgbDatasetSaysWhichMeanStdToPass) {
   EXPECT_TRUE(OpenError(o).ok()) << OpenError(o).ToString();
 }
 
+// Issue 40 item 7: albumentations' meaning. A pipeline without Normalize yields the 0..255
+// values (mean 0, std 1) unless the manifest's statistics are asked for (kDataset) or mean/std
+// are set; kIdentity with the pipeline's Normalize applies it instead of an error about mean/std
+// nobody set; without a pipeline nothing changes (the manifest's).
+TEST_F(LoaderTransformTest, APipelineWithoutNormalizeYieldsWhatAlbumentationsYields) {
+  const auto mean_of = [&](const LoaderOptions& o) {
+    auto loader = Open(o);
+    return loader ? loader->options().mean : std::vector<double>{};
+  };
+  LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip", "p": 0}])");
+  {
+    auto loader = Open(o);
+    ASSERT_TRUE(loader);
+    EXPECT_EQ(loader->options().mean, std::vector<double>(3, 0.0));
+    EXPECT_EQ(loader->options().std, std::vector<double>(3, 1.0));
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    ASSERT_TRUE(b);
+    const size_t plane = static_cast<size_t>(kH) * kW;
+    for (size_t i = 0; i < plane; ++i) {  // channel 0 of sample 0 is its uint8 pixel value
+      ASSERT_EQ(b.normalized()[i], static_cast<float>(b.images()[i * 3])) << i;
+    }
+  }
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(path_, {}, &ds).ok());
+  const std::vector<double> manifest = ds->info().mean;
+  ASSERT_EQ(manifest.size(), 3u);
+  o.mean_std = MeanStdSource::kDataset;
+  EXPECT_EQ(mean_of(o), manifest);
+  o.mean_std = MeanStdSource::kAuto;
+  o.mean = {10};
+  o.std = {2};
+  EXPECT_EQ(mean_of(o), std::vector<double>(3, 10.0));  // asked for
+  // Without a pipeline: the manifest's, as before.
+  LoaderOptions plain;
+  plain.batch_size = 2;
+  plain.threads = 1;
+  plain.normalize = NormalizeMode::kCpuFloat32;
+  EXPECT_EQ(mean_of(plain), manifest);
+  plain.mean_std = MeanStdSource::kIdentity;
+  EXPECT_EQ(mean_of(plain), std::vector<double>(3, 0.0));
+  // kIdentity with the pipeline's Normalize: the Normalize applies (albumentations' result).
+  o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
+  o.mean_std = MeanStdSource::kIdentity;
+  const std::vector<double> m = mean_of(o);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_NEAR(m[0], 0.485 * 255, 1e-3);
+  // kIdentity with mean/std: one message naming both, no other.
+  o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+  o.mean_std = MeanStdSource::kIdentity;
+  o.mean = {1};
+  o.std = {2};
+  const Status s = OpenError(o);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("LoaderOptions::mean_std = identity (no normalization) and "
+                             "LoaderOptions::mean/LoaderOptions::std exclude each other"),
+            std::string::npos)
+      << s.ToString();
+}
+
 // Issue 40 item 5: a crop larger than every record is a configuration error at open (the
 // manifest knows the size), not a corrupt record per sample.
 TEST_F(LoaderTransformTest, ACropLargerThanEveryRecordIsRefusedAtOpen) {
