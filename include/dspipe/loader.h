@@ -263,6 +263,11 @@ class Loader {
   // batches are taken, what a restored position leaves. (A batch whose samples were all skipped
   // as corrupt still counts.)
   virtual uint64_t batches_left() const = 0;
+  // Batches the next pass makes (BeginPass, then Next to the epoch's end): batches_left() when
+  // the position is pending (nothing taken since it was set), else the next epoch's
+  // batches_per_epoch() - a pass that follows a partial one starts the next epoch. Python's
+  // len(loader) and so torch's DataLoader length.
+  virtual uint64_t batches_in_next_pass() const = 0;
 
   // Where the loader is, with its identity (LoaderState). Valid at any point.
   virtual LoaderState state() const = 0;

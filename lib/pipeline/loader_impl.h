@@ -104,6 +104,7 @@ class LoaderImpl final : public Loader {
     return sampler_.SamplesInEpoch(epoch_);
   }
   uint64_t batches_left() const override;
+  uint64_t batches_in_next_pass() const override;
 
   // loader_state.cc
   LoaderState state() const override;

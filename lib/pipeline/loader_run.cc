@@ -103,6 +103,13 @@ uint64_t LoaderImpl::batches_left() const {
   return (epoch_end_ - std::min(deliver_pos_, epoch_end_) + b - 1) / b;
 }
 
+uint64_t LoaderImpl::batches_in_next_pass() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
+  const auto b = static_cast<uint64_t>(options_.batch_size);
+  if (!taken_) return (epoch_end_ - std::min(deliver_pos_, epoch_end_) + b - 1) / b;
+  return (EpochEnd(epoch_ + 1) + b - 1) / b;  // BeginPass starts the next epoch
+}
+
 uint64_t LoaderImpl::EpochEnd(uint64_t epoch) const {
   const uint64_t n = sampler_.SamplesInEpoch(epoch);
   const auto b = static_cast<uint64_t>(options_.batch_size);

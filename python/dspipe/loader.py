@@ -187,8 +187,9 @@ class Loader:
     The training loop (docs/PYTHON.md, "The training-loop contract"): each iter(loader) is one
     pass over an epoch; a new pass starts the next epoch unless a position is pending (a new
     loader, set_epoch, load_state_dict, or the previous epoch ran to its end). set_epoch(e) of
-    the epoch a restored state is in continues it. len(loader) is the batches left in the
-    current epoch for this rank. state_dict() is valid at any point.
+    the epoch a restored state is in continues it. len(loader) is the batches of the pass a
+    `for` loop would make now (batches_left() those left in the current epoch). state_dict() is
+    valid at any point.
     """
 
     def __init__(self, path: str | os.PathLike[str], **options: Unpack[LoaderArgs]) -> None:
@@ -306,6 +307,14 @@ class Loader:
             self._compute_batches += 1
 
     def __len__(self) -> int:
+        """Batches the pass a `for` loop would make now, for this rank (the iter() rule,
+        Loader::batches_in_next_pass): what is left of a pending position (a new loader,
+        set_epoch, load_state_dict, an epoch run to its end), else - after or during a partial
+        pass - the next epoch's batches. So it is the count the next loop yields and the length
+        torch's DataLoader sees."""
+        return int(self._core.batches_in_next_pass())
+
+    def batches_left(self) -> int:
         """Batches left in the current epoch for this rank (Loader::batches_left): all of them
         before a pass, fewer during one, what a restored state leaves."""
         return int(self._core.batches_left())

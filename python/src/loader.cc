@@ -304,6 +304,11 @@ void RegisterLoader(nb::module_& m) {
              nb::gil_scoped_release release;
              return l.loader().batches_left();
            })
+      .def("batches_in_next_pass",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().batches_in_next_pass();
+           })
       .def("samples_per_epoch",
            [](PyLoader& l) {
              nb::gil_scoped_release release;

@@ -295,3 +295,31 @@ def test_a_pipeline_without_normalize_yields_what_albumentations_yields(tmp_path
     with pytest.raises(ValueError) as e:
         first(normalize=False, mean=[100], std=[50])
     assert "normalize=False (no normalization) and mean/std exclude each other" in str(e.value)
+
+
+def test_len_after_a_partial_pass_is_what_the_next_loop_yields(tmp_path):
+    # Item 4: the notebook looked at one batch (next(iter(loader))), then printed len(loader) and
+    # ran the epoch: len said 23, the loop made 25; torch's DataLoader warned about the length.
+    import warnings
+
+    dspipe.synth(tmp_path / "src", count=10, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu", output="numpy")
+    assert len(loader) == 3
+    next(iter(loader))  # a look at one batch: a partial pass
+    assert len(loader) == 3 and loader.batches_left() == 2
+    assert len(loader) == len(list(loader)) == 3  # the next loop is a whole epoch
+    n = 0
+    for _ in loader:  # during a pass: the pass a new loop would make, as torch's len is fixed
+        assert len(loader) == 3
+        n += 1
+    assert n == 3
+    torch = pytest.importorskip("torch")
+    from dspipe.torch import IterableDataset
+
+    ds = IterableDataset(tmp_path / "data.lmdb", batch_size=4, device="cpu")
+    dl = torch.utils.data.DataLoader(ds, batch_size=None)
+    next(iter(dl))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when a pass yields more than len()
+        assert len(dl) == len(list(dl)) == 3
