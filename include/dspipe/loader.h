@@ -52,6 +52,21 @@ enum class NormalizeMode {
   kCpuFloat32,  // also float32 NCHW (x - mean) / std in Batch::normalized(), on the workers
 };
 
+// Where the mean/std come from when LoaderOptions::mean/std are empty (docs/LOADER.md, the
+// options table; docs/TRANSFORMS.md, Normalize).
+enum class MeanStdSource {
+  // The transform pipeline's Normalize when it has one; else, with a transform pipeline, mean 0
+  // and std 1 (albumentations' meaning: a pipeline without Normalize gives 0..255 values);
+  // without one, the dataset manifest's statistics.
+  kAuto,
+  // The dataset manifest's statistics, also under a transform pipeline without Normalize (its
+  // Normalize, when it has one, still gives them).
+  kDataset,
+  // None: mean 0, std 1 (pixel values 0..255 as floats), unless the pipeline has a Normalize
+  // (it is applied). mean/std given with it are an error.
+  kIdentity,
+};
+
 // Every field is listed in dspipe/option_fields.h (a static_assert says when one is not), which
 // the Python binding and the resume identity walk.
 struct LoaderOptions {
@@ -79,8 +94,10 @@ struct LoaderOptions {
   // Drop this rank's last batch of an epoch when it has fewer than batch_size samples.
   // Default false: the last batch is smaller.
   bool drop_last = false;
-  // Output size in pixels; 0 (default) = the dataset's (for datasets whose sizes vary or are
-  // unknown, e.g. plain LMDBs: the size of record 0). Samples of another size are resized.
+  // Output size in pixels; 0 (default) = the dataset's. Samples of another size are resized.
+  // 0 on a dataset whose sizes vary (the manifest fixes none) is refused by Create unless the
+  // pipeline fixes the size; on a plain LMDB (sizes unknown) record 0 sizes the batches and a
+  // record of another size is an InvalidArgument naming it (never resized to record 0's).
   // With a `transform`: 0 = the size the pipeline ends in; a pipeline whose output size is not
   // fixed gets a final Resize to this size (or the dataset's, or record 0's for plain LMDBs);
   // a size that differs from the one the pipeline fixes is an error.
@@ -108,11 +125,14 @@ struct LoaderOptions {
   // statistics. Required when the dataset has none (plain LMDBs) and normalize != kNone.
   std::vector<double> mean;
   std::vector<double> std;
+  // Where mean/std come from when both are empty. Default kAuto (see MeanStdSource).
+  MeanStdSource mean_std = MeanStdSource::kAuto;
   // Corrupt records (bad header, CRC, payload that does not decode) tolerated per epoch. 0
   // (default): Next fails with an error naming the key and the reason. N > 0: such samples are
   // skipped (their batch comes out smaller, order otherwise unchanged) and counted in
   // corrupt_skipped() and listed, with their keys, in corrupt_records(); the (N+1)-th in one
-  // epoch fails like N = 0.
+  // epoch fails like N = 0. An epoch whose records were all skipped ends with kAborted (not
+  // silently empty): a setting every sample fails is a configuration error.
   int max_corrupt = 0;
   // Where batch buffers come from; nullptr (default) = DefaultBatchAllocator() (aligned
   // malloc). The CUDA path passes a pinned-memory allocator.
@@ -243,6 +263,11 @@ class Loader {
   // batches are taken, what a restored position leaves. (A batch whose samples were all skipped
   // as corrupt still counts.)
   virtual uint64_t batches_left() const = 0;
+  // Batches the next pass makes (BeginPass, then Next to the epoch's end): batches_left() when
+  // the position is pending (nothing taken since it was set), else the next epoch's
+  // batches_per_epoch() - a pass that follows a partial one starts the next epoch. Python's
+  // len(loader) and so torch's DataLoader length.
+  virtual uint64_t batches_in_next_pass() const = 0;
 
   // Where the loader is, with its identity (LoaderState). Valid at any point.
   virtual LoaderState state() const = 0;
@@ -276,6 +301,10 @@ class Loader {
   virtual CorruptReport corrupt_records() const = 0;
   // Batch buffers allocated so far (prefetch + 1 in steady state when batches are released).
   virtual size_t pool_buffers() const = 0;
+  // What Create found suspicious but not wrong enough to refuse, one line each, each also
+  // logged once (warn level) when the loader was created: mean/std that look like 0..1 units
+  // on 0..255 pixels. Empty when nothing was.
+  virtual const std::vector<std::string>& warnings() const = 0;
 };
 
 // Opens the dataset at `path` for a loader made with `options`: in place, or through the cache

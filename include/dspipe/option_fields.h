@@ -194,6 +194,15 @@ struct EnumNames<NormalizeMode> {
   }};
 };
 template <>
+struct EnumNames<MeanStdSource> {
+  static constexpr std::string_view kName = "MeanStdSource";
+  static constexpr std::array<std::pair<std::string_view, MeanStdSource>, 3> kValues{{
+      {"auto", MeanStdSource::kAuto},
+      {"dataset", MeanStdSource::kDataset},
+      {"identity", MeanStdSource::kIdentity},
+  }};
+};
+template <>
 struct EnumNames<StoreMode> {
   static constexpr std::string_view kName = "StoreMode";
   static constexpr std::array<std::pair<std::string_view, StoreMode>, 2> kValues{{
@@ -285,8 +294,8 @@ struct OptionFields<LoaderOptions> {
       Field("channels", &S::channels, kInState), Field("augment", &S::augment, kInState),
       Field("transform", &S::transform, kInState), Field("defer_hflip", &S::defer_hflip),
       Field("normalize", &S::normalize), Field("mean", &S::mean), Field("std", &S::std),
-      Field("max_corrupt", &S::max_corrupt), Field("allocator", &S::allocator),
-      Field("dataset", &S::dataset), Field("cache", &S::cache),
+      Field("mean_std", &S::mean_std), Field("max_corrupt", &S::max_corrupt),
+      Field("allocator", &S::allocator), Field("dataset", &S::dataset), Field("cache", &S::cache),
       Field("cache_limit", &S::cache_limit), Field("cache_overlap", &S::cache_overlap),
       Field("stream_ahead", &S::stream_ahead));
 };

@@ -92,6 +92,12 @@ class TransformPipeline {
   // Why OutputSize is false, naming the transform that makes the size vary.
   std::string OutputSizeReason(int in_h, int in_w) const;
 
+  // OK unless a step that every sample runs refuses its input for every draw when the inputs
+  // are in_h x in_w (a crop larger than the image without pad_if_needed, e.g. RandomCrop(300,
+  // 300) on 256x256): then InvalidArgument naming the transform, the size it gets and why. A
+  // step that runs only sometimes (p < 1, inside OneOf / SomeOf) is not judged. 0 = unknown: OK.
+  Status CheckInputSize(int in_h, int in_w) const;
+
   // The pipeline ends in Normalize (standard, p = 1): its per-channel mean and std in pixel
   // units (mean * max_pixel_value, std * max_pixel_value). Normalize maps onto the loader's
   // normalize stage (LoaderOptions::mean/std), it is not applied by Apply.

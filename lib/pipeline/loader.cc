@@ -11,14 +11,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <iomanip>
 #include <limits>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 
 #include "codec/image.h"
 #include "dspipe/cuda.h"
+#include "dspipe/log.h"
 #include "dspipe/option_fields.h"
 #include "pipeline/loader_impl.h"
 
@@ -47,6 +51,65 @@ Status ProbeFirstRecord(const Dataset& ds, int* height, int* width) {
 }
 
 Status Invalid(const std::string& what) { return Status::InvalidArgument("loader: " + what); }
+
+std::string List(const std::vector<double>& v, double scale = 1) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::ostringstream one;
+    one << std::setprecision(6) << v[i] * scale;
+    s += (i ? ", " : "") + one.str();
+  }
+  return s + "]";
+}
+
+// mean/std (pixel units) that look like 0..1 units (the torchvision / ImageNet habit) on a
+// dataset of 0..255 pixels: "" when they do not. mean 0 / std 1 (no normalization) is fine.
+std::string UnitsWarning(const DatasetInfo& info, const std::vector<double>& mean,
+                         const std::vector<double>& std, bool from_pipeline) {
+  const auto at_most_1 = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::abs(x) <= 1; });
+  };
+  const bool identity = std::all_of(mean.begin(), mean.end(), [](double x) { return x == 0; }) &&
+                        std::all_of(std.begin(), std.end(), [](double x) { return x == 1; });
+  if (mean.empty() || std.empty() || identity || !at_most_1(mean) || !at_most_1(std)) return "";
+  std::string line = "loader: mean " + List(mean) + " and std " + List(std) +
+                     " are all <= 1, but the pixels of " + info.path +
+                     " are 0..255 and mean/std are in pixel units, so the values come out "
+                     "about 255 times too large; ";
+  if (from_pipeline) {
+    return line +
+           "the transform pipeline's Normalize has max_pixel_value=1: leave it at 255 "
+           "(albumentations' default), or pass mean/std already multiplied by 255";
+  }
+  return line + "pass them multiplied by 255 (mean=" + List(mean, 255) + ", std=" + List(std, 255) +
+         "), or use a Normalize in the transform pipeline with max_pixel_value=255";
+}
+
+// LoaderOptions::mean_std: which mean/std (empty = the manifest's, resolved later).
+Status ChooseMeanStd(const LoaderOptions& o, const TransformPipeline& pipeline,
+                     std::vector<double>* mean, std::vector<double>* std) {
+  const bool given = !o.mean.empty() || !o.std.empty();
+  if (o.mean_std == MeanStdSource::kIdentity && given) {
+    return Invalid(Opt("LoaderOptions::mean_std", "identity") + " (no normalization) and " +
+                   Opt("LoaderOptions::mean") + "/" + Opt("LoaderOptions::std") +
+                   " exclude each other: drop one");
+  }
+  if (pipeline.has_normalize()) {  // A.Normalize maps onto the normalize stage
+    if (given) {
+      return Invalid("the transform pipeline's Normalize sets mean/std: leave " +
+                     Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std") + " empty");
+    }
+    *mean = pipeline.normalize_mean();
+    *std = pipeline.normalize_std();
+    return Status::OK();
+  }
+  const bool albumentations = o.transform && o.mean_std == MeanStdSource::kAuto;
+  if (!given && (o.mean_std == MeanStdSource::kIdentity || albumentations)) {
+    *mean = {0.0};
+    *std = {1.0};
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -175,6 +238,11 @@ LoaderShape LoaderImpl::loader_shape() const {
   return s;
 }
 
+void LoaderImpl::Warn(std::string line) {
+  Log(LogLevel::kWarn, line);
+  warnings_.push_back(std::move(line));
+}
+
 CorruptReport LoaderImpl::corrupt_records() const {
   std::lock_guard<std::mutex> lock(corrupt_mu_);
   CorruptReport r = corrupt_report_;
@@ -196,6 +264,26 @@ Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<d
                                      " has no statistics in its manifest: set " +
                                      Opt("LoaderOptions::mean") + " and " +
                                      Opt("LoaderOptions::std"));
+    }
+    if (channels == 1 && info.mean.size() == 3 && info.std.size() == 3) {
+      // The gray conversion weighs R, G, B so (cv::COLOR_RGB2GRAY): the gray mean follows from
+      // the manifest's; its std needs the channels' covariances, so only a bound does.
+      const double w[3] = {0.299, 0.587, 0.114};
+      double m = 0, s = 0;
+      for (int k = 0; k < 3; ++k) m += w[k] * info.mean[k], s += w[k] * info.std[k];
+      std::ostringstream ms, ss;
+      ms << std::setprecision(4) << m;
+      ss << std::setprecision(4) << s;
+      return Status::InvalidArgument(
+          Opt("LoaderOptions::channels", "1") + " converts the RGB images of " + info.path +
+          " to gray, and its manifest's mean/std are per RGB channel (mean " + List(info.mean) +
+          ", std " + List(info.std) +
+          "; none were set): pass the gray images' own, one value "
+          "each, e.g. " +
+          Opt("LoaderOptions::mean", ms.str()) + " " + Opt("LoaderOptions::std", ss.str()) +
+          " (the mean is 0.299 R + 0.587 G + 0.114 B of the manifest's means, the std an upper "
+          "bound from its stds), or build the dataset with " +
+          Opt("BuildOptions::gray", "true") + " so that its manifest has them");
     }
     *mean = info.mean;
     *std = info.std;
@@ -251,16 +339,11 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   shape.normalized = o.normalize == NormalizeMode::kCpuFloat32;
   // The pipeline (the transform, or augment's) and the batch size it gives (sample.h).
   std::shared_ptr<const TransformPipeline> pipeline;
+  int input_h = 0, input_w = 0;
   DSPIPE_RETURN_IF_ERROR(pipeline::ResolvePipeline(o, info, ProbeFirstRecord, *dataset, &o.height,
-                                                   &o.width, &pipeline));
-  if (pipeline->has_normalize()) {  // A.Normalize maps onto the normalize stage
-    if (!o.mean.empty() || !o.std.empty()) {
-      return Invalid("the transform pipeline's Normalize sets mean/std: leave " +
-                     Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std") + " empty");
-    }
-    o.mean = pipeline->normalize_mean();
-    o.std = pipeline->normalize_std();
-  }
+                                                   &o.width, &pipeline, &input_h, &input_w));
+  DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, &o.mean, &o.std));
+  const std::string units = UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
   o.channels = shape.channels;
   shape.height = o.height;
   shape.width = o.width;
@@ -280,9 +363,12 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
       &sampler);
   if (!s.ok()) return s.WithContext("loader over " + info.path);
   std::string content = pipeline::ContentSha256(*dataset);
-  *out = std::make_unique<pipeline::LoaderImpl>(std::move(dataset), std::move(o), shape,
-                                                std::move(sampler), norm, std::move(content),
-                                                std::move(pipeline));
+  auto impl = std::make_unique<pipeline::LoaderImpl>(std::move(dataset), std::move(o), shape,
+                                                     std::move(sampler), norm, std::move(content),
+                                                     std::move(pipeline));
+  impl->RequireInputSize(input_h, input_w);
+  if (!units.empty()) impl->Warn(units);
+  *out = std::move(impl);
   return Status::OK();
 }
 

@@ -87,6 +87,8 @@ class LoaderImpl final : public Loader {
              Sampler sampler, NormalizeParams norm, std::string content_sha256,
              std::shared_ptr<const TransformPipeline> pipeline);
   ~LoaderImpl() override;
+  // Before the first Next: every record must be h x w (SampleContext::input_h; 0 = any).
+  void RequireInputSize(int h, int w) { ctx_.input_h = h, ctx_.input_w = w; }
 
   // loader_run.cc
   Status Next(Batch* out) override;
@@ -102,6 +104,7 @@ class LoaderImpl final : public Loader {
     return sampler_.SamplesInEpoch(epoch_);
   }
   uint64_t batches_left() const override;
+  uint64_t batches_in_next_pass() const override;
 
   // loader_state.cc
   LoaderState state() const override;
@@ -125,6 +128,9 @@ class LoaderImpl final : public Loader {
   uint64_t corrupt_skipped() const override { return corrupt_total_.load(); }
   CorruptReport corrupt_records() const override;
   size_t pool_buffers() const override { return pool_->allocated(); }
+  const std::vector<std::string>& warnings() const override { return warnings_; }
+  // Create: adds a warning (and logs it).
+  void Warn(std::string line);
 
  private:
   // ---- loader_run.cc
@@ -158,6 +164,9 @@ class LoaderImpl final : public Loader {
   Status FirstNotCorrupt(const Job& job);
   // The consumer's view of a finished job: skipped records counted, errors returned.
   Status Collect(const Job& job);
+  // At an epoch's end: Aborted when records were read and every one was skipped as corrupt
+  // (max_corrupt large): an epoch never ends silently empty. OK otherwise.
+  Status NothingDelivered() const;
   // Adds a corrupt record to corrupt_records(), unless listed already or the list is full.
   void ListCorrupt(uint64_t index, uint64_t epoch, const Status& s);
   bool Forked() const { return ::getpid() != pid_; }
@@ -201,6 +210,8 @@ class LoaderImpl final : public Loader {
   uint64_t order_epoch_ = 0;
   std::vector<uint64_t> order_;
   uint64_t corrupt_in_epoch_ = 0;
+  uint64_t delivered_in_epoch_ = 0;  // samples handed out since the epoch's position was set
+  Status first_corrupt_in_epoch_;
   std::atomic<uint64_t> corrupt_total_{0};
   mutable std::mutex corrupt_mu_;  // guards corrupt_report_ (read from any thread)
   CorruptReport corrupt_report_;   // count filled in by corrupt_records()
@@ -211,6 +222,7 @@ class LoaderImpl final : public Loader {
   mutable std::mutex consumer_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
+  std::vector<std::string> warnings_;             // set by Create only
   std::vector<std::unique_ptr<Job>> spare_jobs_;  // consumer thread only
   std::deque<std::unique_ptr<Job>> jobs_;  // guarded by mu_ (the consumer also reads the front)
 };

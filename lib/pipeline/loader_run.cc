@@ -37,8 +37,9 @@ Status LoaderImpl::Next(Batch* out) {
     }
     if (deliver_pos_ >= epoch_end_) {  // end of epoch: signal it once, move on
       Drain();
+      Status none = NothingDelivered();
       SetEpochLocked(epoch_ + 1);
-      return Status::OK();
+      return none;
     }
     DSPIPE_RETURN_IF_ERROR(TopUp());
     std::unique_ptr<Job> job = WaitFront();
@@ -66,6 +67,7 @@ Status LoaderImpl::Next(Batch* out) {
       if (!s.ok()) return s;
       continue;  // every sample of this batch was skipped
     }
+    delivered_in_epoch_ += static_cast<uint64_t>(size);
     *out = pool_->Wrap(buffer, size, epoch, number);
     // Refill the pipeline. This batch is handed out either way; a failure (the allocator out
     // of memory) is kept and returned by the next call. (The TopUp there would retry, and
@@ -101,6 +103,13 @@ uint64_t LoaderImpl::batches_left() const {
   return (epoch_end_ - std::min(deliver_pos_, epoch_end_) + b - 1) / b;
 }
 
+uint64_t LoaderImpl::batches_in_next_pass() const {
+  std::lock_guard<std::mutex> consumer(consumer_mu_);
+  const auto b = static_cast<uint64_t>(options_.batch_size);
+  if (!taken_) return (epoch_end_ - std::min(deliver_pos_, epoch_end_) + b - 1) / b;
+  return (EpochEnd(epoch_ + 1) + b - 1) / b;  // BeginPass starts the next epoch
+}
+
 uint64_t LoaderImpl::EpochEnd(uint64_t epoch) const {
   const uint64_t n = sampler_.SamplesInEpoch(epoch);
   const auto b = static_cast<uint64_t>(options_.batch_size);
@@ -120,7 +129,8 @@ void LoaderImpl::SetEpochLocked(uint64_t epoch) {
   epoch_ = epoch;
   taken_ = false;
   deliver_pos_ = submit_pos_ = advised_pos_ = 0;
-  corrupt_in_epoch_ = 0;
+  corrupt_in_epoch_ = delivered_in_epoch_ = 0;
+  first_corrupt_in_epoch_ = Status::OK();
   SwitchToCacheIfReady();
   PlanStream();
 }
@@ -316,6 +326,7 @@ Status LoaderImpl::Collect(const Job& job) {
     if (s.ok()) continue;
     ListCorrupt(job.indices[i], job.epoch, s);
     corrupt_total_.fetch_add(1);
+    if (first_corrupt_in_epoch_.ok()) first_corrupt_in_epoch_ = s;
     if (++corrupt_in_epoch_ > static_cast<uint64_t>(options_.max_corrupt) && !first_corrupt) {
       first_corrupt = &s;
     }
@@ -325,6 +336,17 @@ Status LoaderImpl::Collect(const Job& job) {
   return first_corrupt->WithContext(
       "more than max_corrupt=" + std::to_string(options_.max_corrupt) +
       " corrupt records in epoch " + std::to_string(job.epoch));
+}
+
+Status LoaderImpl::NothingDelivered() const {
+  if (corrupt_in_epoch_ == 0 || delivered_in_epoch_ > 0) return Status::OK();
+  return Status::Aborted(
+      "loader over " + dataset_->info().path + ": epoch " + std::to_string(epoch_) +
+      " delivered no sample: all " + std::to_string(corrupt_in_epoch_) +
+      " records read were skipped as corrupt (" + Opt("LoaderOptions::max_corrupt") + " = " +
+      std::to_string(options_.max_corrupt) +
+      "), which is a configuration error more often than bad data; the first: " +
+      first_corrupt_in_epoch_.message());
 }
 
 void LoaderImpl::ListCorrupt(uint64_t index, uint64_t epoch, const Status& s) {

@@ -188,9 +188,9 @@ class SampleJob {
     if (!planned) {
       DSPIPE_RETURN_IF_ERROR(MakePlan(img.source_height, img.source_width, &plan));
     } else if (img.source_height != size_h || img.source_width != size_w) {
-      return Bad("the image header says " + std::to_string(size_h) + "x" +
-                 std::to_string(size_w) + ", the decoded image is " +
-                 std::to_string(img.source_height) + "x" + std::to_string(img.source_width));
+      return Bad("the image header says " + std::to_string(size_h) + "x" + std::to_string(size_w) +
+                 ", the decoded image is " + std::to_string(img.source_height) + "x" +
+                 std::to_string(img.source_width));
     }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
     transforms::Fold fold;
@@ -258,6 +258,17 @@ class SampleJob {
   }
 
   Status MakePlan(int src_h, int src_w, Plan* plan) {
+    if (ctx_.input_h > 0 && (src_h != ctx_.input_h || src_w != ctx_.input_w)) {
+      // A configuration error, not a bad record: the batch size was taken from record 0.
+      return Status::InvalidArgument(
+          "loader: " + Where() + " is " + std::to_string(src_h) + "x" + std::to_string(src_w) +
+          ", record 0 (key " + ctx_.dataset->KeyName(0) + ") is " + std::to_string(ctx_.input_h) +
+          "x" + std::to_string(ctx_.input_w) +
+          ": the images differ in size and nothing fixes the batch size; set the output size (" +
+          Opt("LoaderOptions::height") +
+          ": every sample is resized to it) or end the transform pipeline in a fixed size (e.g. "
+          "Resize(height=H, width=W), RandomResizedCrop(size=(H, W)))");
+    }
     Status s = transforms::MakePlan(*ctx_.pipeline->impl().root, seed_, epoch_, index_,
                                     {src_h, src_w}, ctx_.shape.channels, plan);
     if (!s.ok()) return Bad(s.message());
@@ -391,14 +402,28 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
 
 Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
                        Status (*probe)(const Dataset&, int*, int*), const Dataset& dataset,
-                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out) {
+                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out,
+                       int* input_h, int* input_w) {
   auto invalid = [](const std::string& m) { return Status::InvalidArgument("loader: " + m); };
   const AugmentOptions& aug = options.augment;
+  *input_h = *input_w = 0;
   if (!options.transform) {  // augment's sugar: the batch size is the requested / stored one
     if (*height == 0) {
       *height = info.height;
       *width = info.width;
-      if (*height <= 0 || *width <= 0) DSPIPE_RETURN_IF_ERROR(probe(dataset, height, width));
+      if (*height <= 0 || *width <= 0) {
+        if (info.kind != DatasetKind::kPlain) {  // the manifest says the sizes vary
+          return invalid("the images of " + info.path +
+                         " differ in size (the manifest fixes none) and batches need one: set "
+                         "the output size (" +
+                         Opt("LoaderOptions::height") +
+                         ": every sample is resized to it) or a transform pipeline that ends in "
+                         "a fixed size (e.g. Resize(height=H, width=W), RandomResizedCrop(size=(H, "
+                         "W)))");
+        }
+        DSPIPE_RETURN_IF_ERROR(probe(dataset, height, width));
+        *input_h = *height, *input_w = *width;  // plain LMDB: checked per record
+      }
     }
     return TransformPipeline::Parse(AugmentPipelineJson(aug, *height, *width), out);
   }
@@ -423,6 +448,12 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
   if (p->impl().needs_mask && !info.has_masks) {
     return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
                    info.path + " has none");
+  }
+  // A configuration error, not a corrupt record per sample: the manifest knows the size.
+  if (Status s = p->CheckInputSize(info.height, info.width); !s.ok()) {
+    return invalid("every record of " + info.path + " is " + std::to_string(info.height) + "x" +
+                   std::to_string(info.width) + ", and " + s.message() +
+                   " (or resize before it, e.g. SmallestMaxSize)");
   }
   int ph = 0, pw = 0;
   if (p->OutputSize(info.height, info.width, &ph, &pw)) {
@@ -454,6 +485,7 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     if (!p->OutputSize(h0, w0, height, width)) {
       return invalid("batches need one size, and " + p->OutputSizeReason(h0, w0) + fix);
     }
+    *input_h = h0, *input_w = w0;  // every record must be record 0's size: checked per record
   }
   // A final Resize (before Normalize) to the batch size: a no-op for samples already that size.
   nlohmann::json j = nlohmann::json::parse(p->ToJson());

@@ -42,6 +42,10 @@ struct SampleContext {
   // The pipeline the workers run (never null once the loader is created): options->transform
   // or augment's, with a final Resize when its output size is not fixed (ResolvePipeline).
   std::shared_ptr<const TransformPipeline> pipeline;
+  // The size every record must have (0 = any): record 0's, when the batch size was taken from
+  // it (a plain LMDB, whose sizes are unknown at open, with nothing that fixes the size). A
+  // record of another size is an InvalidArgument naming it, never resized to record 0's size.
+  int input_h = 0, input_w = 0;
 };
 
 // Where sample i of a batch goes.
@@ -62,11 +66,14 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
 // The pipeline a loader runs for `options` over `info` (Loader::Create): options->transform,
 // or augment's sugar, with a final Resize(height, width) when the pipeline's output size is not
 // fixed. *height / *width: in, the requested size (0 = none); out, the batch size. `probe`
-// gives record 0's size when the dataset does not fix one and it is needed (plain LMDBs).
-// Errors: InvalidArgument naming what to set.
+// gives record 0's size when the dataset does not fix one and it is needed (plain LMDBs); then
+// *input_h / *input_w are that size (SampleContext::input_h), else 0. A dspipe dataset whose
+// records differ in size needs the size or a pipeline that fixes it. Errors: InvalidArgument
+// naming what to set.
 Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
                        Status (*probe)(const Dataset&, int*, int*), const Dataset& dataset,
-                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out);
+                       int* height, int* width, std::shared_ptr<const TransformPipeline>* out,
+                       int* input_h, int* input_w);
 
 // Process-wide switch for the fused PNG path (default on). Benchmarks and tests turn it off to
 // run the general path in the same process.

@@ -145,6 +145,12 @@ class Leaf {
   // The output size for `in` when no draw changes it; nullopt when it varies per sample.
   // in unknown (0 x 0): known only for transforms that end in a fixed size.
   virtual std::optional<Size> StaticOutput(Size in) const { return in; }
+  // Every draw refuses an input of size `in` (known): BadInput saying why, as Draw says it
+  // (a crop larger than the image without pad_if_needed). OK when some draw may take it.
+  virtual Status RefusesInput(Size in) const {
+    (void)in;
+    return Status::OK();
+  }
   // Geometric: this step alone, exactly as albumentations computes it, src (step.in) -> *dst
   // (allocated step.out, same type). is_mask selects mask interpolation and fill.
   virtual void Warp(const Step& step, const cv::Mat& src, cv::Mat* dst, bool is_mask) const;

@@ -86,10 +86,7 @@ class PadCropLeaf final : public Leaf {
     const Size padded{in.h + pad[0] + pad[1], in.w + pad[2] + pad[3]};
     if ((type_ == kRandomCrop || type_ == kCenterCrop || type_ == kCropNonEmpty) &&
         (height_ > padded.h || width_ > padded.w)) {
-      return Status::BadInput("crop size (" + std::to_string(height_) + ", " +
-                              std::to_string(width_) + ") exceeds the image (" +
-                              std::to_string(in.h) + ", " + std::to_string(in.w) + ")" +
-                              (type_ == kCropNonEmpty ? "" : "; set pad_if_needed=true to pad"));
+      return CropExceeds(in);
     }
     crop[0] = 0, crop[1] = 0, crop[2] = padded.w, crop[3] = padded.h;
     if (type_ == kRandomCrop) {
@@ -116,6 +113,12 @@ class PadCropLeaf final : public Leaf {
     s->geo.frame = padding ? Frame::kBorder : s->out == in ? Frame::kFull : Frame::kCrop;
     s->geo.border = border_;
     return Status::OK();
+  }
+
+  Status RefusesInput(Size in) const override {
+    const bool crop = type_ == kRandomCrop || type_ == kCenterCrop || type_ == kCropNonEmpty;
+    if (!crop || pad_if_needed_ || !in.known()) return Status::OK();
+    return height_ > in.h || width_ > in.w ? CropExceeds(in) : Status::OK();
   }
 
   std::optional<Size> StaticOutput(Size in) const override {
@@ -183,6 +186,13 @@ class PadCropLeaf final : public Leaf {
   Status Parse(ArgReader& r);
 
  private:
+  Status CropExceeds(Size in) const {
+    return Status::BadInput("crop size (" + std::to_string(height_) + ", " +
+                            std::to_string(width_) + ") exceeds the image (" +
+                            std::to_string(in.h) + ", " + std::to_string(in.w) + ")" +
+                            (type_ == kCropNonEmpty ? "" : "; set pad_if_needed=true to pad"));
+  }
+
   // CropNonEmptyMaskIfExists.get_params_dependent_on_data on a one-channel mask.
   void CropNonEmpty(Rng& rng, const cv::Mat& mask, int* crop) const {
     cv::Mat m = mask;

@@ -121,6 +121,29 @@ SizeState OutputOf(const Node& root, int in_h, int in_w) {
   return After(root, in, false);
 }
 
+// Walks the steps every sample runs (leaves and Compose / Sequential with p >= 1, outside
+// OneOf / SomeOf) with the size each gets: the first that refuses its input for every draw.
+Status CertainRefusal(const Node& n, SizeState* size) {
+  if (n.p < 1 || n.type == Node::kOneOf || n.type == Node::kSomeOf) {
+    *size = After(n, *size, false);  // may not run, or a choice: sizes after it as OutputOf
+    return Status::OK();
+  }
+  if (n.type != Node::kLeaf) {
+    for (const auto& c : n.children) DSPIPE_RETURN_IF_ERROR(CertainRefusal(*c, size));
+    return Status::OK();
+  }
+  if (size->known) {
+    const Status s = n.leaf->RefusesInput(size->size);
+    if (!s.ok()) {
+      return Status::InvalidArgument(Where(n.position, n.leaf->name) + " refuses its " +
+                                     std::to_string(size->size.h) + "x" +
+                                     std::to_string(size->size.w) + " input: " + s.message());
+    }
+  }
+  *size = Body(n, *size);
+  return Status::OK();
+}
+
 Status CheckNormalize(const Node& root, std::vector<double>* mean, std::vector<double>* stdv) {
   std::vector<Node*> leaves;
   AllLeaves(root, &leaves);
@@ -184,6 +207,14 @@ std::string TransformPipeline::OutputSizeReason(int in_h, int in_w) const {
   const transforms::SizeState s = transforms::OutputOf(*impl_->root, in_h, in_w);
   if (s.known) return "";
   return s.why.empty() ? "the output size is the record's size, which is not fixed" : s.why;
+}
+
+Status TransformPipeline::CheckInputSize(int in_h, int in_w) const {
+  transforms::SizeState in;
+  if (in_h <= 0 || in_w <= 0) return Status::OK();
+  in.known = true;
+  in.size = {in_h, in_w};
+  return transforms::CertainRefusal(*impl_->root, &in);
 }
 
 bool TransformPipeline::has_normalize() const { return !impl_->mean.empty(); }

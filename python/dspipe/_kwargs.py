@@ -61,7 +61,7 @@ class LoaderArgs(_PlainArgs, total=False):
     max_slots: int
     pin_memory: bool | None
     output: str | None
-    normalize: bool
+    normalize: bool | None
 
 
 class BuildArgs(_PlainArgs, total=False):

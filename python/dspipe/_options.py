@@ -85,6 +85,15 @@ def _choice(mapping: Mapping[str, Any]) -> Callable[[Any], Any]:
     return convert
 
 
+def _normalize(v: Any) -> Any:
+    """None (albumentations' meaning under a transform, else the dataset's statistics), True
+    (the dataset's statistics), False (none: 0..255 floats) -> LoaderOptions::mean_std."""
+    values = {None: "auto", True: "dataset", False: "identity"}
+    if v is not None and not isinstance(v, bool):
+        raise ValueError(f"expected None, True or False, got {v!r}")
+    return getattr(E.MeanStdSource, values[v])
+
+
 def _transform(v: Any) -> str:
     """A dspipe.transforms or albumentations pipeline, its dict or JSON text; None = none."""
     return "" if v is None else transforms.spec_json(v)
@@ -165,6 +174,11 @@ LOADER: dict[str, Kwarg] = {
               "per channel; None = the dataset's statistics", _floats, "None"),
     "std": K("LoaderOptions::std", "per-channel std in pixel units; None = the dataset's", _floats,
              "None"),
+    "normalize": K("LoaderOptions::mean_std", "None: a transform= pipeline's Normalize, or none "
+                   "when it has none (albumentations' meaning: 0..255 floats), else the dataset's "
+                   "statistics; True: the dataset's statistics (also under a transform); False: "
+                   "none, 0..255 floats (a pipeline's Normalize still applies)", _normalize,
+                   "None"),
     "max_corrupt": K("LoaderOptions::max_corrupt", "corrupt records skipped per epoch"),
     "cache": K("LoaderOptions::cache", "RAM-disk cache: 'off', 'auto' (/dev/shm) or a directory",
                _path),
@@ -195,7 +209,6 @@ LOADER: dict[str, Kwarg] = {
 # Keywords with no C++ field of their own.
 LOADER_PYTHON = {
     "output": "'torch', 'numpy' or 'dlpack'; None = 'torch' when torch imports",
-    "normalize": "False: float pixel values 0..255 (mean 0, std 1)",
 }
 
 BUILD: dict[str, Kwarg] = {
@@ -251,8 +264,8 @@ VERIFY: dict[str, Kwarg] = {
 # C++ fields no keyword sets, and why.
 NOT_KWARGS = {
     "LoaderOptions::defer_hflip": "the DeviceLoader sets it for its path",
-    "LoaderOptions::normalize": "the DeviceLoader sets it for its path (normalize=False: mean 0, "
-                                "std 1)",
+    "LoaderOptions::normalize": "the DeviceLoader sets it for its path (normalize= is "
+                                "LoaderOptions::mean_std)",
     "LoaderOptions::allocator": "pin_memory chooses it",
     "DatasetOpenOptions::resolve_shard": "a callback the cache sets (order='shards')",
     "DeviceOptions::mean": "mean= sets LoaderOptions::mean, which the DeviceLoader uses",
@@ -278,6 +291,10 @@ def option_names() -> dict[str, str]:
                 names[f] = kw
     # A build to s3:// pushes with PushOptions::overwrite = build(overwrite=...).
     names["PushOptions::overwrite"] = "overwrite"
+    # Values Python spells otherwise: the whole "keyword=value" for "Struct::field=value".
+    names["LoaderOptions::mean_std=auto"] = "normalize=None"
+    names["LoaderOptions::mean_std=dataset"] = "normalize=True"
+    names["LoaderOptions::mean_std=identity"] = "normalize=False"
     return names
 
 

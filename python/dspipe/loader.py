@@ -187,8 +187,9 @@ class Loader:
     The training loop (docs/PYTHON.md, "The training-loop contract"): each iter(loader) is one
     pass over an epoch; a new pass starts the next epoch unless a position is pending (a new
     loader, set_epoch, load_state_dict, or the previous epoch ran to its end). set_epoch(e) of
-    the epoch a restored state is in continues it. len(loader) is the batches left in the
-    current epoch for this rank. state_dict() is valid at any point.
+    the epoch a restored state is in continues it. len(loader) is the batches of the pass a
+    `for` loop would make now (batches_left() those left in the current epoch). state_dict() is
+    valid at any point.
     """
 
     def __init__(self, path: str | os.PathLike[str], **options: Unpack[LoaderArgs]) -> None:
@@ -210,10 +211,6 @@ class Loader:
             warnings.warn("dspipe.Loader(masks='int64'|'uint8') is mask_dtype= now; masks= is "
                           "a plain LMDB's masks LMDB", DeprecationWarning, stacklevel=2)
             values["mask_dtype"] = values.pop("masks")
-        if not values.pop("normalize", True):  # float pixel values in [0, 255]
-            if values.get("mean") is not None or values.get("std") is not None:
-                raise ValueError("dspipe.Loader: normalize=False and mean/std exclude each other")
-            values["mean"], values["std"] = 0.0, 1.0
         for k in ("mean", "std", "size"):
             if k in values and values[k] is None:
                 del values[k]  # the dataset's
@@ -310,6 +307,14 @@ class Loader:
             self._compute_batches += 1
 
     def __len__(self) -> int:
+        """Batches the pass a `for` loop would make now, for this rank (the iter() rule,
+        Loader::batches_in_next_pass): what is left of a pending position (a new loader,
+        set_epoch, load_state_dict, an epoch run to its end), else - after or during a partial
+        pass - the next epoch's batches. So it is the count the next loop yields and the length
+        torch's DataLoader sees."""
+        return int(self._core.batches_in_next_pass())
+
+    def batches_left(self) -> int:
         """Batches left in the current epoch for this rank (Loader::batches_left): all of them
         before a pass, fewer during one, what a restored state leaves."""
         return int(self._core.batches_left())
@@ -424,6 +429,12 @@ class Loader:
     def slots_allocated(self) -> int:
         """Batch buffer sets made so far (grows only while more batches are held than ever)."""
         return int(self._core.slots_allocated())
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader found suspicious at creation, one line each (each also logged once):
+        e.g. mean/std in 0..1 units on 0..255 pixels (docs/PYTHON.md, "Mistakes")."""
+        return list(self._core.warnings())
 
     def pool_buffers(self) -> int:
         """Host batch buffers allocated so far."""

@@ -166,6 +166,7 @@ inline void BindOptions(nb::module_& m) {
   BindEnum<SampleOrder>(m);
   BindEnum<Interpolation>(m);
   BindEnum<NormalizeMode>(m);
+  BindEnum<MeanStdSource>(m);
   BindEnum<StoreMode>(m);
   BindEnum<Compression>(m);
   BindEnum<OnError>(m);

@@ -29,6 +29,10 @@ std::unordered_map<std::string, std::string>& PythonNames() {
 }  // namespace
 
 std::string PythonOptionName(std::string_view field, std::string_view value) {
+  if (!value.empty()) {  // a value Python spells otherwise (normalize=False)
+    const auto whole = PythonNames().find(std::string(field) + "=" + std::string(value));
+    if (whole != PythonNames().end()) return whole->second;
+  }
   const auto it = PythonNames().find(std::string(field));
   const std::string name = it != PythonNames().end() ? it->second : std::string(field);
   if (value.empty()) return name;

@@ -304,6 +304,11 @@ void RegisterLoader(nb::module_& m) {
              nb::gil_scoped_release release;
              return l.loader().batches_left();
            })
+      .def("batches_in_next_pass",
+           [](PyLoader& l) {
+             nb::gil_scoped_release release;
+             return l.loader().batches_in_next_pass();
+           })
       .def("samples_per_epoch",
            [](PyLoader& l) {
              nb::gil_scoped_release release;
@@ -332,6 +337,7 @@ void RegisterLoader(nb::module_& m) {
       .def("wait_for_cache_copy", &PyLoader::wait_for_cache_copy)
       .def("slots_allocated", [](PyLoader& l) { return l.device_loader().slots_allocated(); })
       .def("pool_buffers", [](PyLoader& l) { return l.loader().pool_buffers(); })
+      .def("warnings", [](PyLoader& l) { return l.loader().warnings(); })
       .def("corrupt_skipped", [](PyLoader& l) { return l.loader().corrupt_skipped(); })
       .def("corrupt_records", &PyLoader::corrupt_records)
       .def("stats", &PyLoader::stats)

@@ -186,6 +186,44 @@ TEST(LoaderCorruptList, ListIsBoundedAndSaysSo) {
   std::filesystem::remove_all(root);
 }
 
+// Issue 40 item 5: with max_corrupt large and every record bad, the epoch does not end
+// silently empty: its end is an error saying so, with the count and the first reason; the next
+// epoch is then read (and fails the same way).
+TEST(LoaderCorruptList, AnEpochWithEveryRecordSkippedIsAnErrorNotSilentlyEmpty) {
+  const int n = 10;
+  const std::string root = testing::FreshDir("LoaderCorruptAllSkipped");
+  testing::WriteSourceTree(root + "/src", n, 8, 8, false);
+  const std::string path = testing::Build(root + "/src", root + "/data.lmdb", StoreMode::kRaw, 1);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < n; ++i) FlipOneBit(path, static_cast<uint64_t>(i), &rng);
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.max_corrupt = 1000;
+  o.sampler.shuffle = false;
+  o.dataset.verify_crc = true;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(path, o, &loader).ok());
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    Batch batch;
+    Status s;
+    int batches = 0;
+    while ((s = loader->Next(&batch)).ok() && batch) ++batches;
+    EXPECT_EQ(batches, 0);
+    EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
+    EXPECT_NE(s.message().find("epoch " + std::to_string(epoch) +
+                               " delivered no sample: all 10 records read were skipped as "
+                               "corrupt (LoaderOptions::max_corrupt = 1000)"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find(KeyName(0)), std::string::npos) << s.ToString();  // the first
+    EXPECT_EQ(loader->epoch(), epoch + 1);
+  }
+  // One good record in an epoch: no error (ListIsBoundedAndSaysSo reads such an epoch).
+  loader.reset();
+  std::filesystem::remove_all(root);
+}
+
 // The record CRC catches damage that still decodes (here: the label field).
 TEST_F(LoaderCorruptTest, VerifyCrcCatchesSilentDamage) {
   std::string v = testing::ReadRecord(path_, 3);

@@ -105,6 +105,26 @@ struct Txn {
 };
 }  // namespace
 
+void WritePlainLmdb(const std::string& dir,
+                    const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::filesystem::create_directories(dir);
+  MDB_env* env = nullptr;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  ASSERT_EQ(mdb_env_set_mapsize(env, size_t{64} << 20), 0);
+  ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0644), 0) << dir;
+  MDB_txn* txn = nullptr;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  MDB_dbi dbi = 0;
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  for (const auto& [key, value] : entries) {
+    MDB_val k{key.size(), const_cast<char*>(key.data())};
+    MDB_val v{value.size(), const_cast<char*>(value.data())};
+    ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+  }
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
 void OverwriteRecord(const std::string& lmdb_dir, uint64_t index, const std::string& value) {
   Txn t(lmdb_dir, true);
   uint8_t kb[kKeySize];

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <opencv2/core.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dspipe/batch.h"
@@ -42,6 +43,9 @@ class EncodedLmdbTest : public ::testing::Test {
   const int n_, h_, w_;
 };
 
+// Writes a plain LMDB (the main database: key -> value, as Python's lmdb writes one) at dir.
+void WritePlainLmdb(const std::string& dir,
+                    const std::vector<std::pair<std::string, std::string>>& entries);
 // Replaces the value of record `index` in a dspipe LMDB (for corruption tests).
 void OverwriteRecord(const std::string& lmdb_dir, uint64_t index, const std::string& value);
 std::string ReadRecord(const std::string& lmdb_dir, uint64_t index);

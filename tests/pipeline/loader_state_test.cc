@@ -169,6 +169,46 @@ TEST_F(LoaderStateTest, BatchesLeftCountsDownAndFollowsARestore) {
   EXPECT_EQ(loader->batches_per_epoch(), 3u);
 }
 
+// Issue 40 item 4: batches_in_next_pass (Python's len) is what the next pass yields, checked
+// by making that pass: after a partial pass (the next starts the next epoch), during one, at a
+// pending position (new, set_epoch, Restore, an epoch run to its end); with drop_last and ranks.
+TEST_F(LoaderStateTest, BatchesInNextPassIsWhatTheNextPassYields) {
+  const auto pass = [](Loader* loader) {
+    loader->BeginPass();
+    Batch b;
+    uint64_t n = 0;
+    while (loader->Next(&b).ok() && b) ++n;
+    return n;
+  };
+  for (const bool drop_last : {false, true}) {
+    LoaderOptions o = Options();
+    o.drop_last = drop_last;
+    o.sampler.num_shards = 2;  // 5 samples per rank: 4 + 1, or 4 with drop_last
+    auto loader = Open(o);
+    const uint64_t full = drop_last ? 1 : 2;
+    EXPECT_EQ(loader->batches_in_next_pass(), full);
+    EXPECT_EQ(pass(loader.get()), full);
+    EXPECT_EQ(loader->batches_in_next_pass(), full);  // the epoch ran to its end
+    loader->BeginPass();
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok() && b);  // a partial pass: one batch taken
+    b = Batch();
+    EXPECT_EQ(loader->batches_left(), full - 1);
+    EXPECT_EQ(loader->batches_in_next_pass(), full) << "a new pass starts the next epoch";
+    const uint64_t epoch = loader->epoch();
+    EXPECT_EQ(pass(loader.get()), full);
+    EXPECT_EQ(loader->epoch(), epoch + 2);  // that pass was epoch + 1, and ran to its end
+    LoaderState s = loader->state();
+    s.position = 4;  // a restored position is pending: the pass continues it
+    ASSERT_TRUE(loader->Restore(s).ok());
+    EXPECT_EQ(loader->batches_in_next_pass(), full - 1);
+    EXPECT_EQ(pass(loader.get()), full - 1);
+    loader->set_epoch(7);
+    EXPECT_EQ(loader->batches_in_next_pass(), full);
+    EXPECT_EQ(pass(loader.get()), full);
+  }
+}
+
 // The data is identified by content: the same dataset at another path (a moved copy) resumes;
 // other data, or other stream options, are refused naming every difference.
 TEST_F(LoaderStateTest, IdentityIsTheContentNotThePath) {

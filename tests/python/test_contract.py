@@ -158,14 +158,14 @@ def test_each_iter_is_a_pass(dataset):
                                                for i in range(0, COUNT, 4)]
 
 
-def test_len_is_the_batches_left_for_this_rank(dataset):
+def test_len_is_the_batches_of_the_pass_a_loop_would_make(dataset):
     loader = cpu_loader(dataset, **KW)
     assert len(loader) == 7
     it = iter(loader)
     seen = []
     for b in it:
         seen.append(len(loader))
-    assert seen == [6, 5, 4, 3, 2, 1, 0]
+    assert seen == [7] * 7  # issue 40 item 4: the pass a new loop would make (torch: fixed)
     assert len(loader) == 7, "the next epoch"
     sd = cpu_loader(dataset, **KW).state_dict()
     sd["position"] = 20

@@ -106,3 +106,220 @@ def test_binary_masks_saved_as_0_255_are_named_and_mask_map_makes_them_classes(t
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={255: "one"}, progress=False)
     with pytest.raises(ValueError, match="mask_map"):
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={300: 1}, progress=False)
+
+
+def _varied_folder(root, sizes):
+    """A folder of RGB images (and masks) of the given (height, width) sizes."""
+    import cv2
+    import numpy as np
+
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    for i, (h, w) in enumerate(sizes):
+        img = np.full((h, w, 3), 30 + 20 * i, np.uint8)
+        img[: h // 2, : w // 3] = 200
+        cv2.imwrite(str(root / "images" / f"s{i}.png"), img)
+        cv2.imwrite(str(root / "masks" / f"s{i}.png"), (img[:, :, 0] > 100).astype(np.uint8))
+
+
+def test_a_crop_larger_than_every_image_is_refused_at_open_not_counted_as_corrupt(tmp_path):
+    # Item 5: A.RandomCrop(300, 300) on 256x256 data (here 64x64 and a crop of 80).
+    A = pytest.importorskip("albumentations")
+    dspipe.synth(tmp_path / "src", count=6, size=(64, 64), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    aug = A.Compose([A.HorizontalFlip(), A.RandomCrop(80, 80), A.Normalize()])
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", transform=aug,
+                      max_corrupt=1000)
+    msg = str(e.value)
+    assert "is 64x64, and transform 2 (RandomCrop) refuses its 64x64 input" in msg, msg
+    assert "crop size (80, 80) exceeds the image (64, 64)" in msg, msg
+    assert "pad_if_needed=true" in msg, msg
+    assert "CorruptRecord" not in msg, msg
+    # The fix it names works.
+    aug = A.Compose([A.RandomCrop(80, 80, pad_if_needed=True), A.Normalize()])
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", transform=aug,
+                           output="numpy")
+    assert sum(len(b["index"]) for b in loader) == 6
+
+
+def test_an_epoch_where_every_sample_fails_is_an_error_even_with_a_large_max_corrupt(tmp_path):
+    # Item 5: images of several sizes (the manifest fixes none), every one smaller than the crop:
+    # each sample fails on its own; with max_corrupt large the epoch used to yield 0 samples and
+    # raise nothing.
+    A = pytest.importorskip("albumentations")
+    _varied_folder(tmp_path / "src", [(40, 50), (44, 52), (48, 40)])
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", output="numpy",
+                           transform=A.Compose([A.RandomCrop(60, 60)]), max_corrupt=1000)
+    with pytest.raises(RuntimeError) as e:
+        for _ in loader:
+            pass
+    msg = str(e.value)
+    assert "delivered no sample: all 3 records read were skipped as corrupt" in msg, msg
+    assert "(max_corrupt = 1000)" in msg, msg
+    assert "crop size (60, 60) exceeds the image" in msg, msg
+
+
+def test_images_of_different_sizes_without_size_are_refused_not_squashed(tmp_path):
+    # Item 1: an ImageFolder-like set of images from 40 to 64 px, loaded with no size= and no
+    # transform: it used to come out as record 0's size, aspect ratio lost, with no word.
+    import subprocess
+    import sysconfig
+
+    _varied_folder(tmp_path / "src", [(40, 50), (64, 48), (52, 60), (44, 44)])
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu")
+    msg = str(e.value)
+    assert "differ in size (the manifest fixes none) and batches need one" in msg, msg
+    assert "set the output size (size: every sample is resized to it)" in msg, msg
+    assert "Resize(height=H, width=W)" in msg, msg
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", size=(48, 48),
+                           output="numpy")
+    assert [b["image"].shape[1:] for b in loader] == [(3, 48, 48)] * 2
+    # dsbench says the same instead of printing record 0's size as if every image had it.
+    dsbench = os.path.join(sysconfig.get_path("scripts"), "dsbench")
+    r = subprocess.run([dsbench, str(tmp_path / "data.lmdb"), "--batches", "2", "--warmup", "0",
+                        "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0, r.stdout
+    assert "differ in size" in r.stderr and "--size" in r.stderr, r.stderr
+    assert "50x40x3" not in r.stdout, r.stdout
+
+
+def test_a_plain_lmdb_of_different_sizes_names_the_first_record_of_another_size(tmp_path):
+    # Item 1, a plain LMDB (no manifest: sizes unknown at open): record 0 sizes the batches and
+    # the first record of another size is named, not resized to record 0's size.
+    import cv2
+    import lmdb
+    import numpy as np
+
+    db = str(tmp_path / "plain.lmdb")
+    env = lmdb.open(db, map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for i, (h, w) in enumerate([(20, 30), (20, 30), (20, 30), (24, 36)]):
+            img = np.full((h, w, 3), 10 * i, np.uint8)
+            txn.put(str(i).encode(), cv2.imencode(".png", img)[1].tobytes())
+    env.close()
+    loader = dspipe.Loader(db, batch_size=2, device="cpu", shuffle=False, normalize=False,
+                           output="numpy")
+    it = iter(loader)
+    assert next(it)["image"].shape == (2, 3, 20, 30)
+    with pytest.raises(ValueError) as e:
+        next(it)
+    msg = str(e.value)
+    assert f"key 3 in {db} is 24x36, record 0 (key 0) is 20x30" in msg, msg
+    assert "size: every sample is resized to it" in msg, msg
+    loader = dspipe.Loader(db, batch_size=2, device="cpu", normalize=False, size=(20, 30),
+                           output="numpy")
+    assert sum(len(b["index"]) for b in loader) == 4
+
+
+def test_imagenet_mean_std_in_0_1_units_are_warned_about_with_the_fix(tmp_path, capfd):
+    # Item 2: the torchvision habit, mean/std in 0..1 units, on a dataset of 0..255 pixels: the
+    # values came out in 85..931 with no word.
+    import numpy as np
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    capfd.readouterr()
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu", output="numpy",
+                           mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    assert len(loader.warnings) == 1, loader.warnings
+    w = loader.warnings[0]
+    assert "are all <= 1, but the pixels of" in w and "are 0..255" in w, w
+    assert "mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]" in w, w
+    assert w in capfd.readouterr().err  # logged once, at creation
+    assert float(np.abs(next(iter(loader))["image"]).max()) > 100  # accepted as given
+    # The fix it names: no warning, values around 0.
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu", output="numpy",
+                           mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
+    assert loader.warnings == []
+    assert float(np.abs(next(iter(loader))["image"]).max()) < 5
+    assert "are all <= 1" not in capfd.readouterr().err
+    # normalize=False (mean 0, std 1) is not such a mistake.
+    assert dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu",
+                         normalize=False).warnings == []
+
+
+def test_channels_1_on_an_rgb_dataset_says_which_mean_std_to_pass(tmp_path):
+    # Item 15: channels=1 on an RGB dataset, no mean/std given: the message used to be
+    # "mean/std have 3/3 values for 1 channels" although none were set.
+    import re
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", channels=1)
+    msg = str(e.value)
+    assert "channels=1 converts the RGB images of" in msg, msg
+    assert "manifest's mean/std are per RGB channel" in msg and "none were set" in msg, msg
+    assert "values for 1 channels" not in msg, msg
+    assert "gray=True" in msg, msg
+    m = re.search(r"e\.g\. mean=([0-9.]+) std=([0-9.]+)", msg)
+    assert m, msg
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=2, device="cpu", channels=1,
+                           mean=float(m.group(1)), std=float(m.group(2)), output="numpy")
+    assert next(iter(loader))["image"].shape == (2, 1, 16, 16)
+
+
+def test_a_pipeline_without_normalize_yields_what_albumentations_yields(tmp_path):
+    # Item 7: a transform= pipeline with no Normalize was still normalized with the manifest's
+    # mean/std; normalize=False with A.Normalize() raised about mean/std the user never set.
+    A = pytest.importorskip("albumentations")
+    import numpy as np
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    db = tmp_path / "data.lmdb"
+
+    def first(**kw):
+        loader = dspipe.Loader(db, batch_size=4, device="cpu", shuffle=False, output="numpy",
+                               **kw)
+        return next(iter(loader))["image"]
+
+    flip = A.Compose([A.HorizontalFlip(p=0)])
+    x = first(transform=flip)
+    assert x.dtype == np.float32 and x.min() >= 0 and x.max() > 100  # 0..255, as albumentations
+    assert np.array_equal(x, first(normalize=False))
+    # Asked for: the dataset's statistics.
+    n = first(transform=flip, normalize=True)
+    assert abs(float(n.mean())) < 1.5 and float(n.max()) < 10
+    assert np.allclose(n, first())  # what a loader without a pipeline gives
+    # normalize=False with A.Normalize(): the pipeline's Normalize applies, no error.
+    y = first(transform=A.Compose([A.Normalize()]), normalize=False)
+    want = (x.transpose(0, 2, 3, 1) / 255.0 - np.array([0.485, 0.456, 0.406])) \
+        / np.array([0.229, 0.224, 0.225])
+    assert np.allclose(y, want.transpose(0, 3, 1, 2), atol=1e-4)
+    # normalize=False with mean/std: one message naming both.
+    with pytest.raises(ValueError) as e:
+        first(normalize=False, mean=[100], std=[50])
+    assert "normalize=False (no normalization) and mean/std exclude each other" in str(e.value)
+
+
+def test_len_after_a_partial_pass_is_what_the_next_loop_yields(tmp_path):
+    # Item 4: the notebook looked at one batch (next(iter(loader))), then printed len(loader) and
+    # ran the epoch: len said 23, the loop made 25; torch's DataLoader warned about the length.
+    import warnings
+
+    dspipe.synth(tmp_path / "src", count=10, size=(16, 16), seed=1)
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", progress=False)
+    loader = dspipe.Loader(tmp_path / "data.lmdb", batch_size=4, device="cpu", output="numpy")
+    assert len(loader) == 3
+    next(iter(loader))  # a look at one batch: a partial pass
+    assert len(loader) == 3 and loader.batches_left() == 2
+    assert len(loader) == len(list(loader)) == 3  # the next loop is a whole epoch
+    n = 0
+    for _ in loader:  # during a pass: the pass a new loop would make, as torch's len is fixed
+        assert len(loader) == 3
+        n += 1
+    assert n == 3
+    torch = pytest.importorskip("torch")
+    from dspipe.torch import IterableDataset
+
+    ds = IterableDataset(tmp_path / "data.lmdb", batch_size=4, device="cpu")
+    dl = torch.utils.data.DataLoader(ds, batch_size=None)
+    next(iter(dl))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when a pass yields more than len()
+        assert len(dl) == len(list(dl)) == 3

@@ -226,6 +226,256 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   EXPECT_NE(s.message().find("needs masks"), std::string::npos) << s.ToString();
 }
 
+// Issue 40 item 1: without a transform, records of different sizes are never squashed to
+// record 0's size: a dspipe dataset (the manifest fixes no size) is refused at open, a plain
+// LMDB (sizes unknown at open) at the first record of another size, naming it; the output size
+// (or a pipeline that fixes it) is the fix.
+TEST_F(LoaderTransformTest, RecordsOfDifferentSizesWithoutASizeAreRefusedNotSquashed) {
+  const std::string src = root_ + "/varied";
+  std::filesystem::create_directories(src + "/images");
+  std::vector<std::pair<std::string, std::string>> plain;
+  for (int i = 0; i < 5; ++i) {
+    const int h = i < 3 ? 30 : 36, w = i < 3 ? 40 : 44;  // records 3 and 4 differ
+    cv::Mat img = testing::GenImage(i, h, w), bgr;
+    cv::cvtColor(img, bgr, cv::COLOR_RGB2BGR);
+    char name[32];
+    std::snprintf(name, sizeof(name), "%06d.png", i);
+    ASSERT_TRUE(cv::imwrite(src + "/images/" + name, bgr));
+    std::vector<uint8_t> png;
+    ASSERT_TRUE(cv::imencode(".png", bgr, png));
+    plain.emplace_back(std::to_string(i), std::string(png.begin(), png.end()));
+  }
+  const std::string varied = testing::Build(src, root_ + "/varied.lmdb", StoreMode::kEncoded, 1);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  o.mean = {0};
+  o.std = {1};
+  Status s = OpenError(o, varied);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("the images of " + varied +
+                             " differ in size (the manifest fixes none) and batches need one: "
+                             "set the output size (LoaderOptions::height"),
+            std::string::npos)
+      << s.ToString();
+  o.augment.hflip_p = 0.5;  // flips do not fix a size
+  EXPECT_EQ(OpenError(o, varied).code(), Status::Code::kInvalidArgument);
+  o.height = 30, o.width = 40;  // the fix
+  EXPECT_TRUE(OpenError(o, varied).ok()) << OpenError(o, varied).ToString();
+
+  // A plain LMDB: record 0 sizes the batches; record 3 is refused, named, not resized.
+  const std::string plain_path = root_ + "/plain.lmdb";
+  testing::WritePlainLmdb(plain_path, plain);
+  for (const bool with_transform : {false, true}) {
+    o.height = o.width = 0;
+    o.augment.hflip_p = 0;
+    o.transform =
+        with_transform ? MustParse(R"([{"__class_fullname__": "HorizontalFlip"}])") : nullptr;
+    auto loader = Open(o, plain_path);
+    ASSERT_TRUE(loader);
+    EXPECT_EQ(loader->shape().height, 30);
+    Batch b;
+    int delivered = 0;
+    while ((s = loader->Next(&b)).ok() && b) delivered += static_cast<int>(b.size());
+    EXPECT_EQ(delivered, 2);  // the first batch (records 0, 1); the second holds record 3
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("key 3 in " + plain_path +
+                               " is 36x44, record 0 (key 0) is 30x40: the images differ in size"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("set the output size (LoaderOptions::height"), std::string::npos);
+    o.height = 30, o.width = 40;  // the fix: every record resized to it
+    loader = Open(o, plain_path);
+    ASSERT_TRUE(loader);
+    int samples = 0;
+    for (const testing::BatchCopy& c : testing::RunEpochs(loader.get(), 0, 1)) {
+      samples += static_cast<int>(c.indices.size());
+    }
+    EXPECT_EQ(samples, 5);
+  }
+}
+
+// Issue 40 item 2: mean/std in 0..1 units (the torchvision habit) on 0..255 pixels are
+// accepted but warned about once, with the fix; pixel-unit values and mean 0 / std 1 are not.
+TEST_F(LoaderTransformTest, MeanStdInZeroToOneUnitsAreWarnedAbout) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 1;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  o.mean = {0.485, 0.456, 0.406};
+  o.std = {0.229, 0.224, 0.225};
+  auto loader = Open(o);
+  ASSERT_TRUE(loader);
+  ASSERT_EQ(loader->warnings().size(), 1u);
+  const std::string& w = loader->warnings()[0];
+  EXPECT_NE(w.find("mean [0.485, 0.456, 0.406] and std [0.229, 0.224, 0.225] are all <= 1, but "
+                   "the pixels of " +
+                   path_ + " are 0..255"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])"),
+            std::string::npos)
+      << w;
+  // The pipeline's Normalize with max_pixel_value=1: the fix is its argument.
+  o = Options(R"([{"__class_fullname__": "Normalize", "p": 1, "max_pixel_value": 1}])");
+  loader = Open(o);
+  ASSERT_TRUE(loader);
+  ASSERT_EQ(loader->warnings().size(), 1u);
+  EXPECT_NE(loader->warnings()[0].find("Normalize has max_pixel_value=1: leave it at 255"),
+            std::string::npos)
+      << loader->warnings()[0];
+  // Not warned: pixel units (albumentations' default Normalize, explicit ones), no
+  // normalization (mean 0, std 1), the manifest's statistics.
+  for (int k = 0; k < 4; ++k) {
+    o = k == 0 ? Options(R"([{"__class_fullname__": "Normalize", "p": 1}])")
+               : Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+    if (k == 1) o.mean = {120}, o.std = {60};
+    if (k == 2) o.mean = {0}, o.std = {1};
+    loader = Open(o);
+    ASSERT_TRUE(loader);
+    EXPECT_TRUE(loader->warnings().empty()) << k << ": " << loader->warnings()[0];
+  }
+}
+
+// Issue 40 item 15: channels = 1 on an RGB dataset with no mean/std set: the manifest's are per
+// RGB channel; the message says so and which one value each to pass (computed from them).
+TEST_F(LoaderTransformTest, GrayOutputOfAnRgbDatasetSaysWhichMeanStdToPass) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 1;
+  o.channels = 1;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  const Status s = OpenError(o);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  const std::string& m = s.message();
+  EXPECT_NE(m.find("LoaderOptions::channels = 1 converts the RGB images of " + path_ +
+                   " to gray, and its manifest's mean/std are per RGB channel"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("none were set): pass the gray images' own, one value each, e.g. "
+                   "LoaderOptions::mean = "),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("values for 1 channels"), std::string::npos) << m;
+  // The values it names work.
+  const size_t at = m.find("LoaderOptions::mean = ") + 22;
+  const double mean = std::stod(m.substr(at));
+  const double sd = std::stod(m.substr(m.find("LoaderOptions::std = ") + 21));
+  o.mean = {mean};
+  o.std = {sd};
+  EXPECT_GT(mean, 20);
+  EXPECT_GT(sd, 1);
+  EXPECT_TRUE(OpenError(o).ok()) << OpenError(o).ToString();
+}
+
+// Issue 40 item 7: albumentations' meaning. A pipeline without Normalize yields the 0..255
+// values (mean 0, std 1) unless the manifest's statistics are asked for (kDataset) or mean/std
+// are set; kIdentity with the pipeline's Normalize applies it instead of an error about mean/std
+// nobody set; without a pipeline nothing changes (the manifest's).
+TEST_F(LoaderTransformTest, APipelineWithoutNormalizeYieldsWhatAlbumentationsYields) {
+  const auto mean_of = [&](const LoaderOptions& o) {
+    auto loader = Open(o);
+    return loader ? loader->options().mean : std::vector<double>{};
+  };
+  LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip", "p": 0}])");
+  {
+    auto loader = Open(o);
+    ASSERT_TRUE(loader);
+    EXPECT_EQ(loader->options().mean, std::vector<double>(3, 0.0));
+    EXPECT_EQ(loader->options().std, std::vector<double>(3, 1.0));
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    ASSERT_TRUE(b);
+    const size_t plane = static_cast<size_t>(kH) * kW;
+    for (size_t i = 0; i < plane; ++i) {  // channel 0 of sample 0 is its uint8 pixel value
+      ASSERT_EQ(b.normalized()[i], static_cast<float>(b.images()[i * 3])) << i;
+    }
+  }
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(path_, {}, &ds).ok());
+  const std::vector<double> manifest = ds->info().mean;
+  ASSERT_EQ(manifest.size(), 3u);
+  o.mean_std = MeanStdSource::kDataset;
+  EXPECT_EQ(mean_of(o), manifest);
+  o.mean_std = MeanStdSource::kAuto;
+  o.mean = {10};
+  o.std = {2};
+  EXPECT_EQ(mean_of(o), std::vector<double>(3, 10.0));  // asked for
+  // Without a pipeline: the manifest's, as before.
+  LoaderOptions plain;
+  plain.batch_size = 2;
+  plain.threads = 1;
+  plain.normalize = NormalizeMode::kCpuFloat32;
+  EXPECT_EQ(mean_of(plain), manifest);
+  plain.mean_std = MeanStdSource::kIdentity;
+  EXPECT_EQ(mean_of(plain), std::vector<double>(3, 0.0));
+  // kIdentity with the pipeline's Normalize: the Normalize applies (albumentations' result).
+  o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
+  o.mean_std = MeanStdSource::kIdentity;
+  const std::vector<double> m = mean_of(o);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_NEAR(m[0], 0.485 * 255, 1e-3);
+  // kIdentity with mean/std: one message naming both, no other.
+  o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
+  o.mean_std = MeanStdSource::kIdentity;
+  o.mean = {1};
+  o.std = {2};
+  const Status s = OpenError(o);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("LoaderOptions::mean_std = identity (no normalization) and "
+                             "LoaderOptions::mean/LoaderOptions::std exclude each other"),
+            std::string::npos)
+      << s.ToString();
+}
+
+// Issue 40 item 5: a crop larger than every record is a configuration error at open (the
+// manifest knows the size), not a corrupt record per sample.
+TEST_F(LoaderTransformTest, ACropLargerThanEveryRecordIsRefusedAtOpen) {
+  LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"},
+                                {"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30}])");
+  o.max_corrupt = 1000;
+  Status s = OpenError(o);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("every record of " + path_ +
+                             " is 40x48, and transform 2 (RandomCrop) refuses its 40x48 input: "
+                             "crop size (41, 30) exceeds the image (40, 48); set "
+                             "pad_if_needed=true to pad"),
+            std::string::npos)
+      << s.ToString();
+  // After a size-changing step the size it gets is checked.
+  o = Options(R"([{"__class_fullname__": "Resize", "p": 1, "height": 20, "width": 20},
+                  {"__class_fullname__": "CenterCrop", "p": 1, "height": 24, "width": 24}])");
+  s = OpenError(o);
+  EXPECT_NE(s.message().find("transform 2 (CenterCrop) refuses its 20x20 input"), std::string::npos)
+      << s.ToString();
+  // Not refused: padded, resized up first, or a crop that runs only sometimes (p < 1 and in a
+  // OneOf: those samples fail one by one, as in albumentations).
+  for (
+      const char* spec :
+      {R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30, "pad_if_needed": true}])",
+       R"([{"__class_fullname__": "Resize", "p": 1, "height": 64, "width": 64},
+            {"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30}])",
+       R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [
+              {"__class_fullname__": "CenterCrop", "p": 1, "height": 41, "width": 30},
+              {"__class_fullname__": "CenterCrop", "p": 1, "height": 41, "width": 30}]},
+            {"__class_fullname__": "Resize", "p": 1, "height": 8, "width": 8}])"}) {
+    o = Options(spec);
+    o.max_corrupt = 1000;
+    EXPECT_TRUE(OpenError(o).ok()) << spec << ": " << OpenError(o).ToString();
+  }
+  // A crop that fits is not refused, and the library call says nothing either.
+  EXPECT_TRUE(
+      MustParse(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 40, "width": 48}])")
+          ->CheckInputSize(kH, kW)
+          .ok());
+  EXPECT_TRUE(
+      MustParse(R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 41, "width": 30}])")
+          ->CheckInputSize(0, 0)
+          .ok());  // unknown input size: not judged
+}
+
 // Flips with row-wise ops (LUTs, noise) keep the fused PNG path: decoded mirrored, each row's
 // ops and normalize done as the decoder finishes it; the same batches as the general path.
 TEST_F(LoaderTransformTest, FlipsAndRowOpsKeepTheFusedPngPath) {
