@@ -92,9 +92,10 @@ class TransformPipeline {
   // Why OutputSize is false, naming the transform that makes the size vary.
   std::string OutputSizeReason(int in_h, int in_w) const;
 
-  // The pipeline ends in Normalize (standard, p = 1): its per-channel mean and std in pixel
-  // units (mean * max_pixel_value, std * max_pixel_value). Normalize maps onto the loader's
-  // normalize stage (LoaderOptions::mean/std), it is not applied by Apply.
+  // The pipeline ends in Normalize (standard, p = 1) or ToFloat (mean 0, std max_value),
+  // optionally followed by ToTensorV2 (the layout the batches have; no-op): its per-channel
+  // mean and std in pixel units (mean * max_pixel_value, std * max_pixel_value). Normalize
+  // maps onto the loader's normalize stage (LoaderOptions::mean/std), it is not applied by Apply.
   bool has_normalize() const;
   const std::vector<double>& normalize_mean() const;
   const std::vector<double>& normalize_std() const;

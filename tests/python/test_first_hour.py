@@ -106,3 +106,41 @@ def test_binary_masks_saved_as_0_255_are_named_and_mask_map_makes_them_classes(t
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={255: "one"}, progress=False)
     with pytest.raises(ValueError, match="mask_map"):
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={300: 1}, progress=False)
+
+
+def test_tutorial_pipeline_ending_in_totensorv2_runs_as_albumentations_gives_it(tmp_path):
+    # Item 10: every tutorial recipe ends in Normalize (or ToFloat) and ToTensorV2.
+    import albumentations as A
+    import numpy as np
+    from albumentations.pytorch import ToTensorV2
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=6, size=(24, 32), seed=3, classes=3)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    plain = dspipe.Loader(db, batch_size=6, shuffle=False, device="cpu", output="numpy",
+                          normalize=False)
+    raw = next(iter(plain))
+    images = raw["image"].transpose(0, 2, 3, 1).astype(np.uint8)  # the stored pixels, HWC
+    masks = raw["mask"].astype(np.uint8)
+
+    for aug in (A.Compose([A.HorizontalFlip(p=1), A.Normalize(), ToTensorV2()]),
+                A.Compose([A.VerticalFlip(p=1), A.ToFloat(), ToTensorV2(transpose_mask=True)]),
+                A.Compose([A.ToFloat(max_value=1023), ToTensorV2()])):
+        loader = dspipe.Loader(db, batch_size=6, shuffle=False, device="cpu", output="numpy",
+                               transform=aug)
+        batch = next(iter(loader))
+        for i in range(6):
+            want = aug(image=images[i], mask=masks[i])
+            assert batch["image"][i].shape == tuple(want["image"].shape)  # CHW
+            ref = want["image"].numpy()
+            # Normalize: bit-identical; ToFloat: x * (1/max) instead of x / max, within 1 ulp.
+            assert np.all(np.abs(batch["image"][i] - ref) <= np.spacing(np.abs(ref))), aug
+            assert np.array_equal(batch["mask"][i], want["mask"].numpy())
+
+    with pytest.raises(ValueError, match="ToTensorV2 must be the last transform"):
+        dspipe.Loader(db, batch_size=2, device="cpu",
+                      transform=A.Compose([ToTensorV2(), A.HorizontalFlip()]))
+    with pytest.raises(ValueError, match="already scales the pixels"):
+        dspipe.Loader(db, batch_size=2, device="cpu",
+                      transform=A.Compose([A.ToFloat(), A.Normalize()]))

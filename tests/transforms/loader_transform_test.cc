@@ -5,6 +5,7 @@
 // kept for flips-only pipelines; the stage table's transform rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
@@ -111,6 +112,35 @@ TEST_F(LoaderTransformTest, EveryBatchIsTheTransformOfItsRecords) {
       }
     }
   }
+}
+
+// Issue 40 item 10: a tutorial's ToFloat() + ToTensorV2() tail gives img / 255 (float32, within
+// one ulp: the normalize stage multiplies by 1/255) in the CHW layout the batches have.
+TEST_F(LoaderTransformTest, ToFloatAndToTensorV2AreTheNormalizeStageAndTheLayout) {
+  const LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip", "p": 1},
+      {"__class_fullname__": "ToFloat", "p": 1}, {"__class_fullname__": "ToTensorV2", "p": 1}])");
+  auto loader = Open(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(loader->options().mean, std::vector<double>(3, 0.0));
+  EXPECT_EQ(loader->options().std, std::vector<double>(3, 255.0));
+  const size_t n = static_cast<size_t>(kH) * kW;
+  size_t seen = 0;
+  for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) {
+    for (size_t i = 0; i < b.indices.size(); ++i, ++seen) {
+      const cv::Mat src = testing::GenImage(static_cast<int>(b.indices[i]), kH, kW);
+      for (int y = 0; y < kH; ++y) {
+        for (int x = 0; x < kW; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            const float want = static_cast<float>(src.at<cv::Vec3b>(y, kW - 1 - x)[c]) / 255.0f;
+            const float got = b.normalized[i * n * 3 + c * n + static_cast<size_t>(y) * kW + x];
+            ASSERT_LE(std::fabs(got - want), std::nextafter(want, 2.0f) - want)
+                << "index " << b.indices[i] << " at " << y << "," << x << "," << c;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen, static_cast<size_t>(kCount));
 }
 
 TEST_F(LoaderTransformTest, SameBatchesFor1To4ThreadsAndAfterARestore) {
