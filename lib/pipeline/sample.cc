@@ -188,9 +188,9 @@ class SampleJob {
     if (!planned) {
       DSPIPE_RETURN_IF_ERROR(MakePlan(img.source_height, img.source_width, &plan));
     } else if (img.source_height != size_h || img.source_width != size_w) {
-      return Bad("the image header says " + std::to_string(size_h) + "x" +
-                 std::to_string(size_w) + ", the decoded image is " +
-                 std::to_string(img.source_height) + "x" + std::to_string(img.source_width));
+      return Bad("the image header says " + std::to_string(size_h) + "x" + std::to_string(size_w) +
+                 ", the decoded image is " + std::to_string(img.source_height) + "x" +
+                 std::to_string(img.source_width));
     }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
     transforms::Fold fold;
@@ -455,11 +455,16 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
       return invalid("batches need one size, and " + p->OutputSizeReason(h0, w0) + fix);
     }
   }
-  // A final Resize (before Normalize) to the batch size: a no-op for samples already that size.
+  // A final Resize (before the Normalize / ToFloat / ToTensorV2 tail) to the batch size: a
+  // no-op for samples already that size.
   nlohmann::json j = nlohmann::json::parse(p->ToJson());
   nlohmann::json& list = j["transform"]["transforms"];
   auto at = list.end();
-  if (!list.empty() && list.back()["__class_fullname__"] == "Normalize") --at;
+  while (at != list.begin()) {
+    const nlohmann::json& name = (at - 1)->value("__class_fullname__", nlohmann::json());
+    if (name != "Normalize" && name != "ToFloat" && name != "ToTensorV2") break;
+    --at;
+  }
   const nlohmann::json resize = {
       {"__class_fullname__", "Resize"}, {"height", *height}, {"width", *width}, {"p", 1.0}};
   list.insert(at, resize);

@@ -204,7 +204,11 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
   // One that does gives fixed-size batches; so does height/width (a final Resize).
   for (const char* spec : {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 24},
                               {"__class_fullname__": "RandomCrop", "p": 1, "height": 24, "width": 24}])",
-                           R"([{"__class_fullname__": "HorizontalFlip"}])"}) {
+                           R"([{"__class_fullname__": "HorizontalFlip"}])",
+                           // A tutorial's tail: the final Resize goes before it (issue 40).
+                           R"([{"__class_fullname__": "HorizontalFlip"},
+                              {"__class_fullname__": "Normalize", "p": 1},
+                              {"__class_fullname__": "ToTensorV2", "p": 1}])"}) {
     o = Options(spec);
     if (std::string(spec).find("Flip") != std::string::npos) o.height = o.width = 24;
     auto loader = Open(o, varied);
