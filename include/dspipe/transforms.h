@@ -91,6 +91,12 @@ class TransformPipeline {
   bool OutputSize(int in_h, int in_w, int* out_h, int* out_w) const;
   // Why OutputSize is false, naming the transform that makes the size vary.
   std::string OutputSizeReason(int in_h, int in_w) const;
+  // The transforms whose arguments cannot fit the size they get, for inputs of in_h x in_w
+  // (each transform checked where the size it sees is known: a fixed input size, or after a
+  // fixed-size step such as Resize). InvalidArgument naming the transform, the argument, the
+  // size and albumentations' reason, e.g. CoarseDropout holes larger than the image (OK when
+  // every size is unknown: the sample's draw then refuses it with the same reason).
+  Status CheckInputSize(int in_h, int in_w) const;
 
   // The pipeline ends in Normalize (standard, p = 1) or ToFloat (mean 0, std max_value),
   // optionally followed by ToTensorV2 (the layout the batches have; no-op): its per-channel

@@ -424,6 +424,11 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
                    info.path + " has none");
   }
+  // Arguments that cannot fit the size a transform gets (CoarseDropout holes larger than the
+  // image): refused now, not as a bad record per sample.
+  if (Status st = p->CheckInputSize(info.height, info.width); !st.ok()) {
+    return invalid(info.path + ": " + std::string(st.message()));
+  }
   int ph = 0, pw = 0;
   if (p->OutputSize(info.height, info.width, &ph, &pw)) {
     if (*height > 0 && (ph != *height || pw != *width)) {

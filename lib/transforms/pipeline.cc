@@ -121,6 +121,29 @@ SizeState OutputOf(const Node& root, int in_h, int in_w) {
   return After(root, in, false);
 }
 
+// Leaf::CheckInput for every leaf whose input size is known here (`in`: the size before n).
+Status CheckSizes(const Node& n, const SizeState& in) {
+  switch (n.type) {
+    case Node::kLeaf:
+      if (!in.known) return Status::OK();
+      return n.leaf->CheckInput(in.size).WithContext(Where(n.position, n.leaf->name));
+    case Node::kCompose:
+    case Node::kSequential: {
+      SizeState s = in;
+      for (const auto& c : n.children) {
+        DSPIPE_RETURN_IF_ERROR(CheckSizes(*c, s));
+        s = After(*c, s, false);
+      }
+      return Status::OK();
+    }
+    case Node::kOneOf:
+    case Node::kSomeOf:
+      for (const auto& c : n.children) DSPIPE_RETURN_IF_ERROR(CheckSizes(*c, in));
+      return Status::OK();
+  }
+  return Status::OK();
+}
+
 // The tail of the top-level Compose that maps onto the loader's output: at most one scaling
 // step (Normalize or ToFloat, the normalize stage), then at most one ToTensorV2 (the layout the
 // batches already have), after every other transform.
@@ -218,6 +241,15 @@ std::string TransformPipeline::OutputSizeReason(int in_h, int in_w) const {
   const transforms::SizeState s = transforms::OutputOf(*impl_->root, in_h, in_w);
   if (s.known) return "";
   return s.why.empty() ? "the output size is the record's size, which is not fixed" : s.why;
+}
+
+Status TransformPipeline::CheckInputSize(int in_h, int in_w) const {
+  transforms::SizeState in;
+  if (in_h > 0 && in_w > 0) {
+    in.known = true;
+    in.size = {in_h, in_w};
+  }
+  return transforms::CheckSizes(*impl_->root, in);
 }
 
 bool TransformPipeline::has_normalize() const { return !impl_->mean.empty(); }

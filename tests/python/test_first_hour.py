@@ -144,3 +144,29 @@ def test_tutorial_pipeline_ending_in_totensorv2_runs_as_albumentations_gives_it(
     with pytest.raises(ValueError, match="already scales the pixels"):
         dspipe.Loader(db, batch_size=2, device="cpu",
                       transform=A.Compose([A.ToFloat(), A.Normalize()]))
+
+
+def test_coarse_dropout_holes_larger_than_the_image_are_refused_at_open(tmp_path):
+    # Item 22: A.CoarseDropout sized for 512 px images on 64 px data failed at the first batch
+    # with OpenCV's "Assertion failed ... roi".
+    import albumentations as A
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=4, size=(64, 64), seed=2, classes=2)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    aug = A.Compose([A.HorizontalFlip(),
+                     A.CoarseDropout(hole_height_range=(96, 128), hole_width_range=(96, 128),
+                                     p=0.5),
+                     A.Normalize()])
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(db, batch_size=2, device="cpu", transform=aug)
+    msg = str(e.value)
+    assert ("transform 2 (CoarseDropout): argument hole_height_range=(96.0, 128.0) asks for "
+            "holes at least 96 px high, larger than the 64x64 image it gets") in msg, msg
+    assert "albumentations 2.0.8 raises ValueError: low >= high" in msg, msg
+    assert "Assertion failed" not in msg, msg
+    # The same holes after an upscale fit: the loader opens and every sample is read.
+    ok = A.Compose([A.Resize(256, 256), *aug.transforms])
+    loader = dspipe.Loader(db, batch_size=2, device="cpu", transform=ok)
+    assert sum(len(b["index"]) for b in loader) == 4

@@ -248,6 +248,14 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   EXPECT_NE(OpenError(o).message().find("leave LoaderOptions::mean and LoaderOptions::std empty"),
             std::string::npos)
       << OpenError(o).ToString();
+  // Issue 40 item 22: CoarseDropout holes larger than the 40x48 records, at open.
+  o = Options(R"([{"__class_fullname__": "CoarseDropout", "p": 1,
+      "hole_height_range": [50, 60], "hole_width_range": [8, 8]}])");
+  EXPECT_NE(OpenError(o).message().find(
+                "(CoarseDropout): argument hole_height_range=(50.0, 60.0) asks for holes at least "
+                "50 px high, larger than the 40x48 image it gets"),
+            std::string::npos)
+      << OpenError(o).ToString();
   // CropNonEmptyMaskIfExists over a dataset without masks.
   testing::WriteSourceTree(root_ + "/nomask", 4, kH, kW, false);
   const std::string nomask =
