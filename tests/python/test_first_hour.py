@@ -170,3 +170,32 @@ def test_coarse_dropout_holes_larger_than_the_image_are_refused_at_open(tmp_path
     ok = A.Compose([A.Resize(256, 256), *aug.transforms])
     loader = dspipe.Loader(db, batch_size=2, device="cpu", transform=ok)
     assert sum(len(b["index"]) for b in loader) == 4
+
+
+def test_failed_build_continues_with_the_call_its_message_names(tmp_path):
+    # Item 11: the message said "rerun with resume=True (or on_error='skip')"; on_error="skip"
+    # then said AlreadyExists, and resume=True with on_error="skip" said "options differ".
+    import re
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=6, size=(16, 16), seed=4, classes=2)
+    bad = src / "images" / "000002.png"
+    bad.write_bytes(b"")
+    out = tmp_path / "train.lmdb"
+    with pytest.raises(dspipe.CorruptRecord) as e:
+        dspipe.build(src, out, progress=False)
+    msg = str(e.value)
+    assert "build stopped after 2 records (kept)" in msg, msg
+    assert ("to skip such files, rerun with resume=True, on_error='skip' and the same options "
+            "(they are listed in rejected.tsv)") in msg, msg
+    # on_error="skip" alone: the output is there; the message names resume=True.
+    with pytest.raises(OSError) as e2:
+        dspipe.build(src, out, on_error="skip", progress=False)
+    assert re.search(r"pass resume=True to continue an interrupted build \(with the options it "
+                     r"was started with; on_error may change\) or overwrite=True", str(e2.value))
+    # The call the first message named.
+    r = dspipe.build(src, out, resume=True, on_error="skip", progress=False)
+    assert r["records"] == 5 and r["skipped"] == 1, r
+    assert str(bad) in (out / "rejected.tsv").read_text()
+    loader = dspipe.Loader(out, batch_size=5, device="cpu")
+    assert len(next(iter(loader))["index"]) == 5
