@@ -91,16 +91,21 @@ class TransformPipeline {
   bool OutputSize(int in_h, int in_w, int* out_h, int* out_w) const;
   // Why OutputSize is false, naming the transform that makes the size vary.
   std::string OutputSizeReason(int in_h, int in_w) const;
-
-  // OK unless a step that every sample runs refuses its input for every draw when the inputs
-  // are in_h x in_w (a crop larger than the image without pad_if_needed, e.g. RandomCrop(300,
-  // 300) on 256x256): then InvalidArgument naming the transform, the size it gets and why. A
-  // step that runs only sometimes (p < 1, inside OneOf / SomeOf) is not judged. 0 = unknown: OK.
+  // Inputs of in_h x in_w (0 = unknown) checked against the transforms, InvalidArgument naming
+  // the transform, the size it gets and why:
+  // - a transform whose arguments cannot fit the size it sees, wherever that size is known (a
+  //   fixed input size, or after a fixed-size step such as Resize), with albumentations'
+  //   reason, e.g. CoarseDropout holes larger than the image (when no size is known the
+  //   sample's draw refuses it with the same reason);
+  // - a step that every sample runs and that refuses its input for every draw (a crop larger
+  //   than the image without pad_if_needed, e.g. RandomCrop(300, 300) on 256x256); a step that
+  //   runs only sometimes (p < 1, inside OneOf / SomeOf) is not judged.
   Status CheckInputSize(int in_h, int in_w) const;
 
-  // The pipeline ends in Normalize (standard, p = 1): its per-channel mean and std in pixel
-  // units (mean * max_pixel_value, std * max_pixel_value). Normalize maps onto the loader's
-  // normalize stage (LoaderOptions::mean/std), it is not applied by Apply.
+  // The pipeline ends in Normalize (standard, p = 1) or ToFloat (mean 0, std max_value),
+  // optionally followed by ToTensorV2 (the layout the batches have; no-op): its per-channel
+  // mean and std in pixel units (mean * max_pixel_value, std * max_pixel_value). Normalize
+  // maps onto the loader's normalize stage (LoaderOptions::mean/std), it is not applied by Apply.
   bool has_normalize() const;
   const std::vector<double>& normalize_mean() const;
   const std::vector<double>& normalize_std() const;

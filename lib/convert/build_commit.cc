@@ -206,14 +206,18 @@ Status Builder::BuildShard(int shard, Accum* acc) {
       if (!s.ok()) return s.WithContext("build stopped at " + plan_[acc->next_pos].image);
     }
     const uint64_t written = write_failed ? committed_index : acc->next_index;
+    // The one call that continues it: resume with the same options (only on_error may change;
+    // CheckResumeOptions). on_error=skip alone would find the output there (AlreadyExists).
     const std::string resume = Opt("BuildOptions::resume", "true");
-    return failure.Append(" — build stopped after " + std::to_string(written) + " records; " +
-                          (failure.code() == Status::Code::kBadInput
-                               ? "fix the input and rerun with " + resume +
-                                     (o_.on_error == OnError::kFail
-                                          ? " (or " + Opt("BuildOptions::on_error", "skip") + ")"
-                                          : std::string())
-                               : "fix the cause and rerun with " + resume));
+    const std::string same = " and the same options";
+    return failure.Append(
+        " — build stopped after " + std::to_string(written) + " records (kept); " +
+        (failure.code() == Status::Code::kBadInput && o_.on_error == OnError::kFail
+             ? "to skip such files, rerun with " + resume + ", " +
+                   Opt("BuildOptions::on_error", "skip") + same +
+                   " (they are listed in rejected.tsv); or fix the input and rerun with " + resume +
+                   same
+             : "fix the cause and rerun with " + resume + same));
   }
   DSPIPE_RETURN_IF_ERROR(commit());
   if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());

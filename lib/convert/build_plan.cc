@@ -123,10 +123,11 @@ Status Builder::PrepareOutput(bool* fresh) {
     return Status::OK();
   }
   if (!o_.resume) {
-    return Status::AlreadyExists(target + " already exists; pass " +
-                                 Opt("BuildOptions::resume", "true") +
-                                 " to continue an interrupted build or " +
-                                 Opt("BuildOptions::overwrite", "true") + " to replace it");
+    return Status::AlreadyExists(
+        target + " already exists; pass " + Opt("BuildOptions::resume", "true") +
+        " to continue an interrupted build (with the options it was started with; " +
+        Opt("BuildOptions::on_error") + " may change) or " +
+        Opt("BuildOptions::overwrite", "true") + " to replace it");
   }
   if (!LooksLikeOutput(env_, target)) {
     return Status::AlreadyExists(target + " exists and is not a dspipe dataset to resume");
@@ -164,7 +165,7 @@ Status Builder::Plan(bool fresh) {
     json state;
     DSPIPE_RETURN_IF_ERROR(ParseStored(text, where, &state));
     try {
-      DSPIPE_RETURN_IF_ERROR(CheckSameOptions(state.at("options"), want, o_.output));
+      DSPIPE_RETURN_IF_ERROR(CheckResumeOptions(state.at("options"), want, o_.output));
       for (const json& p : state.at("plan")) {
         plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
                          static_cast<int>(Accum::Int(p.at(2))), p.at(3).get<std::string>(),

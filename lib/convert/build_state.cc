@@ -128,10 +128,18 @@ Status CheckSameOptions(const json& stored, const json& want, const std::string&
     }
   }
   if (diff.empty()) diff = "stored " + stored.dump() + ", now " + want.dump();
-  return Status::InvalidArgument(Opt("BuildOptions::resume", "true") +
-                                 ": options differ from the build of " + output + ": " + diff +
-                                 " (rerun with the same options, or with " +
-                                 Opt("BuildOptions::overwrite", "true") + ")");
+  return Status::InvalidArgument(
+      Opt("BuildOptions::resume", "true") + ": options differ from the build of " + output + ": " +
+      diff + " (to continue it, rerun with " + Opt("BuildOptions::resume", "true") +
+      " and the options it was started with (only " + Opt("BuildOptions::on_error") +
+      " may change); to rebuild it with the new ones, pass " +
+      Opt("BuildOptions::overwrite", "true") + " instead)");
+}
+
+Status CheckResumeOptions(json stored, json want, const std::string& output) {
+  if (stored.is_object()) stored.erase("on_error");
+  if (want.is_object()) want.erase("on_error");
+  return CheckSameOptions(stored, want, output);
 }
 
 // The source stamps in the stored build state: [[name, size, mtime_ns(, members)], ...].

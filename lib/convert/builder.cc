@@ -27,7 +27,7 @@ Status Builder::Run() {
                                   m["build"].contains("options")
                               ? m["build"]["options"]
                               : json();
-      DSPIPE_RETURN_IF_ERROR(CheckSameOptions(stored, Fingerprint(o_, source_abs_), o_.output));
+      DSPIPE_RETURN_IF_ERROR(CheckResumeOptions(stored, Fingerprint(o_, source_abs_), o_.output));
       const uint64_t records = ds->size();
       const bool one_lmdb = o_.shards == 1 && ds->info().kind == DatasetKind::kDspipe;
       const std::string manifest = ds->info().manifest_json;

@@ -80,6 +80,9 @@ Status ParseAccum(const json& j, const std::string& where, Accum* out);
 // --resume requires the options that decide the output's content unchanged, whether the
 // output is finished or not. The message lists each field that differs.
 Status CheckSameOptions(const json& stored, const json& want, const std::string& output);
+// CheckSameOptions for --resume: on_error may change (it decides what happens to the records
+// not yet written, not to any record already written; the manifest keeps the last run's).
+Status CheckResumeOptions(json stored, json want, const std::string& output);
 
 // The source stamps in the stored build state: [[name, size, mtime_ns(, members)], ...].
 json StampsJson(const std::vector<SourceStamp>& stamps);

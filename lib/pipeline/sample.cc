@@ -449,8 +449,11 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
                    info.path + " has none");
   }
-  // A configuration error, not a corrupt record per sample: the manifest knows the size.
+  // A configuration error, not a corrupt record per sample: the manifest knows the size (a crop
+  // larger than every image), or a transform's arguments cannot fit the size it gets after a
+  // fixed-size step (CoarseDropout holes larger than the image).
   if (Status s = p->CheckInputSize(info.height, info.width); !s.ok()) {
+    if (info.height <= 0 || info.width <= 0) return invalid(info.path + ": " + s.message());
     return invalid("every record of " + info.path + " is " + std::to_string(info.height) + "x" +
                    std::to_string(info.width) + ", and " + s.message() +
                    " (or resize before it, e.g. SmallestMaxSize)");
@@ -487,11 +490,16 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     }
     *input_h = h0, *input_w = w0;  // every record must be record 0's size: checked per record
   }
-  // A final Resize (before Normalize) to the batch size: a no-op for samples already that size.
+  // A final Resize (before the Normalize / ToFloat / ToTensorV2 tail) to the batch size: a
+  // no-op for samples already that size.
   nlohmann::json j = nlohmann::json::parse(p->ToJson());
   nlohmann::json& list = j["transform"]["transforms"];
   auto at = list.end();
-  if (!list.empty() && list.back()["__class_fullname__"] == "Normalize") --at;
+  while (at != list.begin()) {
+    const nlohmann::json& name = (at - 1)->value("__class_fullname__", nlohmann::json());
+    if (name != "Normalize" && name != "ToFloat" && name != "ToTensorV2") break;
+    --at;
+  }
   const nlohmann::json resize = {
       {"__class_fullname__", "Resize"}, {"height", *height}, {"width", *width}, {"p", 1.0}};
   list.insert(at, resize);

@@ -151,6 +151,9 @@ class Leaf {
     (void)in;
     return Status::OK();
   }
+  // The arguments cannot fit an input of `in` (known): InvalidArgument with the reason, or OK.
+  // Checked at open where the size is known (TransformPipeline::CheckInputSize) and by Draw.
+  virtual Status CheckInput(Size /*in*/) const { return Status::OK(); }
   // Geometric: this step alone, exactly as albumentations computes it, src (step.in) -> *dst
   // (allocated step.out, same type). is_mask selects mask interpolation and fill.
   virtual void Warp(const Step& step, const cv::Mat& src, cv::Mat* dst, bool is_mask) const;

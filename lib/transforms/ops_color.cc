@@ -466,6 +466,64 @@ Status MakeNormalize(ArgReader& r, std::unique_ptr<Leaf>* out) {
   return Status::OK();
 }
 
+// ToFloat: img / max_value as float32 (albumentations 2.0.8; max_value None: the dtype's
+// maximum, 255 for dspipe's uint8 pixels). The normalize stage with mean 0, std max_value.
+Status MakeToFloat(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<NormalizeLeaf>();
+  l->prob = r.Prob(1.0);
+  if (l->prob != 1.0) {
+    r.Fail(r.where() +
+           ": ToFloat needs p=1 (every sample becomes float; a serialized transform without "
+           "\"p\" has p=0.5, as albumentations' from_dict reads it)");
+  }
+  const json* v = r.Raw("max_value");
+  double maxv = 255.0;
+  if (v != nullptr) {
+    if (!v->is_number() || v->is_boolean() || !(v->get<double>() > 0)) {
+      r.Fail(r.where() +
+             ": argument max_value must be a number > 0 or null (255 for uint8 "
+             "images), got " +
+             v->dump());
+    } else {
+      maxv = v->get<double>();
+    }
+  }
+  r.Put("max_value", v != nullptr ? json(maxv) : json(nullptr));
+  l->mean_ = {0.0};
+  l->std_ = {maxv};
+  DSPIPE_RETURN_IF_ERROR(r.Finish({"max_value", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
+// albumentations.pytorch's ToTensorV2: HWC numpy -> CHW torch tensor. dspipe's batches are
+// already NCHW tensors (the mask NHW, which transpose_mask leaves as it is: it turns only 3-D
+// masks), so it changes nothing; pipeline.cc checks it is the last transform.
+class ToTensorLeaf final : public Leaf {
+ public:
+  Kind kind() const override { return Kind::kNormalize; }
+  Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    return Status::OK();
+  }
+  Status Apply(const Step&, cv::Mat*, cv::Mat*) const override { return Status::OK(); }
+  json Params(const Step&) const override { return json::object(); }
+};
+
+Status MakeToTensor(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<ToTensorLeaf>();
+  l->prob = r.Prob(1.0);
+  if (l->prob != 1.0) {
+    r.Fail(r.where() +
+           ": ToTensorV2 needs p=1 (dspipe gives every sample as a CHW tensor; a serialized "
+           "transform without \"p\" has p=0.5, as albumentations' from_dict reads it)");
+  }
+  r.Bool("transpose_mask", false);
+  DSPIPE_RETURN_IF_ERROR(r.Finish({"transpose_mask", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
 }  // namespace
 
 // For pipeline.cc: the mean/std of a Normalize leaf (pixel units).
@@ -509,6 +567,13 @@ void AddColorLeaves(std::vector<LeafType>* t) {
                 "unchanged (masks are not normalized)",
                 true,
                 {"mean", "std", "max_pixel_value", "normalization", "p"}});
+  t->push_back({"ToFloat", MakeToFloat, "normalize", "unchanged", true, {"max_value", "p"}});
+  t->push_back({"ToTensorV2",
+                MakeToTensor,
+                "normalize",
+                "unchanged (NHW; transpose_mask turns only 3-D masks)",
+                true,
+                {"transpose_mask", "p"}});
 }
 
 }  // namespace dspipe::transforms

@@ -184,8 +184,27 @@ Status MakeGaussianBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
 class CoarseDropoutLeaf final : public Leaf {
  public:
   Kind kind() const override { return Kind::kPixel; }
+  // albumentations 2.0.8 draws pixel sizes (the height range decides: hi >= 1) with
+  // integers(int(lo), min(hi, side) + 1), which raises ValueError (low >= high) when the
+  // smallest hole is larger than the image.
+  Status CheckInput(Size in) const override {
+    if (h_.hi < 1) return Status::OK();  // fractions of the image (MakeCoarseDropout checks)
+    const auto refuse = [&](const char* arg, const Range& r, const char* side, int size) {
+      return Status::InvalidArgument(
+          std::string("argument ") + arg + "=(" + json(r.lo).dump() + ", " + json(r.hi).dump() +
+          ") asks for holes at least " + std::to_string(static_cast<int>(r.lo)) + " px " + side +
+          ", larger than the " + std::to_string(in.h) + "x" + std::to_string(in.w) +
+          " image it gets (albumentations 2.0.8 raises ValueError: low >= high): give sizes "
+          "up to " +
+          std::to_string(size) + " px, or fractions of the image such as (0.1, 0.2)");
+    };
+    if (static_cast<int>(h_.lo) > in.h) return refuse("hole_height_range", h_, "high", in.h);
+    if (static_cast<int>(w_.lo) > in.w) return refuse("hole_width_range", w_, "wide", in.w);
+    return Status::OK();
+  }
   Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
     s->out = s->in;
+    if (Status st = CheckInput(s->in); !st.ok()) return Status::BadInput(st.message());
     const int n = RandInt(rng, num_.first, num_.second);
     const int height = s->in.h, width = s->in.w;
     s->holes.clear();
@@ -254,6 +273,16 @@ Status MakeCoarseDropout(ArgReader& r, std::unique_ptr<Leaf>* out) {
   l->num_ = {static_cast<int>(n.lo), static_cast<int>(n.hi)};
   l->h_ = r.RangeArg("hole_height_range", {0.1, 0.2}, Widen::kPairOnly, 0, 1e6);
   l->w_ = r.RangeArg("hole_width_range", {0.1, 0.2}, Widen::kPairOnly, 0, 1e6);
+  if (l->h_.hi < 1 && l->w_.hi > 1) {
+    // albumentations reads both ranges as fractions when the height range is one, so a hole is
+    // up to w_.hi times the image width and integers(0, width - hole + 1) raises.
+    r.Fail(r.where() + ": argument hole_width_range=(" + json(l->w_.lo).dump() + ", " +
+           json(l->w_.hi).dump() + ") is larger than 1 while hole_height_range=(" +
+           json(l->h_.lo).dump() + ", " + json(l->h_.hi).dump() +
+           ") is a fraction: albumentations reads both as fractions of the image (the height "
+           "range decides), so holes would be wider than the image (it raises ValueError: high "
+           "<= 0); give both in pixels or both as fractions");
+  }
   if (const json* f = r.Raw("fill"); f != nullptr && f->is_string()) {
     const std::string mode = f->get<std::string>();
     if (mode == "random") {

@@ -144,25 +144,82 @@ Status CertainRefusal(const Node& n, SizeState* size) {
   return Status::OK();
 }
 
+// Leaf::CheckInput for every leaf whose input size is known here (`in`: the size before n).
+Status CheckSizes(const Node& n, const SizeState& in) {
+  switch (n.type) {
+    case Node::kLeaf:
+      if (!in.known) return Status::OK();
+      return n.leaf->CheckInput(in.size).WithContext(Where(n.position, n.leaf->name));
+    case Node::kCompose:
+    case Node::kSequential: {
+      SizeState s = in;
+      for (const auto& c : n.children) {
+        DSPIPE_RETURN_IF_ERROR(CheckSizes(*c, s));
+        s = After(*c, s, false);
+      }
+      return Status::OK();
+    }
+    case Node::kOneOf:
+    case Node::kSomeOf:
+      for (const auto& c : n.children) DSPIPE_RETURN_IF_ERROR(CheckSizes(*c, in));
+      return Status::OK();
+  }
+  return Status::OK();
+}
+
+// The tail of the top-level Compose that maps onto the loader's output: at most one scaling
+// step (Normalize or ToFloat, the normalize stage), then at most one ToTensorV2 (the layout the
+// batches already have), after every other transform.
 Status CheckNormalize(const Node& root, std::vector<double>* mean, std::vector<double>* stdv) {
   std::vector<Node*> leaves;
   AllLeaves(root, &leaves);
+  const Node* scaling = nullptr;
+  for (const Node* n : leaves) {  // two scaling steps: named before their order is
+    std::vector<double> m, sd;
+    if (n->leaf->kind() != Kind::kNormalize || !NormalizeOf(*n->leaf, &m, &sd)) continue;
+    if (scaling != nullptr) {
+      return Status::InvalidArgument(
+          Where(n->position, n->leaf->name) + ": the pipeline already scales the pixels with " +
+          Where(scaling->position, scaling->leaf->name) +
+          "; keep one of them (ToFloat() is Normalize(mean=0, std=1): x / 255)");
+    }
+    scaling = n;
+  }
   for (size_t i = 0; i < leaves.size(); ++i) {
-    if (leaves[i]->leaf->kind() != Kind::kNormalize) continue;
-    const std::string where = Where(leaves[i]->position, "Normalize");
+    const Leaf& leaf = *leaves[i]->leaf;
+    if (leaf.kind() != Kind::kNormalize) continue;
+    const std::string where = Where(leaves[i]->position, leaf.name);
     const bool top = std::any_of(root.children.begin(), root.children.end(),
                                  [&](const auto& c) { return c.get() == leaves[i]; });
-    if (i + 1 != leaves.size() || !top) {
+    std::vector<double> m, sd;
+    const bool scales = NormalizeOf(leaf, &m, &sd);
+    bool tail = top;
+    for (size_t j = i + 1; j < leaves.size(); ++j) {
+      // After a scaling step only ToTensorV2; after ToTensorV2 nothing.
+      std::vector<double> m2, sd2;
+      const Leaf& next = *leaves[j]->leaf;
+      const bool layout = next.kind() == Kind::kNormalize && !NormalizeOf(next, &m2, &sd2);
+      if (!scales || !layout) tail = false;
+    }
+    if (!scales && !tail) {
       return Status::InvalidArgument(
           where +
-          ": Normalize must be the last transform of the top-level Compose (it maps "
-          "onto the loader's normalize stage, after every other transform)");
+          ": ToTensorV2 must be the last transform of the top-level Compose (dspipe's batches "
+          "are already CHW tensors; it only marks the end of the pipeline)");
     }
+    if (scales && !tail) {
+      return Status::InvalidArgument(
+          where + ": " + leaf.name +
+          " must be the last transform of the top-level Compose, or be followed only by "
+          "ToTensorV2 (it maps onto the loader's normalize stage, after every other transform)");
+    }
+    if (!scales) continue;
     if (root.p < 1) {
       return Status::InvalidArgument(where + ": the Compose has p=" + json(root.p).dump() +
-                                     ", which would skip Normalize for some samples");
+                                     ", which would skip " + leaf.name + " for some samples");
     }
-    NormalizeOf(*leaves[i]->leaf, mean, stdv);
+    *mean = m;
+    *stdv = sd;
   }
   return Status::OK();
 }
@@ -211,9 +268,12 @@ std::string TransformPipeline::OutputSizeReason(int in_h, int in_w) const {
 
 Status TransformPipeline::CheckInputSize(int in_h, int in_w) const {
   transforms::SizeState in;
-  if (in_h <= 0 || in_w <= 0) return Status::OK();
-  in.known = true;
-  in.size = {in_h, in_w};
+  if (in_h > 0 && in_w > 0) {
+    in.known = true;
+    in.size = {in_h, in_w};
+  }
+  DSPIPE_RETURN_IF_ERROR(transforms::CheckSizes(*impl_->root, in));
+  if (!in.known) return Status::OK();
   return transforms::CertainRefusal(*impl_->root, &in);
 }
 

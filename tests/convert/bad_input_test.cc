@@ -193,6 +193,60 @@ TEST(BadInputAll, EverySampleRejectedIsAnError) {
   EXPECT_FALSE(Dataset::Open(o.output, {}, &ds).ok());
 }
 
+// Issue 40 item 11: the message of a failed build names the call that continues it, and that
+// call works: on_error may change on resume (records already written stay as they are).
+TEST(BadInputAll, AFailedBuildContinuesWithResumeAndOnErrorSkip) {
+  TempDir tmp;
+  Synth(tmp / "src", kCount, kW, kH);
+  WriteAll(Img(tmp / "src"), "");  // sample 3: an empty file
+  BuildOptions o = Options(tmp / "src", tmp / "out");
+  o.threads = 1;
+  BuildResult r;
+  Status s = BuildDataset(o, &r);
+  ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(),
+                       "build stopped after 3 records (kept); to skip such files, rerun with "
+                       "BuildOptions::resume = true, BuildOptions::on_error = skip and the "
+                       "same options (they are listed in rejected.tsv); or fix the input and "
+                       "rerun with BuildOptions::resume = true and the same options"))
+      << s.ToString();
+  // What the user tried next: on_error=skip alone finds the output there, and says what to pass.
+  o.on_error = OnError::kSkip;
+  s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(),
+                       "pass BuildOptions::resume = true to continue an "
+                       "interrupted build (with the options it was started with; "
+                       "BuildOptions::on_error may change)"))
+      << s.ToString();
+  // Another option that changes records is still refused, naming the call for each choice.
+  o.resume = true;
+  o.gray = true;
+  s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "gray was false, now true")) << s.ToString();
+  EXPECT_FALSE(Contains(s.message(), "on_error was")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "only BuildOptions::on_error may change")) << s.ToString();
+  // The call the first message named: resume=true, on_error=skip, the other options the same.
+  o.gray = false;
+  r = BuildResult{};
+  s = BuildDataset(o, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.records, static_cast<uint64_t>(kCount - 1));
+  EXPECT_EQ(r.skipped, 1u);
+  EXPECT_TRUE(Contains(ReadAll(o.output + "/rejected.tsv"), Img(tmp / "src")));
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(o.output, {}, &ds).ok());
+  EXPECT_EQ(ds->size(), static_cast<uint64_t>(kCount - 1));
+  // Finished: resume with either on_error is "already complete", not "options differ".
+  o.on_error = OnError::kFail;
+  r = BuildResult{};
+  ds.reset();
+  s = BuildDataset(o, &r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(r.already_complete);
+}
+
 TEST(BadInputAll, MissingOrEmptySourceLeavesNoOutput) {
   TempDir tmp;
   BuildResult r;

@@ -46,7 +46,8 @@ def test_errors_name_keyword_arguments_not_flags(dataset, tmp_path):
     with pytest.raises(dspipe.CorruptRecord) as c:
         dspipe.build(bad, tmp_path / "bad.lmdb", check="decode", progress=False)
     msg = str(c.value)
-    assert "rerun with resume=True (or on_error='skip')" in msg and "--" not in msg, msg
+    assert ("rerun with resume=True, on_error='skip' and the same options" in msg
+            and "--" not in msg), msg
     assert c.value.path == str(png) and c.value.key is None
     r = dspipe.build(bad, tmp_path / "bad.lmdb", check="decode", on_error="skip", overwrite=True,
                      progress=False)

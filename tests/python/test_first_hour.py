@@ -323,3 +323,96 @@ def test_len_after_a_partial_pass_is_what_the_next_loop_yields(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # torch warns when a pass yields more than len()
         assert len(dl) == len(list(dl)) == 3
+
+
+def test_tutorial_pipeline_ending_in_totensorv2_runs_as_albumentations_gives_it(tmp_path):
+    # Item 10: every tutorial recipe ends in Normalize (or ToFloat) and ToTensorV2.
+    import albumentations as A
+    import numpy as np
+    from albumentations.pytorch import ToTensorV2
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=6, size=(24, 32), seed=3, classes=3)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    plain = dspipe.Loader(db, batch_size=6, shuffle=False, device="cpu", output="numpy",
+                          normalize=False)
+    raw = next(iter(plain))
+    images = raw["image"].transpose(0, 2, 3, 1).astype(np.uint8)  # the stored pixels, HWC
+    masks = raw["mask"].astype(np.uint8)
+
+    for aug in (A.Compose([A.HorizontalFlip(p=1), A.Normalize(), ToTensorV2()]),
+                A.Compose([A.VerticalFlip(p=1), A.ToFloat(), ToTensorV2(transpose_mask=True)]),
+                A.Compose([A.ToFloat(max_value=1023), ToTensorV2()])):
+        loader = dspipe.Loader(db, batch_size=6, shuffle=False, device="cpu", output="numpy",
+                               transform=aug)
+        batch = next(iter(loader))
+        for i in range(6):
+            want = aug(image=images[i], mask=masks[i])
+            assert batch["image"][i].shape == tuple(want["image"].shape)  # CHW
+            ref = want["image"].numpy()
+            # Normalize: bit-identical; ToFloat: x * (1/max) instead of x / max, within 1 ulp.
+            assert np.all(np.abs(batch["image"][i] - ref) <= np.spacing(np.abs(ref))), aug
+            assert np.array_equal(batch["mask"][i], want["mask"].numpy())
+
+    with pytest.raises(ValueError, match="ToTensorV2 must be the last transform"):
+        dspipe.Loader(db, batch_size=2, device="cpu",
+                      transform=A.Compose([ToTensorV2(), A.HorizontalFlip()]))
+    with pytest.raises(ValueError, match="already scales the pixels"):
+        dspipe.Loader(db, batch_size=2, device="cpu",
+                      transform=A.Compose([A.ToFloat(), A.Normalize()]))
+
+
+def test_coarse_dropout_holes_larger_than_the_image_are_refused_at_open(tmp_path):
+    # Item 22: A.CoarseDropout sized for 512 px images on 64 px data failed at the first batch
+    # with OpenCV's "Assertion failed ... roi".
+    import albumentations as A
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=4, size=(64, 64), seed=2, classes=2)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    aug = A.Compose([A.HorizontalFlip(),
+                     A.CoarseDropout(hole_height_range=(96, 128), hole_width_range=(96, 128),
+                                     p=0.5),
+                     A.Normalize()])
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(db, batch_size=2, device="cpu", transform=aug)
+    msg = str(e.value)
+    assert ("transform 2 (CoarseDropout): argument hole_height_range=(96.0, 128.0) asks for "
+            "holes at least 96 px high, larger than the 64x64 image it gets") in msg, msg
+    assert "albumentations 2.0.8 raises ValueError: low >= high" in msg, msg
+    assert "Assertion failed" not in msg, msg
+    # The same holes after an upscale fit: the loader opens and every sample is read.
+    ok = A.Compose([A.Resize(256, 256), *aug.transforms])
+    loader = dspipe.Loader(db, batch_size=2, device="cpu", transform=ok)
+    assert sum(len(b["index"]) for b in loader) == 4
+
+
+def test_failed_build_continues_with_the_call_its_message_names(tmp_path):
+    # Item 11: the message said "rerun with resume=True (or on_error='skip')"; on_error="skip"
+    # then said AlreadyExists, and resume=True with on_error="skip" said "options differ".
+    import re
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=6, size=(16, 16), seed=4, classes=2)
+    bad = src / "images" / "000002.png"
+    bad.write_bytes(b"")
+    out = tmp_path / "train.lmdb"
+    with pytest.raises(dspipe.CorruptRecord) as e:
+        dspipe.build(src, out, progress=False)
+    msg = str(e.value)
+    assert "build stopped after 2 records (kept)" in msg, msg
+    assert ("to skip such files, rerun with resume=True, on_error='skip' and the same options "
+            "(they are listed in rejected.tsv)") in msg, msg
+    # on_error="skip" alone: the output is there; the message names resume=True.
+    with pytest.raises(OSError) as e2:
+        dspipe.build(src, out, on_error="skip", progress=False)
+    assert re.search(r"pass resume=True to continue an interrupted build \(with the options it "
+                     r"was started with; on_error may change\) or overwrite=True", str(e2.value))
+    # The call the first message named.
+    r = dspipe.build(src, out, resume=True, on_error="skip", progress=False)
+    assert r["records"] == 5 and r["skipped"] == 1, r
+    assert str(bad) in (out / "rejected.tsv").read_text()
+    loader = dspipe.Loader(out, batch_size=5, device="cpu")
+    assert len(next(iter(loader))["index"]) == 5

@@ -276,3 +276,25 @@ def test_fractional_and_huge_integer_arguments_are_refused():
     doc["size"] = [32.0, 16]  # whole numbers written as floats: as albumentations, ints
     got = json.loads(_dspipe.transforms_to_json(json.dumps([doc])))["transform"]["transforms"][0]
     assert got["size"] == list(A.RandomResizedCrop(size=(32.0, 16)).size) == [32, 16]
+
+
+def test_tofloat_and_totensorv2_round_trip_and_tofloat_is_albumentations_scale():
+    """Issue 40 item 10: a tutorial's tail, A.ToFloat(...) + ToTensorV2(...), reads back as
+    A.to_dict writes it; ToFloat's scale is albumentations' (x / max_value; null: 255)."""
+    pytest.importorskip("torch")
+    from albumentations.pytorch import ToTensorV2
+    from dspipe import transforms as T
+
+    for tail in ([A.ToFloat(), ToTensorV2()], [A.ToFloat(max_value=4095.0),
+                                               ToTensorV2(transpose_mask=True)],
+                 [A.Normalize(), ToTensorV2()]):
+        want = json.loads(json.dumps(A.to_dict(A.Compose([A.HorizontalFlip(), *tail]))))
+        assert json.loads(_dspipe.transforms_to_json(json.dumps(want))) == want
+    img, _ = sample(5, 7)
+    for max_value in (None, 255.0, 4095.0):
+        ref = A.ToFloat(max_value=max_value)(image=img)["image"]
+        scale = 255.0 if max_value is None else max_value
+        ours = img.astype(np.float32) * np.float32(1.0 / np.float32(scale))  # the normalize stage
+        assert np.all(np.abs(ours - ref) <= np.spacing(ref)), max_value
+    assert T.ToTensorV2().to_dict()["transform"] == {
+        "__class_fullname__": "ToTensorV2", "p": 1.0, "transpose_mask": False}

@@ -315,6 +315,67 @@ TEST(TransformDraws, PhotometricParametersFollowTheirRanges) {
 }
 
 // GaussNoise's noise: trunc(N(mean, sigma)) * 255 added to each value (albucore truncates).
+// Issue 40 item 22: CoarseDropout holes larger than the image made an OpenCV ROI assertion
+// when the sample was drawn. albumentations 2.0.8 raises ValueError (low >= high) there; dspipe
+// refuses where the size is known (CheckInputSize, at open) and in the draw (BadInput), and
+// refuses a fraction height range with a pixel width range when parsing.
+TEST(TransformDraws, CoarseDropoutHolesLargerThanTheImageAreRefusedWithTheReason) {
+  auto p = MustParse(R"([{"__class_fullname__": "CoarseDropout", "p": 1,
+      "hole_height_range": [300, 400], "hole_width_range": [300, 400]}])");
+  ASSERT_TRUE(p);
+  const Status open = p->CheckInputSize(100, 120);
+  EXPECT_EQ(open.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(open.message(),
+            "transform 1 (CoarseDropout): argument hole_height_range=(300.0, 400.0) asks for "
+            "holes at least 300 px high, larger than the 100x120 image it gets (albumentations "
+            "2.0.8 raises ValueError: low >= high): give sizes up to 100 px, or fractions of the "
+            "image such as (0.1, 0.2)");
+  EXPECT_TRUE(p->CheckInputSize(0, 0).ok());  // unknown: the draw refuses it
+  EXPECT_TRUE(p->CheckInputSize(300, 300).ok());
+  std::string text;
+  const Status draw = p->Draws(7, 0, 0, 100, 120, nullptr, &text);
+  EXPECT_EQ(draw.code(), Status::Code::kBadInput) << draw.ToString();
+  EXPECT_NE(draw.message().find("at least 300 px high, larger than the 100x120 image"),
+            std::string::npos)
+      << draw.ToString();
+  // The width alone, and after a Resize (the size CoarseDropout gets is the Resize's).
+  auto w = MustParse(R"([{"__class_fullname__": "Resize", "p": 1, "height": 64, "width": 32},
+      {"__class_fullname__": "CoarseDropout", "p": 0.5, "hole_height_range": [8, 16],
+       "hole_width_range": [40, 50]}])");
+  ASSERT_TRUE(w);
+  EXPECT_NE(w->CheckInputSize(0, 0).message().find(
+                "transform 2 (CoarseDropout): argument hole_width_range=(40.0, 50.0) asks for "
+                "holes at least 40 px wide, larger than the 64x32 image"),
+            std::string::npos)
+      << w->CheckInputSize(0, 0).ToString();
+  // Holes that fit, including a maximum past the image (albumentations clamps it): drawn.
+  auto ok = MustParse(R"([{"__class_fullname__": "CoarseDropout", "p": 1,
+      "hole_height_range": [50, 400], "hole_width_range": [50, 400]}])");
+  ASSERT_TRUE(ok);
+  EXPECT_TRUE(ok->CheckInputSize(100, 120).ok());
+  for (const json& q : Params(R"([{"__class_fullname__": "CoarseDropout", "p": 1,
+      "hole_height_range": [50, 400], "hole_width_range": [50, 400]}])",
+                              "CoarseDropout", 100, 120, 200)) {
+    for (const json& hole : q["holes"]) {
+      EXPECT_GE(hole[0].get<int>(), 0);
+      EXPECT_LE(hole[2].get<int>(), 120);
+      EXPECT_LE(hole[3].get<int>(), 100);
+      EXPECT_GE(hole[3].get<int>() - hole[1].get<int>(), 50);
+    }
+  }
+  // A fraction height range with a pixel width range: albumentations reads both as fractions.
+  std::shared_ptr<const TransformPipeline> mixed;
+  const Status m = TransformPipeline::Parse(
+      R"([{"__class_fullname__": "CoarseDropout", "hole_height_range": [0.1, 0.2],
+          "hole_width_range": [10, 20]}])",
+      &mixed);
+  EXPECT_EQ(m.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(m.message().find("hole_width_range=(10.0, 20.0) is larger than 1 while "
+                             "hole_height_range=(0.1, 0.2) is a fraction"),
+            std::string::npos)
+      << m.ToString();
+}
+
 TEST(TransformDraws, GaussNoiseIsTruncatedNormal) {
   auto p = MustParse(R"([{"__class_fullname__": "GaussNoise", "p": 1, "std_range": [0.1, 0.1]}])");
   ASSERT_TRUE(p);

@@ -5,6 +5,7 @@
 // kept for flips-only pipelines; the stage table's transform rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
@@ -113,6 +114,35 @@ TEST_F(LoaderTransformTest, EveryBatchIsTheTransformOfItsRecords) {
   }
 }
 
+// Issue 40 item 10: a tutorial's ToFloat() + ToTensorV2() tail gives img / 255 (float32, within
+// one ulp: the normalize stage multiplies by 1/255) in the CHW layout the batches have.
+TEST_F(LoaderTransformTest, ToFloatAndToTensorV2AreTheNormalizeStageAndTheLayout) {
+  const LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip", "p": 1},
+      {"__class_fullname__": "ToFloat", "p": 1}, {"__class_fullname__": "ToTensorV2", "p": 1}])");
+  auto loader = Open(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(loader->options().mean, std::vector<double>(3, 0.0));
+  EXPECT_EQ(loader->options().std, std::vector<double>(3, 255.0));
+  const size_t n = static_cast<size_t>(kH) * kW;
+  size_t seen = 0;
+  for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) {
+    for (size_t i = 0; i < b.indices.size(); ++i, ++seen) {
+      const cv::Mat src = testing::GenImage(static_cast<int>(b.indices[i]), kH, kW);
+      for (int y = 0; y < kH; ++y) {
+        for (int x = 0; x < kW; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            const float want = static_cast<float>(src.at<cv::Vec3b>(y, kW - 1 - x)[c]) / 255.0f;
+            const float got = b.normalized[i * n * 3 + c * n + static_cast<size_t>(y) * kW + x];
+            ASSERT_LE(std::fabs(got - want), std::nextafter(want, 2.0f) - want)
+                << "index " << b.indices[i] << " at " << y << "," << x << "," << c;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen, static_cast<size_t>(kCount));
+}
+
 TEST_F(LoaderTransformTest, SameBatchesFor1To4ThreadsAndAfterARestore) {
   std::vector<testing::BatchCopy> reference;
   for (int threads : {1, 2, 4}) {
@@ -174,7 +204,11 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
   // One that does gives fixed-size batches; so does height/width (a final Resize).
   for (const char* spec : {R"([{"__class_fullname__": "SmallestMaxSize", "p": 1, "max_size": 24},
                               {"__class_fullname__": "RandomCrop", "p": 1, "height": 24, "width": 24}])",
-                           R"([{"__class_fullname__": "HorizontalFlip"}])"}) {
+                           R"([{"__class_fullname__": "HorizontalFlip"}])",
+                           // A tutorial's tail: the final Resize goes before it (issue 40).
+                           R"([{"__class_fullname__": "HorizontalFlip"},
+                              {"__class_fullname__": "Normalize", "p": 1},
+                              {"__class_fullname__": "ToTensorV2", "p": 1}])"}) {
     o = Options(spec);
     if (std::string(spec).find("Flip") != std::string::npos) o.height = o.width = 24;
     auto loader = Open(o, varied);
@@ -212,6 +246,14 @@ TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   o.mean = {1, 2, 3};
   o.std = {4, 5, 6};
   EXPECT_NE(OpenError(o).message().find("leave LoaderOptions::mean and LoaderOptions::std empty"),
+            std::string::npos)
+      << OpenError(o).ToString();
+  // Issue 40 item 22: CoarseDropout holes larger than the 40x48 records, at open.
+  o = Options(R"([{"__class_fullname__": "CoarseDropout", "p": 1,
+      "hole_height_range": [50, 60], "hole_width_range": [8, 8]}])");
+  EXPECT_NE(OpenError(o).message().find(
+                "(CoarseDropout): argument hole_height_range=(50.0, 60.0) asks for holes at least "
+                "50 px high, larger than the 40x48 image it gets"),
             std::string::npos)
       << OpenError(o).ToString();
   // CropNonEmptyMaskIfExists over a dataset without masks.

@@ -84,6 +84,9 @@ const char* const kAlbumentationsDefaults[] = {
     R"({"__class_fullname__": "CoarseDropout", "p": 0.5, "fill": 0.0, "fill_mask": null, "hole_height_range": [0.1, 0.2], "hole_width_range": [0.1, 0.2], "num_holes_range": [1, 2]})",
     R"({"__class_fullname__": "ToGray", "p": 0.5, "method": "weighted_average", "num_output_channels": 3})",
     R"({"__class_fullname__": "Normalize", "p": 1.0, "max_pixel_value": 255.0, "mean": [0.485, 0.456, 0.406], "normalization": "standard", "std": [0.229, 0.224, 0.225]})",
+    R"({"__class_fullname__": "ToFloat", "p": 1.0, "max_value": null})",
+    // albumentations.pytorch.ToTensorV2()
+    R"({"__class_fullname__": "ToTensorV2", "p": 1.0, "transpose_mask": false})",
 };
 
 TEST(TransformSpec, DefaultsAreFilledInAsAToDictWritesThem) {
@@ -206,6 +209,61 @@ TEST(TransformSpec, RefusesWhatItDoesNotImplementNamingIt) {
   const Status a = ParseError(
       R"([{"__class_fullname__": "Resize", "p": 1, "height": 4, "width": 4, "size": 3}])");
   EXPECT_NE(a.message().find("interpolation"), std::string::npos) << a.ToString();
+}
+
+// Issue 40 item 10: tutorial pipelines end in Normalize (or ToFloat) and ToTensorV2. ToFloat is
+// the normalize stage with mean 0, std max_value (255 when null: uint8 pixels); ToTensorV2 is the
+// layout the batches already have. Anything after ToTensorV2, or two scaling steps, is refused.
+TEST(TransformSpec, TutorialTailsToFloatAndToTensorV2) {
+  auto p = MustParse(R"([{"__class_fullname__": "HorizontalFlip"},
+      {"__class_fullname__": "Normalize", "p": 1}, {"__class_fullname__": "ToTensorV2", "p": 1}])");
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->has_normalize());
+  EXPECT_EQ(p->normalize_mean()[0], static_cast<double>(0.485f * 255.0f));
+  auto f = MustParse(R"([{"__class_fullname__": "HorizontalFlip"},
+      {"__class_fullname__": "ToFloat", "p": 1},
+      {"__class_fullname__": "ToTensorV2", "p": 1, "transpose_mask": true}])");
+  ASSERT_TRUE(f);
+  ASSERT_TRUE(f->has_normalize());
+  EXPECT_EQ(f->normalize_mean(), std::vector<double>{0.0});
+  EXPECT_EQ(f->normalize_std(), std::vector<double>{255.0});
+  EXPECT_EQ(f->segment_labels(), std::vector<std::string>{"geometric: HorizontalFlip"});
+  auto m = MustParse(R"([{"__class_fullname__": "ToFloat", "p": 1, "max_value": 4095}])");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->normalize_std(), std::vector<double>{4095.0});
+  EXPECT_EQ(json::parse(m->ToJson())["transform"]["transforms"][0]["max_value"], 4095.0);
+  auto t = MustParse(R"([{"__class_fullname__": "ToTensorV2", "p": 1}])");
+  ASSERT_TRUE(t);
+  EXPECT_FALSE(t->has_normalize());
+  struct Case {
+    const char* spec;
+    const char* must_name;
+  };
+  const Case cases[] = {
+      {R"([{"__class_fullname__": "ToTensorV2", "p": 1}, {"__class_fullname__": "HorizontalFlip"}])",
+       "transform 1 (ToTensorV2): ToTensorV2 must be the last transform"},
+      {R"([{"__class_fullname__": "Normalize", "p": 1}, {"__class_fullname__": "ToTensorV2", "p": 1},
+           {"__class_fullname__": "ToTensorV2", "p": 1}])",
+       "transform 2 (ToTensorV2): ToTensorV2 must be the last"},
+      {R"([{"__class_fullname__": "OneOf", "p": 1, "transforms": [{"__class_fullname__": "ToTensorV2", "p": 1}]}])",
+       "ToTensorV2 must be the last transform of the top-level Compose"},
+      {R"([{"__class_fullname__": "ToFloat", "p": 1}, {"__class_fullname__": "Normalize", "p": 1}])",
+       "transform 2 (Normalize): the pipeline already scales the pixels with transform 1 "
+       "(ToFloat); keep one of them"},
+      {R"([{"__class_fullname__": "ToFloat", "p": 1}, {"__class_fullname__": "HorizontalFlip"}])",
+       "ToFloat must be the last transform of the top-level Compose, or be followed only by "
+       "ToTensorV2"},
+      {R"([{"__class_fullname__": "ToFloat", "p": 1, "max_value": 0}])", "max_value must be"},
+      {R"([{"__class_fullname__": "ToFloat"}])", "ToFloat needs p=1"},
+      {R"([{"__class_fullname__": "ToTensorV2", "p": 0.5}])", "ToTensorV2 needs p=1"},
+      {R"([{"__class_fullname__": "ToTensorV2", "p": 1, "transpose_mask": 1}])",
+       "transpose_mask must be true or false"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.spec);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << c.spec << " -> " << s.ToString();
+    EXPECT_NE(s.message().find(c.must_name), std::string::npos) << s.ToString();
+  }
 }
 
 // `levels` Composes, one inside the other, the innermost holding a HorizontalFlip.
