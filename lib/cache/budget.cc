@@ -137,6 +137,7 @@ Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const C
   Directory& d = cd.dir();
   std::unique_ptr<FileLock> root_lock;
   DSPIPE_RETURN_IF_ERROR(LockBudget(cd, &root_lock));
+  int idle_retries = 0;
   for (;;) {
     Budget budget;
     DSPIPE_RETURN_IF_ERROR(ComputeBudget(cd, o, &budget));
@@ -176,6 +177,9 @@ Status ReserveRoom(CacheDir& cd, const std::string& self, uint64_t need, const C
       }
     }
     if (evicted) continue;
+    // An idle entry a process took between the look and the eviction (it opens it now) is no
+    // longer idle: look again, a few times.
+    if (stream != nullptr && budget_ok && !idle.empty() && ++idle_retries <= 3) continue;
     const std::string held = entries.empty()
                                  ? ""
                                  : "; " + std::to_string(entries.size()) + " other entr" +

@@ -20,10 +20,12 @@ bool IsShardedManifest(const SourceListing& listing);
 // ShardStream; each Read waits for its shard. Each shard is one cache entry (the shard's URL +
 // the dataset manifest's sha256: a rebuilt dataset gets new entries), its files fetched one by
 // one and verified against the manifest (size, sha256). At most `ahead` shards are fetched at
-// once, and the shards held never exceed the limit: CacheOptions::cache_limit, else the budget
-// (what the cache dir's filesystem and RAM leave, plus what this dataset's entries hold). A
-// limit below (ahead + 1) x the largest shard is InvalidArgument naming the minimum; no usable
-// cache dir is UrlNotCachedError.
+// once, and the shards held (each with its EntryOverhead) never exceed the limit:
+// CacheOptions::cache_limit, else the budget (what the cache dir's filesystem and RAM leave, plus
+// what this dataset's entries hold). Each fetch's room check counts the stream's own bytes and
+// the entries no process uses against the limit (StreamRoom, budget.h). A limit below
+// (ahead + 1) x the largest shard is InvalidArgument naming the minimum; no usable cache dir is
+// UrlNotCachedError.
 Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_options,
                   const CacheOptions& cache_options, int ahead, std::shared_ptr<const Dataset>* out,
                   CacheResult* result);

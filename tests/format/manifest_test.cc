@@ -239,22 +239,22 @@ TEST(ManifestFiles, BadEntriesAreNamedErrors) {
 }
 
 // A long list from a server (issue 39 item 12: 100k entries took 27 s when each path was
-// compared with every one before it) is checked in n log n: 100,000 distinct paths parse, and a
-// path repeated anywhere (the first as the last, two neighbours in the middle) is still found and
-// named.
+// compared with every one before it; 60k: 1.8e9 comparisons a parse) is checked in n log n:
+// 60,000 distinct paths parse, and a path repeated far apart (the first as the last) is still
+// found and named, as is one repeated by its neighbour.
 TEST(ManifestFiles, ALongListIsCheckedForRepeatsAndTheRepeatIsNamed) {
-  constexpr int kFiles = 100000;
+  constexpr int kFiles = 60000;
   auto path = [](int i) {
     char p[48];
     std::snprintf(p, sizeof p, "shard-%05d.lmdb/part-%07d.bin", i % 1000, i);
     return std::string(p);
   };
-  // The text written directly: nlohmann's tree of 100k entries would cost more than the check.
-  auto manifest = [&](int repeat_at, int repeat_of) {
+  // The text written directly: nlohmann's tree of the entries would cost more than the check.
+  auto manifest = [&](int repeat_at, int repeat_of, int n) {
     std::string text = Lone().dump();
     text.pop_back();  // the closing brace
     text += ",\"files\":[";
-    for (int i = 0; i < kFiles; ++i) {
+    for (int i = 0; i < n; ++i) {
       if (i > 0) text += ',';
       text += "{\"path\":\"" + path(i == repeat_at ? repeat_of : i) +
               "\",\"size\":" + std::to_string(i) + ",\"sha256\":\"" + std::string(64, 'a') + "\"}";
@@ -263,16 +263,16 @@ TEST(ManifestFiles, ALongListIsCheckedForRepeatsAndTheRepeatIsNamed) {
   };
   std::vector<ManifestFile> files;
   bool present = false;
-  ASSERT_TRUE(ParseManifestFiles(manifest(-1, 0), "W", &files, &present).ok());
+  ASSERT_TRUE(ParseManifestFiles(manifest(-1, 0, kFiles), "W", &files, &present).ok());
   EXPECT_EQ(files.size(), static_cast<size_t>(kFiles));
   EXPECT_EQ(files.back().path, path(kFiles - 1));
 
-  Status s = ParseManifestFiles(manifest(kFiles - 1, 0), "W", &files, &present);
+  Status s = ParseManifestFiles(manifest(kFiles - 1, 0, kFiles), "W", &files, &present);
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_NE(s.message().find("\"" + path(0) + "\" is listed twice"), std::string::npos)
       << s.ToString();
-  s = ParseManifestFiles(manifest(50001, 50000), "W", &files, &present);
-  EXPECT_NE(s.message().find("\"" + path(50000) + "\" is listed twice"), std::string::npos)
+  s = ParseManifestFiles(manifest(501, 500, 1000), "W", &files, &present);
+  EXPECT_NE(s.message().find("\"" + path(500) + "\" is listed twice"), std::string::npos)
       << s.ToString();
 }
 

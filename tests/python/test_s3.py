@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -201,6 +202,24 @@ def test_build_to_an_s3_url_pushes_it_and_removes_its_staging(s3_endpoint, tmp_p
         dspipe.build(tmp_path / "src", tmp_path / "x", staging=staging, progress=False)
 
 
+def test_a_streaming_limit_accepted_at_open_holds_for_every_epoch(s3_endpoint, tmp_path):
+    # Issue 39 item 11: 16 shards, a limit of a quarter of the dataset (room for stream_ahead
+    # 2 + 1 shards), order "shards" and "blocks": both epochs complete, every sample once. The
+    # stream used to count its own entries and copies as other processes' and fail mid-epoch.
+    dspipe.synth(tmp_path / "src", count=64, size=(256, 192), seed=7, classes=3)
+    dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=16, progress=False)
+    _dspipe.push(str(tmp_path / "ds"), "s3://bkt/q/", 5 << 20, 8)
+    total = sum(p.stat().st_size for p in (tmp_path / "ds").rglob("*") if p.is_file())
+    for order in ("shards", "blocks"):
+        loader = dspipe.Loader("s3://bkt/q/", cache=str(tmp_path / ("c-" + order)),
+                               cache_limit=total // 4, batch_size=4, num_threads=2,
+                               device="cpu", order=order, block_size=4, seed=3)
+        assert "streaming" in loader.reading_from, loader.reading_from
+        for _ in range(2):
+            idx = np.concatenate([b["index"].numpy().copy() for b in loader])
+            assert sorted(idx.tolist()) == list(range(64)), order
+
+
 def test_order_blocks_streams_a_sharded_s3_dataset_within_its_limit(s3_endpoint, tmp_path):
     # 4 shards of 6 samples, streamed shard by shard through a cache that holds two of them
     # (stream_ahead 1): the local loader's batches, every sample once per epoch, and the
@@ -209,8 +228,14 @@ def test_order_blocks_streams_a_sharded_s3_dataset_within_its_limit(s3_endpoint,
     dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=4, progress=False)
     _dspipe.push(str(tmp_path / "ds"), "s3://bkt/st/", 5 << 20, 8)
     shards = sorted((tmp_path / "ds").glob("shard-*/data.mdb"))
-    limit = 2 * max(p.stat().st_size for p in shards)
     kw = dict(batch_size=4, num_threads=2, device="cpu", order="blocks", block_size=6, seed=2)
+    # The least limit: two shards, each with what its entry holds beside its files (LMDB's
+    # reader table, the records), which the limit counts too (issue 39 item 11).
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader("s3://bkt/st/", cache=str(tmp_path / "c0"), cache_limit=1, stream_ahead=1,
+                      **kw)
+    limit = int(re.search(r"to at least (\d+) bytes", str(e.value)).group(1))
+    assert limit >= 2 * max(p.stat().st_size for p in shards)
 
     def epoch(loader):
         out = [(b["index"].numpy().copy(), b["image"].numpy().copy()) for b in loader]
