@@ -199,3 +199,21 @@ def test_failed_build_continues_with_the_call_its_message_names(tmp_path):
     assert str(bad) in (out / "rejected.tsv").read_text()
     loader = dspipe.Loader(out, batch_size=5, device="cpu")
     assert len(next(iter(loader))["index"]) == 5
+
+
+def test_install_docs_colab_line_uses_ubuntu_package_names():
+    # Item 20: the Colab source-build line used Debian's libjpeg62-turbo-dev; Colab runs Ubuntu
+    # 22.04 (libjpeg-turbo8-dev), and the line missed two libraries the build needs.
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    doc = open(os.path.join(root, "docs", "INSTALL.md")).read()
+    assert "Ubuntu 22.04" in doc
+    cell = re.search(r"```sh\n(!apt-get[^`]*?)\n!pip install", doc)
+    assert cell, "no apt-get cell in docs/INSTALL.md"
+    colab = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", cell.group(1)))
+    deps = open(os.path.join(root, "scripts", "install-deps.sh")).read()
+    debian = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", deps.split("PKGS=(")[1].split(")")[0]))
+    debian -= {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev"}  # tests only
+    ubuntu = {"libjpeg-turbo8-dev" if p == "libjpeg62-turbo-dev" else p for p in debian}
+    assert colab == ubuntu, (sorted(colab - ubuntu), sorted(ubuntu - colab))
