@@ -26,6 +26,9 @@ namespace dspipe {
 
 // The marker naming option `field` ("Struct::field", as in dspipe/option_fields.h) in a
 // message, with the value to set it to ("true", "skip", "4"; empty = the option itself).
+// field may name two fields that go together, "LoaderOptions::height,LoaderOptions::width":
+// rendered once where a front end shows them as one option (Python's size, dsbench's --size),
+// else as "LoaderOptions::height and LoaderOptions::width".
 std::string Opt(std::string_view field, std::string_view value = {});
 
 // Renders one option marker: field ("BuildOptions::resume") and value ("" when none) -> text.

@@ -33,8 +33,19 @@ std::string RenderOptions(std::string_view text, const OptionNamer& namer) {
     out.append(text.substr(at, open - at));
     const std::string_view marker = text.substr(open + 2, close - open - 2);
     const size_t eq = marker.find('=');
-    out += eq == std::string_view::npos ? namer(marker, {})
-                                        : namer(marker.substr(0, eq), marker.substr(eq + 1));
+    const std::string_view fields = marker.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : marker.substr(eq + 1);
+    // "A,B": two fields a front end may show as one option (Python's size=(h, w)): named once
+    // when both render the same, else "a and b".
+    const size_t comma = fields.find(',');
+    if (comma == std::string_view::npos) {
+      out += namer(fields, value);
+    } else {
+      const std::string a = namer(fields.substr(0, comma), value);
+      const std::string b = namer(fields.substr(comma + 1), value);
+      out += a == b ? a : a + " and " + b;
+    }
     at = close + 2;
   }
   out.append(text.substr(std::min(at, text.size())));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -24,15 +25,24 @@ Status AugmentOptions::Validate() const {
   if (!prob(vflip_p))
     return Status::InvalidArgument("augment: " + Opt("AugmentOptions::vflip_p") +
                                    " must be in [0, 1]");
+  // "0.9" rather than std::to_string's "0.900000".
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
   if (!(crop_scale_min > 0.0 && crop_scale_min <= crop_scale_max && crop_scale_max <= 1.0)) {
-    return Status::InvalidArgument("augment: need 0 < " + Opt("AugmentOptions::crop_scale_min") +
-                                   " <= " + Opt("AugmentOptions::crop_scale_max") + " <= 1, got [" +
-                                   std::to_string(crop_scale_min) + ", " +
-                                   std::to_string(crop_scale_max) + "]");
+    return Status::InvalidArgument(
+        "augment: the crop's area range " +
+        Opt("AugmentOptions::crop_scale_min,AugmentOptions::crop_scale_max") + " is (" +
+        num(crop_scale_min) + ", " + num(crop_scale_max) +
+        "): need 0 < min <= max <= 1 (fractions of the image's area)");
   }
   if (!(crop_ratio_min > 0.0 && crop_ratio_min <= crop_ratio_max)) {
-    return Status::InvalidArgument("augment: need 0 < " + Opt("AugmentOptions::crop_ratio_min") +
-                                   " <= " + Opt("AugmentOptions::crop_ratio_max"));
+    return Status::InvalidArgument(
+        "augment: the crop's aspect ratio range " +
+        Opt("AugmentOptions::crop_ratio_min,AugmentOptions::crop_ratio_max") + " is (" +
+        num(crop_ratio_min) + ", " + num(crop_ratio_max) + "): need 0 < min <= max");
   }
   if (resize_shorter < 0) {
     return Status::InvalidArgument("augment: " + Opt("AugmentOptions::resize_shorter") +

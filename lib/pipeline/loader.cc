@@ -319,8 +319,9 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
     return Invalid(Opt("LoaderOptions::threads") + " must be >= 0 (0 = usable CPUs)");
   if (o.max_corrupt < 0) return Invalid(Opt("LoaderOptions::max_corrupt") + " must be >= 0");
   if (o.height < 0 || o.width < 0 || (o.height == 0) != (o.width == 0)) {
-    return Invalid(Opt("LoaderOptions::height") + " and " + Opt("LoaderOptions::width") +
-                   " must both be 0 (dataset size) or both > 0");
+    return Invalid("the output size (" + Opt("LoaderOptions::height,LoaderOptions::width") +
+                   ") is height " + std::to_string(o.height) + ", width " + std::to_string(o.width) +
+                   ": give both > 0, or both 0 for the dataset's own size");
   }
   if (o.channels != 0 && o.channels != 1 && o.channels != 3) {
     return Invalid(Opt("LoaderOptions::channels") + " must be 0 (dataset's), 1 or 3");

@@ -3,7 +3,9 @@
 // naming every difference. LoaderImpl's other parts: loader_impl.h.
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -152,10 +154,46 @@ Status LoaderImpl::CheckIdentity(const LoaderState& state) const {
         "); this loader " + std::to_string(info.count) + " records, " +
         content_sha256_.substr(0, 16) + "... (" + info.path + ")");
   }
+  // Fields that go together (Python's size and crop_scale, dsbench's --size): one entry,
+  // "size: state has (16, 16), this loader (8, 8)", not the same option named twice.
+  static constexpr std::pair<std::string_view, std::string_view> kPairs[] = {
+      {"height", "width"},
+      {"augment.crop_scale_min", "augment.crop_scale_max"},
+      {"augment.crop_ratio_min", "augment.crop_ratio_max"}};
+  const auto theirs_of = [&state](std::string_view key) -> const std::string* {
+    for (const auto& [k, v] : state.options) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  };
+  const auto ours_of = [this](std::string_view key) -> const StateOption* {
+    for (const StateOption& o : state_options_) {
+      if (o.key == key) return &o;
+    }
+    return nullptr;
+  };
+  const auto field = [](const std::string& marker) {  // "{{S::f}}" -> "S::f"
+    return marker.substr(2, marker.size() - 4);
+  };
   std::string diffs;
   for (const auto& [key, value] : state.options) {
     const auto it = std::find_if(state_options_.begin(), state_options_.end(),
                                  [&key](const StateOption& o) { return o.key == key; });
+    const auto pair = std::find_if(std::begin(kPairs), std::end(kPairs), [&key](const auto& p) {
+      return key == p.first || key == p.second;
+    });
+    if (pair != std::end(kPairs)) {
+      const StateOption *a = ours_of(pair->first), *b = ours_of(pair->second);
+      const std::string *ta = theirs_of(pair->first), *tb = theirs_of(pair->second);
+      if (a != nullptr && b != nullptr && ta != nullptr && tb != nullptr) {
+        if (key == pair->first && (a->value != *ta || b->value != *tb)) {
+          diffs += (diffs.empty() ? "" : "; ") + Opt(field(a->marker) + "," + field(b->marker)) +
+                   ": state has (" + *ta + ", " + *tb + "), this loader (" + a->value + ", " +
+                   b->value + ")";
+        }
+        continue;
+      }
+    }
     if (it == state_options_.end()) {
       diffs += (diffs.empty() ? "" : "; ") + key + ": state has " + value +
                ", this loader has no such option";

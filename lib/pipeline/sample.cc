@@ -179,7 +179,10 @@ class SampleJob {
         s = codec::DecodePayload(q, &scratch.mask, &mask);
         if (!s.ok()) return Context(s, "mask");
         if (mask.source_height != img.source_height || mask.source_width != img.source_width) {
-          return Bad("mask size differs from the image size");
+          return Bad("the mask is " + std::to_string(mask.source_width) + "x" +
+                     std::to_string(mask.source_height) + " (width x height) but the image is " +
+                     std::to_string(img.source_width) + "x" + std::to_string(img.source_height) +
+                     ": a mask must be the size of its image");
         }
       }
       RecordDecode(img.path, t0);
@@ -348,8 +351,11 @@ class SampleJob {
     return Status::OK();
   }
 
+  // "record 167 (key 00000000000000a7) in PATH": the index is batch["index"]'s number, the key
+  // the record's name in the LMDB (a plain LMDB's own key).
   std::string Where() const {
-    return "key " + ctx_.dataset->KeyName(index_) + " in " + ctx_.dataset->info().path;
+    return "record " + std::to_string(index_) + " (key " + ctx_.dataset->KeyName(index_) + ") in " +
+           ctx_.dataset->info().path;
   }
   Status Context(const Status& s, const char* what) const {
     return s.WithContext(Where() + ": " + what);

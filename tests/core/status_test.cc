@@ -40,6 +40,24 @@ TEST(StatusTest, OptionMarkersRenderPerFrontEnd) {
   EXPECT_EQ(Status::OK().Render(Cli), "OK");
 }
 
+// Issue 40 item 16: two fields one front end shows as one option ("size and size must both be
+// 0" in Python): Opt("A,B") names them once there, both in C++.
+TEST(StatusTest, APairOfFieldsIsNamedOnceWhereAFrontEndShowsOneOption) {
+  const Status s = Status::InvalidArgument("the output size " +
+                                           Opt("LoaderOptions::height,LoaderOptions::width") +
+                                           " is height 0, width 5");
+  EXPECT_EQ(s.message(),
+            "the output size LoaderOptions::height and LoaderOptions::width is height 0, width 5");
+  const auto python = [](std::string_view field, std::string_view) {
+    return field == "LoaderOptions::height" || field == "LoaderOptions::width" ? std::string("size")
+                                                                               : std::string(field);
+  };
+  EXPECT_EQ(s.Render(python), "InvalidArgument: the output size size is height 0, width 5");
+  EXPECT_EQ(s.Render(Cli),
+            "InvalidArgument: the output size --height and --width is height 0, "
+            "width 5");
+}
+
 TEST(StatusTest, SubjectsSurviveContextAndAppend) {
   const Status s = Status::Corruption("key 7: bad CRC").WithKey("7").WithPath("/d/data.mdb");
   const Status t = s.WithContext("loader").Append(" - stopped");

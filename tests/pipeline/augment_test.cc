@@ -187,6 +187,18 @@ TEST(AugmentTest, ValidateNamesTheField) {
   o = AugmentOptions();
   o.crop_scale_min = 0.0;
   EXPECT_NE(o.Validate().message().find("crop_scale"), std::string::npos);
+  // Issue 40 item 16: "need 0 < crop_scale <= crop_scale <= 1" in Python; now the pair once.
+  o.crop_scale_min = 0.9;
+  o.crop_scale_max = 0.1;
+  EXPECT_EQ(o.Validate().message(),
+            "augment: the crop's area range AugmentOptions::crop_scale_min and "
+            "AugmentOptions::crop_scale_max is (0.9, 0.1): need 0 < min <= max <= 1 (fractions "
+            "of the image's area)");
+  EXPECT_EQ(o.Validate().Render([](std::string_view f, std::string_view) {
+    return f.starts_with("AugmentOptions::crop_scale") ? std::string("crop_scale") : std::string(f);
+  }),
+            "InvalidArgument: augment: the crop's area range crop_scale is (0.9, 0.1): need 0 < "
+            "min <= max <= 1 (fractions of the image's area)");
   o = AugmentOptions();
   o.crop_ratio_min = 2;
   o.crop_ratio_max = 1;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <opencv2/imgcodecs.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -77,6 +78,35 @@ TEST_F(LoaderCorruptTest, CorruptRecordIsAnErrorNamingTheKey) {
   ASSERT_TRUE(loader->Next(&b).ok());
   ASSERT_TRUE(b);
   EXPECT_EQ(b.indices()[0], 12u);
+}
+
+// Issue 40 item 16: the key was shown only as hex; the message names the record as
+// batch["index"] does, then its key, and both sizes of a mask of another size.
+TEST_F(LoaderCorruptTest, AMaskOfAnotherSizeIsNamedWithBothSizes) {
+  const std::string value = testing::ReadRecord(path_, 5);
+  RecordView v;
+  ASSERT_TRUE(
+      DecodeRecord({reinterpret_cast<const uint8_t*>(value.data()), value.size()}, false, &v).ok());
+  std::vector<uint8_t> small;
+  ASSERT_TRUE(cv::imencode(".png", cv::Mat(kH / 2, kW / 2, CV_8UC1, cv::Scalar(1)), small));
+  std::string rewritten;
+  RecordHeader h = v.header;
+  h.mask_size = static_cast<uint32_t>(small.size());
+  EncodeRecord(h, v.image, small, &rewritten);
+  testing::OverwriteRecord(path_, 5, rewritten);
+  LoaderOptions o;
+  o.sampler.shuffle = false;
+  auto loader = Open(o);
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  const Status s = loader->Next(&b);
+  ASSERT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("record 5 (key " + KeyName(5) + ") in " + path_), std::string::npos)
+      << s.ToString();
+  // A dspipe record's header gives the size (a plain LMDB's mask: "the mask is WxH (width x
+  // height) but the image is WxH", tests/python/test_first_hour.py).
+  EXPECT_NE(s.message().find("decoded image is 16x12, header says 32x24"), std::string::npos)
+      << s.ToString();
 }
 
 TEST_F(LoaderCorruptTest, MaxCorruptSkipsAndCountsThem) {

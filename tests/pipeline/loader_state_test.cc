@@ -267,6 +267,28 @@ TEST_F(LoaderStateTest, IdentityIsTheContentNotThePath) {
   });
   EXPECT_NE(python.find("rank: state has 0, this loader 1"), std::string::npos) << python;
 
+  // Issue 40 item 16: fields that go together (Python's size) are one entry, not "size: ...;
+  // size: ..." twice.
+  LoaderOptions sized = Options();
+  sized.height = 16;
+  sized.width = 20;
+  LoaderState sized_state = Open(sized)->state();
+  sized.height = 8;
+  s = Open(sized)->Restore(sized_state);
+  EXPECT_NE(s.message().find("LoaderOptions::height and LoaderOptions::width: state has (16, 20), "
+                             "this loader (8, 20)"),
+            std::string::npos)
+      << s.ToString();
+  const std::string py_size = s.Render([](std::string_view field, std::string_view) {
+    return field == "LoaderOptions::height" || field == "LoaderOptions::width" ? std::string("size")
+                                                                               : std::string(field);
+  });
+  EXPECT_NE(py_size.find("the state is from a different loader: size: state has (16, 20), this "
+                         "loader (8, 20)"),
+            std::string::npos)
+      << py_size;
+  EXPECT_EQ(py_size.find("size", py_size.find("size:") + 5), std::string::npos) << py_size;
+
   // A state made by hand (no identity) is not checked; one from a version that had fewer
   // options is checked on those it has.
   LoaderState bare;

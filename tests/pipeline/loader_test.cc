@@ -477,6 +477,16 @@ TEST_F(LoaderTest, RejectsBadOptionsNamingTheField) {
   o.mean = {1, 2};
   o.std = {3, 4};
   EXPECT_EQ(Loader::Open(*encoded_, o, &loader).code(), Status::Code::kInvalidArgument);
+  // Issue 40 item 16: "size and size must both be 0 ... or both > 0" in Python.
+  o = LoaderOptions();
+  o.height = 0;
+  o.width = 5;
+  s = Loader::Open(*encoded_, o, &loader);
+  EXPECT_NE(s.message().find("the output size (LoaderOptions::height and LoaderOptions::width) is "
+                             "height 0, width 5: give both > 0, or both 0 for the dataset's own "
+                             "size"),
+            std::string::npos)
+      << s.ToString();
   s = Loader::Open(*root_ + "/does-not-exist", LoaderOptions(), &loader);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("does-not-exist"), std::string::npos) << s.ToString();

@@ -36,7 +36,8 @@ def test_errors_name_keyword_arguments_not_flags(dataset, tmp_path):
         cpu_loader(dataset, batch_size=0)
     with pytest.raises(ValueError, match=r"rank must be in \[0, world_size=2\), got 2"):
         cpu_loader(dataset, rank=2, world_size=2)
-    with pytest.raises(ValueError, match=r"need 0 < crop_scale <= crop_scale <= 1"):
+    with pytest.raises(ValueError,
+                       match=r"crop_scale is \(0\.9, 0\.1\): need 0 < min <= max <= 1"):
         cpu_loader(dataset, crop_scale=(0.9, 0.1))
     # A broken source: the build stops naming the file, in Python's words.
     bad = tmp_path / "bad-src"

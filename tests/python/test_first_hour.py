@@ -416,3 +416,71 @@ def test_failed_build_continues_with_the_call_its_message_names(tmp_path):
     assert str(bad) in (out / "rejected.tsv").read_text()
     loader = dspipe.Loader(out, batch_size=5, device="cpu")
     assert len(next(iter(loader))["index"]) == 5
+
+
+def test_garbled_messages_name_each_option_once_with_the_values(tmp_path):
+    # Item 16: "size and size must both be 0 ... or both > 0"; "need 0 < crop_scale <=
+    # crop_scale <= 1"; a state mismatch naming size twice; "mask size differs from the image
+    # size" without the sizes; the key only as hex.
+    import cv2
+    import lmdb
+    import numpy as np
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=4, size=(24, 32), seed=5, classes=2)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(db, batch_size=2, device="cpu", size=(0, 8))
+    assert ("the output size (size) is height 0, width 8: give both > 0, or both 0 for the "
+            "dataset's own size") in str(e.value), str(e.value)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(db, batch_size=2, device="cpu", crop_scale=(0.9, 0.1))
+    assert ("the crop's area range crop_scale is (0.9, 0.1): need 0 < min <= max <= 1"
+            in str(e.value)), str(e.value)
+
+    a = dspipe.Loader(db, batch_size=2, device="cpu", size=(16, 16), crop_scale=(0.5, 1.0))
+    state = a.state_dict()
+    b = dspipe.Loader(db, batch_size=2, device="cpu", size=(8, 8))
+    with pytest.raises(ValueError) as e:
+        b.load_state_dict(state)
+    msg = str(e.value)
+    assert "size: state has (16, 16), this loader (8, 8)" in msg, msg
+    assert msg.count("size:") == 1, msg
+    assert "crop_scale: state has (0.5, 1), this loader (1, 1)" in msg, msg
+
+    # A plain LMDB whose record 2 has a mask of another size.
+    plain, masks = tmp_path / "plain.lmdb", tmp_path / "masks.lmdb"
+    with lmdb.open(str(plain), map_size=1 << 24) as env, \
+            lmdb.open(str(masks), map_size=1 << 24) as menv:
+        with env.begin(write=True) as t, menv.begin(write=True) as mt:
+            for i in range(4):
+                t.put(str(i).encode(), cv2.imencode(".png", np.full((24, 32, 3), 9, np.uint8))[1])
+                m = np.zeros((12, 16) if i == 2 else (24, 32), np.uint8)
+                mt.put(str(i).encode(), cv2.imencode(".png", m)[1])
+    loader = dspipe.Loader(plain, masks=str(masks), batch_size=1, shuffle=False, device="cpu",
+                           normalize=False)
+    with pytest.raises(dspipe.CorruptRecord) as e:
+        for _ in loader:
+            pass
+    msg = str(e.value)
+    assert f"record 2 (key 2) in {plain}" in msg, msg
+    assert "the mask is 16x12 (width x height) but the image is 32x24" in msg, msg
+
+
+def test_install_docs_colab_line_uses_ubuntu_package_names():
+    # Item 20: the Colab source-build line used Debian's libjpeg62-turbo-dev; Colab runs Ubuntu
+    # 22.04 (libjpeg-turbo8-dev), and the line missed two libraries the build needs.
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    doc = open(os.path.join(root, "docs", "INSTALL.md")).read()
+    assert "Ubuntu 22.04" in doc
+    cell = re.search(r"```sh\n(!apt-get[^`]*?)\n!pip install", doc)
+    assert cell, "no apt-get cell in docs/INSTALL.md"
+    colab = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", cell.group(1)))
+    deps = open(os.path.join(root, "scripts", "install-deps.sh")).read()
+    debian = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", deps.split("PKGS=(")[1].split(")")[0]))
+    debian -= {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev"}  # tests only
+    ubuntu = {"libjpeg-turbo8-dev" if p == "libjpeg62-turbo-dev" else p for p in debian}
+    assert colab == ubuntu, (sorted(colab - ubuntu), sorted(ubuntu - colab))

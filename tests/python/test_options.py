@@ -130,7 +130,10 @@ def test_every_option_named_in_a_message_has_a_python_name():
     for base, _, files in os.walk(os.path.join(ROOT, "lib")):
         for f in files:
             if f.endswith(".cc"):
-                seen |= set(re.findall(r'Opt\("(\w+::\w+)"', open(os.path.join(base, f)).read()))
+                text = open(os.path.join(base, f)).read()
+                seen |= set(re.findall(r'Opt\("(\w+::\w+)"', text))
+                for pair in re.findall(r'Opt\("(\w+::\w+,\w+::\w+)"', text):  # "A,B" pairs
+                    seen |= set(pair.split(","))
     assert len(seen) > 20
     missing = sorted(f for f in seen if f not in names and f not in _options.NOT_KWARGS)
     assert not missing, f"options in messages without a Python name: {missing}"
