@@ -105,8 +105,7 @@ std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,
     cache::CacheState state;
     state.shards = std::make_shared<CountingShardCache>(inner_state.shards, std::move(cache));
     return std::make_shared<cache::CachedDataset>(
-        std::make_shared<CountingDataset>(std::move(inner), std::move(in_place)),
-        std::move(state));
+        std::make_shared<CountingDataset>(std::move(inner), std::move(in_place)), std::move(state));
   }
   std::shared_ptr<CacheCopy> copy = inner_state.copy;
   auto counting = std::make_shared<CountingDataset>(std::move(inner), std::move(in_place));
@@ -143,8 +142,9 @@ Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset
     ds->items_.push_back({it.image, it.mask, it.label});
   }
   if (ds->items_.empty()) return Status::BadInput(src + ": no usable image/mask pairs");
-  // The first image decides the batch size and channels, as the first record does for a plain
-  // LMDB; other sizes are resized by the loader.
+  // The first image decides the channels; its size, as the first record does for a plain LMDB,
+  // the batch size unless one is given (the size is left unknown here, so the loader refuses an
+  // image of another size by name instead of resizing it to the first one's).
   std::string bytes;
   DSPIPE_RETURN_IF_ERROR(ReadFile(ds->items_[0].image, &bytes));
   codec::ImageProbe probe;
@@ -156,8 +156,7 @@ Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset
   info.count = ds->items_.size();
   info.store = "encoded";
   info.channels = (probe.channels <= 2) ? 1 : 3;
-  info.height = probe.height;
-  info.width = probe.width;
+  info.height = info.width = 0;  // unknown: the files are not all probed at open
   info.has_masks = list.has_masks;
   info.has_labels = list.has_labels;
   info.class_names = list.class_names;

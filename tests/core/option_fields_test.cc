@@ -30,6 +30,7 @@ static_assert(option_fields_internal::CountFields<Probe>() == 4);
 static_assert(!option_fields_internal::Complete<Probe>(), "c is missing: the build must fail");
 static_assert(option_fields_internal::CountFields<LoaderOptions>() == 23);  // with mean_std
 static_assert(EnumName(SampleOrder::kShards) == "shards");
+static_assert(EnumName(MeanStdSource::kIdentity) == "identity");
 
 // Every listed member of S is a distinct field at a distinct offset, and the names are unique.
 template <class S>

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "dspipe/loader.h"
+#include "dspipe/synth.h"
 #include "pipeline/sample.h"
 #include "profile/sources.h"
 #include "test_dataset.h"
@@ -222,8 +223,7 @@ TEST(RunProfile, OrderShardsWithTheCacheIsMeasuredThroughThePerShardCache) {
   ASSERT_EQ(r.epochs.size(), 2u);
   EXPECT_EQ(r.epochs[0].records_cache, 0u);
   EXPECT_GT(r.epochs[1].records_cache, 0u);
-  EXPECT_EQ(r.epochs[1].records_in_place, 0u)
-      << r.epochs[1].records_cache;
+  EXPECT_EQ(r.epochs[1].records_in_place, 0u) << r.epochs[1].records_cache;
   int entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/dspipe-cache-v1")) {
     const std::string n = e.path().filename().string();
@@ -262,6 +262,38 @@ TEST(FolderProfile, SameStagesOverTheSourceFiles) {
   for (Stage s : {Stage::kRead, Stage::kDecode, Stage::kWait}) {  // augment: fused into decode
     EXPECT_NE(Find(r, s), nullptr) << StageName(s);
   }
+}
+
+// Issue 40 item 1: a folder of images of different sizes is not squashed to the first one's
+// size: the run names the first image of another size and --size; with a size it runs.
+TEST(FolderProfile, ImagesOfDifferentSizesNeedASize) {
+  const std::string root = SmallDataset().dir + "/varied";
+  SynthOptions s;
+  s.out_dir = root + "/a";
+  s.count = 4;
+  s.width = s.height = 32;
+  s.threads = 1;
+  ASSERT_TRUE(Synthesize(s).ok());
+  s.out_dir = root + "/b";
+  s.count = 1;
+  s.width = 48;
+  s.height = 40;
+  ASSERT_TRUE(Synthesize(s).ok());
+  for (const char* d : {"images", "masks"}) {
+    std::filesystem::copy_file(root + "/b/" + d + "/000000.png", root + "/a/" + d + "/000009.png");
+  }
+  ProfileOptions o = Small();
+  o.batches = 2;
+  o.warmup = 0;
+  ProfileResult r;
+  const Status st = RunFolderProfile(root + "/a", o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("is 40x48, record 0 (key "), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("LoaderOptions::height"), std::string::npos) << st.ToString();
+  o.height = o.width = 32;
+  ProfileResult sized;
+  EXPECT_TRUE(RunFolderProfile(root + "/a", o, &sized).ok());
+  EXPECT_EQ(sized.dataset.height, 32);
 }
 
 // The folder source goes through the loader's own decode / augment / collate: with the same
