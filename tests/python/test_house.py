@@ -1,0 +1,32 @@
+"""What a company needs to adopt the library: a licence, a changelog, one version number."""
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _read(name):
+    with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_the_licence_notice_and_changelog_are_there():
+    licence = _read("LICENSE")
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence
+    assert "Apache License, Version 2.0" in _read("NOTICE")
+    assert "## Unreleased" in _read("CHANGELOG.md")
+    pyproject = _read("pyproject.toml")
+    assert 'license = {text = "Apache-2.0"}' in pyproject
+    assert '"LICENSE", "NOTICE"' in pyproject  # wheel.license-files
+
+
+def test_the_version_is_written_once():
+    # CMakeLists.txt's project(VERSION) is the one place; pyproject.toml reads it from there.
+    cmake = re.search(r"project\(dspipe VERSION ([0-9.]+)", _read("CMakeLists.txt"))
+    assert cmake, "CMakeLists.txt has no project(dspipe VERSION ...)"
+    pyproject = _read("pyproject.toml")
+    assert 'dynamic = ["version"]' in pyproject
+    assert not re.search(r'^version\s*=', pyproject, re.M), "pyproject.toml writes a version"
+    import dspipe
+    assert dspipe.__version__ == cmake.group(1)
