@@ -63,7 +63,8 @@ struct ProfileOptions {
   // Per-sample augmentation (default none): flips, random resized crop, image interpolation.
   AugmentOptions augment;
   // Output size and channels (LoaderOptions::height / width / channels): 0 (default) = the
-  // dataset's; samples of another size are resized (cropped first with augment's crop).
+  // dataset's. A dataset of varying sizes needs a size here (each sample is then resized to it,
+  // cropped first with augment's crop) or a `transform` ending in a fixed size.
   int height = 0;
   int width = 0;
   int channels = 0;

@@ -231,6 +231,8 @@ TEST(JpegLoader, ProfileReportNamesTheDecodePaths) {
   o.batches = 3;
   o.warmup = 0;
   o.augment.crop_scale_min = 0.08;
+  o.height = 64;  // the images differ in size: the crop is resized to this
+  o.width = 48;
   profile::ProfileResult r;
   const Status s = profile::RunProfile(db, o, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();

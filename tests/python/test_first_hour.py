@@ -208,7 +208,7 @@ def test_a_plain_lmdb_of_different_sizes_names_the_first_record_of_another_size(
     with pytest.raises(ValueError) as e:
         next(it)
     msg = str(e.value)
-    assert f"key 3 in {db} is 24x36, record 0 (key 0) is 20x30" in msg, msg
+    assert f"record 3 (key 3) in {db} is 24x36, record 0 (key 0) is 20x30" in msg, msg
     assert "size: every sample is resized to it" in msg, msg
     loader = dspipe.Loader(db, batch_size=2, device="cpu", normalize=False, size=(20, 30),
                            output="numpy")

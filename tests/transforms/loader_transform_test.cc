@@ -323,7 +323,7 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizesWithoutASizeAreRefusedNotSqua
     while ((s = loader->Next(&b)).ok() && b) delivered += static_cast<int>(b.size());
     EXPECT_EQ(delivered, 2);  // the first batch (records 0, 1); the second holds record 3
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("key 3 in " + plain_path +
+    EXPECT_NE(s.message().find("record 3 (key 3) in " + plain_path +
                                " is 36x44, record 0 (key 0) is 30x40: the images differ in size"),
               std::string::npos)
         << s.ToString();
