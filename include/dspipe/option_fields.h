@@ -331,7 +331,7 @@ struct OptionFields<BuildOptions> {
       Field("resize_width", &S::resize_width), Field("resize_height", &S::resize_height),
       Field("max_side", &S::max_side), Field("jpeg_quality", &S::jpeg_quality),
       Field("jpeg_restarts", &S::jpeg_restarts), Field("gray", &S::gray),
-      Field("mask_map", &S::mask_map), Field("shuffle", &S::shuffle), Field("seed", &S::seed),
+      Field("depth", &S::depth), Field("mask_map", &S::mask_map), Field("shuffle", &S::shuffle), Field("seed", &S::seed),
       Field("threads", &S::threads), Field("shards", &S::shards),
       Field("shard_index", &S::shard_index), Field("resume", &S::resume),
       Field("overwrite", &S::overwrite), Field("on_error", &S::on_error), Field("check", &S::check),

@@ -231,12 +231,23 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
       if (!HasJpegEoi(bytes)) return Status::BadInput("truncated JPEG (no end-of-image marker)");
       return ProbeJpeg(bytes, out);
     }
-    // Other formats: decode to learn the shape.
+    // Other formats: decode to learn the shape and the sample type. ANYDEPTH | ANYCOLOR keeps
+    // both (a 16-bit or float TIFF stays so; gray stays 1 channel) and, unlike UNCHANGED,
+    // applies the EXIF orientation as DecodeImage's IMREAD_COLOR does, so the sizes agree.
+    DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
     cv::Mat img;
-    DSPIPE_RETURN_IF_ERROR(DecodeOpenCv(bytes, 3, &img));
+    try {
+      cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+      img = cv::imdecode(buf, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
+    } catch (const cv::Exception& e) {
+      return Status::BadInput(std::string("decode failed: ") + e.what());
+    }
+    if (img.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
     out->width = img.cols;
     out->height = img.rows;
-    out->channels = 3;
+    out->channels = img.channels() <= 2 ? img.channels() : 3;
+    out->bit_depth = static_cast<int>(img.elemSize1()) * 8;
+    out->floating = img.depth() == CV_16F || img.depth() == CV_32F || img.depth() == CV_64F;
     return Status::OK();
   } catch (const std::exception& e) {
     return FromException("Probe", e);

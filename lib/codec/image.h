@@ -27,7 +27,8 @@ struct ImageProbe {
   int width = 0;               // after EXIF orientation for JPEG
   int height = 0;
   int channels = 0;            // channels as stored: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA
-  int bit_depth = 8;
+  int bit_depth = 8;           // bits per sample as stored: 1..8, 16, 32 or 64
+  bool floating = false;       // float samples (a float TIFF): bit_depth 16, 32 or 64
   bool palette = false;        // PNG color type 3
 };
 

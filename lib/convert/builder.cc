@@ -78,6 +78,11 @@ Status ValidateBuildOptions(const BuildOptions& o) {
                                    Opt("BuildOptions::resize_height") +
                                    " must both be positive, or both 0 (keep the size)");
   }
+  if (o.depth != 0 && o.depth != 8) {
+    return Status::InvalidArgument(Opt("BuildOptions::depth") +
+                                   " must be 0 (the source's own) or 8 (reduce 16-bit images to "
+                                   "their high byte), got " + std::to_string(o.depth));
+  }
   if (!o.mask_map.empty()) {
     uint8_t lut[256];
     DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));

@@ -47,7 +47,33 @@ void AddStats(const cv::Mat& img, MadeRecord* r) {
 // The failure of one source file, about `file` (Status::path(): Python's CorruptRecord.path).
 Status Reject(const std::string& file, const Status& s) {
   if (s.code() == Status::Code::kIOError) return s.WithPath(file);  // already names the file
+  // WithContext keeps the option markers, so a front end names its own flag or keyword.
+  if (s.code() == Status::Code::kBadInput) return s.WithContext(file).WithPath(file);
   return Status::BadInput(file + ": " + s.message()).WithPath(file);
+}
+
+// An image deeper than 8 bits: OK only for integer samples with BuildOptions::depth = 8 (the
+// user asked for the reduction); else the reason and the option, never a silent high byte.
+Status CheckImageDepth(const codec::ImageProbe& p, const BuildOptions& o) {
+  if (p.bit_depth <= 8) return Status::OK();
+  const std::string what = std::to_string(p.bit_depth) + "-bit " +
+                           (p.floating ? "float " : "") + "image (" +
+                           std::to_string(p.channels) + (p.channels == 1 ? " channel" : " channels") + ")";
+  if (p.floating) {
+    return Status::BadInput(
+        "a " + what +
+        ": dspipe datasets hold 8-bit pixels for now, and no reduction of float samples is "
+        "right without knowing their range; convert the images to 8-bit (or 16-bit, then pass " +
+        Opt("BuildOptions::depth", "8") + ") with the windowing or scaling your data needs");
+  }
+  if (o.depth == 8) return Status::OK();
+  return Status::BadInput(
+      "a " + what +
+      ": dspipe datasets hold 8-bit pixels for now, and storing it would keep only the high "
+      "byte (a 12-bit CT slice would keep 16 of its 4096 gray levels); pass " +
+      Opt("BuildOptions::depth", "8") + " (and " + Opt("BuildOptions::overwrite", "true") +
+      " over this stopped build) to store the high byte knowingly, or window/scale the images "
+      "to 8 bits first");
 }
 
 }  // namespace
@@ -111,6 +137,10 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   codec::ImageProbe probe;
   Status s = codec::Probe(Bytes(img_bytes), &probe);
   if (!s.ok()) return Reject(item.image, s);
+  s = CheckImageDepth(probe, o);
+  if (!s.ok()) return Reject(item.image, s);
+  // Reduced to 8 bits (BuildOptions::depth = 8): decoded, stored re-encoded like a resize.
+  const bool reduce = probe.bit_depth > 8;
   // The output size: --resize, or --max-side shrinking the longer side (aspect kept).
   const int src_w = probe.width, src_h = probe.height;
   int out_w = src_w, out_h = src_h;
@@ -125,7 +155,8 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   const bool resize =
       out_w != src_w || out_h != src_h || (o.resize_width > 0 && o.resize_height > 0);
   const bool jpeg = o.jpeg_quality > 0;
-  const bool decode = raw || resize || jpeg || want_stats || o.check == CheckLevel::kDecode;
+  const bool decode =
+      raw || resize || reduce || jpeg || want_stats || o.check == CheckLevel::kDecode;
   cv::Mat img;
   if (decode) {
     s = codec::DecodeImage(Bytes(img_bytes), channels, &img);
@@ -157,8 +188,8 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   } else if (jpeg) {
     h.image_codec = Codec::kJpeg;  // --jpeg-quality: every image re-encoded at that quality
     DSPIPE_RETURN_IF_ERROR(codec::EncodeJpeg(img, o.jpeg_quality, &img_payload, o.jpeg_restarts));
-  } else if (resize) {
-    h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing
+  } else if (resize || reduce) {
+    h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing or reducing to 8 bits
     DSPIPE_RETURN_IF_ERROR(codec::EncodePng(img, 1, &img_payload));
   } else if (o.jpeg_restarts && probe.codec == Codec::kJpeg) {
     h.image_codec = Codec::kJpeg;  // the same coefficients, a restart marker after every MCU

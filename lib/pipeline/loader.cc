@@ -50,6 +50,21 @@ Status ProbeFirstRecord(const Dataset& ds, int* height, int* width) {
   });
 }
 
+// A plain LMDB's values are image files nobody checked: one deeper than 8 bits (its record 0
+// stands for the rest, as for the size) is refused, since decoding keeps only the high byte.
+Status CheckPlainDepth(const Dataset& ds) {
+  if (ds.info().kind != DatasetKind::kPlain || ds.info().count == 0) return Status::OK();
+  return ds.Read(0, [&](const RecordView& rec) -> Status {
+    codec::ImageProbe probe;
+    if (!codec::Probe(rec.image, &probe).ok() || probe.bit_depth <= 8) return Status::OK();
+    return Status::BadInput("loader: key " + ds.KeyName(0) + " in " + ds.info().path +
+                            " holds a " + std::to_string(probe.bit_depth) +
+                            "-bit image, and the loader decodes 8-bit pixels (only the high "
+                            "byte would be kept); build a dataset from it with " +
+                            Opt("BuildOptions::depth", "8") + " to reduce it knowingly");
+  });
+}
+
 Status Invalid(const std::string& what) { return Status::InvalidArgument("loader: " + what); }
 
 std::string List(const std::vector<double>& v, double scale = 1) {
@@ -331,6 +346,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
     return Invalid("defer_hflip is for consumers that normalize themselves (normalize = kNone)");
   }
   if (o.threads == 0) o.threads = UsableCpus();
+  DSPIPE_RETURN_IF_ERROR(CheckPlainDepth(*dataset));
 
   const DatasetInfo& info = dataset->info();
   BatchShape shape;

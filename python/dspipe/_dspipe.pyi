@@ -145,6 +145,7 @@ class BuildOptions:
     jpeg_quality: int
     jpeg_restarts: bool
     gray: bool
+    depth: int
     mask_map: str
     shuffle: bool
     seed: int

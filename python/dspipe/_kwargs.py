@@ -74,6 +74,7 @@ class BuildArgs(_PlainArgs, total=False):
     jpeg_quality: int
     jpeg_restarts: bool
     gray: bool
+    depth: int | None
     mask_map: Mapping[int, int] | str | None
     shuffle: bool
     seed: int

@@ -232,6 +232,9 @@ BUILD: dict[str, Kwarg] = {
     "jpeg_restarts": K("BuildOptions::jpeg_restarts", "store JPEGs with a restart marker after "
                        "every MCU (lossless), so crops decode only their MCUs"),
     "gray": K("BuildOptions::gray", "store 1-channel images"),
+    "depth": K("BuildOptions::depth", "8: reduce 16-bit images to their high byte; None = "
+               "the source's own (images deeper than 8 bits are refused for now)",
+               lambda v: 0 if v is None else int(v), shown="None"),
     "mask_map": K("BuildOptions::mask_map", "mask ids to rewrite, {from: to} (ids 0..255; "
                   "{255: 1} turns 0/255 binary masks into classes 0 and 1); None = keep",
                   _mask_map, "None"),

@@ -82,6 +82,7 @@ TEST(Formats, PngVariantsAndMaskKinds) {
   for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
     BuildOptions o = Options(tmp / "src", tmp / (store == StoreMode::kRaw ? "raw" : "enc"));
     o.store = store;
+    o.depth = 8;  // the 16-bit images: their high byte, asked for (else refused, below)
     BuildResult r;
     Status st = BuildDataset(o, &r);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -101,7 +102,7 @@ TEST(Formats, PngVariantsAndMaskKinds) {
       const cv::Mat cv_rgb = ImreadRgb(tmp / ("src/images/" + s.name + ".png"));
       EXPECT_EQ(CountDiff(got, cv_rgb), 0) << s.name << " differs from cv::imread";
       EXPECT_EQ(CountDiff(DecodedMask(recs[i]), s.want_ids), 0) << s.name << " mask";
-      if (store == StoreMode::kEncoded) {
+      if (store == StoreMode::kEncoded && s.name.find("16") == std::string::npos) {
         EXPECT_TRUE(recs[i].image == s.image) << s.name << ": encoded keeps the file bytes";
         // Masks other than plain 8-bit gray PNGs are re-encoded as 8-bit gray PNGs.
         EXPECT_EQ(recs[i].header.mask_codec, Codec::kPng);
@@ -175,6 +176,80 @@ TEST(Formats, MixedSizesGiveVaryingShape) {
   EXPECT_EQ(ds->info().width, 0);
   EXPECT_EQ(recs[1].header.width, 30u);
   EXPECT_EQ(CountDiff(DecodedImage(recs[1]), Pattern(30, 12)), 0);
+}
+
+// Issue 35: an image deeper than 8 bits is never reduced silently. Without BuildOptions::depth
+// each kind is refused naming the file, the reason and the option; with depth = 8 the integer
+// ones are stored as their high byte (re-encoded, so the dataset holds what it says) and a
+// float image is still refused (no reduction is right without knowing its range).
+TEST(Formats, DeepImagesAreRefusedUnlessDepth8IsAsked) {
+  TempDir tmp;
+  cv::Mat g16(kH, kW, CV_16UC1);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) g16.at<uint16_t>(y, x) = static_cast<uint16_t>(x * 100 + y * 37);
+  }
+  cv::Mat f32;
+  g16.convertTo(f32, CV_32F, 1.0 / 4095);
+  struct Deep {
+    std::string file, bytes, what;
+  };
+  const std::vector<Deep> deep = {
+      {"ct.png", Encode(g16, ".png"), "16-bit image (1 channel)"},
+      {"ct.tiff", Encode(g16, ".tiff"), "16-bit image (1 channel)"},
+      {"ct.pgm", Encode(g16, ".pgm"), "16-bit image (1 channel)"},
+      {"mr.tiff", Encode(f32, ".tiff"), "32-bit float image (1 channel)"},
+  };
+  cv::Mat high(kH, kW, CV_8UC1);  // what depth = 8 stores: v >> 8
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) high.at<uint8_t>(y, x) = g16.at<uint16_t>(y, x) >> 8;
+  }
+  for (const Deep& d : deep) {
+    SCOPED_TRACE(d.file);
+    const std::string src = tmp / ("src-" + d.file);
+    WriteAll(src + "/images/" + d.file, d.bytes);
+    BuildResult r;
+    BuildOptions o = Options(src, tmp / ("out-" + d.file));
+    o.gray = true;
+    Status s = BuildDataset(o, &r);
+    ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), src + "/images/" + d.file + ": a " + d.what)) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "BuildOptions::depth = 8")) << s.ToString();
+    EXPECT_FALSE(std::filesystem::exists(o.output + "/manifest.json"));
+    // Through dsconvert: the flag that fixes it.
+    const RunResult cli = RunTool({"build", src, o.output + "-cli", "--gray"}, src);
+    EXPECT_EQ(cli.exit_code, 1) << cli.output;
+    EXPECT_TRUE(Contains(cli.output, "--depth 8")) << cli.output;
+    EXPECT_FALSE(Contains(cli.output, "BuildOptions::")) << cli.output;
+    // Asked for: the high byte of the integer ones, in either store; float still refused.
+    for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+      o.depth = 8;
+      o.store = store;
+      o.output = tmp / ("out8-" + std::to_string(int(store)) + d.file);
+      s = BuildDataset(o, &r);
+      if (d.what.find("float") != std::string::npos) {
+        ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+        EXPECT_TRUE(Contains(s.message(), "no reduction of float samples")) << s.ToString();
+        continue;
+      }
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      std::vector<Rec> recs;
+      ASSERT_TRUE(ReadRecords(o.output, &recs).ok());
+      ASSERT_EQ(recs.size(), 1u);
+      const cv::Mat got = DecodedImage(recs[0]);
+      EXPECT_EQ(got.type(), CV_8UC1);
+      // libspng (PNG) and OpenCV (TIFF, PGM) both keep v >> 8.
+      EXPECT_EQ(CountDiff(got, high), 0);
+      if (store == StoreMode::kEncoded) {
+        EXPECT_EQ(recs[0].header.image_codec, Codec::kPng) << "re-encoded as 8-bit PNG";
+      }
+    }
+  }
+  EXPECT_EQ(ValidateBuildOptions([&] {
+              BuildOptions o = Options(tmp / "a", tmp / "b");
+              o.depth = 16;
+              return o;
+            }()).code(),
+            Status::Code::kInvalidArgument);
 }
 
 }  // namespace

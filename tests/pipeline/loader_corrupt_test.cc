@@ -306,6 +306,28 @@ TEST_F(LoaderCorruptTest, PlainLmdbFromPythonLoads) {
   EXPECT_EQ(next, static_cast<uint64_t>(kCount));
 }
 
+// Issue 35: a plain LMDB of 16-bit PNGs is refused at open (the decoder would keep the high
+// byte), with the build option that reduces them knowingly.
+TEST_F(LoaderCorruptTest, PlainLmdbOf16BitImagesIsRefusedAtOpen) {
+  cv::Mat g16(kH, kW, CV_16UC1, cv::Scalar(803));
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(cv::imencode(".png", g16, png));
+  const std::string bytes(png.begin(), png.end());
+  const std::string plain = root_ + "/deep.lmdb";
+  testing::WritePlainLmdb(plain, {{"slice-000", bytes}, {"slice-001", bytes}});
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.mean = {803};
+  o.std = {100};
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(plain, o, &loader);
+  ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("key slice-000 in " + plain + " holds a 16-bit image"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("BuildOptions::depth = 8"), std::string::npos) << s.ToString();
+}
+
 TEST_F(LoaderCorruptTest, UseAfterForkIsAnErrorNotAHang) {
   LoaderOptions o;
   auto loader = Open(o);

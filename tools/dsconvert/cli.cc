@@ -146,6 +146,11 @@ int Run(int argc, char** argv) {
       "--jpeg-restarts", bo.jpeg_restarts,
       "store JPEGs with a restart marker per MCU (lossless): crops decode only their MCUs");
   build->add_flag("--gray", bo.gray, "store 1-channel images");
+  build
+      ->add_option("--depth", bo.depth,
+                   "8: reduce 16-bit images to their high byte (without it, images deeper than "
+                   "8 bits are refused: datasets hold 8-bit pixels for now)")
+      ->check(CLI::IsMember({0, 8}));
   build->add_option("--mask-map", bo.mask_map,
                     "rewrite mask ids while building: FROM:TO,... (ids 0..255; 255:1 turns 0/255 "
                     "binary masks into classes 0 and 1)");
