@@ -329,7 +329,7 @@ TEST(DsbenchCli, CropSizeInterpolationChannelsMeanStd) {
   EXPECT_EQ(j["dataset"]["width"], 24);
   EXPECT_EQ(j["dataset"]["channels"], 1);
   EXPECT_EQ(Dsbench(d.lmdb + " --crop-scale 0.5,0.25", &out), 2) << out;
-  EXPECT_NE(out.find("need 0 < --crop-scale <= --crop-scale <= 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("the crop's area range --crop-scale is (0.5, 0.25): need 0 < min <= max <= 1"), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --size 16", &out), 2) << out;
   EXPECT_NE(out.find("--size 16: expected HxW"), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --interpolation bicubic", &out), 2) << out;
