@@ -101,7 +101,7 @@ std::string UnitsWarning(const DatasetInfo& info, const std::vector<double>& mea
 }
 
 // LoaderOptions::mean_std: which mean/std (empty = the manifest's, resolved later).
-Status ChooseMeanStd(const LoaderOptions& o, const TransformPipeline& pipeline,
+Status ChooseMeanStd(const LoaderOptions& o, const TransformPipeline& pipeline, int channels,
                      std::vector<double>* mean, std::vector<double>* std) {
   const bool given = !o.mean.empty() || !o.std.empty();
   if (o.mean_std == MeanStdSource::kIdentity && given) {
@@ -116,6 +116,12 @@ Status ChooseMeanStd(const LoaderOptions& o, const TransformPipeline& pipeline,
     }
     *mean = pipeline.normalize_mean();
     *std = pipeline.normalize_std();
+    // albumentations normalizes a 1-channel image with the first of several values (the
+    // ImageNet recipe on gray data); so does the loader, for its gray batches.
+    if (channels == 1) {
+      mean->resize(std::min<size_t>(mean->size(), 1));
+      std->resize(std::min<size_t>(std->size(), 1));
+    }
     return Status::OK();
   }
   const bool albumentations = o.transform && o.mean_std == MeanStdSource::kAuto;
@@ -359,7 +365,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   int input_h = 0, input_w = 0;
   DSPIPE_RETURN_IF_ERROR(pipeline::ResolvePipeline(o, info, ProbeFirstRecord, *dataset, &o.height,
                                                    &o.width, &pipeline, &input_h, &input_w));
-  DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, &o.mean, &o.std));
+  DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, shape.channels, &o.mean, &o.std));
   const std::string units = UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
   o.channels = shape.channels;
   shape.height = o.height;

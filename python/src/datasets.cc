@@ -94,7 +94,10 @@ nb::dict InfoDict(const DatasetInfo& i) {
   d["width"] = i.width;
   d["has_masks"] = i.has_masks;
   d["has_labels"] = i.has_labels;
-  d["classes"] = i.num_classes;
+  // What a model's output is sized from: mask classes for segmentation datasets, the number of
+  // labels (ImageFolder's class names) for classification ones (issue 40 item 14).
+  d["classes"] = i.has_masks || i.class_names.empty() ? i.num_classes
+                                                      : static_cast<int>(i.class_names.size());
   d["class_names"] = i.class_names;
   if (i.has_stats) {
     d["mean"] = i.mean;

@@ -556,6 +556,14 @@ TEST_F(BuildTest, ImageFolderGivesLabelsAndClassNames) {
     EXPECT_TRUE(recs[i].image == ReadAll(images_[i])) << i;
     EXPECT_TRUE(recs[i].mask.empty());
   }
+  // Issue 40 item 14: an empty class folder would be a label with no samples (torchvision's
+  // ImageFolder refuses it too): refused, naming the folder and its label.
+  fs::create_directories(dir + "/bird");
+  o.output = tmp_ / "out-empty";
+  s = Build(o);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), dir + "/bird: an empty class folder: it would be label 0 (bird)"))
+      << s.ToString();
 }
 
 TEST_F(BuildTest, ThreadCountDoesNotChangeTheOutputAndProgressEndsAtTotal) {

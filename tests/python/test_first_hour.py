@@ -484,3 +484,47 @@ def test_install_docs_colab_line_uses_ubuntu_package_names():
     debian -= {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev"}  # tests only
     ubuntu = {"libjpeg-turbo8-dev" if p == "libjpeg62-turbo-dev" else p for p in debian}
     assert colab == ubuntu, (sorted(colab - ubuntu), sorted(ubuntu - colab))
+
+
+def test_imagefolder_classes_are_its_labels_and_an_empty_class_folder_is_refused(tmp_path):
+    # Item 14: info()["classes"] was 0 for an ImageFolder with 5 class names (the notebook sizes
+    # its model from it), and an empty class folder silently became a class.
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "flowers"
+    names = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
+    for k, name in enumerate(names):
+        (src / name).mkdir(parents=True)
+        for i in range(2):
+            cv2.imwrite(str(src / name / f"{i}.png"), np.full((12, 16, 3), 30 * k + i, np.uint8))
+    dspipe.build(src, tmp_path / "flowers.lmdb", progress=False)
+    info = dspipe.info(tmp_path / "flowers.lmdb")
+    assert info["classes"] == 5, info
+    assert info["class_names"] == names, info
+
+    (src / "empty_class").mkdir()
+    with pytest.raises(dspipe.errors.CorruptRecord) as e:
+        dspipe.build(src, tmp_path / "again.lmdb", progress=False)
+    msg = str(e.value)
+    assert f"{src}/empty_class: an empty class folder: it would be label 2" in msg, msg
+    assert "remove the folder" in msg, msg
+
+
+def test_imagenet_normalize_on_gray_images_uses_the_first_values_as_albumentations(tmp_path):
+    # Item 23: A.Normalize() (three ImageNet values) on a gray dataset was refused ("mean/std
+    # have 3/3 values for 1 channels"); albumentations normalizes a 1-channel image with the
+    # first value of each.
+    A = pytest.importorskip("albumentations")
+    import numpy as np
+
+    dspipe.synth(tmp_path / "src", count=4, size=(16, 16), seed=2)
+    db = tmp_path / "gray.lmdb"
+    dspipe.build(tmp_path / "src", db, gray=True, progress=False)
+    kw = dict(batch_size=4, device="cpu", shuffle=False, output="numpy")
+    raw = next(iter(dspipe.Loader(db, normalize=False, **kw)))["image"]
+    assert raw.shape == (4, 1, 16, 16)
+    got = next(iter(dspipe.Loader(db, transform=A.Compose([A.Normalize()]), **kw)))["image"]
+    for i in range(4):
+        want = A.Normalize()(image=raw[i, 0].astype(np.uint8))["image"]
+        assert np.allclose(got[i, 0], want, atol=1e-5), i

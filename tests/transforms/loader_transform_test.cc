@@ -472,6 +472,25 @@ TEST_F(LoaderTransformTest, APipelineWithoutNormalizeYieldsWhatAlbumentationsYie
       << s.ToString();
 }
 
+// Issue 40 item 23: A.Normalize() (three ImageNet values) on gray batches uses the first value
+// of each, as albumentations does on a 1-channel image; it was "3/3 values for 1 channels".
+TEST_F(LoaderTransformTest, ANormalizeOfThreeValuesOnGrayBatchesUsesTheFirst) {
+  LoaderOptions o = Options(R"([{"__class_fullname__": "Normalize", "p": 1}])");
+  o.channels = 1;
+  auto loader = Open(o);
+  ASSERT_TRUE(loader);
+  ASSERT_EQ(loader->options().mean.size(), 1u);
+  EXPECT_NEAR(loader->options().mean[0], 0.485 * 255, 1e-3);
+  EXPECT_NEAR(loader->options().std[0], 0.229 * 255, 1e-3);
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  ASSERT_TRUE(b);
+  for (size_t i = 0; i < static_cast<size_t>(kH) * kW; ++i) {
+    const float want = static_cast<float>((b.images()[i] / 255.0 - 0.485) / 0.229);
+    ASSERT_NEAR(b.normalized()[i], want, 1e-4) << i;
+  }
+}
+
 // Issue 40 item 5: a crop larger than every record is a configuration error at open (the
 // manifest knows the size), not a corrupt record per sample.
 TEST_F(LoaderTransformTest, ACropLargerThanEveryRecordIsRefusedAtOpen) {
