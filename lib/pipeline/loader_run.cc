@@ -332,7 +332,12 @@ Status LoaderImpl::Collect(const Job& job) {
     }
   }
   if (first_corrupt == nullptr) return Status::OK();
-  if (options_.max_corrupt == 0) return *first_corrupt;
+  if (options_.max_corrupt == 0) {
+    return first_corrupt->Append(
+        "; the batch holding it was dropped and the next call goes on with the next batch of "
+        "the epoch; to skip up to 10 such records per epoch instead, set " +
+        Opt("LoaderOptions::max_corrupt", "10") + " (dsconvert verify lists every bad record)");
+  }
   return first_corrupt->WithContext(
       "more than max_corrupt=" + std::to_string(options_.max_corrupt) +
       " corrupt records in epoch " + std::to_string(job.epoch));

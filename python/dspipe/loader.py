@@ -288,23 +288,19 @@ class Loader:
         self._check_fork()
         self._core.begin_pass()
         self._pass += 1
-        return self._batches(self._pass)
+        return _Pass(self, self._pass)
 
-    def _batches(self, token: int) -> Iterator[dict[str, Any]]:
-        while True:
-            if token != self._pass:
-                raise RuntimeError("this iterator of dspipe.Loader was replaced by a newer "
-                                   "iter(loader), which started another pass; iterate one at "
-                                   "a time")
-            b = self.next_raw()
-            if b is None:
-                return
-            batch = self.convert(b)
-            del b
-            start = time.perf_counter_ns()
-            yield batch
-            self._compute_ns += time.perf_counter_ns() - start
-            self._compute_batches += 1
+    def _next_batch(self, token: int) -> dict[str, Any] | None:
+        if token != self._pass:
+            raise RuntimeError("this iterator of dspipe.Loader was replaced by a newer "
+                               "iter(loader), which started another pass; iterate one at "
+                               "a time")
+        b = self.next_raw()
+        if b is None:
+            return None
+        batch = self.convert(b)
+        del b
+        return batch
 
     def __len__(self) -> int:
         """Batches the pass a `for` loop would make now, for this rank (the iter() rule,
@@ -458,3 +454,33 @@ def _structs(lo: Any, do: Any) -> dict[str, Any]:
 Loader.__doc__ = (Loader.__doc__ or "").replace("{options}", _options.docs(
     _options.LOADER, _structs(_dspipe.LoaderOptions(), _dspipe.DeviceOptions()),
     _options.LOADER_PYTHON))
+
+
+class _Pass:
+    """One pass of a Loader (what iter(loader) returns). Not a generator, so it survives an
+    error: after a CorruptRecord (max_corrupt=0: the batch holding the record is dropped) the
+    caller may catch it and call next() again, which goes on with the next batch of the same
+    epoch, as Loader::Next does in C++ (issue 40 item 9)."""
+
+    def __init__(self, loader: Loader, token: int):
+        self._loader, self._token = loader, token
+        self._handed: int | None = None  # perf_counter_ns when the last batch was handed out
+        self._done = False
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        ld = self._loader
+        if self._handed is not None:  # the consumer's time with the previous batch
+            ld._compute_ns += time.perf_counter_ns() - self._handed
+            ld._compute_batches += 1
+            self._handed = None
+        if self._done:
+            raise StopIteration
+        batch = ld._next_batch(self._token)
+        if batch is None:
+            self._done = True
+            raise StopIteration
+        self._handed = time.perf_counter_ns()
+        return batch

@@ -57,7 +57,8 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-ar
         if info is not None:
             raise RuntimeError("dspipe.torch.IterableDataset needs DataLoader(num_workers=0, "
                                "batch_size=None): the dspipe loader runs its own threads")
-        return (Batch(b) for b in self.loader)
+        # map, not a generator: a CorruptRecord caught by the caller leaves it usable.
+        return map(Batch, iter(self.loader))
 
     def __len__(self) -> int:
         return len(self.loader)

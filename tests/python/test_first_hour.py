@@ -528,3 +528,50 @@ def test_imagenet_normalize_on_gray_images_uses_the_first_values_as_albumentatio
     for i in range(4):
         want = A.Normalize()(image=raw[i, 0].astype(np.uint8))["image"]
         assert np.allclose(got[i, 0], want, atol=1e-5), i
+
+
+def test_after_a_corrupt_record_the_same_iterator_goes_on_with_the_epoch(dataset, tmp_path):
+    # Item 9: after a CorruptRecord mid-epoch the generator was dead, a new loop started the
+    # next epoch and died at the same record, and the message did not mention max_corrupt.
+    import shutil
+
+    lmdb = pytest.importorskip("lmdb")
+    path = tmp_path / "bad.lmdb"
+    shutil.copytree(dataset, path)
+    env = lmdb.open(str(path), max_dbs=4)
+    with env.begin(write=True, db=env.open_db(b"records")) as txn:
+        key = (5).to_bytes(8, "big")
+        txn.put(key, txn.get(key)[:40])  # a truncated record in the second batch
+    env.close()
+    loader = dspipe.Loader(str(path), batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    it = iter(loader)
+    seen, errors = [], []
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        except dspipe.CorruptRecord as e:
+            errors.append(e)
+            continue
+        seen += [int(i) for i in batch["index"]]
+    assert len(errors) == 1 and errors[0].key == "0000000000000005", errors
+    msg = str(errors[0])
+    assert "the batch holding it was dropped" in msg and "set max_corrupt=10" in msg, msg
+    assert seen == [i for i in range(26) if not 4 <= i < 8], seen  # the rest of the epoch
+    # Through torch's DataLoader the same: the caller's catch leaves the iterator usable.
+    torch = pytest.importorskip("torch")
+    from dspipe.torch import IterableDataset
+
+    ds = IterableDataset(str(path), batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    it = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0))
+    n = 0
+    while True:
+        try:
+            next(it)
+            n += 1
+        except StopIteration:
+            break
+        except dspipe.CorruptRecord:
+            continue
+    assert n == 6  # 7 batches, one dropped
