@@ -575,3 +575,58 @@ def test_after_a_corrupt_record_the_same_iterator_goes_on_with_the_epoch(dataset
         except dspipe.CorruptRecord:
             continue
     assert n == 6  # 7 batches, one dropped
+
+
+def test_crop_non_empty_mask_if_exists_crops_in_any_position_of_a_pipeline(tmp_path):
+    # Item 21: through the Loader it failed in every case of albumentations' suite ("the
+    # transforms made 100x100 from 100x100, the batch is 10x10"); followed by HorizontalFlip the
+    # crop was lost, followed by CenterCrop or Resize the output was not a crop of the input.
+    A = pytest.importorskip("albumentations")
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "src"
+    (src / "images").mkdir(parents=True)
+    (src / "masks").mkdir()
+    rng = np.random.default_rng(7)
+    images = []
+    for i in range(4):
+        img = rng.integers(0, 256, (100, 100, 3), dtype=np.uint8)
+        mask = np.zeros((100, 100), np.uint8)
+        mask[20 + 10 * i:35 + 10 * i, 50:62] = 1 + i % 2
+        cv2.imwrite(str(src / "images" / f"{i}.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+        cv2.imwrite(str(src / "masks" / f"{i}.png"), mask)
+        images.append((img, mask))
+    db = tmp_path / "seg.lmdb"
+    dspipe.build(src, db, progress=False)
+
+    def window_of(big, small):  # (y, x) where small sits in big, or None
+        h, w = small.shape[:2]
+        for y in range(big.shape[0] - h + 1):
+            for x in range(big.shape[1] - w + 1):
+                if np.array_equal(big[y:y + h, x:x + w], small):
+                    return y, x
+        return None
+
+    crop = A.CropNonEmptyMaskIfExists(height=10, width=10)
+    cases = {"alone": ([crop], 10, lambda o: o),
+             "then HorizontalFlip": ([crop, A.HorizontalFlip(p=1)], 10, lambda o: o[:, ::-1]),
+             "then CenterCrop": ([crop, A.CenterCrop(6, 6)], 6, lambda o: o),
+             "then Resize": ([crop, A.Resize(20, 20)], 20, None)}
+    for name, (steps, side, undo) in cases.items():
+        loader = dspipe.Loader(db, batch_size=4, device="cpu", shuffle=False, output="numpy",
+                               normalize=False, transform=A.Compose(steps), seed=3)
+        batch = next(iter(loader))
+        assert batch["image"].shape == (4, 3, side, side), name
+        assert batch["mask"].shape == (4, side, side), name
+        if undo is None:
+            continue
+        for k, i in enumerate(batch["index"]):
+            img, mask = images[int(i)]
+            out = undo(batch["image"][k].transpose(1, 2, 0).astype(np.uint8))
+            at = window_of(img, out)
+            assert at is not None, f"{name}: sample {int(i)} is not a crop of its image"
+            y, x = at
+            assert np.array_equal(undo(batch["mask"][k]), mask[y:y + side, x:x + side]), name
+            if name == "alone":
+                assert batch["mask"][k].any(), f"{name}: the crop holds no foreground"
