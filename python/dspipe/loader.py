@@ -52,6 +52,16 @@ def _resolve_ranks(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return rank, world_size
 
 
+def _dist_ranks() -> tuple[int, int] | None:
+    """(rank, world_size) of an initialized torch.distributed group, else None (torch is not
+    imported for this: a process that never imported it has no group)."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return int(dist.get_rank()), int(dist.get_world_size())
+
+
 def _cuda_problems(torch: Any, output: str) -> list[str]:
     """Why CUDA cannot serve this loader ([] when it can)."""
     problems = []
@@ -214,7 +224,11 @@ class Loader:
         for k in ("mean", "std", "size"):
             if k in values and values[k] is None:
                 del values[k]  # the dataset's
+        given = values.get("rank") is not None or values.get("world_size") is not None
         rank, world_size = _resolve_ranks(values.pop("rank", None), values.pop("world_size", None))
+        # Ranks taken from no group (rank/world_size neither given nor from torch.distributed):
+        # checked again when a pass starts, for a group initialized after the loader was made.
+        self._ranks_unbound = not given and _dist_ranks() is None
         values["rank"], values["world_size"] = rank, world_size
         dev = _resolve_device(values.pop("device", "auto"), output)
         values["device"] = dev
@@ -286,9 +300,27 @@ class Loader:
         the previous epoch ran to its end) from there, else the next epoch from its start
         (Loader::BeginPass). An older iterator of this loader raises once a new one exists."""
         self._check_fork()
+        self._check_ranks()
         self._core.begin_pass()
         self._pass += 1
         return _Pass(self, self._pass)
+
+    def _check_ranks(self) -> None:
+        """Issue 40 item 6: a loader made before init_process_group (mp.spawn's usual order)
+        took rank 0 of 1 from nothing, and every rank would train on every sample."""
+        if not self._ranks_unbound:
+            return
+        group = _dist_ranks()
+        if group is None:
+            return
+        if group != (self.rank, self.world_size):
+            raise RuntimeError(
+                f"dspipe.Loader({self._path!r}) was made before torch.distributed's "
+                f"init_process_group, so it reads as rank {self.rank} of {self.world_size}, but "
+                f"this process is rank {group[0]} of {group[1]} now: each rank would read every "
+                "sample. Make the loader after init_process_group, or pass "
+                f"rank={group[0]}, world_size={group[1]}")
+        self._ranks_unbound = False
 
     def _next_batch(self, token: int) -> dict[str, Any] | None:
         if token != self._pass:

@@ -630,3 +630,50 @@ def test_crop_non_empty_mask_if_exists_crops_in_any_position_of_a_pipeline(tmp_p
             assert np.array_equal(undo(batch["mask"][k]), mask[y:y + side, x:x + side]), name
             if name == "alone":
                 assert batch["mask"][k].any(), f"{name}: the crop holds no foreground"
+
+
+_SPAWNED_RANK = r"""
+import sys
+import dspipe
+import torch.distributed as dist
+
+db, store, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+early = dspipe.Loader(db, batch_size=2, device="cpu", shuffle=False)  # before the group
+dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+try:
+    iter(early)
+    print("NO ERROR")
+except RuntimeError as e:
+    print("ERROR", e)
+late = dspipe.Loader(db, batch_size=2, device="cpu", shuffle=False)
+print("LATE", late.rank, late.world_size, sorted(int(i) for b in late for i in b["index"]))
+dist.destroy_process_group()
+"""
+
+
+def test_a_loader_made_before_init_process_group_is_an_error_at_the_first_pass(tmp_path):
+    # Item 6: under mp.spawn a loader made before init_process_group used world_size 1 on
+    # every rank, silently (each rank trained on all samples).
+    pytest.importorskip("torch.distributed")
+    import subprocess
+    import sys
+
+    dspipe.synth(tmp_path / "src", count=8, size=(16, 16), seed=1)
+    db = tmp_path / "d.lmdb"
+    dspipe.build(tmp_path / "src", db, progress=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    procs = [subprocess.Popen([sys.executable, "-c", _SPAWNED_RANK, str(db),
+                               str(tmp_path / "store"), str(r)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    seen = []
+    for r, out in enumerate(outs):
+        assert procs[r].returncode == 0, out
+        assert (f"was made before torch.distributed's init_process_group, so it reads as rank "
+                f"0 of 1, but this process is rank {r} of 2 now") in out, out
+        assert f"pass rank={r}, world_size=2" in out, out
+        late = next(line for line in out.splitlines() if line.startswith("LATE"))
+        assert late.startswith(f"LATE {r} 2 "), out
+        seen += eval(late.split(" ", 3)[3])
+    assert sorted(seen) == list(range(8))  # the loader made after the group: disjoint ranks
