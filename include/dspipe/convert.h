@@ -119,6 +119,11 @@ struct BuildOptions {
   // Called from the writer thread: once at the start (done = sources already finished by an
   // interrupted build), then after each source. Keep it cheap (throttle display yourself).
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Polled by the writer after each source (keep it cheap: an atomic flag): true stops the
+  // build as an error does, keeping every record made so far with its cursor, and returns
+  // Status::Cancelled naming how far it got; `resume` continues it. The Python binding sets it
+  // for Ctrl-C. Empty (default) = never cancelled.
+  std::function<bool()> cancelled;
   // The file system the build uses (dspipe/env.h); nullptr (default) = Env::Default(). Source
   // listing and reading (folder and ImageFolder walks, CSV files and the files they name), the
   // output checks and removal (--overwrite), and the files it writes (manifest.json,

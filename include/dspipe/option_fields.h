@@ -338,7 +338,7 @@ struct OptionFields<BuildOptions> {
       Field("stats_sample", &S::stats_sample),
       Field("archive_buffer_bytes", &S::archive_buffer_bytes),
       Field("commit_bytes", &S::commit_bytes), Field("sync", &S::sync),
-      Field("progress", &S::progress), Field("env", &S::env));
+      Field("progress", &S::progress), Field("cancelled", &S::cancelled), Field("env", &S::env));
 };
 
 template <>

@@ -181,6 +181,11 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   acc->next_pos = w->pos + 1;
                   ++done_;
                   if (o_.progress) o_.progress(done_.load() - shown_from, shown_total);
+                  if (o_.cancelled && o_.cancelled()) {
+                    failure = Status::Cancelled("build interrupted at " + plan_[w->pos].image);
+                    stop = true;
+                    return;
+                  }
                   if (writer.pending_bytes() >= o_.commit_bytes) {
                     Status s = commit_async();
                     if (!s.ok()) {
@@ -210,6 +215,10 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     // CheckResumeOptions). on_error=skip alone would find the output there (AlreadyExists).
     const std::string resume = Opt("BuildOptions::resume", "true");
     const std::string same = " and the same options";
+    if (failure.code() == Status::Code::kCancelled) {
+      return failure.Append(" — build stopped after " + std::to_string(written) +
+                            " records (kept); rerun with " + resume + same + " to continue it");
+    }
     return failure.Append(
         " — build stopped after " + std::to_string(written) + " records (kept); " +
         (failure.code() == Status::Code::kBadInput && o_.on_error == OnError::kFail

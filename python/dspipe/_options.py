@@ -281,6 +281,7 @@ NOT_KWARGS = {
     "CacheOptions::env": "C++ only: the file system seam for fault tests",
     "CacheOptions::masks": "masks= (cached with the images)",
     "BuildOptions::progress": "build(progress=...) (a bar, quiet, or a callable)",
+    "BuildOptions::cancelled": "Ctrl-C: KeyboardInterrupt stops the build (resumable)",
     "BuildOptions::env": "C++ only: the file system seam for fault tests",
 }
 

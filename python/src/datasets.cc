@@ -9,10 +9,14 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bindings.h"
@@ -83,6 +87,57 @@ nb::dict CallFetch(bool dataset, const std::string& url, const std::string& dest
   return d;
 }
 
+// Runs `work` (a build) on a thread of its own while this (the main) thread, GIL released,
+// polls Python's signal handlers every 0.1 s: Python runs them only on the main thread, and the
+// work's callbacks come from its worker threads. Ctrl-C (a handler raising KeyboardInterrupt)
+// sets the cancel flag `*cancelled` reads; the work stops keeping a resumable state, its
+// message (how far it got, the call that continues) goes to stderr and the KeyboardInterrupt is
+// raised. `progress` runs with the GIL held; an exception it raises stops the work the same
+// way and is raised here. Other errors raise as Call does.
+void RunInterruptibly(std::function<void(uint64_t, uint64_t)>* progress_hook,
+                      std::function<bool()>* cancelled_hook,
+                      std::function<void(uint64_t, uint64_t)> progress,
+                      const std::function<Status()>& work) {
+  std::atomic<bool> cancel{false};
+  std::exception_ptr callback_error;  // written with the GIL held, read after the work
+  if (progress) {
+    *progress_hook = [&](uint64_t done, uint64_t total) {
+      if (cancel.load()) return;
+      nb::gil_scoped_acquire acquire;
+      try {
+        progress(done, total);
+      } catch (nb::python_error&) {
+        callback_error = std::current_exception();
+        cancel = true;
+      }
+    };
+  }
+  *cancelled_hook = [&cancel] { return cancel.load(); };
+  bool interrupted = false;  // a KeyboardInterrupt (or a handler's exception) is pending
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    std::future<Status> done = std::async(std::launch::async, work);
+    while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (interrupted) continue;
+      nb::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) interrupted = true;  // the exception stays set
+      if (interrupted) cancel = true;
+    }
+    s = done.get();
+  }
+  if (interrupted || callback_error) {
+    std::optional<nb::python_error> pending;  // fetched (and cleared) before calling Python
+    if (interrupted) pending.emplace();
+    if (!s.ok()) {
+      nb::module_::import_("sys").attr("stderr").attr("write")(s.Render(PythonOptionName) + "\n");
+    }
+    if (pending) throw *pending;
+    std::rethrow_exception(callback_error);
+  }
+  ThrowIfError(s);
+}
+
 nb::dict InfoDict(const DatasetInfo& i) {
   nb::dict d;
   d["path"] = i.path;
@@ -149,18 +204,9 @@ void RegisterDatasetFunctions(nb::module_& m) {
   m.def(
       "build",
       [](BuildOptions o, std::function<void(uint64_t, uint64_t)> progress) {
-        if (progress) {
-          o.progress = [&progress](uint64_t done, uint64_t total) {
-            nb::gil_scoped_acquire acquire;
-            try {
-              progress(done, total);
-            } catch (nb::python_error& e) {
-              e.discard_as_unraisable("dspipe.build progress callback");
-            }
-          };
-        }
         BuildResult r;
-        Call([&] { return BuildDataset(o, &r); });
+        RunInterruptibly(&o.progress, &o.cancelled, std::move(progress),
+                         [&] { return BuildDataset(o, &r); });
         nb::dict d;
         d["records"] = r.records;
         d["skipped"] = r.skipped;

@@ -677,3 +677,44 @@ def test_a_loader_made_before_init_process_group_is_an_error_at_the_first_pass(t
         assert late.startswith(f"LATE {r} 2 "), out
         seen += eval(late.split(" ", 3)[3])
     assert sorted(seen) == list(range(8))  # the loader made after the group: disjoint ranks
+
+
+def test_ctrl_c_stops_a_build_resumably_and_raises_keyboard_interrupt(tmp_path, capfd):
+    # Item 8: with progress=True the KeyboardInterrupt was swallowed by the progress callback
+    # and the build ran to its end; with progress=False it surfaced only after the build.
+    import signal
+    import threading
+
+    dspipe.synth(tmp_path / "src", count=40, size=(16, 16), seed=4)
+    out = tmp_path / "d.lmdb"
+    handled = threading.Event()
+
+    def on_sigint(signum, frame):  # what Python's default handler does, and say so
+        handled.set()
+        raise KeyboardInterrupt
+
+    def progress(done, total):  # a worker thread: the signal is handled on the main thread
+        if done == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert handled.wait(timeout=60)  # the build's main thread ran the handler
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dspipe.build(tmp_path / "src", out, progress=progress, commit_mb=0)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    err = capfd.readouterr().err
+    assert "build interrupted at " in err, err
+    assert "rerun with resume=True and the same options to continue it" in err, err
+    assert not (out / "manifest.json").exists()
+    r = dspipe.build(tmp_path / "src", out, resume=True, progress=False, commit_mb=0)
+    assert r["records"] == 40 and r["resumed_from"] >= 5, r
+
+    # An exception raised by the callback itself stops the build the same way and is raised.
+    def failing(done, total):
+        if done == 3:
+            raise RuntimeError("the notebook's progress widget broke")
+
+    with pytest.raises(RuntimeError, match="widget broke"):
+        dspipe.build(tmp_path / "src", tmp_path / "e.lmdb", progress=failing)
