@@ -566,6 +566,32 @@ TEST_F(BuildTest, ImageFolderGivesLabelsAndClassNames) {
       << s.ToString();
 }
 
+// Issue 40 item 8: BuildOptions::cancelled (Python's Ctrl-C) stops the build after the record
+// in hand, keeping every record made with its cursor; the message names how far it got and the
+// resume call, and resume finishes the same dataset a build without the stop makes.
+TEST_F(BuildTest, ACancelledBuildKeepsItsRecordsAndResumes) {
+  BuildOptions o = Options(src_, tmp_ / "cancelled");
+  o.commit_bytes = 1;  // a commit per record
+  int calls = 0;
+  o.progress = [&](uint64_t, uint64_t) { ++calls; };
+  o.cancelled = [&] { return calls > 4; };  // the start call, then four records
+  Status s = Build(o);
+  ASSERT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "build interrupted at ")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "build stopped after 4 records (kept); rerun with "
+                                    "BuildOptions::resume = true and the same options"))
+      << s.ToString();
+  EXPECT_FALSE(fs::exists(o.output + "/manifest.json"));
+  o.cancelled = nullptr;
+  o.resume = true;
+  BuildResult r;
+  ASSERT_TRUE(Build(o, &r).ok());
+  EXPECT_EQ(r.resumed_from, 4u);
+  BuildOptions whole = Options(src_, tmp_ / "whole");
+  ASSERT_TRUE(Build(whole).ok());
+  ExpectSameRecords(o.output, whole.output);
+}
+
 TEST_F(BuildTest, ThreadCountDoesNotChangeTheOutputAndProgressEndsAtTotal) {
   std::vector<uint32_t> first;
   for (int threads : {1, 2, 4}) {
