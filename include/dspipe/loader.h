@@ -299,7 +299,8 @@ class Loader {
   virtual uint64_t corrupt_skipped() const = 0;
   // Which records those were (bounded: CorruptReport::kMaxListed keys, then just counted).
   virtual CorruptReport corrupt_records() const = 0;
-  // Batch buffers allocated so far (prefetch + 1 in steady state when batches are released).
+  // Batch buffers allocated now: prefetch + 1 in steady state when batches are released; more
+  // while the consumer holds batches, back to at most prefetch + 2 as they are released.
   virtual size_t pool_buffers() const = 0;
   // What Create found suspicious but not wrong enough to refuse, one line each, each also
   // logged once (warn level) when the loader was created: mean/std that look like 0..1 units

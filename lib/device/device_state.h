@@ -35,6 +35,8 @@ class HostBuffer {
     pinned_ = pinned;
     return p_;
   }
+  // Gives the memory back now (a later Reserve allocates again).
+  void Drop() { Free(); }
 
  private:
   void Free() {
@@ -101,6 +103,19 @@ struct TensorBatch::State {
   bool pin = false;
   std::vector<PendingRelease> pending;
 
+  // A CPU-path slot is free again; one added beyond the base slots (a batch held while all
+  // others were) gives its converted outputs' memory back, so holding many batches once does
+  // not keep their memory for the loader's lifetime (issue 40 item 18; the host batch goes
+  // back to the loader's pool, which frees the buffers beyond what the loop needs).
+  // REQUIRES: mu held.
+  void ReleaseCpuSlot(size_t slot) {
+    held[slot] = false;
+    if (slot >= base_slots) {
+      cpu_masks[slot].Drop();
+      cpu_half[slot].Drop();
+    }
+  }
+
   // Hands back the pending releases whose event has completed. REQUIRES: mu held.
   void ReapPending() {
     for (size_t i = 0; i < pending.size();) {
@@ -109,7 +124,7 @@ struct TensorBatch::State {
         continue;
       }
       CudaFreeEvent(pending[i].event);
-      held[pending[i].slot] = false;
+      ReleaseCpuSlot(pending[i].slot);
       pending[i].host.Reset();
       pending[i] = std::move(pending.back());
       pending.pop_back();

@@ -131,7 +131,7 @@ Status TensorBatch::Release(void* consumer_stream) {
       // pin_memory: a non_blocking copy out of this batch may still run on consumer_stream.
       state_->pending.push_back({slot, std::move(host_), event});
     } else {
-      state_->held[slot] = false;
+      state_->ReleaseCpuSlot(slot);
     }
   }
   Clear();

@@ -1,5 +1,6 @@
 #include "pipeline/batch_pool.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
@@ -111,8 +112,11 @@ Status ComputeBatchLayout(const BatchShape& shape, BatchLayout* out) {
 
 }  // namespace internal
 
-Batch::Pool::Pool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator)
-    : shape_(shape), allocator_(allocator ? std::move(allocator) : DefaultBatchAllocator()) {
+Batch::Pool::Pool(const BatchShape& shape, std::shared_ptr<BatchAllocator> allocator,
+                  size_t keep)
+    : shape_(shape),
+      allocator_(allocator ? std::move(allocator) : DefaultBatchAllocator()),
+      keep_(keep) {
   internal::BatchLayout l;
   layout_ = internal::ComputeBatchLayout(shape, &l);
   if (!layout_.ok()) return;  // Acquire says why
@@ -125,8 +129,9 @@ Batch::Pool::Pool(const BatchShape& shape, std::shared_ptr<BatchAllocator> alloc
 }
 
 std::shared_ptr<BatchPool> BatchPool::Create(const BatchShape& shape,
-                                             std::shared_ptr<BatchAllocator> allocator) {
-  return std::shared_ptr<BatchPool>(new Batch::Pool(shape, std::move(allocator)));
+                                             std::shared_ptr<BatchAllocator> allocator,
+                                             size_t keep) {
+  return std::shared_ptr<BatchPool>(new Batch::Pool(shape, std::move(allocator), keep));
 }
 
 Batch::Pool::~Pool() {
@@ -165,8 +170,19 @@ Status BatchPool::Acquire(BatchBuffer** out) {
 }
 
 void BatchPool::Release(BatchBuffer* buffer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  free_.push_back(buffer);
+  void* base = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (all_.size() <= keep_) {
+      free_.push_back(buffer);
+      return;
+    }
+    const auto it = std::find_if(all_.begin(), all_.end(),
+                                 [buffer](const auto& b) { return b.get() == buffer; });
+    base = buffer->base;
+    all_.erase(it);  // destroys *buffer
+  }
+  allocator_->Free(base);  // outside the lock: a pinned free can take a while
 }
 
 Batch BatchPool::Wrap(BatchBuffer* buffer, int size, uint64_t epoch, uint64_t number) {

@@ -191,7 +191,10 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
       shape_(shape),
       sampler_(std::move(sampler)),
       seed_(options_.sampler.seed),
-      pool_(internal::BatchPool::Create(shape_, options_.allocator)),
+      // Kept: the batches in flight, the one the consumer holds and the one being handed over
+      // (a Python for loop still holds the previous batch while it asks for the next).
+      pool_(internal::BatchPool::Create(shape_, options_.allocator,
+                                        static_cast<size_t>(options_.prefetch) + 2)),
       // oneTBB starts cores - 1 workers by default; make sure ours exist (see the lease).
       parallelism_(static_cast<size_t>(options_.threads) + 1),
       // No slot reserved for an application thread: the consumer never joins the arena.

@@ -421,7 +421,10 @@ TEST(DeviceLoaderCpu, HeldBatchesTakeNewSlotsAndMemoryStaysBounded) {
   TensorBatch b;
   for (int batches = 0; batches < 25; ++batches) ASSERT_TRUE(loader->Next(&b).ok());
   EXPECT_EQ(loader->slots_allocated(), kHeld);
-  EXPECT_EQ(loader->loader().pool_buffers(), pool);
+  // Issue 40 item 18: the host batches held came back to the pool, which freed those beyond
+  // prefetch + 2 (what a loop needs) instead of keeping the memory of all of them.
+  EXPECT_LE(loader->loader().pool_buffers(), static_cast<size_t>(lo.prefetch) + 2);
+  EXPECT_LT(loader->loader().pool_buffers(), pool);
 }
 
 TEST(DeviceLoaderCpu, RejectsMaxSlotsBelowSlots) {

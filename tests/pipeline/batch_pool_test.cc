@@ -66,6 +66,34 @@ TEST(BatchPoolTest, ReusesBuffersAndFreesThemAtTheEnd) {
   EXPECT_TRUE(alloc->live.empty());
 }
 
+// Issue 40 item 18: buffers released while more than `keep` are allocated are freed, so a
+// consumer that held many batches does not leave the memory of all of them behind.
+TEST(BatchPoolTest, BuffersBeyondKeepAreFreedWhenTheyComeBack) {
+  auto alloc = std::make_shared<CountingAllocator>();
+  {
+    auto pool = BatchPool::Create(Shape(), alloc, /*keep=*/2);
+    std::vector<Batch> held;
+    for (int i = 0; i < 10; ++i) {
+      BatchBuffer* b = nullptr;
+      ASSERT_TRUE(pool->Acquire(&b).ok());
+      held.push_back(pool->Wrap(b, 4, 0, i));
+    }
+    EXPECT_EQ(pool->allocated(), 10u);
+    held.clear();
+    EXPECT_EQ(pool->allocated(), 2u);
+    EXPECT_EQ(pool->in_use(), 0u);
+    EXPECT_EQ(alloc->frees, 8);
+    EXPECT_EQ(alloc->live.size(), 2u);
+    for (int round = 0; round < 50; ++round) {  // the two kept are reused
+      BatchBuffer* b = nullptr;
+      ASSERT_TRUE(pool->Acquire(&b).ok());
+      pool->Release(b);
+    }
+    EXPECT_EQ(alloc->allocs, 10);
+  }
+  EXPECT_TRUE(alloc->live.empty());
+}
+
 TEST(BatchPoolTest, LayoutIsAlignedAndDisjoint) {
   auto alloc = std::make_shared<CountingAllocator>();
   auto pool = BatchPool::Create(Shape(), alloc);

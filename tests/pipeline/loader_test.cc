@@ -316,6 +316,28 @@ TEST_F(LoaderTest, MemoryDoesNotGrowOver20Epochs) {
 #else
   (void)after_two;
 #endif
+  // Issue 40 item 18: a consumer holding a whole epoch (list(loader)) makes the pool grow; as
+  // the batches are released the buffers beyond prefetch + 2 are freed, not kept forever.
+  std::vector<Batch> held;
+  loader->set_epoch(20);
+  while (true) {
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    if (!b) break;
+    held.push_back(std::move(b));
+  }
+  ASSERT_EQ(held.size(), 6u);
+  EXPECT_GE(loader->pool_buffers(), 6u);
+  held.clear();
+  EXPECT_LE(loader->pool_buffers(), 4u) << "prefetch + 2 are kept";
+  for (uint64_t e = 21; e < 24; ++e) {
+    loader->set_epoch(e);
+    Batch b;
+    do {
+      ASSERT_TRUE(loader->Next(&b).ok());
+    } while (b);
+  }
+  EXPECT_LE(loader->pool_buffers(), 4u);
 }
 
 // The refill after a batch is handed out needs a third buffer (prefetch 2, one with the

@@ -119,7 +119,7 @@ def test_held_batches_never_block_and_memory_stays_bounded(dataset):
             pass
         del b
     assert loader.slots_allocated() == slots
-    assert loader.pool_buffers() == buffers
+    assert loader.pool_buffers() <= min(buffers, 2 + 2)  # released: back to prefetch + 2
 
 
 def test_state_dict_resume_equals_uninterrupted_run(dataset):
