@@ -130,6 +130,7 @@ void MergeAccum(const Accum& a, Accum* total) {
   total->mask_max = std::max(total->mask_max, a.mask_max);
   for (int k = 0; k < 4; ++k) total->mask_ids[k] |= a.mask_ids[k];
   total->jpeg_masks += a.jpeg_masks;
+  total->gray_images += a.gray_images;
   auto merge = [](int64_t cur, int64_t v) -> int64_t {
     if (v == -1) return cur;
     return cur == -1 ? v : (cur == v ? cur : 0);

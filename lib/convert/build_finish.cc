@@ -43,6 +43,14 @@ std::vector<std::string> MaskWarnings(const Accum& acc, const BuildOptions& o) {
                 "mask_map={255: 1} in Python (dsconvert build --mask-map 255:1) to store them as "
                 "classes 0 and 1");
   }
+  if (acc.gray_images > 0) {
+    const bool all = acc.gray_images == acc.next_index;
+    w.push_back(o.output + ": " + (all ? "all " : "") + std::to_string(acc.gray_images) +
+                (all ? "" : " of " + std::to_string(acc.next_index)) +
+                " images are gray (1 channel) and the dataset has 3 channels, so the loader "
+                "gives each as three equal channels; rebuild with gray=True in Python "
+                "(dsconvert build --gray) to keep one channel (a third of the batch memory)");
+  }
   if (acc.jpeg_masks > 0) {
     w.push_back(o.output + ": " + std::to_string(acc.jpeg_masks) +
                 " masks are JPEG files: JPEG is lossy, so ids near class edges are not the ones "

@@ -22,6 +22,7 @@ json Accum::ToJson() const {
           {"mask_max", mask_max},
           {"mask_ids", std::vector<uint64_t>(mask_ids, mask_ids + 4)},
           {"jpeg_masks", jpeg_masks},
+          {"gray_images", gray_images},
           {"height", height},
           {"width", width},
           {"image_bytes", image_bytes},
@@ -52,6 +53,7 @@ Accum Accum::FromJson(const json& j) {
     for (int k = 0; k < 4; ++k) a.mask_ids[k] = static_cast<uint64_t>(Int(ids.at(k)));
   }
   if (j.contains("jpeg_masks")) a.jpeg_masks = Int(j.at("jpeg_masks"));
+  if (j.contains("gray_images")) a.gray_images = Int(j.at("gray_images"));
   a.height = Int(j.at("height"));
   a.width = Int(j.at("width"));
   a.image_bytes = Int(j.at("image_bytes"));
@@ -70,6 +72,7 @@ void Accum::Add(const MadeRecord& r) {
   mask_max = std::max(mask_max, r.mask_max);
   for (int k = 0; k < 4; ++k) mask_ids[k] |= r.mask_ids[k];
   jpeg_masks += r.mask_jpeg ? 1 : 0;
+  gray_images += r.image_gray ? 1 : 0;
   auto merge = [](int64_t cur, uint32_t v) -> int64_t {
     return cur == -1 ? int64_t{v} : (cur == int64_t{v} ? cur : 0);
   };

@@ -52,6 +52,7 @@ struct Accum {
   int mask_max = -1;
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: some mask holds id i (after mask_map)
   uint64_t jpeg_masks = 0;              // masks whose source file is a JPEG
+  uint64_t gray_images = 0;             // gray source images stored in a 3-channel dataset
   int64_t height = -1, width = -1;      // -1 unset, 0 varies
   uint64_t image_bytes = 0, mask_bytes = 0;
   std::map<std::string, uint64_t> codecs;

@@ -139,6 +139,7 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   if (!s.ok()) return Reject(item.image, s);
   s = CheckImageDepth(probe, o);
   if (!s.ok()) return Reject(item.image, s);
+  out->image_gray = !o.gray && probe.channels <= 2;
   // Reduced to 8 bits (BuildOptions::depth = 8): decoded, stored re-encoded like a resize.
   const bool reduce = probe.bit_depth > 8;
   // The output size: --resize, or --max-side shrinking the longer side (aspect kept).

@@ -23,6 +23,7 @@ struct MadeRecord {
   int mask_max = -1;                    // largest class id, when the mask was decoded
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: the mask holds id i
   bool mask_jpeg = false;               // the mask's source file is a JPEG
+  bool image_gray = false;  // a gray source image in a 3-channel dataset (replicated at decode)
 };
 
 // BuildOptions::mask_map ("255:1,128:2") as a lookup table (ids not named map to themselves);

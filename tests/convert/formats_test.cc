@@ -86,6 +86,12 @@ TEST(Formats, PngVariantsAndMaskKinds) {
     BuildResult r;
     Status st = BuildDataset(o, &r);
     ASSERT_TRUE(st.ok()) << st.ToString();
+    // Issue 35: the gray sources (b, e, f) replicated into 3 channels are said, with the fix.
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_TRUE(Contains(r.warnings[0], ": 3 of 6 images are gray (1 channel) and the dataset has "
+                                        "3 channels"))
+        << r.warnings[0];
+    EXPECT_TRUE(Contains(r.warnings[0], "dsconvert build --gray")) << r.warnings[0];
     std::vector<Rec> recs;
     std::unique_ptr<Dataset> ds;
     ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
@@ -113,6 +119,7 @@ TEST(Formats, PngVariantsAndMaskKinds) {
     o.output += "-gray";
     o.gray = true;
     ASSERT_TRUE(BuildDataset(o, &r).ok());
+    EXPECT_TRUE(r.warnings.empty()) << r.warnings[0];
     ASSERT_TRUE(ReadRecords(o.output, &recs).ok());
     for (size_t i = 0; i < samples.size(); ++i) {
       cv::Mat want;

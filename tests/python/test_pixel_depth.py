@@ -54,3 +54,22 @@ def test_depth_8_stores_the_high_byte_when_asked(tmp_path):
         assert np.array_equal(images[int(batch["index"][i])], (hu >> 8).astype(np.uint8))
     with pytest.raises(ValueError, match="depth must be 0"):
         dspipe.build(src, tmp_path / "bad.lmdb", depth=16, progress=False)
+
+
+def test_gray_slices_in_a_3_channel_dataset_are_said_with_the_fix(tmp_path):
+    # The 8-bit gray slices of a CT export, built with the defaults: the one channel was copied
+    # into three without a word.
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "gray"
+    (src / "images").mkdir(parents=True)
+    for i in range(3):
+        assert cv2.imwrite(str(src / "images" / f"s{i}.png"), np.full((16, 16), 40 * i, np.uint8))
+    r = dspipe.build(src, tmp_path / "rgb.lmdb", progress=False)
+    assert len(r["warnings"]) == 1, r
+    assert "all 3 images are gray (1 channel) and the dataset has 3 channels" in r["warnings"][0]
+    assert "gray=True" in r["warnings"][0]
+    r = dspipe.build(src, tmp_path / "gray.lmdb", gray=True, progress=False)
+    assert r["warnings"] == [], r
+    assert dspipe.info(tmp_path / "gray.lmdb")["channels"] == 1
