@@ -130,6 +130,55 @@ class GammaLeaf final : public LutLeaf {
   Range limit_;
 };
 
+// RGBShift (2.0.8: an AdditiveNoise, uniform, one value per channel): a limit with any
+// |value| > 1 is in pixel units and divided by 255, one within [-1, 1] is a fraction; the shift
+// is uniform(lo, hi) * 255, truncated toward zero (albucore's uint8 add table), added with
+// saturation. A gray image takes the red channel's shift.
+class RgbShiftLeaf final : public LutLeaf {
+ public:
+  Status Draw(Rng& rng, int channels, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    for (int c = 0; c < std::min(channels, 3); ++c) {
+      s->v[c] = Uniform(rng, limit_[c].lo, limit_[c].hi) * 255.0;
+    }
+    return Status::OK();
+  }
+  void Lut(const Step& s, const cv::Mat&, uint8_t lut[4][256]) const override {
+    for (int c = 0; c < 3; ++c) {
+      const float shift = static_cast<float>(std::trunc(s.v[c]));
+      for (int v = 0; v < 256; ++v) {
+        lut[c][v] = static_cast<uint8_t>(std::clamp(static_cast<float>(v) + shift, 0.0f, 255.0f));
+      }
+    }
+    std::copy(lut[0], lut[0] + 256, lut[3]);
+  }
+  json Params(const Step& s) const override {
+    return {{"shift", {s.v[0], s.v[1], s.v[2]}}};
+  }
+  Range limit_[3];
+};
+
+Status MakeRgbShift(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<RgbShiftLeaf>();
+  l->prob = r.Prob(0.5);
+  const char* keys[3] = {"r_shift_limit", "g_shift_limit", "b_shift_limit"};
+  for (int c = 0; c < 3; ++c) {
+    Range lim = r.RangeArg(keys[c], {-20, 20}, Widen::kSymmetric, -255, 255);
+    if (std::abs(lim.lo) > 1 || std::abs(lim.hi) > 1) lim = {lim.lo / 255.0, lim.hi / 255.0};
+    l->limit_[c] = lim;
+  }
+  // What A.to_dict writes of the AdditiveNoise it is: RGBShift's constructor sets them from the
+  // limits (uniform, one value per channel), so they are ignored as albumentations does.
+  for (const char* k : {"noise_type", "spatial_mode", "noise_params", "approximation"}) {
+    r.Ignored(k, nullptr);
+  }
+  DSPIPE_RETURN_IF_ERROR(r.Finish({"r_shift_limit", "g_shift_limit", "b_shift_limit", "p",
+                                   "noise_type", "spatial_mode", "noise_params",
+                                   "approximation"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
 Status MakeGamma(ArgReader& r, std::unique_ptr<Leaf>* out) {
   auto l = std::make_unique<GammaLeaf>();
   l->prob = r.Prob(0.5);
@@ -545,6 +594,12 @@ void AddColorLeaves(std::vector<LeafType>* t) {
        true,
        {"brightness_limit", "contrast_limit", "brightness_by_max", "ensure_safe_range", "p"}});
   t->push_back({"RandomGamma", MakeGamma, "photometric", none, true, {"gamma_limit", "p"}});
+  t->push_back({"RGBShift",
+                MakeRgbShift,
+                "photometric",
+                none,
+                true,
+                {"r_shift_limit", "g_shift_limit", "b_shift_limit", "p"}});
   t->push_back({"HueSaturationValue",
                 MakeHsv,
                 "photometric",

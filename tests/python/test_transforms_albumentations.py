@@ -170,6 +170,10 @@ def test_degenerate_ranges_through_albumentations_compose():
                [A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(0.2, 0.2),
                                            p=1)],
                [A.RandomGamma(gamma_limit=(130, 130), p=1)],
+               # RGBShift: pixel units (divided by 255, then times 255), fractions (|limit| <=
+               # 1: times 255), a fractional shift truncated toward zero (-7.5 -> -7).
+               [A.RGBShift((10, 10), (-20, -20), (5, 5), p=1)],
+               [A.RGBShift((0.1, 0.1), (-0.5, -0.5), (-7.5, -7.5), p=1)],
                [A.HueSaturationValue((10, 10), (-20, -20), (5, 5), p=1)],
                [A.GaussianBlur(blur_limit=(5, 5), sigma_limit=(1.5, 1.5), p=1)],
                [A.CLAHE(clip_limit=(3, 3), p=1)],

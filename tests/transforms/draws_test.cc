@@ -283,6 +283,19 @@ TEST(TransformDraws, PhotometricParametersFollowTheirRanges) {
     gamma.push_back(q["gamma"]);
   }
   EXPECT_LT(KsUniform(gamma, 0.8, 1.2), 0.02);
+  // Issue 40 item 23: RGBShift, each channel's shift uniform in its limit (pixel units), a
+  // limit within [-1, 1] a fraction of 255.
+  std::vector<double> rs, gs, bs;
+  for (const json& q : Params(R"([{"__class_fullname__": "RGBShift", "r_shift_limit": 30,
+                                   "g_shift_limit": [-10, 0], "b_shift_limit": 0.5, "p": 1}])",
+                              "RGBShift")) {
+    rs.push_back(q["shift"][0]);
+    gs.push_back(q["shift"][1]);
+    bs.push_back(q["shift"][2]);
+  }
+  EXPECT_LT(KsUniform(rs, -30, 30), 0.02);
+  EXPECT_LT(KsUniform(gs, -10, 0), 0.02);
+  EXPECT_LT(KsUniform(bs, -127.5, 127.5), 0.02);
   for (const json& q :
        Params(R"([{"__class_fullname__": "HueSaturationValue", "p": 1}])", "HueSaturationValue")) {
     hue.push_back(q["hue_shift"]);
