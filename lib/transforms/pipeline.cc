@@ -82,12 +82,14 @@ SizeState Body(const Node& n, SizeState in) {
       for (const auto& c : n.children) s = After(*c, s, false);
       return s;
     }
-    case Node::kOneOf: {
+    case Node::kOneOf:
+    case Node::kOneOrOther: {
       if (n.children.empty()) return in;
+      const char* name = n.type == Node::kOneOf ? "OneOf" : "OneOrOther";
       const SizeState first = After(*n.children[0], in, true);
       for (const auto& c : n.children) {
         if (!Same(After(*c, in, true), first)) {
-          return Varies(Where(n.position, "OneOf") + ": its choices give different sizes");
+          return Varies(Where(n.position, name) + ": its choices give different sizes");
         }
       }
       return first;
@@ -105,6 +107,8 @@ SizeState Body(const Node& n, SizeState in) {
 }
 
 SizeState After(const Node& n, SizeState in, bool forced) {
+  // OneOrOther runs one of its children whatever its p (p picks which).
+  if (n.type == Node::kOneOrOther) forced = true;
   if (!forced && n.p <= 0) return in;
   const SizeState out = Body(n, in);
   if (forced || n.p >= 1 || Same(out, in)) return out;
@@ -124,7 +128,8 @@ SizeState OutputOf(const Node& root, int in_h, int in_w) {
 // Walks the steps every sample runs (leaves and Compose / Sequential with p >= 1, outside
 // OneOf / SomeOf) with the size each gets: the first that refuses its input for every draw.
 Status CertainRefusal(const Node& n, SizeState* size) {
-  if (n.p < 1 || n.type == Node::kOneOf || n.type == Node::kSomeOf) {
+  if (n.p < 1 || n.type == Node::kOneOf || n.type == Node::kSomeOf ||
+      n.type == Node::kOneOrOther) {
     *size = After(n, *size, false);  // may not run, or a choice: sizes after it as OutputOf
     return Status::OK();
   }
@@ -161,6 +166,7 @@ Status CheckSizes(const Node& n, const SizeState& in) {
     }
     case Node::kOneOf:
     case Node::kSomeOf:
+    case Node::kOneOrOther:
       for (const auto& c : n.children) DSPIPE_RETURN_IF_ERROR(CheckSizes(*c, in));
       return Status::OK();
   }
@@ -371,10 +377,14 @@ Status TransformPipeline::Draws(uint64_t seed, uint64_t epoch, uint64_t index, i
 const std::vector<TransformInfo>& SupportedTransforms() {
   static const std::vector<TransformInfo> table = [] {
     std::vector<TransformInfo> t;
-    for (const char* c : {"Compose", "OneOf", "SomeOf", "Sequential"}) {
+    for (const char* c : {"Compose", "OneOf", "SomeOf", "Sequential", "OneOrOther"}) {
       const std::string n = c;
-      TransformInfo i{c,     "container",         "as its children",
-                      false, {"transforms", "p"}, n == "OneOf" || n == "Sequential" ? 0.5 : 1.0};
+      TransformInfo i{c,
+                      "container",
+                      "as its children",
+                      false,
+                      {"transforms", "p"},
+                      n == "OneOf" || n == "Sequential" || n == "OneOrOther" ? 0.5 : 1.0};
       if (n == "SomeOf") i.args = {"transforms", "n", "replace", "p"};
       t.push_back(i);
     }

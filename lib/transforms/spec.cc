@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kContainers[] = {"Compose", "OneOf", "SomeOf", "Sequential"};
+constexpr const char* kContainers[] = {"Compose", "OneOf", "SomeOf", "Sequential", "OneOrOther"};
 
 std::string SupportedNames() {
   std::string s;
@@ -102,14 +102,18 @@ class Parser {
                         const std::string& path, int depth, std::unique_ptr<Node> node,
                         std::unique_ptr<Node>* out) {
     ArgReader r(j, where);
-    node->type = name == "Compose"  ? Node::kCompose
-                 : name == "OneOf"  ? Node::kOneOf
-                 : name == "SomeOf" ? Node::kSomeOf
-                                    : Node::kSequential;
+    node->type = name == "Compose"      ? Node::kCompose
+                 : name == "OneOf"      ? Node::kOneOf
+                 : name == "SomeOf"     ? Node::kSomeOf
+                 : name == "OneOrOther" ? Node::kOneOrOther
+                                        : Node::kSequential;
     // from_dict gives a serialized container without "p" 0.5, but Compose and Sequential their
     // class defaults (1 and 0.5).
     const bool keeps_default = node->type == Node::kCompose || node->type == Node::kSequential;
-    node->p = r.Prob(node->type == Node::kOneOf || node->type == Node::kSequential ? 0.5 : 1.0,
+    node->p = r.Prob(node->type == Node::kOneOf || node->type == Node::kSequential ||
+                             node->type == Node::kOneOrOther
+                         ? 0.5
+                         : 1.0,
                      keeps_default);
     std::vector<std::string> args = {"transforms", "p"};
     if (node->type == Node::kSomeOf) {
@@ -158,6 +162,11 @@ class Parser {
       }
       for (const auto& c : node->children) node->weights.push_back(c->p / sum);
     }
+    if (node->type == Node::kOneOrOther && node->children.size() != 2) {
+      // albumentations warns and goes on (the first or the last); a spec is refused instead.
+      return Status::InvalidArgument(where + ": OneOrOther needs exactly two transforms, got " +
+                                     std::to_string(node->children.size()));
+    }
     if (node->type == Node::kSomeOf && !node->replace) {
       node->n = std::min(node->n, static_cast<int>(node->children.size()));
     }
@@ -174,14 +183,26 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
   // should_apply: p <= 0 never, p >= 1 always, else random() < p (drawn either way, so one
   // node's probability never shifts another's stream).
   const double u = rng.Uniform();
+  // OneOrOther (2.0.8's __call__) always runs one child, forced: the first when random() < p,
+  // else the last; forced or not, its p is only that choice.
+  if (node.type == Node::kOneOrOther) {
+    if (node.children.empty()) return;
+    const auto& chosen = u < node.p ? node.children.front() : node.children.back();
+    Select(*chosen, seed, epoch, index, true, out);
+    return;
+  }
   // SomeOf checks its own p even when a OneOf forces it (albumentations 2.0.8's
-  // SomeOf.__call__ ignores force_apply); the others run when forced.
-  const bool run =
-      (forced && node.type != Node::kSomeOf) || (node.p > 0 && (node.p >= 1 || u < node.p));
+  // SomeOf.__call__ ignores force_apply); a transform with p <= 0 never runs, forced or not
+  // (should_apply; OneOrOther can force one); the others run when forced.
+  const bool forced_runs = forced && node.type != Node::kSomeOf &&
+                           !(node.type == Node::kLeaf && node.p <= 0);
+  const bool run = forced_runs || (node.p > 0 && (node.p >= 1 || u < node.p));
   if (!run) return;
   switch (node.type) {
     case Node::kLeaf:
       out->push_back(&node);
+      return;
+    case Node::kOneOrOther:  // handled above
       return;
     case Node::kCompose:
     case Node::kSequential:

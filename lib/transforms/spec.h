@@ -14,7 +14,7 @@
 namespace dspipe::transforms {
 
 struct Node {
-  enum Type { kLeaf, kCompose, kOneOf, kSomeOf, kSequential };
+  enum Type { kLeaf, kCompose, kOneOf, kSomeOf, kSequential, kOneOrOther };
   Type type = kLeaf;
   int position = 0;  // pre-order index: the root Compose is 0
   double p = 1.0;

@@ -170,6 +170,10 @@ def test_degenerate_ranges_through_albumentations_compose():
                [A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(0.2, 0.2),
                                            p=1)],
                [A.RandomGamma(gamma_limit=(130, 130), p=1)],
+               # OneOrOther: the first when random() < p, else the second, forced (p=0 never).
+               [A.OneOrOther(A.HorizontalFlip(p=0.1), A.Transpose(p=0.1), p=1)],
+               [A.OneOrOther(A.HorizontalFlip(p=0.1), A.Compose([A.Transpose(p=1)], p=0), p=0)],
+               [A.OneOrOther(A.HorizontalFlip(p=0), A.VerticalFlip(p=0.5), p=1)],
                # RGBShift: pixel units (divided by 255, then times 255), fractions (|limit| <=
                # 1: times 255), a fractional shift truncated toward zero (-7.5 -> -7).
                [A.RGBShift((10, 10), (-20, -20), (5, 5), p=1)],

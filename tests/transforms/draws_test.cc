@@ -195,6 +195,30 @@ TEST(TransformDraws, OneOfNeverPicksAP0Child) {
   }
 }
 
+// Issue 40 item 23: OneOrOther runs one of its two children, forced: the first with probability
+// p, else the second; a forced p=0 transform still does not run (should_apply), a container
+// does; anything but two children is refused.
+TEST(TransformDraws, OneOrOtherRunsTheFirstWithProbabilityP) {
+  const char* spec = R"([{"__class_fullname__": "OneOrOther", "p": 0.3, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 0.01},
+      {"__class_fullname__": "VerticalFlip", "p": 0.01}]}])";
+  const size_t h = Params(spec, "HorizontalFlip").size(), v = Params(spec, "VerticalFlip").size();
+  EXPECT_EQ(h + v, static_cast<size_t>(kN)) << "always one, forced past its own p";
+  const double share = static_cast<double>(h) / kN;
+  EXPECT_NEAR(share, 0.3, 4 * std::sqrt(0.3 * 0.7 / kN)) << share;
+  const char* p0 = R"([{"__class_fullname__": "OneOrOther", "p": 1, "transforms": [
+      {"__class_fullname__": "HorizontalFlip", "p": 0},
+      {"__class_fullname__": "VerticalFlip", "p": 1}]}])";
+  EXPECT_EQ(Params(p0, "HorizontalFlip").size(), 0u);
+  EXPECT_EQ(Params(p0, "VerticalFlip").size(), 0u);
+  std::shared_ptr<const TransformPipeline> p;
+  const Status s = TransformPipeline::Parse(R"([{"__class_fullname__": "OneOrOther",
+      "transforms": [{"__class_fullname__": "HorizontalFlip"}]}])", &p);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("OneOrOther needs exactly two transforms, got 1"), std::string::npos)
+      << s.ToString();
+}
+
 TEST(TransformDraws, GeometricParametersFollowTheirRanges) {
   std::vector<int> factors, elements, xs, ys;
   for (const json& q : Params(R"([{"__class_fullname__": "RandomRotate90", "p": 1}])",
