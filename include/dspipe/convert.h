@@ -183,6 +183,10 @@ struct VerifyOptions {
   size_t max_listed = 100;  // bad keys listed in the result (all are counted)
   // Check the sha256 of every file the manifest lists (sizes are always checked).
   bool file_sha256 = true;
+  // Polled between records (keep it cheap: an atomic flag): true stops the check and returns
+  // Status::Cancelled (verify writes nothing). The Python binding sets it for Ctrl-C. Empty
+  // (default) = never cancelled. The files' sha256 pass before the records is not polled.
+  std::function<bool()> cancelled;
 };
 struct VerifyResult {
   uint64_t records = 0;

@@ -347,7 +347,7 @@ struct OptionFields<VerifyOptions> {
   static constexpr std::string_view kName = "VerifyOptions";
   static constexpr auto kFields =
       std::make_tuple(Field("threads", &S::threads), Field("max_listed", &S::max_listed),
-                      Field("file_sha256", &S::file_sha256));
+                      Field("file_sha256", &S::file_sha256), Field("cancelled", &S::cancelled));
 };
 
 // Every listed struct, for code that walks them all (the binding, the tests).

@@ -1,6 +1,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <atomic>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -55,12 +56,20 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   out->records = ds->size();
   std::mutex mu;
   std::vector<std::pair<uint64_t, std::string>> bad;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> checked{0};
   tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, ds->size(), 16),
                       [&](const tbb::blocked_range<uint64_t>& range) {
                         std::vector<uint8_t> scratch;
                         for (uint64_t i = range.begin(); i < range.end(); ++i) {
+                          if (stop.load(std::memory_order_relaxed)) return;
+                          if (options.cancelled && options.cancelled()) {
+                            stop = true;
+                            return;
+                          }
+                          checked.fetch_add(1, std::memory_order_relaxed);
                           Status s = ds->Read(i, [&](const RecordView& r) {
                             return CheckRecord(r, &scratch);
                           });
@@ -75,6 +84,11 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
                         }
                       });
   });
+  if (stop.load()) {
+    return Status::Cancelled("verify of " + path + " interrupted after " +
+                             std::to_string(checked.load()) + " of " +
+                             std::to_string(ds->size()) + " records (nothing was changed)");
+  }
   std::sort(bad.begin(), bad.end());
   out->bad = bad.size();
   out->problems = std::move(file_problems);

@@ -282,6 +282,7 @@ NOT_KWARGS = {
     "CacheOptions::masks": "masks= (cached with the images)",
     "BuildOptions::progress": "build(progress=...) (a bar, quiet, or a callable)",
     "BuildOptions::cancelled": "Ctrl-C: KeyboardInterrupt stops the build (resumable)",
+    "VerifyOptions::cancelled": "Ctrl-C: KeyboardInterrupt stops the check",
     "BuildOptions::env": "C++ only: the file system seam for fault tests",
 }
 

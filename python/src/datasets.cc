@@ -87,7 +87,7 @@ nb::dict CallFetch(bool dataset, const std::string& url, const std::string& dest
   return d;
 }
 
-// Runs `work` (a build) on a thread of its own while this (the main) thread, GIL released,
+// Runs `work` (a build, a verify) on a thread of its own while this (the main) thread, GIL released,
 // polls Python's signal handlers every 0.1 s: Python runs them only on the main thread, and the
 // work's callbacks come from its worker threads. Ctrl-C (a handler raising KeyboardInterrupt)
 // sets the cancel flag `*cancelled` reads; the work stops keeping a resumable state, its
@@ -100,7 +100,7 @@ void RunInterruptibly(std::function<void(uint64_t, uint64_t)>* progress_hook,
                       const std::function<Status()>& work) {
   std::atomic<bool> cancel{false};
   std::exception_ptr callback_error;  // written with the GIL held, read after the work
-  if (progress) {
+  if (progress && progress_hook != nullptr) {
     *progress_hook = [&](uint64_t done, uint64_t total) {
       if (cancel.load()) return;
       nb::gil_scoped_acquire acquire;
@@ -304,9 +304,9 @@ void RegisterDatasetFunctions(nb::module_& m) {
 
   m.def(
       "verify",
-      [](const std::string& path, const VerifyOptions& o) {
+      [](const std::string& path, VerifyOptions o) {
         VerifyResult r;
-        Call([&] { return VerifyDataset(path, o, &r); });
+        RunInterruptibly(nullptr, &o.cancelled, nullptr, [&] { return VerifyDataset(path, o, &r); });
         return nb::make_tuple(r.records, r.bad, r.problems, r.bad_files);
       },
       "path"_a, "options"_a);

@@ -1,6 +1,7 @@
 // VerifyDataset / DescribeDataset, and the dsconvert command line end to end.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,21 @@ TEST_F(VerifyTest, CleanDatasetPasses) {
   EXPECT_EQ(vr.records, 6u);
   EXPECT_EQ(vr.bad, 0u);
   EXPECT_TRUE(vr.problems.empty());
+}
+
+// Issue 40 item 8: VerifyOptions::cancelled (Python's Ctrl-C) stops the check between records
+// with Status::Cancelled saying how far it got.
+TEST_F(VerifyTest, ACancelledVerifyStopsBetweenRecords) {
+  VerifyOptions o;
+  o.threads = 1;
+  std::atomic<int> polls{0};
+  o.cancelled = [&] { return ++polls > 2; };
+  VerifyResult vr;
+  const Status s = VerifyDataset(out_, o, &vr);
+  ASSERT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
+  EXPECT_NE(s.message().find("verify of " + out_ + " interrupted after 2 of 6 records"),
+            std::string::npos)
+      << s.ToString();
 }
 
 TEST_F(VerifyTest, FlippedByteIsReportedByKey) {
