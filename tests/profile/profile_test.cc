@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <set>
 
 #include "dspipe/loader.h"
@@ -294,6 +295,24 @@ TEST(FolderProfile, ImagesOfDifferentSizesNeedASize) {
   ProfileResult sized;
   EXPECT_TRUE(RunFolderProfile(root + "/a", o, &sized).ok());
   EXPECT_EQ(sized.dataset.height, 32);
+}
+
+// Issue 35: a folder of 16-bit slices is refused by name (the decode would keep the high byte),
+// with the build option that reduces them knowingly.
+TEST(FolderProfile, SixteenBitImagesAreRefusedNotReducedSilently) {
+  const std::string root = SmallDataset().dir + "/deep/images";
+  std::filesystem::create_directories(root);
+  cv::Mat g16(24, 32, CV_16UC1, cv::Scalar(803));
+  ASSERT_TRUE(cv::imwrite(root + "/000000.png", g16));
+  ProfileOptions o = Small();
+  o.batches = 1;
+  o.warmup = 0;
+  ProfileResult r;
+  const Status st = RunFolderProfile(SmallDataset().dir + "/deep", o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kBadInput) << st.ToString();
+  EXPECT_NE(st.message().find(root + "/000000.png: a 16-bit image"), std::string::npos)
+      << st.ToString();
+  EXPECT_NE(st.message().find("BuildOptions::depth = 8"), std::string::npos) << st.ToString();
 }
 
 // The folder source goes through the loader's own decode / augment / collate: with the same
