@@ -38,13 +38,13 @@ def _torch() -> Any:
     return torch
 
 
-def _resolve_ranks(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """torch.distributed when initialized, then RANK / WORLD_SIZE, then 0 and 1."""
-    torch = _torch() if rank is None or world_size is None else None
-    dist = getattr(torch, "distributed", None) if torch is not None else None
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        rank = dist.get_rank() if rank is None else rank
-        world_size = dist.get_world_size() if world_size is None else world_size
+def _resolve_ranks(rank: int | None, world_size: int | None,
+                   group: tuple[int, int] | None) -> tuple[int, int]:
+    """The given ones, then torch.distributed's (group: _dist_ranks()), then RANK / WORLD_SIZE,
+    then 0 and 1."""
+    if group is not None:
+        rank = group[0] if rank is None else rank
+        world_size = group[1] if world_size is None else world_size
     if rank is None:
         rank = int(os.environ.get("RANK", "0"))
     if world_size is None:
@@ -225,10 +225,12 @@ class Loader:
             if k in values and values[k] is None:
                 del values[k]  # the dataset's
         given = values.get("rank") is not None or values.get("world_size") is not None
-        rank, world_size = _resolve_ranks(values.pop("rank", None), values.pop("world_size", None))
+        group = _dist_ranks()
+        rank, world_size = _resolve_ranks(values.pop("rank", None), values.pop("world_size", None),
+                                          group)
         # Ranks taken from no group (rank/world_size neither given nor from torch.distributed):
         # checked again when a pass starts, for a group initialized after the loader was made.
-        self._ranks_unbound = not given and _dist_ranks() is None
+        self._ranks_unbound = not given and group is None
         values["rank"], values["world_size"] = rank, world_size
         dev = _resolve_device(values.pop("device", "auto"), output)
         values["device"] = dev
