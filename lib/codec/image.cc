@@ -176,6 +176,15 @@ Status DecodeJpegWhole(std::span<const uint8_t> bytes, int channels, cv::Mat* ou
 
 }  // namespace
 
+Status CheckLoaderDepth(const ImageProbe& probe) {
+  if (probe.bit_depth <= 8) return Status::OK();
+  return Status::BadInput("a " + std::to_string(probe.bit_depth) + "-bit " +
+                          (probe.floating ? "float " : "") +
+                          "image, and the loader decodes 8-bit pixels (only the high byte would "
+                          "be kept); build a dataset from it with " +
+                          Opt("BuildOptions::depth", "8") + " to reduce it knowingly");
+}
+
 Status CheckImageSize(const char* what, uint64_t width, uint64_t height) {
   const DecodeLimits l = GetDecodeLimits();
   const std::string dims = std::to_string(width) + "x" + std::to_string(height);

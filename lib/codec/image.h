@@ -42,6 +42,10 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out);
 // BadInput when width x height exceeds the process's DecodeLimits (dspipe/limits.h); the message
 // starts with `what` ("PNG header") and names the limit and the flag that raises it.
 Status CheckImageSize(const char* what, uint64_t width, uint64_t height);
+// The loader decodes 8-bit pixels: OK for an image of at most 8 bits per sample, else BadInput
+// "a 16-bit image, and the loader decodes 8-bit pixels (only the high byte would be kept); ..."
+// naming BuildOptions::depth; the caller puts the file or key in front (WithContext).
+Status CheckLoaderDepth(const ImageProbe& probe);
 
 // Decodes to an 8-bit image with `channels` (1 or 3, RGB). *out is (re)allocated as needed.
 Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out);

@@ -56,12 +56,9 @@ Status CheckPlainDepth(const Dataset& ds) {
   if (ds.info().kind != DatasetKind::kPlain || ds.info().count == 0) return Status::OK();
   return ds.Read(0, [&](const RecordView& rec) -> Status {
     codec::ImageProbe probe;
-    if (!codec::Probe(rec.image, &probe).ok() || probe.bit_depth <= 8) return Status::OK();
-    return Status::BadInput("loader: key " + ds.KeyName(0) + " in " + ds.info().path +
-                            " holds a " + std::to_string(probe.bit_depth) +
-                            "-bit image, and the loader decodes 8-bit pixels (only the high "
-                            "byte would be kept); build a dataset from it with " +
-                            Opt("BuildOptions::depth", "8") + " to reduce it knowingly");
+    if (!codec::Probe(rec.image, &probe).ok()) return Status::OK();  // the batch says why
+    return codec::CheckLoaderDepth(probe).WithContext("loader: key " + ds.KeyName(0) + " in " +
+                                                      ds.info().path);
   });
 }
 

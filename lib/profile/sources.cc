@@ -150,12 +150,8 @@ Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset
   codec::ImageProbe probe;
   Status s = codec::Probe(Bytes(bytes), &probe);
   if (!s.ok()) return s.WithContext(ds->items_[0].image);
-  if (probe.bit_depth > 8) {  // decoding would keep the high byte: never silently
-    return Status::BadInput(ds->items_[0].image + ": a " + std::to_string(probe.bit_depth) +
-                            "-bit image, and the loader decodes 8-bit pixels (only the high byte "
-                            "would be kept); build a dataset from the folder with " +
-                            Opt("BuildOptions::depth", "8") + " to reduce it knowingly");
-  }
+  // Decoding would keep the high byte of a deeper image: never silently.
+  DSPIPE_RETURN_IF_ERROR(codec::CheckLoaderDepth(probe).WithContext(ds->items_[0].image));
   DatasetInfo& info = ds->info_;
   info.kind = DatasetKind::kPlain;
   info.path = src;

@@ -183,27 +183,25 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
   // should_apply: p <= 0 never, p >= 1 always, else random() < p (drawn either way, so one
   // node's probability never shifts another's stream).
   const double u = rng.Uniform();
-  // OneOrOther (2.0.8's __call__) always runs one child, forced: the first when random() < p,
-  // else the last; forced or not, its p is only that choice.
-  if (node.type == Node::kOneOrOther) {
-    if (node.children.empty()) return;
-    const auto& chosen = u < node.p ? node.children.front() : node.children.back();
-    Select(*chosen, seed, epoch, index, true, out);
-    return;
-  }
   // SomeOf checks its own p even when a OneOf forces it (albumentations 2.0.8's
   // SomeOf.__call__ ignores force_apply); a transform with p <= 0 never runs, forced or not
-  // (should_apply; OneOrOther can force one); the others run when forced.
+  // (should_apply; OneOrOther can force one); the others run when forced. OneOrOther (2.0.8's
+  // __call__) always runs: its p only chooses the child.
   const bool forced_runs = forced && node.type != Node::kSomeOf &&
                            !(node.type == Node::kLeaf && node.p <= 0);
-  const bool run = forced_runs || (node.p > 0 && (node.p >= 1 || u < node.p));
+  const bool run = node.type == Node::kOneOrOther || forced_runs ||
+                   (node.p > 0 && (node.p >= 1 || u < node.p));
   if (!run) return;
   switch (node.type) {
     case Node::kLeaf:
       out->push_back(&node);
       return;
-    case Node::kOneOrOther:  // handled above
+    case Node::kOneOrOther: {  // one child, forced: the first when random() < p, else the last
+      if (node.children.empty()) return;
+      const auto& chosen = u < node.p ? node.children.front() : node.children.back();
+      Select(*chosen, seed, epoch, index, true, out);
       return;
+    }
     case Node::kCompose:
     case Node::kSequential:
       for (const auto& c : node.children) Select(*c, seed, epoch, index, false, out);

@@ -322,7 +322,7 @@ TEST_F(LoaderCorruptTest, PlainLmdbOf16BitImagesIsRefusedAtOpen) {
   std::unique_ptr<Loader> loader;
   Status s = Loader::Open(plain, o, &loader);
   ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
-  EXPECT_NE(s.message().find("key slice-000 in " + plain + " holds a 16-bit image"),
+  EXPECT_NE(s.message().find("loader: key slice-000 in " + plain + ": a 16-bit image"),
             std::string::npos)
       << s.ToString();
   EXPECT_NE(s.message().find("BuildOptions::depth = 8"), std::string::npos) << s.ToString();
