@@ -412,27 +412,29 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   r->stages = stats.Summaries();
   r->verdict = Diagnose(r->stages, r->shape, o.compute_ms);
   if (src.stream) NetworkVerdict(*r, loader.options().threads, &r->verdict);
+  // How the images were decoded (decode router, docs/DECODE.md), one snapshot for both notes.
+  const std::vector<DecodePathSummary> paths = stats.DecodePaths();
   // Samples on the loader's fused PNG path (pipeline/sample.h) are flipped and normalized
   // inside their decode and record no augment span: say so, or augment and normalize read as
-  // free (docs/STATS.md). Counted from r->stages, the snapshot the report shows: prefetch
-  // workers may still be recording spans, so a second read of the live stats could disagree.
-  uint64_t decoded = 0, augmented = 0;
-  for (const StageSummary& s : r->stages) {
-    if (s.stage == Stage::kDecode) decoded = s.count;
-    if (s.stage == Stage::kAugment) augmented = s.count;
+  // free (docs/STATS.md). Counted from the decode paths each sample records with its decode
+  // span, not from decode minus augment spans: a prefetch worker between its decode and its
+  // augment when the stats are read would count as fused.
+  uint64_t decoded = 0, fused = 0;
+  for (const DecodePathSummary& p : paths) {
+    decoded += p.count;
+    if (p.path == DecodePath::kFused) fused = p.count;
   }
-  if (decoded > augmented) {
+  if (fused > 0) {
     const bool cpu_normalize = o.device != "cuda" && o.normalize;
-    r->notes.push_back(std::to_string(decoded - augmented) + " of " + std::to_string(decoded) +
+    r->notes.push_back(std::to_string(fused) + " of " + std::to_string(decoded) +
                        " samples took the fused PNG path: their decode time includes their " +
                        (cpu_normalize ? "flip and float32 normalize" : "flip") + "; augment" +
                        (cpu_normalize ? " and normalize cover" : " covers") +
                        " only the other samples");
   }
 
-  // How the images were decoded (decode router, docs/DECODE.md): one line when any sample took
-  // a JPEG region / scaled path, e.g. "decode paths: full 40 (2.1 ms), roi 812 (0.91 ms), ...".
-  const std::vector<DecodePathSummary> paths = stats.DecodePaths();
+  // One line when any sample took a JPEG region / scaled path, e.g. "decode paths: full 40
+  // (2.1 ms), roi 812 (0.91 ms), ...".
   bool special = false;
   for (const DecodePathSummary& p : paths) {
     special |= p.path == DecodePath::kRoi || p.path == DecodePath::kScaled ||
