@@ -18,6 +18,8 @@
 #include <memory>
 #include <span>
 
+#include "dspipe/format.h"
+
 namespace dspipe {
 
 // Where batch buffers come from. The default is aligned host malloc; the CUDA path passes an
@@ -38,13 +40,18 @@ struct BatchShape {
   int batch_size = 0;  // capacity in samples; a Batch may hold fewer (last batch, skips)
   int height = 0;
   int width = 0;
-  int channels = 0;         // image channels (1 or 3)
-  bool masks = false;       // one uint8 mask per sample
-  bool normalized = false;  // float32 NCHW copy of the images
+  int channels = 0;         // image channels (uint8: 1 or 3; typed datasets: as stored, 1..4)
+  bool masks = false;       // one mask per sample
+  bool normalized = false;  // float32 NCHW copy of the images (always for typed images)
+  // The sample types (dspipe/format.h) of images() and masks(): the dataset's. Typed images
+  // (uint16, int16, float32) are also given as float32 in their own units by normalized().
+  SampleType image_type = SampleType::kUint8;
+  SampleType mask_type = SampleType::kUint8;  // uint8 or uint16 class ids
 
-  size_t image_bytes() const { return static_cast<size_t>(height) * width * channels; }
-  size_t mask_bytes() const { return masks ? static_cast<size_t>(height) * width : 0; }
-  size_t normalized_floats() const { return normalized ? image_bytes() : 0; }
+  size_t pixels() const { return static_cast<size_t>(height) * width; }
+  size_t image_bytes() const { return pixels() * channels * SampleTypeSize(image_type); }
+  size_t mask_bytes() const { return masks ? pixels() * SampleTypeSize(mask_type) : 0; }
+  size_t normalized_floats() const { return normalized ? pixels() * channels : 0; }
 };
 
 class Batch {
@@ -72,12 +79,13 @@ class Batch {
   uint64_t epoch() const { return epoch_; }
   uint64_t number() const { return number_; }
 
-  // uint8 NHWC, size() * height * width * channels bytes.
+  // NHWC samples of shape().image_type (uint8 unless the dataset is typed), size() *
+  // image_bytes() bytes.
   uint8_t* images() const { return images_; }
   std::span<uint8_t> image(int i) const {
     return {images_ + i * shape_.image_bytes(), shape_.image_bytes()};
   }
-  // uint8 NHW masks, or nullptr when the dataset has none.
+  // NHW masks of shape().mask_type (uint8, or uint16 ids), or nullptr when the dataset has none.
   uint8_t* masks() const { return masks_; }
   std::span<uint8_t> mask(int i) const {
     return {masks_ + i * shape_.mask_bytes(), shape_.mask_bytes()};

@@ -28,14 +28,19 @@ struct DatasetInfo {
   std::string path;
   uint64_t count = 0;
   std::string store;  // "encoded" | "raw" | "plain"
-  int channels = 3;   // decoded image channels (1 or 3)
+  int channels = 3;   // decoded image channels (uint8: 1 or 3; typed: 1..kMaxChannels)
+  // The images' and masks' sample types (format.h): uint8 unless the dataset keeps deeper
+  // samples (16-bit, float) as they are; masks uint8 or uint16 (ids above 255).
+  SampleType sample_type = SampleType::kUint8;
+  SampleType mask_type = SampleType::kUint8;
   int height = 0;     // 0 when sizes vary (or unknown, for plain LMDBs)
   int width = 0;
   bool has_masks = false;
   bool has_labels = false;
   int num_classes = 0;                   // mask classes (max mask id + 1) when known, else 0
   std::vector<std::string> class_names;  // ImageFolder label names, index = label
-  bool has_stats = false;  // per-channel mean/std of the images, in [0,255] pixel units
+  bool has_stats = false;  // per-channel mean/std of the images, in pixel units (0-255 for
+                           // uint8, the source's values for typed samples)
   std::vector<double> mean;
   std::vector<double> std;
   std::string manifest_json;  // the whole manifest ("" for plain LMDBs)

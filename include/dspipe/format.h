@@ -1,4 +1,4 @@
-// The dspipe on-disk record format (version 1). docs/FORMAT.md is the normative description;
+// The dspipe on-disk record format (versions 1 and 2). docs/FORMAT.md is the normative description;
 // this header mirrors it. Values stored on disk: do not change them.
 #pragma once
 
@@ -22,13 +22,32 @@ enum class Codec : uint8_t {
 };
 const char* CodecName(Codec c);
 
+// The type of one pixel sample of a payload (image or mask). Stored on disk (record version 2,
+// the manifest's "sample_type" / "mask_type"): do not change the numbers.
+enum class SampleType : uint8_t {
+  kUint8 = 0,
+  kUint16 = 1,   // 16-bit PNG / TIFF / PGM, e.g. CT and MR slices; uint16 masks (ids to 65535)
+  kInt16 = 2,    // signed 16-bit TIFF (e.g. raw Hounsfield units)
+  kFloat32 = 3,  // float TIFF
+};
+inline constexpr int kNumSampleTypes = 4;
+// "uint8", "uint16", "int16", "float32" (numpy's dtype names).
+const char* SampleTypeName(SampleType t);
+// The inverse of SampleTypeName; false for anything else.
+bool ParseSampleType(const std::string& name, SampleType* out);
+// Bytes per sample: 1, 2, 2, 4.
+size_t SampleTypeSize(SampleType t);
+// The largest channel count a record holds.
+inline constexpr int kMaxChannels = 16;
+
 // Fixed 32-byte little-endian header in front of every record value:
 //   off size field
 //   0   4    magic "DSR1"
-//   4   1    version (1)
-//   5   1    image codec (Codec)
-//   6   1    mask codec (Codec; kNone when there is no mask)
-//   7   1    channels of the decoded image (1 or 3); masks always have 1
+//   4   1    version (1 or 2)
+//   5   1    image codec (Codec); version 2: low nibble codec, high nibble image SampleType
+//   6   1    mask codec (Codec; kNone when there is no mask); version 2: high nibble mask type
+//   7   1    channels of the decoded image (version 1: 1 or 3; version 2: 1..kMaxChannels);
+//            masks always have 1
 //   8   4    height (decoded, after EXIF orientation and --resize)
 //   12  4    width
 //   16  4    label (int32, -1 = none)
@@ -36,13 +55,17 @@ const char* CodecName(Codec c);
 //   24  4    mask payload size in bytes (0 = no mask)
 //   28  4    CRC-32 (zlib polynomial) over bytes 0..27 then the payload bytes
 // then image payload, then mask payload. Value size == 32 + image_size + mask_size exactly.
+// EncodeRecord writes version 1 for uint8 images and masks of 1 or 3 channels (what every
+// reader before version 2 opens) and version 2 otherwise; DecodeRecord reads both.
 inline constexpr size_t kRecordHeaderSize = 32;
-inline constexpr uint8_t kRecordVersion = 1;
+inline constexpr uint8_t kRecordVersion = 2;  // the newest version written
 
 struct RecordHeader {
   Codec image_codec = Codec::kNone;
   Codec mask_codec = Codec::kNone;
   uint8_t channels = 0;
+  SampleType image_type = SampleType::kUint8;  // raw payloads: the stored pixels' type
+  SampleType mask_type = SampleType::kUint8;
   uint32_t height = 0;
   uint32_t width = 0;
   int32_t label = -1;

@@ -178,11 +178,12 @@ Status DecodeJpegWhole(std::span<const uint8_t> bytes, int channels, cv::Mat* ou
 
 Status CheckLoaderDepth(const ImageProbe& probe) {
   if (probe.bit_depth <= 8) return Status::OK();
-  return Status::BadInput("a " + std::to_string(probe.bit_depth) + "-bit " +
-                          (probe.floating ? "float " : "") +
-                          "image, and the loader decodes 8-bit pixels (only the high byte would "
-                          "be kept); build a dataset from it with " +
-                          Opt("BuildOptions::depth", "8") + " to reduce it knowingly");
+  return Status::BadInput(
+      "a " + std::to_string(probe.bit_depth) + "-bit " + (probe.floating ? "float " : "") +
+      "image, and this source is read as 8-bit pixels (only the high byte "
+      "would be kept); build a dspipe dataset from it, which keeps the "
+      "samples as they are (the loader gives them as float32), or pass " +
+      Opt("BuildOptions::depth", "8") + " to that build to reduce it knowingly");
 }
 
 Status CheckImageSize(const char* what, uint64_t width, uint64_t height) {
@@ -257,6 +258,7 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
     out->channels = img.channels() <= 2 ? img.channels() : 3;
     out->bit_depth = static_cast<int>(img.elemSize1()) * 8;
     out->floating = img.depth() == CV_16F || img.depth() == CV_32F || img.depth() == CV_64F;
+    out->is_signed = img.depth() == CV_8S || img.depth() == CV_16S || img.depth() == CV_32S;
     return Status::OK();
   } catch (const std::exception& e) {
     return FromException("Probe", e);
@@ -298,7 +300,7 @@ Status DecodeImageInto(std::span<const uint8_t> bytes, int channels, int height,
   }
 }
 
-Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
+Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out, bool wide) {
   try {
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
     if (SniffCodec(bytes) == Codec::kPng) {
@@ -351,7 +353,9 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
       return Status::BadInput(std::string("decode failed: ") + e.what());
     }
     if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
-    if (raw.depth() == CV_16U) {
+    if (raw.depth() == CV_16U && wide) {
+      // Kept as it is: ids above 255 stay (instance maps); checked for one plane below.
+    } else if (raw.depth() == CV_16U) {
       double mx = 0;
       cv::minMaxLoc(raw.reshape(1), nullptr, &mx);
       if (mx > 255) {
@@ -378,6 +382,98 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out) {
     return Status::OK();
   } catch (const std::exception& e) {
     return FromException("DecodeMask", e);
+  }
+}
+
+Status SampleTypeOf(const ImageProbe& p, SampleType* out) {
+  if (p.bit_depth <= 8 && !p.floating) {
+    *out = SampleType::kUint8;
+  } else if (p.bit_depth == 16 && !p.floating) {
+    *out = p.is_signed ? SampleType::kInt16 : SampleType::kUint16;
+  } else if (p.bit_depth == 32 && p.floating) {
+    *out = SampleType::kFloat32;
+  } else {
+    return Status::BadInput(std::string("a ") + std::to_string(p.bit_depth) + "-bit " +
+                            (p.floating    ? "float"
+                             : p.is_signed ? "signed integer"
+                                           : "integer") +
+                            " image: dspipe keeps uint8, uint16, int16 and float32 samples; "
+                            "convert it to one of them first");
+  }
+  return Status::OK();
+}
+
+int CvDepth(SampleType t) {
+  switch (t) {
+    case SampleType::kUint8:
+      return CV_8U;
+    case SampleType::kUint16:
+      return CV_16U;
+    case SampleType::kInt16:
+      return CV_16S;
+    case SampleType::kFloat32:
+      return CV_32F;
+  }
+  return CV_8U;
+}
+
+Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, cv::Mat* out) {
+  try {
+    if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+    if (mask) {
+      if (type != SampleType::kUint8 && type != SampleType::kUint16) {
+        return Status::InvalidArgument("masks are uint8 or uint16");
+      }
+      DSPIPE_RETURN_IF_ERROR(DecodeMask(bytes, out, /*wide=*/true));
+      if (out->depth() != CvDepth(type)) out->convertTo(*out, CvDepth(type));
+      return Status::OK();
+    }
+    DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
+    cv::Mat raw;
+    try {
+      cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+      raw = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
+    } catch (const cv::Exception& e) {
+      return Status::BadInput(std::string("decode failed: ") + e.what());
+    }
+    if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+    if (raw.depth() != CvDepth(type)) {
+      return Status::BadInput(std::string("decoded samples are not ") + SampleTypeName(type));
+    }
+    const int c = raw.channels();
+    if (c != 1 && !(type == SampleType::kUint16 && (c == 3 || c == 4))) {
+      return Status::BadInput(std::to_string(c) + " channels of " + SampleTypeName(type) +
+                              ": dspipe reads 1 channel of int16 / float32 and 1, 3 or 4 of "
+                              "uint16 for now");
+    }
+    if (c == 1) {
+      *out = raw;
+    } else {
+      cv::cvtColor(raw, *out, c == 3 ? cv::COLOR_BGR2RGB : cv::COLOR_BGRA2RGBA);
+    }
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("DecodeTyped", e);
+  }
+}
+
+Status EncodeTypedPng(const cv::Mat& image, std::string* out) {
+  const int c = image.channels();
+  if (image.depth() != CV_16U || (c != 1 && c != 3 && c != 4)) {
+    return Status::InvalidArgument("EncodeTypedPng takes uint16 images of 1, 3 or 4 channels");
+  }
+  try {
+    cv::Mat bgr;
+    if (c == 3) cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
+    if (c == 4) cv::cvtColor(image, bgr, cv::COLOR_RGBA2BGRA);
+    std::vector<uint8_t> buf;
+    if (!cv::imencode(".png", c == 1 ? image : bgr, buf, {cv::IMWRITE_PNG_COMPRESSION, 1})) {
+      return Status::Internal("PNG encode failed");
+    }
+    out->assign(reinterpret_cast<const char*>(buf.data()), buf.size());
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("EncodeTypedPng", e);
   }
 }
 

@@ -29,6 +29,7 @@ struct ImageProbe {
   int channels = 0;            // channels as stored: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA
   int bit_depth = 8;           // bits per sample as stored: 1..8, 16, 32 or 64
   bool floating = false;       // float samples (a float TIFF): bit_depth 16, 32 or 64
+  bool is_signed = false;      // signed integer samples (an int16 TIFF)
   bool palette = false;        // PNG color type 3
 };
 
@@ -42,10 +43,29 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out);
 // BadInput when width x height exceeds the process's DecodeLimits (dspipe/limits.h); the message
 // starts with `what` ("PNG header") and names the limit and the flag that raises it.
 Status CheckImageSize(const char* what, uint64_t width, uint64_t height);
-// The loader decodes 8-bit pixels: OK for an image of at most 8 bits per sample, else BadInput
-// "a 16-bit image, and the loader decodes 8-bit pixels (only the high byte would be kept); ..."
+// Plain LMDBs and dsbench's folder source are read as 8-bit pixels: OK for an image of at most
+// 8 bits per sample, else BadInput "a 16-bit image, and this source is read as 8-bit pixels
+// (only the high byte would be kept); ..."
 // naming BuildOptions::depth; the caller puts the file or key in front (WithContext).
 Status CheckLoaderDepth(const ImageProbe& probe);
+
+// ---- Typed pixels (dspipe/format.h SampleType): images deeper than 8 bits kept as they are.
+
+// The sample type a probed image keeps: uint8 for 8 bits or fewer, uint16 / int16 for 16-bit
+// integers, float32 for 32-bit floats. BadInput naming what it is for anything else (64-bit
+// floats, half floats, 32-bit integers).
+Status SampleTypeOf(const ImageProbe& probe, SampleType* out);
+// OpenCV's depth for a sample type: CV_8U, CV_16U, CV_16S, CV_32F.
+int CvDepth(SampleType t);
+// Decodes an image of `type` keeping its samples and channels (OpenCV's IMREAD_UNCHANGED:
+// 16-bit PNG, 16-bit PGM/PPM, TIFF of 8/16-bit integer or 32-bit float samples), in RGB / RGBA
+// order. A decode of another sample type, or of other than 1, 3 or 4 channels (3 or 4 only for
+// uint16), is BadInput saying so. No EXIF orientation (PNG and TIFF carry none that OpenCV
+// applies to them). With `mask`: one channel of class ids (uint16 kept, uint8 widened).
+Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, cv::Mat* out);
+// Encodes a uint16 image (1, 3 or 4 channels, RGB order) or a uint16 mask as a PNG
+// (compression 1), lossless. Other types: InvalidArgument.
+Status EncodeTypedPng(const cv::Mat& image, std::string* out);
 
 // Decodes to an 8-bit image with `channels` (1 or 3, RGB). *out is (re)allocated as needed.
 Status DecodeImage(std::span<const uint8_t> bytes, int channels, cv::Mat* out);
@@ -57,8 +77,9 @@ Status DecodeImageInto(std::span<const uint8_t> bytes, int channels, int height,
 
 // Decodes a mask to CV_8UC1. Accepts 8/16-bit gray, and multi-channel images whose channels
 // are all equal (gray stored as RGB/RGBA or a gray palette). 16-bit ids above 255 and truly
-// multi-channel masks are kBadInput with the reason.
-Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out);
+// multi-channel masks are kBadInput with the reason. With `wide`, a 16-bit mask stays CV_16UC1
+// whatever its ids (the build narrows it to 8 bits itself when every id fits).
+Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out, bool wide = false);
 
 // True when the bytes are a PNG that decodes to 8-bit single-channel directly (no palette, no
 // alpha): such masks are stored as they are; others are re-encoded.
@@ -84,6 +105,10 @@ Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t 
 struct DecodeRequest {
   Codec codec = Codec::kNone;  // the record's codec for the payload
   std::span<const uint8_t> payload;
+  // The record's sample type for the payload. Other than kUint8, the payload is decoded whole
+  // into `scratch` as that type (raw: its stored pixels; encoded: DecodeTyped), channels as
+  // stored (masks: 1), and crop, out size, dst and fuse must be unset.
+  SampleType type = SampleType::kUint8;
   int channels = 3;      // output channels, 1 or 3 (RGB); masks: 1
   bool is_mask = false;  // mask semantics (DecodeMask: class ids kept exact; never scaled)
   // The record header's size; 0 x 0 = unknown (plain LMDBs): whatever the bytes say. When set,

@@ -84,6 +84,52 @@ Status RouteJpeg(const DecodeRequest& q, cv::Mat* image, cv::Mat* scratch, Decod
   return Status::OK();
 }
 
+// A payload of another sample type than uint8 (DecodeRequest::type): whole, into the scratch.
+Status DecodeTypedPayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage* out) {
+  const bool sized = q.height > 0 && q.width > 0;
+  if (q.dst != nullptr || q.fuse || q.crop_w > 0 || q.crop_h > 0 || q.out_height > 0 ||
+      q.out_width > 0 || !sized || (q.is_mask && q.channels != 1) || q.channels < 1 ||
+      q.channels > kMaxChannels) {
+    return Status::InvalidArgument(
+        "DecodePayload: a typed payload is decoded whole at its stored size, into the scratch");
+  }
+  const int type = CV_MAKETYPE(CvDepth(q.type), q.channels);
+  Status s;
+  if (q.codec == Codec::kRaw || q.codec == Codec::kRawZstd) {
+    FitMat(q.height, q.width, type, scratch);
+    const size_t n = scratch->total() * scratch->elemSize();
+    if (q.codec == Codec::kRawZstd) {
+      s = DecompressZstd(q.payload, scratch->data, n);
+    } else if (q.payload.size() != n) {
+      s = Status::Corruption("raw payload is " + std::to_string(q.payload.size()) +
+                             " bytes, expected " + std::to_string(n));
+    } else {
+      std::memcpy(scratch->data, q.payload.data(), n);
+    }
+    out->path = DecodePath::kRaw;
+  } else if (q.codec == Codec::kNone) {
+    return Status::Corruption("record has no payload to decode");
+  } else {
+    s = AsCorruption(DecodeTyped(q.payload, q.type, q.is_mask, scratch));
+    if (s.ok() && scratch->type() != type) {
+      s = Status::Corruption(std::string("decoded ") + std::to_string(scratch->channels()) +
+                             " channels of " + SampleTypeName(q.type) + ", the record says " +
+                             std::to_string(q.channels));
+    }
+  }
+  if (!s.ok()) return s;
+  if (scratch->rows != q.height || scratch->cols != q.width) {
+    return Status::Corruption("decoded image is " + std::to_string(scratch->cols) + "x" +
+                              std::to_string(scratch->rows) + ", header says " +
+                              std::to_string(q.width) + "x" + std::to_string(q.height));
+  }
+  out->image = *scratch;
+  out->source_height = q.height;
+  out->source_width = q.width;
+  out->crop = RectF{0, 0, static_cast<double>(q.width), static_cast<double>(q.height)};
+  return Status::OK();
+}
+
 }  // namespace
 
 void SetJpegRegionDecode(bool enabled) { RegionFlag().store(enabled); }
@@ -92,6 +138,14 @@ bool JpegRegionDecode() { return RegionFlag().load(std::memory_order_relaxed); }
 Status DecodePayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage* out) {
   try {
     *out = DecodedImage{};
+    if (q.type != SampleType::kUint8) {
+      if (q.height > 0 && q.width > 0) {  // the header sizes the allocation: limits first
+        const Status fits = CheckImageSize("record header", static_cast<uint64_t>(q.width),
+                                           static_cast<uint64_t>(q.height));
+        if (!fits.ok()) return Status::Corruption(fits.message());
+      }
+      return DecodeTypedPayload(q, scratch, out);
+    }
     if (q.channels != 1 && q.channels != 3 &&
         !(q.codec == Codec::kRaw || q.codec == Codec::kRawZstd)) {
       return Status::InvalidArgument("channels must be 1 or 3");

@@ -123,8 +123,27 @@ Status ShardProblems(const std::string& dir, const std::vector<ShardState>& shar
                             " shards not finished: " + problems);
 }
 
-void MergeAccum(const Accum& a, Accum* total) {
-  for (int k = 0; k < 3; ++k) total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
+// Errors: the shards' images differ in sample type or channels (BadInput naming both files).
+Status MergeAccum(const Accum& a, const std::string& where, Accum* total) {
+  if (a.image_type >= 0 && total->image_type >= 0 &&
+      (a.image_type != total->image_type || a.channels != total->channels)) {
+    MadeRecord r;
+    r.header.image_type = static_cast<SampleType>(a.image_type);
+    r.header.channels = static_cast<uint8_t>(a.channels);
+    return total->Check(r, a.type_from).WithContext(where + ": its first image " + a.type_from);
+  }
+  if (total->image_type < 0) {
+    total->image_type = a.image_type;
+    total->channels = a.channels;
+    total->type_from = a.type_from;
+  }
+  total->mask_type = std::max(total->mask_type, a.mask_type);
+  for (int k = 0; k < kMaxChannels; ++k) {
+    if (a.stat_images == 0) break;
+    total->min[k] = total->stat_images == 0 ? a.min[k] : std::min(total->min[k], a.min[k]);
+    total->max[k] = total->stat_images == 0 ? a.max[k] : std::max(total->max[k], a.max[k]);
+  }
+  for (int k = 0; k < kMaxChannels; ++k) total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
   total->pixels += a.pixels;
   total->stat_images += a.stat_images;
   total->mask_max = std::max(total->mask_max, a.mask_max);
@@ -141,6 +160,7 @@ void MergeAccum(const Accum& a, Accum* total) {
   total->mask_bytes += a.mask_bytes;
   for (const auto& [codec, n] : a.codecs) total->codecs[codec] += n;
   total->rejected.insert(total->rejected.end(), a.rejected.begin(), a.rejected.end());
+  return Status::OK();
 }
 
 Status Assemble(const std::string& dir, AssembleResult* result) {
@@ -195,7 +215,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
       return Status::Corruption(where + ": manifest says " + std::to_string(count) +
                                 " records, the shard holds " + std::to_string(st.records));
     }
-    MergeAccum(a, &total);
+    DSPIPE_RETURN_IF_ERROR(MergeAccum(a, where, &total));
     json r = {{"name", st.name}, {"begin", first}, {"end", first + count}};
     if (key_begin != first) r["key_begin"] = key_begin;  // earlier shards rejected samples
     ranges.push_back(r);
@@ -219,6 +239,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   m["bytes"] = {{"image", total.image_bytes}, {"mask", total.mask_bytes}};
   m["codecs"] = total.codecs;
   m.erase("stats");
+  SetTypeFields(total, &m);
   if (total.pixels > 0) m["stats"] = StatsJson(total, m.at("channels").get<int>(), first);
   m["shards"] = ranges;
   result->shards = n;

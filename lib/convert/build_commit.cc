@@ -162,6 +162,9 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                 tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Work> w) {
                   if (stop.load()) return;
                   result_->bytes_read += w->rec.bytes_read;
+                  if (w->status.ok())
+                    w->status =
+                        acc->Check(w->rec, plan_[w->pos].image).WithPath(plan_[w->pos].image);
                   if (!w->status.ok()) {
                     if (o_.on_error == OnError::kFail ||
                         w->status.code() != Status::Code::kBadInput) {
@@ -174,6 +177,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   } else {
                     uint8_t key[kKeySize];
                     EncodeKey(acc->next_index++, key);
+                    if (acc->image_type < 0) acc->type_from = plan_[w->pos].image;
                     acc->Add(w->rec);
                     writer.PutRecord(std::string(reinterpret_cast<char*>(key), kKeySize),
                                      std::move(w->rec.value));

@@ -84,7 +84,8 @@ json Builder::Manifest(const Accum& acc, uint64_t count) const {
               {"source_kind", plan_meta_.at("kind")},
               {"sources", plan_.size()},
               {"rejected", acc.rejected.size()}}}};
-  if (acc.pixels > 0) m["stats"] = StatsJson(acc, channels, count);
+  SetTypeFields(acc, &m);
+  if (acc.pixels > 0) m["stats"] = StatsJson(acc, m.at("channels").get<int>(), count);
   return m;
 }
 

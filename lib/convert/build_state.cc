@@ -15,8 +15,14 @@ namespace fs = std::filesystem;
 json Accum::ToJson() const {
   return {{"next_pos", next_pos},
           {"next_index", next_index},
-          {"sum", std::vector<double>(sum, sum + 3)},
-          {"sumsq", std::vector<double>(sumsq, sumsq + 3)},
+          {"sum", std::vector<double>(sum, sum + kMaxChannels)},
+          {"sumsq", std::vector<double>(sumsq, sumsq + kMaxChannels)},
+          {"min", std::vector<double>(min, min + kMaxChannels)},
+          {"max", std::vector<double>(max, max + kMaxChannels)},
+          {"image_type", image_type},
+          {"channels", channels},
+          {"type_from", type_from},
+          {"mask_type", mask_type},
           {"pixels", pixels},
           {"stat_images", stat_images},
           {"mask_max", mask_max},
@@ -43,7 +49,29 @@ Accum Accum::FromJson(const json& j) {
   a.next_pos = Int(j.at("next_pos"));
   a.next_index = Int(j.at("next_index"));
   auto s = j.at("sum").get<std::vector<double>>(), q = j.at("sumsq").get<std::vector<double>>();
-  for (int k = 0; k < 3; ++k) a.sum[k] = s.at(k), a.sumsq[k] = q.at(k);
+  // 3 entries in the state of a build made before typed samples, kMaxChannels since.
+  if (s.size() < 3 || s.size() > kMaxChannels || q.size() != s.size()) {
+    throw json::type_error::create(302, "sum/sumsq of " + std::to_string(s.size()) + " channels",
+                                   &j);
+  }
+  for (size_t k = 0; k < s.size(); ++k) a.sum[k] = s[k], a.sumsq[k] = q[k];
+  if (j.contains("min")) {
+    auto lo = j.at("min").get<std::vector<double>>(), hi = j.at("max").get<std::vector<double>>();
+    if (lo.size() != s.size() || hi.size() != s.size()) {
+      throw json::type_error::create(302, "min/max differ in length from sum", &j);
+    }
+    for (size_t k = 0; k < s.size(); ++k) a.min[k] = lo[k], a.max[k] = hi[k];
+  }
+  if (j.contains("image_type")) {
+    a.image_type = static_cast<int>(Int(j.at("image_type")));
+    a.channels = static_cast<int>(Int(j.at("channels")));
+    a.type_from = j.at("type_from").get<std::string>();
+    a.mask_type = static_cast<int>(Int(j.at("mask_type")));
+    if (a.image_type < -1 || a.image_type >= kNumSampleTypes || a.channels < -1 ||
+        a.channels > kMaxChannels || (a.mask_type != 0 && a.mask_type != 1)) {
+      throw json::type_error::create(302, "bad sample type or channels", &j);
+    }
+  }
   a.pixels = Int(j.at("pixels"));
   a.stat_images = Int(j.at("stat_images"));
   a.mask_max = Int(j.at("mask_max"));
@@ -65,10 +93,19 @@ Accum Accum::FromJson(const json& j) {
 
 void Accum::Add(const MadeRecord& r) {
   if (r.has_stats) {
-    for (int k = 0; k < 3; ++k) sum[k] += r.sum[k], sumsq[k] += r.sumsq[k];
+    for (int k = 0; k < r.header.channels; ++k) {
+      sum[k] += r.sum[k], sumsq[k] += r.sumsq[k];
+      min[k] = stat_images == 0 ? r.min[k] : std::min(min[k], r.min[k]);
+      max[k] = stat_images == 0 ? r.max[k] : std::max(max[k], r.max[k]);
+    }
     pixels += r.pixels;
     ++stat_images;
   }
+  if (image_type < 0) {
+    image_type = static_cast<int>(r.header.image_type);
+    channels = r.header.channels;
+  }
+  if (r.header.mask_type == SampleType::kUint16) mask_type = 1;
   mask_max = std::max(mask_max, r.mask_max);
   for (int k = 0; k < 4; ++k) mask_ids[k] |= r.mask_ids[k];
   jpeg_masks += r.mask_jpeg ? 1 : 0;
@@ -83,17 +120,61 @@ void Accum::Add(const MadeRecord& r) {
   ++codecs[CodecName(r.header.image_codec)];
 }
 
+Status Accum::Check(const MadeRecord& r, const std::string& file) const {
+  if (image_type < 0 ||
+      (image_type == static_cast<int>(r.header.image_type) && channels == r.header.channels)) {
+    return Status::OK();
+  }
+  auto what = [](int type, int c) {
+    return std::to_string(c) + (c == 1 ? " channel of " : " channels of ") +
+           SampleTypeName(static_cast<SampleType>(type));
+  };
+  const bool depth = image_type != static_cast<int>(r.header.image_type);
+  return Status::BadInput(
+      file + ": its pixels are " + what(static_cast<int>(r.header.image_type), r.header.channels) +
+      ", and the dataset's are " + what(image_type, channels) + " (set by its first image, " +
+      type_from + "): a dataset holds one sample type and channel count; " +
+      (depth ? "pass " + Opt("BuildOptions::depth", "8") +
+                   " to store every image as 8-bit (the high byte of deeper ones), or "
+             : "pass " + Opt("BuildOptions::gray", "true") + " to store every image as gray, or ") +
+      Opt("BuildOptions::on_error", "skip") + " to leave such files out (listed in rejected.tsv)");
+}
+
+SampleType ImageType(const Accum& acc) {
+  return acc.image_type < 0 ? SampleType::kUint8 : static_cast<SampleType>(acc.image_type);
+}
+
+int DatasetChannels(const Accum& acc, int channels) {
+  return ImageType(acc) == SampleType::kUint8 || acc.channels < 0 ? channels : acc.channels;
+}
+
+void SetTypeFields(const Accum& acc, json* m) {
+  const SampleType type = ImageType(acc);
+  const SampleType mask = acc.mask_type == 1 ? SampleType::kUint16 : SampleType::kUint8;
+  (*m)["channels"] = DatasetChannels(acc, m->at("channels").get<int>());
+  (*m)["sample_type"] = SampleTypeName(type);
+  (*m)["mask_type"] = SampleTypeName(mask);
+  const bool typed = type != SampleType::kUint8 || mask != SampleType::kUint8;
+  (*m)["format_version"] = typed ? kManifestVersion : 1;
+}
+
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
 json StatsJson(const Accum& acc, int channels, uint64_t count) {
-  std::vector<double> mean(channels), sd(channels);
+  std::vector<double> mean(channels), sd(channels), lo(channels), hi(channels);
   for (int k = 0; k < channels; ++k) {
     mean[k] = acc.sum[k] / static_cast<double>(acc.pixels);
     sd[k] = std::sqrt(
         std::max(0.0, acc.sumsq[k] / static_cast<double>(acc.pixels) - mean[k] * mean[k]));
+    lo[k] = acc.min[k], hi[k] = acc.max[k];
   }
+  const SampleType type = ImageType(acc);
   return {{"mean", mean},
           {"std", sd},
-          {"units", "pixel values 0-255"},
+          {"min", lo},
+          {"max", hi},
+          {"units", type == SampleType::kUint8
+                        ? "pixel values 0-255"
+                        : std::string("source values (") + SampleTypeName(type) + ")"},
           {"images", acc.stat_images},
           {"sampled", acc.stat_images < count}};
 }

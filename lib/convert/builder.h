@@ -47,8 +47,14 @@ inline constexpr const char* kCursorKey = "cursor";
 struct Accum {
   uint64_t next_pos = 0;    // plan position to process next
   uint64_t next_index = 0;  // record index to write next
-  double sum[3] = {0, 0, 0}, sumsq[3] = {0, 0, 0};
+  double sum[kMaxChannels] = {}, sumsq[kMaxChannels] = {};
+  double min[kMaxChannels] = {}, max[kMaxChannels] = {};  // valid where stat_images > 0
   uint64_t pixels = 0, stat_images = 0;
+  // The images' sample type and channel count (SampleType as an int; -1 until the first
+  // record), and the file that set them: every later record must agree (Check).
+  int image_type = -1, channels = -1;
+  std::string type_from;
+  int mask_type = 0;  // SampleType: uint16 once some mask holds an id above 255
   int mask_max = -1;
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: some mask holds id i (after mask_map)
   uint64_t jpeg_masks = 0;              // masks whose source file is a JPEG
@@ -66,10 +72,21 @@ struct Accum {
   // Throws json::exception on a missing or mistyped field; use ParseAccum.
   static Accum FromJson(const json& j);
   void Add(const MadeRecord& r);
+  // BadInput naming `file` when the record's sample type or channel count differs from the
+  // dataset's (set by the first record), with the options that make them agree.
+  Status Check(const MadeRecord& r, const std::string& file) const;
 };
 
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
 json StatsJson(const Accum& acc, int channels, uint64_t count);
+// The dataset's image sample type and channels from the totals (uint8 and `channels` for a
+// dataset of 8-bit images, whose channel count the options decide).
+SampleType ImageType(const Accum& acc);
+int DatasetChannels(const Accum& acc, int channels);
+// Sets the manifest's "channels" (typed datasets: their images'), "sample_type", "mask_type"
+// and "format_version" (2 for a dataset of typed samples, which readers before it cannot read;
+// 1 otherwise) from the totals.
+void SetTypeFields(const Accum& acc, json* manifest);
 
 const char* StoreName(StoreMode m);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <opencv2/imgproc.hpp>
 
 #include "codec/image.h"
@@ -23,22 +24,57 @@ void Resize(const cv::Mat& in, int w, int h, bool nearest, cv::Mat* out) {
   cv::resize(in, *out, cv::Size(w, h), 0, 0, interp);
 }
 
-void AddStats(const cv::Mat& img, MadeRecord* r) {
+template <typename T>
+void AddStatsOf(const cv::Mat& img, MadeRecord* r) {
   const int c = img.channels();
-  uint64_t s[3] = {0, 0, 0}, q[3] = {0, 0, 0};
+  for (int k = 0; k < c; ++k) {
+    r->min[k] = std::numeric_limits<double>::infinity();
+    r->max[k] = -std::numeric_limits<double>::infinity();
+  }
   for (int y = 0; y < img.rows; ++y) {
-    const uint8_t* p = img.ptr<uint8_t>(y);
+    const T* p = img.ptr<T>(y);
     for (int x = 0; x < img.cols * c; x += c) {
       for (int k = 0; k < c; ++k) {
-        const uint64_t v = p[x + k];
-        s[k] += v;
-        q[k] += v * v;
+        const double v = static_cast<double>(p[x + k]);
+        r->sum[k] += v;
+        r->sumsq[k] += v * v;
+        r->min[k] = std::min(r->min[k], v);
+        r->max[k] = std::max(r->max[k], v);
       }
     }
   }
-  for (int k = 0; k < c; ++k) {
-    r->sum[k] = static_cast<double>(s[k]);
-    r->sumsq[k] = static_cast<double>(q[k]);
+}
+
+// Per-channel sums, sums of squares, min and max in the stored samples' units.
+void AddStats(const cv::Mat& img, MadeRecord* r) {
+  if (img.depth() == CV_8U) {  // exact integer sums: the common case, kept fast
+    const int c = img.channels();
+    uint64_t s[3] = {0, 0, 0}, q[3] = {0, 0, 0};
+    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    for (int y = 0; y < img.rows; ++y) {
+      const uint8_t* p = img.ptr<uint8_t>(y);
+      for (int x = 0; x < img.cols * c; x += c) {
+        for (int k = 0; k < c; ++k) {
+          const uint8_t v = p[x + k];
+          s[k] += v;
+          q[k] += uint64_t{v} * v;
+          lo[k] = std::min(lo[k], v);
+          hi[k] = std::max(hi[k], v);
+        }
+      }
+    }
+    for (int k = 0; k < c; ++k) {
+      r->sum[k] = static_cast<double>(s[k]);
+      r->sumsq[k] = static_cast<double>(q[k]);
+      r->min[k] = lo[k];
+      r->max[k] = hi[k];
+    }
+  } else if (img.depth() == CV_16U) {
+    AddStatsOf<uint16_t>(img, r);
+  } else if (img.depth() == CV_16S) {
+    AddStatsOf<int16_t>(img, r);
+  } else {
+    AddStatsOf<float>(img, r);
   }
   r->pixels = static_cast<uint64_t>(img.rows) * img.cols;
   r->has_stats = true;
@@ -52,28 +88,25 @@ Status Reject(const std::string& file, const Status& s) {
   return Status::BadInput(file + ": " + s.message()).WithPath(file);
 }
 
-// An image deeper than 8 bits: OK only for integer samples with BuildOptions::depth = 8 (the
-// user asked for the reduction); else the reason and the option, never a silent high byte.
-Status CheckImageDepth(const codec::ImageProbe& p, const BuildOptions& o) {
-  if (p.bit_depth <= 8) return Status::OK();
-  const std::string what = std::to_string(p.bit_depth) + "-bit " +
-                           (p.floating ? "float " : "") + "image (" +
-                           std::to_string(p.channels) + (p.channels == 1 ? " channel" : " channels") + ")";
-  if (p.floating) {
+// An image deeper than 8 bits is kept as it is (a typed dataset, SampleType) unless
+// BuildOptions::depth = 8 asks for its high byte: integer samples only.
+Status CheckImageDepth(const codec::ImageProbe& p, SampleType type, const BuildOptions& o) {
+  if (type == SampleType::kUint8 || o.depth != 8) return Status::OK();
+  if (type == SampleType::kFloat32) {
     return Status::BadInput(
-        "a " + what +
-        ": dspipe datasets hold 8-bit pixels for now, and no reduction of float samples is "
-        "right without knowing their range; convert the images to 8-bit (or 16-bit, then pass " +
-        Opt("BuildOptions::depth", "8") + ") with the windowing or scaling your data needs");
+        "a 32-bit float image (" + std::to_string(p.channels) +
+        (p.channels == 1 ? " channel" : " channels") + "): " + Opt("BuildOptions::depth", "8") +
+        " keeps the high byte of integer samples, and no reduction of float samples is right "
+        "without knowing their range; drop it to keep the float32 values");
   }
-  if (o.depth == 8) return Status::OK();
-  return Status::BadInput(
-      "a " + what +
-      ": dspipe datasets hold 8-bit pixels for now, and storing it would keep only the high "
-      "byte (a 12-bit CT slice would keep 16 of its 4096 gray levels); pass " +
-      Opt("BuildOptions::depth", "8") + " (and " + Opt("BuildOptions::overwrite", "true") +
-      " over this stopped build) to store the high byte knowingly, or window/scale the images "
-      "to 8 bits first");
+  return Status::OK();
+}
+
+// Why a typed image cannot take an option that needs 8-bit samples, and what to pass instead.
+Status TypedRefusal(SampleType type, const std::string& option, const std::string& why) {
+  return Status::BadInput(std::string("a ") + SampleTypeName(type) + " image and " + option + ": " +
+                          why + "; drop it, or pass " + Opt("BuildOptions::depth", "8") +
+                          " to store 8-bit samples knowingly");
 }
 
 }  // namespace
@@ -137,11 +170,16 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   codec::ImageProbe probe;
   Status s = codec::Probe(Bytes(img_bytes), &probe);
   if (!s.ok()) return Reject(item.image, s);
-  s = CheckImageDepth(probe, o);
+  SampleType type = SampleType::kUint8;
+  s = codec::SampleTypeOf(probe, &type);
+  if (s.ok()) s = CheckImageDepth(probe, type, o);
   if (!s.ok()) return Reject(item.image, s);
-  out->image_gray = !o.gray && probe.channels <= 2;
   // Reduced to 8 bits (BuildOptions::depth = 8): decoded, stored re-encoded like a resize.
-  const bool reduce = probe.bit_depth > 8;
+  const bool reduce = type != SampleType::kUint8 && o.depth == 8;
+  // Kept as it is (SampleType): decoded with its own type and channels, stored typed.
+  const bool typed = type != SampleType::kUint8 && !reduce;
+  if (!typed) type = SampleType::kUint8;
+  out->image_gray = !typed && !o.gray && probe.channels <= 2;
   // The output size: --resize, or --max-side shrinking the longer side (aspect kept).
   const int src_w = probe.width, src_h = probe.height;
   int out_w = src_w, out_h = src_h;
@@ -156,12 +194,25 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   const bool resize =
       out_w != src_w || out_h != src_h || (o.resize_width > 0 && o.resize_height > 0);
   const bool jpeg = o.jpeg_quality > 0;
+  if (typed && jpeg) {
+    return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_quality"),
+                                           "JPEG holds 8-bit samples"));
+  }
+  if (typed && o.jpeg_restarts) {
+    return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_restarts"),
+                                           "it re-writes JPEG files, which hold 8-bit samples"));
+  }
+  // Typed images are always decoded: their channel count is what the decode gives.
   const bool decode =
-      raw || resize || reduce || jpeg || want_stats || o.check == CheckLevel::kDecode;
+      raw || resize || reduce || jpeg || typed || want_stats || o.check == CheckLevel::kDecode;
   cv::Mat img;
   if (decode) {
-    s = codec::DecodeImage(Bytes(img_bytes), channels, &img);
+    s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
+              : codec::DecodeImage(Bytes(img_bytes), channels, &img);
     if (!s.ok()) return Reject(item.image, s);
+    if (typed && o.gray && img.channels() > 1) {  // asked for: one luminance channel
+      cv::cvtColor(img, img, img.channels() == 3 ? cv::COLOR_RGB2GRAY : cv::COLOR_RGBA2GRAY);
+    }
     if (img.cols != probe.width || img.rows != probe.height) {
       return Status::BadInput(item.image + ": decoded size differs from its header")
           .WithPath(item.image);
@@ -171,7 +222,8 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   if (want_stats) AddStats(img, out);
 
   RecordHeader h;
-  h.channels = static_cast<uint8_t>(channels);
+  h.channels = static_cast<uint8_t>(typed ? img.channels() : channels);
+  h.image_type = type;
   h.width = static_cast<uint32_t>(out_w);
   h.height = static_cast<uint32_t>(out_h);
   h.label = label;
@@ -185,6 +237,18 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     } else {
       h.image_codec = Codec::kRaw;
       img_payload.assign(reinterpret_cast<const char*>(img.data), img.total() * img.elemSize());
+    }
+  } else if (typed && (resize || (o.gray && probe.channels > 1))) {
+    // Changed here (resized, or reduced to gray as asked): re-encoded losslessly, a uint16
+    // image as a 16-bit PNG, int16 and float32 (which PNG cannot hold) as zstd pixels.
+    if (!img.isContinuous()) img = img.clone();
+    if (type == SampleType::kUint16) {
+      h.image_codec = Codec::kPng;
+      DSPIPE_RETURN_IF_ERROR(codec::EncodeTypedPng(img, &img_payload));
+    } else {
+      h.image_codec = Codec::kRawZstd;
+      DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({img.data, img.total() * img.elemSize()},
+                                                 o.zstd_level, &img_payload));
     }
   } else if (jpeg) {
     h.image_codec = Codec::kJpeg;  // --jpeg-quality: every image re-encoded at that quality
@@ -219,8 +283,14 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
         s = codec::Probe(Bytes(mask_bytes), &mp);
         if (!s.ok()) return Reject(item.mask, s);
       }
-      s = codec::DecodeMask(Bytes(mask_bytes), &mask);
+      // 16-bit masks are kept wide: ids above 255 (instance maps) make a uint16 mask.
+      s = codec::DecodeMask(Bytes(mask_bytes), &mask, /*wide=*/true);
       if (!s.ok()) return Reject(item.mask, s);
+      if (mask.depth() == CV_16U) {
+        double mx = 0;
+        cv::minMaxLoc(mask, nullptr, &mx);
+        if (mx <= 255) mask.convertTo(mask, CV_8U);  // every id fits: an 8-bit mask, exact
+      }
       mw = mask.cols;
       mh = mask.rows;
     } else {
@@ -239,12 +309,16 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     if (decode_mask) {
       if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
       double mx = 0;
-      if (!o.mask_map.empty() && mask.depth() == CV_8U) {
+      if (!o.mask_map.empty()) {
         uint8_t lut[256];
         DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));  // checked up front already
         if (!mask.isContinuous()) mask = mask.clone();
-        for (size_t i = 0; i < mask.total() * mask.channels(); ++i)
-          mask.data[i] = lut[mask.data[i]];
+        if (mask.depth() == CV_8U) {
+          for (size_t i = 0; i < mask.total(); ++i) mask.data[i] = lut[mask.data[i]];
+        } else {  // uint16: ids 0..255 are mapped, larger ids kept
+          uint16_t* p = mask.ptr<uint16_t>();
+          for (size_t i = 0; i < mask.total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
+        }
       }
       cv::minMaxLoc(mask, nullptr, &mx);
       out->mask_max = static_cast<int>(mx);
@@ -257,19 +331,23 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
         }
       }
     }
+    h.mask_type = mask.depth() == CV_16U ? SampleType::kUint16 : SampleType::kUint8;
     if (keep) {
       h.mask_codec = Codec::kPng;
       mask_payload = std::move(mask_bytes);
     } else if (raw) {
       if (!mask.isContinuous()) mask = mask.clone();
+      const size_t n = mask.total() * mask.elemSize();
       if (zstd) {
         h.mask_codec = Codec::kRawZstd;
-        DSPIPE_RETURN_IF_ERROR(
-            codec::CompressZstd({mask.data, mask.total()}, o.zstd_level, &mask_payload));
+        DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({mask.data, n}, o.zstd_level, &mask_payload));
       } else {
         h.mask_codec = Codec::kRaw;
-        mask_payload.assign(reinterpret_cast<const char*>(mask.data), mask.total());
+        mask_payload.assign(reinterpret_cast<const char*>(mask.data), n);
       }
+    } else if (mask.depth() == CV_16U) {
+      h.mask_codec = Codec::kPng;
+      DSPIPE_RETURN_IF_ERROR(codec::EncodeTypedPng(mask, &mask_payload));
     } else {
       h.mask_codec = Codec::kPng;
       DSPIPE_RETURN_IF_ERROR(codec::EncodePng(mask, 1, &mask_payload));

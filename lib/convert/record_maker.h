@@ -16,9 +16,12 @@ struct MadeRecord {
   RecordHeader header;
   uint64_t bytes_read = 0;
   // Per-channel pixel statistics, when the image was decoded for them.
+  // In the stored samples' units (0-255 for uint8, the source's values for typed images).
   bool has_stats = false;
-  double sum[3] = {0, 0, 0};
-  double sumsq[3] = {0, 0, 0};
+  double sum[kMaxChannels] = {};
+  double sumsq[kMaxChannels] = {};
+  double min[kMaxChannels] = {};
+  double max[kMaxChannels] = {};
   uint64_t pixels = 0;
   int mask_max = -1;                    // largest class id, when the mask was decoded
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: the mask holds id i

@@ -25,14 +25,39 @@ Status CheckRecord(const RecordView& r, std::vector<uint8_t>* scratch) {
   }
   const Status fits = codec::CheckImageSize("record header", h.width, h.height);
   if (!fits.ok()) return Status::Corruption(fits.message());
-  scratch->resize(size_t{h.height} * h.width * h.channels);
-  Status s = codec::DecodePayloadInto(h.image_codec, r.image, h.channels, h.height, h.width,
-                                      scratch->data());
+  // Typed payloads (uint16 / int16 / float32 images, uint16 masks) are decoded whole with their
+  // type; the router checks their size against the header.
+  const auto typed = [&](Codec codec, std::span<const uint8_t> payload, SampleType type,
+                         int channels, bool is_mask) {
+    codec::DecodeRequest q;
+    q.codec = codec;
+    q.payload = payload;
+    q.type = type;
+    q.channels = channels;
+    q.is_mask = is_mask;
+    q.height = static_cast<int>(h.height);
+    q.width = static_cast<int>(h.width);
+    cv::Mat m;
+    codec::DecodedImage d;
+    return codec::DecodePayload(q, &m, &d);
+  };
+  Status s;
+  if (h.image_type != SampleType::kUint8) {
+    s = typed(h.image_codec, r.image, h.image_type, h.channels, false);
+  } else {
+    scratch->resize(size_t{h.height} * h.width * h.channels);
+    s = codec::DecodePayloadInto(h.image_codec, r.image, h.channels, h.height, h.width,
+                                 scratch->data());
+  }
   if (!s.ok()) return s.WithContext("image");
   if (!r.mask.empty()) {
-    scratch->resize(size_t{h.height} * h.width);
-    s = codec::DecodePayloadInto(h.mask_codec, r.mask, 1, h.height, h.width, scratch->data(),
-                                 /*is_mask=*/true);
+    if (h.mask_type != SampleType::kUint8) {
+      s = typed(h.mask_codec, r.mask, h.mask_type, 1, true);
+    } else {
+      scratch->resize(size_t{h.height} * h.width);
+      s = codec::DecodePayloadInto(h.mask_codec, r.mask, 1, h.height, h.width, scratch->data(),
+                                   /*is_mask=*/true);
+    }
     if (!s.ok()) return s.WithContext("mask");
   }
   return Status::OK();
@@ -117,13 +142,18 @@ Status DescribeDataset(const std::string& path, std::string* text) {
   }
   o << "\n";
   if (i.height > 0) {
-    o << "image shape: " << i.height << "x" << i.width << "x" << i.channels << " (HxWxC, uint8)\n";
+    o << "image shape: " << i.height << "x" << i.width << "x" << i.channels << " (HxWxC, "
+      << SampleTypeName(i.sample_type) << ")\n";
   } else {
-    o << "image shape: varies x" << i.channels << " channels\n";
+    o << "image shape: varies x" << i.channels << " channels of " << SampleTypeName(i.sample_type)
+      << "\n";
   }
   o << "masks:       " << (i.has_masks ? "yes" : "no");
   if (i.has_masks && i.num_classes > 0) {
-    o << " (" << i.num_classes << " classes: ids 0.." << i.num_classes - 1 << ")";
+    o << " (" << i.num_classes << " classes: ids 0.." << i.num_classes - 1 << ", "
+      << SampleTypeName(i.mask_type) << ")";
+  } else if (i.has_masks) {
+    o << " (" << SampleTypeName(i.mask_type) << ")";
   }
   if (!i.pairing.empty()) o << " — " << i.pairing;
   o << "\n";
@@ -157,7 +187,18 @@ Status DescribeDataset(const std::string& path, std::string* text) {
       for (double v : i.mean) o << v << " ";
       o << "\nstd:         ";
       for (double v : i.std) o << v << " ";
-      o << "\n             (pixel units 0-255, from " << m.at("stats").value("images", 0) << " images"
+      const nlohmann::json& st = m.at("stats");
+      if (st.contains("min") && st.contains("max")) {
+        o << "\nmin / max:   ";
+        for (size_t k = 0; k < st["min"].size() && k < st["max"].size(); ++k) {
+          o << st["min"][k].get<double>() << "/" << st["max"][k].get<double>() << " ";
+        }
+      }
+      o << "\n             ("
+        << (i.sample_type == SampleType::kUint8
+                ? std::string("pixel units 0-255")
+                : std::string("source values, ") + SampleTypeName(i.sample_type))
+        << ", from " << m.at("stats").value("images", 0) << " images"
         << (m.at("stats").value("sampled", false) ? ", sampled" : "") << ")\n";
     }
   } catch (const nlohmann::json::exception& e) {

@@ -144,15 +144,24 @@ struct DeviceLoader::Impl {
     }
     out->fp16_ = options.fp16;
     out->masks_ = host.masks();
-    if (host.masks() != nullptr && options.masks_int64) {
-      const size_t count = static_cast<size_t>(host.size()) * host.shape().mask_bytes();
+    // uint16 ids always come out as int64 (what PyTorch's losses take; a uint16 tensor is not
+    // one every PyTorch version can hold).
+    const bool wide = host.shape().mask_type == SampleType::kUint16;
+    const bool int64 = host.masks() != nullptr && (options.masks_int64 || wide);
+    if (int64) {
+      const size_t count = static_cast<size_t>(host.size()) * host.shape().pixels();
       auto* masks = static_cast<int64_t*>(
           state->cpu_masks[s].Reserve(std::max<size_t>(count, 1) * sizeof(int64_t), state->pin));
       if (masks == nullptr) return Status::Aborted("DeviceLoader: out of memory (int64 masks)");
-      MasksToInt64(host.masks(), count, masks);
+      if (wide) {
+        const auto* ids = reinterpret_cast<const uint16_t*>(host.masks());
+        for (size_t i = 0; i < count; ++i) masks[i] = ids[i];
+      } else {
+        MasksToInt64(host.masks(), count, masks);
+      }
       out->masks_ = masks;
     }
-    out->masks_int64_ = host.masks() != nullptr && options.masks_int64;
+    out->masks_int64_ = int64;
     out->pinned_ = state->pin;
     return Status::OK();
   }
@@ -195,6 +204,19 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   const internal::CudaProbe probe = internal::ProbeCuda();
   DSPIPE_RETURN_IF_ERROR(internal::PickDevice(probe, d.device, &impl->device));
   impl->gpu = impl->device >= 0;
+  const DatasetInfo& types = dataset->info();
+  if (impl->gpu && (types.sample_type != SampleType::kUint8 ||
+                    (types.has_masks && types.mask_type != SampleType::kUint8))) {
+    const std::string why = types.path + " holds " + SampleTypeName(types.sample_type) +
+                            " images and " + SampleTypeName(types.mask_type) +
+                            " masks, and the CUDA normalize reads uint8 ones for now";
+    if (d.device != DeviceOptions::kAuto) {
+      return Invalid(why + ": use the CPU path (" + Opt("DeviceOptions::device", "cpu") + ")");
+    }
+    Log(LogLevel::kInfo, "DeviceLoader: " + why + "; using the CPU path");
+    impl->gpu = false;
+    impl->device = DeviceOptions::kCpu;
+  }
   if (!impl->gpu && d.device == DeviceOptions::kAuto) {
     static std::once_flag once;  // one line per process, however many loaders
     std::call_once(once, [&] {

@@ -69,9 +69,10 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
       return Status::Corruption(where + ": manifest 'format' is not \"dspipe\"");
     }
     const int version = IntField<int>(j, "format_version");
-    if (version != kManifestVersion) {
+    if (version < 1 || version > kManifestVersion) {
       return Status::Unsupported(where + ": manifest format_version " + std::to_string(version) +
-                                 " (this dspipe reads " + std::to_string(kManifestVersion) + ")");
+                                 " (this dspipe reads 1 to " + std::to_string(kManifestVersion) +
+                                 ": a newer dspipe wrote it)");
     }
     if (!j.value("complete", false)) {
       return Status::Corruption(where + ": manifest says the build is not complete");
@@ -81,6 +82,22 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
     info->channels = IntField<int>(j, "channels");
     info->height = IntField<int>(j, "height", 0);
     info->width = IntField<int>(j, "width", 0);
+    for (auto [field, type] :
+         {std::pair{"sample_type", &info->sample_type}, std::pair{"mask_type", &info->mask_type}}) {
+      const std::string name = j.value(field, "uint8");
+      if (!ParseSampleType(name, type)) {
+        return Status::Corruption(where + ": manifest '" + field + "' is \"" + name +
+                                  "\", not uint8, uint16, int16 or float32");
+      }
+    }
+    if (info->mask_type != SampleType::kUint8 && info->mask_type != SampleType::kUint16) {
+      return Status::Corruption(where + ": manifest 'mask_type' is not uint8 or uint16");
+    }
+    if (info->channels < 1 || info->channels > kMaxChannels ||
+        (info->sample_type == SampleType::kUint8 && info->channels != 1 && info->channels != 3)) {
+      return Status::Corruption(where + ": manifest 'channels' is " +
+                                std::to_string(info->channels));
+    }
     info->has_masks = j.value("has_masks", false);
     info->has_labels = j.value("has_labels", false);
     info->num_classes = IntField<int>(j, "num_classes", 0);

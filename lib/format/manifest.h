@@ -12,7 +12,9 @@ namespace dspipe {
 
 inline constexpr const char* kTopManifestFile = "manifest.json";  // sharded datasets
 inline constexpr const char* kShardPrefix = "shard-";
-inline constexpr int kManifestVersion = 1;
+// The newest manifest version: 2 for datasets of typed samples (sample_type / mask_type other
+// than uint8), which a reader of version 1 would load as 8-bit; 1 otherwise.
+inline constexpr int kManifestVersion = 2;
 
 // "shard-00003.lmdb"
 std::string ShardDirName(int index);

@@ -21,8 +21,46 @@ uint32_t GetU32(const uint8_t* p) {
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 bool ValidCodec(uint8_t c) { return c <= static_cast<uint8_t>(Codec::kEncoded); }
+bool ValidType(uint8_t t) { return t < kNumSampleTypes; }
 
 }  // namespace
+
+const char* SampleTypeName(SampleType t) {
+  switch (t) {
+    case SampleType::kUint8:
+      return "uint8";
+    case SampleType::kUint16:
+      return "uint16";
+    case SampleType::kInt16:
+      return "int16";
+    case SampleType::kFloat32:
+      return "float32";
+  }
+  return "unknown";
+}
+
+bool ParseSampleType(const std::string& name, SampleType* out) {
+  for (int i = 0; i < kNumSampleTypes; ++i) {
+    if (name == SampleTypeName(static_cast<SampleType>(i))) {
+      *out = static_cast<SampleType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t SampleTypeSize(SampleType t) {
+  switch (t) {
+    case SampleType::kUint8:
+      return 1;
+    case SampleType::kUint16:
+    case SampleType::kInt16:
+      return 2;
+    case SampleType::kFloat32:
+      return 4;
+  }
+  return 1;
+}
 
 const char* CodecName(Codec c) {
   switch (c) {
@@ -40,9 +78,16 @@ void EncodeRecord(RecordHeader h, std::span<const uint8_t> image, std::span<cons
                   std::string* out) {
   uint8_t hdr[kRecordHeaderSize];
   std::memcpy(hdr, kMagic, 4);
-  hdr[4] = kRecordVersion;
-  hdr[5] = static_cast<uint8_t>(h.image_codec);
-  hdr[6] = static_cast<uint8_t>(mask.empty() ? Codec::kNone : h.mask_codec);
+  const bool v1 = h.image_type == SampleType::kUint8 &&
+                  (mask.empty() || h.mask_type == SampleType::kUint8) &&
+                  (h.channels == 1 || h.channels == 3);
+  hdr[4] = v1 ? 1 : 2;
+  hdr[5] = static_cast<uint8_t>(static_cast<uint8_t>(h.image_codec) |
+                                (v1 ? 0 : static_cast<uint8_t>(h.image_type) << 4));
+  hdr[6] =
+      static_cast<uint8_t>(mask.empty() ? 0
+                                        : static_cast<uint8_t>(h.mask_codec) |
+                                              (v1 ? 0 : static_cast<uint8_t>(h.mask_type) << 4));
   hdr[7] = h.channels;
   PutU32(hdr + 8, h.height);
   PutU32(hdr + 12, h.width);
@@ -65,16 +110,25 @@ Status DecodeRecord(std::span<const uint8_t> value, bool verify_crc, RecordView*
   }
   const uint8_t* p = value.data();
   if (std::memcmp(p, kMagic, 4) != 0) return Status::Corruption("bad record magic");
-  if (p[4] != kRecordVersion) {
-    return Status::Corruption("unsupported record version " + std::to_string(p[4]));
+  const uint8_t version = p[4];
+  if (version != 1 && version != 2) {
+    return Status::Corruption("unsupported record version " + std::to_string(version) +
+                              " (this dspipe reads versions 1 and 2: a newer dspipe wrote it)");
   }
-  if (!ValidCodec(p[5]) || !ValidCodec(p[6]) || p[5] == 0) {
+  const uint8_t image_codec = version == 1 ? p[5] : p[5] & 0x0f;
+  const uint8_t mask_codec = version == 1 ? p[6] : p[6] & 0x0f;
+  const uint8_t image_type = version == 1 ? 0 : p[5] >> 4;
+  const uint8_t mask_type = version == 1 ? 0 : p[6] >> 4;
+  if (!ValidCodec(image_codec) || !ValidCodec(mask_codec) || image_codec == 0 ||
+      !ValidType(image_type) || !ValidType(mask_type)) {
     return Status::Corruption("bad codec byte (image " + std::to_string(p[5]) + ", mask " +
                               std::to_string(p[6]) + ")");
   }
   RecordHeader& h = out->header;
-  h.image_codec = static_cast<Codec>(p[5]);
-  h.mask_codec = static_cast<Codec>(p[6]);
+  h.image_codec = static_cast<Codec>(image_codec);
+  h.mask_codec = static_cast<Codec>(mask_codec);
+  h.image_type = static_cast<SampleType>(image_type);
+  h.mask_type = static_cast<SampleType>(mask_type);
   h.channels = p[7];
   h.height = GetU32(p + 8);
   h.width = GetU32(p + 12);
@@ -82,8 +136,12 @@ Status DecodeRecord(std::span<const uint8_t> value, bool verify_crc, RecordView*
   h.image_size = GetU32(p + 20);
   h.mask_size = GetU32(p + 24);
   h.crc = GetU32(p + 28);
-  if (h.channels != 1 && h.channels != 3) {
+  if (version == 1 ? h.channels != 1 && h.channels != 3
+                   : h.channels < 1 || h.channels > kMaxChannels) {
     return Status::Corruption("bad channel count " + std::to_string(h.channels));
+  }
+  if (h.mask_type != SampleType::kUint8 && h.mask_type != SampleType::kUint16) {
+    return Status::Corruption(std::string("bad mask sample type ") + SampleTypeName(h.mask_type));
   }
   const uint64_t expect = kRecordHeaderSize + uint64_t{h.image_size} + h.mask_size;
   if (expect != value.size()) {

@@ -91,8 +91,8 @@ Status ComputeBatchLayout(const BatchShape& shape, BatchLayout* out) {
   const auto n = static_cast<size_t>(shape.batch_size);
   const auto h = static_cast<size_t>(shape.height), w = static_cast<size_t>(shape.width);
   const auto c = static_cast<size_t>(shape.channels);
-  add(mul({n, h, w, c}));  // images, at 0
-  out->masks = add(shape.masks ? mul({n, h, w}) : 0);
+  add(mul({n, h, w, c, SampleTypeSize(shape.image_type)}));  // images, at 0
+  out->masks = add(shape.masks ? mul({n, h, w, SampleTypeSize(shape.mask_type)}) : 0);
   out->normalized = add(shape.normalized ? mul({n, h, w, c, sizeof(float)}) : 0);
   out->labels = add(mul({n, sizeof(int32_t)}));
   out->indices = add(mul({n, sizeof(uint64_t)}));

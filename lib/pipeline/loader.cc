@@ -360,13 +360,38 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   shape.channels = o.channels != 0 ? o.channels : (info.channels == 1 ? 1 : 3);
   shape.masks = info.has_masks;
   shape.normalized = o.normalize == NormalizeMode::kCpuFloat32;
+  shape.image_type = info.sample_type;
+  shape.mask_type = info.has_masks ? info.mask_type : SampleType::kUint8;
+  // Typed images (uint16, int16, float32) keep their channels and come out as float32 in their
+  // own units as well (normalized() with mean 0 and std 1 unless normalize asks otherwise).
+  if (info.sample_type != SampleType::kUint8) {
+    const std::string what = std::string("the images of ") + info.path + " are " +
+                             std::to_string(info.channels) + " channel(s) of " +
+                             SampleTypeName(info.sample_type);
+    if (o.channels != 0 && o.channels != info.channels) {
+      return Invalid(what + ", and " + Opt("LoaderOptions::channels") + " = " +
+                     std::to_string(o.channels) +
+                     " would convert them: typed datasets keep their channels; leave it at 0");
+    }
+    if (o.defer_hflip) {
+      return Invalid(what + ": defer_hflip is for the GPU normalize of 8-bit images");
+    }
+    shape.channels = info.channels;
+    if (!shape.normalized) {
+      shape.normalized = true;
+      if (o.mean.empty() && o.std.empty()) o.mean_std = MeanStdSource::kIdentity;
+    }
+  }
   // The pipeline (the transform, or augment's) and the batch size it gives (sample.h).
   std::shared_ptr<const TransformPipeline> pipeline;
   int input_h = 0, input_w = 0;
   DSPIPE_RETURN_IF_ERROR(pipeline::ResolvePipeline(o, info, ProbeFirstRecord, *dataset, &o.height,
                                                    &o.width, &pipeline, &input_h, &input_w));
+  DSPIPE_RETURN_IF_ERROR(pipeline::CheckTypedPipeline(*pipeline, info));
   DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, shape.channels, &o.mean, &o.std));
-  const std::string units = UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
+  const std::string units = info.sample_type != SampleType::kUint8
+                                ? std::string()
+                                : UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
   o.channels = shape.channels;
   shape.height = o.height;
   shape.width = o.width;

@@ -27,6 +27,7 @@ struct Scratch {
   cv::Mat image;
   cv::Mat converted;
   cv::Mat mask;
+  cv::Mat converted_mask;
   Plan plan;
   transforms::Scratch warp;
   std::vector<uint8_t> row;
@@ -109,6 +110,41 @@ void RowOpsNormalize(const NormalizeParams& p, const RowOps& ops, uint8_t* image
   }
 }
 
+template <typename T>
+void NormalizeTypedOf(const T* src, size_t plane, int channels, const NormalizeParams& p,
+                      float* dst) {
+  for (int k = 0; k < channels; ++k) {
+    const float mean = p.mean[k], sd = p.std[k];
+    float* out = dst + static_cast<size_t>(k) * plane;
+    const T* in = src + k;
+    for (size_t i = 0; i < plane; ++i) {
+      out[i] = (static_cast<float>(in[i * static_cast<size_t>(channels)]) - mean) / sd;
+    }
+  }
+}
+
+// A typed image (NHWC samples of shape.image_type) to float32 NCHW, (x - mean) / std per
+// channel: its own values exactly with the identity (mean 0, std 1), as numpy computes it in
+// float32 otherwise.
+void NormalizeTyped(const BatchShape& shape, const NormalizeParams& p, const uint8_t* image,
+                    float* dst) {
+  const size_t plane = shape.pixels();
+  switch (shape.image_type) {
+    case SampleType::kUint16:
+      NormalizeTypedOf(reinterpret_cast<const uint16_t*>(image), plane, shape.channels, p, dst);
+      break;
+    case SampleType::kInt16:
+      NormalizeTypedOf(reinterpret_cast<const int16_t*>(image), plane, shape.channels, p, dst);
+      break;
+    case SampleType::kFloat32:
+      NormalizeTypedOf(reinterpret_cast<const float*>(image), plane, shape.channels, p, dst);
+      break;
+    case SampleType::kUint8:
+      NormalizeTypedOf(image, plane, shape.channels, p, dst);
+      break;
+  }
+}
+
 class SampleJob {
  public:
   SampleJob(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
@@ -122,6 +158,10 @@ class SampleJob {
     *slot_.label = h.label;
     const bool has_mask = h.mask_codec != Codec::kNone && !rec.mask.empty();
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
+    if (shape.image_type != SampleType::kUint8 || shape.mask_type != SampleType::kUint8 ||
+        h.image_type != SampleType::kUint8 || h.mask_type != SampleType::kUint8) {
+      return RunTyped(rec);
+    }
     const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
     const int decode_c = IsRaw(h.image_codec) ? h.channels : shape.channels;
     Scratch& scratch = ThreadScratch();
@@ -204,6 +244,80 @@ class SampleJob {
     if (!s.ok())
       return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
     pending_ = std::move(fold.rows);  // run with the normalize (LoadSample)
+    return Status::OK();
+  }
+
+  // Typed samples (uint16 / int16 / float32 images, uint16 masks): decoded whole with their
+  // own type (codec::DecodePayload with DecodeRequest::type), the plan run step by step
+  // (transforms::ExecuteSequential: each geometric step is OpenCV's call, which takes every
+  // type; CheckTypedPipeline refused the rest at open) and written to the slot. LoadSample then
+  // converts typed images to float32 (NormalizeTyped).
+  Status RunTyped(const RecordView& rec) {
+    const BatchShape& shape = ctx_.shape;
+    const RecordHeader& h = rec.header;
+    const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
+    const bool typed_image = shape.image_type != SampleType::kUint8;
+    if (h.image_type != shape.image_type || (typed_image && h.channels != shape.channels) ||
+        (shape.masks && shape.mask_type == SampleType::kUint8 &&
+         h.mask_type != SampleType::kUint8)) {
+      auto what = [](int c, SampleType t, SampleType m) {
+        return std::to_string(c) + " channel(s) of " + SampleTypeName(t) + " with " +
+               SampleTypeName(m) + " masks";
+      };
+      return Bad("the record holds " + what(h.channels, h.image_type, h.mask_type) +
+                 ", the dataset's manifest says " +
+                 what(shape.channels, shape.image_type, shape.mask_type));
+    }
+    if (src_h <= 0 || src_w <= 0) return Bad("a typed record without a size");
+    Scratch& scratch = ThreadScratch();
+    Plan& plan = scratch.plan;
+    DSPIPE_RETURN_IF_ERROR(MakePlan(src_h, src_w, &plan));
+    codec::DecodedImage img, mask;
+    cv::Mat mask_in;
+    {
+      const uint64_t t0 = NowNs();
+      const int decode_c = typed_image || IsRaw(h.image_codec) ? h.channels : shape.channels;
+      codec::DecodeRequest q = Request(h.image_codec, rec.image, decode_c, false);
+      q.type = h.image_type;
+      Status s = codec::DecodePayload(q, &scratch.image, &img);
+      if (!s.ok()) return Context(s, "image");
+      if (img.image.channels() != shape.channels) {  // uint8 images: as the general path
+        cv::cvtColor(img.image, scratch.converted,
+                     shape.channels == 3 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
+        img.image = scratch.converted;
+      }
+      if (shape.masks) {
+        q = Request(h.mask_codec, rec.mask, 1, true);
+        q.type = h.mask_type;
+        s = codec::DecodePayload(q, &scratch.mask, &mask);
+        if (!s.ok()) return Context(s, "mask");
+        mask_in = mask.image;
+        if (mask_in.depth() != codec::CvDepth(shape.mask_type)) {  // 8-bit ids, widened
+          mask_in.convertTo(scratch.converted_mask, codec::CvDepth(shape.mask_type));
+          mask_in = scratch.converted_mask;
+        }
+      }
+      RecordDecode(img.path, t0);
+    }
+    ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    cv::Mat out_image, out_mask;
+    Status s = transforms::ExecuteSequential(&plan, img.image, mask_in, &out_image, &out_mask);
+    if (!s.ok()) {
+      return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
+    }
+    cv::Mat dst(shape.height, shape.width,
+                CV_MAKETYPE(codec::CvDepth(shape.image_type), shape.channels), slot_.image);
+    if (out_image.size() != dst.size() || out_image.type() != dst.type()) {
+      return Status::Internal(Where() + ": the typed transforms made another size or type");
+    }
+    out_image.copyTo(dst);
+    if (shape.masks) {
+      cv::Mat dst_mask(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
+      if (out_mask.size() != dst_mask.size() || out_mask.type() != dst_mask.type()) {
+        return Status::Internal(Where() + ": the typed transforms made another mask size or type");
+      }
+      out_mask.copyTo(dst_mask);
+    }
     return Status::OK();
   }
 
@@ -395,7 +509,9 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
   if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
-  if (!job.pending().empty()) {
+  if (ctx.shape.image_type != SampleType::kUint8) {
+    NormalizeTyped(ctx.shape, ctx.normalize, slot.image, slot.normalized);
+  } else if (!job.pending().empty()) {
     RowOpsNormalize(ctx.normalize, job.pending(), slot.image, ctx.shape.height, ctx.shape.width,
                     slot.normalized);
   } else {
@@ -404,6 +520,37 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   }
   *normalize_ns = NowNs() - t0;
   return s;
+}
+
+namespace {
+const transforms::Node* FirstUntyped(const transforms::Node& n) {
+  if (n.type == transforms::Node::kLeaf) {
+    const transforms::Kind k = n.leaf->kind();
+    const bool ok = k == transforms::Kind::kGeometric ||
+                    (k == transforms::Kind::kNormalize && n.leaf->name != "ToFloat");
+    return ok ? nullptr : &n;
+  }
+  for (const auto& c : n.children) {
+    if (const transforms::Node* bad = FirstUntyped(*c)) return bad;
+  }
+  return nullptr;
+}
+}  // namespace
+
+Status CheckTypedPipeline(const TransformPipeline& pipeline, const DatasetInfo& info) {
+  if (info.sample_type == SampleType::kUint8) return Status::OK();
+  const transforms::Node* bad = FirstUntyped(*pipeline.impl().root);
+  if (bad == nullptr) return Status::OK();
+  return Status::InvalidArgument(
+      "loader: the images of " + info.path + " are " + SampleTypeName(info.sample_type) +
+      ", and the transform pipeline's " + bad->leaf->name +
+      (bad->leaf->name == "ToFloat"
+           ? " divides by 255 where albumentations divides by the type's maximum"
+           : " computes on uint8 pixels (its arithmetic and clipping are 0-255)") +
+      "; typed images take the geometric transforms (flips, crops, resizes, rotations, affine, "
+      "distortions), Normalize(mean, std, max_pixel_value) and ToTensorV2 for now: drop it, or "
+      "build the dataset with " +
+      Opt("BuildOptions::depth", "8") + " for 8-bit pixels");
 }
 
 Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,

@@ -75,6 +75,12 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
                        int* height, int* width, std::shared_ptr<const TransformPipeline>* out,
                        int* input_h, int* input_w);
 
+// A dataset of typed images (uint16 / int16 / float32): OK when every transform of `pipeline`
+// runs on such pixels as it does on uint8 ones (the geometric ones, Normalize, ToTensorV2);
+// else InvalidArgument naming the first that does not (a photometric transform's arithmetic is
+// uint8's) and what to do. OK for any pipeline over uint8 images.
+Status CheckTypedPipeline(const TransformPipeline& pipeline, const DatasetInfo& info);
+
 // Process-wide switch for the fused PNG path (default on). Benchmarks and tests turn it off to
 // run the general path in the same process.
 void SetFusedDecodeEnabled(bool enabled);

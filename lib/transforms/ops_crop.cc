@@ -196,7 +196,17 @@ class PadCropLeaf final : public Leaf {
   // CropNonEmptyMaskIfExists.get_params_dependent_on_data on a one-channel mask.
   void CropNonEmpty(Rng& rng, const cv::Mat& mask, int* crop) const {
     cv::Mat m = mask;
-    if (!ignore_values_.empty()) {
+    if (mask.depth() == CV_16U) {  // uint16 ids: the same draw over a 0/1 map of the kept ids
+      m.create(mask.rows, mask.cols, CV_8UC1);
+      for (int y = 0; y < m.rows; ++y) {
+        const uint16_t* in = mask.ptr<uint16_t>(y);
+        uint8_t* row = m.ptr<uint8_t>(y);
+        for (int x = 0; x < m.cols; ++x) {
+          row[x] = in[x] != 0 && std::find(ignore_values_.begin(), ignore_values_.end(),
+                                           static_cast<int>(in[x])) == ignore_values_.end();
+        }
+      }
+    } else if (!ignore_values_.empty()) {
       m = mask.clone();
       for (int y = 0; y < m.rows; ++y) {
         uint8_t* row = m.ptr<uint8_t>(y);

@@ -290,7 +290,7 @@ Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, 
       s.leaf->Warp(s, img, &next, false);
       img = next;
       if (!msk.empty()) {
-        cv::Mat mnext(s.out.h, s.out.w, CV_8UC1);
+        cv::Mat mnext(s.out.h, s.out.w, msk.type());
         s.leaf->Warp(s, msk, &mnext, true);
         msk = mnext;
       }

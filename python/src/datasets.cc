@@ -145,6 +145,10 @@ nb::dict InfoDict(const DatasetInfo& i) {
   d["storage"] = i.store;
   d["shape"] = nb::make_tuple(i.channels, i.height, i.width);
   d["channels"] = i.channels;
+  // The stored samples (the manifest's fields; numpy dtype names): "uint8", "uint16", "int16",
+  // "float32"; masks "uint8" or "uint16".
+  d["sample_type"] = SampleTypeName(i.sample_type);
+  d["mask_type"] = i.has_masks ? nb::cast(std::string(SampleTypeName(i.mask_type))) : nb::none();
   d["height"] = i.height;
   d["width"] = i.width;
   d["has_masks"] = i.has_masks;

@@ -189,22 +189,25 @@ TEST(Formats, MixedSizesGiveVaryingShape) {
 // each kind is refused naming the file, the reason and the option; with depth = 8 the integer
 // ones are stored as their high byte (re-encoded, so the dataset holds what it says) and a
 // float image is still refused (no reduction is right without knowing its range).
-TEST(Formats, DeepImagesAreRefusedUnlessDepth8IsAsked) {
+TEST(Formats, DeepImagesAreKeptAndReducedOnlyWhenAsked) {
   TempDir tmp;
   cv::Mat g16(kH, kW, CV_16UC1);
   for (int y = 0; y < kH; ++y) {
     for (int x = 0; x < kW; ++x) g16.at<uint16_t>(y, x) = static_cast<uint16_t>(x * 100 + y * 37);
   }
   cv::Mat f32;
-  g16.convertTo(f32, CV_32F, 1.0 / 4095);
+  g16.convertTo(f32, CV_32F, 1.0 / 4095, -0.5);
   struct Deep {
     std::string file, bytes, what;
+    SampleType type;
+    cv::Mat pixels;
   };
   const std::vector<Deep> deep = {
-      {"ct.png", Encode(g16, ".png"), "16-bit image (1 channel)"},
-      {"ct.tiff", Encode(g16, ".tiff"), "16-bit image (1 channel)"},
-      {"ct.pgm", Encode(g16, ".pgm"), "16-bit image (1 channel)"},
-      {"mr.tiff", Encode(f32, ".tiff"), "32-bit float image (1 channel)"},
+      {"ct.png", Encode(g16, ".png"), "16-bit image (1 channel)", SampleType::kUint16, g16},
+      {"ct.tiff", Encode(g16, ".tiff"), "16-bit image (1 channel)", SampleType::kUint16, g16},
+      {"ct.pgm", Encode(g16, ".pgm"), "16-bit image (1 channel)", SampleType::kUint16, g16},
+      {"mr.tiff", Encode(f32, ".tiff"), "32-bit float image (1 channel)", SampleType::kFloat32,
+       f32},
   };
   cv::Mat high(kH, kW, CV_8UC1);  // what depth = 8 stores: v >> 8
   for (int y = 0; y < kH; ++y) {
@@ -216,26 +219,44 @@ TEST(Formats, DeepImagesAreRefusedUnlessDepth8IsAsked) {
     WriteAll(src + "/images/" + d.file, d.bytes);
     BuildResult r;
     BuildOptions o = Options(src, tmp / ("out-" + d.file));
+    // Kept as they are (the default), in either store: typed records, a version-2 manifest.
+    for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+      o.store = store;
+      o.output = tmp / ("kept-" + std::to_string(int(store)) + d.file);
+      ASSERT_TRUE(BuildDataset(o, &r).ok());
+      std::unique_ptr<Dataset> ds;
+      std::vector<Rec> recs;
+      ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
+      EXPECT_EQ(ds->info().sample_type, d.type);
+      EXPECT_EQ(ds->info().channels, 1) << "one channel stays one (no gray copied into RGB)";
+      ASSERT_EQ(recs.size(), 1u);
+      EXPECT_EQ(recs[0].header.image_type, d.type);
+      codec::DecodeRequest q;
+      q.codec = recs[0].header.image_codec;
+      q.payload = {reinterpret_cast<const uint8_t*>(recs[0].image.data()), recs[0].image.size()};
+      q.type = d.type;
+      q.channels = 1;
+      q.height = kH, q.width = kW;
+      cv::Mat got;
+      codec::DecodedImage di;
+      ASSERT_TRUE(codec::DecodePayload(q, &got, &di).ok());
+      EXPECT_EQ(cv::norm(got, d.pixels, cv::NORM_INF), 0) << "every value as in the file";
+      if (store == StoreMode::kEncoded) {
+        EXPECT_EQ(recs[0].image, d.bytes) << "the file's own bytes";
+      }
+    }
+    // Asked for: the high byte of the integer ones, in either store; float refused.
     o.gray = true;
-    Status s = BuildDataset(o, &r);
-    ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), src + "/images/" + d.file + ": a " + d.what)) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "BuildOptions::depth = 8")) << s.ToString();
-    EXPECT_FALSE(std::filesystem::exists(o.output + "/manifest.json"));
-    // Through dsconvert: the flag that fixes it.
-    const RunResult cli = RunTool({"build", src, o.output + "-cli", "--gray"}, src);
-    EXPECT_EQ(cli.exit_code, 1) << cli.output;
-    EXPECT_TRUE(Contains(cli.output, "--depth 8")) << cli.output;
-    EXPECT_FALSE(Contains(cli.output, "BuildOptions::")) << cli.output;
-    // Asked for: the high byte of the integer ones, in either store; float still refused.
     for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
       o.depth = 8;
       o.store = store;
       o.output = tmp / ("out8-" + std::to_string(int(store)) + d.file);
-      s = BuildDataset(o, &r);
+      const Status s = BuildDataset(o, &r);
       if (d.what.find("float") != std::string::npos) {
         ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
         EXPECT_TRUE(Contains(s.message(), "no reduction of float samples")) << s.ToString();
+        EXPECT_TRUE(Contains(s.message(), src + "/images/" + d.file + ": a 32-bit float image"))
+            << s.ToString();
         continue;
       }
       ASSERT_TRUE(s.ok()) << s.ToString();

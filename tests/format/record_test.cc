@@ -90,6 +90,56 @@ TEST(Record, NoMaskMeansCodecNone) {
   EXPECT_TRUE(r.mask.empty());
 }
 
+// Version 2 (typed samples): the sample types in the codec bytes' high nibbles; version 1 stays
+// what uint8 records of 1 or 3 channels are written as, so readers before version 2 open them.
+TEST(Record, TypedSamplesAreVersion2WithTheTypesInTheCodecBytes) {
+  RecordHeader h = Header();
+  h.image_type = SampleType::kUint16;
+  h.mask_type = SampleType::kUint16;
+  h.channels = 4;
+  std::string v;
+  EncodeRecord(h, B("sixteen"), B("ids"), &v);
+  EXPECT_EQ(v[4], 2);
+  EXPECT_EQ(static_cast<uint8_t>(v[5]), (1 << 4) | static_cast<int>(Codec::kPng));
+  EXPECT_EQ(static_cast<uint8_t>(v[6]), (1 << 4) | static_cast<int>(Codec::kRawZstd));
+  EXPECT_EQ(v[7], 4);
+  RecordView r;
+  ASSERT_TRUE(DecodeRecord(B(v), true, &r).ok());
+  EXPECT_EQ(r.header.image_codec, Codec::kPng);
+  EXPECT_EQ(r.header.mask_codec, Codec::kRawZstd);
+  EXPECT_EQ(r.header.image_type, SampleType::kUint16);
+  EXPECT_EQ(r.header.mask_type, SampleType::kUint16);
+  EXPECT_EQ(r.header.channels, 4);
+  for (SampleType t : {SampleType::kInt16, SampleType::kFloat32}) {
+    h.image_type = t;
+    h.mask_type = SampleType::kUint8;
+    h.channels = 1;
+    v.clear();
+    EncodeRecord(h, B("typed"), B("m"), &v);
+    EXPECT_EQ(v[4], 2);
+    ASSERT_TRUE(DecodeRecord(B(v), true, &r).ok());
+    EXPECT_EQ(r.header.image_type, t);
+    EXPECT_EQ(r.header.mask_type, SampleType::kUint8);
+  }
+  // Bad nibbles: an unknown type, a float mask, 17 channels.
+  auto corrupt = [&](size_t at, uint8_t byte) {
+    std::string w = v;
+    w[at] = static_cast<char>(byte);
+    RecordView rv;
+    return DecodeRecord(B(w), false, &rv);
+  };
+  EXPECT_EQ(corrupt(5, (7 << 4) | 3).code(), Status::Code::kCorruption);
+  EXPECT_EQ(corrupt(6, (3 << 4) | 3).code(), Status::Code::kCorruption);
+  EXPECT_EQ(corrupt(7, kMaxChannels + 1).code(), Status::Code::kCorruption);
+  EXPECT_EQ(corrupt(7, 0).code(), Status::Code::kCorruption);
+  // uint8 of 1 or 3 channels: version 1, bytes as before.
+  h = Header();
+  v.clear();
+  EncodeRecord(h, B("rgb"), B("m"), &v);
+  EXPECT_EQ(v[4], 1);
+  EXPECT_EQ(v[5], static_cast<char>(Codec::kPng));
+}
+
 TEST(Record, DecodeRejectsMalformedValues) {
   std::string good;
   EncodeRecord(Header(), B("some image"), B("m"), &good);
@@ -106,7 +156,8 @@ TEST(Record, DecodeRejectsMalformedValues) {
   const std::vector<Case> cases = {
       {"short", good.substr(0, 31), "shorter than the 32-byte header"},
       {"magic", with(0, 'X'), "magic"},
-      {"version", with(4, 2), "version 2"},
+      {"version", with(4, 3), "version 3"},
+      {"version 1 with 4 channels", with(7, 4), "channel count 4"},
       {"image codec none", with(5, 0), "codec"},
       {"image codec unknown", with(5, 6), "codec"},
       {"mask codec unknown", with(6, 9), "codec"},

@@ -1,5 +1,5 @@
-"""Issue 35, first step: a 12-bit CT slice saved as a 16-bit PNG is never reduced to 8 bits
-without the user asking (it used to keep the high byte: 16 of 4096 gray levels, no word)."""
+"""Issue 35: a 12-bit CT slice saved as a 16-bit PNG is kept as it is (it used to keep the high
+byte: 16 of 4096 gray levels, no word), and reduced to 8 bits only when the user asks."""
 from __future__ import annotations
 
 import pytest
@@ -20,20 +20,54 @@ def _ct_folder(root, count=3):
     return src
 
 
-def test_a_16bit_ct_folder_is_refused_naming_the_file_and_depth_8(tmp_path):
+def _instance_masks(src, count=3):
+    import cv2
+    import numpy as np
+
+    (src / "masks").mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(count):
+        ids = rng.integers(0, 5001, size=(32, 32), dtype=np.uint16)  # instance ids to 5000
+        assert cv2.imwrite(str(src / "masks" / f"slice{i:03d}.png"), ids)
+
+
+@pytest.mark.parametrize("storage", ["encoded", "raw"])
+def test_a_12bit_ct_slice_comes_out_as_its_source_values(tmp_path, storage):
+    import cv2
+    import numpy as np
+
     src = _ct_folder(tmp_path)
-    out = tmp_path / "ct.lmdb"
-    with pytest.raises(dspipe.errors.CorruptRecord) as e:
-        dspipe.build(src, out, gray=True, progress=False)
-    msg = str(e.value)
-    assert f"{src}/images/slice000.png: a 16-bit image (1 channel)" in msg, msg
-    assert "16 of its 4096 gray levels" in msg, msg
-    assert "pass depth=8 (and overwrite=True over this stopped build)" in msg, msg
-    assert "BuildOptions::" not in msg, msg
-    assert not (out / "manifest.json").exists()
-    # The call the message names succeeds.
-    r = dspipe.build(src, out, gray=True, depth=8, overwrite=True, progress=False)
-    assert r["records"] == 3, r
+    _instance_masks(src)
+    out = tmp_path / f"ct-{storage}.lmdb"
+    r = dspipe.build(src, out, store=storage, progress=False)
+    assert r["records"] == 3 and r["warnings"] == [], r
+    info = dspipe.info(out)
+    assert info["sample_type"] == "uint16" and info["mask_type"] == "uint16", info
+    assert info["channels"] == 1 and info["classes"] > 4000, info
+    slices = [cv2.imread(str(src / "images" / f"slice{i:03d}.png"), cv2.IMREAD_UNCHANGED)
+              for i in range(3)]
+    masks = [cv2.imread(str(src / "masks" / f"slice{i:03d}.png"), cv2.IMREAD_UNCHANGED)
+             for i in range(3)]
+    # The build's statistics are numpy's over the same pixels, in source units.
+    pixels = np.stack(slices).astype(np.float64)
+    assert info["mean"][0] == pytest.approx(pixels.mean(), rel=1e-6)
+    assert info["std"][0] == pytest.approx(pixels.std(), rel=1e-6)
+    loader = dspipe.Loader(str(out), batch_size=3, shuffle=False, device="cpu",
+                           normalize=False)
+    batch = next(iter(loader))
+    images = np.asarray(batch["image"])
+    assert images.dtype == np.float32 and images.shape == (3, 1, 32, 32), images.shape
+    ids = np.asarray(batch["mask"])
+    for i in range(3):
+        k = int(batch["index"][i])
+        assert np.array_equal(images[i, 0], slices[k].astype(np.float32)), k
+        assert np.array_equal(ids[i], masks[k].astype(np.int64)), k
+    # Normalized: with the manifest's mean/std, in source units.
+    loader = dspipe.Loader(str(out), batch_size=3, shuffle=False, device="cpu")
+    batch = next(iter(loader))
+    k = int(batch["index"][0])
+    want = (slices[k].astype(np.float32) - np.float32(info["mean"][0])) / np.float32(info["std"][0])
+    assert np.allclose(np.asarray(batch["image"])[0, 0], want, atol=1e-5)
 
 
 def test_depth_8_stores_the_high_byte_when_asked(tmp_path):

@@ -1,0 +1,386 @@
+// Issue 35: typed samples end to end. 12-bit CT slices in 16-bit PNGs, float32 TIFFs with
+// negative values, 4-channel 16-bit stacks and uint16 instance masks are built into datasets
+// that keep them (either store) and come out of the loader as float32 in their own units,
+// exactly; the build's statistics are those of the source values; geometric transforms run on
+// them and photometric ones are refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <string>
+#include <vector>
+
+#include "dspipe/convert.h"
+#include "dspipe/dataset.h"
+#include "dspipe/loader.h"
+#include "dspipe/transforms.h"
+
+namespace dspipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/dspipe-typed-XXXXXX";
+    const char* p = ::mkdtemp(tmpl);
+    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+constexpr int kH = 24, kW = 32;
+
+// Writes m (RGB(A) order for 3/4 channels) with OpenCV's encoder for the file's extension.
+void Write(const std::string& path, const cv::Mat& m) {
+  fs::create_directories(fs::path(path).parent_path());
+  cv::Mat bgr;  // never a header over m: cvtColor into one would convert m in place
+  if (m.channels() == 1) bgr = m;
+  if (m.channels() == 3) cv::cvtColor(m, bgr, cv::COLOR_RGB2BGR);
+  if (m.channels() == 4) cv::cvtColor(m, bgr, cv::COLOR_RGBA2BGRA);
+  ASSERT_TRUE(cv::imwrite(path, bgr)) << path;
+}
+
+// A CT-like slice: 12-bit values 0..4095, different per sample.
+cv::Mat CtSlice(int seed) {
+  cv::Mat m(kH, kW, CV_16UC1);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) {
+      m.at<uint16_t>(y, x) = static_cast<uint16_t>((x * 131 + y * 17 + seed * 977) % 4096);
+    }
+  }
+  return m;
+}
+
+// An instance map: ids up to 5000.
+cv::Mat Instances(int seed) {
+  cv::Mat m(kH, kW, CV_16UC1);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) {
+      m.at<uint16_t>(y, x) = static_cast<uint16_t>(((x / 8) * 1000 + y / 6 + seed) % 5001);
+    }
+  }
+  return m;
+}
+
+BuildOptions Options(const std::string& src, const std::string& out, StoreMode store) {
+  BuildOptions o;
+  o.source = src;
+  o.output = out;
+  o.threads = 2;
+  o.store = store;
+  return o;
+}
+
+LoaderOptions Sequential(int batch) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  return o;
+}
+
+// The float32 NCHW image i of a batch as a CV_32FC(c) HWC Mat.
+cv::Mat FloatImage(const Batch& b, int i) {
+  const int c = b.channels();
+  const size_t plane = static_cast<size_t>(b.height()) * b.width();
+  const float* p = b.normalized() + static_cast<size_t>(i) * plane * c;
+  std::vector<cv::Mat> planes;
+  for (int k = 0; k < c; ++k) {
+    planes.emplace_back(b.height(), b.width(), CV_32FC1, const_cast<float*>(p + k * plane));
+  }
+  cv::Mat out;
+  cv::merge(planes, out);
+  return out;
+}
+
+cv::Mat AsFloat(const cv::Mat& m) {
+  cv::Mat f;
+  m.convertTo(f, CV_32F);
+  return f;
+}
+
+TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
+  TempDir tmp;
+  std::vector<cv::Mat> images, masks;
+  for (int i = 0; i < 3; ++i) {
+    images.push_back(CtSlice(i));
+    masks.push_back(Instances(i));
+    Write(tmp / ("src/images/" + std::to_string(i) + ".png"), images.back());
+    Write(tmp / ("src/masks/" + std::to_string(i) + ".png"), masks.back());
+  }
+  // numpy's figures over the same pixels: float64 mean, population std, min, max.
+  double sum = 0, sumsq = 0, lo = 1e9, hi = -1e9;
+  for (const cv::Mat& m : images) {
+    for (int y = 0; y < kH; ++y) {
+      for (int x = 0; x < kW; ++x) {
+        const double v = m.at<uint16_t>(y, x);
+        sum += v, sumsq += v * v, lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+    }
+  }
+  const double n = 3.0 * kH * kW, mean = sum / n, sd = std::sqrt(sumsq / n - mean * mean);
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    SCOPED_TRACE(store == StoreMode::kRaw ? "raw" : "encoded");
+    const std::string out = tmp / ("ds" + std::to_string(static_cast<int>(store)));
+    BuildResult r;
+    const Status built = BuildDataset(Options(tmp / "src", out, store), &r);
+    ASSERT_TRUE(built.ok()) << built.ToString();
+    std::unique_ptr<Dataset> ds;
+    ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
+    const DatasetInfo& info = ds->info();
+    EXPECT_EQ(info.sample_type, SampleType::kUint16);
+    EXPECT_EQ(info.mask_type, SampleType::kUint16);
+    EXPECT_EQ(info.channels, 1);
+    double most = 0;
+    for (const cv::Mat& ids : masks) {
+      double mx = 0;
+      cv::minMaxLoc(ids, nullptr, &mx);
+      most = std::max(most, mx);
+    }
+    EXPECT_GT(most, 3000);
+    EXPECT_EQ(info.num_classes, static_cast<int>(most) + 1);
+    ASSERT_TRUE(info.has_stats);
+    EXPECT_NEAR(info.mean[0], mean, 1e-9 * mean);
+    EXPECT_NEAR(info.std[0], sd, 1e-9 * sd);
+    const auto m = nlohmann::json::parse(info.manifest_json);
+    EXPECT_EQ(m.at("format_version"), 2);
+    EXPECT_EQ(m.at("sample_type"), "uint16");
+    EXPECT_EQ(m.at("stats").at("min")[0].get<double>(), lo);
+    EXPECT_EQ(m.at("stats").at("max")[0].get<double>(), hi);
+
+    std::unique_ptr<Loader> loader;
+    const Status opened = Loader::Open(out, Sequential(3), &loader);
+    ASSERT_TRUE(opened.ok()) << opened.ToString();
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    ASSERT_EQ(b.size(), 3);
+    EXPECT_EQ(b.channels(), 1);
+    EXPECT_EQ(b.shape().image_type, SampleType::kUint16);
+    ASSERT_NE(b.normalized(), nullptr) << "typed images always come as float32";
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(cv::norm(FloatImage(b, i), AsFloat(images[i]), cv::NORM_INF), 0) << i;
+      const cv::Mat raw(kH, kW, CV_16UC1, b.image(i).data());
+      EXPECT_EQ(cv::norm(raw, images[i], cv::NORM_INF), 0) << i;
+      const cv::Mat ids(kH, kW, CV_16UC1, b.mask(i).data());
+      EXPECT_EQ(cv::norm(ids, masks[i], cv::NORM_INF), 0) << "ids above 255 intact, " << i;
+    }
+
+    // Normalized with the manifest's mean/std, in source units.
+    LoaderOptions o = Sequential(3);
+    o.normalize = NormalizeMode::kCpuFloat32;
+    ASSERT_TRUE(Loader::Open(out, o, &loader).ok());
+    ASSERT_TRUE(loader->Next(&b).ok());
+    cv::Mat want = AsFloat(images[1]);
+    want = (want - static_cast<float>(mean)) / static_cast<float>(sd);
+    EXPECT_LE(cv::norm(FloatImage(b, 1), want, cv::NORM_INF), 1e-5);
+  }
+}
+
+TEST(TypedSamples, FloatTiffKeepsNegativeValuesAndStacksKeepTheirChannels) {
+  TempDir tmp;
+  cv::Mat f32(kH, kW, CV_32FC1);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) f32.at<float>(y, x) = -1000.25f + 61.5f * x - 3.125f * y;
+  }
+  Write(tmp / "f/images/a.tiff", f32);
+  cv::Mat stack(kH, kW, CV_16UC4);
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) {
+      stack.at<cv::Vec4w>(y, x) =
+          cv::Vec4w(static_cast<uint16_t>(x * 1000), static_cast<uint16_t>(y * 2000),
+                    static_cast<uint16_t>(65535 - x), static_cast<uint16_t>(7 * x + y));
+    }
+  }
+  Write(tmp / "s/images/a.tiff", stack);
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    for (const auto& [dir, src] : {std::pair{"f", f32}, std::pair{"s", stack}}) {
+      SCOPED_TRACE(std::string(dir) + (store == StoreMode::kRaw ? " raw" : " encoded"));
+      const std::string out = tmp / (std::string(dir) + "-out" + std::to_string(int(store)));
+      BuildResult r;
+      const Status built = BuildDataset(Options(tmp / dir, out, store), &r);
+      ASSERT_TRUE(built.ok()) << built.ToString();
+      std::unique_ptr<Loader> loader;
+      const Status opened = Loader::Open(out, Sequential(1), &loader);
+      ASSERT_TRUE(opened.ok()) << opened.ToString();
+      Batch b;
+      const Status next = loader->Next(&b);
+      ASSERT_TRUE(next.ok()) << next.ToString();
+      ASSERT_EQ(b.channels(), src.channels());
+      EXPECT_EQ(cv::norm(FloatImage(b, 0), AsFloat(src), cv::NORM_INF), 0);
+    }
+  }
+}
+
+TEST(TypedSamples, GeometricTransformsRunAndPhotometricOnesAreRefusedByName) {
+  TempDir tmp;
+  const cv::Mat ct = CtSlice(5), ids = Instances(5);
+  Write(tmp / "src/images/a.png", ct);
+  Write(tmp / "src/masks/a.png", ids);
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(Options(tmp / "src", tmp / "ds", StoreMode::kEncoded), &r).ok());
+  auto pipeline = [](const std::string& leaf) {
+    std::shared_ptr<const TransformPipeline> p;
+    const std::string spec = R"({"transform": {"__class_fullname__": "Compose", "p": 1.0,
+        "transforms": [)" + leaf +
+                             "]}}";
+    EXPECT_TRUE(TransformPipeline::Parse(spec, &p).ok()) << spec;
+    return p;
+  };
+  LoaderOptions o = Sequential(1);
+  o.transform = pipeline(R"({"__class_fullname__": "HorizontalFlip", "p": 1.0},
+      {"__class_fullname__": "Resize", "height": 12, "width": 16, "interpolation": 0,
+       "p": 1.0})");
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(tmp / "ds", o, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  cv::Mat want, want_ids;
+  cv::flip(ct, want, 1);
+  cv::resize(want, want, cv::Size(16, 12), 0, 0, cv::INTER_NEAREST);
+  cv::flip(ids, want_ids, 1);
+  cv::resize(want_ids, want_ids, cv::Size(16, 12), 0, 0, cv::INTER_NEAREST);
+  EXPECT_EQ(cv::norm(FloatImage(b, 0), AsFloat(want), cv::NORM_INF), 0);
+  EXPECT_EQ(cv::norm(cv::Mat(12, 16, CV_16UC1, b.mask(0).data()), want_ids, cv::NORM_INF), 0);
+
+  o.transform = pipeline(R"({"__class_fullname__": "RandomBrightnessContrast", "p": 1.0})");
+  s = Loader::Open(tmp / "ds", o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("RandomBrightnessContrast"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("uint16"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("depth"), std::string::npos) << s.ToString();
+
+  o.transform = nullptr;
+  o.channels = 3;
+  s = Loader::Open(tmp / "ds", o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("keep their channels"), std::string::npos) << s.ToString();
+}
+
+// The geometric transforms draw and resample a uint16 image as they do its 8-bit form: the same
+// seed on v and on v * 257 gives outputs 257 apart, up to one 8-bit rounding step.
+TEST(TypedSamples, GeometricTransformsMoveTypedPixelsAsTheyMoveEightBitOnes) {
+  TempDir tmp;
+  cv::Mat eight(kH, kW, CV_8UC1), sixteen;
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x)
+      eight.at<uint8_t>(y, x) = static_cast<uint8_t>((x * 37 + y * 11) % 256);
+  }
+  eight.convertTo(sixteen, CV_16U, 257);
+  Write(tmp / "a/images/a.png", eight);
+  Write(tmp / "b/images/a.png", sixteen);
+  BuildOptions o8 = Options(tmp / "a", tmp / "ds8", StoreMode::kEncoded);
+  o8.gray = true;
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(o8, &r).ok());
+  ASSERT_TRUE(BuildDataset(Options(tmp / "b", tmp / "ds16", StoreMode::kRaw), &r).ok());
+  const char* leaves[] = {
+      R"({"__class_fullname__": "Rotate", "p": 1.0, "limit": [-40, 40], "interpolation": 1})",
+      R"({"__class_fullname__": "Affine", "p": 1.0, "rotate": [-20, 20], "scale": [0.8, 1.2]})",
+      R"({"__class_fullname__": "RandomResizedCrop", "p": 1.0, "size": [16, 20]})",
+      R"({"__class_fullname__": "GridDistortion", "p": 1.0})",
+      R"({"__class_fullname__": "ElasticTransform", "p": 1.0})",
+      R"({"__class_fullname__": "RandomRotate90", "p": 1.0},
+          {"__class_fullname__": "CenterCrop", "p": 1.0, "height": 20, "width": 20})",
+      R"({"__class_fullname__": "PadIfNeeded", "p": 1.0, "min_height": 40, "min_width": 40,
+          "border_mode": 4})",
+  };
+  for (const char* leaf : leaves) {
+    SCOPED_TRACE(leaf);
+    std::shared_ptr<const TransformPipeline> p;
+    const std::string spec = std::string(R"({"transform": {"__class_fullname__": "Compose",
+        "p": 1.0, "transforms": [)") +
+                             leaf + "]}}";
+    ASSERT_TRUE(TransformPipeline::Parse(spec, &p).ok()) << spec;
+    LoaderOptions o = Sequential(1);
+    o.transform = p;
+    o.normalize = NormalizeMode::kCpuFloat32;
+    o.mean_std = MeanStdSource::kIdentity;
+    std::unique_ptr<Loader> a, b;
+    Status s = Loader::Open(tmp / "ds8", o, &a);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = Loader::Open(tmp / "ds16", o, &b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      Batch ba, bb;
+      ASSERT_TRUE(a->Next(&ba).ok() && ba);
+      ASSERT_TRUE(b->Next(&bb).ok() && bb);
+      ASSERT_EQ(ba.height(), bb.height());
+      ASSERT_EQ(ba.width(), bb.width());
+      const cv::Mat want = FloatImage(ba, 0) * 257, got = FloatImage(bb, 0);
+      EXPECT_LE(cv::norm(got, want, cv::NORM_INF), 257) << "epoch " << epoch;
+      Batch end;
+      ASSERT_TRUE(a->Next(&end).ok() && !end);
+      ASSERT_TRUE(b->Next(&end).ok() && !end);
+    }
+  }
+}
+
+TEST(TypedSamples, ADatasetOfMixedDepthsIsAnErrorNamingTheFirstFileThatDiffers) {
+  TempDir tmp;
+  Write(tmp / "src/images/a.png", CtSlice(1));
+  cv::Mat eight(kH, kW, CV_8UC1, cv::Scalar(7));
+  Write(tmp / "src/images/b.png", eight);
+  BuildResult r;
+  const Status s = BuildDataset(Options(tmp / "src", tmp / "ds", StoreMode::kEncoded), &r);
+  ASSERT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  // (8-bit gray images are stored as 3 channels unless gray is asked: BuildOptions::gray.)
+  EXPECT_NE(s.message().find(tmp / "src/images/b.png: its pixels are 3 channels of uint8, and the "
+                                   "dataset's are 1 channel of uint16 (set by its first image, " +
+                             tmp / "src/images/a.png"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("BuildOptions::depth = 8"), std::string::npos) << s.ToString();
+
+  // Asked for: both stored as 8-bit.
+  BuildOptions o = Options(tmp / "src", tmp / "ds8", StoreMode::kEncoded);
+  o.depth = 8;
+  ASSERT_TRUE(BuildDataset(o, &r).ok());
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(tmp / "ds8", {}, &ds).ok());
+  EXPECT_EQ(ds->info().sample_type, SampleType::kUint8);
+}
+
+TEST(TypedSamples, EightBitImagesWithInstanceMasksKeepTheIds) {
+  TempDir tmp;
+  cv::Mat rgb(kH, kW, CV_8UC3, cv::Scalar(10, 20, 30));
+  Write(tmp / "src/images/a.png", rgb);
+  Write(tmp / "src/masks/a.png", Instances(2));
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    const std::string out = tmp / ("ds" + std::to_string(int(store)));
+    BuildResult r;
+    ASSERT_TRUE(BuildDataset(Options(tmp / "src", out, store), &r).ok());
+    std::unique_ptr<Loader> loader;
+    LoaderOptions o = Sequential(1);
+    o.augment.hflip_p = 1.0;
+    const Status opened = Loader::Open(out, o, &loader);
+    ASSERT_TRUE(opened.ok()) << opened.ToString();
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    EXPECT_EQ(b.shape().image_type, SampleType::kUint8);
+    EXPECT_EQ(b.shape().mask_type, SampleType::kUint16);
+    cv::Mat want;
+    cv::flip(Instances(2), want, 1);
+    EXPECT_EQ(cv::norm(cv::Mat(kH, kW, CV_16UC1, b.mask(0).data()), want, cv::NORM_INF), 0);
+    EXPECT_EQ(cv::norm(cv::Mat(kH, kW, CV_8UC3, b.image(0).data()), rgb, cv::NORM_INF), 0);
+  }
+}
+
+}  // namespace
+}  // namespace dspipe
