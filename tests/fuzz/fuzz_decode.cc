@@ -1,6 +1,7 @@
 // Fuzzes the image decode path of dsconvert and the loader: Probe (PNG/JPEG headers, EXIF,
 // completeness), DecodeImage (1 and 3 channels), DecodeImageInto a buffer of the probed shape,
-// DecodeMask and IsPlainGray8Png. The first byte picks the operation; the rest is the file.
+// DecodeMask, IsPlainGray8Png and DecodeTyped (deep images kept). The first byte picks the
+// operation; the rest is the file.
 #include <cstdint>
 #include <vector>
 
@@ -30,7 +31,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const int channels = (op & 2) ? 1 : 3;
-  switch ((op >> 2) % 3) {
+  switch ((op >> 2) % 4) {
+    case 3: {  // the typed decode (16-bit / float kept): what the build and the loader run
+      SampleType type = SampleType::kUint8;
+      if (!codec::SampleTypeOf(probe, &type).ok()) break;
+      cv::Mat m;
+      if (codec::DecodeTyped(file, type, (op & 1) != 0, &m).ok()) {
+        DSPIPE_FUZZ_CHECK(m.depth() == codec::CvDepth(type) || (op & 1) != 0);
+        DSPIPE_FUZZ_CHECK(m.channels() >= 1 && m.channels() <= 4);
+      }
+      break;
+    }
     case 0: {
       cv::Mat m;
       if (codec::DecodeImage(file, channels, &m).ok()) {

@@ -32,8 +32,12 @@ def enc(ext, img, params=()):
     return buf.tobytes()
 
 
-def record(img_codec, image, ch, h, w, label=-1, mask_codec="none", mask=b""):
-    hdr = b"DSR1" + bytes([1, CODEC[img_codec], CODEC[mask_codec], ch])
+def record(img_codec, image, ch, h, w, label=-1, mask_codec="none", mask=b"", image_type=0,
+           mask_type=0):
+    # Version 2 (typed samples): the types in the codec bytes' high nibbles.
+    v = 2 if image_type or mask_type or ch not in (1, 3) else 1
+    hdr = b"DSR1" + bytes([v, CODEC[img_codec] | image_type << 4,
+                           CODEC[mask_codec] | (mask_type << 4 if mask else 0), ch])
     hdr += struct.pack("<IIiII", h, w, label, len(image), len(mask))
     crc = zlib.crc32(mask, zlib.crc32(image, zlib.crc32(hdr)))
     return hdr + struct.pack("<I", crc) + image + mask
@@ -61,6 +65,15 @@ for name, data in (("png_gray", png_gray), ("png16", png16), ("png_rgba", png_rg
                    ("jpg_gray", jpg_gray), ("bmp", bmp)):
     put("decode", name, bytes([8]) + data)
 put("decode", "truncated_png", bytes([1]) + png_rgb[:-12])
+# Typed decodes (op 12: bits 2+ = 3): a 16-bit gray PNG, a 4-channel 16-bit TIFF, a float TIFF;
+# op 13: as a mask (16-bit ids kept).
+g16 = gray.astype(np.uint16) * 1000
+stack16 = np.dstack([g16, g16 + 1, g16 + 2, g16 + 3])
+f32 = gray.astype(np.float32) * -1.5
+put("decode", "typed_png16", bytes([12]) + enc(".png", g16))
+put("decode", "typed_tiff16x4", bytes([12]) + enc(".tiff", stack16))
+put("decode", "typed_tiff_f32", bytes([12]) + enc(".tiff", f32))
+put("decode", "typed_mask16", bytes([13]) + enc(".png", g16))
 
 # The other formats on the decode allow-list (lib/codec/limits_check.h), genuine and with a
 # header over the DecodeLimits, and formats OpenCV reads that dspipe refuses.
@@ -98,6 +111,12 @@ put("record", "encoded_tiff", record("encoded", tiff, 3, 6, 5))
 put("record", "encoded_webp_pgm_mask", record("encoded", webp, 3, 6, 5, mask_codec="encoded",
                                                mask=pgm))
 put("record", "bomb_tiff_huge", record("encoded", tiff_header(60000, 60000), 1, 6, 5))
+# Version 2: a uint16 PNG with uint16 ids, raw uint16 x4, a float TIFF.
+put("record", "v2_png16_mask16", record("png", enc(".png", g16), 1, 6, 5, mask_codec="png",
+                                        mask=enc(".png", g16), image_type=1, mask_type=1))
+put("record", "v2_raw16x4", record("raw", stack16.astype("<u2").tobytes(), 4, 6, 5,
+                                   image_type=1))
+put("record", "v2_tiff_f32", record("encoded", enc(".tiff", f32), 1, 6, 5, image_type=3))
 put("record", "bomb_pnm_huge_mask", record("png", png_rgb, 3, 6, 5, mask_codec="encoded",
                                               mask=b"P5 20000 20000 255\n" + bytes(16)))
 
