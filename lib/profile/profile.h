@@ -125,6 +125,9 @@ struct DatasetSummary {
   int width = 0;
   int channels = 0;
   bool has_masks = false;
+  // The samples' types (dspipe/format.h SampleTypeName): "uint8" unless the dataset is typed.
+  std::string sample_type = "uint8";
+  std::string mask_type = "uint8";
   uint64_t bytes = 0;  // on disk: LMDB data files, or the folder's image and mask files
 };
 

@@ -171,7 +171,7 @@ std::string RunSection(const ProfileResult& r, const std::string& title) {
     h += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", Esc(k), Esc(v));
   };
   kv("dataset", fmt::format("{} ({}, {}): {} samples, {}x{}x{}{}", d.path, d.kind, d.store, d.count,
-                            d.width, d.height, d.channels, d.has_masks ? " + mask" : ""));
+                            d.width, d.height, d.channels, ShapeTypes(d)));
   kv("config", fmt::format("batch {}, threads {}, prefetch {}, device {}, compute {} ms, order {}, "
                            "rank {} of {}",
                            r.config.batch_size, r.config.threads, r.config.prefetch,

@@ -11,9 +11,10 @@ namespace {
 using nlohmann::json;
 
 json DatasetJson(const DatasetSummary& d) {
-  return {{"path", d.path},         {"kind", d.kind},           {"store", d.store},
-          {"count", d.count},       {"height", d.height},       {"width", d.width},
-          {"channels", d.channels}, {"has_masks", d.has_masks}, {"bytes", d.bytes}};
+  return {{"path", d.path},           {"kind", d.kind},           {"store", d.store},
+          {"count", d.count},         {"height", d.height},       {"width", d.width},
+          {"channels", d.channels},   {"has_masks", d.has_masks}, {"sample_type", d.sample_type},
+          {"mask_type", d.mask_type}, {"bytes", d.bytes}};
 }
 
 json ConfigJson(const ProfileOptions& o) {

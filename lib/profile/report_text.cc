@@ -27,10 +27,22 @@ std::string Config(const ProfileResult& r) {
                       : std::string());
 }
 
+}  // namespace
+
+// " uint16 + uint16 mask" after WxHxC: the types when the dataset is typed, else " + mask".
+std::string ShapeTypes(const DatasetSummary& d) {
+  const bool typed = d.sample_type != "uint8" || (d.has_masks && d.mask_type != "uint8");
+  std::string s = typed ? " " + d.sample_type : "";
+  if (d.has_masks) s += typed ? " + " + d.mask_type + " mask" : " + mask";
+  return s;
+}
+
+namespace {
+
 void AppendRun(const ProfileResult& r, std::string* out) {
   const DatasetSummary& d = r.dataset;
   *out += fmt::format("{} ({}, {}): {} samples, {}x{}x{}{}, {:.1f} MB on disk\n", d.path, d.kind,
-                      d.store, d.count, d.width, d.height, d.channels, d.has_masks ? " + mask" : "",
+                      d.store, d.count, d.width, d.height, d.channels, ShapeTypes(d),
                       static_cast<double>(d.bytes) / 1e6);
   *out += fmt::format("config: {}\n", Config(r));
   if (r.cache.requested) *out += fmt::format("cache: {}\n", r.cache.note);

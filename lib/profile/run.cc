@@ -456,6 +456,8 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   r->dataset.height = bs.height;
   r->dataset.width = bs.width;
   r->dataset.channels = bs.channels;
+  r->dataset.sample_type = SampleTypeName(bs.image_type);
+  r->dataset.mask_type = SampleTypeName(bs.mask_type);
   r->dataset.has_masks = bs.masks;
   if (!o.trace_path.empty()) {
     DSPIPE_RETURN_IF_ERROR(stats.WriteChromeTrace(o.trace_path));

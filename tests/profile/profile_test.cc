@@ -13,6 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <set>
 
+#include "dspipe/convert.h"
 #include "dspipe/loader.h"
 #include "dspipe/synth.h"
 #include "pipeline/sample.h"
@@ -310,6 +311,7 @@ TEST(FolderProfile, SixteenBitImagesAreRefusedNotReducedSilently) {
   const std::string root = SmallDataset().dir + "/deep/images";
   std::filesystem::create_directories(root);
   cv::Mat g16(24, 32, CV_16UC1, cv::Scalar(803));
+  g16(cv::Rect(0, 0, 16, 24)).setTo(cv::Scalar(3000));
   ASSERT_TRUE(cv::imwrite(root + "/000000.png", g16));
   ProfileOptions o = Small();
   o.batches = 1;
@@ -320,6 +322,20 @@ TEST(FolderProfile, SixteenBitImagesAreRefusedNotReducedSilently) {
   EXPECT_NE(st.message().find(root + "/000000.png: a 16-bit image"), std::string::npos)
       << st.ToString();
   EXPECT_NE(st.message().find("BuildOptions::depth = 8"), std::string::npos) << st.ToString();
+  // Built into a dataset they are kept, and the report says their type.
+  BuildOptions bo;
+  bo.source = SmallDataset().dir + "/deep";
+  bo.output = SmallDataset().dir + "/deep.lmdb";
+  BuildResult built;
+  ASSERT_TRUE(BuildDataset(bo, &built).ok());
+  const Status ran = RunProfile(bo.output, o, &r);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_EQ(r.dataset.sample_type, "uint16");
+  EXPECT_EQ(r.dataset.channels, 1);
+  Report report;
+  report.run = r;
+  const std::string text = ReportText(report);
+  EXPECT_NE(text.find("samples, 32x24x1 uint16, "), std::string::npos) << text;
 }
 
 // The folder source goes through the loader's own decode / augment / collate: with the same

@@ -89,6 +89,8 @@ TEST(ReportJson, SchemaFieldsHaveTheDocumentedTypes) {
     EXPECT_TRUE(d.at(k).is_number_integer()) << k;
   }
   EXPECT_TRUE(d.at("has_masks").is_boolean());
+  EXPECT_EQ(d.at("sample_type"), "uint8");
+  EXPECT_EQ(d.at("mask_type"), "uint8");
   const json& c = j.at("config");
   for (const char* k : {"batch", "threads", "prefetch", "batches", "epochs", "warmup", "seed"}) {
     EXPECT_TRUE(c.at(k).is_number_integer()) << k;
