@@ -420,6 +420,13 @@ int CvDepth(SampleType t) {
 Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, cv::Mat* out) {
   try {
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
+    if (type == SampleType::kUint16) {  // 16-bit gray PNGs (CT / MR slices, id maps): fast path
+      if (const PngRoute route = ChoosePng16Decoder(bytes); route.decoder == PngDecoder::kFast) {
+        FitMat(static_cast<int>(route.header.height), static_cast<int>(route.header.width),
+               CV_16UC1, out);
+        return DecodePngFast(bytes, route.header, 1, out->data);
+      }
+    }
     if (mask) {
       if (type != SampleType::kUint8 && type != SampleType::kUint16) {
         return Status::InvalidArgument("masks are uint8 or uint16");

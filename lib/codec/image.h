@@ -57,8 +57,9 @@ Status CheckLoaderDepth(const ImageProbe& probe);
 Status SampleTypeOf(const ImageProbe& probe, SampleType* out);
 // OpenCV's depth for a sample type: CV_8U, CV_16U, CV_16S, CV_32F.
 int CvDepth(SampleType t);
-// Decodes an image of `type` keeping its samples and channels (OpenCV's IMREAD_UNCHANGED:
-// 16-bit PNG, 16-bit PGM/PPM, TIFF of 8/16-bit integer or 32-bit float samples), in RGB / RGBA
+// Decodes an image of `type` keeping its samples and channels (16-bit gray PNGs on the fast
+// path, png_fast.h ChoosePng16Decoder; the rest with OpenCV's IMREAD_UNCHANGED: 16-bit color
+// PNG, 16-bit PGM/PPM, TIFF of 8/16-bit integer or 32-bit float samples), in RGB / RGBA
 // order. A decode of another sample type, or of other than 1, 3 or 4 channels (3 or 4 only for
 // uint16), is BadInput saying so. No EXIF orientation (PNG and TIFF carry none that OpenCV
 // applies to them). With `mask`: one channel of class ids (uint16 kept, uint8 widened).

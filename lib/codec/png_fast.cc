@@ -74,6 +74,14 @@ Scratch& ThreadScratch() {
 
 // Converts one unfiltered row of `channels` samples per pixel to RGB (libspng's SPNG_FMT_RGB8:
 // gray replicated, alpha dropped), mirrored left-right when `mirror`.
+// A 16-bit gray row from PNG's big-endian samples to host uint16 (mirrored when asked).
+void Row16ToHost(const uint8_t* row, uint32_t width, bool mirror, uint16_t* out) {
+  for (uint32_t x = 0; x < width; ++x) {
+    const uint16_t v = static_cast<uint16_t>((row[2 * x] << 8) | row[2 * x + 1]);
+    out[mirror ? width - 1 - x : x] = v;
+  }
+}
+
 void RowToRgb(const uint8_t* row, int channels, uint32_t width, bool mirror, uint8_t* out) {
   if (channels == 3 && !mirror) {
     std::memcpy(out, row, size_t{width} * 3);
@@ -155,7 +163,15 @@ void MirrorRow(const uint8_t* src, int bpp, uint32_t width, uint8_t* dst, bool p
 void SetPngFastPathEnabled(bool enabled) { FastPathFlag().store(enabled); }
 bool PngFastPathEnabled() { return FastPathFlag().load(std::memory_order_relaxed); }
 
-PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) {
+namespace {
+PngRoute Route(std::span<const uint8_t> bytes, int depth);
+}  // namespace
+
+PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) { return Route(bytes, 8); }
+PngRoute ChoosePng16Decoder(std::span<const uint8_t> bytes) { return Route(bytes, 16); }
+
+namespace {
+PngRoute Route(std::span<const uint8_t> bytes, int depth) {
   if (!PngFastPathEnabled()) return Libspng("fast path disabled");
   const uint8_t* p = bytes.data();
   const size_t size = bytes.size();
@@ -176,7 +192,10 @@ PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) {
   }
   if (ihdr[10] != 0 || ihdr[11] != 0) return Libspng("unknown compression or filter method");
   if (r.header.interlace != 0) return Libspng("interlaced");
-  if (r.header.bit_depth != 8) return Libspng("bit depth is not 8");
+  if (r.header.bit_depth != depth) {
+    return Libspng(depth == 8 ? "bit depth is not 8" : "bit depth is not 16");
+  }
+  if (depth == 16 && r.header.color_type != 0) return Libspng("16-bit color");
   switch (r.header.color_type) {
     case 0: r.header.channels = 1; break;
     case 2: r.header.channels = 3; break;
@@ -201,10 +220,15 @@ PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes) {
   r.decoder = PngDecoder::kFast;
   return r;
 }
+}  // namespace
 
 Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
                      uint8_t* dst, const PngFastOptions& options) {
   DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", header.width, header.height));
+  const bool wide = header.bit_depth == 16;  // ChoosePng16Decoder: gray, into host uint16
+  if (wide && (out_channels != 1 || header.channels != 1 || options.sink != nullptr)) {
+    return Status::InvalidArgument("PNG fast path: 16-bit gray decodes to 1 channel, no sink");
+  }
   if (out_channels != 3 && !(out_channels == 1 && header.channels == 1)) {
     return Status::InvalidArgument("PNG fast path: " + std::to_string(out_channels) +
                                    " output channels from " + std::to_string(header.channels));
@@ -292,7 +316,7 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
     stream = s.idat.data();
   }
 
-  const size_t bpp = static_cast<size_t>(header.channels);
+  const size_t bpp = static_cast<size_t>(header.channels) * (wide ? 2 : 1);
   const size_t row_bytes = size_t{header.width} * bpp;
   const size_t stride = row_bytes + 1;
   const size_t expected = stride * header.height;
@@ -322,14 +346,14 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
   // row is the prediction row); when mirrored, into one of two scratch rows (the other is the
   // prediction row) and then mirrored into dst; with a conversion, in place in the filtered
   // buffer, then converted (and mirrored) into dst. Each finished dst row goes to the sink.
-  const bool direct = static_cast<size_t>(out_channels) == bpp;
+  const bool direct = !wide && static_cast<size_t>(out_channels) == bpp;
   const bool mirror = options.mirror;
   if (s.zeros.size() < row_bytes) s.zeros.assign(row_bytes, 0);
   const size_t padded = row_bytes + 16;
   if (direct && mirror && s.rows.size() < 2 * padded) s.rows.resize(2 * padded);
   const UnfilterIsa isa = BestUnfilterIsa();
   uint8_t* const filtered = s.filtered.data();
-  const size_t out_row = size_t{header.width} * static_cast<size_t>(out_channels);
+  const size_t out_row = size_t{header.width} * static_cast<size_t>(out_channels) * (wide ? 2 : 1);
   for (uint32_t y = 0; y < header.height; ++y) {
     uint8_t* row = filtered + size_t{y} * stride;
     const int filter = row[0];
@@ -349,7 +373,11 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
     } else {
       const uint8_t* prev = y == 0 ? s.zeros.data() : row - stride + 1;
       UnfilterRow(isa, filter, row + 1, prev, row + 1, row_bytes, static_cast<int>(bpp));
-      RowToRgb(row + 1, header.channels, header.width, mirror, out);
+      if (wide) {
+        Row16ToHost(row + 1, header.width, mirror, reinterpret_cast<uint16_t*>(out));
+      } else {
+        RowToRgb(row + 1, header.channels, header.width, mirror, out);
+      }
     }
     if (options.sink != nullptr) options.sink->Row(y, out);
   }

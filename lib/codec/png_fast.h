@@ -49,6 +49,10 @@ struct PngRoute {
 // them too. Broken files that fail the rule (bad IHDR, truncated before IDAT) go to libspng,
 // which reports them as before. Reads only chunk headers: no CRC, no inflate.
 PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes);
+// The same rule for 16-bit gray PNGs (CT and MR slices): bit depth 16 and color type 0 instead
+// of bit depth 8. DecodePngFast then writes header.height * header.width host-order uint16
+// samples (out_channels 1, no sink; mirror as for 8-bit). 16-bit color stays with libspng.
+PngRoute ChoosePng16Decoder(std::span<const uint8_t> bytes);
 
 // Process-wide switch (default on, unless DSPIPE_PNG_DECODER=libspng was set at start-up).
 // Benchmarks turn it off to measure today's libspng decoder in the same run.

@@ -300,19 +300,37 @@ class SampleJob {
       RecordDecode(img.path, t0);
     }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    cv::Mat dst(shape.height, shape.width,
+                CV_MAKETYPE(codec::CvDepth(shape.image_type), shape.channels), slot_.image);
+    cv::Mat dst_mask;
+    if (shape.masks) {
+      dst_mask = cv::Mat(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
+    }
+    // Horizontal flips only (augment's hflip, the common case): one pass into the slot.
+    bool mirror = false, flips_only = transforms::FlipsAndRowOpsOnly(plan, &mirror);
+    for (const transforms::Step& st : plan.steps) flips_only &= st.leaf->name == "HorizontalFlip";
+    if (flips_only && img.image.size() == dst.size() && img.image.type() == dst.type() &&
+        (!shape.masks ||
+         (mask_in.size() == dst_mask.size() && mask_in.type() == dst_mask.type()))) {
+      if (mirror) {
+        cv::flip(img.image, dst, 1);
+        if (shape.masks) cv::flip(mask_in, dst_mask, 1);
+      } else {
+        img.image.copyTo(dst);
+        if (shape.masks) mask_in.copyTo(dst_mask);
+      }
+      return Status::OK();
+    }
     cv::Mat out_image, out_mask;
     Status s = transforms::ExecuteSequential(&plan, img.image, mask_in, &out_image, &out_mask);
     if (!s.ok()) {
       return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
     }
-    cv::Mat dst(shape.height, shape.width,
-                CV_MAKETYPE(codec::CvDepth(shape.image_type), shape.channels), slot_.image);
     if (out_image.size() != dst.size() || out_image.type() != dst.type()) {
       return Status::Internal(Where() + ": the typed transforms made another size or type");
     }
     out_image.copyTo(dst);
     if (shape.masks) {
-      cv::Mat dst_mask(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
       if (out_mask.size() != dst_mask.size() || out_mask.type() != dst_mask.type()) {
         return Status::Internal(Where() + ": the typed transforms made another mask size or type");
       }

@@ -509,7 +509,8 @@ bool ExpectSameAsLibspng(const std::string& png, const std::string& what) {
   return route.decoder == PngDecoder::kFast;
 }
 
-std::string SpngEncode(const cv::Mat& img, int color_type, int filter_choice, int level) {
+std::string SpngEncode(const cv::Mat& img, int color_type, int filter_choice, int level,
+                       int bit_depth = 8) {
   spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
   spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
   spng_set_option(ctx, SPNG_FILTER_CHOICE, filter_choice);
@@ -517,7 +518,7 @@ std::string SpngEncode(const cv::Mat& img, int color_type, int filter_choice, in
   spng_ihdr ihdr{};
   ihdr.width = static_cast<uint32_t>(img.cols);
   ihdr.height = static_cast<uint32_t>(img.rows);
-  ihdr.bit_depth = 8;
+  ihdr.bit_depth = static_cast<uint8_t>(bit_depth);
   ihdr.color_type = static_cast<uint8_t>(color_type);
   spng_set_ihdr(ctx, &ihdr);
   int rc = spng_encode_image(ctx, img.data, img.total() * img.elemSize(), SPNG_FMT_PNG,
@@ -559,6 +560,70 @@ TEST(PngFastExact, LibspngEncodesWithEveryFilterForced) {
     }
   }
   EXPECT_EQ(fast, total);  // every one of these is a fast-path file
+}
+
+// 16-bit gray PNGs (CT / MR slices, instance maps; issue 35) take the fast path through
+// DecodeTyped: the same samples as libpng's decode (OpenCV imdecode) for every filter, width and
+// content, mirrored rows as cv::flip; 16-bit color and 8-bit files are not routed to it.
+TEST(PngFastExact, SixteenBitGrayWithEveryFilterForcedEqualsLibpng) {
+  const int choices[] = {SPNG_DISABLE_FILTERING, SPNG_FILTER_CHOICE_NONE, SPNG_FILTER_CHOICE_SUB,
+                         SPNG_FILTER_CHOICE_UP,  SPNG_FILTER_CHOICE_AVG,  SPNG_FILTER_CHOICE_PAETH,
+                         SPNG_FILTER_CHOICE_ALL};
+  int files = 0;
+  for (int w : {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 130}) {
+    for (int h : {1, 4}) {
+      cv::Mat noisy(h, w, CV_16UC1), smooth(h, w, CV_16UC1);
+      cv::randu(noisy, 0, 65536);
+      for (int i = 0; i < static_cast<int>(smooth.total()); ++i) {
+        smooth.at<uint16_t>(i) = static_cast<uint16_t>(i * 97 % 4096);
+      }
+      for (const cv::Mat* img : {&noisy, &smooth}) {
+        for (int choice : choices) {
+          const std::string png = SpngEncode(*img, 0, choice, choice % 10, 16);
+          const std::string what =
+              std::to_string(w) + "x" + std::to_string(h) + " choice " + std::to_string(choice);
+          const PngRoute route = ChoosePng16Decoder(AsBytes(png));
+          ASSERT_EQ(route.decoder, PngDecoder::kFast) << what << ": " << route.reason;
+          const cv::Mat want = cv::imdecode(
+              cv::Mat(1, static_cast<int>(png.size()), CV_8UC1, const_cast<char*>(png.data())),
+              cv::IMREAD_UNCHANGED);
+          ASSERT_EQ(want.type(), CV_16UC1) << what;
+          cv::Mat got;
+          ASSERT_TRUE(DecodeTyped(AsBytes(png), SampleType::kUint16, false, &got).ok()) << what;
+          EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << what;
+          cv::Mat ids;
+          ASSERT_TRUE(DecodeTyped(AsBytes(png), SampleType::kUint16, true, &ids).ok()) << what;
+          EXPECT_EQ(cv::norm(ids, want, cv::NORM_INF), 0) << what << " (mask)";
+          cv::Mat mirrored(h, w, CV_16UC1), flipped;
+          PngFastOptions o;
+          o.mirror = true;
+          ASSERT_TRUE(DecodePngFast(AsBytes(png), route.header, 1, mirrored.data, o).ok());
+          cv::flip(want, flipped, 1);
+          EXPECT_EQ(cv::norm(mirrored, flipped, cv::NORM_INF), 0) << what << " (mirrored)";
+          ++files;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(files, 11 * 2 * 2 * 7);
+  cv::Mat rgb16(4, 5, CV_16UC3, cv::Scalar(1000, 2000, 3000));
+  EXPECT_EQ(
+      ChoosePng16Decoder(AsBytes(SpngEncode(rgb16, 2, SPNG_FILTER_CHOICE_ALL, 6, 16))).decoder,
+      PngDecoder::kLibspng);
+  cv::Mat gray8(4, 5, CV_8UC1, cv::Scalar(7));
+  EXPECT_EQ(ChoosePng16Decoder(AsBytes(SpngEncode(gray8, 0, SPNG_FILTER_CHOICE_ALL, 6))).decoder,
+            PngDecoder::kLibspng);
+  // The 8-bit router still leaves 16-bit files to libspng.
+  EXPECT_EQ(ChoosePngDecoder(AsBytes(SpngEncode(rgb16, 2, SPNG_FILTER_CHOICE_ALL, 6, 16))).decoder,
+            PngDecoder::kLibspng);
+  // Damage is an error with the reason, as for 8-bit files.
+  cv::Mat slice(8, 9, CV_16UC1);
+  cv::randu(slice, 0, 4096);
+  std::string png = SpngEncode(slice, 0, SPNG_FILTER_CHOICE_ALL, 6, 16);
+  png[png.size() - 20] = static_cast<char>(png[png.size() - 20] ^ 0x40);  // inside the IDAT
+  cv::Mat out;
+  const Status s = DecodeTyped(AsBytes(png), SampleType::kUint16, false, &out);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
 }
 
 TEST(PngFastExact, CorpusOfOpenCvPillowAndImageMagick) {

@@ -181,6 +181,19 @@ TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
       EXPECT_EQ(cv::norm(ids, masks[i], cv::NORM_INF), 0) << "ids above 255 intact, " << i;
     }
 
+    // augment's flip (one pass into the slot): mirrored image and ids.
+    LoaderOptions flip = Sequential(3);
+    flip.augment.hflip_p = 1.0;
+    ASSERT_TRUE(Loader::Open(out, flip, &loader).ok());
+    ASSERT_TRUE(loader->Next(&b).ok());
+    for (int i = 0; i < 3; ++i) {
+      cv::Mat want_image, want_ids;
+      cv::flip(images[i], want_image, 1);
+      cv::flip(masks[i], want_ids, 1);
+      EXPECT_EQ(cv::norm(FloatImage(b, i), AsFloat(want_image), cv::NORM_INF), 0) << i;
+      EXPECT_EQ(cv::norm(cv::Mat(kH, kW, CV_16UC1, b.mask(i).data()), want_ids, cv::NORM_INF), 0);
+    }
+
     // Normalized with the manifest's mean/std, in source units.
     LoaderOptions o = Sequential(3);
     o.normalize = NormalizeMode::kCpuFloat32;
