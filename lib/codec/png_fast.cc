@@ -226,8 +226,8 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
                      uint8_t* dst, const PngFastOptions& options) {
   DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", header.width, header.height));
   const bool wide = header.bit_depth == 16;  // ChoosePng16Decoder: gray, into host uint16
-  if (wide && (out_channels != 1 || header.channels != 1 || options.sink != nullptr)) {
-    return Status::InvalidArgument("PNG fast path: 16-bit gray decodes to 1 channel, no sink");
+  if (wide && (out_channels != 1 || header.channels != 1)) {
+    return Status::InvalidArgument("PNG fast path: 16-bit gray decodes to 1 channel");
   }
   if (out_channels != 3 && !(out_channels == 1 && header.channels == 1)) {
     return Status::InvalidArgument("PNG fast path: " + std::to_string(out_channels) +

@@ -51,7 +51,8 @@ struct PngRoute {
 PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes);
 // The same rule for 16-bit gray PNGs (CT and MR slices): bit depth 16 and color type 0 instead
 // of bit depth 8. DecodePngFast then writes header.height * header.width host-order uint16
-// samples (out_channels 1, no sink; mirror as for 8-bit). 16-bit color stays with libspng.
+// samples (out_channels 1; mirror as for 8-bit; the sink gets each row as those uint16 samples).
+// 16-bit color stays with libspng.
 PngRoute ChoosePng16Decoder(std::span<const uint8_t> bytes);
 
 // Process-wide switch (default on, unless DSPIPE_PNG_DECODER=libspng was set at start-up).

@@ -89,6 +89,24 @@ class NormalizeRows final : public codec::PngRowSink {
   std::vector<uint8_t>* row_;
 };
 
+// The float32 normalize of each 16-bit gray row the PNG fast path finishes (typed samples,
+// NormalizeTyped's formula: bit-identical to it).
+class NormalizeRows16 final : public codec::PngRowSink {
+ public:
+  NormalizeRows16(const NormalizeParams& p, float* dst, int w)
+      : mean_(p.mean[0]), inv_(1.0f / p.std[0]), dst_(dst), width_(w) {}
+  void Row(uint32_t y, const uint8_t* row) override {
+    const auto* v = reinterpret_cast<const uint16_t*>(row);
+    float* out = dst_ + size_t{y} * static_cast<size_t>(width_);
+    for (int x = 0; x < width_; ++x) out[x] = (static_cast<float>(v[x]) - mean_) * inv_;
+  }
+
+ private:
+  const float mean_, inv_;
+  float* const dst_;
+  const int width_;
+};
+
 // The row ops on every row of the uint8 image, in order.
 void RunRowOps(const RowOps& ops, uint8_t* image, int h, int w, int channels) {
   const size_t row = static_cast<size_t>(w) * static_cast<size_t>(channels);
@@ -114,18 +132,18 @@ template <typename T>
 void NormalizeTypedOf(const T* src, size_t plane, int channels, const NormalizeParams& p,
                       float* dst) {
   for (int k = 0; k < channels; ++k) {
-    const float mean = p.mean[k], sd = p.std[k];
+    const float mean = p.mean[k], inv = 1.0f / p.std[k];
     float* out = dst + static_cast<size_t>(k) * plane;
     const T* in = src + k;
     for (size_t i = 0; i < plane; ++i) {
-      out[i] = (static_cast<float>(in[i * static_cast<size_t>(channels)]) - mean) / sd;
+      out[i] = (static_cast<float>(in[i * static_cast<size_t>(channels)]) - mean) * inv;
     }
   }
 }
 
-// A typed image (NHWC samples of shape.image_type) to float32 NCHW, (x - mean) / std per
-// channel: its own values exactly with the identity (mean 0, std 1), as numpy computes it in
-// float32 otherwise.
+// A typed image (NHWC samples of shape.image_type) to float32 NCHW, (x - mean) * (1 / std) per
+// channel as the 8-bit kernels compute it (within an ulp of numpy's float32 (x - mean) / std):
+// its own values exactly with the identity (mean 0, std 1).
 void NormalizeTyped(const BatchShape& shape, const NormalizeParams& p, const uint8_t* image,
                     float* dst) {
   const size_t plane = shape.pixels();
@@ -272,6 +290,54 @@ class SampleJob {
     Scratch& scratch = ThreadScratch();
     Plan& plan = scratch.plan;
     DSPIPE_RETURN_IF_ERROR(MakePlan(src_h, src_w, &plan));
+    // Horizontal flips only (augment's hflip, the common case).
+    bool mirror = false, flips_only = transforms::FlipsAndRowOpsOnly(plan, &mirror);
+    for (const transforms::Step& st : plan.steps) flips_only &= st.leaf->name == "HorizontalFlip";
+    // A 16-bit gray PNG at the batch size: decoded mirrored straight into the slot, each row
+    // normalized as it is finished (as the 8-bit fused path does): DecodePath::kFused.
+    if (flips_only && shape.image_type == SampleType::kUint16 && shape.channels == 1 &&
+        src_h == shape.height && src_w == shape.width && h.image_codec == Codec::kPng &&
+        FusedDecodeEnabled()) {
+      if (const codec::PngRoute route = codec::ChoosePng16Decoder(rec.image);
+          route.decoder == codec::PngDecoder::kFast && route.header.height == h.height &&
+          route.header.width == h.width) {
+        const uint64_t t0 = NowNs();
+        std::optional<NormalizeRows16> rows;
+        if (shape.normalized) rows.emplace(ctx_.normalize, slot_.normalized, src_w);
+        codec::PngFastOptions po;
+        po.mirror = mirror;
+        po.sink = rows ? &*rows : nullptr;
+        Status s = codec::DecodePngFast(rec.image, route.header, 1, slot_.image, po);
+        if (!s.ok()) return Context(Status::Corruption(s.message()), "image");
+        if (shape.masks) {
+          codec::DecodeRequest q = Request(h.mask_codec, rec.mask, 1, true);
+          q.type = h.mask_type;
+          codec::DecodedImage m;
+          s = codec::DecodePayload(q, &scratch.mask, &m);
+          if (!s.ok()) return Context(s, "mask");
+          cv::Mat dst_mask(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
+          cv::Mat ids = m.image;
+          if (ids.size() != dst_mask.size()) {
+            return Bad("the mask is " + std::to_string(ids.cols) + "x" +
+                       std::to_string(ids.rows) + " (width x height) but the image is " +
+                       std::to_string(src_w) + "x" + std::to_string(src_h) +
+                       ": a mask must be the size of its image");
+          }
+          if (ids.depth() != dst_mask.depth()) {
+            ids.convertTo(scratch.converted_mask, dst_mask.depth());
+            ids = scratch.converted_mask;
+          }
+          if (mirror) {
+            cv::flip(ids, dst_mask, 1);
+          } else {
+            ids.copyTo(dst_mask);
+          }
+        }
+        RecordDecode(DecodePath::kFused, t0);
+        normalized_ = shape.normalized;
+        return Status::OK();
+      }
+    }
     codec::DecodedImage img, mask;
     cv::Mat mask_in;
     {
@@ -306,9 +372,7 @@ class SampleJob {
     if (shape.masks) {
       dst_mask = cv::Mat(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
     }
-    // Horizontal flips only (augment's hflip, the common case): one pass into the slot.
-    bool mirror = false, flips_only = transforms::FlipsAndRowOpsOnly(plan, &mirror);
-    for (const transforms::Step& st : plan.steps) flips_only &= st.leaf->name == "HorizontalFlip";
+    // Horizontal flips only: one pass into the slot.
     if (flips_only && img.image.size() == dst.size() && img.image.type() == dst.type() &&
         (!shape.masks ||
          (mask_in.size() == dst_mask.size() && mask_in.type() == dst_mask.type()))) {

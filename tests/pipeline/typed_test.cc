@@ -20,6 +20,7 @@
 #include "dspipe/dataset.h"
 #include "dspipe/loader.h"
 #include "dspipe/transforms.h"
+#include "pipeline/sample.h"
 
 namespace dspipe {
 namespace {
@@ -193,6 +194,37 @@ TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
       EXPECT_EQ(cv::norm(FloatImage(b, i), AsFloat(want_image), cv::NORM_INF), 0) << i;
       EXPECT_EQ(cv::norm(cv::Mat(kH, kW, CV_16UC1, b.mask(i).data()), want_ids, cv::NORM_INF), 0);
     }
+
+    // The fused path (16-bit gray PNG decoded mirrored into the slot, rows normalized as they
+    // are finished) gives exactly what the unfused one does.
+    LoaderOptions norm = Sequential(3);
+    norm.augment.hflip_p = 0.5;
+    norm.normalize = NormalizeMode::kCpuFloat32;
+    norm.sampler.seed = 9;
+    std::vector<float> fused, unfused;
+    std::vector<uint16_t> fused_ids, unfused_ids;
+    for (bool on : {true, false}) {
+      pipeline::SetFusedDecodeEnabled(on);
+      std::unique_ptr<Loader> l;
+      ASSERT_TRUE(Loader::Open(out, norm, &l).ok());
+      Batch nb;
+      ASSERT_TRUE(l->Next(&nb).ok());
+      std::vector<float>& f = on ? fused : unfused;
+      f.assign(nb.normalized(), nb.normalized() + 3 * kH * kW);
+      std::vector<uint16_t>& ids = on ? fused_ids : unfused_ids;
+      const auto* got_ids = reinterpret_cast<const uint16_t*>(nb.masks());
+      ids.assign(got_ids, got_ids + 3 * kH * kW);
+      const StageSummary decode = l->stats().Summary(Stage::kDecode);
+      EXPECT_GT(decode.count, 0u);
+      bool any_fused = false;
+      for (const DecodePathSummary& p : l->stats().DecodePaths()) {
+        any_fused |= p.path == DecodePath::kFused && p.count > 0;
+      }
+      EXPECT_EQ(any_fused, on && store == StoreMode::kEncoded);
+    }
+    pipeline::SetFusedDecodeEnabled(true);
+    EXPECT_EQ(fused, unfused);
+    EXPECT_EQ(fused_ids, unfused_ids);
 
     // Normalized with the manifest's mean/std, in source units.
     LoaderOptions o = Sequential(3);
