@@ -43,6 +43,10 @@ struct DatasetInfo {
                            // uint8, the source's values for typed samples)
   std::vector<double> mean;
   std::vector<double> std;
+  // Per channel, in the same units, when the manifest has them (builds since typed samples):
+  // min, max, and for integer samples the 0.5th / 99.5th percentiles (numpy's linear
+  // interpolation; nnU-Net's CT normalization inputs). Empty otherwise.
+  std::vector<double> min, max, percentile_00_5, percentile_99_5;
   std::string manifest_json;  // the whole manifest ("" for plain LMDBs)
   // Records per shard file, in index order: a sharded dataset's shards (manifest.json), one
   // entry for a lone dspipe LMDB, empty for plain LMDBs. Sampler order kShards uses it.

@@ -143,7 +143,12 @@ Status MergeAccum(const Accum& a, const std::string& where, Accum* total) {
     total->min[k] = total->stat_images == 0 ? a.min[k] : std::min(total->min[k], a.min[k]);
     total->max[k] = total->stat_images == 0 ? a.max[k] : std::max(total->max[k], a.max[k]);
   }
-  for (int k = 0; k < kMaxChannels; ++k) total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
+  for (int k = 0; k < kMaxChannels; ++k) {
+    total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
+    if (a.hist[k].empty()) continue;
+    if (total->hist[k].empty()) total->hist[k].assign(a.hist[k].size(), 0);
+    for (size_t i = 0; i < a.hist[k].size(); ++i) total->hist[k][i] += a.hist[k][i];
+  }
   total->pixels += a.pixels;
   total->stat_images += a.stat_images;
   total->mask_max = std::max(total->mask_max, a.mask_max);

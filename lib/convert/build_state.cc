@@ -12,6 +12,30 @@ namespace dspipe::build {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Accum::hist as [[[value, count], ...] per channel], nonzero counts only.
+json HistJson(const std::vector<uint64_t> (&hist)[kMaxChannels]) {
+  json out = json::array();
+  for (int k = 0; k < kMaxChannels && !hist[k].empty(); ++k) {
+    json pairs = json::array();
+    for (size_t i = 0; i < hist[k].size(); ++i) {
+      if (hist[k][i] != 0)
+        pairs.push_back({static_cast<int64_t>(i) + Accum::kHistOffset, hist[k][i]});
+    }
+    out.push_back(std::move(pairs));
+  }
+  return out;
+}
+
+}  // namespace
+
+void Accum::AddHistogram(int k, int lo, const std::vector<uint32_t>& counts) {
+  if (hist[k].empty()) hist[k].assign(kHistSize, 0);
+  const size_t base = static_cast<size_t>(lo - kHistOffset);
+  for (size_t i = 0; i < counts.size(); ++i) hist[k][base + i] += counts[i];
+}
+
 json Accum::ToJson() const {
   return {{"next_pos", next_pos},
           {"next_index", next_index},
@@ -19,6 +43,7 @@ json Accum::ToJson() const {
           {"sumsq", std::vector<double>(sumsq, sumsq + kMaxChannels)},
           {"min", std::vector<double>(min, min + kMaxChannels)},
           {"max", std::vector<double>(max, max + kMaxChannels)},
+          {"hist", HistJson(hist)},
           {"image_type", image_type},
           {"channels", channels},
           {"type_from", type_from},
@@ -62,6 +87,22 @@ Accum Accum::FromJson(const json& j) {
     }
     for (size_t k = 0; k < s.size(); ++k) a.min[k] = lo[k], a.max[k] = hi[k];
   }
+  if (j.contains("hist")) {
+    const json& h = j.at("hist");
+    if (!h.is_array() || h.size() > kMaxChannels) {
+      throw json::type_error::create(302, "hist is not a list of channels", &j);
+    }
+    for (size_t k = 0; k < h.size(); ++k) {
+      a.hist[k].assign(kHistSize, 0);
+      for (const json& pair : h[k]) {
+        const int64_t v = Int(pair.at(0)), n = Int(pair.at(1));
+        if (v < kHistOffset || v >= kHistOffset + static_cast<int64_t>(kHistSize) || n < 0) {
+          throw json::type_error::create(302, "hist entry out of range", &j);
+        }
+        a.hist[k][static_cast<size_t>(v - kHistOffset)] += static_cast<uint64_t>(n);
+      }
+    }
+  }
   if (j.contains("image_type")) {
     a.image_type = static_cast<int>(Int(j.at("image_type")));
     a.channels = static_cast<int>(Int(j.at("channels")));
@@ -97,6 +138,7 @@ void Accum::Add(const MadeRecord& r) {
       sum[k] += r.sum[k], sumsq[k] += r.sumsq[k];
       min[k] = stat_images == 0 ? r.min[k] : std::min(min[k], r.min[k]);
       max[k] = stat_images == 0 ? r.max[k] : std::max(max[k], r.max[k]);
+      if (!r.hist[k].empty()) AddHistogram(k, static_cast<int>(r.min[k]), r.hist[k]);
     }
     pixels += r.pixels;
     ++stat_images;
@@ -158,6 +200,33 @@ void SetTypeFields(const Accum& acc, json* m) {
   (*m)["format_version"] = typed ? kManifestVersion : 1;
 }
 
+double PercentileOf(const std::vector<uint64_t>& hist, double q) {
+  uint64_t n = 0;
+  for (uint64_t c : hist) n += c;
+  if (n == 0) return std::nan("");
+  // numpy's "linear": the value at sorted position (n - 1) * q / 100, interpolated between the
+  // values at its floor and ceiling positions.
+  const double pos = static_cast<double>(n - 1) * q / 100.0;
+  const auto lo = static_cast<uint64_t>(std::floor(pos));
+  const uint64_t hi = std::min(lo + 1, n - 1);
+  double v_lo = 0, v_hi = 0;
+  uint64_t seen = 0;
+  bool have_lo = false;
+  for (size_t i = 0; i < hist.size(); ++i) {
+    if (hist[i] == 0) continue;
+    seen += hist[i];
+    const double v = static_cast<double>(static_cast<int64_t>(i) + Accum::kHistOffset);
+    if (!have_lo && seen > lo) v_lo = v, have_lo = true;
+    if (seen > hi) {
+      v_hi = v;
+      break;
+    }
+  }
+  // numpy's lerp, term for term: from the upper value when the fraction is at least one half.
+  const double t = pos - static_cast<double>(lo), d = v_hi - v_lo;
+  return t >= 0.5 ? v_hi - d * (1 - t) : v_lo + d * t;
+}
+
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
 json StatsJson(const Accum& acc, int channels, uint64_t count) {
   std::vector<double> mean(channels), sd(channels), lo(channels), hi(channels);
@@ -168,15 +237,27 @@ json StatsJson(const Accum& acc, int channels, uint64_t count) {
     lo[k] = acc.min[k], hi[k] = acc.max[k];
   }
   const SampleType type = ImageType(acc);
-  return {{"mean", mean},
-          {"std", sd},
-          {"min", lo},
-          {"max", hi},
-          {"units", type == SampleType::kUint8
-                        ? "pixel values 0-255"
-                        : std::string("source values (") + SampleTypeName(type) + ")"},
-          {"images", acc.stat_images},
-          {"sampled", acc.stat_images < count}};
+  json stats = {{"mean", mean},
+                {"std", sd},
+                {"min", lo},
+                {"max", hi},
+                {"units", type == SampleType::kUint8
+                              ? "pixel values 0-255"
+                              : std::string("source values (") + SampleTypeName(type) + ")"},
+                {"images", acc.stat_images},
+                {"sampled", acc.stat_images < count}};
+  // nnU-Net's CT normalization inputs: the 0.5th and 99.5th percentiles per channel, exact for
+  // integer samples (numpy.percentile's linear interpolation over every counted pixel).
+  if (!acc.hist[0].empty()) {
+    std::vector<double> p005(channels), p995(channels);
+    for (int k = 0; k < channels; ++k) {
+      p005[k] = PercentileOf(acc.hist[k], 0.5);
+      p995[k] = PercentileOf(acc.hist[k], 99.5);
+    }
+    stats["percentile_00_5"] = p005;
+    stats["percentile_99_5"] = p995;
+  }
+  return stats;
 }
 
 const char* StoreName(StoreMode m) { return m == StoreMode::kRaw ? "raw" : "encoded"; }

@@ -49,6 +49,14 @@ struct Accum {
   uint64_t next_index = 0;  // record index to write next
   double sum[kMaxChannels] = {}, sumsq[kMaxChannels] = {};
   double min[kMaxChannels] = {}, max[kMaxChannels] = {};  // valid where stat_images > 0
+  // Integer samples: per channel, the count of each value v at hist[k][v - kHistOffset]
+  // (kHistSize entries, int16's -32768 to uint16's 65535, once a record brought counts; empty
+  // for float32). The percentiles come from them.
+  static constexpr int kHistOffset = -32768;
+  static constexpr size_t kHistSize = 32768 + 65536;
+  std::vector<uint64_t> hist[kMaxChannels];
+  // Adds a record's counts (MadeRecord::hist, from value `lo` on) to channel k.
+  void AddHistogram(int k, int lo, const std::vector<uint32_t>& counts);
   uint64_t pixels = 0, stat_images = 0;
   // The images' sample type and channel count (SampleType as an int; -1 until the first
   // record), and the file that set them: every later record must agree (Check).
@@ -77,6 +85,9 @@ struct Accum {
   Status Check(const MadeRecord& r, const std::string& file) const;
 };
 
+// numpy.percentile(values, q) (linear interpolation) of the values counted in `hist`
+// (Accum::hist's layout); NaN when it counts nothing.
+double PercentileOf(const std::vector<uint64_t>& hist, double q);
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
 json StatsJson(const Accum& acc, int channels, uint64_t count);
 // The dataset's image sample type and channels from the totals (uint8 and `channels` for a

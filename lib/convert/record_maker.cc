@@ -24,6 +24,23 @@ void Resize(const cv::Mat& in, int w, int h, bool nearest, cv::Mat* out) {
   cv::resize(in, *out, cv::Size(w, h), 0, 0, interp);
 }
 
+// The per-channel value counts of an integer image whose min / max are in r (AddStats).
+template <typename T>
+void AddHistogram(const cv::Mat& img, MadeRecord* r) {
+  const int c = img.channels();
+  int lo[kMaxChannels];
+  for (int k = 0; k < c; ++k) {
+    lo[k] = static_cast<int>(r->min[k]);
+    r->hist[k].assign(static_cast<size_t>(static_cast<int>(r->max[k]) - lo[k] + 1), 0);
+  }
+  for (int y = 0; y < img.rows; ++y) {
+    const T* p = img.ptr<T>(y);
+    for (int x = 0; x < img.cols * c; x += c) {
+      for (int k = 0; k < c; ++k) ++r->hist[k][static_cast<size_t>(int{p[x + k]} - lo[k])];
+    }
+  }
+}
+
 template <typename T>
 void AddStatsOf(const cv::Mat& img, MadeRecord* r) {
   const int c = img.channels();
@@ -69,10 +86,13 @@ void AddStats(const cv::Mat& img, MadeRecord* r) {
       r->min[k] = lo[k];
       r->max[k] = hi[k];
     }
+    AddHistogram<uint8_t>(img, r);
   } else if (img.depth() == CV_16U) {
     AddStatsOf<uint16_t>(img, r);
+    AddHistogram<uint16_t>(img, r);
   } else if (img.depth() == CV_16S) {
     AddStatsOf<int16_t>(img, r);
+    AddHistogram<int16_t>(img, r);
   } else {
     AddStatsOf<float>(img, r);
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "convert/sources.h"
 #include "dspipe/convert.h"
@@ -22,6 +23,9 @@ struct MadeRecord {
   double sumsq[kMaxChannels] = {};
   double min[kMaxChannels] = {};
   double max[kMaxChannels] = {};
+  // Integer samples (uint8, uint16, int16): per channel, the count of each value from min[k]
+  // (hist[k][i] pixels hold min[k] + i); empty for float32 (no exact percentiles).
+  std::vector<uint32_t> hist[kMaxChannels];
   uint64_t pixels = 0;
   int mask_max = -1;                    // largest class id, when the mask was decoded
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: the mask holds id i

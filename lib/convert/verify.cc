@@ -194,6 +194,14 @@ Status DescribeDataset(const std::string& path, std::string* text) {
           o << st["min"][k].get<double>() << "/" << st["max"][k].get<double>() << " ";
         }
       }
+      if (st.contains("percentile_00_5") && st.contains("percentile_99_5")) {
+        o << "\np0.5/p99.5:  ";
+        for (size_t k = 0; k < st["percentile_00_5"].size() && k < st["percentile_99_5"].size();
+             ++k) {
+          o << st["percentile_00_5"][k].get<double>() << "/"
+            << st["percentile_99_5"][k].get<double>() << " ";
+        }
+      }
       o << "\n             ("
         << (i.sample_type == SampleType::kUint8
                 ? std::string("pixel units 0-255")

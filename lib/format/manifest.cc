@@ -107,6 +107,13 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
       info->std = j["stats"].at("std").get<std::vector<double>>();
       info->has_stats = info->mean.size() == static_cast<size_t>(info->channels) &&
                         info->std.size() == static_cast<size_t>(info->channels);
+      const json& st = j["stats"];
+      for (auto [field, out] : {std::pair{"min", &info->min}, std::pair{"max", &info->max},
+                                std::pair{"percentile_00_5", &info->percentile_00_5},
+                                std::pair{"percentile_99_5", &info->percentile_99_5}}) {
+        if (st.contains(field)) *out = st.at(field).get<std::vector<double>>();
+        if (out->size() != static_cast<size_t>(info->channels)) out->clear();
+      }
     }
     info->manifest_json = text;
     ranges->clear();

@@ -165,8 +165,9 @@ def info(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Describes a dataset: count, shape (channels, height, width), storage, sample_type
     ("uint8", "uint16", "int16" or "float32": the stored samples), mask_type ("uint8" or
     "uint16"; None without masks), mean, std (pixel units: 0-255 for uint8, the source's values
-    for deeper types; None when unknown), classes (mask classes), class_names, has_masks,
-    has_labels."""
+    for deeper types; None when unknown), min, max, percentile_00_5, percentile_99_5 (per
+    channel, same units; the percentiles for integer samples only; None when the manifest has
+    none), classes (mask classes), class_names, has_masks, has_labels."""
     return _dspipe.info(os.fspath(path))
 
 

@@ -165,6 +165,12 @@ nb::dict InfoDict(const DatasetInfo& i) {
     d["mean"] = nb::none();
     d["std"] = nb::none();
   }
+  // Per channel, None when the manifest has none (older builds; percentiles: float samples).
+  for (auto [key, v] : {std::pair{"min", &i.min}, std::pair{"max", &i.max},
+                        std::pair{"percentile_00_5", &i.percentile_00_5},
+                        std::pair{"percentile_99_5", &i.percentile_99_5}}) {
+    d[key] = v->empty() ? nb::none() : nb::cast(*v);
+  }
   return d;
 }
 

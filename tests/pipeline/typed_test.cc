@@ -5,6 +5,7 @@
 // them and photometric ones are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -235,6 +236,63 @@ TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
     want = (want - static_cast<float>(mean)) / static_cast<float>(sd);
     EXPECT_LE(cv::norm(FloatImage(b, 1), want, cv::NORM_INF), 1e-5);
   }
+}
+
+// numpy.percentile(values, q) with its default linear interpolation, term for term.
+double NumpyPercentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = static_cast<double>(v.size() - 1) * q / 100.0;
+  const size_t lo = static_cast<size_t>(std::floor(pos)), hi = std::min(lo + 1, v.size() - 1);
+  const double t = pos - static_cast<double>(lo), d = v[hi] - v[lo];
+  return t >= 0.5 ? v[hi] - d * (1 - t) : v[lo] + d * t;
+}
+
+// The build's statistics in source units: mean / std as numpy computes them, and the 0.5th /
+// 99.5th percentiles (nnU-Net's CT normalization inputs) exactly as numpy.percentile does; the
+// same whether the dataset is built whole, in two shards, or interrupted and resumed.
+TEST(TypedSamples, StatsAndPercentilesAreNumpysWholeShardedAndResumed) {
+  TempDir tmp;
+  std::vector<double> values;
+  for (int i = 0; i < 5; ++i) {
+    cv::Mat ct = CtSlice(i);
+    ct(cv::Rect(0, 0, 3, 2)).setTo(cv::Scalar(60000 + i));  // a bright outlier corner
+    Write(tmp / ("src/images/" + std::to_string(i) + ".png"), ct);
+    for (int y = 0; y < kH; ++y) {
+      for (int x = 0; x < kW; ++x) values.push_back(ct.at<uint16_t>(y, x));
+    }
+  }
+  auto stats_of = [](const std::string& path) {
+    std::unique_ptr<Dataset> ds;
+    EXPECT_TRUE(Dataset::Open(path, {}, &ds).ok()) << path;
+    return ds ? nlohmann::json::parse(ds->info().manifest_json).at("stats") : nlohmann::json();
+  };
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(Options(tmp / "src", tmp / "whole", StoreMode::kEncoded), &r).ok());
+  const nlohmann::json whole = stats_of(tmp / "whole");
+  EXPECT_EQ(whole.at("percentile_00_5")[0].get<double>(), NumpyPercentile(values, 0.5));
+  EXPECT_EQ(whole.at("percentile_99_5")[0].get<double>(), NumpyPercentile(values, 99.5));
+  EXPECT_GT(whole.at("percentile_99_5")[0].get<double>(), 4000) << "the outliers are counted";
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(tmp / "whole", {}, &ds).ok());
+  ASSERT_EQ(ds->info().percentile_00_5.size(), 1u);
+  EXPECT_EQ(ds->info().percentile_00_5[0], NumpyPercentile(values, 0.5));
+  EXPECT_EQ(ds->info().max[0], 60004);
+
+  BuildOptions sharded = Options(tmp / "src", tmp / "sharded", StoreMode::kEncoded);
+  sharded.shards = 2;
+  ASSERT_TRUE(BuildDataset(sharded, &r).ok());
+  EXPECT_EQ(stats_of(tmp / "sharded"), whole);
+
+  BuildOptions stopped = Options(tmp / "src", tmp / "resumed", StoreMode::kEncoded);
+  stopped.commit_bytes = 1;  // a commit (with the running totals) after every record
+  int polls = 0;
+  stopped.cancelled = [&polls] { return ++polls == 3; };
+  ASSERT_EQ(BuildDataset(stopped, &r).code(), Status::Code::kCancelled);
+  stopped.cancelled = nullptr;
+  stopped.resume = true;
+  const Status resumed = BuildDataset(stopped, &r);
+  ASSERT_TRUE(resumed.ok()) << resumed.ToString();
+  EXPECT_EQ(stats_of(tmp / "resumed"), whole);
 }
 
 TEST(TypedSamples, FloatTiffKeepsNegativeValuesAndStacksKeepTheirChannels) {

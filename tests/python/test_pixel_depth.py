@@ -52,6 +52,10 @@ def test_a_12bit_ct_slice_comes_out_as_its_source_values(tmp_path, storage):
     pixels = np.stack(slices).astype(np.float64)
     assert info["mean"][0] == pytest.approx(pixels.mean(), rel=1e-6)
     assert info["std"][0] == pytest.approx(pixels.std(), rel=1e-6)
+    assert info["min"] == [pixels.min()] and info["max"] == [pixels.max()], info
+    # nnU-Net's CT normalization inputs, exactly numpy's (linear interpolation).
+    assert info["percentile_00_5"] == [np.percentile(pixels, 0.5)], info
+    assert info["percentile_99_5"] == [np.percentile(pixels, 99.5)], info
     loader = dspipe.Loader(str(out), batch_size=3, shuffle=False, device="cpu",
                            normalize=False)
     batch = next(iter(loader))
