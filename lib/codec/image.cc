@@ -422,6 +422,9 @@ Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, c
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
     if (type == SampleType::kUint16) {  // 16-bit gray PNGs (CT / MR slices, id maps): fast path
       if (const PngRoute route = ChoosePng16Decoder(bytes); route.decoder == PngDecoder::kFast) {
+        // The header sizes the allocation: the decode limits first (a 16-bit PNG bomb).
+        DSPIPE_RETURN_IF_ERROR(
+            CheckImageSize("PNG header", route.header.width, route.header.height));
         FitMat(static_cast<int>(route.header.height), static_cast<int>(route.header.width),
                CV_16UC1, out);
         return DecodePngFast(bytes, route.header, 1, out->data);

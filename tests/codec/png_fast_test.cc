@@ -276,6 +276,20 @@ TEST(PngFastCorrupt, DecodeLimitsApplyBeforeInflating) {
   EXPECT_TRUE(m.empty());
 }
 
+// A 16-bit PNG bomb: refused from its header before anything is allocated, on the 16-bit fast
+// path and as a mask.
+TEST(PngFastCorrupt, DecodeLimitsApplyToSixteenBitPngsBeforeAllocating) {
+  const std::string png = Png(Ihdr(40000, 40000, 16, 0), Zlib("x"));
+  ASSERT_EQ(ChoosePng16Decoder(AsBytes(png)).decoder, PngDecoder::kFast);
+  for (bool mask : {false, true}) {
+    cv::Mat m;
+    const Status s = DecodeTyped(AsBytes(png), SampleType::kUint16, mask, &m);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+    EXPECT_NE(s.message().find("--max-image-side"), std::string::npos) << s.ToString();
+    EXPECT_TRUE(m.empty());
+  }
+}
+
 // The existing stored-block test (image_test.cc) over the fast path explicitly: cv2 level 0
 // writes stored deflate blocks, where only the chunk CRC can see a flipped pixel bit.
 TEST(PngFastCorrupt, FlippedBitsInStoredBlocksNeverDecodeSilently) {
