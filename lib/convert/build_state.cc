@@ -204,9 +204,9 @@ double PercentileOf(const std::vector<uint64_t>& hist, double q) {
   uint64_t n = 0;
   for (uint64_t c : hist) n += c;
   if (n == 0) return std::nan("");
-  // numpy's "linear": the value at sorted position (n - 1) * q / 100, interpolated between the
-  // values at its floor and ceiling positions.
-  const double pos = static_cast<double>(n - 1) * q / 100.0;
+  // numpy's "linear": the value at sorted position (n - 1) * (q / 100) (numpy divides q first),
+  // interpolated between the values at its floor and ceiling positions.
+  const double pos = static_cast<double>(n - 1) * (q / 100.0);
   const auto lo = static_cast<uint64_t>(std::floor(pos));
   const uint64_t hi = std::min(lo + 1, n - 1);
   double v_lo = 0, v_hi = 0;

@@ -241,7 +241,7 @@ TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
 // numpy.percentile(values, q) with its default linear interpolation, term for term.
 double NumpyPercentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  const double pos = static_cast<double>(v.size() - 1) * q / 100.0;
+  const double pos = static_cast<double>(v.size() - 1) * (q / 100.0);
   const size_t lo = static_cast<size_t>(std::floor(pos)), hi = std::min(lo + 1, v.size() - 1);
   const double t = pos - static_cast<double>(lo), d = v[hi] - v[lo];
   return t >= 0.5 ? v[hi] - d * (1 - t) : v[lo] + d * t;
