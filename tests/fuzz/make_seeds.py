@@ -152,6 +152,11 @@ cursor = {"next_pos": 0, "next_index": 0, "sum": [0, 0, 0], "sumsq": [0, 0, 0], 
 put("build_state", "cursor0", b"\x02" + json.dumps(cursor).encode())
 put("build_state", "cursor1", b"\x02" + json.dumps(dict(cursor, next_pos=1, next_index=1,
                                                         codecs={"png": 1})).encode())
+# A typed build's cursor (issue 35): types, min / max, value counts for the percentiles.
+put("build_state", "cursor_typed", b"\x02" + json.dumps(dict(
+    cursor, next_pos=1, next_index=1, sum=[10.0] + [0.0] * 15, sumsq=[50.0] + [0.0] * 15,
+    min=[1.0] + [0.0] * 15, max=[4000.0] + [0.0] * 15, hist=[[[1, 3], [4000, 1]]], image_type=1,
+    channels=1, type_from="/x/a.png", mask_type=1, pixels=4, stat_images=1)).encode())
 
 
 def entries(pairs):
