@@ -81,17 +81,24 @@ Status CheckBeforeOpenCv(std::span<const uint8_t> bytes) {
   }
 }
 
-// Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
-Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+// Every cv::imdecode call: CheckBeforeOpenCv first, then imdecode with `flags`; OpenCV's throw
+// and an empty result become BadInput with the reason.
+Status Imdecode(std::span<const uint8_t> bytes, int flags, cv::Mat* out) {
   DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
-  cv::Mat raw;
   try {
     cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
-    raw = cv::imdecode(buf, cv::IMREAD_COLOR);
+    *out = cv::imdecode(buf, flags);
   } catch (const cv::Exception& e) {
     return Status::BadInput(std::string("decode failed: ") + e.what());
   }
-  if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+  if (out->empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+  return Status::OK();
+}
+
+// Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
+Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  cv::Mat raw;
+  DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_COLOR, &raw));
   cv::cvtColor(raw, *out, channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB);
   return Status::OK();
 }
@@ -244,15 +251,8 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
     // Other formats: decode to learn the shape and the sample type. ANYDEPTH | ANYCOLOR keeps
     // both (a 16-bit or float TIFF stays so; gray stays 1 channel) and, unlike UNCHANGED,
     // applies the EXIF orientation as DecodeImage's IMREAD_COLOR does, so the sizes agree.
-    DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
     cv::Mat img;
-    try {
-      cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
-      img = cv::imdecode(buf, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
-    } catch (const cv::Exception& e) {
-      return Status::BadInput(std::string("decode failed: ") + e.what());
-    }
-    if (img.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+    DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR, &img));
     out->width = img.cols;
     out->height = img.rows;
     out->channels = img.channels() <= 2 ? img.channels() : 3;
@@ -344,15 +344,8 @@ Status DecodeMask(std::span<const uint8_t> bytes, cv::Mat* out, bool wide) {
         return Status::OK();
       }
     }
-    DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
     cv::Mat raw;
-    try {
-      cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
-      raw = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
-    } catch (const cv::Exception& e) {
-      return Status::BadInput(std::string("decode failed: ") + e.what());
-    }
-    if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+    DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_UNCHANGED, &raw));
     if (raw.depth() == CV_16U && wide) {
       // Kept as it is: ids above 255 stay (instance maps); checked for one plane below.
     } else if (raw.depth() == CV_16U) {
@@ -438,15 +431,8 @@ Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, c
       if (out->depth() != CvDepth(type)) out->convertTo(*out, CvDepth(type));
       return Status::OK();
     }
-    DSPIPE_RETURN_IF_ERROR(CheckBeforeOpenCv(bytes));
     cv::Mat raw;
-    try {
-      cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
-      raw = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
-    } catch (const cv::Exception& e) {
-      return Status::BadInput(std::string("decode failed: ") + e.what());
-    }
-    if (raw.empty()) return Status::BadInput("not a decodable image (truncated or corrupt?)");
+    DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_UNCHANGED, &raw));
     if (raw.depth() != CvDepth(type)) {
       return Status::BadInput(std::string("decoded samples are not ") + SampleTypeName(type));
     }
