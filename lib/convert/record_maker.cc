@@ -24,32 +24,55 @@ void Resize(const cv::Mat& in, int w, int h, bool nearest, cv::Mat* out) {
   cv::resize(in, *out, cv::Size(w, h), 0, 0, interp);
 }
 
-// The per-channel value counts of an integer image whose min / max are in r (AddStats).
+// Integer samples (uint8, uint16, int16) in one pass: each channel's count of every value, from
+// which the exact sums, sums of squares, min, max and the record's counts from min to max
+// (MadeRecord::hist, the percentiles' input) follow.
 template <typename T>
-void AddHistogram(const cv::Mat& img, MadeRecord* r) {
+void AddIntegerStats(const cv::Mat& img, MadeRecord* r) {
+  constexpr int64_t kLowest = std::numeric_limits<T>::min();
+  constexpr size_t kValues =
+      static_cast<size_t>(int64_t{std::numeric_limits<T>::max()} - kLowest + 1);
   const int c = img.channels();
-  int lo[kMaxChannels];
-  for (int k = 0; k < c; ++k) {
-    lo[k] = static_cast<int>(r->min[k]);
-    r->hist[k].assign(static_cast<size_t>(static_cast<int>(r->max[k]) - lo[k] + 1), 0);
-  }
+  thread_local std::vector<uint32_t>
+      counts;  // channel k's count of value v: [k * kValues + v - kLowest]
+  counts.assign(static_cast<size_t>(c) * kValues, 0);
   for (int y = 0; y < img.rows; ++y) {
     const T* p = img.ptr<T>(y);
     for (int x = 0; x < img.cols * c; x += c) {
-      for (int k = 0; k < c; ++k) ++r->hist[k][static_cast<size_t>(int{p[x + k]} - lo[k])];
+      for (int k = 0; k < c; ++k) {
+        ++counts[static_cast<size_t>(k) * kValues + static_cast<size_t>(p[x + k] - kLowest)];
+      }
     }
+  }
+  for (int k = 0; k < c; ++k) {
+    const uint32_t* n = counts.data() + static_cast<size_t>(k) * kValues;
+    size_t first = 0, last = kValues - 1;
+    while (first < last && n[first] == 0) ++first;
+    while (last > first && n[last] == 0) --last;
+    int64_t sum = 0;
+    uint64_t sumsq = 0;
+    for (size_t i = first; i <= last; ++i) {
+      const int64_t v = static_cast<int64_t>(i) + kLowest;
+      sum += v * n[i];
+      sumsq += static_cast<uint64_t>(v * v) * n[i];
+    }
+    r->sum[k] = static_cast<double>(sum);
+    r->sumsq[k] = static_cast<double>(sumsq);
+    r->min[k] = static_cast<double>(static_cast<int64_t>(first) + kLowest);
+    r->max[k] = static_cast<double>(static_cast<int64_t>(last) + kLowest);
+    r->hist[k].assign(n + first, n + last + 1);
   }
 }
 
-template <typename T>
-void AddStatsOf(const cv::Mat& img, MadeRecord* r) {
+// Float samples: sums, sums of squares, min and max (no value counts: no exact percentiles).
+void AddFloatStats(const cv::Mat& img, MadeRecord* r) {
   const int c = img.channels();
   for (int k = 0; k < c; ++k) {
     r->min[k] = std::numeric_limits<double>::infinity();
     r->max[k] = -std::numeric_limits<double>::infinity();
   }
   for (int y = 0; y < img.rows; ++y) {
-    const T* p = img.ptr<T>(y);
+    const float* p = img.ptr<float>(y);
     for (int x = 0; x < img.cols * c; x += c) {
       for (int k = 0; k < c; ++k) {
         const double v = static_cast<double>(p[x + k]);
@@ -62,39 +85,22 @@ void AddStatsOf(const cv::Mat& img, MadeRecord* r) {
   }
 }
 
-// Per-channel sums, sums of squares, min and max in the stored samples' units.
+// Per-channel sums, sums of squares, min and max in the stored samples' units, and the value
+// counts of integer samples.
 void AddStats(const cv::Mat& img, MadeRecord* r) {
-  if (img.depth() == CV_8U) {  // exact integer sums: the common case, kept fast
-    const int c = img.channels();
-    uint64_t s[3] = {0, 0, 0}, q[3] = {0, 0, 0};
-    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
-    for (int y = 0; y < img.rows; ++y) {
-      const uint8_t* p = img.ptr<uint8_t>(y);
-      for (int x = 0; x < img.cols * c; x += c) {
-        for (int k = 0; k < c; ++k) {
-          const uint8_t v = p[x + k];
-          s[k] += v;
-          q[k] += uint64_t{v} * v;
-          lo[k] = std::min(lo[k], v);
-          hi[k] = std::max(hi[k], v);
-        }
-      }
-    }
-    for (int k = 0; k < c; ++k) {
-      r->sum[k] = static_cast<double>(s[k]);
-      r->sumsq[k] = static_cast<double>(q[k]);
-      r->min[k] = lo[k];
-      r->max[k] = hi[k];
-    }
-    AddHistogram<uint8_t>(img, r);
-  } else if (img.depth() == CV_16U) {
-    AddStatsOf<uint16_t>(img, r);
-    AddHistogram<uint16_t>(img, r);
-  } else if (img.depth() == CV_16S) {
-    AddStatsOf<int16_t>(img, r);
-    AddHistogram<int16_t>(img, r);
-  } else {
-    AddStatsOf<float>(img, r);
+  switch (img.depth()) {
+    case CV_8U:
+      AddIntegerStats<uint8_t>(img, r);
+      break;
+    case CV_16U:
+      AddIntegerStats<uint16_t>(img, r);
+      break;
+    case CV_16S:
+      AddIntegerStats<int16_t>(img, r);
+      break;
+    default:
+      AddFloatStats(img, r);
+      break;
   }
   r->pixels = static_cast<uint64_t>(img.rows) * img.cols;
   r->has_stats = true;
