@@ -310,23 +310,9 @@ class SampleJob {
         Status s = codec::DecodePngFast(rec.image, route.header, 1, slot_.image, po);
         if (!s.ok()) return Context(Status::Corruption(s.message()), "image");
         if (shape.masks) {
-          codec::DecodeRequest q = Request(h.mask_codec, rec.mask, 1, true);
-          q.type = h.mask_type;
-          codec::DecodedImage m;
-          s = codec::DecodePayload(q, &scratch.mask, &m);
-          if (!s.ok()) return Context(s, "mask");
+          cv::Mat ids;
+          DSPIPE_RETURN_IF_ERROR(DecodeTypedMask(rec, &scratch, &ids));
           cv::Mat dst_mask(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
-          cv::Mat ids = m.image;
-          if (ids.size() != dst_mask.size()) {
-            return Bad("the mask is " + std::to_string(ids.cols) + "x" +
-                       std::to_string(ids.rows) + " (width x height) but the image is " +
-                       std::to_string(src_w) + "x" + std::to_string(src_h) +
-                       ": a mask must be the size of its image");
-          }
-          if (ids.depth() != dst_mask.depth()) {
-            ids.convertTo(scratch.converted_mask, dst_mask.depth());
-            ids = scratch.converted_mask;
-          }
           if (mirror) {
             cv::flip(ids, dst_mask, 1);
           } else {
@@ -338,7 +324,7 @@ class SampleJob {
         return Status::OK();
       }
     }
-    codec::DecodedImage img, mask;
+    codec::DecodedImage img;
     cv::Mat mask_in;
     {
       const uint64_t t0 = NowNs();
@@ -352,17 +338,7 @@ class SampleJob {
                      shape.channels == 3 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
         img.image = scratch.converted;
       }
-      if (shape.masks) {
-        q = Request(h.mask_codec, rec.mask, 1, true);
-        q.type = h.mask_type;
-        s = codec::DecodePayload(q, &scratch.mask, &mask);
-        if (!s.ok()) return Context(s, "mask");
-        mask_in = mask.image;
-        if (mask_in.depth() != codec::CvDepth(shape.mask_type)) {  // 8-bit ids, widened
-          mask_in.convertTo(scratch.converted_mask, codec::CvDepth(shape.mask_type));
-          mask_in = scratch.converted_mask;
-        }
-      }
+      if (shape.masks) DSPIPE_RETURN_IF_ERROR(DecodeTypedMask(rec, &scratch, &mask_in));
       RecordDecode(img.path, t0);
     }
     ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
@@ -399,6 +375,23 @@ class SampleJob {
         return Status::Internal(Where() + ": the typed transforms made another mask size or type");
       }
       out_mask.copyTo(dst_mask);
+    }
+    return Status::OK();
+  }
+
+  // The record's mask decoded whole with its own type (the router checks it has the record's
+  // size) and widened to the batch's (8-bit ids in a uint16 batch), in the thread's scratch.
+  Status DecodeTypedMask(const RecordView& rec, Scratch* scratch, cv::Mat* ids) const {
+    codec::DecodeRequest q = Request(rec.header.mask_codec, rec.mask, 1, true);
+    q.type = rec.header.mask_type;
+    codec::DecodedImage m;
+    const Status s = codec::DecodePayload(q, &scratch->mask, &m);
+    if (!s.ok()) return Context(s, "mask");
+    *ids = m.image;
+    const int depth = codec::CvDepth(ctx_.shape.mask_type);
+    if (ids->depth() != depth) {
+      ids->convertTo(scratch->converted_mask, depth);
+      *ids = scratch->converted_mask;
     }
     return Status::OK();
   }
