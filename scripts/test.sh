@@ -77,11 +77,13 @@ rm -rf "$PYVENV"
 # mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
 # albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
 # numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
+# nibabel: tests/python/test_volumes.py and docs/VOLUMES.md write NIfTI volumes with it and
+# compare dspipe's slices with its canonical arrays.
 # zstandard: docs/FORMAT.md's "reading without dspipe" example (tests/python/test_docs.py runs
 # every doc page's command and Python blocks; DSPIPE_TEST_DOC_COMMANDS=1 makes the commands,
 # which use build/'s dsconvert and dsbench, required).
 "$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy \
-  albumentations==2.0.8 numpy==1.26.4 zstandard
+  albumentations==2.0.8 numpy==1.26.4 zstandard nibabel
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
 DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 DSPIPE_TEST_DOC_COMMANDS=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 step "all test suites passed"

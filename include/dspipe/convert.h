@@ -76,17 +76,21 @@ struct BuildOptions {
   // Default false: JPEG bytes are kept as they are.
   bool jpeg_restarts = false;
   bool gray = false;  // store 1-channel images
-  // The sample depth to store. 0 (default): the source's own; an image deeper than 8 bits
-  // (16-bit PNG, TIFF or PGM; float TIFF) is refused, naming the file, because a dataset holds
-  // 8-bit pixels for now and reducing it would keep only the high byte (a 12-bit CT slice would
-  // keep 16 of its 4096 gray levels). 8: reduce 16-bit images to 8 bits knowingly, keeping the
-  // high byte (v >> 8); they are decoded and stored re-encoded (lossless PNG, or raw). Float
-  // images are refused either way (no 8-bit form is the right one without knowing their range).
+  // The sample depth to store. 0 (default): the source's own: images deeper than 8 bits (16-bit
+  // PNG, TIFF or PGM; float TIFF; NIfTI volumes) are kept as they are, a typed dataset
+  // (dspipe/format.h SampleType). 8: reduce 16-bit images to 8 bits knowingly, keeping the high
+  // byte (v >> 8: a 12-bit CT slice keeps 16 of its 4096 gray levels); they are decoded and
+  // stored re-encoded (lossless PNG, or raw). Float images are refused with 8 (no 8-bit form is
+  // the right one without knowing their range), and so are volumes.
   int depth = 0;
   // Mask ids to rewrite while building: "FROM:TO" pairs, comma-separated, ids 0..255
   // ("255:1" turns 0/255 binary masks into classes 0 and 1). Ids not named stay as they are.
   // Every mask is decoded and stored re-encoded (PNG, or raw with store = kRaw). Default "".
   std::string mask_map;
+  // Volume sources (NIfTI, docs/VOLUMES.md): the axis of the canonical (RAS) volume the slices
+  // are cut along: "axial" (default; slice k = canon[:, :, k]), "coronal" (canon[:, k, :]) or
+  // "sagittal" (canon[k, :, :]). Ignored for other sources.
+  std::string slice_axis = "axial";
   bool shuffle = false;  // record order = a seeded permutation of the sources
   uint64_t seed = 0;
   int threads = 0;  // oneTBB workers; 0 = all cores this process may use

@@ -154,7 +154,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   }
                   if (!stop.load() && w->status.ok()) {
                     w->status = MakeRecord(plan_[p], o_, WantStats(p), &w->rec, plain_.get(),
-                                           w->have_bytes ? &w->bytes : nullptr);
+                                           w->have_bytes ? &w->bytes : nullptr, &volumes_);
                   }
                   return w;
                 }) &

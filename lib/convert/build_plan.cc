@@ -136,6 +136,59 @@ Status Builder::PrepareOutput(bool* fresh) {
   return Status::OK();
 }
 
+// The volumes in plan order (their slices' order in the dataset): files, slices, and the
+// canonical grid, for putting predictions back (docs/VOLUMES.md). Builder::Manifest adds the
+// records each holds.
+json Builder::VolumeTable(volume::SliceAxis axis) const {
+  std::map<std::string, const VolumeSource*> by_image;
+  for (const VolumeSource& v : sources_.volumes) by_image[v.image] = &v;
+  json list = json::array();
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    if (i > 0 && plan_[i].image == plan_[i - 1].image) continue;
+    const VolumeSource& v = *by_image.at(plan_[i].image);
+    const volume::VolumeInfo& in = v.info;
+    json e = {{"image", v.image}, {"label", v.label}, {"slices", v.slices}};
+    if (v.error.empty()) {
+      json affine = json::array();
+      for (const auto& row : in.canon_affine)
+        affine.push_back(std::vector<double>(row.begin(), row.end()));
+      const std::array<double, 2> sp = volume::SliceSpacing(in, axis);
+      e["shape"] = {in.canon_dim[0], in.canon_dim[1], in.canon_dim[2]};
+      e["channels"] = in.channels;
+      e["spacing"] = {in.canon_spacing[0], in.canon_spacing[1], in.canon_spacing[2]};
+      e["slice_spacing"] = {sp[0], sp[1]};
+      e["affine"] = affine;
+    }
+    list.push_back(e);
+  }
+  return {{"slice_axis", volume::SliceAxisName(axis)}, {"orientation", "RAS"}, {"list", list}};
+}
+
+// What a volume source cannot do (yet): each refused up front, naming the option.
+Status Builder::CheckVolumeOptions() const {
+  auto refuse = [&](const std::string& opt, const std::string& why) {
+    return Status::InvalidArgument(o_.source + ": a folder of NIfTI volumes: " + opt + " " + why);
+  };
+  if (o_.resize_width > 0 || o_.max_side > 0) {
+    return refuse(Opt("BuildOptions::resize_width") + " / " + Opt("BuildOptions::max_side"),
+                  "would resample slices without their spacing; build at the volumes' own "
+                  "size (the loader's transforms crop and resize)");
+  }
+  if (o_.depth == 8) {
+    return refuse(Opt("BuildOptions::depth", "8"),
+                  "would keep the high byte of CT and MR intensities; volumes keep their type");
+  }
+  if (o_.jpeg_quality > 0 || o_.jpeg_restarts) {
+    return refuse(Opt("BuildOptions::jpeg_quality") + " / " + Opt("BuildOptions::jpeg_restarts"),
+                  "would store slices lossily; they are stored losslessly");
+  }
+  if (o_.gray) {
+    return refuse(Opt("BuildOptions::gray"),
+                  "has no meaning for volumes: their channels are modalities, not colours");
+  }
+  return Status::OK();
+}
+
 std::string Builder::PlanDigest() const {
   uint32_t crc = 0;
   auto add = [&crc](const std::string& v) {
@@ -144,7 +197,8 @@ std::string Builder::PlanDigest() const {
   for (const SourceItem& it : plan_) {
     add(it.image);
     add(it.mask);
-    add(std::to_string(it.label) + "," + std::to_string(it.plain_index));
+    add(std::to_string(it.label) + "," + std::to_string(it.plain_index) +
+        (it.slice >= 0 ? "," + std::to_string(it.slice) : ""));
     add(it.error);
   }
   char hex[16];
@@ -167,11 +221,11 @@ Status Builder::Plan(bool fresh) {
     try {
       DSPIPE_RETURN_IF_ERROR(CheckResumeOptions(state.at("options"), want, o_.output));
       for (const json& p : state.at("plan")) {
-        plan_.push_back({p.at(0).get<std::string>(), p.at(1).get<std::string>(),
-                         static_cast<int>(Accum::Int(p.at(2))), p.at(3).get<std::string>(),
-                         p.size() > 4 ? Accum::Int(p.at(4)) : -1,
-                         p.size() > 6 ? Accum::Int(p.at(5)) : -1,
-                         p.size() > 6 ? Accum::Int(p.at(6)) : -1});
+        plan_.push_back(
+            {p.at(0).get<std::string>(), p.at(1).get<std::string>(),
+             static_cast<int>(Accum::Int(p.at(2))), p.at(3).get<std::string>(),
+             p.size() > 4 ? Accum::Int(p.at(4)) : -1, p.size() > 6 ? Accum::Int(p.at(5)) : -1,
+             p.size() > 6 ? Accum::Int(p.at(6)) : -1, p.size() > 7 ? Accum::Int(p.at(7)) : -1});
       }
       plan_meta_ = state.at("meta");
       for (const char* k : {"kind", "has_masks", "has_labels", "class_names"}) {
@@ -200,13 +254,31 @@ Status Builder::Plan(bool fresh) {
     Log(LogLevel::kInfo, o_.output + ": no build state found; starting the build afresh");
   }
   // Scan before creating anything: a bad SRC leaves no output behind.
+  volume::SliceAxis axis = volume::SliceAxis::kAxial;
+  DSPIPE_RETURN_IF_ERROR(volume::ParseSliceAxis(o_.slice_axis, &axis));
   DSPIPE_RETURN_IF_ERROR(
-      ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_));
+      ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_, axis));
+  if (sources_.kind == "volumes") DSPIPE_RETURN_IF_ERROR(CheckVolumeOptions());
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
   archive_ = sources_.archive;
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
   plan_ = sources_.items;
-  if (o_.shuffle) {
+  if (o_.shuffle && sources_.kind == "volumes") {
+    // The volumes' order is shuffled; a volume's slices stay together, so each is read once.
+    std::vector<std::vector<SourceItem>> groups;
+    for (SourceItem& it : plan_) {
+      if (groups.empty() || groups.back().front().image != it.image) groups.emplace_back();
+      groups.back().push_back(std::move(it));
+    }
+    std::mt19937_64 rng(o_.seed);
+    for (size_t i = groups.size(); i > 1; --i) {
+      std::swap(groups[i - 1], groups[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
+    }
+    plan_.clear();
+    for (auto& g : groups) {
+      for (SourceItem& it : g) plan_.push_back(std::move(it));
+    }
+  } else if (o_.shuffle) {
     std::mt19937_64 rng(o_.seed);
     for (size_t i = plan_.size(); i > 1; --i) {
       std::swap(plan_[i - 1], plan_[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
@@ -219,10 +291,12 @@ Status Builder::Plan(bool fresh) {
                 {"has_masks", sources_.has_masks},
                 {"has_labels", sources_.has_labels},
                 {"class_names", sources_.class_names}};
+  if (sources_.kind == "volumes") plan_meta_["volumes"] = VolumeTable(axis);
   json p = json::array();
   for (const SourceItem& it : plan_) {
-    p.push_back(it.archive_image >= 0 ? json{it.image, it.mask, it.label, it.error, -1,
-                                             it.archive_image, it.archive_mask}
+    p.push_back(it.slice >= 0 ? json{it.image, it.mask, it.label, it.error, -1, -1, -1, it.slice}
+                : it.archive_image >= 0 ? json{it.image, it.mask, it.label, it.error, -1,
+                                               it.archive_image, it.archive_mask}
                 : it.plain_index >= 0 ? json{it.image, it.mask, it.label, it.error, it.plain_index}
                                       : json{it.image, it.mask, it.label, it.error});
   }

@@ -87,6 +87,12 @@ Status ValidateBuildOptions(const BuildOptions& o) {
     uint8_t lut[256];
     DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));
   }
+  volume::SliceAxis axis;
+  if (!volume::ParseSliceAxis(o.slice_axis, &axis).ok()) {
+    return Status::InvalidArgument(Opt("BuildOptions::slice_axis") +
+                                   " must be axial, coronal or sagittal, got '" + o.slice_axis +
+                                   "'");
+  }
   if (o.max_side < 0) {
     return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +
                                    std::to_string(o.max_side));

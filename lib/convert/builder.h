@@ -187,6 +187,8 @@ class Builder {
   // The plan position up to which shard s has committed records (its end when finished).
   Status CommittedEnd(int shard, uint64_t* end);
   std::string PlanDigest() const;
+  Status CheckVolumeOptions() const;               // build_plan.cc
+  json VolumeTable(volume::SliceAxis axis) const;  // build_plan.cc
 
   // build_commit.cc
   Status BuildShard(int shard, Accum* acc);
@@ -222,6 +224,7 @@ class Builder {
   std::vector<SourceItem> plan_;            // ordered samples
   std::shared_ptr<const Dataset> plain_;    // a plain LMDB source, open
   std::shared_ptr<ArchiveSource> archive_;  // an archive source, listed
+  volume::VolumeCache volumes_;             // volume sources: each volume read once
   json plan_meta_;                          // has_masks, has_labels, class_names, kind
   std::unique_ptr<LmdbEnv> env0_;
   std::atomic<uint64_t> done_{0};

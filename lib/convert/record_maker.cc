@@ -163,10 +163,117 @@ Status ParseMaskMap(const std::string& text, uint8_t lut[256]) {
   return Status::OK();
 }
 
+namespace {
+
+// The mask's largest id, and (8-bit masks) which ids it holds.
+void NoteMaskIds(const cv::Mat& mask, MadeRecord* out) {
+  double mx = 0;
+  cv::minMaxLoc(mask, nullptr, &mx);
+  out->mask_max = static_cast<int>(mx);
+  if (mask.depth() == CV_8U) {
+    bool seen[256] = {};
+    const cv::Mat m = mask.isContinuous() ? mask : mask.clone();
+    for (size_t i = 0; i < m.total() * m.channels(); ++i) seen[m.data[i]] = true;
+    for (int id = 0; id < 256; ++id) {
+      if (seen[id]) out->mask_ids[id / 64] |= uint64_t{1} << (id % 64);
+    }
+  }
+}
+
+// Pixels stored as raw samples (zstd-compressed unless compression is none).
+Status RawPayload(const cv::Mat& m, const BuildOptions& o, Codec* codec, std::string* out) {
+  const cv::Mat c = m.isContinuous() ? m : m.clone();
+  const size_t n = c.total() * c.elemSize();
+  if (o.compression == Compression::kZstd) {
+    *codec = Codec::kRawZstd;
+    return codec::CompressZstd({c.data, n}, o.zstd_level, out);
+  }
+  *codec = Codec::kRaw;
+  out->assign(reinterpret_cast<const char*>(c.data), n);
+  return Status::OK();
+}
+
+// A slice of a NIfTI volume (and of its label volume) as a record: typed samples as the volume
+// holds them, HxWxC (C: the 4th dimension). Stored raw with store = kRaw; else losslessly
+// encoded: one channel of uint8 / uint16 as PNG; int16 and float32 (which PNG cannot hold) and
+// several channels (modalities, not colours) as zstd samples.
+// Masks likewise (PNG, or raw).
+Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_stats,
+                       volume::VolumeCache* volumes, MadeRecord* out) {
+  if (volumes == nullptr) return Status::Internal(item.image + ": no volume reader");
+  volume::SliceAxis axis = volume::SliceAxis::kAxial;
+  DSPIPE_RETURN_IF_ERROR(volume::ParseSliceAxis(o.slice_axis, &axis));
+  std::shared_ptr<const volume::Volume> v;
+  Status s = volumes->Get(item.image, false, &v);
+  if (!s.ok()) return s.WithPath(item.image);  // ReadNifti's messages name the file
+  cv::Mat img;
+  s = volume::ExtractSlice(*v, axis, item.slice, &img);
+  if (!s.ok()) return s.WithPath(item.image);
+  const bool raw = o.store == StoreMode::kRaw;
+  if (want_stats) AddStats(img, out);
+  RecordHeader h;
+  h.channels = static_cast<uint8_t>(img.channels());
+  h.image_type = v->type;
+  h.width = static_cast<uint32_t>(img.cols);
+  h.height = static_cast<uint32_t>(img.rows);
+  h.label = -1;
+  std::string img_payload, mask_payload;
+  const bool png = !raw && img.channels() == 1 &&
+                   (v->type == SampleType::kUint8 || v->type == SampleType::kUint16);
+  if (png) {
+    h.image_codec = Codec::kPng;
+    DSPIPE_RETURN_IF_ERROR(v->type == SampleType::kUint8
+                               ? codec::EncodePng(img, 1, &img_payload)
+                               : codec::EncodeTypedPng(img, &img_payload));
+  } else {
+    DSPIPE_RETURN_IF_ERROR(RawPayload(img, o, &h.image_codec, &img_payload));
+  }
+  if (!item.mask.empty()) {
+    std::shared_ptr<const volume::Volume> lv;
+    s = volumes->Get(item.mask, true, &lv);
+    if (!s.ok()) return s.WithPath(item.mask);
+    cv::Mat mask;
+    s = volume::ExtractSlice(*lv, axis, item.slice, &mask);
+    if (!s.ok()) return s.WithPath(item.mask);
+    if (!o.mask_map.empty()) {
+      uint8_t lut[256];
+      DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));
+      if (mask.depth() == CV_8U) {
+        cv::LUT(mask, cv::Mat(1, 256, CV_8U, lut), mask);
+      } else {
+        uint16_t* p = mask.ptr<uint16_t>();
+        for (size_t i = 0; i < mask.total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
+      }
+    }
+    NoteMaskIds(mask, out);
+    h.mask_type = lv->type;
+    if (raw) {
+      DSPIPE_RETURN_IF_ERROR(RawPayload(mask, o, &h.mask_codec, &mask_payload));
+    } else {
+      h.mask_codec = Codec::kPng;
+      DSPIPE_RETURN_IF_ERROR(lv->type == SampleType::kUint8
+                                 ? codec::EncodePng(mask, 1, &mask_payload)
+                                 : codec::EncodeTypedPng(mask, &mask_payload));
+    }
+  }
+  if (img_payload.size() > UINT32_MAX || mask_payload.size() > UINT32_MAX) {
+    return Status::BadInput(item.image + ": a slice larger than 4 GiB").WithPath(item.image);
+  }
+  h.image_size = static_cast<uint32_t>(img_payload.size());
+  h.mask_size = static_cast<uint32_t>(mask_payload.size());
+  out->header = h;
+  out->value.reserve(kRecordHeaderSize + img_payload.size() + mask_payload.size());
+  EncodeRecord(h, Bytes(img_payload), Bytes(mask_payload), &out->value);
+  return Status::OK();
+}
+
+}  // namespace
+
 Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats, MadeRecord* out,
-                  const Dataset* plain, SourceBytes* given) {
+                  const Dataset* plain, SourceBytes* given, volume::VolumeCache* volumes) {
   *out = MadeRecord{};
   if (!item.error.empty()) return Reject(item.image, Status::BadInput(item.error));
+  if (item.slice >= 0) return MakeSliceRecord(item, o, want_stats, volumes, out);
   const int channels = o.gray ? 1 : 3;
   const bool raw = o.store == StoreMode::kRaw;
   // The options were checked by ValidateBuildOptions before the output was created.
@@ -334,7 +441,6 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     }
     if (decode_mask) {
       if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
-      double mx = 0;
       if (!o.mask_map.empty()) {
         uint8_t lut[256];
         DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));  // checked up front already
@@ -346,16 +452,7 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
           for (size_t i = 0; i < mask.total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
         }
       }
-      cv::minMaxLoc(mask, nullptr, &mx);
-      out->mask_max = static_cast<int>(mx);
-      if (mask.depth() == CV_8U) {
-        bool seen[256] = {};
-        const cv::Mat m = mask.isContinuous() ? mask : mask.clone();
-        for (size_t i = 0; i < m.total() * m.channels(); ++i) seen[m.data[i]] = true;
-        for (int id = 0; id < 256; ++id) {
-          if (seen[id]) out->mask_ids[id / 64] |= uint64_t{1} << (id % 64);
-        }
-      }
+      NoteMaskIds(mask, out);
     }
     h.mask_type = mask.depth() == CV_16U ? SampleType::kUint16 : SampleType::kUint8;
     if (keep) {

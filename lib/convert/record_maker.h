@@ -9,6 +9,7 @@
 #include "convert/sources.h"
 #include "dspipe/convert.h"
 #include "dspipe/format.h"
+#include "volume/cache.h"
 
 namespace dspipe {
 
@@ -46,7 +47,9 @@ struct SourceBytes {
 // `plain` is the open plain LMDB source for items with a plain_index (else unused).
 // `given`, when set, holds the item's bytes (moved from), read by the caller.
 // Errors are kBadInput/kIOError naming the file (or LMDB key) and the reason.
+// `volumes` reads the volumes of slice items (SourceItem::slice >= 0), each once.
 Status MakeRecord(const SourceItem& item, const BuildOptions& options, bool want_stats,
-                  MadeRecord* out, const Dataset* plain = nullptr, SourceBytes* given = nullptr);
+                  MadeRecord* out, const Dataset* plain = nullptr, SourceBytes* given = nullptr,
+                  volume::VolumeCache* volumes = nullptr);
 
 }  // namespace dspipe

@@ -355,7 +355,7 @@ Status ScanArchive(const std::string& source, uint64_t buffer_bytes, SourceList*
 }  // namespace
 
 Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
-                   uint64_t archive_buffer_bytes, Env* env) {
+                   uint64_t archive_buffer_bytes, Env* env, volume::SliceAxis axis) {
   *out = SourceList{};
   if (env == nullptr) env = Env::Default();
   const fs::path src(source);
@@ -380,6 +380,8 @@ Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, Sou
     s = ScanArchive(source, archive_buffer_bytes, out);
   } else if (kind == FileKind::kRegular) {
     s = ScanCsvFile(env, src, out);
+  } else if (HasVolumes(env, source)) {
+    s = ScanVolumes(env, source, axis, out);
   } else if (images == FileKind::kDirectory) {
     s = ScanFolder(DirTree(env, src), out);
   } else if (kind == FileKind::kDirectory) {

@@ -10,6 +10,7 @@
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
 #include "dspipe/status.h"
+#include "volume/volume.h"
 
 namespace dspipe {
 
@@ -27,10 +28,21 @@ struct SourceItem {
   // "SRC:member"); -1 otherwise.
   int64_t archive_image = -1;
   int64_t archive_mask = -1;
+  // Volume sources (kind "volumes"): the slice index along BuildOptions::slice_axis; image and
+  // mask are then the NIfTI image and label volumes. -1 otherwise.
+  int64_t slice = -1;
+};
+
+// A volume of a "volumes" source, in plan order of its slices.
+struct VolumeSource {
+  std::string image, label;  // label "" when none
+  volume::VolumeInfo info;   // the image's header (unset when `error`)
+  int64_t slices = 0;
+  std::string error;  // known bad before reading (its one item carries it too)
 };
 
 struct SourceList {
-  std::string kind;  // "folder" | "csv" | "imagefolder" | "plain-lmdb"
+  std::string kind;  // "folder" | "csv" | "imagefolder" | "plain-lmdb" | "volumes"
   std::vector<SourceItem> items;
   bool has_masks = false;
   bool has_labels = false;
@@ -38,18 +50,28 @@ struct SourceList {
   std::vector<std::string> warnings;  // e.g. masks without an image
   std::shared_ptr<const Dataset> plain;  // the plain LMDB source, open (kind "plain-lmdb")
   std::shared_ptr<ArchiveSource> archive;  // an archive source, listed (any other kind)
+  std::vector<VolumeSource> volumes;       // kind "volumes"
 };
 
 // Scans SRC (see BuildOptions::source). Items are in a stable order (sorted paths; a plain
 // LMDB's record order; an archive's member order of images, which is the sorted order when the
 // archive was written sorted; a CSV's row order). An archive (IsArchiveSource) holds one of the
-// other layouts, at its root or in its single top-level folder, found by the same rules. `plain` pairs a plain LMDB's keys; set for another kind of SRC it is
-// refused (kInvalidArgument) rather than ignored.
-// archive_buffer_bytes: see ArchiveSource::Open (0: nothing held in memory).
-// env (nullptr = Env::Default()) lists folders and reads CSV files; a plain LMDB and an archive
-// are opened by LMDB and libarchive directly.
+// other layouts, at its root or in its single top-level folder, found by the same rules. `plain`
+// pairs a plain LMDB's keys; set for another kind of SRC it is refused (kInvalidArgument) rather
+// than ignored. archive_buffer_bytes: see ArchiveSource::Open (0: nothing held in memory). env
+// (nullptr = Env::Default()) lists folders and reads CSV files; a plain LMDB and an archive are
+// opened by LMDB and libarchive directly. A folder of NIfTI volumes (images/ or imagesTr/, with
+// labels/, labelsTr/ or masks/ paired by name; a Decathlon dataset.json's "labels" as class names)
+// is kind "volumes": one item per slice along `axis` (volume/volume.h), each volume's header read
+// and checked here.
 Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
-                   uint64_t archive_buffer_bytes = 0, Env* env = nullptr);
+                   uint64_t archive_buffer_bytes = 0, Env* env = nullptr,
+                   volume::SliceAxis axis = volume::SliceAxis::kAxial);
+
+// True when SRC's images/ or imagesTr/ folder holds a NIfTI volume (sources_volume.cc).
+bool HasVolumes(Env* env, const std::string& source);
+// Scans such a folder (kind "volumes", ScanSources).
+Status ScanVolumes(Env* env, const std::string& source, volume::SliceAxis axis, SourceList* out);
 
 // True when SRC is an LMDB directory or file (data.mdb), i.e. a plain LMDB source to import.
 bool IsLmdbSource(const std::string& source);

@@ -233,11 +233,13 @@ BUILD: dict[str, Kwarg] = {
                        "every MCU (lossless), so crops decode only their MCUs"),
     "gray": K("BuildOptions::gray", "store 1-channel images"),
     "depth": K("BuildOptions::depth", "8: reduce 16-bit images to their high byte; None = "
-               "the source's own (images deeper than 8 bits are refused for now)",
+               "the source's own (16-bit and float images kept as they are)",
                lambda v: 0 if v is None else int(v), shown="None"),
     "mask_map": K("BuildOptions::mask_map", "mask ids to rewrite, {from: to} (ids 0..255; "
                   "{255: 1} turns 0/255 binary masks into classes 0 and 1); None = keep",
                   _mask_map, "None"),
+    "slice_axis": K("BuildOptions::slice_axis", "volume sources: cut the canonical (RAS) "
+                    "volume along 'axial', 'coronal' or 'sagittal'"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),
     "threads": K("BuildOptions::threads", "workers; 0 = the CPUs this process may use"),

@@ -148,12 +148,17 @@ int Run(int argc, char** argv) {
   build->add_flag("--gray", bo.gray, "store 1-channel images");
   build
       ->add_option("--depth", bo.depth,
-                   "8: reduce 16-bit images to their high byte (without it, images deeper than "
-                   "8 bits are refused: datasets hold 8-bit pixels for now)")
+                   "8: reduce 16-bit images to their high byte (without it, 16-bit and float "
+                   "images are kept as they are)")
       ->check(CLI::IsMember({0, 8}));
   build->add_option("--mask-map", bo.mask_map,
                     "rewrite mask ids while building: FROM:TO,... (ids 0..255; 255:1 turns 0/255 "
                     "binary masks into classes 0 and 1)");
+  build
+      ->add_option("--slice-axis", bo.slice_axis,
+                   "volume sources (NIfTI): cut the canonical (RAS) volume along this axis")
+      ->check(CLI::IsMember({"axial", "coronal", "sagittal"}))
+      ->capture_default_str();
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
   build->add_option("--threads", bo.threads, "threads (0 = all cores)")->capture_default_str();

@@ -1,0 +1,185 @@
+// Volume sources (sources.h): a folder of NIfTI images with their label volumes, one item per
+// slice.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "convert/sources.h"
+
+namespace dspipe {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// The name without .nii / .nii.gz (any case): what images and labels pair by.
+std::string VolumeStem(const std::string& name) {
+  std::string l = name;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* ext : {".nii.gz", ".nii"}) {
+    const size_t n = std::string(ext).size();
+    if (l.size() > n && l.compare(l.size() - n, n, ext) == 0) return name.substr(0, name.size() - n);
+  }
+  return name;
+}
+
+// The regular, non-hidden files of dir, sorted. (Decathlon archives carry "._x.nii.gz" macOS
+// metadata files beside each volume: hidden, skipped.)
+Status ListFiles(Env* env, const fs::path& dir, std::vector<std::string>* out) {
+  std::vector<std::string> names;
+  Status s = env->ListDir(dir.string(), &names);
+  if (!s.ok()) return s.WithContext("list " + dir.string());
+  for (const std::string& n : names) {
+    if (n.empty() || n[0] == '.') continue;
+    FileKind kind = FileKind::kMissing;
+    DSPIPE_RETURN_IF_ERROR(env->GetFileKind((dir / n).string(), &kind));
+    if (kind == FileKind::kRegular) out->push_back(n);
+  }
+  std::sort(out->begin(), out->end());
+  return Status::OK();
+}
+
+// A Decathlon dataset.json's "labels" ({"0": "background", "1": "tumour"}) as class names by
+// id; an absent file gives none; a present one that is not that is an error naming it.
+Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* out) {
+  const fs::path file = src / "dataset.json";
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env->GetFileKind(file.string(), &kind));
+  if (kind != FileKind::kRegular) return Status::OK();
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(file.string(), &text));
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::BadInput(file.string() + ": not a JSON object (the Decathlon dataset.json)");
+  }
+  if (!j.contains("labels")) return Status::OK();
+  const json& labels = j.at("labels");
+  if (!labels.is_object()) {
+    return Status::BadInput(file.string() + ": \"labels\" is not an object of id: name");
+  }
+  std::map<int, std::string> by_id;
+  for (const auto& [k, v] : labels.items()) {
+    char* end = nullptr;
+    const long id = std::strtol(k.c_str(), &end, 10);
+    if (k.empty() || *end != '\0' || id < 0 || id > 65535 || !v.is_string()) {
+      return Status::BadInput(file.string() + ": \"labels\" entry \"" + k +
+                              "\" is not a class id (0..65535) with a name");
+    }
+    by_id[static_cast<int>(id)] = v.get<std::string>();
+  }
+  if (by_id.empty()) return Status::OK();
+  out->assign(static_cast<size_t>(by_id.rbegin()->first) + 1, "");
+  for (const auto& [id, name] : by_id) (*out)[static_cast<size_t>(id)] = name;
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i].empty()) {
+      return Status::BadInput(file.string() + ": \"labels\" names no class " + std::to_string(i) +
+                              " (ids must run 0..N-1)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+bool HasVolumes(Env* env, const std::string& source) {
+  for (const char* d : {"images", "imagesTr"}) {
+    std::vector<std::string> files;
+    if (!ListFiles(env, fs::path(source) / d, &files).ok()) continue;
+    for (const std::string& f : files) {
+      if (volume::IsNiftiName(f)) return true;
+    }
+  }
+  return false;
+}
+
+Status ScanVolumes(Env* env, const std::string& source, volume::SliceAxis axis, SourceList* out) {
+  out->kind = "volumes";
+  const fs::path src(source);
+  auto is_dir = [&](const char* d) {
+    FileKind k = FileKind::kMissing;
+    return env->GetFileKind((src / d).string(), &k).ok() && k == FileKind::kDirectory;
+  };
+  const std::string images_dir = is_dir("images") ? "images" : "imagesTr";
+  std::string labels_dir;
+  for (const char* d : {"labelsTr", "labels", "masks"}) {
+    if (is_dir(d)) {
+      labels_dir = d;
+      break;
+    }
+  }
+  std::vector<std::string> images, labels;
+  DSPIPE_RETURN_IF_ERROR(ListFiles(env, src / images_dir, &images));
+  for (const std::string& f : images) {
+    if (!volume::IsNiftiName(f)) {
+      return Status::BadInput((src / images_dir / f).string() +
+                              ": not a NIfTI volume (.nii, .nii.gz) in a folder of volumes; "
+                              "volumes and 2D images are built as separate datasets");
+    }
+  }
+  std::map<std::string, std::vector<std::string>> label_by_stem;
+  if (!labels_dir.empty()) {
+    DSPIPE_RETURN_IF_ERROR(ListFiles(env, src / labels_dir, &labels));
+    for (const std::string& f : labels) {
+      if (volume::IsNiftiName(f)) label_by_stem[VolumeStem(f)].push_back(f);
+    }
+  }
+  DSPIPE_RETURN_IF_ERROR(ReadClassNames(env, src, &out->class_names));
+  out->has_masks = !labels_dir.empty();
+  std::map<std::string, int> stems;
+  for (const std::string& f : images) ++stems[VolumeStem(f)];
+  for (const std::string& f : images) {
+    VolumeSource v;
+    v.image = (src / images_dir / f).string();
+    const std::string stem = VolumeStem(f);
+    if (stems[stem] > 1) {
+      v.error = "several volumes share the name '" + stem + "' (.nii and .nii.gz)";
+    } else if (!labels_dir.empty()) {
+      auto it = label_by_stem.find(stem);
+      if (it == label_by_stem.end()) {
+        v.error = "no label volume named '" + stem + ".nii[.gz]' in " +
+                  (src / labels_dir).string();
+      } else if (it->second.size() > 1) {
+        v.error = "several label volumes named '" + stem + ".nii[.gz]' in " +
+                  (src / labels_dir).string();
+      } else {
+        v.label = (src / labels_dir / it->second[0]).string();
+      }
+    }
+    if (v.error.empty()) {
+      Status s = volume::ReadNiftiInfo(v.image, &v.info);
+      if (s.ok() && !v.label.empty()) {
+        volume::VolumeInfo li;
+        s = volume::ReadNiftiInfo(v.label, &li);
+        if (s.ok()) s = volume::CheckLabelMatches(v.info, li);
+      }
+      if (s.code() == Status::Code::kIOError) return s;
+      if (!s.ok()) {
+        v.error = s.message();  // the item names the image: its own name is not said twice
+        if (v.error.rfind(v.image + ": ", 0) == 0) v.error.erase(0, v.image.size() + 2);
+      }
+    }
+    v.slices = v.error.empty() ? volume::SliceCount(v.info, axis) : 0;
+    // One item per slice; a volume known bad is one item carrying the reason.
+    for (int64_t k = 0; k < std::max<int64_t>(v.slices, 1); ++k) {
+      SourceItem item;
+      item.image = v.image;
+      item.mask = v.label;
+      item.error = v.error;
+      item.slice = k;
+      out->items.push_back(std::move(item));
+    }
+    out->volumes.push_back(std::move(v));
+  }
+  for (const auto& [stem, files] : label_by_stem) {
+    if (!stems.count(stem)) {
+      out->warnings.push_back("label volume " + (src / labels_dir / files[0]).string() +
+                              " has no image; ignored");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace dspipe

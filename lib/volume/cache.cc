@@ -1,0 +1,36 @@
+#include "volume/cache.h"
+
+namespace dspipe::volume {
+
+Status VolumeCache::Get(const std::string& path, bool label, std::shared_ptr<const Volume>* out) {
+  const Key key{path, label};
+  std::shared_future<Result> f;
+  std::promise<Result> mine;
+  bool read = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(key);
+    if (it != held_.end()) {
+      f = it->second;
+    } else {
+      f = mine.get_future().share();
+      held_.emplace(key, f);
+      order_.push_back(key);
+      while (order_.size() > capacity_) {  // readers of an evicted one keep their future
+        held_.erase(order_.front());
+        order_.pop_front();
+      }
+      read = true;
+    }
+  }
+  if (read) {
+    auto v = std::make_shared<Volume>();
+    Status s = ReadNifti(path, label, v.get());
+    mine.set_value({s, s.ok() ? std::shared_ptr<const Volume>(std::move(v)) : nullptr});
+  }
+  const Result& r = f.get();
+  *out = r.second;
+  return r.first;
+}
+
+}  // namespace dspipe::volume

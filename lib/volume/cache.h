@@ -1,0 +1,35 @@
+// The volumes a build reads, each once: its slices are consecutive items of the plan, made by
+// several threads at once. Internal.
+#pragma once
+
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "volume/volume.h"
+
+namespace dspipe::volume {
+
+// Thread-safe. Get() reads a volume (ReadNifti) on the first call for it, in the calling
+// thread; concurrent calls for the same volume wait for that read. The `capacity` volumes
+// asked for last stay (a build's current volume, its label and the next ones); an older one is
+// read again if asked for again.
+class VolumeCache {
+ public:
+  explicit VolumeCache(size_t capacity = 6) : capacity_(capacity) {}
+  Status Get(const std::string& path, bool label, std::shared_ptr<const Volume>* out);
+
+ private:
+  using Result = std::pair<Status, std::shared_ptr<const Volume>>;
+  using Key = std::pair<std::string, bool>;
+  std::mutex mu_;
+  std::map<Key, std::shared_future<Result>> held_;
+  std::deque<Key> order_;  // oldest first
+  size_t capacity_;
+};
+
+}  // namespace dspipe::volume

@@ -1,0 +1,141 @@
+// Slices of a canonical (RAS) volume, read through the file's own axes (volume.h).
+#include <cmath>
+#include <cstring>
+
+#include "codec/image.h"
+#include "dspipe/limits.h"
+#include "volume/volume.h"
+
+namespace dspipe::volume {
+
+const char* SliceAxisName(SliceAxis a) {
+  switch (a) {
+    case SliceAxis::kAxial: return "axial";
+    case SliceAxis::kCoronal: return "coronal";
+    case SliceAxis::kSagittal: return "sagittal";
+  }
+  return "?";
+}
+
+Status ParseSliceAxis(const std::string& text, SliceAxis* out) {
+  for (SliceAxis a : {SliceAxis::kAxial, SliceAxis::kCoronal, SliceAxis::kSagittal}) {
+    if (text == SliceAxisName(a)) {
+      *out = a;
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("slice axis '" + text +
+                                 "': one of axial, coronal, sagittal");
+}
+
+namespace {
+// The two canonical axes of a slice along `axis`, as rows and columns.
+void PlaneAxes(SliceAxis axis, int* row, int* col) {
+  const int a = static_cast<int>(axis);
+  *row = a == 0 ? 1 : 0;
+  *col = a == 2 ? 1 : 2;
+}
+
+template <class T>
+void Gather(const T* src, int64_t base, int64_t row_step, int64_t col_step, int64_t ch_step,
+            int rows, int cols, int channels, T* dst) {
+  for (int r = 0; r < rows; ++r) {
+    const T* p = src + base + r * row_step;
+    if (channels == 1) {
+      for (int c = 0; c < cols; ++c) dst[c] = p[c * col_step];
+      dst += cols;
+    } else {
+      for (int c = 0; c < cols; ++c) {
+        for (int k = 0; k < channels; ++k) *dst++ = p[c * col_step + k * ch_step];
+      }
+    }
+  }
+}
+}  // namespace
+
+int64_t SliceCount(const VolumeInfo& info, SliceAxis axis) {
+  return info.canon_dim[static_cast<int>(axis)];
+}
+
+std::array<double, 2> SliceSpacing(const VolumeInfo& info, SliceAxis axis) {
+  int row = 0, col = 0;
+  PlaneAxes(axis, &row, &col);
+  return {info.canon_spacing[row], info.canon_spacing[col]};
+}
+
+Status ExtractSlice(const Volume& v, SliceAxis axis, int64_t index, cv::Mat* out) {
+  const VolumeInfo& in = v.info;
+  const int a = static_cast<int>(axis);
+  if (index < 0 || index >= in.canon_dim[a]) {
+    return Status::InvalidArgument(in.path + ": slice " + std::to_string(index) + " of " +
+                                   std::to_string(in.canon_dim[a]));
+  }
+  int row = 0, col = 0;
+  PlaneAxes(axis, &row, &col);
+  const int64_t rows = in.canon_dim[row], cols = in.canon_dim[col];
+  const DecodeLimits lim = GetDecodeLimits();
+  if (rows > lim.max_side || cols > lim.max_side ||
+      static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) > lim.max_pixels) {
+    return Status::BadInput(in.path + ": its " + SliceAxisName(axis) + " slices are " +
+                            std::to_string(rows) + "x" + std::to_string(cols) +
+                            ", beyond the decode limits (--max-image-side " +
+                            std::to_string(lim.max_side) + ", --max-image-pixels " +
+                            std::to_string(lim.max_pixels) + ")");
+  }
+  // Element strides of the file's axes (i fastest).
+  const int64_t stride[3] = {1, in.dim[0], in.dim[0] * in.dim[1]};
+  int64_t base = 0, step[3] = {0, 0, 0};
+  for (int c = 0; c < 3; ++c) {
+    const int f = in.perm[c];
+    step[c] = in.flip[c] ? -stride[f] : stride[f];
+    if (in.flip[c]) base += (in.dim[f] - 1) * stride[f];
+  }
+  base += index * step[a];
+  const int64_t ch_step = in.dim[0] * in.dim[1] * in.dim[2];
+  const int ch = in.channels;
+  const int depth = codec::CvDepth(v.type);
+  out->create(static_cast<int>(rows), static_cast<int>(cols), CV_MAKETYPE(depth, ch));
+  const int r = static_cast<int>(rows), c = static_cast<int>(cols);
+  switch (SampleTypeSize(v.type)) {
+    case 1:
+      Gather(v.data.data(), base, step[row], step[col], ch_step, r, c, ch, out->ptr<uint8_t>());
+      break;
+    case 2:
+      Gather(reinterpret_cast<const uint16_t*>(v.data.data()), base, step[row], step[col],
+             ch_step, r, c, ch, out->ptr<uint16_t>());
+      break;
+    default:
+      Gather(reinterpret_cast<const uint32_t*>(v.data.data()), base, step[row], step[col],
+             ch_step, r, c, ch, out->ptr<uint32_t>());
+      break;
+  }
+  return Status::OK();
+}
+
+Status CheckLabelMatches(const VolumeInfo& image, const VolumeInfo& label) {
+  auto both = [&] { return label.path + " does not match its image " + image.path + ": "; };
+  for (int a = 0; a < 3; ++a) {
+    if (image.canon_dim[a] != label.canon_dim[a]) {
+      auto shape = [](const VolumeInfo& v) {
+        return std::to_string(v.canon_dim[0]) + "x" + std::to_string(v.canon_dim[1]) + "x" +
+               std::to_string(v.canon_dim[2]);
+      };
+      return Status::BadInput(both() + "shape " + shape(label) + " against " + shape(image) +
+                              " (in RAS order)");
+    }
+  }
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      const double x = image.canon_affine[r][c], y = label.canon_affine[r][c];
+      if (std::fabs(x - y) > 1e-3 + 1e-4 * std::fabs(x)) {
+        return Status::BadInput(both() + "their affines differ (RAS affine [" +
+                                std::to_string(r) + "][" + std::to_string(c) + "] is " +
+                                std::to_string(y) + " against " + std::to_string(x) +
+                                "): the label is not on the image's voxel grid");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace dspipe::volume

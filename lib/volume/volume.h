@@ -1,0 +1,93 @@
+// Medical volumes (NIfTI-1/2, read by Debian's nifti_clib) as stacks of 2D slices. Internal.
+//
+// Convention (docs/VOLUMES.md): a volume is brought to the closest canonical RAS orientation
+// (nibabel's as_closest_canonical: axis 0 runs to the Right, 1 Anterior, 2 Superior) without
+// resampling, by permuting and flipping its voxel axes. A slice is then the canonical array
+// with one axis fixed, its two other axes as rows and columns in order: axial slice k is
+// canon[:, :, k] (rows = the R axis, columns = the A axis), coronal canon[:, k, :], sagittal
+// canon[k, :, :]. A 4D volume's 4th axis is the channels (modalities).
+//
+// The affine is nibabel's "best affine": the sform when sform_code > 0, else the qform when
+// qform_code > 0, else the Analyze-style one (pixdim scaling with x flipped, centred).
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dspipe/format.h"
+#include "dspipe/status.h"
+
+namespace dspipe::volume {
+
+enum class SliceAxis { kAxial = 2, kCoronal = 1, kSagittal = 0 };  // the canonical axis fixed
+// "axial", "coronal", "sagittal".
+const char* SliceAxisName(SliceAxis a);
+Status ParseSliceAxis(const std::string& text, SliceAxis* out);
+
+// The most voxels (all channels) one volume may hold: 2^30 (2 GiB as int16). Each slice is
+// also bounded by DecodeLimits (max_side, max_pixels).
+inline constexpr uint64_t kMaxVolumeVoxels = uint64_t{1} << 30;
+inline constexpr int kMaxVolumeChannels = kMaxChannels;
+
+using Affine = std::array<std::array<double, 4>, 4>;
+
+// What a volume's header says, and its canonical orientation.
+struct VolumeInfo {
+  std::string path;
+  int64_t dim[3] = {1, 1, 1};     // voxels along the file's axes i, j, k
+  int channels = 1;               // the 4th dimension (1 for a 3D volume)
+  int nifti_datatype = 0;         // the file's DT_* code
+  double scl_slope = 0, scl_inter = 0;  // as stored; applied when the slope is not 0
+  Affine affine{};                // the file's best affine (voxel i,j,k -> RAS mm)
+  // Canonical axis a is the file's axis perm[a], reversed when flip[a].
+  int perm[3] = {0, 1, 2};
+  bool flip[3] = {false, false, false};
+  int64_t canon_dim[3] = {1, 1, 1};
+  double canon_spacing[3] = {1, 1, 1};  // voxel size (mm) along the canonical axes
+  Affine canon_affine{};                // the canonical array's affine (as nibabel's)
+  bool scaled() const { return scl_slope != 0 && (scl_slope != 1 || scl_inter != 0); }
+};
+
+// A volume's voxels, as one sample type, in the file's own axis order (i fastest, then j, k,
+// channel), with its info.
+struct Volume {
+  VolumeInfo info;
+  SampleType type = SampleType::kUint8;
+  std::vector<uint8_t> data;  // dim[0]*dim[1]*dim[2]*channels samples of `type`
+};
+
+// Reads a NIfTI header (.nii, .nii.gz; NIfTI-1 or -2) and checks it: 2 to 4 dimensions, at most
+// kMaxVolumeChannels channels and kMaxVolumeVoxels voxels, a data type dspipe keeps (uint8,
+// int8, uint16, int16, int32, uint32, float32, float64), finite scaling. kBadInput naming the
+// file and the reason otherwise; kIOError when it cannot be read.
+Status ReadNiftiInfo(const std::string& path, VolumeInfo* out);
+
+// Reads a whole NIfTI volume. Images: scaling applied (exactly: an integer slope and intercept
+// whose results fit int16 give int16, anything else float32); uint8, uint16, int16 and float32
+// kept; int8 widened to int16; other integers narrowed to int16/uint16 when every value fits
+// (else float32 when exact, else an error); float64 to float32 (the one reduction, as
+// nibabel's get_fdata(dtype=float32)). Labels (`label` true): one channel of integer class ids
+// 0..65535 (uint8 when every id fits) in any data type, including floats holding integers;
+// anything else is an error naming the file and the first offending value.
+Status ReadNifti(const std::string& path, bool label, Volume* out);
+
+// Slices along `axis` (the canonical dimension).
+int64_t SliceCount(const VolumeInfo& info, SliceAxis axis);
+// Slice `index` of the canonical volume along `axis` as an HxWxC cv::Mat of the volume's type
+// (rows and columns as the file comment says).
+Status ExtractSlice(const Volume& v, SliceAxis axis, int64_t index, cv::Mat* out);
+// The slice's in-plane spacing (rows, columns) in mm.
+std::array<double, 2> SliceSpacing(const VolumeInfo& info, SliceAxis axis);
+
+// Image and label agree: the same canonical shape, and affines equal within 1e-3 mm (+1e-4 per
+// mm of scale). Else kBadInput naming both files and the first difference.
+Status CheckLabelMatches(const VolumeInfo& image, const VolumeInfo& label);
+
+// True for a name ending in .nii or .nii.gz (any case).
+bool IsNiftiName(const std::string& name);
+
+}  // namespace dspipe::volume

@@ -1,0 +1,332 @@
+// The NIfTI reader (lib/volume): header checks, the canonical (RAS) orientation, slices along
+// each axis, scaling and type rules, label maps, and the volume cache. Volumes are written here
+// with nifti_clib; tests/python/test_volumes.py compares with nibabel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "convert/test_support.h"
+#include "volume/cache.h"
+#include "volume/nifti_writer.h"
+#include "volume/volume.h"
+
+namespace dspipe::volume {
+namespace {
+
+using dspipe::testing::NiftiSpec;
+using dspipe::testing::TempDir;
+using dspipe::testing::WriteNifti;
+
+#define ASSERT_OK(e)                             \
+  do {                                           \
+    const ::dspipe::Status _s = (e);             \
+    ASSERT_TRUE(_s.ok()) << _s.ToString();       \
+  } while (0)
+
+bool Has(const Status& s, const std::string& what) {
+  return s.message().find(what) != std::string::npos;
+}
+
+// v(i, j, k) = i + 10 j + 100 k, int16, in the file's axis order.
+std::vector<int16_t> Ramp(int64_t nx, int64_t ny, int64_t nz) {
+  std::vector<int16_t> v(static_cast<size_t>(nx * ny * nz));
+  for (int64_t k = 0; k < nz; ++k)
+    for (int64_t j = 0; j < ny; ++j)
+      for (int64_t i = 0; i < nx; ++i) v[i + nx * (j + ny * k)] = static_cast<int16_t>(i + 10 * j + 100 * k);
+  return v;
+}
+
+// LPS (i to the Left, j Posterior, k Superior; DICOM's convention): the canonical array flips
+// i and j, so axial slice k at (r, c) is the file's voxel (nx-1-r, ny-1-c, k).
+TEST(Nifti, LpsVolumeIsFlippedToRasAndSlicedAlongEachAxis) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 5, s.ny = 4, s.nz = 3;
+  const double a[4][4] = {{-2, 0, 0, 10}, {0, -3, 0, 20}, {0, 0, 4, 30}, {0, 0, 0, 1}};
+  std::memcpy(s.affine, a, sizeof a);
+  const std::vector<int16_t> ramp = Ramp(5, 4, 3);
+  const std::string path = dir / "lps.nii.gz";
+  ASSERT_TRUE(WriteNifti(path, s, ramp.data()));
+  Volume v;
+  ASSERT_OK(ReadNifti(path, false, &v));
+  EXPECT_EQ(v.type, SampleType::kInt16);
+  EXPECT_TRUE(v.info.flip[0] && v.info.flip[1] && !v.info.flip[2]);
+  EXPECT_EQ(v.info.canon_dim[0], 5);
+  EXPECT_EQ(v.info.canon_dim[2], 3);
+  // The canonical affine: positive diagonal, the origin moved to the flipped corner.
+  EXPECT_DOUBLE_EQ(v.info.canon_affine[0][0], 2);
+  EXPECT_DOUBLE_EQ(v.info.canon_affine[1][1], 3);
+  EXPECT_DOUBLE_EQ(v.info.canon_affine[0][3], 10 - 2 * 4);
+  EXPECT_DOUBLE_EQ(v.info.canon_affine[1][3], 20 - 3 * 3);
+  EXPECT_DOUBLE_EQ(v.info.canon_spacing[2], 4);
+  auto file = [&](int64_t i, int64_t j, int64_t k) { return ramp[i + 5 * (j + 4 * k)]; };
+  ASSERT_EQ(SliceCount(v.info, SliceAxis::kAxial), 3);
+  for (int64_t k = 0; k < 3; ++k) {
+    cv::Mat m;
+    ASSERT_OK(ExtractSlice(v, SliceAxis::kAxial, k, &m));
+    ASSERT_EQ(m.rows, 5);
+    ASSERT_EQ(m.cols, 4);
+    ASSERT_EQ(m.type(), CV_16SC1);
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 4; ++c) ASSERT_EQ(m.at<int16_t>(r, c), file(4 - r, 3 - c, k));
+  }
+  cv::Mat cor, sag;
+  ASSERT_OK(ExtractSlice(v, SliceAxis::kCoronal, 1, &cor));  // canon[:, 1, :]
+  ASSERT_EQ(cor.rows, 5);
+  ASSERT_EQ(cor.cols, 3);
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 3; ++c) ASSERT_EQ(cor.at<int16_t>(r, c), file(4 - r, 4 - 1 - 1, c));
+  ASSERT_OK(ExtractSlice(v, SliceAxis::kSagittal, 0, &sag));  // canon[0, :, :]
+  ASSERT_EQ(sag.rows, 4);
+  ASSERT_EQ(sag.cols, 3);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) ASSERT_EQ(sag.at<int16_t>(r, c), file(4, 3 - r, c));
+  EXPECT_EQ(SliceSpacing(v.info, SliceAxis::kAxial), (std::array<double, 2>{2, 3}));
+  cv::Mat none;
+  EXPECT_FALSE(ExtractSlice(v, SliceAxis::kAxial, 3, &none).ok());
+}
+
+// A permuted acquisition (i runs Superior, j Right, k Anterior): the canonical axes are the
+// file's j, k, i.
+TEST(Nifti, PermutedAxesAreReordered) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 3, s.ny = 4, s.nz = 2;
+  const double a[4][4] = {{0, 1, 0, 0}, {0, 0, 1, 0}, {1, 0, 0, 0}, {0, 0, 0, 1}};
+  std::memcpy(s.affine, a, sizeof a);
+  const std::vector<int16_t> ramp = Ramp(3, 4, 2);
+  const std::string path = dir / "perm.nii";
+  ASSERT_TRUE(WriteNifti(path, s, ramp.data()));
+  Volume v;
+  ASSERT_OK(ReadNifti(path, false, &v));
+  EXPECT_EQ(v.info.perm[0], 1);
+  EXPECT_EQ(v.info.perm[1], 2);
+  EXPECT_EQ(v.info.perm[2], 0);
+  ASSERT_EQ(SliceCount(v.info, SliceAxis::kAxial), 3);  // along the file's i
+  cv::Mat m;
+  ASSERT_OK(ExtractSlice(v, SliceAxis::kAxial, 2, &m));  // canon[:, :, 2] = file(2, r, c)
+  ASSERT_EQ(m.rows, 4);
+  ASSERT_EQ(m.cols, 2);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 2; ++c) ASSERT_EQ(m.at<int16_t>(r, c), ramp[2 + 3 * (r + 4 * c)]);
+}
+
+// No sform and no qform: nibabel's base affine (x flipped), so the canonical array flips i.
+TEST(Nifti, NoTransformUsesTheAnalyzeAffineWithXFlipped) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 4, s.ny = 2, s.nz = 1;
+  s.sform_code = 0;
+  s.pixdim[0] = 0.5;
+  const std::vector<int16_t> ramp = Ramp(4, 2, 1);
+  const std::string path = dir / "plain.nii";
+  ASSERT_TRUE(WriteNifti(path, s, ramp.data()));
+  VolumeInfo info;
+  ASSERT_OK(ReadNiftiInfo(path, &info));
+  EXPECT_DOUBLE_EQ(info.affine[0][0], -0.5);
+  EXPECT_DOUBLE_EQ(info.affine[0][3], 0.75);  // -(4-1)/2 * -0.5
+  EXPECT_TRUE(info.flip[0]);
+  EXPECT_FALSE(info.flip[1]);
+}
+
+TEST(Nifti, ScalingGivesExactTypes) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 3, s.ny = 1, s.nz = 1;
+  s.datatype = DT_UINT16;
+  const uint16_t raw[3] = {0, 1024, 4095};
+  // An integer intercept on 12-bit CT values: int16 Hounsfield units, exact.
+  s.scl_slope = 1, s.scl_inter = -1024;
+  ASSERT_TRUE(WriteNifti(dir / "ct.nii", s, raw));
+  Volume v;
+  ASSERT_OK(ReadNifti(dir / "ct.nii", false, &v));
+  ASSERT_EQ(v.type, SampleType::kInt16);
+  const int16_t* hu = reinterpret_cast<const int16_t*>(v.data.data());
+  EXPECT_EQ(hu[0], -1024);
+  EXPECT_EQ(hu[1], 0);
+  EXPECT_EQ(hu[2], 3071);
+  // A fractional slope: float32.
+  s.scl_slope = 0.5, s.scl_inter = 0;
+  ASSERT_TRUE(WriteNifti(dir / "half.nii", s, raw));
+  ASSERT_OK(ReadNifti(dir / "half.nii", false, &v));
+  ASSERT_EQ(v.type, SampleType::kFloat32);
+  EXPECT_EQ(reinterpret_cast<const float*>(v.data.data())[2], 2047.5f);
+  // Unscaled uint16 stays uint16; slope 0 means unscaled (NIfTI).
+  s.scl_slope = 0;
+  ASSERT_TRUE(WriteNifti(dir / "u16.nii", s, raw));
+  ASSERT_OK(ReadNifti(dir / "u16.nii", false, &v));
+  EXPECT_EQ(v.type, SampleType::kUint16);
+  // float64 becomes float32; int32 holding small values becomes int16.
+  s.datatype = DT_FLOAT64;
+  const double d[3] = {-1.5, 0.25, 1e6};
+  ASSERT_TRUE(WriteNifti(dir / "f64.nii", s, d));
+  ASSERT_OK(ReadNifti(dir / "f64.nii", false, &v));
+  ASSERT_EQ(v.type, SampleType::kFloat32);
+  EXPECT_EQ(reinterpret_cast<const float*>(v.data.data())[0], -1.5f);
+  s.datatype = DT_INT32;
+  const int32_t i32[3] = {-3, 7, 30000};
+  ASSERT_TRUE(WriteNifti(dir / "i32.nii", s, i32));
+  ASSERT_OK(ReadNifti(dir / "i32.nii", false, &v));
+  ASSERT_EQ(v.type, SampleType::kInt16);
+  EXPECT_EQ(reinterpret_cast<const int16_t*>(v.data.data())[2], 30000);
+  const int32_t odd[3] = {0, 1, (1 << 25) + 1};  // neither 16 bits nor float32 hold it
+  ASSERT_TRUE(WriteNifti(dir / "odd.nii", s, odd));
+  const Status st = ReadNifti(dir / "odd.nii", false, &v);
+  EXPECT_EQ(st.code(), Status::Code::kBadInput) << st.ToString();
+  EXPECT_TRUE(Has(st, "holds exactly")) << st.ToString();
+}
+
+// A 4D volume's 4th axis is the channels, interleaved in each slice.
+TEST(Nifti, FourDimensionsAreChannels) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 2, s.ny = 2, s.nz = 2, s.nt = 3;
+  s.datatype = DT_FLOAT32;
+  std::vector<float> f(24);
+  std::iota(f.begin(), f.end(), 0.5f);
+  ASSERT_TRUE(WriteNifti(dir / "mm.nii.gz", s, f.data()));
+  Volume v;
+  ASSERT_OK(ReadNifti(dir / "mm.nii.gz", false, &v));
+  EXPECT_EQ(v.info.channels, 3);
+  cv::Mat m;
+  ASSERT_OK(ExtractSlice(v, SliceAxis::kAxial, 1, &m));
+  ASSERT_EQ(m.type(), CV_32FC3);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c)
+      for (int t = 0; t < 3; ++t) {
+        ASSERT_EQ(m.at<cv::Vec3f>(r, c)[t], f[r + 2 * (c + 2 * (1 + 2 * t))]);
+      }
+}
+
+TEST(Nifti, LabelsAreIntegerIdsOfTheNarrowestType) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 4, s.ny = 1, s.nz = 1;
+  s.datatype = DT_FLOAT64;  // label maps saved as floats are common
+  const double small[4] = {0, 1, 2, 3};
+  ASSERT_TRUE(WriteNifti(dir / "l.nii", s, small));
+  Volume v;
+  ASSERT_OK(ReadNifti(dir / "l.nii", true, &v));
+  EXPECT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data[3], 3);
+  const double wide[4] = {0, 1, 300, 3};
+  ASSERT_TRUE(WriteNifti(dir / "w.nii", s, wide));
+  ASSERT_OK(ReadNifti(dir / "w.nii", true, &v));
+  EXPECT_EQ(v.type, SampleType::kUint16);
+  const double frac[4] = {0, 1, 2.5, 3};
+  ASSERT_TRUE(WriteNifti(dir / "f.nii", s, frac));
+  Status st = ReadNifti(dir / "f.nii", true, &v);
+  EXPECT_EQ(st.code(), Status::Code::kBadInput);
+  EXPECT_TRUE(Has(st, "voxel (2, 0, 0) holds 2.5, not an integer")) << st.ToString();
+  EXPECT_TRUE(Has(st, dir / "f.nii")) << st.ToString();
+  const double neg[4] = {0, -1, 2, 3};
+  ASSERT_TRUE(WriteNifti(dir / "n.nii", s, neg));
+  st = ReadNifti(dir / "n.nii", true, &v);
+  EXPECT_TRUE(Has(st, "outside 0..65535")) << st.ToString();
+  s.nt = 2;
+  const double two[8] = {};
+  ASSERT_TRUE(WriteNifti(dir / "4d.nii", s, two));
+  st = ReadNifti(dir / "4d.nii", true, &v);
+  EXPECT_TRUE(Has(st, "labels are one 3D map")) << st.ToString();
+}
+
+TEST(Nifti, BadFilesAreBadInputNamingTheFile) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 16, s.ny = 16, s.nz = 4;
+  const std::vector<int16_t> ramp = Ramp(16, 16, 4);
+  ASSERT_TRUE(WriteNifti(dir / "ok.nii", s, ramp.data()));
+  ASSERT_TRUE(WriteNifti(dir / "ok.nii.gz", s, ramp.data()));
+  const std::string whole = dspipe::testing::ReadAll(dir / "ok.nii");
+  const std::string gz = dspipe::testing::ReadAll(dir / "ok.nii.gz");
+  struct Case {
+    std::string name, bytes, says;
+  } cases[] = {
+      {"short.nii", whole.substr(0, whole.size() - 100), "holds fewer or is corrupt"},
+      {"short.nii.gz", gz.substr(0, gz.size() / 2), "holds fewer or is corrupt"},
+      {"junk.nii", std::string(400, 'x'), "not a readable NIfTI-1/2 header"},
+      {"empty.nii.gz", "", "not a readable NIfTI-1/2 header"},
+  };
+  for (const Case& c : cases) {
+    dspipe::testing::WriteAll(dir / c.name, c.bytes);
+    Volume v;
+    const Status st = ReadNifti(dir / c.name, false, &v);
+    EXPECT_EQ(st.code(), Status::Code::kBadInput) << c.name << ": " << st.ToString();
+    EXPECT_TRUE(Has(st, c.says)) << c.name << ": " << st.ToString();
+    EXPECT_TRUE(Has(st, dir / c.name)) << st.ToString();
+  }
+  // A NaN scale, and a header claiming more voxels than a volume may hold.
+  std::string nan = whole;
+  const float qnan = std::nanf("");
+  std::memcpy(&nan[112], &qnan, 4);  // scl_slope in the NIfTI-1 header
+  dspipe::testing::WriteAll(dir / "nan.nii", nan);
+  VolumeInfo info;
+  Status st = ReadNiftiInfo(dir / "nan.nii", &info);
+  EXPECT_TRUE(Has(st, "scaling is not a number (scl_slope nan")) << st.ToString();
+  std::string huge = whole;
+  const int16_t big = 32767;
+  for (int d = 1; d <= 3; ++d) std::memcpy(&huge[40 + 2 * d], &big, 2);  // dim[1..3]
+  dspipe::testing::WriteAll(dir / "huge.nii", huge);
+  st = ReadNiftiInfo(dir / "huge.nii", &info);
+  EXPECT_EQ(st.code(), Status::Code::kBadInput) << st.ToString();
+  EXPECT_TRUE(Has(st, "more than the")) << st.ToString();
+  st = ReadNiftiInfo(dir / "missing.nii", &info);
+  EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+}
+
+TEST(Nifti, LabelMustShareTheImageGrid) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 4, s.ny = 3, s.nz = 2;
+  const std::vector<int16_t> ramp = Ramp(4, 3, 2);
+  ASSERT_TRUE(WriteNifti(dir / "img.nii", s, ramp.data()));
+  // The same grid stored LPS: its canonical array is the image's.
+  NiftiSpec flipped = s;
+  const double lps[4][4] = {{-1, 0, 0, 3}, {0, -1, 0, 2}, {0, 0, 1, 0}, {0, 0, 0, 1}};
+  std::memcpy(flipped.affine, lps, sizeof lps);
+  ASSERT_TRUE(WriteNifti(dir / "same.nii", flipped, ramp.data()));
+  NiftiSpec moved = s;
+  moved.affine[0][3] = 5;
+  ASSERT_TRUE(WriteNifti(dir / "moved.nii", moved, ramp.data()));
+  NiftiSpec other = s;
+  other.nz = 1;
+  ASSERT_TRUE(WriteNifti(dir / "other.nii", other, ramp.data()));
+  VolumeInfo img, same, mv, ot;
+  ASSERT_OK(ReadNiftiInfo(dir / "img.nii", &img));
+  ASSERT_OK(ReadNiftiInfo(dir / "same.nii", &same));
+  ASSERT_OK(ReadNiftiInfo(dir / "moved.nii", &mv));
+  ASSERT_OK(ReadNiftiInfo(dir / "other.nii", &ot));
+  EXPECT_TRUE(CheckLabelMatches(img, same).ok()) << CheckLabelMatches(img, same).ToString();
+  Status st = CheckLabelMatches(img, mv);
+  EXPECT_TRUE(Has(st, "affines differ")) << st.ToString();
+  EXPECT_TRUE(Has(st, dir / "moved.nii") && Has(st, dir / "img.nii")) << st.ToString();
+  st = CheckLabelMatches(img, ot);
+  EXPECT_TRUE(Has(st, "shape 4x3x1 against 4x3x2")) << st.ToString();
+}
+
+TEST(VolumeCache, EachVolumeIsReadOnceForConcurrentCallers) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 8, s.ny = 8, s.nz = 8;
+  const std::vector<int16_t> ramp = Ramp(8, 8, 8);
+  ASSERT_TRUE(WriteNifti(dir / "a.nii.gz", s, ramp.data()));
+  VolumeCache cache(2);
+  std::shared_ptr<const Volume> got[4];
+  Status st[4];
+  std::vector<std::thread> t;
+  for (int i = 0; i < 4; ++i) t.emplace_back([&, i] { st[i] = cache.Get(dir / "a.nii.gz", false, &got[i]); });
+  for (auto& th : t) th.join();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(st[i]);
+    EXPECT_EQ(got[i].get(), got[0].get()) << "one read, shared";
+  }
+  std::shared_ptr<const Volume> bad;
+  const Status missing = cache.Get(dir / "none.nii", false, &bad);
+  EXPECT_EQ(missing.code(), Status::Code::kIOError);
+  EXPECT_EQ(bad, nullptr);
+}
+
+}  // namespace
+}  // namespace dspipe::volume
