@@ -57,6 +57,30 @@ Status NextEpoch(Loader* loader, Epoch* e, int max_batches = -1,
   return Status::OK();
 }
 
+// The bytes of the regular files under `dir`, but those named `skip`. Walked while the streams
+// copy, rename (E.tmp/ to E/, E/ to E.tmp/) and delete there: a file listed but gone before its
+// stat counts nothing (file_size gives uintmax_t(-1) then, which wrapped the sum around to about
+// 2^64), and a directory gone before it is listed holds nothing (with one
+// recursive_directory_iterator it ended the whole walk, often before it had counted anything).
+uint64_t TreeBytes(const fs::path& dir, const std::string& skip = "") {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::error_code e2;
+    if (it->is_symlink(e2)) continue;
+    if (it->is_directory(e2)) {
+      n += TreeBytes(it->path(), skip);
+      continue;
+    }
+    // The type comes from the listing: a file gone since is still "regular" here.
+    if (!it->is_regular_file(e2) || it->path().filename() == skip) continue;
+    const uintmax_t size = it->file_size(e2);
+    if (!e2) n += size;
+  }
+  return n;
+}
+
 // Bytes under the cache's own directory that are not its small control files: the entries'
 // files and those of copies in progress (E/..., E.tmp/...), less the reader tables (lock.mdb,
 // about 40 KiB each, against shards of 72 KiB here) LMDB makes beside each open shard: what the
@@ -67,11 +91,8 @@ uint64_t CacheDataBytes(const std::string& root) {
   const fs::path own = fs::path(root) / "dspipe-cache-v1";
   for (auto it = fs::directory_iterator(own, ec); !ec && it != fs::directory_iterator();
        it.increment(ec)) {
-    if (!it->is_directory(ec)) continue;
-    for (auto f = fs::recursive_directory_iterator(it->path(), ec);
-         !ec && f != fs::recursive_directory_iterator(); f.increment(ec)) {
-      if (f->is_regular_file(ec) && f->path().filename() != "lock.mdb") n += f->file_size(ec);
-    }
+    std::error_code e2;
+    if (!it->is_symlink(e2) && it->is_directory(e2)) n += TreeBytes(it->path(), "lock.mdb");
   }
   return n;
 }
@@ -357,16 +378,9 @@ TEST_F(S3StreamTest, EvictionDeletesWithoutTheLockAndAForkedChildTouchesNothingO
 
 // Every byte under the cache's own directory: entries with their LMDB lock files and completion
 // records, copies in progress, the entries' lock, lease and use records, the budget lock.
+// (TreeBytes: what the streams change meanwhile.)
 uint64_t CacheDirBytes(const std::string& root) {
-  uint64_t n = 0;
-  std::error_code ec;
-  const fs::path own = fs::path(root) / "dspipe-cache-v1";
-  for (auto f = fs::recursive_directory_iterator(own, ec);
-       !ec && f != fs::recursive_directory_iterator(); f.increment(ec)) {
-    std::error_code e2;
-    if (f->is_regular_file(e2)) n += f->file_size(e2);
-  }
-  return n;
+  return TreeBytes(fs::path(root) / "dspipe-cache-v1");
 }
 
 // Issue 39 item 11: 16 shards of ~0.8 MiB (64 samples of 256x192 stored raw, 4 a shard),
