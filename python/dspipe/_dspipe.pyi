@@ -147,6 +147,7 @@ class BuildOptions:
     gray: bool
     depth: int
     mask_map: str
+    slice_axis: str
     shuffle: bool
     seed: int
     threads: int

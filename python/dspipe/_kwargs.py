@@ -76,6 +76,7 @@ class BuildArgs(_PlainArgs, total=False):
     gray: bool
     depth: int | None
     mask_map: Mapping[int, int] | str | None
+    slice_axis: str
     shuffle: bool
     seed: int
     threads: int
