@@ -146,6 +146,7 @@ TEST(VolumeBuild, AMismatchedLabelIsNamedOrSkipped) {
   Task t;
   NiftiSpec s;
   s.nx = 6, s.ny = 5, s.nz = 2;  // a's label now has 2 slices, its image 4
+  s.datatype = DT_UINT8;
   std::vector<uint8_t> z(60);
   ASSERT_TRUE(WriteNifti(t.src + "/labelsTr/a.nii.gz", s, z.data()));
   BuildOptions o = dspipe::testing::Options(t.src, t.dir / "out");
