@@ -246,6 +246,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   m.erase("stats");
   SetTypeFields(total, &m);
   if (total.pixels > 0) m["stats"] = StatsJson(total, m.at("channels").get<int>(), first);
+  if (m.contains("volumes")) m["volumes"] = VolumeRecords(m.at("volumes"), total);
   m["shards"] = ranges;
   result->shards = n;
   result->records = first;

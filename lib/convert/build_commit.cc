@@ -240,6 +240,9 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   if (o_.shards > 1) {
     const uint64_t first = acc->next_index - count;
     json m = Manifest(*acc, count);
+    // The volumes table maps the dataset's records, not the shard's: a one-shard build keeps
+    // the plan's list for AssembleDataset, which numbers the records of all shards.
+    if (!OneShard()) m.erase("volumes");
     m["shard"] = {{"index", shard}, {"of", o_.shards}, {"begin", first}, {"end", acc->next_index}};
     m["accum"] = acc->ToJson();
     if (OneShard()) m["build"]["plan"] = PlanDigest();  // AssembleDataset: one source list

@@ -60,6 +60,20 @@ std::vector<std::string> MaskWarnings(const Accum& acc, const BuildOptions& o) {
   return w;
 }
 
+json VolumeRecords(json volumes, const Accum& acc) {
+  // Each volume's records: its slices in order, all of them or (rejected) none.
+  std::map<std::string, uint64_t> rejected;
+  for (const auto& [file, why] : acc.rejected) ++rejected[file];
+  uint64_t first = 0;
+  for (json& e : volumes.at("list")) {
+    const uint64_t slices = e.at("slices").get<uint64_t>();
+    const uint64_t n = rejected.count(e.at("image").get<std::string>()) ? 0 : slices;
+    e["records"] = {first, n};
+    first += n;
+  }
+  return volumes;
+}
+
 json Builder::Manifest(const Accum& acc, uint64_t count) const {
   const int channels = o_.gray ? 1 : 3;
   json m = {{"format", "dspipe"},
@@ -85,20 +99,7 @@ json Builder::Manifest(const Accum& acc, uint64_t count) const {
               {"sources", plan_.size()},
               {"rejected", acc.rejected.size()}}}};
   SetTypeFields(acc, &m);
-  if (plan_meta_.contains("volumes")) {
-    // Each volume's records: its slices in order, all of them or (rejected) none.
-    std::map<std::string, uint64_t> rejected;
-    for (const auto& [file, why] : acc.rejected) ++rejected[file];
-    json v = plan_meta_.at("volumes");
-    uint64_t first = 0;
-    for (json& e : v.at("list")) {
-      const uint64_t slices = e.at("slices").get<uint64_t>();
-      const uint64_t n = rejected.count(e.at("image").get<std::string>()) ? 0 : slices;
-      e["records"] = {first, n};
-      first += n;
-    }
-    m["volumes"] = v;
-  }
+  if (plan_meta_.contains("volumes")) m["volumes"] = VolumeRecords(plan_meta_.at("volumes"), acc);
   if (acc.pixels > 0) m["stats"] = StatsJson(acc, m.at("channels").get<int>(), count);
   return m;
 }

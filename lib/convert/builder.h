@@ -98,6 +98,10 @@ int DatasetChannels(const Accum& acc, int channels);
 // and "format_version" (2 for a dataset of typed samples, which readers before it cannot read;
 // 1 otherwise) from the totals.
 void SetTypeFields(const Accum& acc, json* manifest);
+// The manifest's "volumes" table (the plan's, in plan order) with each volume's "records"
+// [first, n] in dataset order: all its slices, or none when the volume was rejected (one formula
+// for builds and AssembleDataset).
+json VolumeRecords(json volumes, const Accum& acc);
 
 const char* StoreName(StoreMode m);
 

@@ -168,6 +168,50 @@ TEST(VolumeBuild, AMismatchedLabelIsNamedOrSkipped) {
   EXPECT_EQ(mf.at("volumes").at("list")[1].at("records"), json::array({0, 3}));
 }
 
+// Shards built one at a time (a Ray task each) and assembled give the same volumes table as one
+// sharded build: each shard's manifest keeps the plan's list, the join numbers the records (a
+// shard boundary cuts volume a's slices: 7 records in 3 shards). A rejected volume in the
+// middle shard moves the later volumes' records in both.
+TEST(VolumeBuild, ShardsBuiltAloneAssembleTheVolumesTable) {
+  Task t;
+  for (bool reject : {false, true}) {
+    SCOPED_TRACE(reject ? "b rejected" : "all kept");
+    if (reject) {
+      NiftiSpec s;
+      s.nx = 6, s.ny = 5, s.nz = 2;  // b's label: 2 slices for 3
+      s.datatype = DT_UINT8;
+      std::vector<uint8_t> z(60);
+      ASSERT_TRUE(WriteNifti(t.src + "/labelsTr/b.nii.gz", s, z.data()));
+    }
+    const std::string tag = reject ? "rej" : "ok";
+    BuildOptions o = dspipe::testing::Options(t.src, t.dir / ("whole-" + tag));
+    o.shards = 3;
+    o.on_error = OnError::kSkip;
+    BuildResult r;
+    ASSERT_OK(BuildDataset(o, &r));
+    const std::string parts = t.dir / ("parts-" + tag);
+    for (int i : {2, 0, 1}) {
+      BuildOptions oi = o;
+      oi.output = parts;
+      oi.shard_index = i;
+      ASSERT_OK(BuildDataset(oi, &r));
+    }
+    AssembleResult a;
+    ASSERT_OK(AssembleDataset(parts, &a));
+    auto volumes = [](const std::string& dir) {
+      const json m = json::parse(dspipe::testing::ReadAll(dir + "/manifest.json"));
+      const json& mf = m.contains("manifest") ? m.at("manifest") : m;
+      EXPECT_TRUE(mf.contains("volumes")) << dir;
+      return mf.value("volumes", json());
+    };
+    const json whole = volumes(o.output), joined = volumes(parts);
+    EXPECT_EQ(joined, whole);
+    EXPECT_EQ(joined.at("list")[0].at("records"), json::array({0, 4}));
+    EXPECT_EQ(joined.at("list")[1].at("records"),
+              reject ? json::array({4, 0}) : json::array({4, 3}));
+  }
+}
+
 TEST(VolumeBuild, OptionsThatWouldChangeSlicesAreRefused) {
   Task t;
   BuildOptions o = dspipe::testing::Options(t.src, t.dir / "out");
