@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "dspipe/format.h"
 #include "dspipe/status.h"
 
 namespace dspipe {
@@ -56,6 +57,24 @@ struct OwnedImage {
   ImageRef ref() { return {pixels.data(), height, width, channels}; }
 };
 
+// A view of a row-major HWC image of any sample type (masks: channels 1, uint8 or uint16).
+struct PixelsRef {
+  const void* data = nullptr;
+  int height = 0;
+  int width = 0;
+  int channels = 1;
+  SampleType type = SampleType::kUint8;
+};
+
+// An owned row-major HWC image of any sample type.
+struct OwnedPixels {
+  std::vector<uint8_t> bytes;
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  SampleType type = SampleType::kUint8;
+};
+
 // One row of the supported-transform table (docs/TRANSFORMS.md is generated from the same
 // facts and checked against them by tests/transforms/spec_test.cc).
 struct TransformInfo {
@@ -70,10 +89,28 @@ struct TransformInfo {
 // Every transform and container Parse accepts.
 const std::vector<TransformInfo>& SupportedTransforms();
 
+// One row of the MONAI table (docs/MONAI.md, checked against it by tests/transforms).
+struct MonaiTransformInfo {
+  std::string name;               // MONAI's class name, e.g. "ScaleIntensityRanged"
+  std::string kind;               // "intensity" | "spatial" | "no-op"
+  std::string label;              // what happens to the label, e.g. "same crop"
+  std::vector<std::string> args;  // the arguments read, in MONAI's signature order
+};
+// Every MONAI transform Parse accepts.
+const std::vector<MonaiTransformInfo>& SupportedMonaiTransforms();
+
 class TransformPipeline {
  public:
-  // Parses albumentations JSON (see the top of this file). Errors: InvalidArgument naming the
-  // transform (its position and class name) and the argument, with the reason, e.g.
+  // Parses albumentations JSON (see the top of this file), or a MONAI 1.6.1 config: a list of
+  // dictionary transforms {"_target_": "ScaleIntensityRanged", "keys": ["image"], ...} or
+  // {"_target_": "Compose", "transforms": [...]} (a bundle's preprocessing section, with its
+  // references resolved). MONAI's names, arguments and defaults (a Rand* transform's prob
+  // defaults to 0.1); keys name the image ("image") and the label ("label"; "seg", "mask").
+  // Such a pipeline computes on float32 pixels (float_pixels()), as MONAI's LoadImaged gives
+  // them, and its output is float32 in the units its transforms give (the loader adds no
+  // normalization of its own unless mean/std are set); labels keep their ids. Errors:
+  // InvalidArgument naming the transform (its position and class name) and the argument, with the
+  // reason, e.g.
   //   "transform 3 (Affine): argument fit_output=true is not supported (supported: ...)".
   static Status Parse(const std::string& json_text, std::shared_ptr<const TransformPipeline>* out);
   ~TransformPipeline();
@@ -102,6 +139,10 @@ class TransformPipeline {
   //   runs only sometimes (p < 1, inside OneOf / SomeOf) is not judged.
   Status CheckInputSize(int in_h, int in_w) const;
 
+  // A MONAI config: pixels are converted to float32 before the first transform and come out
+  // float32 (ApplyPixels; the loader's batches). albumentations specs: false.
+  bool float_pixels() const;
+
   // The pipeline ends in Normalize (standard, p = 1) or ToFloat (mean 0, std max_value),
   // optionally followed by ToTensorV2 (the layout the batches have; no-op): its per-channel
   // mean and std in pixel units (mean * max_pixel_value, std * max_pixel_value). Normalize
@@ -120,6 +161,13 @@ class TransformPipeline {
   // Outputs are (re)allocated. The loader writes the result into its batch slot instead.
   Status Apply(uint64_t seed, uint64_t epoch, uint64_t index, const ImageRef& image,
                const ImageRef* mask, OwnedImage* out_image, OwnedImage* out_mask) const;
+  // Apply for images of any sample type (uint8, uint16, int16, float32; 1..16 channels) and
+  // uint8 / uint16 masks: what the loader's workers run for typed samples and MONAI configs,
+  // each transform on its own in order. MONAI configs convert the image to float32 first and
+  // give float32; albumentations specs keep the type (their typed-pixel rules: geometric
+  // transforms and Normalize only). The mask keeps its type.
+  Status ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t index, const PixelsRef& image,
+                     const PixelsRef* mask, OwnedPixels* out_image, OwnedPixels* out_mask) const;
   // As Apply but each transform applied on its own, in albumentations' order, with the same
   // draws (no fusion): the reference the fused path is compared with.
   Status ApplySequential(uint64_t seed, uint64_t epoch, uint64_t index, const ImageRef& image,

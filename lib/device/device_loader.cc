@@ -205,11 +205,16 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   DSPIPE_RETURN_IF_ERROR(internal::PickDevice(probe, d.device, &impl->device));
   impl->gpu = impl->device >= 0;
   const DatasetInfo& types = dataset->info();
-  if (impl->gpu && (types.sample_type != SampleType::kUint8 ||
+  const bool float_pixels = loader_options.transform && loader_options.transform->float_pixels();
+  if (impl->gpu && (float_pixels || types.sample_type != SampleType::kUint8 ||
                     (types.has_masks && types.mask_type != SampleType::kUint8))) {
-    const std::string why = types.path + " holds " + SampleTypeName(types.sample_type) +
-                            " images and " + SampleTypeName(types.mask_type) +
-                            " masks, and the CUDA normalize reads uint8 ones for now";
+    const std::string why =
+        float_pixels ? std::string(
+                           "the MONAI transform config computes on float32 pixels, and the CUDA "
+                           "normalize reads uint8 ones for now")
+                     : types.path + " holds " + SampleTypeName(types.sample_type) + " images and " +
+                           SampleTypeName(types.mask_type) +
+                           " masks, and the CUDA normalize reads uint8 ones for now";
     if (d.device != DeviceOptions::kAuto) {
       return Invalid(why + ": use the CPU path (" + Opt("DeviceOptions::device", "cpu") + ")");
     }

@@ -363,11 +363,19 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   shape.image_type = info.sample_type;
   shape.mask_type = info.has_masks ? info.mask_type : SampleType::kUint8;
   // Typed images (uint16, int16, float32) keep their channels and come out as float32 in their
-  // own units as well (normalized() with mean 0 and std 1 unless normalize asks otherwise).
-  if (info.sample_type != SampleType::kUint8) {
-    const std::string what = std::string("the images of ") + info.path + " are " +
-                             std::to_string(info.channels) + " channel(s) of " +
-                             SampleTypeName(info.sample_type);
+  // own units as well (normalized() with mean 0 and std 1 unless normalize asks otherwise). So
+  // do the images of any dataset under a MONAI config, which computes on float32 pixels: the
+  // batch's images are its float32 output.
+  const bool float_pixels = o.transform && o.transform->float_pixels();
+  if (info.sample_type != SampleType::kUint8 || float_pixels) {
+    const std::string what = float_pixels
+                                 ? std::string(
+                                       "the transform is a MONAI config, which computes on the "
+                                       "float32 pixels of the images' own channels (") +
+                                       std::to_string(info.channels) + " in " + info.path + ")"
+                                 : std::string("the images of ") + info.path + " are " +
+                                       std::to_string(info.channels) + " channel(s) of " +
+                                       SampleTypeName(info.sample_type);
     if (o.channels != 0 && o.channels != info.channels) {
       return Invalid(what + ", and " + Opt("LoaderOptions::channels") + " = " +
                      std::to_string(o.channels) +
@@ -377,6 +385,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
       return Invalid(what + ": defer_hflip is for the GPU normalize of 8-bit images");
     }
     shape.channels = info.channels;
+    if (float_pixels) shape.image_type = SampleType::kFloat32;
     if (!shape.normalized) {
       shape.normalized = true;
       if (o.mean.empty() && o.std.empty()) o.mean_std = MeanStdSource::kIdentity;
@@ -389,7 +398,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
                                                    &o.width, &pipeline, &input_h, &input_w));
   DSPIPE_RETURN_IF_ERROR(pipeline::CheckTypedPipeline(*pipeline, info));
   DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, shape.channels, &o.mean, &o.std));
-  const std::string units = info.sample_type != SampleType::kUint8
+  const std::string units = info.sample_type != SampleType::kUint8 || float_pixels
                                 ? std::string()
                                 : UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
   o.channels = shape.channels;

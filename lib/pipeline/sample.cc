@@ -14,6 +14,7 @@
 #include "dspipe/augment.h"
 #include "kernels/normalize_row.h"
 #include "transforms/impl.h"
+#include "transforms/monai.h"
 #include "transforms/simd.h"
 
 namespace dspipe::pipeline {
@@ -26,6 +27,7 @@ using transforms::Plan;
 struct Scratch {
   cv::Mat image;
   cv::Mat converted;
+  cv::Mat floats;  // a MONAI config's float32 input
   cv::Mat mask;
   cv::Mat converted_mask;
   Plan plan;
@@ -177,7 +179,8 @@ class SampleJob {
     const bool has_mask = h.mask_codec != Codec::kNone && !rec.mask.empty();
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
     if (shape.image_type != SampleType::kUint8 || shape.mask_type != SampleType::kUint8 ||
-        h.image_type != SampleType::kUint8 || h.mask_type != SampleType::kUint8) {
+        h.image_type != SampleType::kUint8 || h.mask_type != SampleType::kUint8 ||
+        ctx_.pipeline->float_pixels()) {
       return RunTyped(rec);
     }
     const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
@@ -270,12 +273,17 @@ class SampleJob {
   // (transforms::ExecuteSequential: each geometric step is OpenCV's call, which takes every
   // type; CheckTypedPipeline refused the rest at open) and written to the slot. LoadSample then
   // converts typed images to float32 (NormalizeTyped).
+  //
+  // MONAI configs (float_pixels) take this path for every dataset: the decoded image is
+  // converted to float32 first, and the slot's images are float32.
   Status RunTyped(const RecordView& rec) {
     const BatchShape& shape = ctx_.shape;
     const RecordHeader& h = rec.header;
     const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
-    const bool typed_image = shape.image_type != SampleType::kUint8;
-    if (h.image_type != shape.image_type || (typed_image && h.channels != shape.channels) ||
+    const bool floats = ctx_.pipeline->float_pixels();
+    const SampleType stored = floats ? ctx_.dataset->info().sample_type : shape.image_type;
+    const bool typed_image = stored != SampleType::kUint8 || floats;
+    if (h.image_type != stored || (typed_image && h.channels != shape.channels) ||
         (shape.masks && shape.mask_type == SampleType::kUint8 &&
          h.mask_type != SampleType::kUint8)) {
       auto what = [](int c, SampleType t, SampleType m) {
@@ -283,8 +291,7 @@ class SampleJob {
                SampleTypeName(m) + " masks";
       };
       return Bad("the record holds " + what(h.channels, h.image_type, h.mask_type) +
-                 ", the dataset's manifest says " +
-                 what(shape.channels, shape.image_type, shape.mask_type));
+                 ", the dataset's manifest says " + what(shape.channels, stored, shape.mask_type));
     }
     if (src_h <= 0 || src_w <= 0) return Bad("a typed record without a size");
     Scratch& scratch = ThreadScratch();
@@ -337,6 +344,10 @@ class SampleJob {
         cv::cvtColor(img.image, scratch.converted,
                      shape.channels == 3 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
         img.image = scratch.converted;
+      }
+      if (floats && img.image.depth() != CV_32F) {  // MONAI: LoadImaged's float32
+        img.image.convertTo(scratch.floats, CV_32F);
+        img.image = scratch.floats;
       }
       if (shape.masks) DSPIPE_RETURN_IF_ERROR(DecodeTypedMask(rec, &scratch, &mask_in));
       RecordDecode(img.path, t0);
@@ -613,7 +624,8 @@ const transforms::Node* FirstUntyped(const transforms::Node& n) {
 }  // namespace
 
 Status CheckTypedPipeline(const TransformPipeline& pipeline, const DatasetInfo& info) {
-  if (info.sample_type == SampleType::kUint8) return Status::OK();
+  // MONAI configs compute on float32 whatever the stored type.
+  if (info.sample_type == SampleType::kUint8 || pipeline.float_pixels()) return Status::OK();
   const transforms::Node* bad = FirstUntyped(*pipeline.impl().root);
   if (bad == nullptr) return Status::OK();
   return Status::InvalidArgument(
@@ -673,6 +685,13 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
                    "interpolation argument)");
   }
   std::shared_ptr<const TransformPipeline> p = options.transform;
+  if (p->float_pixels() && info.has_masks) {
+    if (const transforms::Node* n = transforms::MonaiSpatialWithoutLabel(*p->impl().root)) {
+      return invalid(transforms::Where(n->position, n->leaf->name) +
+                     " moves the image without its label (its keys have no \"label\"), and " +
+                     info.path + " has masks: add \"label\" to its keys");
+    }
+  }
   if (p->impl().needs_mask && !info.has_masks) {
     return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
                    info.path + " has none");
@@ -697,6 +716,18 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     *height = ph, *width = pw;
     *out = p;
     return Status::OK();
+  }
+  if (p->float_pixels()) {  // no final Resize in MONAI's terms: the config fixes the size
+    const std::string why = p->OutputSizeReason(info.height, info.width);
+    return invalid(
+        "batches need one size, and " +
+        (info.height > 0 ? why : "the records of " + info.path + " differ in size (" + why + ")") +
+        ": end the MONAI config in a fixed size, e.g. {\"_target_\": "
+        "\"ResizeWithPadOrCropd\", \"keys\": [\"image\", \"label\"], "
+        "\"spatial_size\": [H, W]}" +
+        (*height > 0 ? " (" + Opt("LoaderOptions::height") +
+                           " resizes only albumentations pipelines' output)"
+                     : std::string()));
   }
   if (*height == 0) {
     const std::string why = p->OutputSizeReason(info.height, info.width);

@@ -69,6 +69,8 @@ class ArgReader {
   void Put(const char* key, nlohmann::json value) { out_[key] = std::move(value); }
   void Erase(const char* key) { out_.erase(key); }
   bool Has(const char* key) const { return obj_.contains(key) && !obj_.at(key).is_null(); }
+  // Given as null (None), which some arguments tell from absent (MONAI's minv=None).
+  bool IsNull(const char* key) const { return obj_.contains(key) && obj_.at(key).is_null(); }
   void Fail(const std::string& message);
 
   // OK, or the first error; also InvalidArgument for an argument nobody read.

@@ -18,6 +18,7 @@ struct TransformPipeline::Impl {
   std::vector<std::string> labels;  // segment labels (stage-table rows)
   std::vector<double> mean, stdv;   // Normalize's, pixel units; empty without one
   bool needs_mask = false;          // a draw needs the mask (CropNonEmptyMaskIfExists)
+  bool monai = false;               // parsed from a MONAI config (transforms/monai.h)
 };
 
 namespace transforms {

@@ -6,6 +6,7 @@
 
 #include "dspipe/transforms.h"
 #include "transforms/impl.h"
+#include "transforms/monai.h"
 
 namespace dspipe {
 namespace transforms {
@@ -52,7 +53,9 @@ struct SizeState {
 
 bool Same(const SizeState& a, const SizeState& b) {
   if (a.known || b.known) return a.known && b.known && a.size == b.size;
-  return a.why.empty() && b.why.empty();  // both just "the input's size, not known here"
+  // Both "the input's size, not known here", or varying for the same reason (a step that keeps
+  // the size after one that made it vary).
+  return a.why == b.why;
 }
 
 SizeState Varies(std::string why) {
@@ -243,7 +246,10 @@ Status TransformPipeline::Parse(const std::string& json_text,
                                 std::shared_ptr<const TransformPipeline>* out) {
   auto impl = std::make_unique<Impl>();
   DSPIPE_RETURN_IF_ERROR(transforms::ParseSpec(json_text, &impl->root, &impl->node_count));
-  DSPIPE_RETURN_IF_ERROR(transforms::CheckNormalize(*impl->root, &impl->mean, &impl->stdv));
+  impl->monai = impl->root->extra.contains("__monai__");
+  if (!impl->monai) {  // MONAI's no-ops (LoadImaged, ToTensord) are not a normalize tail
+    DSPIPE_RETURN_IF_ERROR(transforms::CheckNormalize(*impl->root, &impl->mean, &impl->stdv));
+  }
   transforms::AssignSegments(impl->root.get(), &impl->labels);
   std::vector<transforms::Node*> leaves;
   transforms::AllLeaves(*impl->root, &leaves);
@@ -253,6 +259,7 @@ Status TransformPipeline::Parse(const std::string& json_text,
 }
 
 std::string TransformPipeline::ToJson(int indent) const {
+  if (impl_->monai) return transforms::MonaiJson(*impl_->root).dump(indent);
   const nlohmann::json j = {{"__version__", "2.0.8"},
                             {"transform", transforms::NodeJson(*impl_->root)}};
   return j.dump(indent);
@@ -283,6 +290,7 @@ Status TransformPipeline::CheckInputSize(int in_h, int in_w) const {
   return transforms::CertainRefusal(*impl_->root, &in);
 }
 
+bool TransformPipeline::float_pixels() const { return impl_->monai; }
 bool TransformPipeline::has_normalize() const { return !impl_->mean.empty(); }
 const std::vector<double>& TransformPipeline::normalize_mean() const { return impl_->mean; }
 const std::vector<double>& TransformPipeline::normalize_std() const { return impl_->stdv; }
@@ -304,6 +312,63 @@ Status CheckInput(const ImageRef& image, const ImageRef* mask) {
   return Status::OK();
 }
 
+Status MonaiNeedsPixels() {
+  return Status::InvalidArgument(
+      "transforms: a MONAI config computes on float32 pixels and gives float32: apply it with "
+      "ApplyPixels (Python: dspipe.transforms.apply takes any dtype)");
+}
+
+int Depth(SampleType t) {
+  switch (t) {
+    case SampleType::kUint16:
+      return CV_16U;
+    case SampleType::kInt16:
+      return CV_16S;
+    case SampleType::kFloat32:
+      return CV_32F;
+    case SampleType::kUint8:
+      break;
+  }
+  return CV_8U;
+}
+
+// numpy's names (format.h's SampleTypeName, which lives in the format component).
+const char* TypeName(SampleType t) {
+  switch (t) {
+    case SampleType::kUint16:
+      return "uint16";
+    case SampleType::kInt16:
+      return "int16";
+    case SampleType::kFloat32:
+      return "float32";
+    case SampleType::kUint8:
+      break;
+  }
+  return "uint8";
+}
+
+SampleType TypeOf(int depth) {
+  switch (depth) {
+    case CV_16U:
+      return SampleType::kUint16;
+    case CV_16S:
+      return SampleType::kInt16;
+    case CV_32F:
+      return SampleType::kFloat32;
+    default:
+      return SampleType::kUint8;
+  }
+}
+
+void OwnPixels(const cv::Mat& m, OwnedPixels* out) {
+  out->height = m.rows;
+  out->width = m.cols;
+  out->channels = m.channels();
+  out->type = TypeOf(m.depth());
+  const cv::Mat c = m.isContinuous() ? m : m.clone();
+  out->bytes.assign(c.data, c.data + c.total() * c.elemSize());
+}
+
 void Own(const cv::Mat& m, OwnedImage* out) {
   out->height = m.rows;
   out->width = m.cols;
@@ -317,6 +382,7 @@ Status TransformPipeline::Apply(uint64_t seed, uint64_t epoch, uint64_t index,
                                 const ImageRef& image, const ImageRef* mask, OwnedImage* out_image,
                                 OwnedImage* out_mask) const {
   DSPIPE_RETURN_IF_ERROR(CheckInput(image, mask));
+  if (impl_->monai) return MonaiNeedsPixels();
   Plan plan;
   DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
                                               {image.height, image.width}, image.channels, &plan));
@@ -336,6 +402,7 @@ Status TransformPipeline::ApplySequential(uint64_t seed, uint64_t epoch, uint64_
                                           const ImageRef& image, const ImageRef* mask,
                                           OwnedImage* out_image, OwnedImage* out_mask) const {
   DSPIPE_RETURN_IF_ERROR(CheckInput(image, mask));
+  if (impl_->monai) return MonaiNeedsPixels();
   Plan plan;
   DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
                                               {image.height, image.width}, image.channels, &plan));
@@ -344,6 +411,63 @@ Status TransformPipeline::ApplySequential(uint64_t seed, uint64_t epoch, uint64_
       &plan, Wrap(image), mask ? Wrap(*mask) : cv::Mat(), &out, &out_mask_mat));
   Own(out, out_image);
   if (out_mask != nullptr && mask != nullptr) Own(out_mask_mat, out_mask);
+  return Status::OK();
+}
+
+Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t index,
+                                      const PixelsRef& image, const PixelsRef* mask,
+                                      OwnedPixels* out_image, OwnedPixels* out_mask) const {
+  if (image.data == nullptr || image.height <= 0 || image.width <= 0 || image.channels < 1 ||
+      image.channels > kMaxChannels) {
+    return Status::InvalidArgument("transforms: the image must be H x W x C with 1 to " +
+                                   std::to_string(kMaxChannels) + " channels");
+  }
+  if (mask != nullptr &&
+      (mask->data == nullptr || mask->height != image.height || mask->width != image.width ||
+       mask->channels != 1 ||
+       (mask->type != SampleType::kUint8 && mask->type != SampleType::kUint16))) {
+    return Status::InvalidArgument(
+        "transforms: the mask must be H x W uint8 or uint16, the image's size (" +
+        std::to_string(image.height) + "x" + std::to_string(image.width) + ")");
+  }
+  if (!impl_->monai && image.type != SampleType::kUint8) {
+    // albumentations' typed-pixel rules: what the loader accepts for typed datasets.
+    std::vector<transforms::Node*> leaves;
+    transforms::AllLeaves(*impl_->root, &leaves);
+    for (const transforms::Node* n : leaves) {
+      const transforms::Kind k = n->leaf->kind();
+      if (k == transforms::Kind::kGeometric ||
+          (k == transforms::Kind::kNormalize && n->leaf->name != "ToFloat")) {
+        continue;
+      }
+      return Status::InvalidArgument(transforms::Where(n->position, n->leaf->name) +
+                                     " computes on uint8 pixels; a " + TypeName(image.type) +
+                                     " image takes the geometric transforms and Normalize");
+    }
+  }
+  if (impl_->monai && mask != nullptr) {
+    if (const transforms::Node* n = transforms::MonaiSpatialWithoutLabel(*impl_->root)) {
+      return Status::InvalidArgument(
+          transforms::Where(n->position, n->leaf->name) +
+          " moves the image without its label (keys has no \"label\"): add \"label\" to its "
+          "keys, or apply it without a mask");
+    }
+  }
+  const cv::Mat img(image.height, image.width, CV_MAKETYPE(Depth(image.type), image.channels),
+                    const_cast<void*>(image.data));
+  cv::Mat in = img;
+  if (impl_->monai && img.depth() != CV_32F) img.convertTo(in, CV_32F);
+  cv::Mat m;
+  if (mask != nullptr) {
+    m = cv::Mat(mask->height, mask->width, Depth(mask->type), const_cast<void*>(mask->data));
+  }
+  Plan plan;
+  DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
+                                              {image.height, image.width}, image.channels, &plan));
+  cv::Mat out, out_m;
+  DSPIPE_RETURN_IF_ERROR(transforms::ExecuteSequential(&plan, in, m, &out, &out_m));
+  OwnPixels(out, out_image);
+  if (out_mask != nullptr && mask != nullptr) OwnPixels(out_m, out_mask);
   return Status::OK();
 }
 
@@ -372,6 +496,17 @@ Status TransformPipeline::Draws(uint64_t seed, uint64_t epoch, uint64_t index, i
   }
   *json_out = list.dump();
   return Status::OK();
+}
+
+const std::vector<MonaiTransformInfo>& SupportedMonaiTransforms() {
+  static const std::vector<MonaiTransformInfo> table = [] {
+    std::vector<MonaiTransformInfo> t;
+    for (const transforms::MonaiType& m : transforms::MonaiTypes()) {
+      t.push_back({m.name, m.kind, m.label, m.args});
+    }
+    return t;
+  }();
+  return table;
 }
 
 const std::vector<TransformInfo>& SupportedTransforms() {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "transforms/monai.h"
+
 namespace dspipe::transforms {
 namespace {
 
@@ -298,6 +300,7 @@ Status ParseSpec(const std::string& text, std::unique_ptr<Node>* root, int* node
   if (j.is_discarded()) {
     return Status::InvalidArgument("transforms: not valid JSON: " + text.substr(0, 80));
   }
+  if (IsMonaiSpec(j)) return ParseMonaiSpec(j, root, node_count);
   if (j.is_object() && j.contains("transform") && !j.contains("__class_fullname__")) {
     j = j["transform"];  // {"__version__": ..., "transform": {...}}
   } else if (j.is_array()) {

@@ -163,6 +163,24 @@ if TYPE_CHECKING:
         raise AttributeError(name)
 
 
+def _text_json(text: str) -> str:
+    """JSON text as given; YAML text (a MONAI bundle's config) as JSON, through PyYAML."""
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        pass
+    try:
+        import yaml  # noqa: PLC0415 (optional: only YAML configs need it)
+    except ImportError:
+        return text  # the C++ parser names the JSON error
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return json.dumps(_plain(doc)) if isinstance(doc, (dict, list)) else text
+
+
 def spec_json(transform: Any) -> str:
     """The pipeline as JSON text for the C++ side: a dspipe.transforms object, an
     albumentations transform (through albumentations.to_dict), a dict, a list of transform
@@ -170,7 +188,7 @@ def spec_json(transform: Any) -> str:
     if isinstance(transform, BasicTransform):
         return transform.to_json()
     if isinstance(transform, str):
-        return transform
+        return _text_json(transform)
     if isinstance(transform, (dict, list)):
         return json.dumps(_plain(transform))
     if type(transform).__module__.split(".")[0] == "albumentations":
@@ -188,10 +206,19 @@ def to_dict(transform: Any) -> dict[str, Any]:
 
 def apply(transform: Any, image: Any, mask: Any = None, *, seed: int = 0, epoch: int = 0,
           index: int = 0) -> dict[str, Any]:
-    """Applies a pipeline to one numpy image and mask as the loader's workers do (fused), with
-    the draws of (seed, epoch, index): {"image": ..., "mask": ...}."""
+    """Applies a pipeline to one numpy image and mask as the loader's workers do, with the draws
+    of (seed, epoch, index): {"image": ..., "mask": ...}. uint8 images through an albumentations
+    spec take the fused path; other dtypes (uint16, int16, float32) and MONAI configs run each
+    transform on its own, as the loader does for such samples. A MONAI config gives a float32
+    image; the mask keeps its dtype (uint8 or uint16). Arrays are never converted to another
+    dtype: one a dataset cannot hold is refused."""
     import numpy as np  # noqa: PLC0415
-    img = np.ascontiguousarray(image, dtype=np.uint8)
-    m = None if mask is None else np.ascontiguousarray(mask, dtype=np.uint8)
-    out, out_mask = _dspipe.transforms_apply(spec_json(transform), img, m, seed, epoch, index)
+    spec = spec_json(transform)
+    img = np.ascontiguousarray(image)
+    m = None if mask is None else np.ascontiguousarray(mask)
+    if img.dtype == np.uint8 and (m is None or m.dtype == np.uint8) and \
+            not _dspipe.transforms_float_pixels(spec):
+        out, out_mask = _dspipe.transforms_apply(spec, img, m, seed, epoch, index)
+    else:
+        out, out_mask = _dspipe.transforms_apply_pixels(spec, img, m, seed, epoch, index)
     return {"image": out, "mask": out_mask}

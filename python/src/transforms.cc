@@ -57,6 +57,77 @@ nb::object ToNumpy(OwnedImage&& img, bool three_dims) {
       nb::ndarray<nb::numpy, uint8_t>(owner->pixels.data(), three_dims ? 3 : 2, shape3, free));
 }
 
+using AnyArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+// An array's sample type; InvalidArgument for a dtype no record holds.
+PixelsRef PixelsOf(AnyArray& a, const char* what) {
+  if (a.ndim() != 2 && a.ndim() != 3) {
+    Raise(Status::InvalidArgument(std::string(what) + " must be H x W or H x W x C"));
+  }
+  PixelsRef r;
+  r.data = a.data();
+  r.height = static_cast<int>(a.shape(0));
+  r.width = static_cast<int>(a.shape(1));
+  r.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 1;
+  const nb::dlpack::dtype t = a.dtype();
+  if (t == nb::dtype<uint8_t>()) {
+    r.type = SampleType::kUint8;
+  } else if (t == nb::dtype<uint16_t>()) {
+    r.type = SampleType::kUint16;
+  } else if (t == nb::dtype<int16_t>()) {
+    r.type = SampleType::kInt16;
+  } else if (t == nb::dtype<float>()) {
+    r.type = SampleType::kFloat32;
+  } else {
+    Raise(Status::InvalidArgument(std::string(what) +
+                                  " must be uint8, uint16, int16 or float32 (the sample types a "
+                                  "dataset holds)"));
+  }
+  return r;
+}
+
+nb::object PixelsToNumpy(OwnedPixels&& img, bool three_dims) {
+  auto* owner = new OwnedPixels(std::move(img));
+  nb::capsule free(owner, [](void* p) noexcept { delete static_cast<OwnedPixels*>(p); });
+  const size_t shape3[3] = {static_cast<size_t>(owner->height), static_cast<size_t>(owner->width),
+                            static_cast<size_t>(owner->channels)};
+  const size_t ndim = three_dims ? 3 : 2;
+  void* data = owner->bytes.data();
+  switch (owner->type) {
+    case SampleType::kUint16:
+      return nb::cast(nb::ndarray<nb::numpy, uint16_t>(data, ndim, shape3, free));
+    case SampleType::kInt16:
+      return nb::cast(nb::ndarray<nb::numpy, int16_t>(data, ndim, shape3, free));
+    case SampleType::kFloat32:
+      return nb::cast(nb::ndarray<nb::numpy, float>(data, ndim, shape3, free));
+    case SampleType::kUint8:
+      break;
+  }
+  return nb::cast(nb::ndarray<nb::numpy, uint8_t>(data, ndim, shape3, free));
+}
+
+nb::tuple ApplyPixelsImpl(const std::string& spec, AnyArray image, nb::object mask, uint64_t seed,
+                          uint64_t epoch, uint64_t index) {
+  std::shared_ptr<const TransformPipeline> p = Parse(spec);
+  const PixelsRef img = PixelsOf(image, "image");
+  AnyArray mask_array;
+  PixelsRef m;
+  const bool has_mask = !mask.is_none();
+  if (has_mask) {
+    mask_array = nb::cast<AnyArray>(mask);
+    m = PixelsOf(mask_array, "mask");
+  }
+  OwnedPixels out, out_mask;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = p->ApplyPixels(seed, epoch, index, img, has_mask ? &m : nullptr, &out, &out_mask);
+  }
+  Raise(s);
+  nb::object mo = has_mask ? PixelsToNumpy(std::move(out_mask), false) : nb::none();
+  return nb::make_tuple(PixelsToNumpy(std::move(out), image.ndim() == 3), mo);
+}
+
 nb::tuple ApplyImpl(bool sequential, const std::string& spec, U8Array image, nb::object mask,
                     uint64_t seed, uint64_t epoch, uint64_t index) {
   std::shared_ptr<const TransformPipeline> p = Parse(spec);
@@ -109,6 +180,22 @@ void RegisterTransforms(nb::module_& m) {
       [](const std::string& spec, U8Array image, nb::object mask, uint64_t seed, uint64_t epoch,
          uint64_t index) { return ApplyImpl(false, spec, image, mask, seed, epoch, index); },
       "spec"_a, "image"_a, "mask"_a.none(), "seed"_a = 0, "epoch"_a = 0, "index"_a = 0);
+  // Any sample type, each transform on its own (typed samples, MONAI configs: float32 out).
+  m.def(
+      "transforms_apply_pixels",
+      [](const std::string& spec, AnyArray image, nb::object mask, uint64_t seed, uint64_t epoch,
+         uint64_t index) { return ApplyPixelsImpl(spec, image, mask, seed, epoch, index); },
+      "spec"_a, "image"_a, "mask"_a.none(), "seed"_a = 0, "epoch"_a = 0, "index"_a = 0);
+  m.def(
+      "transforms_float_pixels",
+      [](const std::string& spec) { return Parse(spec)->float_pixels(); }, "spec"_a);
+  m.def("transforms_supported_monai", [] {
+    std::vector<nb::tuple> rows;
+    for (const MonaiTransformInfo& t : SupportedMonaiTransforms()) {
+      rows.push_back(nb::make_tuple(t.name, t.kind, t.label, t.args));
+    }
+    return rows;
+  });
   m.def(
       "transforms_apply_sequential",
       [](const std::string& spec, U8Array image, nb::object mask, uint64_t seed, uint64_t epoch,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
@@ -483,6 +484,100 @@ TEST(TypedSamples, EightBitImagesWithInstanceMasksKeepTheIds) {
     EXPECT_EQ(cv::norm(cv::Mat(kH, kW, CV_16UC1, b.mask(0).data()), want, cv::NORM_INF), 0);
     EXPECT_EQ(cv::norm(cv::Mat(kH, kW, CV_8UC3, b.image(0).data()), rgb, cv::NORM_INF), 0);
   }
+}
+
+// A MONAI config in the loader: the batch's images are its float32 output, sample for sample
+// what TransformPipeline::ApplyPixels gives for the loader's (seed, epoch, index), on uint16 CT
+// slices with uint16 instance masks and on 8-bit RGB images alike; the masks follow the
+// spatial transforms with their ids. A config whose output size varies is refused at open with
+// the MONAI transform that fixes it; a spatial transform that leaves the label behind too.
+TEST(MonaiLoader, BatchesAreTheConfigsFloatOutputSampleForSample) {
+  TempDir tmp;
+  std::map<std::string, std::vector<std::pair<cv::Mat, cv::Mat>>> sources;  // by dataset
+  for (int i = 0; i < 4; ++i) {
+    sources["ds-ct"].emplace_back(CtSlice(i), Instances(i));
+    Write(tmp / ("ct/images/" + std::to_string(i) + ".png"), sources["ds-ct"].back().first);
+    Write(tmp / ("ct/masks/" + std::to_string(i) + ".png"), sources["ds-ct"].back().second);
+    cv::Mat rgb(kH, kW, CV_8UC3), ids(kH, kW, CV_8UC1);
+    cv::randu(rgb, 0, 256);
+    cv::randu(ids, 0, 3);
+    sources["ds-rgb"].emplace_back(rgb, ids);
+    Write(tmp / ("rgb/images/" + std::to_string(i) + ".png"), rgb);
+    Write(tmp / ("rgb/masks/" + std::to_string(i) + ".png"), ids);
+  }
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(Options(tmp / "ct", tmp / "ds-ct", StoreMode::kEncoded), &r).ok());
+  ASSERT_TRUE(BuildDataset(Options(tmp / "rgb", tmp / "ds-rgb", StoreMode::kEncoded), &r).ok());
+  const nlohmann::json varying = nlohmann::json::array(
+      {{{"_target_", "LoadImaged"}, {"keys", {"image", "label"}}},
+       {{"_target_", "ScaleIntensityRanged"},
+        {"keys", {"image"}},
+        {"a_min", 0},
+        {"a_max", 4095},
+        {"b_min", 0.0},
+        {"b_max", 1.0},
+        {"clip", true}},
+       {{"_target_", "RandFlipd"},
+        {"keys", {"image", "label"}},
+        {"prob", 0.5},
+        {"spatial_axis", 1}},
+       {{"_target_", "RandRotate90d"}, {"keys", {"image", "label"}}, {"prob", 0.5}},
+       {{"_target_", "RandGaussianNoised"}, {"keys", {"image"}}, {"prob", 0.5}}});
+  LoaderOptions o = Sequential(2);
+  o.sampler.seed = 9;
+  std::shared_ptr<const TransformPipeline> p;
+  ASSERT_TRUE(TransformPipeline::Parse(varying.dump(), &p).ok());
+  o.transform = p;
+  std::unique_ptr<Loader> loader;
+  Status s = Loader::Open(tmp / "ds-ct", o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("RandRotate90d"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("ResizeWithPadOrCropd"), std::string::npos) << s.ToString();
+
+  nlohmann::json fixed = varying;
+  fixed.push_back({{"_target_", "ResizeWithPadOrCropd"},
+                   {"keys", {"image", "label"}},
+                   {"spatial_size", {28, 28}}});
+  ASSERT_TRUE(TransformPipeline::Parse(fixed.dump(), &p).ok());
+  o.transform = p;
+  for (const char* ds : {"ds-ct", "ds-rgb"}) {
+    SCOPED_TRACE(ds);
+    s = Loader::Open(tmp / ds, o, &loader);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::unique_ptr<Dataset> dataset;
+    ASSERT_TRUE(Dataset::Open(tmp / ds, {}, &dataset).ok());
+    const DatasetInfo& info = dataset->info();
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (Batch b; loader->Next(&b).ok() && b;) {
+        EXPECT_EQ(b.shape().image_type, SampleType::kFloat32);
+        ASSERT_EQ(b.height(), 28);
+        ASSERT_EQ(b.width(), 28);
+        ASSERT_EQ(b.channels(), info.channels);
+        for (int i = 0; i < b.size(); ++i) {
+          const uint64_t index = b.indices()[i];
+          ASSERT_LT(index, 4u);
+          const cv::Mat& img = sources[ds][index].first;  // records in file order
+          const cv::Mat& ids = sources[ds][index].second;
+          const PixelsRef in{img.data, img.rows, img.cols, img.channels(), info.sample_type};
+          const PixelsRef min{ids.data, ids.rows, ids.cols, 1, info.mask_type};
+          OwnedPixels want, want_ids;
+          ASSERT_TRUE(p->ApplyPixels(9, b.epoch(), index, in, &min, &want, &want_ids).ok());
+          const cv::Mat w(28, 28, CV_32FC(info.channels), want.bytes.data());
+          EXPECT_EQ(cv::norm(FloatImage(b, i), w, cv::NORM_INF), 0) << "index " << index;
+          EXPECT_EQ(std::memcmp(b.mask(i).data(), want_ids.bytes.data(), want_ids.bytes.size()), 0)
+              << "index " << index;
+        }
+      }
+    }
+  }
+  // keys without the label on a spatial transform, over a dataset with masks.
+  nlohmann::json no_label = fixed;
+  no_label[2]["keys"] = {"image"};
+  ASSERT_TRUE(TransformPipeline::Parse(no_label.dump(), &p).ok());
+  o.transform = p;
+  s = Loader::Open(tmp / "ds-ct", o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("without its label"), std::string::npos) << s.ToString();
 }
 
 }  // namespace
