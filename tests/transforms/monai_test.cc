@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -346,6 +349,22 @@ TEST(Monai, SupportedTableListsEveryParser) {
     EXPECT_TRUE(s.ok() || Has(s.message(), "is required") || Has(s.message(), "must be provided"))
         << i.name << ": " << s.ToString();
   }
+}
+
+// docs/MONAI.md's table has one row per supported MONAI transform, and names no other.
+TEST(Monai, DocsTableListsExactlyTheSupportedTransforms) {
+  std::ifstream f(std::string(DSPIPE_SOURCE_DIR) + "/docs/MONAI.md");
+  ASSERT_TRUE(f) << "docs/MONAI.md";
+  std::set<std::string> rows;
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    rows.insert(line.substr(3, line.find('`', 3) - 3));
+  }
+  for (const MonaiTransformInfo& t : SupportedMonaiTransforms()) {
+    EXPECT_EQ(rows.count(t.name), 1u) << t.name << " has no row in docs/MONAI.md";
+    rows.erase(t.name);
+  }
+  EXPECT_TRUE(rows.empty()) << "rows for unsupported transforms: " << *rows.begin();
 }
 
 }  // namespace

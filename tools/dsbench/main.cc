@@ -115,8 +115,9 @@ int main(int argc, char** argv) {
   std::string transform_path;
   auto* transform = app.add_option(
       "--transform", transform_path,
-      "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) applied to every "
-      "sample instead of --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation; the stage "
+      "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) or a MONAI 1.6.1 "
+      "config (a JSON list of dictionary transforms, docs/MONAI.md) applied to every sample "
+      "instead of --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation; the stage "
       "table gets a transform row per segment");
   app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
   app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();

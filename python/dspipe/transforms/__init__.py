@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable
 
-from . import _dspipe
+from .. import _dspipe
 
 __all__ = ["BasicTransform", "Compose", "OneOf", "SomeOf", "Sequential", "apply", "spec_json",
            "supported", "to_dict"]
@@ -222,3 +222,5 @@ def apply(transform: Any, image: Any, mask: Any = None, *, seed: int = 0, epoch:
     else:
         out, out_mask = _dspipe.transforms_apply_pixels(spec, img, m, seed, epoch, index)
     return {"image": out, "mask": out_mask}
+
+from . import monai  # noqa: E402 (dspipe.transforms.monai: MONAI's dictionary transforms)
