@@ -693,8 +693,17 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     }
   }
   if (p->impl().needs_mask && !info.has_masks) {
-    return invalid("the pipeline has CropNonEmptyMaskIfExists, which needs masks, and " +
-                   info.path + " has none");
+    std::vector<transforms::Node*> leaves;
+    transforms::AllLeaves(*p->impl().root, &leaves);
+    std::string name = "a transform";
+    for (const transforms::Node* n : leaves) {
+      if (n->leaf->draw_needs_mask()) {
+        name = transforms::Where(n->position, n->leaf->name);
+        break;
+      }
+    }
+    return invalid("the pipeline's " + name + " chooses its crop from the mask, and " +
+                   info.path + " has no masks");
   }
   // A configuration error, not a corrupt record per sample: the manifest knows the size (a crop
   // larger than every image), or a transform's arguments cannot fit the size it gets after a

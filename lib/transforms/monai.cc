@@ -643,6 +643,133 @@ class CropPad final : public Spatial {
   }
 };
 
+// RandCropByPosNegLabeld (num_samples 1): a crop of spatial_size centred on a foreground pixel
+// (label > 0) with probability pos / (pos + neg), else on a background one (label 0, and with
+// image_key the image above image_threshold in some channel), the centre moved inside the
+// image as MONAI's correct_crop_centers moves it. The draw needs the label: deferred until the
+// step runs (ExecuteSequential). iv: crop x0, y0, w, h; iv[4], iv[5]: the chosen centre (y, x);
+// iv[6]: 1 = foreground.
+class RandCropByPosNegLabel final : public Spatial {
+ public:
+  std::array<int, 2> size = {-1, -1};
+  double pos_ratio = 0.5, image_threshold = 0;
+  bool use_image = false, allow_smaller = false;
+
+  bool draw_needs_mask() const override { return true; }
+  Status RefusesInput(Size in) const override {
+    const int h = FallBack(size[0], in.h), w = FallBack(size[1], in.w);
+    if (!allow_smaller && (h > in.h || w > in.w)) {
+      return Status::BadInput("the crop " + std::to_string(h) + "x" + std::to_string(w) +
+                              " is larger than the image " + std::to_string(in.h) + "x" +
+                              std::to_string(in.w) + " (allow_smaller=true crops what there is)");
+    }
+    return Status::OK();
+  }
+  std::optional<Size> StaticOutput(Size in) const override {
+    if (!in.known())
+      return size[0] > 0 && size[1] > 0 && !allow_smaller
+                 ? std::optional<Size>(Size{size[0], size[1]})
+                 : std::optional<Size>(Size{});
+    return Size{std::min(FallBack(size[0], in.h), in.h), std::min(FallBack(size[1], in.w), in.w)};
+  }
+  Status Draw(Rng& rng, int, const cv::Mat* mask, Step* s) const override {
+    const Size in = s->in;
+    DSPIPE_RETURN_IF_ERROR(RefusesInput(in));
+    const int roi[2] = {FallBack(size[0], in.h), FallBack(size[1], in.w)};
+    s->out = *StaticOutput(in);
+    s->geo.exact = true;
+    s->geo.frame = Frame::kCrop;
+    if (mask == nullptr) {
+      s->deferred = true;
+      s->iv[0] = 0, s->iv[1] = 0, s->iv[2] = s->out.w, s->iv[3] = s->out.h;
+      return Status::OK();
+    }
+    s->deferred = false;
+    if (mask->rows != in.h || mask->cols != in.w) {
+      return Status::Internal(name + ": the label is not the image's size");
+    }
+    const cv::Mat* image = use_image ? s->image : nullptr;
+    if (use_image &&
+        (image == nullptr || image->depth() != CV_32F || image->size() != mask->size())) {
+      return Status::Internal(name + ": image_key needs the float32 image at this step");
+    }
+    // Pixel p is foreground when its label is not 0; background when it is 0 (and, with
+    // image_key, some channel of the image is above the threshold).
+    auto label_at = [&](int y, int x) {
+      return mask->depth() == CV_16U ? mask->at<uint16_t>(y, x) != 0 : mask->at<uint8_t>(y, x) != 0;
+    };
+    auto bright = [&](int y, int x) {
+      if (image == nullptr) return true;
+      const float* p = image->ptr<float>(y) + static_cast<size_t>(x) * image->channels();
+      for (int c = 0; c < image->channels(); ++c) {
+        if (p[c] > image_threshold) return true;
+      }
+      return false;
+    };
+    uint64_t fg = 0, bg = 0;
+    for (int y = 0; y < in.h; ++y) {
+      for (int x = 0; x < in.w; ++x) {
+        if (label_at(y, x)) {
+          ++fg;
+        } else if (bright(y, x)) {
+          ++bg;
+        }
+      }
+    }
+    if (fg == 0 && bg == 0) {
+      return Status::BadInput(
+          name + ": no sampling location available (no foreground label and " +
+          (use_image ? "no image value above image_threshold)" : "no background)"));
+    }
+    const double ratio = fg == 0 ? 0.0 : bg == 0 ? 1.0 : pos_ratio;  // MONAI warns and does so
+    const bool pick_fg = rng.Uniform() < ratio;
+    uint64_t k = rng.Below(pick_fg ? fg : bg);
+    int cy = 0, cx = 0;
+    for (int y = 0; y < in.h; ++y) {
+      for (int x = 0; x < in.w; ++x) {
+        const bool is_fg = label_at(y, x);
+        if (pick_fg ? is_fg : (!is_fg && bright(y, x))) {
+          if (k-- == 0) {
+            cy = y, cx = x;
+            y = in.h;
+            break;
+          }
+        }
+      }
+    }
+    s->iv[4] = cy, s->iv[5] = cx, s->iv[6] = pick_fg ? 1 : 0;
+    const int c[2] = {Correct(cy, roi[0], in.h), Correct(cx, roi[1], in.w)};
+    const int y0 = std::max(c[0] - roi[0] / 2, 0), x0 = std::max(c[1] - roi[1] / 2, 0);
+    const int h = std::min(y0 + roi[0], in.h) - y0, w = std::min(x0 + roi[1], in.w) - x0;
+    if (h != s->out.h || w != s->out.w) {
+      return Status::Internal(name + ": the crop came out " + std::to_string(h) + "x" +
+                              std::to_string(w));
+    }
+    s->iv[0] = x0, s->iv[1] = y0, s->iv[2] = w, s->iv[3] = h;
+    s->geo.fwd = Affine::Translate(-x0, -y0);
+    return Status::OK();
+  }
+  void Warp(const Step& s, const cv::Mat& src, cv::Mat* dst, bool) const override {
+    src(cv::Rect(s.iv[0], s.iv[1], s.iv[2], s.iv[3])).copyTo(*dst);
+  }
+  json Params(const Step& s) const override {
+    return {{"center", {s.iv[4], s.iv[5]}},
+            {"foreground", s.iv[6] == 1},
+            {"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}}};
+  }
+
+ private:
+  // correct_crop_centers on one axis: the centre moved into [roi // 2, n + 1 - roi / 2) (the
+  // roi first reduced to the image with allow_smaller).
+  int Correct(int c, int roi, int n) const {
+    if (allow_smaller) roi = std::min(roi, n);
+    const int lo = roi / 2;
+    int hi = static_cast<int>(static_cast<double>(n) + 1.0 - roi / 2.0);  // astype(uint16)
+    if (lo == hi) ++hi;
+    return std::min(std::max(c, lo), hi - 1);
+  }
+};
+
 // LoadImaged, EnsureChannelFirstd, EnsureTyped, ToTensord: what dspipe already did.
 class NoOp final : public MonaiLeaf {
  public:
@@ -948,6 +1075,47 @@ Status MakeRandSpatialCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
               {"roi_size", "max_roi_size", "random_center", "random_size", "lazy"}, out);
 }
 
+Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  auto l = std::make_unique<RandCropByPosNegLabel>();
+  const Keys k = ReadKeys(r, Role::kSpatial);
+  if (r.Has("label_key")) {
+    (void)r.Choice("label_key", "label", {"label", "seg", "mask"});
+  } else {
+    r.Fail(r.where() + ": argument label_key is required (\"label\")");
+  }
+  l->size = SpatialSize(r, "spatial_size");
+  const double pos = r.Number("pos", 1.0, 0.0), neg = r.Number("neg", 1.0, 0.0);
+  if (pos + neg <= 0) r.Fail(r.where() + ": pos and neg are both 0 (MONAI raises the same)");
+  l->pos_ratio = pos + neg > 0 ? pos / (pos + neg) : 0.5;
+  const int n = r.Int("num_samples", 1, 1);
+  if (n != 1) {
+    r.Fail(r.where() + ": num_samples=" + std::to_string(n) +
+           " is not supported yet (one crop per record; sample the record again with more "
+           "epochs, or use num_samples=1)");
+  }
+  if (r.Has("image_key")) {
+    const std::string img = r.Choice("image_key", "image", {"image", "img"});
+    (void)img;
+    l->use_image = true;
+  } else {
+    (void)r.Raw("image_key");
+    r.Put("image_key", nullptr);
+  }
+  l->image_threshold = r.Number("image_threshold", 0.0);
+  r.OnlyDefault("fg_indices_key", nullptr, "dspipe finds the foreground from the label itself");
+  r.OnlyDefault("bg_indices_key", nullptr, "dspipe finds the background from the label itself");
+  for (const char* ignored : {"meta_keys", "meta_key_postfix"}) {
+    if (const json* v = r.Raw(ignored); v != nullptr) r.Put(ignored, *v);
+  }
+  l->allow_smaller = r.Bool("allow_smaller", false);
+  if (!k.label) r.Fail(r.where() + ": keys must include the label it crops with the image");
+  return Done(r, std::move(l), k, 1.0,
+              {"label_key", "spatial_size", "pos", "neg", "num_samples", "image_key",
+               "image_threshold", "fg_indices_key", "bg_indices_key", "meta_keys",
+               "meta_key_postfix", "allow_smaller", "lazy"},
+              out);
+}
+
 Status MakeNoOp(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   auto l = std::make_unique<NoOp>();
   const Keys k = ReadKeys(r, Role::kNoOp);
@@ -1034,6 +1202,12 @@ const std::vector<Entry>& Entries() {
         "same crop",
         {"keys", "roi_size", "max_roi_size", "random_center", "random_size"}},
        MakeRandSpatialCrop},
+      {{"RandCropByPosNegLabeld",
+        "spatial",
+        "same crop (chosen from it)",
+        {"keys", "label_key", "spatial_size", "pos", "neg", "num_samples", "image_key",
+         "image_threshold", "allow_smaller"}},
+       MakeRandCropByPosNegLabel},
       {{"ResizeWithPadOrCropd",
         "spatial",
         "same crop and padding",

@@ -105,6 +105,9 @@ struct Step {
   std::vector<float> data;  // GridDistortion's grid, ElasticTransform's displacement fields
   uint64_t seed = 0;        // per-step seed for per-pixel randomness (noise, random fills)
   bool deferred = false;    // Draw waits for the mask (draw_needs_mask)
+  // The image as it is at this step, for a deferred draw that reads it too (MONAI's
+  // RandCropByPosNegLabeld with image_key); set by ExecuteSequential, null elsewhere.
+  const cv::Mat* image = nullptr;
   Rng rng{0};               // the step's stream after its draws (a deferred draw resumes it)
 };
 

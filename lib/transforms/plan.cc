@@ -285,7 +285,10 @@ Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, 
   cv::Mat img = image.clone(), msk = mask.clone();
   for (Step& s : plan->steps) {
     if (s.leaf->kind() == Kind::kGeometric) {
-      DSPIPE_RETURN_IF_ERROR(FinishDraw(&s, plan->channels, msk));
+      s.image = &img;
+      const Status drawn = FinishDraw(&s, plan->channels, msk);
+      s.image = nullptr;
+      if (!drawn.ok()) return drawn;
       cv::Mat next(s.out.h, s.out.w, img.type());
       s.leaf->Warp(s, img, &next, false);
       img = next;

@@ -6,10 +6,10 @@
 
 #include <cmath>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
+#include <sstream>
 
 #include "dspipe/transforms.h"
 
@@ -349,6 +349,98 @@ TEST(Monai, SupportedTableListsEveryParser) {
     EXPECT_TRUE(s.ok() || Has(s.message(), "is required") || Has(s.message(), "must be provided"))
         << i.name << ": " << s.ToString();
   }
+}
+
+// RandCropByPosNegLabeld: the share of crops centred on the foreground is pos / (pos + neg)
+// (within 3 sigma over 10,000 draws), centres are clamped inside the image as MONAI's
+// correct_crop_centers clamps them, and the label travels with the image.
+TEST(Monai, PosNegCropsFollowTheRatioAndClampAtTheBorders) {
+  const int n = 40;
+  std::vector<uint8_t> label(n * n, 0);
+  for (int y = 10; y < 13; ++y) {
+    for (int x = 20; x < 23; ++x) label[y * n + x] = 2;  // a 3 x 3 lesion
+  }
+  std::vector<uint8_t> px(n * n, 0);
+  auto p = ParseOk(json::array({{{"_target_", "RandCropByPosNegLabeld"},
+                                 {"keys", {"image", "label"}},
+                                 {"label_key", "label"},
+                                 {"spatial_size", {8, 8}},
+                                 {"pos", 1},
+                                 {"neg", 3}}}));
+  int fg = 0;
+  const int draws = 10000;
+  for (int i = 0; i < draws; ++i) {
+    std::string out;
+    ASSERT_TRUE(p->Draws(5, 0, static_cast<uint64_t>(i), n, n, nullptr, &out).ok());
+    // Draws without the label leaves the crop deferred; with it, the centre is chosen.
+    const ImageRef m8{label.data(), n, n, 1};
+    ASSERT_TRUE(p->Draws(5, 0, static_cast<uint64_t>(i), n, n, &m8, &out).ok());
+    const json d = json::parse(out);
+    ASSERT_EQ(d.size(), 1u);
+    const json& prm = d[0].at("params");
+    const bool on_fg = prm.at("foreground").get<bool>();
+    fg += on_fg;
+    const int cy = prm.at("center")[0], cx = prm.at("center")[1];
+    EXPECT_EQ(label[cy * n + cx] != 0, on_fg);
+  }
+  const double sigma = std::sqrt(draws * 0.25 * 0.75);
+  EXPECT_NEAR(fg, draws * 0.25, 3 * sigma);
+  // Clamped: a lesion pixel in the corner gives the corner crop; at the far corner of a 20 x 20
+  // image the 8 x 8 crop starts at 12 (centre moved to 16 = 20 + 1 - 8 / 2 - 1).
+  for (const auto& [y, x, want0] :
+       std::vector<std::array<int, 3>>{{0, 0, 0}, {19, 19, 12}, {9, 9, 5}}) {
+    std::vector<uint8_t> one(20 * 20, 0);
+    one[y * 20 + x] = 1;
+    std::vector<float> img(20 * 20);
+    for (int i = 0; i < 400; ++i) img[i] = static_cast<float>(i);
+    auto only_fg = ParseOk(json::array({{{"_target_", "RandCropByPosNegLabeld"},
+                                         {"keys", {"image", "label"}},
+                                         {"label_key", "label"},
+                                         {"spatial_size", 8},
+                                         {"neg", 0}}}));
+    OwnedPixels o, om;
+    const PixelsRef m{one.data(), 20, 20, 1, SampleType::kUint8};
+    ASSERT_TRUE(
+        only_fg->ApplyPixels(1, 0, 0, {img.data(), 20, 20, 1, SampleType::kFloat32}, &m, &o, &om)
+            .ok());
+    ASSERT_EQ(o.height, 8);
+    const std::vector<float> v = Floats(o);
+    EXPECT_EQ(v[0], static_cast<float>(want0 * 20 + want0)) << y << "," << x;
+    EXPECT_EQ(std::count(om.bytes.begin(), om.bytes.end(), 1), 1);  // the label came along
+  }
+  // allow_smaller: a 6 x 20 image gives 6 x 8 crops; without it, the crop is refused at open.
+  auto smaller = ParseOk(json::array({{{"_target_", "RandCropByPosNegLabeld"},
+                                       {"keys", {"image", "label"}},
+                                       {"label_key", "label"},
+                                       {"spatial_size", {8, 8}},
+                                       {"allow_smaller", true}}}));
+  int oh = 0, ow = 0;
+  ASSERT_TRUE(smaller->OutputSize(6, 20, &oh, &ow));
+  EXPECT_EQ(oh, 6);
+  EXPECT_EQ(ow, 8);
+  EXPECT_EQ(p->CheckInputSize(6, 20).code(), Status::Code::kInvalidArgument);
+  // No sampling location: a label with no foreground and (image_key) no image above threshold.
+  auto bright = ParseOk(json::array({{{"_target_", "RandCropByPosNegLabeld"},
+                                      {"keys", {"image", "label"}},
+                                      {"label_key", "label"},
+                                      {"spatial_size", 4},
+                                      {"image_key", "image"},
+                                      {"image_threshold", 1000}}}));
+  std::vector<uint8_t> zeros(100, 0);
+  std::vector<float> dark(100, 5.0f);
+  OwnedPixels o, om;
+  const PixelsRef zm{zeros.data(), 10, 10, 1, SampleType::kUint8};
+  const Status s =
+      bright->ApplyPixels(1, 0, 0, {dark.data(), 10, 10, 1, SampleType::kFloat32}, &zm, &o, &om);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Has(s.message(), "no sampling location")) << s.ToString();
+  // num_samples > 1 is refused by name for now.
+  const Status many = ParseError(json::array({{{"_target_", "RandCropByPosNegLabeld"},
+                                               {"keys", {"image", "label"}},
+                                               {"label_key", "label"},
+                                               {"spatial_size", 4},
+                                               {"num_samples", 4}}}));
+  EXPECT_TRUE(Has(many.message(), "num_samples=4")) << many.ToString();
 }
 
 // docs/MONAI.md's table has one row per supported MONAI transform, and names no other.
