@@ -168,6 +168,15 @@ class TransformPipeline {
   // transforms and Normalize only). The mask keeps its type.
   Status ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t index, const PixelsRef& image,
                      const PixelsRef* mask, OwnedPixels* out_image, OwnedPixels* out_mask) const;
+  // Every sample a record yields: samples_per_record() images (and masks), sample 0 first;
+  // what ApplyPixels gives is sample 0. The steps before the one that yields several run once.
+  Status ApplyPixelsSamples(uint64_t seed, uint64_t epoch, uint64_t index, const PixelsRef& image,
+                            const PixelsRef* mask, std::vector<OwnedPixels>* out_images,
+                            std::vector<OwnedPixels>* out_masks) const;
+  // How many samples each record yields: MONAI's num_samples (RandCropByPosNegLabeld), else 1.
+  // A loader's batch holds batch_size x this many samples (each record's in a row), as MONAI's
+  // DataLoader collates the lists such a transform returns.
+  int samples_per_record() const;
   // As Apply but each transform applied on its own, in albumentations' order, with the same
   // draws (no fusion): the reference the fused path is compared with.
   Status ApplySequential(uint64_t seed, uint64_t epoch, uint64_t index, const ImageRef& image,

@@ -208,6 +208,7 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
   ctx_.normalize = norm;
   ctx_.stats = &stats_;
   ctx_.pipeline = std::move(pipeline);
+  ctx_.samples = ctx_.pipeline->samples_per_record();
   stats_.SetTransformRows(ctx_.pipeline->segment_labels());
   epoch_end_ = EpochEnd(0);
   state_options_ = LoaderStateOptions(options_);
@@ -404,6 +405,15 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   o.channels = shape.channels;
   shape.height = o.height;
   shape.width = o.width;
+  // A pipeline that yields several samples per record (MONAI's num_samples): a batch of
+  // batch_size records holds that many times as many samples.
+  const int per_record = pipeline->samples_per_record();
+  if (per_record > pipeline::kMaxSamplesPerRecord) {
+    return Invalid("the transform yields " + std::to_string(per_record) +
+                   " samples per record; at most " +
+                   std::to_string(pipeline::kMaxSamplesPerRecord));
+  }
+  shape.batch_size = o.batch_size * per_record;
   internal::BatchLayout layout;
   DSPIPE_RETURN_IF_ERROR(
       internal::ComputeBatchLayout(shape, &layout).WithContext("loader over " + info.path));

@@ -246,19 +246,24 @@ std::unique_ptr<Job> LoaderImpl::TakeJob() {
 void LoaderImpl::RunSample(Job* job, int i) {
   (void)job->published.load(std::memory_order_acquire);
   BatchBuffer& buf = *job->buffer;
-  const auto slot_index = static_cast<size_t>(i);
-  pipeline::SampleSlot slot;
-  slot.image = buf.images + slot_index * shape_.image_bytes();
-  slot.mask = buf.masks ? buf.masks + slot_index * shape_.mask_bytes() : nullptr;
-  slot.normalized =
-      buf.normalized ? buf.normalized + slot_index * shape_.normalized_floats() : nullptr;
-  slot.label = buf.labels + i;
-  slot.hflip = buf.hflip + i;
-  buf.indices[i] = job->indices[slot_index];
+  const auto slot_index = static_cast<size_t>(i);  // the record's; its samples' slots follow
+  const auto per = static_cast<size_t>(ctx_.samples);
+  pipeline::SampleSlot slots[kMaxSamplesPerRecord];
+  for (size_t k = 0; k < per; ++k) {
+    const size_t at = slot_index * per + k;
+    pipeline::SampleSlot& slot = slots[k];
+    slot.image = buf.images + at * shape_.image_bytes();
+    slot.mask = buf.masks ? buf.masks + at * shape_.mask_bytes() : nullptr;
+    slot.normalized = buf.normalized ? buf.normalized + at * shape_.normalized_floats() : nullptr;
+    slot.label = buf.labels + at;
+    slot.hflip = buf.hflip + at;
+    slot.hflip[0] = 0;
+    buf.indices[at] = job->indices[slot_index];
+  }
   uint64_t norm_ns = 0;
   try {
-    job->status[slot_index] =
-        pipeline::LoadSample(ctx_, job->seed, job->epoch, job->indices[slot_index], slot, &norm_ns);
+    job->status[slot_index] = pipeline::LoadSample(ctx_, job->seed, job->epoch,
+                                                   job->indices[slot_index], slots, &norm_ns);
   } catch (const std::exception& e) {  // OpenCV throws cv::Exception; never let it escape
     job->status[slot_index] = Status::Internal(
         "loading key " + dataset_->KeyName(job->indices[slot_index]) + ": " + e.what());
@@ -274,25 +279,30 @@ void LoaderImpl::RunSample(Job* job, int i) {
 void LoaderImpl::Finish(Job* job) {
   const uint64_t t0 = NowNs();
   BatchBuffer& b = *job->buffer;
+  // The samples of the records that loaded, moved together (a record's slots in a row).
+  const auto per = static_cast<size_t>(ctx_.samples);
   int size = 0;
-  for (size_t i = 0; i < job->status.size(); ++i) {
-    if (!job->status[i].ok()) continue;
-    const auto to = static_cast<size_t>(size++);
-    if (to == i) continue;
-    std::memmove(b.images + to * shape_.image_bytes(), b.images + i * shape_.image_bytes(),
-                 shape_.image_bytes());
-    if (b.masks) {
-      std::memmove(b.masks + to * shape_.mask_bytes(), b.masks + i * shape_.mask_bytes(),
-                   shape_.mask_bytes());
+  for (size_t r = 0; r < job->status.size(); ++r) {
+    if (!job->status[r].ok()) continue;
+    for (size_t k = 0; k < per; ++k) {
+      const size_t i = r * per + k;
+      const auto to = static_cast<size_t>(size++);
+      if (to == i) continue;
+      std::memmove(b.images + to * shape_.image_bytes(), b.images + i * shape_.image_bytes(),
+                   shape_.image_bytes());
+      if (b.masks) {
+        std::memmove(b.masks + to * shape_.mask_bytes(), b.masks + i * shape_.mask_bytes(),
+                     shape_.mask_bytes());
+      }
+      if (b.normalized) {
+        std::memmove(b.normalized + to * shape_.normalized_floats(),
+                     b.normalized + i * shape_.normalized_floats(),
+                     shape_.normalized_floats() * sizeof(float));
+      }
+      b.labels[to] = b.labels[i];
+      b.indices[to] = b.indices[i];
+      b.hflip[to] = b.hflip[i];
     }
-    if (b.normalized) {
-      std::memmove(b.normalized + to * shape_.normalized_floats(),
-                   b.normalized + i * shape_.normalized_floats(),
-                   shape_.normalized_floats() * sizeof(float));
-    }
-    b.labels[to] = b.labels[i];
-    b.indices[to] = b.indices[i];
-    b.hflip[to] = b.hflip[i];
   }
   if (shape_.normalized) stats_.Record(Stage::kNormalize, job->normalize_ns.load());
   stats_.RecordSpan(Stage::kCollate, t0, NowNs(), job->number);

@@ -168,14 +168,14 @@ void NormalizeTyped(const BatchShape& shape, const NormalizeParams& p, const uin
 class SampleJob {
  public:
   SampleJob(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
-            const SampleSlot& slot)
-      : ctx_(ctx), seed_(seed), epoch_(epoch), index_(index), slot_(slot) {}
+            const SampleSlot* slots)
+      : ctx_(ctx), seed_(seed), epoch_(epoch), index_(index), slots_(slots), slot_(slots[0]) {}
 
   Status Run(const RecordView& rec) {
     const BatchShape& shape = ctx_.shape;
     const RecordHeader& h = rec.header;
     rec_header_ = &h;
-    *slot_.label = h.label;
+    for (int k = 0; k < ctx_.samples; ++k) *slots_[k].label = h.label;
     const bool has_mask = h.mask_codec != Codec::kNone && !rec.mask.empty();
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
     if (shape.image_type != SampleType::kUint8 || shape.mask_type != SampleType::kUint8 ||
@@ -359,6 +359,7 @@ class SampleJob {
     if (shape.masks) {
       dst_mask = cv::Mat(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
     }
+    if (ctx_.samples > 1) return RunSamples(&plan, img.image, mask_in);
     // Horizontal flips only: one pass into the slot.
     if (flips_only && img.image.size() == dst.size() && img.image.type() == dst.type() &&
         (!shape.masks ||
@@ -386,6 +387,40 @@ class SampleJob {
         return Status::Internal(Where() + ": the typed transforms made another mask size or type");
       }
       out_mask.copyTo(dst_mask);
+    }
+    return Status::OK();
+  }
+
+  // A record that yields several samples (MONAI's num_samples): the steps before the split
+  // run once, each sample's output goes to its slot.
+  Status RunSamples(Plan* plan, const cv::Mat& image, const cv::Mat& mask) {
+    const BatchShape& shape = ctx_.shape;
+    std::vector<cv::Mat> images, masks;
+    Status s = transforms::ExecuteSamples(*ctx_.pipeline->impl().root, seed_, epoch_, index_, plan,
+                                          image, mask, &images, &masks);
+    if (!s.ok()) {
+      return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
+    }
+    if (static_cast<int>(images.size()) != ctx_.samples) {
+      return Status::Internal(Where() + ": the transforms made " + std::to_string(images.size()) +
+                              " samples, the batch has room for " + std::to_string(ctx_.samples));
+    }
+    for (int k = 0; k < ctx_.samples; ++k) {
+      cv::Mat dst(shape.height, shape.width,
+                  CV_MAKETYPE(codec::CvDepth(shape.image_type), shape.channels), slots_[k].image);
+      if (images[k].size() != dst.size() || images[k].type() != dst.type()) {
+        return Status::Internal(Where() + ": the typed transforms made another size or type");
+      }
+      images[k].copyTo(dst);
+      if (shape.masks) {
+        cv::Mat dst_mask(shape.height, shape.width, codec::CvDepth(shape.mask_type),
+                         slots_[k].mask);
+        if (masks[k].size() != dst_mask.size() || masks[k].type() != dst_mask.type()) {
+          return Status::Internal(Where() +
+                                  ": the typed transforms made another mask size or type");
+        }
+        masks[k].copyTo(dst_mask);
+      }
     }
     return Status::OK();
   }
@@ -564,7 +599,8 @@ class SampleJob {
 
   const SampleContext& ctx_;
   const uint64_t seed_, epoch_, index_;
-  const SampleSlot& slot_;
+  const SampleSlot* slots_;  // ctx_.samples of them
+  const SampleSlot& slot_;   // slots_[0]
   bool normalized_ = false;
   RowOps pending_;
   const RecordHeader* rec_header_ = nullptr;
@@ -580,9 +616,10 @@ bool IsCorruptRecord(const Status& s) {
 }
 
 Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
-                  const SampleSlot& slot, uint64_t* normalize_ns) {
+                  const SampleSlot* slots, uint64_t* normalize_ns) {
   *normalize_ns = 0;
-  SampleJob job(ctx, seed, epoch, index, slot);
+  const SampleSlot& slot = slots[0];
+  SampleJob job(ctx, seed, epoch, index, slots);
   const uint64_t start = NowNs();
   bool entered = false;
   // The read stage is the time until the record's bytes are in hand (transaction, get and
@@ -596,7 +633,9 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
   if (ctx.shape.image_type != SampleType::kUint8) {
-    NormalizeTyped(ctx.shape, ctx.normalize, slot.image, slot.normalized);
+    for (int k = 0; k < ctx.samples; ++k) {
+      NormalizeTyped(ctx.shape, ctx.normalize, slots[k].image, slots[k].normalized);
+    }
   } else if (!job.pending().empty()) {
     RowOpsNormalize(ctx.normalize, job.pending(), slot.image, ctx.shape.height, ctx.shape.width,
                     slot.normalized);
@@ -702,8 +741,9 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
         break;
       }
     }
-    return invalid("the pipeline's " + name + " chooses its crop from the mask, and " +
-                   info.path + " has no masks");
+    return invalid("the pipeline's " + name +
+                   " needs masks (it chooses its crop from the mask), and " + info.path +
+                   " has none");
   }
   // A configuration error, not a corrupt record per sample: the manifest knows the size (a crop
   // larger than every image), or a transform's arguments cannot fit the size it gets after a

@@ -32,6 +32,9 @@
 
 namespace dspipe::pipeline {
 
+// The most samples one record may yield (MONAI's num_samples; the parser allows 64).
+inline constexpr int kMaxSamplesPerRecord = 64;
+
 // Everything a worker needs that is fixed for the loader's lifetime.
 struct SampleContext {
   const Dataset* dataset = nullptr;
@@ -46,6 +49,9 @@ struct SampleContext {
   // it (a plain LMDB, whose sizes are unknown at open, with nothing that fixes the size). A
   // record of another size is an InvalidArgument naming it, never resized to record 0's size.
   int input_h = 0, input_w = 0;
+  // Samples per record (TransformPipeline::samples_per_record): a record's are its slots in a
+  // row, shape.batch_size = records per batch x this.
+  int samples = 1;
 };
 
 // Where sample i of a batch goes.
@@ -57,11 +63,12 @@ struct SampleSlot {
   uint8_t* hflip = nullptr;
 };
 
-// Loads dataset sample `index` for (seed, epoch) into slot. Thread-safe (per-thread scratch).
-// Errors name the key; kCorruption / kBadInput mean the record itself is bad (skippable).
-// *normalize_ns receives the time spent normalizing (recorded per batch by the caller).
+// Loads dataset sample `index` for (seed, epoch) into slots[0 .. ctx.samples) (one unless the
+// pipeline yields several samples per record). Thread-safe (per-thread scratch). Errors name
+// the key; kCorruption / kBadInput mean the record itself is bad (skippable). *normalize_ns
+// receives the time spent normalizing (recorded per batch by the caller).
 Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint64_t index,
-                  const SampleSlot& slot, uint64_t* normalize_ns);
+                  const SampleSlot* slots, uint64_t* normalize_ns);
 
 // The pipeline a loader runs for `options` over `info` (Loader::Create): options->transform,
 // or augment's sugar, with a final Resize(height, width) when the pipeline's output size is not

@@ -19,6 +19,7 @@ struct TransformPipeline::Impl {
   std::vector<double> mean, stdv;   // Normalize's, pixel units; empty without one
   bool needs_mask = false;          // a draw needs the mask (CropNonEmptyMaskIfExists)
   bool monai = false;               // parsed from a MONAI config (transforms/monai.h)
+  int samples = 1;                  // per record (Leaf::samples of the one that splits)
 };
 
 namespace transforms {

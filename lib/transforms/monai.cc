@@ -654,8 +654,10 @@ class RandCropByPosNegLabel final : public Spatial {
   std::array<int, 2> size = {-1, -1};
   double pos_ratio = 0.5, image_threshold = 0;
   bool use_image = false, allow_smaller = false;
+  int num_samples = 1;
 
   bool draw_needs_mask() const override { return true; }
+  int samples() const override { return num_samples; }
   Status RefusesInput(Size in) const override {
     const int h = FallBack(size[0], in.h), w = FallBack(size[1], in.w);
     if (!allow_smaller && (h > in.h || w > in.w)) {
@@ -685,6 +687,7 @@ class RandCropByPosNegLabel final : public Spatial {
       return Status::OK();
     }
     s->deferred = false;
+    s->data.clear();
     if (mask->rows != in.h || mask->cols != in.w) {
       return Status::Internal(name + ": the label is not the image's size");
     }
@@ -722,40 +725,61 @@ class RandCropByPosNegLabel final : public Spatial {
           (use_image ? "no image value above image_threshold)" : "no background)"));
     }
     const double ratio = fg == 0 ? 0.0 : bg == 0 ? 1.0 : pos_ratio;  // MONAI warns and does so
-    const bool pick_fg = rng.Uniform() < ratio;
-    uint64_t k = rng.Below(pick_fg ? fg : bg);
-    int cy = 0, cx = 0;
-    for (int y = 0; y < in.h; ++y) {
-      for (int x = 0; x < in.w; ++x) {
-        const bool is_fg = label_at(y, x);
-        if (pick_fg ? is_fg : (!is_fg && bright(y, x))) {
-          if (k-- == 0) {
-            cy = y, cx = x;
-            y = in.h;
-            break;
+    s->holes.clear();
+    for (int sample = 0; sample < num_samples; ++sample) {  // MONAI's order of draws
+      const bool pick_fg = rng.Uniform() < ratio;
+      uint64_t k = rng.Below(pick_fg ? fg : bg);
+      int cy = 0, cx = 0;
+      for (int y = 0; y < in.h; ++y) {
+        for (int x = 0; x < in.w; ++x) {
+          const bool is_fg = label_at(y, x);
+          if (pick_fg ? is_fg : (!is_fg && bright(y, x))) {
+            if (k-- == 0) {
+              cy = y, cx = x;
+              y = in.h;
+              break;
+            }
           }
         }
       }
+      const int c[2] = {Correct(cy, roi[0], in.h), Correct(cx, roi[1], in.w)};
+      const int y0 = std::max(c[0] - roi[0] / 2, 0), x0 = std::max(c[1] - roi[1] / 2, 0);
+      const int h = std::min(y0 + roi[0], in.h) - y0, w = std::min(x0 + roi[1], in.w) - x0;
+      if (h != s->out.h || w != s->out.w) {
+        return Status::Internal(name + ": the crop came out " + std::to_string(h) + "x" +
+                                std::to_string(w));
+      }
+      s->holes.insert(s->holes.end(), {x0, y0, w, h});
+      if (sample == 0) {
+        s->iv[0] = x0, s->iv[1] = y0, s->iv[2] = w, s->iv[3] = h;
+        s->iv[4] = cy, s->iv[5] = cx, s->iv[6] = pick_fg ? 1 : 0;
+        s->geo.fwd = Affine::Translate(-x0, -y0);
+      }
+      s->data.push_back(pick_fg ? 1.0f : 0.0f);
+      s->data.push_back(static_cast<float>(cy));
+      s->data.push_back(static_cast<float>(cx));
     }
-    s->iv[4] = cy, s->iv[5] = cx, s->iv[6] = pick_fg ? 1 : 0;
-    const int c[2] = {Correct(cy, roi[0], in.h), Correct(cx, roi[1], in.w)};
-    const int y0 = std::max(c[0] - roi[0] / 2, 0), x0 = std::max(c[1] - roi[1] / 2, 0);
-    const int h = std::min(y0 + roi[0], in.h) - y0, w = std::min(x0 + roi[1], in.w) - x0;
-    if (h != s->out.h || w != s->out.w) {
-      return Status::Internal(name + ": the crop came out " + std::to_string(h) + "x" +
-                              std::to_string(w));
-    }
-    s->iv[0] = x0, s->iv[1] = y0, s->iv[2] = w, s->iv[3] = h;
-    s->geo.fwd = Affine::Translate(-x0, -y0);
     return Status::OK();
   }
   void Warp(const Step& s, const cv::Mat& src, cv::Mat* dst, bool) const override {
     src(cv::Rect(s.iv[0], s.iv[1], s.iv[2], s.iv[3])).copyTo(*dst);
   }
   json Params(const Step& s) const override {
-    return {{"center", {s.iv[4], s.iv[5]}},
-            {"foreground", s.iv[6] == 1},
-            {"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}}};
+    json p = {{"center", {s.iv[4], s.iv[5]}},
+              {"foreground", s.iv[6] == 1},
+              {"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}}};
+    if (num_samples > 1) {  // every sample's: centre, foreground, crop
+      json all = json::array();
+      for (int k = 0; k < num_samples && 4 * k + 3 < static_cast<int>(s.holes.size()); ++k) {
+        const int* r = s.holes.data() + 4 * k;
+        const float* d = s.data.data() + 3 * k;
+        all.push_back({{"center", {static_cast<int>(d[1]), static_cast<int>(d[2])}},
+                       {"foreground", d[0] > 0.5f},
+                       {"crop", {r[0], r[1], r[2], r[3]}}});
+      }
+      p["samples"] = all;
+    }
+    return p;
   }
 
  private:
@@ -1087,12 +1111,7 @@ Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) 
   const double pos = r.Number("pos", 1.0, 0.0), neg = r.Number("neg", 1.0, 0.0);
   if (pos + neg <= 0) r.Fail(r.where() + ": pos and neg are both 0 (MONAI raises the same)");
   l->pos_ratio = pos + neg > 0 ? pos / (pos + neg) : 0.5;
-  const int n = r.Int("num_samples", 1, 1);
-  if (n != 1) {
-    r.Fail(r.where() + ": num_samples=" + std::to_string(n) +
-           " is not supported yet (one crop per record; sample the record again with more "
-           "epochs, or use num_samples=1)");
-  }
+  l->num_samples = r.Int("num_samples", 1, 1, 64);
   if (r.Has("image_key")) {
     const std::string img = r.Choice("image_key", "image", {"image", "img"});
     (void)img;

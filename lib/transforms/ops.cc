@@ -53,9 +53,10 @@ bool Affine::IsIdentity() const {
   return close(a, 1) && close(b, 0) && close(c, 0) && close(d, 0) && close(e, 1) && close(f, 0);
 }
 
-Rng StepRng(uint64_t seed, uint64_t epoch, uint64_t index, int position) {
-  const uint64_t key =
+Rng StepRng(uint64_t seed, uint64_t epoch, uint64_t index, int position, int sample) {
+  uint64_t key =
       Mix64(seed ^ kTransformSalt) + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(position) + 1);
+  if (sample > 0) key = Mix64(key ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(sample)));
   return Rng::For(key, epoch, index);
 }
 

@@ -101,7 +101,8 @@ struct Step {
   Geo geo;
   double v[16] = {};
   int iv[8] = {};
-  std::vector<int> holes;   // CoarseDropout: x_min, y_min, x_max, y_max per hole
+  std::vector<int> holes;   // CoarseDropout: x_min, y_min, x_max, y_max per hole; a step of
+                            // several samples: x0, y0, w, h of each one's crop
   std::vector<float> data;  // GridDistortion's grid, ElasticTransform's displacement fields
   uint64_t seed = 0;        // per-step seed for per-pixel randomness (noise, random fills)
   bool deferred = false;    // Draw waits for the mask (draw_needs_mask)
@@ -111,8 +112,10 @@ struct Step {
   Rng rng{0};               // the step's stream after its draws (a deferred draw resumes it)
 };
 
-// The per-(sample, position) random stream every draw comes from.
-Rng StepRng(uint64_t seed, uint64_t epoch, uint64_t index, int position);
+// The per-(sample, position) random stream every draw comes from. `sample` > 0: the stream of
+// that sample of a record that yields several (MONAI's num_samples), for the transforms after
+// the one that splits it; sample 0 is the record's own stream.
+Rng StepRng(uint64_t seed, uint64_t epoch, uint64_t index, int position, int sample = 0);
 
 // Python's random API on an Rng, as albumentations calls it.
 inline double Uniform(Rng& r, double a, double b) { return a + (b - a) * r.Uniform(); }
@@ -140,6 +143,9 @@ class Leaf {
   // input cannot take this transform (e.g. a crop larger than the image) - BadInput.
   virtual Status Draw(Rng& rng, int channels, const cv::Mat* mask, Step* step) const = 0;
   virtual bool draw_needs_mask() const { return false; }
+  // How many samples the step makes of its input (MONAI's num_samples: several crops); the
+  // steps after it run once per sample, each with that sample's draws.
+  virtual int samples() const { return 1; }
   // kLut: the table depends on the pixels (e.g. brightness_by_max=false reads the mean).
   virtual bool lut_reads_image() const { return false; }
   // Applying it before or after a horizontal flip gives the same pixels (a deferred flip,

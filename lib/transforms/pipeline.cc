@@ -253,7 +253,19 @@ Status TransformPipeline::Parse(const std::string& json_text,
   transforms::AssignSegments(impl->root.get(), &impl->labels);
   std::vector<transforms::Node*> leaves;
   transforms::AllLeaves(*impl->root, &leaves);
-  for (const transforms::Node* n : leaves) impl->needs_mask |= n->leaf->draw_needs_mask();
+  const transforms::Node* split = nullptr;
+  for (const transforms::Node* n : leaves) {
+    impl->needs_mask |= n->leaf->draw_needs_mask();
+    if (n->leaf->samples() <= 1) continue;
+    if (split != nullptr) {
+      return Status::InvalidArgument(
+          transforms::Where(n->position, n->leaf->name) + ": " +
+          transforms::Where(split->position, split->leaf->name) +
+          " already makes several samples of each record; one transform may (num_samples)");
+    }
+    split = n;
+    impl->samples = n->leaf->samples();
+  }
   out->reset(new TransformPipeline(std::move(impl)));
   return Status::OK();
 }
@@ -414,9 +426,11 @@ Status TransformPipeline::ApplySequential(uint64_t seed, uint64_t epoch, uint64_
   return Status::OK();
 }
 
-Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t index,
-                                      const PixelsRef& image, const PixelsRef* mask,
-                                      OwnedPixels* out_image, OwnedPixels* out_mask) const {
+namespace {
+
+// ApplyPixels' inputs checked and wrapped: the image (float32 for a MONAI config) and the mask.
+Status PixelInputs(const TransformPipeline::Impl& impl, const PixelsRef& image,
+                   const PixelsRef* mask, cv::Mat* in, cv::Mat* m) {
   if (image.data == nullptr || image.height <= 0 || image.width <= 0 || image.channels < 1 ||
       image.channels > kMaxChannels) {
     return Status::InvalidArgument("transforms: the image must be H x W x C with 1 to " +
@@ -430,10 +444,10 @@ Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t in
         "transforms: the mask must be H x W uint8 or uint16, the image's size (" +
         std::to_string(image.height) + "x" + std::to_string(image.width) + ")");
   }
-  if (!impl_->monai && image.type != SampleType::kUint8) {
+  if (!impl.monai && image.type != SampleType::kUint8) {
     // albumentations' typed-pixel rules: what the loader accepts for typed datasets.
     std::vector<transforms::Node*> leaves;
-    transforms::AllLeaves(*impl_->root, &leaves);
+    transforms::AllLeaves(*impl.root, &leaves);
     for (const transforms::Node* n : leaves) {
       const transforms::Kind k = n->leaf->kind();
       if (k == transforms::Kind::kGeometric ||
@@ -445,8 +459,8 @@ Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t in
                                      " image takes the geometric transforms and Normalize");
     }
   }
-  if (impl_->monai && mask != nullptr) {
-    if (const transforms::Node* n = transforms::MonaiSpatialWithoutLabel(*impl_->root)) {
+  if (impl.monai && mask != nullptr) {
+    if (const transforms::Node* n = transforms::MonaiSpatialWithoutLabel(*impl.root)) {
       return Status::InvalidArgument(
           transforms::Where(n->position, n->leaf->name) +
           " moves the image without its label (keys has no \"label\"): add \"label\" to its "
@@ -455,12 +469,22 @@ Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t in
   }
   const cv::Mat img(image.height, image.width, CV_MAKETYPE(Depth(image.type), image.channels),
                     const_cast<void*>(image.data));
-  cv::Mat in = img;
-  if (impl_->monai && img.depth() != CV_32F) img.convertTo(in, CV_32F);
-  cv::Mat m;
+  *in = img;
+  if (impl.monai && img.depth() != CV_32F) img.convertTo(*in, CV_32F);
+  *m = cv::Mat();
   if (mask != nullptr) {
-    m = cv::Mat(mask->height, mask->width, Depth(mask->type), const_cast<void*>(mask->data));
+    *m = cv::Mat(mask->height, mask->width, Depth(mask->type), const_cast<void*>(mask->data));
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t index,
+                                      const PixelsRef& image, const PixelsRef* mask,
+                                      OwnedPixels* out_image, OwnedPixels* out_mask) const {
+  cv::Mat in, m;
+  DSPIPE_RETURN_IF_ERROR(PixelInputs(*impl_, image, mask, &in, &m));
   Plan plan;
   DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
                                               {image.height, image.width}, image.channels, &plan));
@@ -471,13 +495,36 @@ Status TransformPipeline::ApplyPixels(uint64_t seed, uint64_t epoch, uint64_t in
   return Status::OK();
 }
 
+Status TransformPipeline::ApplyPixelsSamples(uint64_t seed, uint64_t epoch, uint64_t index,
+                                             const PixelsRef& image, const PixelsRef* mask,
+                                             std::vector<OwnedPixels>* out_images,
+                                             std::vector<OwnedPixels>* out_masks) const {
+  cv::Mat in, m;
+  DSPIPE_RETURN_IF_ERROR(PixelInputs(*impl_, image, mask, &in, &m));
+  Plan plan;
+  DSPIPE_RETURN_IF_ERROR(transforms::MakePlan(*impl_->root, seed, epoch, index,
+                                              {image.height, image.width}, image.channels, &plan));
+  std::vector<cv::Mat> outs, out_ms;
+  DSPIPE_RETURN_IF_ERROR(
+      transforms::ExecuteSamples(*impl_->root, seed, epoch, index, &plan, in, m, &outs, &out_ms));
+  out_images->assign(outs.size(), OwnedPixels());
+  if (out_masks != nullptr) out_masks->assign(mask != nullptr ? outs.size() : 0, OwnedPixels());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    OwnPixels(outs[k], &(*out_images)[k]);
+    if (out_masks != nullptr && mask != nullptr) OwnPixels(out_ms[k], &(*out_masks)[k]);
+  }
+  return Status::OK();
+}
+
+int TransformPipeline::samples_per_record() const { return impl_->samples; }
+
 Status TransformPipeline::Draws(uint64_t seed, uint64_t epoch, uint64_t index, int in_h, int in_w,
                                 const ImageRef* mask, std::string* json_out) const {
   Plan plan;
   DSPIPE_RETURN_IF_ERROR(
       transforms::MakePlan(*impl_->root, seed, epoch, index, {in_h, in_w}, 3, &plan));
   if (mask != nullptr) {  // deferred draws need the mask as it is at their step
-    cv::Mat image(in_h, in_w, CV_8UC3, cv::Scalar::all(0)), out, out_mask;
+    cv::Mat image(in_h, in_w, impl_->monai ? CV_32FC3 : CV_8UC3, cv::Scalar::all(0)), out, out_mask;
     DSPIPE_RETURN_IF_ERROR(
         transforms::ExecuteSequential(&plan, image, Wrap(*mask), &out, &out_mask));
   }

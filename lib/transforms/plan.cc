@@ -117,9 +117,10 @@ Status FinishDraw(Step* s, int channels, const cv::Mat& mask) {
 }  // namespace
 
 Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Size in,
-                int channels, Plan* plan) {
+                int channels, Plan* plan, int sample) {
   std::vector<const Node*> leaves;
-  SelectLeaves(root, seed, epoch, index, &leaves);
+  const int split = sample > 0 ? SplitPosition(root) : 1 << 30;
+  SelectLeaves(root, seed, epoch, index, &leaves, split, sample);
   plan->in = in;
   plan->channels = channels;
   plan->steps.clear();
@@ -130,7 +131,7 @@ Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index,
     auto it = std::find_if(streams.begin(), streams.end(),
                            [&](const auto& e) { return e.first == node->position; });
     if (it == streams.end()) {
-      Rng rng = StepRng(seed, epoch, index, node->position);
+      Rng rng = StepRng(seed, epoch, index, node->position, node->position > split ? sample : 0);
       (void)rng.Next();  // the draw spec.cc's selection used for this node's p
       streams.emplace_back(node->position, rng);
       it = streams.end() - 1;
@@ -280,30 +281,98 @@ std::vector<std::unique_ptr<RowOp>> RowOpsOf(const Plan& plan) {
   return ops;
 }
 
+namespace {
+
+// One step on its own (albumentations' / MONAI's sequential application), in place.
+Status RunStep(Step& s, int channels, cv::Mat* img, cv::Mat* msk) {
+  if (s.leaf->kind() == Kind::kGeometric) {
+    s.image = img;
+    const Status drawn = FinishDraw(&s, channels, *msk);
+    s.image = nullptr;
+    if (!drawn.ok()) return drawn;
+    cv::Mat next(s.out.h, s.out.w, img->type());
+    s.leaf->Warp(s, *img, &next, false);
+    *img = next;
+    if (!msk->empty()) {
+      cv::Mat mnext(s.out.h, s.out.w, msk->type());
+      s.leaf->Warp(s, *msk, &mnext, true);
+      *msk = mnext;
+    }
+    return Status::OK();
+  }
+  Status st = s.leaf->Apply(s, img, msk->empty() ? nullptr : msk);
+  if (!st.ok()) return st.WithContext(Where(s.position, s.leaf->name));
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,
                          cv::Mat* out_mask) {
   cv::Mat img = image.clone(), msk = mask.clone();
-  for (Step& s : plan->steps) {
-    if (s.leaf->kind() == Kind::kGeometric) {
-      s.image = &img;
-      const Status drawn = FinishDraw(&s, plan->channels, msk);
-      s.image = nullptr;
-      if (!drawn.ok()) return drawn;
-      cv::Mat next(s.out.h, s.out.w, img.type());
-      s.leaf->Warp(s, img, &next, false);
-      img = next;
-      if (!msk.empty()) {
-        cv::Mat mnext(s.out.h, s.out.w, msk.type());
-        s.leaf->Warp(s, msk, &mnext, true);
-        msk = mnext;
-      }
-    } else {
-      Status st = s.leaf->Apply(s, &img, msk.empty() ? nullptr : &msk);
-      if (!st.ok()) return st.WithContext(Where(s.position, s.leaf->name));
-    }
-  }
+  for (Step& s : plan->steps) DSPIPE_RETURN_IF_ERROR(RunStep(s, plan->channels, &img, &msk));
   *out_image = img;
   *out_mask = msk;
+  return Status::OK();
+}
+
+int SplitPosition(const Node& root) {
+  std::vector<Node*> leaves;
+  AllLeaves(root, &leaves);
+  for (const Node* n : leaves) {
+    if (n->leaf->samples() > 1) return n->position;
+  }
+  return 1 << 30;
+}
+
+Status ExecuteSamples(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Plan* plan,
+                      const cv::Mat& image, const cv::Mat& mask, std::vector<cv::Mat>* out_images,
+                      std::vector<cv::Mat>* out_masks) {
+  out_images->clear();
+  out_masks->clear();
+  size_t split = 0;
+  while (split < plan->steps.size() && plan->steps[split].leaf->samples() <= 1) ++split;
+  if (split == plan->steps.size()) {
+    out_images->emplace_back();
+    out_masks->emplace_back();
+    return ExecuteSequential(plan, image, mask, &out_images->back(), &out_masks->back());
+  }
+  cv::Mat img = image.clone(), msk = mask.clone();
+  for (size_t i = 0; i < split; ++i) {
+    DSPIPE_RETURN_IF_ERROR(RunStep(plan->steps[i], plan->channels, &img, &msk));
+  }
+  Step& cut = plan->steps[split];
+  cut.image = &img;
+  const Status drawn = FinishDraw(&cut, plan->channels, msk);
+  cut.image = nullptr;
+  if (!drawn.ok()) return drawn;
+  const int n = cut.leaf->samples();
+  if (cut.holes.size() != static_cast<size_t>(4 * n)) {
+    return Status::Internal(Where(cut.position, cut.leaf->name) + ": drew " +
+                            std::to_string(cut.holes.size() / 4) + " of " + std::to_string(n) +
+                            " samples");
+  }
+  Plan other;
+  for (int k = 0; k < n; ++k) {
+    Plan* pk = plan;
+    if (k > 0) {  // the same steps up to the cut (sample 0's draws), then sample k's
+      DSPIPE_RETURN_IF_ERROR(
+          MakePlan(root, seed, epoch, index, plan->in, plan->channels, &other, k));
+      if (other.steps.size() <= split || other.steps[split].leaf != cut.leaf) {
+        return Status::Internal(Where(cut.position, cut.leaf->name) + ": sample " +
+                                std::to_string(k) + " planned another cut");
+      }
+      pk = &other;
+    }
+    const int* r = cut.holes.data() + 4 * k;
+    const cv::Rect rect(r[0], r[1], r[2], r[3]);
+    cv::Mat ik = img(rect).clone(), mk = msk.empty() ? cv::Mat() : msk(rect).clone();
+    for (size_t i = split + 1; i < pk->steps.size(); ++i) {
+      DSPIPE_RETURN_IF_ERROR(RunStep(pk->steps[i], plan->channels, &ik, &mk));
+    }
+    out_images->push_back(ik);
+    out_masks->push_back(mk);
+  }
   return Status::OK();
 }
 

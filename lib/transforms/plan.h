@@ -71,8 +71,10 @@ struct Plan {
 
 // Draws a plan for sample (seed, epoch, index) of an in-size input with `channels` channels.
 // Errors: BadInput when a step cannot take its input (a crop larger than the image).
+// sample > 0: sample `sample` of a record that yields several (a step with samples() > 1):
+// the steps up to that one are sample 0's, the steps after it draw from the sample's streams.
 Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Size in,
-                int channels, Plan* plan);
+                int channels, Plan* plan, int sample = 0);
 
 // What Execute may leave undone for the caller to fuse: the trailing per-pixel steps (LUT
 // ops, GaussNoise: Leaf::Rows), returned in order instead of applied, for the caller to run row
@@ -107,6 +109,17 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
 // semantics): the reference the fused path is compared with.
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,
                          cv::Mat* out_mask);
+
+// The position of the leaf that yields several samples per record (samples() > 1), or 2^30.
+int SplitPosition(const Node& root);
+
+// A record's samples, each step on its own: ExecuteSequential when no step yields several;
+// else the steps before that step run once, it draws every sample's crop (holes: x0, y0, w, h
+// each), and each sample runs the steps after it with its own draws (MakePlan's sample).
+// `plan` is sample 0's. One output per sample.
+Status ExecuteSamples(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Plan* plan,
+                      const cv::Mat& image, const cv::Mat& mask, std::vector<cv::Mat>* out_images,
+                      std::vector<cv::Mat>* out_masks);
 
 // Loader helpers. The number of HorizontalFlip steps that run is odd (Batch::hflip).
 bool OddHorizontalFlips(const Plan& plan);

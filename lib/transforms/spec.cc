@@ -179,9 +179,15 @@ class Parser {
   int next_ = 0;
 };
 
+struct SampleKey {
+  int split = 1 << 30;
+  int sample = 0;
+  int For(const Node& n) const { return n.position > split ? sample : 0; }
+};
+
 void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, bool forced,
-            std::vector<const Node*>* out) {
-  Rng rng = StepRng(seed, epoch, index, node.position);
+            std::vector<const Node*>* out, const SampleKey& key) {
+  Rng rng = StepRng(seed, epoch, index, node.position, key.For(node));
   // should_apply: p <= 0 never, p >= 1 always, else random() < p (drawn either way, so one
   // node's probability never shifts another's stream).
   const double u = rng.Uniform();
@@ -201,12 +207,12 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
     case Node::kOneOrOther: {  // one child, forced: the first when random() < p, else the last
       if (node.children.empty()) return;
       const auto& chosen = u < node.p ? node.children.front() : node.children.back();
-      Select(*chosen, seed, epoch, index, true, out);
+      Select(*chosen, seed, epoch, index, true, out, key);
       return;
     }
     case Node::kCompose:
     case Node::kSequential:
-      for (const auto& c : node.children) Select(*c, seed, epoch, index, false, out);
+      for (const auto& c : node.children) Select(*c, seed, epoch, index, false, out, key);
       return;
     case Node::kOneOf: {
       if (node.children.empty()) return;
@@ -223,7 +229,7 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
           break;
         }
       }
-      Select(*node.children[chosen], seed, epoch, index, true, out);
+      Select(*node.children[chosen], seed, epoch, index, true, out, key);
       return;
     }
     case Node::kSomeOf: {
@@ -241,7 +247,7 @@ void Select(const Node& node, uint64_t seed, uint64_t epoch, uint64_t index, boo
         idx.assign(all.begin(), all.begin() + node.n);
       }
       std::sort(idx.begin(), idx.end());
-      for (size_t i : idx) Select(*node.children[i], seed, epoch, index, false, out);
+      for (size_t i : idx) Select(*node.children[i], seed, epoch, index, false, out, key);
       return;
     }
   }
@@ -333,9 +339,9 @@ json NodeJson(const Node& node) {
 }
 
 void SelectLeaves(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index,
-                  std::vector<const Node*>* out) {
+                  std::vector<const Node*>* out, int split, int sample) {
   out->clear();
-  Select(root, seed, epoch, index, false, out);
+  Select(root, seed, epoch, index, false, out, SampleKey{split, sample});
 }
 
 void AllLeaves(const Node& node, std::vector<Node*>* out) {

@@ -49,8 +49,10 @@ Status ParseSpec(const std::string& text, std::unique_ptr<Node>* root, int* node
 nlohmann::json NodeJson(const Node& node);
 
 // The leaves that run for one sample, in order (containers' draws from their own streams).
+// sample > 0: nodes after position `split` (the leaf that yields several samples) draw from
+// that sample's streams (StepRng's sample).
 void SelectLeaves(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index,
-                  std::vector<const Node*>* out);
+                  std::vector<const Node*>* out, int split = 1 << 30, int sample = 0);
 
 // Every leaf in pre-order (the static order segments are cut from).
 void AllLeaves(const Node& node, std::vector<Node*>* out);

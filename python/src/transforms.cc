@@ -128,6 +128,33 @@ nb::tuple ApplyPixelsImpl(const std::string& spec, AnyArray image, nb::object ma
   return nb::make_tuple(PixelsToNumpy(std::move(out), image.ndim() == 3), mo);
 }
 
+// Every sample of the record (MONAI's num_samples): a list of (image, mask) tuples.
+nb::list ApplySamplesImpl(const std::string& spec, AnyArray image, nb::object mask, uint64_t seed,
+                          uint64_t epoch, uint64_t index) {
+  std::shared_ptr<const TransformPipeline> p = Parse(spec);
+  const PixelsRef img = PixelsOf(image, "image");
+  AnyArray mask_array;
+  PixelsRef m;
+  const bool has_mask = !mask.is_none();
+  if (has_mask) {
+    mask_array = nb::cast<AnyArray>(mask);
+    m = PixelsOf(mask_array, "mask");
+  }
+  std::vector<OwnedPixels> outs, out_masks;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = p->ApplyPixelsSamples(seed, epoch, index, img, has_mask ? &m : nullptr, &outs, &out_masks);
+  }
+  Raise(s);
+  nb::list list;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    nb::object mo = has_mask ? PixelsToNumpy(std::move(out_masks[k]), false) : nb::none();
+    list.append(nb::make_tuple(PixelsToNumpy(std::move(outs[k]), image.ndim() == 3), mo));
+  }
+  return list;
+}
+
 nb::tuple ApplyImpl(bool sequential, const std::string& spec, U8Array image, nb::object mask,
                     uint64_t seed, uint64_t epoch, uint64_t index) {
   std::shared_ptr<const TransformPipeline> p = Parse(spec);
@@ -186,6 +213,14 @@ void RegisterTransforms(nb::module_& m) {
       [](const std::string& spec, AnyArray image, nb::object mask, uint64_t seed, uint64_t epoch,
          uint64_t index) { return ApplyPixelsImpl(spec, image, mask, seed, epoch, index); },
       "spec"_a, "image"_a, "mask"_a.none(), "seed"_a = 0, "epoch"_a = 0, "index"_a = 0);
+  m.def(
+      "transforms_apply_samples",
+      [](const std::string& spec, AnyArray image, nb::object mask, uint64_t seed, uint64_t epoch,
+         uint64_t index) { return ApplySamplesImpl(spec, image, mask, seed, epoch, index); },
+      "spec"_a, "image"_a, "mask"_a.none(), "seed"_a = 0, "epoch"_a = 0, "index"_a = 0);
+  m.def(
+      "transforms_samples_per_record",
+      [](const std::string& spec) { return Parse(spec)->samples_per_record(); }, "spec"_a);
   m.def(
       "transforms_float_pixels",
       [](const std::string& spec) { return Parse(spec)->float_pixels(); }, "spec"_a);

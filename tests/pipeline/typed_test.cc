@@ -580,5 +580,66 @@ TEST(MonaiLoader, BatchesAreTheConfigsFloatOutputSampleForSample) {
   EXPECT_NE(s.message().find("without its label"), std::string::npos) << s.ToString();
 }
 
+// num_samples: a batch of batch_size records holds num_samples crops of each, in a row, each
+// what ApplyPixelsSamples gives for that record; a record that fails drops all its samples.
+TEST(MonaiLoader, NumSamplesPutEveryRecordsCropsInTheBatch) {
+  TempDir tmp;
+  std::vector<std::pair<cv::Mat, cv::Mat>> src;
+  for (int i = 0; i < 5; ++i) {
+    cv::Mat ids = cv::Mat::zeros(kH, kW, CV_8UC1);
+    ids(cv::Rect(3 + i, 4, 5, 3)).setTo(1);
+    src.emplace_back(CtSlice(i), ids);
+    Write(tmp / ("ct/images/" + std::to_string(i) + ".png"), src.back().first);
+    Write(tmp / ("ct/masks/" + std::to_string(i) + ".png"), ids);
+  }
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(Options(tmp / "ct", tmp / "ds", StoreMode::kEncoded), &r).ok());
+  const nlohmann::json config = nlohmann::json::array(
+      {{{"_target_", "ScaleIntensityRanged"},
+        {"keys", {"image"}},
+        {"a_min", 0},
+        {"a_max", 4095},
+        {"b_min", 0.0},
+        {"b_max", 1.0}},
+       {{"_target_", "RandCropByPosNegLabeld"},
+        {"keys", {"image", "label"}},
+        {"label_key", "label"},
+        {"spatial_size", {8, 8}},
+        {"num_samples", 3}},
+       {{"_target_", "RandFlipd"}, {"keys", {"image", "label"}}, {"prob", 0.5}}});
+  std::shared_ptr<const TransformPipeline> p;
+  ASSERT_TRUE(TransformPipeline::Parse(config.dump(), &p).ok());
+  LoaderOptions o = Sequential(2);
+  o.sampler.seed = 4;
+  o.transform = p;
+  std::unique_ptr<Loader> loader;
+  const Status s = Loader::Open(tmp / "ds", o, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int batches = 0, samples = 0;
+  for (Batch b; loader->Next(&b).ok() && b; ++batches) {
+    ASSERT_EQ(b.size() % 3, 0);
+    samples += b.size();
+    for (int i = 0; i < b.size(); i += 3) {
+      const uint64_t index = b.indices()[i];
+      ASSERT_LT(index, 5u);
+      const cv::Mat& img = src[index].first;
+      const cv::Mat& ids = src[index].second;
+      std::vector<OwnedPixels> want, want_ids;
+      const PixelsRef in{img.data, kH, kW, 1, SampleType::kUint16};
+      const PixelsRef in_ids{ids.data, kH, kW, 1, SampleType::kUint8};
+      ASSERT_TRUE(p->ApplyPixelsSamples(4, b.epoch(), index, in, &in_ids, &want, &want_ids).ok());
+      ASSERT_EQ(want.size(), 3u);
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(b.indices()[i + k], index);
+        const cv::Mat w(8, 8, CV_32FC1, want[k].bytes.data());
+        EXPECT_EQ(cv::norm(FloatImage(b, i + k), w, cv::NORM_INF), 0) << index << " sample " << k;
+        EXPECT_EQ(std::memcmp(b.mask(i + k).data(), want_ids[k].bytes.data(), 64), 0);
+      }
+    }
+  }
+  EXPECT_EQ(batches, 3);  // 5 records, 2 per batch
+  EXPECT_EQ(samples, 15);
+}
+
 }  // namespace
 }  // namespace dspipe

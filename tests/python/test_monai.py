@@ -112,3 +112,32 @@ def test_a_typed_array_is_never_converted_to_uint8():
     assert out.dtype == np.uint16 and int(out[0, 0]) == 3000  # was 3000 % 256 = 184
     with pytest.raises(ValueError, match="uint8, uint16, int16 or float32"):
         T.apply(T.Compose([T.HorizontalFlip(p=1.0)]), hu.astype(np.int64))
+
+
+def test_num_samples_gives_every_crop_in_the_batch_and_a_list_from_apply(tmp_path):
+    import cv2
+    import numpy as np
+
+    src, out = _ct_dataset(tmp_path, count=3)
+    config = M.Compose([
+        M.ScaleIntensityRanged(keys=["image"], a_min=0, a_max=4095, b_min=0.0, b_max=1.0),
+        M.RandCropByPosNegLabeld(keys=["image", "label"], label_key="label",
+                                 spatial_size=[16, 16], pos=1, neg=1, num_samples=4),
+        M.RandRotate90d(keys=["image", "label"], prob=0.5),
+    ])
+    loader = dspipe.Loader(str(out), batch_size=2, shuffle=False, device="cpu", seed=5,
+                           transform=config)
+    sizes = []
+    for batch in loader:
+        images, indices = batch["image"].numpy(), batch["index"].tolist()
+        sizes.append(len(indices))
+        for i in range(0, len(indices), 4):
+            index = indices[i]
+            assert indices[i:i + 4] == [index] * 4  # a record's crops in a row
+            hu = cv2.imread(str(src / "images" / f"s{index}.png"), cv2.IMREAD_UNCHANGED)
+            ids = cv2.imread(str(src / "masks" / f"s{index}.png"), cv2.IMREAD_UNCHANGED)
+            want = T.apply(config, hu, ids, seed=5, epoch=0, index=index)
+            assert isinstance(want, list) and len(want) == 4  # as MONAI returns them
+            for k in range(4):
+                np.testing.assert_array_equal(images[i + k, 0], want[k]["image"])
+    assert sizes == [8, 4]  # 2 records x 4 crops, then the last record's 4

@@ -434,13 +434,66 @@ TEST(Monai, PosNegCropsFollowTheRatioAndClampAtTheBorders) {
       bright->ApplyPixels(1, 0, 0, {dark.data(), 10, 10, 1, SampleType::kFloat32}, &zm, &o, &om);
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Has(s.message(), "no sampling location")) << s.ToString();
-  // num_samples > 1 is refused by name for now.
-  const Status many = ParseError(json::array({{{"_target_", "RandCropByPosNegLabeld"},
-                                               {"keys", {"image", "label"}},
-                                               {"label_key", "label"},
-                                               {"spatial_size", 4},
-                                               {"num_samples", 4}}}));
-  EXPECT_TRUE(Has(many.message(), "num_samples=4")) << many.ToString();
+}
+
+// num_samples: a record yields that many crops (sample 0 is ApplyPixels' output); the steps
+// before the crop run once for all, the steps after it draw for each sample on its own.
+TEST(Monai, NumSamplesYieldsSeveralCropsEachWithItsOwnLaterDraws) {
+  const json spec = json::array({{{"_target_", "ScaleIntensityd"}, {"keys", "image"}},
+                                 {{"_target_", "RandCropByPosNegLabeld"},
+                                  {"keys", {"image", "label"}},
+                                  {"label_key", "label"},
+                                  {"spatial_size", {4, 4}},
+                                  {"pos", 1},
+                                  {"neg", 1},
+                                  {"num_samples", 4}},
+                                 {{"_target_", "RandFlipd"},
+                                  {"keys", {"image", "label"}},
+                                  {"prob", 0.5},
+                                  {"spatial_axis", 1}}});
+  auto p = ParseOk(spec);
+  EXPECT_EQ(p->samples_per_record(), 4);
+  const int n = 12;
+  std::vector<float> img(n * n);
+  std::vector<uint8_t> label(n * n, 0);
+  for (int i = 0; i < n * n; ++i) img[i] = static_cast<float>(i);
+  for (int y = 2; y < 5; ++y) {
+    for (int x = 6; x < 9; ++x) label[y * n + x] = 1;
+  }
+  const PixelsRef in{img.data(), n, n, 1, SampleType::kFloat32};
+  const PixelsRef m{label.data(), n, n, 1, SampleType::kUint8};
+  int differ = 0;
+  for (uint64_t index = 0; index < 100; ++index) {
+    std::vector<OwnedPixels> outs, masks;
+    ASSERT_TRUE(p->ApplyPixelsSamples(2, 0, index, in, &m, &outs, &masks).ok());
+    ASSERT_EQ(outs.size(), 4u);
+    ASSERT_EQ(masks.size(), 4u);
+    OwnedPixels one, one_mask;
+    ASSERT_TRUE(p->ApplyPixels(2, 0, index, in, &m, &one, &one_mask).ok());
+    EXPECT_EQ(one.bytes, outs[0].bytes);
+    EXPECT_EQ(one_mask.bytes, masks[0].bytes);
+    for (size_t k = 0; k < 4; ++k) {
+      ASSERT_EQ(outs[k].height, 4);
+      // ScaleIntensityd ran on the whole image before the crops: values in [0, 1], steps of 1/143.
+      for (float v : Floats(outs[k])) EXPECT_NEAR(v * 143, std::round(v * 143), 1e-3);
+    }
+    // Later draws are the sample's own: over 100 records some samples flip where sample 0 does not.
+    std::string draws;
+    const ImageRef m8{label.data(), n, n, 1};
+    ASSERT_TRUE(p->Draws(2, 0, index, n, n, &m8, &draws).ok());
+    EXPECT_EQ(json::parse(draws)[1].at("params").at("samples").size(), 4u);  // after the scale
+    for (size_t k = 1; k < 4; ++k) {
+      std::vector<float> a = Floats(outs[0]), b = Floats(outs[k]);
+      // The same crop with a different flip shows as a mirrored first row.
+      differ += (a != b);
+    }
+  }
+  EXPECT_GT(differ, 150);  // crops and flips vary between samples
+  // Two transforms that split a record are refused.
+  json twice = spec;
+  twice.push_back(spec[1]);
+  twice[3]["spatial_size"] = {2, 2};
+  EXPECT_TRUE(Has(ParseError(twice).message(), "already makes several samples"));
 }
 
 // docs/MONAI.md's table has one row per supported MONAI transform, and names no other.

@@ -205,17 +205,21 @@ def to_dict(transform: Any) -> dict[str, Any]:
 
 
 def apply(transform: Any, image: Any, mask: Any = None, *, seed: int = 0, epoch: int = 0,
-          index: int = 0) -> dict[str, Any]:
+          index: int = 0) -> Any:
     """Applies a pipeline to one numpy image and mask as the loader's workers do, with the draws
     of (seed, epoch, index): {"image": ..., "mask": ...}. uint8 images through an albumentations
     spec take the fused path; other dtypes (uint16, int16, float32) and MONAI configs run each
     transform on its own, as the loader does for such samples. A MONAI config gives a float32
     image; the mask keeps its dtype (uint8 or uint16). Arrays are never converted to another
-    dtype: one a dataset cannot hold is refused."""
+    dtype: one a dataset cannot hold is refused. A config that yields several samples per record
+    (MONAI's num_samples) gives a list of such dicts, as MONAI does."""
     import numpy as np  # noqa: PLC0415
     spec = spec_json(transform)
     img = np.ascontiguousarray(image)
     m = None if mask is None else np.ascontiguousarray(mask)
+    if _dspipe.transforms_samples_per_record(spec) > 1:
+        return [{"image": o, "mask": om} for o, om in
+                _dspipe.transforms_apply_samples(spec, img, m, seed, epoch, index)]
     if img.dtype == np.uint8 and (m is None or m.dtype == np.uint8) and \
             not _dspipe.transforms_float_pixels(spec):
         out, out_mask = _dspipe.transforms_apply(spec, img, m, seed, epoch, index)
