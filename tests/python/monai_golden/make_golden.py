@@ -1,0 +1,233 @@
+"""Golden outputs of the real MONAI for the dictionary transforms dspipe implements natively
+(tests/python/test_monai_golden.py compares dspipe.transforms.apply against them).
+
+Run it with a Python that has MONAI (bench/monai/requirements.txt; bench/monai/compare_live.sh
+makes such a venv and runs this script and the test in one go):
+
+    python tests/python/monai_golden/make_golden.py tests/python/monai_golden/golden.npz
+
+Inputs are made here from a fixed numpy seed, so the output depends only on MONAI / torch /
+numpy. Images are H x W x C with H=23, W=20 (odd / even on purpose), in uint16 (0..4095),
+int16 (-1024..3000) and float32 (normal-ish), with C=1 and C=4; a triangular region of ~20% of
+the pixels (top-left corner) is exactly 0 in every channel but the last of a C=4 image, so
+nonzero=True matters. The last channel of a C=4 image is the constant 1000: it takes the
+degenerate paths of the channel-wise transforms (min == max, std == 0, equal percentiles). The
+label is H x W uint8 with ids 0..3.
+
+Each case is a list of MONAI bundle-config dicts ({"_target_": "ScaleIntensityRanged", "keys":
+["image"], ...}, the transform's own arguments only, no filled-in defaults). MONAI gets
+{"image": float32 C x H x W tensor (the input converted to float32 first, as LoadImaged does),
+"label": 1 x H x W uint8 tensor} through monai.transforms.Compose of the instantiated
+transforms, after monai.utils.set_determinism(0) and Compose.set_random_state(0).
+
+Layout of the .npz (np.savez_compressed; every string is a 0-d unicode array, so np.load needs
+no pickle):
+    "index"               JSON text: {"monai": version, "torch": version, "numpy": version,
+                          "cases": [{"name": ..., "input": "input.<dtype>-c<C>",
+                                     "config": [transform dicts]}, ...]}
+    "input.<dtype>-c<C>"  the input image, H x W x C, in its own dtype (uint16/int16/float32)
+    "input.label"         the input label, H x W uint8 (a case's "label" in the index names
+                          the label it takes: this one, or "input.label-corner" /
+                          "input.label-middle", one foreground pixel each)
+    "<name>.config"       the case's config list as JSON text (the same as in the index)
+    "<name>.image"        MONAI's output image, float32, H' x W' x C (channels last again)
+    "<name>.label"        MONAI's output label, H' x W' uint8
+A case name is "<variant>-<dtype>-c<C>", e.g. "NormalizeIntensityd-nonzero-int16-c4".
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+H, W = 23, 20
+SEED = 20240611
+DTYPES = ("uint16", "int16", "float32")
+CHANNELS = (1, 4)
+CONST = 1000  # the last channel of a C=4 image
+
+SPATIAL = ["image", "label"]
+
+
+def _t(name: str, keys=("image",), **kwargs) -> dict:
+    return {"_target_": name, "keys": list(keys), **kwargs}
+
+
+SIR = dict(a_min=-175, a_max=250, b_min=0.0, b_max=1.0)
+
+# (variant name, config list, dtypes it runs on: None = all)
+VARIANTS: list[tuple[str, list[dict], tuple[str, ...] | None]] = [
+    ("ScaleIntensityRanged-clip", [_t("ScaleIntensityRanged", **SIR, clip=True)], None),
+    ("ScaleIntensityRanged-noclip", [_t("ScaleIntensityRanged", **SIR, clip=False)], None),
+    # b_min = b_max = None: no rescale to [b_min, b_max]. (With clip=True MONAI 1.6.1 fails in
+    # torch.clamp(x, None, None), so this one is clip=False.)
+    ("ScaleIntensityRanged-nob", [_t("ScaleIntensityRanged", a_min=-175, a_max=250, b_min=None,
+                                     b_max=None, clip=False)], None),
+    ("ScaleIntensityd", [_t("ScaleIntensityd")], None),
+    ("ScaleIntensityd-channelwise", [_t("ScaleIntensityd", channel_wise=True)], None),
+    # minv != 0: on a constant channel MONAI gives x * minv (not minv).
+    ("ScaleIntensityd-minv-channelwise", [_t("ScaleIntensityd", minv=0.25, maxv=2.0,
+                                             channel_wise=True)], None),
+    ("ScaleIntensityd-factor", [_t("ScaleIntensityd", minv=None, maxv=None, factor=0.5)], None),
+    ("NormalizeIntensityd", [_t("NormalizeIntensityd")], None),
+    ("NormalizeIntensityd-nonzero", [_t("NormalizeIntensityd", nonzero=True)], None),
+    ("NormalizeIntensityd-channelwise", [_t("NormalizeIntensityd", channel_wise=True)], None),
+    ("NormalizeIntensityd-nonzero-channelwise",
+     [_t("NormalizeIntensityd", nonzero=True, channel_wise=True)], None),
+    ("NormalizeIntensityd-fixed", [_t("NormalizeIntensityd", subtrahend=100.0, divisor=50.0)],
+     None),
+    ("ThresholdIntensityd-above", [_t("ThresholdIntensityd", threshold=100, above=True, cval=0)],
+     None),
+    ("ThresholdIntensityd-below", [_t("ThresholdIntensityd", threshold=100, above=False,
+                                      cval=-1)], None),
+    ("ScaleIntensityRangePercentilesd",
+     [_t("ScaleIntensityRangePercentilesd", lower=1, upper=99, b_min=0.0, b_max=1.0, clip=True)],
+     None),
+    ("ScaleIntensityRangePercentilesd-channelwise",
+     [_t("ScaleIntensityRangePercentilesd", lower=1, upper=99, b_min=0.0, b_max=1.0, clip=True,
+         channel_wise=True)], None),
+    ("ScaleIntensityRangePercentilesd-relative",
+     [_t("ScaleIntensityRangePercentilesd", lower=1, upper=99, b_min=0.0, b_max=1.0, clip=True,
+         relative=True)], None),
+    ("ClipIntensityPercentilesd", [_t("ClipIntensityPercentilesd", lower=5, upper=95)], None),
+    ("ClipIntensityPercentilesd-channelwise",
+     [_t("ClipIntensityPercentilesd", lower=5, upper=95, channel_wise=True)], None),
+    ("ClipIntensityPercentilesd-upper", [_t("ClipIntensityPercentilesd", lower=None, upper=90)],
+     None),
+    ("RandScaleIntensityd", [_t("RandScaleIntensityd", factors=[0.2, 0.2], prob=1.0)], None),
+    ("RandShiftIntensityd", [_t("RandShiftIntensityd", offsets=[5, 5], prob=1.0)], None),
+    ("RandFlipd-axis0", [_t("RandFlipd", SPATIAL, prob=1.0, spatial_axis=0)], None),
+    ("RandFlipd-axis1", [_t("RandFlipd", SPATIAL, prob=1.0, spatial_axis=1)], None),
+    ("RandFlipd-all", [_t("RandFlipd", SPATIAL, prob=1.0, spatial_axis=None)], None),
+    ("RandRotate90d", [_t("RandRotate90d", SPATIAL, prob=1.0, max_k=1)], None),
+    ("RandRotate90d-axes01", [_t("RandRotate90d", SPATIAL, prob=1.0, max_k=1,
+                                 spatial_axes=[0, 1])], None),
+    ("SpatialPadd", [_t("SpatialPadd", SPATIAL, spatial_size=[26, 24])], None),
+    ("SpatialPadd-end", [_t("SpatialPadd", SPATIAL, spatial_size=[26, 24], method="end")], None),
+    ("SpatialPadd-keep", [_t("SpatialPadd", SPATIAL, spatial_size=[-1, 25])], None),
+    ("CenterSpatialCropd", [_t("CenterSpatialCropd", SPATIAL, roi_size=[20, 15])], None),
+    ("CenterSpatialCropd-larger", [_t("CenterSpatialCropd", SPATIAL, roi_size=[30, 9])], None),
+    ("ResizeWithPadOrCropd", [_t("ResizeWithPadOrCropd", SPATIAL, spatial_size=[25, 17])], None),
+    ("chain", [
+        _t("EnsureTyped", SPATIAL),
+        _t("ScaleIntensityRanged", **SIR, clip=True),
+        _t("RandFlipd", SPATIAL, prob=1.0, spatial_axis=1),
+        _t("RandRotate90d", SPATIAL, prob=1.0, max_k=1),
+        _t("ThresholdIntensityd", threshold=0.5, above=False, cval=0.5),
+    ], None),
+]
+
+# Cases on another label (its input key): RandCropByPosNegLabeld with neg=0 on a label with one
+# foreground pixel is deterministic (the crop is centred there, clamped inside the image).
+POSNEG = dict(label_key="label", pos=1, neg=0)
+LABELED: list[tuple[str, list[dict], tuple[str, ...] | None, str]] = [
+    ("RandCropByPosNegLabeld-corner",
+     [_t("RandCropByPosNegLabeld", SPATIAL, spatial_size=[8, 6], **POSNEG)], None,
+     "input.label-corner"),
+    ("RandCropByPosNegLabeld-middle",
+     [_t("RandCropByPosNegLabeld", SPATIAL, spatial_size=[7, 9], **POSNEG)], None,
+     "input.label-middle"),
+    ("RandCropByPosNegLabeld-smaller",
+     [_t("RandCropByPosNegLabeld", SPATIAL, spatial_size=[30, 5], allow_smaller=True,
+         **POSNEG)], None, "input.label-corner"),
+]
+
+
+def make_inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(SEED)
+    yy, xx = np.mgrid[0:H, 0:W]
+    background = (yy + 0.5) / H + (xx + 0.5) / W < 0.63  # ~20% of the pixels, a corner
+    out: dict[str, np.ndarray] = {}
+    for dtype in DTYPES:
+        for c in CHANNELS:
+            if dtype == "uint16":
+                img = rng.integers(0, 4096, size=(H, W, c)).astype(np.uint16)
+            elif dtype == "int16":
+                img = rng.integers(-1024, 3001, size=(H, W, c)).astype(np.int16)
+            else:
+                img = rng.normal(300.0, 400.0, size=(H, W, c)).astype(np.float32)
+            img[background] = 0
+            if c == 4:
+                img[..., 3] = CONST
+            out[f"input.{dtype}-c{c}"] = img
+    out["input.label"] = rng.integers(0, 4, size=(H, W)).astype(np.uint8)
+    for name, (y, x) in (("corner", (H - 2, 1)), ("middle", (11, 9))):
+        one = np.zeros((H, W), np.uint8)
+        one[y, x] = 2
+        out[f"input.label-{name}"] = one
+    return out
+
+
+def run_monai(config: list[dict], image: np.ndarray, label: np.ndarray):
+    import monai
+    import torch
+    from monai.utils import set_determinism
+
+    transforms = []
+    for d in config:
+        kwargs = {k: v for k, v in d.items() if k != "_target_"}
+        transforms.append(getattr(monai.transforms, d["_target_"])(**kwargs))
+    set_determinism(0)
+    pipeline = monai.transforms.Compose(transforms)
+    pipeline.set_random_state(0)
+    data = {"image": torch.tensor(image.transpose(2, 0, 1).astype(np.float32)),
+            "label": torch.tensor(label[None])}
+    out = pipeline(data)
+    if isinstance(out, list):  # RandCropByPosNegLabeld returns its num_samples (1) samples
+        if len(out) != 1:
+            raise SystemExit(f"{config}: MONAI gave {len(out)} samples, the cases have 1")
+        out = out[0]
+    img = out["image"]
+    lab = out["label"]
+    img = img.as_tensor() if hasattr(img, "as_tensor") else img
+    lab = lab.as_tensor() if hasattr(lab, "as_tensor") else lab
+    if img.dtype != torch.float32:
+        raise SystemExit(f"{config}: MONAI gave a {img.dtype} image, expected float32")
+    lab_np = lab.numpy()
+    if lab_np.shape[0] != 1 or (lab_np.astype(np.uint8) != lab_np).any():
+        raise SystemExit(f"{config}: the label is no longer 1 x H x W uint8 ids: {lab_np.dtype}")
+    return (np.ascontiguousarray(img.numpy().transpose(1, 2, 0), dtype=np.float32),
+            np.ascontiguousarray(lab_np[0], dtype=np.uint8))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: make_golden.py OUT.npz", file=sys.stderr)
+        return 2
+    import warnings
+
+    import monai
+    import torch
+
+    warnings.filterwarnings("ignore")  # MONAI's "Divide by zero (a_min == a_max)" is expected
+    arrays = make_inputs()
+    label = arrays["input.label"]
+    cases = []
+    variants = [(v, c, d, "input.label") for v, c, d in VARIANTS] + LABELED
+    for variant, config, dtypes, label_key in variants:
+        text = json.dumps(config)
+        for dtype in dtypes or DTYPES:
+            for c in CHANNELS:
+                name = f"{variant}-{dtype}-c{c}"
+                key = f"input.{dtype}-c{c}"
+                image, lab = run_monai(json.loads(text), arrays[key], arrays[label_key])
+                arrays[f"{name}.config"] = np.array(text)
+                arrays[f"{name}.image"] = image
+                arrays[f"{name}.label"] = lab
+                cases.append({"name": name, "input": key, "config": config, "label": label_key})
+    index = {"monai": monai.__version__, "torch": torch.__version__, "numpy": np.__version__,
+             "shape": [H, W], "cases": cases}
+    arrays["index"] = np.array(json.dumps(index))
+    out = Path(argv[0])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "wb") as f:  # a file object: savez would add ".npz" to another suffix
+        np.savez_compressed(f, **arrays)
+    print(f"{out}: {len(cases)} cases, {out.stat().st_size} bytes (MONAI {monai.__version__}, "
+          f"torch {torch.__version__}, numpy {np.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
