@@ -169,10 +169,11 @@ struct EnumNames<RemainderRule> {
 template <>
 struct EnumNames<SampleOrder> {
   static constexpr std::string_view kName = "SampleOrder";
-  static constexpr std::array<std::pair<std::string_view, SampleOrder>, 3> kValues{{
+  static constexpr std::array<std::pair<std::string_view, SampleOrder>, 4> kValues{{
       {"global", SampleOrder::kGlobal},
       {"blocks", SampleOrder::kBlocks},
       {"shards", SampleOrder::kShards},
+      {"weighted", SampleOrder::kWeighted},
   }};
 };
 template <>
@@ -245,7 +246,9 @@ struct OptionFields<SamplerOptions> {
       Field("shuffle", &S::shuffle, kInState), Field("seed", &S::seed),
       Field("num_shards", &S::num_shards, kInState), Field("shard_id", &S::shard_id, kInState),
       Field("remainder", &S::remainder, kInState), Field("order", &S::order, kInState),
-      Field("block_size", &S::block_size, kInState));
+      Field("block_size", &S::block_size, kInState), Field("weights", &S::weights, kInState),
+      Field("num_samples", &S::num_samples, kInState),
+      Field("replacement", &S::replacement, kInState));
 };
 
 template <>

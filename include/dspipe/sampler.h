@@ -14,6 +14,11 @@
 //           positions [r*N/S, (r+1)*N/S) of P (boundaries as below) and computes only the blocks
 //           overlapping them: O(N/block_size + N/S) per rank and epoch. Consecutive samples of a
 //           rank come from one block: build the dataset with --shuffle.
+//   kWeighted P is num_samples draws of indices with probability proportional to weights[i] -
+//           with replacement (each draw independent, as torch's WeightedRandomSampler), or
+//           without (an index at most once: Efraimidis-Spirakis keys, the order of the keys).
+//           Then cut across ranks as kGlobal. The weights are per sample (a class balance, a
+//           slice's foreground share); a weight 0 is never drawn. shuffle must be true.
 //   kShards the blocks are the dataset's shard files (Create with shard sizes). A rank gets whole
 //           shards: shard k of the epoch's shard permutation goes to rank k mod S (with shuffle
 //           off: shard k, every epoch), so it reads only its shards' files; its samples are
@@ -54,8 +59,8 @@ namespace dspipe {
 enum class RemainderRule { kPad, kDrop, kUneven };
 const char* RemainderRuleName(RemainderRule rule);
 
-enum class SampleOrder { kGlobal, kBlocks, kShards };
-// "global" | "blocks" | "shards".
+enum class SampleOrder { kGlobal, kBlocks, kShards, kWeighted };
+// "global" | "blocks" | "shards" | "weighted".
 const char* SampleOrderName(SampleOrder order);
 
 struct SamplerOptions {
@@ -73,6 +78,13 @@ struct SamplerOptions {
   // kBlocks: indices per block, >= 1. Default 4096 (10^8 samples: 24 415 blocks, 195 KB of
   // block order per rank and epoch). Smaller mixes more, costs O(N / block_size) per rank.
   uint64_t block_size = 4096;
+  // kWeighted: one weight per dataset sample (>= 0, finite, not all 0); the draws per epoch
+  // before the cut across ranks (0 = the dataset's size with replacement, every sample of
+  // nonzero weight once without; without replacement at most that many); with replacement
+  // (default) or without.
+  std::vector<double> weights;
+  uint64_t num_samples = 0;
+  bool replacement = true;
 };
 
 class Sampler {
@@ -114,8 +126,11 @@ class Sampler {
                     uint64_t hi, std::vector<uint64_t>* out) const;
   std::vector<uint64_t> BlockOrder(uint64_t epoch) const;
   std::vector<uint64_t> ShardOrder(uint64_t epoch) const;
+  std::vector<uint64_t> WeightedOrder(uint64_t epoch) const;
+  std::vector<double> cumulative_;  // kWeighted with replacement: running sums of the weights
 
   uint64_t size_ = 0;
+  uint64_t draws_ = 0;     // entries of the global order P: size_, or kWeighted's num_samples
   uint64_t per_rank_ = 0;  // kPad / kDrop (every order), kUneven (kGlobal / kBlocks)
   std::vector<uint64_t> shard_sizes_;
   std::vector<uint64_t> shard_begin_;  // first index of each shard

@@ -29,6 +29,12 @@ std::string FormatOption(const T& v) {
     return std::to_string(v);
   } else if constexpr (NamedEnum<T>) {
     return std::string(EnumName(v));
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    // A per-sample list (SamplerOptions::weights): its count and the sha256 of its values.
+    if (v.empty()) return "";
+    return std::to_string(v.size()) + " values, sha256 " +
+           Sha256Hex({reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double)})
+               .substr(0, 16);
   } else if constexpr (std::is_same_v<T, std::shared_ptr<const TransformPipeline>>) {
     return v ? v->ToJson() : "";  // the pipeline as A.to_dict JSON; "" = augment's
 

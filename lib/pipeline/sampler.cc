@@ -1,6 +1,7 @@
 #include "dspipe/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -28,6 +29,8 @@ const char* SampleOrderName(SampleOrder order) {
       return "blocks";
     case SampleOrder::kShards:
       return "shards";
+    case SampleOrder::kWeighted:
+      return "weighted";
   }
   return "?";
 }
@@ -41,6 +44,7 @@ constexpr uint64_t kBlockOrderStream = 0x424C4B4F5244ULL;  // "BLKORD"
 constexpr uint64_t kInBlockStream = 0x424C4B494EULL;    // "BLKIN"
 constexpr uint64_t kShardOrderStream = 0x5348524452ULL;  // "SHRDR"
 constexpr uint64_t kInRankStream = 0x52414E4BULL;       // "RANK"
+constexpr uint64_t kWeightedStream = 0x5745494748ULL;   // "WEIGH"
 
 void Shuffle(Rng rng, std::vector<uint64_t>* v) {
   for (uint64_t i = v->size(); i > 1; --i) std::swap((*v)[i - 1], (*v)[rng.Below(i)]);
@@ -93,6 +97,54 @@ Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOp
       }
     }
   }
+  uint64_t draws = dataset_size;
+  std::vector<double> cumulative;
+  if (options.order == SampleOrder::kWeighted) {
+    const std::string w = Opt("SamplerOptions::weights");
+    if (options.weights.size() != dataset_size) {
+      return Status::InvalidArgument("sampler: " + w + " has " +
+                                     std::to_string(options.weights.size()) +
+                                     " values for a dataset of " + std::to_string(dataset_size) +
+                                     " samples: give one weight per sample, in index order");
+    }
+    if (!options.shuffle) {
+      return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::order", "weighted") +
+                                     " draws at random: leave " +
+                                     Opt("SamplerOptions::shuffle", "true"));
+    }
+    double total = 0;
+    uint64_t nonzero = 0;
+    cumulative.reserve(options.weights.size());
+    for (size_t i = 0; i < options.weights.size(); ++i) {
+      const double x = options.weights[i];
+      if (!std::isfinite(x) || x < 0) {
+        return Status::InvalidArgument("sampler: " + w + "[" + std::to_string(i) + "] is " +
+                                       std::to_string(x) + ": weights are finite and >= 0");
+      }
+      total += x;
+      nonzero += x > 0;
+      cumulative.push_back(total);
+    }
+    if (!(total > 0)) {
+      return Status::InvalidArgument("sampler: every one of " + w + " is 0: nothing to draw");
+    }
+    // Default: the dataset's size, or (without replacement) every sample of nonzero weight once.
+    draws = options.num_samples > 0 ? options.num_samples
+            : options.replacement   ? dataset_size
+                                    : nonzero;
+    if (!options.replacement && draws > nonzero) {
+      return Status::InvalidArgument(
+          "sampler: " + std::to_string(draws) + " draws without replacement (" +
+          Opt("SamplerOptions::replacement", "false") + ") from " + std::to_string(nonzero) +
+          " samples of nonzero weight: set " + Opt("SamplerOptions::num_samples") +
+          " <= " + std::to_string(nonzero) + ", or draw with replacement");
+    }
+    if (!options.replacement) cumulative.clear();
+  } else if (!options.weights.empty()) {
+    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::weights") + " are for " +
+                                   Opt("SamplerOptions::order", "weighted") + "; the order is " +
+                                   SampleOrderName(options.order));
+  }
   uint64_t per_rank = 0;
   if (options.order == SampleOrder::kShards) {
     std::vector<uint64_t> sorted = shard_sizes;
@@ -113,13 +165,13 @@ Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOp
   } else {
     switch (options.remainder) {
       case RemainderRule::kPad:
-        per_rank = (dataset_size + shards - 1) / shards;
+        per_rank = (draws + shards - 1) / shards;
         break;
       case RemainderRule::kDrop:
-        per_rank = dataset_size / shards;
+        per_rank = draws / shards;
         break;
       case RemainderRule::kUneven:
-        per_rank = dataset_size / shards + (rank < dataset_size % shards ? 1 : 0);
+        per_rank = draws / shards + (rank < draws % shards ? 1 : 0);
         break;
     }
   }
@@ -130,6 +182,8 @@ Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOp
         Opt("SamplerOptions::remainder", RemainderRuleName(options.remainder)));
   }
   out->size_ = dataset_size;
+  out->draws_ = draws;
+  out->cumulative_ = std::move(cumulative);
   out->per_rank_ = per_rank;
   out->shard_sizes_ = shard_sizes;
   out->shard_begin_.assign(files, 0);
@@ -233,8 +287,43 @@ std::vector<uint64_t> Sampler::EpochShards(uint64_t epoch) const {
   return mine;
 }
 
+std::vector<uint64_t> Sampler::WeightedOrder(uint64_t epoch) const {
+  std::vector<uint64_t> order;
+  order.reserve(draws_);
+  Rng rng = Rng::For(Mix64(options_.seed ^ kWeightedStream), epoch, 0);
+  if (options_.replacement) {  // inverse CDF on the running sums: O(draws log N)
+    const double total = cumulative_.back();
+    for (uint64_t k = 0; k < draws_; ++k) {
+      const double u = rng.Uniform() * total;
+      auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), u);
+      // u < total; rounding at the top end, or a run of 0 weights before it, never picks a
+      // weight 0: step back to the last sample with weight > 0.
+      size_t i = std::min<size_t>(static_cast<size_t>(it - cumulative_.begin()), size_ - 1);
+      while (options_.weights[i] <= 0) --i;
+      order.push_back(i);
+    }
+    return order;
+  }
+  // Without replacement (Efraimidis-Spirakis): key log(u) / w per sample of weight w > 0; the
+  // draws are the samples of the largest keys, largest first. O(N log N).
+  std::vector<std::pair<double, uint64_t>> keys;
+  keys.reserve(size_);
+  for (uint64_t i = 0; i < size_; ++i) {
+    const double u = rng.Uniform();  // one per sample, whatever its weight: the same stream
+    const double w = options_.weights[i];
+    if (w > 0) keys.emplace_back(std::log(u > 0 ? u : 0x1.0p-60) / w, i);
+  }
+  std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(draws_), keys.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
+  for (uint64_t k = 0; k < draws_; ++k) order.push_back(keys[k].second);
+  return order;
+}
+
 std::vector<uint64_t> Sampler::GlobalOrder(uint64_t epoch) const {
   std::vector<uint64_t> order;
+  if (options_.order == SampleOrder::kWeighted) return WeightedOrder(epoch);
   if (options_.order == SampleOrder::kBlocks) {
     order.reserve(size_);
     AppendBlocks(epoch, BlockOrder(epoch), 0, size_, &order);
@@ -267,12 +356,13 @@ std::vector<uint64_t> Sampler::EpochOrder(uint64_t epoch) const {
   const auto rank = static_cast<uint64_t>(options_.shard_id);
   std::vector<uint64_t> mine;
   switch (options_.order) {
-    case SampleOrder::kGlobal: {
+    case SampleOrder::kGlobal:
+    case SampleOrder::kWeighted: {
       const std::vector<uint64_t> global = GlobalOrder(epoch);
       mine.reserve(per_rank_);
-      // Position p of the padded / truncated global order is global[p % N].
+      // Position p of the padded / truncated global order is global[p % draws].
       for (uint64_t k = 0; k < per_rank_; ++k) {
-        mine.push_back(global[(rank + k * shards) % size_]);
+        mine.push_back(global[(rank + k * shards) % draws_]);
       }
       return mine;
     }

@@ -55,6 +55,9 @@ class SamplerOptions:
     remainder: RemainderRule
     order: SampleOrder
     block_size: int
+    weights: list[float]
+    num_samples: int
+    replacement: bool
     def __init__(self, other: SamplerOptions = ...) -> None: ...
 
 class AugmentOptions:

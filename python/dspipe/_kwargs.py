@@ -33,6 +33,9 @@ class LoaderArgs(_PlainArgs, total=False):
     remainder: str
     order: str
     block_size: int
+    weights: Sequence[float] | None
+    num_samples: int
+    replacement: bool
     drop_last: bool
     size: tuple[int, int] | None
     channels: int

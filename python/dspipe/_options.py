@@ -35,6 +35,15 @@ def _floats(v: Any) -> list[float]:
     return [float(x) for x in v]
 
 
+def _weights(v: Any) -> list[float]:
+    """Per-sample weights: a sequence or a 1-D numpy array (None: no weights)."""
+    if v is None:
+        return []
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    return [float(x) for x in v]
+
+
 def _pair(v: Any) -> tuple[float, float]:
     lo, hi = v
     return float(lo), float(hi)
@@ -148,8 +157,16 @@ LOADER: dict[str, Kwarg] = {
                    "samples that do not divide across ranks: 'pad', 'drop', 'uneven'",
                    _enum(E.RemainderRule)),
     "order": K("SamplerOptions::order", "how an epoch is cut across ranks: 'global', 'blocks', "
-               "'shards' (docs/SCALE.md)", _enum(E.SampleOrder)),
+               "'shards' (docs/SCALE.md), or 'weighted' (draws by weights=)",
+               _enum(E.SampleOrder)),
     "block_size": K("SamplerOptions::block_size", "order='blocks': indices per block"),
+    "weights": K("SamplerOptions::weights", "order='weighted': one weight per sample (a "
+                 "sequence or numpy array); each epoch draws with these probabilities",
+                 _weights, "None"),
+    "num_samples": K("SamplerOptions::num_samples", "order='weighted': draws per epoch; 0 = "
+                     "the dataset's size (without replacement: every sample of nonzero weight)"),
+    "replacement": K("SamplerOptions::replacement",
+                     "order='weighted': draw with replacement (torch's WeightedRandomSampler)"),
     "drop_last": K("LoaderOptions::drop_last", "drop this rank's last short batch"),
     "size": K("LoaderOptions::height LoaderOptions::width",
               "output (height, width); None = the dataset's; others are resized", _size, "None"),

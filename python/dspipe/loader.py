@@ -224,6 +224,8 @@ class Loader:
         for k in ("mean", "std", "size"):
             if k in values and values[k] is None:
                 del values[k]  # the dataset's
+        if values.get("weights") is not None and "order" not in values:
+            values["order"] = "weighted"  # weights= alone asks for weighted draws
         given = values.get("rank") is not None or values.get("world_size") is not None
         group = _dist_ranks()
         rank, world_size = _resolve_ranks(values.pop("rank", None), values.pop("world_size", None),

@@ -282,6 +282,45 @@ TEST_F(LoaderTest, ResumeContinuesExactlyLikeAnUninterruptedRun) {
   EXPECT_EQ(full->Restore(bad).code(), Status::Code::kInvalidArgument);
 }
 
+// order=weighted through the loader: an epoch is num_samples draws, a checkpoint mid-epoch
+// resumes with exactly the rest of them, and a state from other weights is refused.
+TEST_F(LoaderTest, WeightedOrderResumesExactlyAndKnowsItsWeights) {
+  LoaderOptions o = Options(4, 2);
+  o.sampler.order = SampleOrder::kWeighted;
+  o.sampler.weights.assign(kCount, 1.0);
+  for (int i = 0; i < 5; ++i) o.sampler.weights[static_cast<size_t>(i)] = 20.0;
+  o.sampler.num_samples = 30;
+  auto full = Open(o);
+  const auto want = testing::RunEpochs(full.get(), 0, 1);
+  ASSERT_EQ(want.size(), 8u);  // 30 draws in batches of 4
+  uint64_t heavy = 0, drawn = 0;
+  for (const auto& b : want) {
+    for (uint64_t i : b.indices) heavy += i < 5, ++drawn;
+  }
+  EXPECT_EQ(drawn, 30u);
+  EXPECT_GT(heavy, 15u);  // 100 of 118 weight: ~25 of 30 expected
+  LoaderState state;
+  {
+    auto first = Open(o);
+    Batch b;
+    for (int k = 0; k < 3; ++k) ASSERT_TRUE(first->Next(&b).ok() && b);
+    state = first->state();
+  }
+  auto second = Open(o);
+  ASSERT_TRUE(second->Restore(state).ok());
+  Batch b;
+  for (size_t k = 3; k < want.size(); ++k) {
+    ASSERT_TRUE(second->Next(&b).ok() && b);
+    ASSERT_TRUE(testing::Copy(b) == want[k]) << k;
+  }
+  LoaderOptions other = o;
+  other.sampler.weights[7] = 2.0;
+  auto third = Open(other);
+  const Status s = third->Restore(state);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("weights"), std::string::npos) << s.ToString();
+}
+
 long ResidentKiB() {
   std::ifstream f("/proc/self/statm");
   long pages = 0, resident = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -360,6 +361,100 @@ TEST(SamplerOrderTest, RejectsFewerShardsThanRanksAndEmptyShards) {
   EXPECT_TRUE(Sampler::Create(uint64_t{100},
                               OrderOptions(SampleOrder::kShards, 1, 0, RemainderRule::kPad), &s)
                   .ok());
+}
+
+// order=weighted: draws follow the weights (chi-square at a fixed seed), a weight 0 is never
+// drawn, without replacement an index at most once per epoch, every rank its share of the same
+// draws, and bad weights refused by name.
+Sampler Weighted(std::vector<double> w, uint64_t n, bool replacement, int shards = 1, int rank = 0,
+                 RemainderRule rule = RemainderRule::kPad) {
+  SamplerOptions o;
+  o.order = SampleOrder::kWeighted;
+  o.seed = 11;
+  o.weights = std::move(w);
+  o.num_samples = n;
+  o.replacement = replacement;
+  o.num_shards = shards;
+  o.shard_id = rank;
+  o.remainder = rule;
+  Sampler s;
+  const Status st = Sampler::Create(o.weights.size(), o, &s);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return s;
+}
+
+double ChiSquare(const std::vector<double>& w, const std::vector<uint64_t>& counts, double n) {
+  double total = 0, chi = 0;
+  for (double x : w) total += x;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == 0) continue;
+    const double e = n * w[i] / total;
+    chi += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  return chi;
+}
+
+TEST(SamplerTest, WeightedDrawsFollowTheWeights) {
+  const std::vector<double> w = {1, 2, 3, 0, 4, 10};
+  Sampler s = Weighted(w, 20000, true);
+  EXPECT_EQ(s.samples_per_epoch(), 20000u);
+  std::vector<uint64_t> counts(w.size());
+  for (uint64_t i : s.EpochOrder(0)) ++counts[i];
+  EXPECT_EQ(counts[3], 0u);
+  // 5 categories of nonzero weight: 4 degrees of freedom, P(chi2 > 18.47) = 0.001.
+  EXPECT_LT(ChiSquare(w, counts, 20000), 18.47);
+  EXPECT_EQ(s.EpochOrder(0), Weighted(w, 20000, true).EpochOrder(0));  // (seed, epoch) only
+  EXPECT_NE(s.EpochOrder(0), s.EpochOrder(1));
+  // Without replacement: each nonzero index once when all are drawn; the first draw of an
+  // epoch is index i with probability w_i / sum(w) (over 4000 epochs).
+  Sampler all = Weighted(w, 0, false);
+  std::vector<uint64_t> firsts(w.size());
+  for (uint64_t e = 0; e < 4000; ++e) {
+    std::vector<uint64_t> order = all.EpochOrder(e);
+    ASSERT_EQ(order.size(), 5u);  // num_samples 0: every sample of nonzero weight once
+    ++firsts[order[0]];
+  }
+  EXPECT_LT(ChiSquare(w, firsts, 4000), 18.47);
+}
+
+TEST(SamplerTest, WeightedRanksShareOneDrawAndWeightsAreChecked) {
+  const std::vector<double> w = {1, 2, 3, 0, 4, 10, 5};
+  Sampler few = Weighted(w, 5, false);
+  std::vector<uint64_t> global = few.EpochOrder(3);
+  std::set<uint64_t> distinct(global.begin(), global.end());
+  EXPECT_EQ(distinct.size(), 5u);
+  EXPECT_EQ(distinct.count(3), 0u);
+  // Two ranks (drop): positions r, r + 2, ... of the same 5 draws, disjoint.
+  std::vector<uint64_t> a = Weighted(w, 5, false, 2, 0, RemainderRule::kDrop).EpochOrder(3);
+  std::vector<uint64_t> b = Weighted(w, 5, false, 2, 1, RemainderRule::kDrop).EpochOrder(3);
+  EXPECT_EQ(a, (std::vector<uint64_t>{global[0], global[2]}));
+  EXPECT_EQ(b, (std::vector<uint64_t>{global[1], global[3]}));
+  auto refused = [&](SamplerOptions o, uint64_t n, const std::string& what) {
+    o.order = SampleOrder::kWeighted;
+    Sampler s;
+    const Status st = Sampler::Create(n, o, &s);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.ToString();
+  };
+  SamplerOptions o;
+  o.weights = w;
+  refused(o, 8, "7 values for a dataset of 8");
+  o.weights[2] = -1;
+  refused(o, 7, "weights[2]");
+  o.weights.assign(7, 0.0);
+  refused(o, 7, "every one");
+  o.weights = w;
+  o.replacement = false;
+  o.num_samples = 7;
+  refused(o, 7, "6 samples of nonzero weight");
+  o = SamplerOptions{};
+  o.weights = w;
+  o.shuffle = false;
+  refused(o, 7, "draws at random");
+  o = SamplerOptions{};
+  o.weights = w;  // with the global order
+  Sampler s;
+  EXPECT_EQ(Sampler::Create(7, o, &s).code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

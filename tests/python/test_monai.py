@@ -141,3 +141,4 @@ def test_num_samples_gives_every_crop_in_the_batch_and_a_list_from_apply(tmp_pat
             for k in range(4):
                 np.testing.assert_array_equal(images[i + k, 0], want[k]["image"])
     assert sizes == [8, 4]  # 2 records x 4 crops, then the last record's 4
+
