@@ -655,6 +655,11 @@ class RandCropByPosNegLabel final : public Spatial {
   double pos_ratio = 0.5, image_threshold = 0;
   bool use_image = false, allow_smaller = false;
   int num_samples = 1;
+  // RandCropByLabelClassesd: the crop's centre is a pixel of a class drawn by `ratios`.
+  bool classes = false;
+  int num_classes = 0;
+  std::vector<double> ratios;
+  int max_per_class = 0;  // max_samples_per_class; 0 = all
 
   bool draw_needs_mask() const override { return true; }
   int samples() const override { return num_samples; }
@@ -696,11 +701,9 @@ class RandCropByPosNegLabel final : public Spatial {
         (image == nullptr || image->depth() != CV_32F || image->size() != mask->size())) {
       return Status::Internal(name + ": image_key needs the float32 image at this step");
     }
-    // Pixel p is foreground when its label is not 0; background when it is 0 (and, with
-    // image_key, some channel of the image is above the threshold).
-    auto label_at = [&](int y, int x) {
-      return mask->depth() == CV_16U ? mask->at<uint16_t>(y, x) != 0 : mask->at<uint8_t>(y, x) != 0;
-    };
+    // Each pixel's category: pos/neg: 1 foreground (label not 0), 0 background (label 0 and,
+    // with image_key, some channel of the image above the threshold), -1 neither; classes:
+    // its label id when below num_classes (and, with image_key, above the threshold), else -1.
     auto bright = [&](int y, int x) {
       if (image == nullptr) return true;
       const float* p = image->ptr<float>(y) + static_cast<size_t>(x) * image->channels();
@@ -709,36 +712,79 @@ class RandCropByPosNegLabel final : public Spatial {
       }
       return false;
     };
-    uint64_t fg = 0, bg = 0;
+    auto category = [&](int y, int x) -> int {
+      const int id = mask->depth() == CV_16U ? mask->at<uint16_t>(y, x) : mask->at<uint8_t>(y, x);
+      if (!classes) return id != 0 ? 1 : bright(y, x) ? 0 : -1;
+      return id < num_classes && bright(y, x) ? id : -1;
+    };
+    const int categories = classes ? num_classes : 2;
+    std::vector<uint64_t> count(static_cast<size_t>(categories), 0);
     for (int y = 0; y < in.h; ++y) {
       for (int x = 0; x < in.w; ++x) {
-        if (label_at(y, x)) {
-          ++fg;
-        } else if (bright(y, x)) {
-          ++bg;
-        }
+        if (const int c = category(y, x); c >= 0) ++count[static_cast<size_t>(c)];
       }
     }
-    if (fg == 0 && bg == 0) {
+    // The category of each sample, in MONAI's order of draws: pos/neg draws it with each
+    // sample's position; classes draws every sample's class first (numpy's choice).
+    std::vector<double> weight(static_cast<size_t>(categories), 0.0);
+    if (classes) {
+      for (int c = 0; c < categories; ++c) {  // an empty class gets ratio 0 (MONAI warns)
+        weight[static_cast<size_t>(c)] =
+            count[static_cast<size_t>(c)] > 0 ? ratios[static_cast<size_t>(c)] : 0.0;
+      }
+    } else {  // fg or bg empty: all from the other (MONAI warns and does so)
+      const double r = count[1] == 0 ? 0.0 : count[0] == 0 ? 1.0 : pos_ratio;
+      weight = {1.0 - r, r};
+    }
+    double total = 0;
+    for (double w : weight) total += w;
+    if (count[0] + count[1] == 0 && !classes) {
       return Status::BadInput(
           name + ": no sampling location available (no foreground label and " +
           (use_image ? "no image value above image_threshold)" : "no background)"));
     }
-    const double ratio = fg == 0 ? 0.0 : bg == 0 ? 1.0 : pos_ratio;  // MONAI warns and does so
+    if (!(total > 0)) {
+      return Status::BadInput(name + ": no class with a ratio > 0 has a pixel in this label" +
+                              (use_image ? std::string(" (above image_threshold)") : ""));
+    }
+    auto choose = [&]() {
+      if (!classes) return rng.Uniform() < weight[1] ? 1 : 0;
+      const double u = rng.Uniform() * total;
+      double acc = 0;
+      int last = 0;
+      for (int c = 0; c < categories; ++c) {
+        if (weight[static_cast<size_t>(c)] <= 0) continue;
+        last = c;
+        acc += weight[static_cast<size_t>(c)];
+        if (u < acc) return c;
+      }
+      return last;
+    };
+    std::vector<int> chosen;
+    if (classes) {
+      for (int k = 0; k < num_samples; ++k) chosen.push_back(choose());
+    }
     s->holes.clear();
-    for (int sample = 0; sample < num_samples; ++sample) {  // MONAI's order of draws
-      const bool pick_fg = rng.Uniform() < ratio;
-      uint64_t k = rng.Below(pick_fg ? fg : bg);
+    for (int sample = 0; sample < num_samples; ++sample) {
+      const int cat = classes ? chosen[static_cast<size_t>(sample)] : choose();
+      const uint64_t n = count[static_cast<size_t>(cat)];
+      // max_samples_per_class: the class's pixels thinned to that many, evenly (np.linspace,
+      // rounded half to even), before the draw.
+      const bool thin =
+          classes && max_per_class > 0 && n > static_cast<uint64_t>(max_per_class) && n > 1;
+      uint64_t k = rng.Below(thin ? static_cast<uint64_t>(max_per_class) : n);
+      if (thin) {
+        k = static_cast<uint64_t>(std::nearbyint(static_cast<double>(k) *
+                                                 static_cast<double>(n - 1) / (max_per_class - 1)));
+      }
+      const bool pick_fg = !classes && cat == 1;
       int cy = 0, cx = 0;
       for (int y = 0; y < in.h; ++y) {
         for (int x = 0; x < in.w; ++x) {
-          const bool is_fg = label_at(y, x);
-          if (pick_fg ? is_fg : (!is_fg && bright(y, x))) {
-            if (k-- == 0) {
-              cy = y, cx = x;
-              y = in.h;
-              break;
-            }
+          if (category(y, x) == cat && k-- == 0) {
+            cy = y, cx = x;
+            y = in.h;
+            break;
           }
         }
       }
@@ -752,10 +798,10 @@ class RandCropByPosNegLabel final : public Spatial {
       s->holes.insert(s->holes.end(), {x0, y0, w, h});
       if (sample == 0) {
         s->iv[0] = x0, s->iv[1] = y0, s->iv[2] = w, s->iv[3] = h;
-        s->iv[4] = cy, s->iv[5] = cx, s->iv[6] = pick_fg ? 1 : 0;
+        s->iv[4] = cy, s->iv[5] = cx, s->iv[6] = classes ? cat : pick_fg ? 1 : 0;
         s->geo.fwd = Affine::Translate(-x0, -y0);
       }
-      s->data.push_back(pick_fg ? 1.0f : 0.0f);
+      s->data.push_back(static_cast<float>(classes ? cat : pick_fg ? 1 : 0));
       s->data.push_back(static_cast<float>(cy));
       s->data.push_back(static_cast<float>(cx));
     }
@@ -765,17 +811,25 @@ class RandCropByPosNegLabel final : public Spatial {
     src(cv::Rect(s.iv[0], s.iv[1], s.iv[2], s.iv[3])).copyTo(*dst);
   }
   json Params(const Step& s) const override {
-    json p = {{"center", {s.iv[4], s.iv[5]}},
-              {"foreground", s.iv[6] == 1},
-              {"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}}};
+    json p = {{"center", {s.iv[4], s.iv[5]}}, {"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}}};
+    if (classes) {
+      p["class"] = s.iv[6];
+    } else {
+      p["foreground"] = s.iv[6] == 1;
+    }
     if (num_samples > 1) {  // every sample's: centre, foreground, crop
       json all = json::array();
       for (int k = 0; k < num_samples && 4 * k + 3 < static_cast<int>(s.holes.size()); ++k) {
         const int* r = s.holes.data() + 4 * k;
         const float* d = s.data.data() + 3 * k;
-        all.push_back({{"center", {static_cast<int>(d[1]), static_cast<int>(d[2])}},
-                       {"foreground", d[0] > 0.5f},
-                       {"crop", {r[0], r[1], r[2], r[3]}}});
+        json e = {{"center", {static_cast<int>(d[1]), static_cast<int>(d[2])}},
+                  {"crop", {r[0], r[1], r[2], r[3]}}};
+        if (classes) {
+          e["class"] = static_cast<int>(d[0]);
+        } else {
+          e["foreground"] = d[0] > 0.5f;
+        }
+        all.push_back(e);
       }
       p["samples"] = all;
     }
@@ -1135,6 +1189,65 @@ Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) 
               out);
 }
 
+Status MakeRandCropByLabelClasses(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  auto l = std::make_unique<RandCropByPosNegLabel>();
+  l->classes = true;
+  const Keys k = ReadKeys(r, Role::kSpatial);
+  if (r.Has("label_key")) {
+    (void)r.Choice("label_key", "label", {"label", "seg", "mask"});
+  } else {
+    r.Fail(r.where() + ": argument label_key is required (\"label\")");
+  }
+  l->size = SpatialSize(r, "spatial_size");
+  if (!r.Has("num_classes")) {
+    r.Fail(r.where() +
+           ": argument num_classes is required (dspipe's labels are class ids, one "
+           "channel: MONAI asks for num_classes then too)");
+  }
+  l->num_classes = r.Int("num_classes", 2, 1, 65536);
+  if (const json* v = r.Raw("ratios"); v != nullptr) {
+    const bool ok = v->is_array() && static_cast<int>(v->size()) == l->num_classes &&
+                    std::all_of(v->begin(), v->end(), [](const json& e) {
+                      return e.is_number() && !e.is_boolean() && e.get<double>() >= 0;
+                    });
+    if (!ok) {
+      r.Fail(r.where() + ": argument ratios must be num_classes numbers >= 0, got " + v->dump());
+    } else {
+      for (const json& e : *v) l->ratios.push_back(e.get<double>());
+    }
+    r.Put("ratios", *v);
+  } else {
+    r.Put("ratios", nullptr);
+    l->ratios.assign(static_cast<size_t>(l->num_classes), 1.0);
+  }
+  l->num_samples = r.Int("num_samples", 1, 1, 64);
+  if (r.Has("image_key")) {
+    (void)r.Choice("image_key", "image", {"image", "img"});
+    l->use_image = true;
+  } else {
+    (void)r.Raw("image_key");
+    r.Put("image_key", nullptr);
+  }
+  l->image_threshold = r.Number("image_threshold", 0.0);
+  r.OnlyDefault("indices_key", nullptr, "dspipe finds each class's pixels from the label itself");
+  for (const char* ignored : {"meta_keys", "meta_key_postfix", "warn"}) {
+    if (const json* v = r.Raw(ignored); v != nullptr) r.Put(ignored, *v);
+  }
+  l->allow_smaller = r.Bool("allow_smaller", false);
+  if (r.Has("max_samples_per_class")) {
+    l->max_per_class = r.Int("max_samples_per_class", 0, 1);
+  } else {
+    (void)r.Raw("max_samples_per_class");
+    r.Put("max_samples_per_class", nullptr);
+  }
+  if (!k.label) r.Fail(r.where() + ": keys must include the label it crops with the image");
+  return Done(r, std::move(l), k, 1.0,
+              {"label_key", "spatial_size", "ratios", "num_classes", "num_samples", "image_key",
+               "image_threshold", "indices_key", "meta_keys", "meta_key_postfix", "allow_smaller",
+               "warn", "max_samples_per_class", "lazy"},
+              out);
+}
+
 Status MakeNoOp(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   auto l = std::make_unique<NoOp>();
   const Keys k = ReadKeys(r, Role::kNoOp);
@@ -1227,6 +1340,12 @@ const std::vector<Entry>& Entries() {
         {"keys", "label_key", "spatial_size", "pos", "neg", "num_samples", "image_key",
          "image_threshold", "allow_smaller"}},
        MakeRandCropByPosNegLabel},
+      {{"RandCropByLabelClassesd",
+        "spatial",
+        "same crop (chosen from it)",
+        {"keys", "label_key", "spatial_size", "ratios", "num_classes", "num_samples", "image_key",
+         "image_threshold", "allow_smaller", "max_samples_per_class"}},
+       MakeRandCropByLabelClasses},
       {{"ResizeWithPadOrCropd",
         "spatial",
         "same crop and padding",

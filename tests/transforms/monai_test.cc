@@ -436,6 +436,60 @@ TEST(Monai, PosNegCropsFollowTheRatioAndClampAtTheBorders) {
   EXPECT_TRUE(Has(s.message(), "no sampling location")) << s.ToString();
 }
 
+// RandCropByLabelClassesd: each crop's class is drawn by the ratios (an empty class gets 0),
+// its centre is a pixel of that class; max_samples_per_class thins the candidates evenly.
+TEST(Monai, LabelClassCropsFollowTheRatios) {
+  const int n = 30;
+  std::vector<uint8_t> label(n * n, 0);
+  for (int i = 0; i < n * n; ++i)
+    label[i] = static_cast<uint8_t>(i % 7 == 0 ? 1 : i % 11 == 0 ? 2 : 0);
+  auto p = ParseOk(json::array({{{"_target_", "RandCropByLabelClassesd"},
+                                 {"keys", {"image", "label"}},
+                                 {"label_key", "label"},
+                                 {"spatial_size", {6, 6}},
+                                 {"num_classes", 4},
+                                 {"ratios", {1, 1, 2, 5}},  // class 3 has no pixel: ratio 0
+                                 {"num_samples", 2}}}));
+  EXPECT_EQ(p->samples_per_record(), 2);
+  const ImageRef m8{label.data(), n, n, 1};
+  std::vector<double> seen(4, 0);
+  const int records = 3000;
+  for (int i = 0; i < records; ++i) {
+    std::string out;
+    ASSERT_TRUE(p->Draws(9, 0, static_cast<uint64_t>(i), n, n, &m8, &out).ok());
+    const json draws = json::parse(out);  // a named json: the loop reads into it
+    for (const json& e : draws[0].at("params").at("samples")) {
+      const int c = e.at("class");
+      const int cy = e.at("center")[0], cx = e.at("center")[1];
+      EXPECT_EQ(label[cy * n + cx], c);
+      ++seen[static_cast<size_t>(c)];
+    }
+  }
+  EXPECT_EQ(seen[3], 0);
+  // Expected shares 1/4, 1/4, 2/4: chi-square with 2 degrees of freedom, P(> 13.8) = 0.001.
+  const double total = 2.0 * records, want[3] = {0.25, 0.25, 0.5};
+  double chi = 0;
+  for (int c = 0; c < 3; ++c) chi += std::pow(seen[c] - total * want[c], 2) / (total * want[c]);
+  EXPECT_LT(chi, 13.8);
+  // No pixel of any class with a ratio: refused for this record.
+  auto only3 = ParseOk(json::array({{{"_target_", "RandCropByLabelClassesd"},
+                                     {"keys", {"image", "label"}},
+                                     {"label_key", "label"},
+                                     {"spatial_size", 4},
+                                     {"num_classes", 4},
+                                     {"ratios", {0, 0, 0, 1}}}}));
+  std::string out;
+  const Status s = only3->Draws(1, 0, 0, n, n, &m8, &out);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Has(s.message(), "no class")) << s.ToString();
+  EXPECT_TRUE(Has(ParseError(json::array({{{"_target_", "RandCropByLabelClassesd"},
+                                           {"keys", {"image", "label"}},
+                                           {"label_key", "label"},
+                                           {"spatial_size", 4}}}))
+                      .message(),
+                  "num_classes is required"));
+}
+
 // num_samples: a record yields that many crops (sample 0 is ApplyPixels' output); the steps
 // before the crop run once for all, the steps after it draw for each sample on its own.
 TEST(Monai, NumSamplesYieldsSeveralCropsEachWithItsOwnLaterDraws) {
