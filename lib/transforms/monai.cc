@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <opencv2/core.hpp>
 
 #include "transforms/args.h"
@@ -468,12 +469,24 @@ class RandGaussianNoise final : public Intensity {
     s->seed = rng.Next();
   }
   void Run(const Step& s, cv::Mat* m) const override {
+    // Standard normals two at a time (Box-Muller: one log, one sqrt, one sin/cos pair per
+    // two values), in row-major order of the samples.
     Rng noise(s.seed);
     const double sd = s.v[0];
+    double spare = 0;
+    bool have_spare = false;
     ForChannel(m, -1, [&](float& x) {
-      double u = noise.Uniform();
-      if (u <= 0.0) u = 0x1.0p-54;
-      x += static_cast<float>(mean + sd * NormalQuantile(u));
+      double z = spare;
+      if (!have_spare) {
+        double u1 = noise.Uniform();
+        if (u1 <= 0.0) u1 = 0x1.0p-54;
+        const double r = std::sqrt(-2.0 * std::log(u1)),
+                     t = 2.0 * std::numbers::pi * noise.Uniform();
+        z = r * std::cos(t);
+        spare = r * std::sin(t);
+      }
+      have_spare = !have_spare;
+      x += static_cast<float>(mean + sd * z);
     });
   }
   json Params(const Step& s) const override { return {{"std", s.v[0]}}; }
@@ -718,12 +731,28 @@ class RandCropByPosNegLabel final : public Spatial {
       return id < num_classes && bright(y, x) ? id : -1;
     };
     const int categories = classes ? num_classes : 2;
-    std::vector<uint64_t> count(static_cast<size_t>(categories), 0);
+    // Every pixel of each category, in row-major order, in one pass (the draws then pick by
+    // position). Per thread, reused.
+    thread_local std::vector<std::vector<uint32_t>> pixels;
+    pixels.resize(static_cast<size_t>(categories));
+    for (auto& v : pixels) v.clear();
     for (int y = 0; y < in.h; ++y) {
+      const uint32_t row = static_cast<uint32_t>(y) * static_cast<uint32_t>(in.w);
+      if (mask->depth() == CV_8U && !classes && image == nullptr) {  // the common case, tight
+        const uint8_t* p = mask->ptr<uint8_t>(y);
+        for (int x = 0; x < in.w; ++x)
+          pixels[p[x] != 0 ? 1 : 0].push_back(row + static_cast<uint32_t>(x));
+        continue;
+      }
       for (int x = 0; x < in.w; ++x) {
-        if (const int c = category(y, x); c >= 0) ++count[static_cast<size_t>(c)];
+        if (const int c = category(y, x); c >= 0) {
+          pixels[static_cast<size_t>(c)].push_back(row + static_cast<uint32_t>(x));
+        }
       }
     }
+    std::vector<uint64_t> count(static_cast<size_t>(categories), 0);
+    for (int c = 0; c < categories; ++c)
+      count[static_cast<size_t>(c)] = pixels[static_cast<size_t>(c)].size();
     // The category of each sample, in MONAI's order of draws: pos/neg draws it with each
     // sample's position; classes draws every sample's class first (numpy's choice).
     std::vector<double> weight(static_cast<size_t>(categories), 0.0);
@@ -778,16 +807,9 @@ class RandCropByPosNegLabel final : public Spatial {
                                                  static_cast<double>(n - 1) / (max_per_class - 1)));
       }
       const bool pick_fg = !classes && cat == 1;
-      int cy = 0, cx = 0;
-      for (int y = 0; y < in.h; ++y) {
-        for (int x = 0; x < in.w; ++x) {
-          if (category(y, x) == cat && k-- == 0) {
-            cy = y, cx = x;
-            y = in.h;
-            break;
-          }
-        }
-      }
+      const uint32_t at = pixels[static_cast<size_t>(cat)][k];
+      const int cy = static_cast<int>(at / static_cast<uint32_t>(in.w));
+      const int cx = static_cast<int>(at % static_cast<uint32_t>(in.w));
       const int c[2] = {Correct(cy, roi[0], in.h), Correct(cx, roi[1], in.w)};
       const int y0 = std::max(c[0] - roi[0] / 2, 0), x0 = std::max(c[1] - roi[1] / 2, 0);
       const int h = std::min(y0 + roi[0], in.h) - y0, w = std::min(x0 + roi[1], in.w) - x0;
