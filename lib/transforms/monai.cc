@@ -1175,33 +1175,47 @@ Status MakeRandSpatialCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
               {"roi_size", "max_roi_size", "random_center", "random_size", "lazy"}, out);
 }
 
-Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
-  auto l = std::make_unique<RandCropByPosNegLabel>();
-  const Keys k = ReadKeys(r, Role::kSpatial);
+// The crops' label_key: required, the label.
+void ReadLabelKey(ArgReader& r) {
   if (r.Has("label_key")) {
     (void)r.Choice("label_key", "label", {"label", "seg", "mask"});
   } else {
     r.Fail(r.where() + ": argument label_key is required (\"label\")");
   }
-  l->size = SpatialSize(r, "spatial_size");
-  const double pos = r.Number("pos", 1.0, 0.0), neg = r.Number("neg", 1.0, 0.0);
-  if (pos + neg <= 0) r.Fail(r.where() + ": pos and neg are both 0 (MONAI raises the same)");
-  l->pos_ratio = pos + neg > 0 ? pos / (pos + neg) : 0.5;
-  l->num_samples = r.Int("num_samples", 1, 1, 64);
+}
+
+// The crops' image_key (null, or the image) and image_threshold.
+void ReadImageKey(ArgReader& r, RandCropByPosNegLabel* l) {
   if (r.Has("image_key")) {
-    const std::string img = r.Choice("image_key", "image", {"image", "img"});
-    (void)img;
+    (void)r.Choice("image_key", "image", {"image", "img"});
     l->use_image = true;
   } else {
     (void)r.Raw("image_key");
     r.Put("image_key", nullptr);
   }
   l->image_threshold = r.Number("image_threshold", 0.0);
+}
+
+// Arguments about Python objects and metadata: read, kept as given, no effect on the pixels.
+void KeepIgnored(ArgReader& r, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    if (const json* v = r.Raw(key.c_str()); v != nullptr) r.Put(key.c_str(), *v);
+  }
+}
+
+Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  auto l = std::make_unique<RandCropByPosNegLabel>();
+  const Keys k = ReadKeys(r, Role::kSpatial);
+  ReadLabelKey(r);
+  l->size = SpatialSize(r, "spatial_size");
+  const double pos = r.Number("pos", 1.0, 0.0), neg = r.Number("neg", 1.0, 0.0);
+  if (pos + neg <= 0) r.Fail(r.where() + ": pos and neg are both 0 (MONAI raises the same)");
+  l->pos_ratio = pos + neg > 0 ? pos / (pos + neg) : 0.5;
+  l->num_samples = r.Int("num_samples", 1, 1, 64);
+  ReadImageKey(r, l.get());
   r.OnlyDefault("fg_indices_key", nullptr, "dspipe finds the foreground from the label itself");
   r.OnlyDefault("bg_indices_key", nullptr, "dspipe finds the background from the label itself");
-  for (const char* ignored : {"meta_keys", "meta_key_postfix"}) {
-    if (const json* v = r.Raw(ignored); v != nullptr) r.Put(ignored, *v);
-  }
+  KeepIgnored(r, {"meta_keys", "meta_key_postfix"});
   l->allow_smaller = r.Bool("allow_smaller", false);
   if (!k.label) r.Fail(r.where() + ": keys must include the label it crops with the image");
   return Done(r, std::move(l), k, 1.0,
@@ -1215,11 +1229,7 @@ Status MakeRandCropByLabelClasses(ArgReader& r, std::unique_ptr<MonaiLeaf>* out)
   auto l = std::make_unique<RandCropByPosNegLabel>();
   l->classes = true;
   const Keys k = ReadKeys(r, Role::kSpatial);
-  if (r.Has("label_key")) {
-    (void)r.Choice("label_key", "label", {"label", "seg", "mask"});
-  } else {
-    r.Fail(r.where() + ": argument label_key is required (\"label\")");
-  }
+  ReadLabelKey(r);
   l->size = SpatialSize(r, "spatial_size");
   if (!r.Has("num_classes")) {
     r.Fail(r.where() +
@@ -1243,18 +1253,9 @@ Status MakeRandCropByLabelClasses(ArgReader& r, std::unique_ptr<MonaiLeaf>* out)
     l->ratios.assign(static_cast<size_t>(l->num_classes), 1.0);
   }
   l->num_samples = r.Int("num_samples", 1, 1, 64);
-  if (r.Has("image_key")) {
-    (void)r.Choice("image_key", "image", {"image", "img"});
-    l->use_image = true;
-  } else {
-    (void)r.Raw("image_key");
-    r.Put("image_key", nullptr);
-  }
-  l->image_threshold = r.Number("image_threshold", 0.0);
+  ReadImageKey(r, l.get());
   r.OnlyDefault("indices_key", nullptr, "dspipe finds each class's pixels from the label itself");
-  for (const char* ignored : {"meta_keys", "meta_key_postfix", "warn"}) {
-    if (const json* v = r.Raw(ignored); v != nullptr) r.Put(ignored, *v);
-  }
+  KeepIgnored(r, {"meta_keys", "meta_key_postfix", "warn"});
   l->allow_smaller = r.Bool("allow_smaller", false);
   if (r.Has("max_samples_per_class")) {
     l->max_per_class = r.Int("max_samples_per_class", 0, 1);
@@ -1285,9 +1286,7 @@ Status MakeNoOp(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
       "wrap_sequence",    "channel_dim",          "strict_check",   "reader",
       "simple_keys",      "prune_meta_pattern",   "prune_meta_sep", "meta_keys",
       "meta_key_postfix", "overwriting",          "expanduser"};
-  for (const std::string& key : ignored) {
-    if (const json* v = r.Raw(key.c_str()); v != nullptr) r.Put(key.c_str(), *v);
-  }
+  KeepIgnored(r, ignored);
   std::vector<std::string> args = {"dtype", "data_type"};
   args.insert(args.end(), ignored.begin(), ignored.end());
   args.push_back("lazy");

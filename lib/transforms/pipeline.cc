@@ -131,8 +131,7 @@ SizeState OutputOf(const Node& root, int in_h, int in_w) {
 // Walks the steps every sample runs (leaves and Compose / Sequential with p >= 1, outside
 // OneOf / SomeOf) with the size each gets: the first that refuses its input for every draw.
 Status CertainRefusal(const Node& n, SizeState* size) {
-  if (n.p < 1 || n.type == Node::kOneOf || n.type == Node::kSomeOf ||
-      n.type == Node::kOneOrOther) {
+  if (n.p < 1 || n.type == Node::kOneOf || n.type == Node::kSomeOf || n.type == Node::kOneOrOther) {
     *size = After(n, *size, false);  // may not run, or a choice: sizes after it as OutputOf
     return Status::OK();
   }
@@ -344,21 +343,6 @@ int Depth(SampleType t) {
   return CV_8U;
 }
 
-// numpy's names (format.h's SampleTypeName, which lives in the format component).
-const char* TypeName(SampleType t) {
-  switch (t) {
-    case SampleType::kUint16:
-      return "uint16";
-    case SampleType::kInt16:
-      return "int16";
-    case SampleType::kFloat32:
-      return "float32";
-    case SampleType::kUint8:
-      break;
-  }
-  return "uint8";
-}
-
 SampleType TypeOf(int depth) {
   switch (depth) {
     case CV_16U:
@@ -455,7 +439,7 @@ Status PixelInputs(const TransformPipeline::Impl& impl, const PixelsRef& image,
         continue;
       }
       return Status::InvalidArgument(transforms::Where(n->position, n->leaf->name) +
-                                     " computes on uint8 pixels; a " + TypeName(image.type) +
+                                     " computes on uint8 pixels; a " + SampleTypeName(image.type) +
                                      " image takes the geometric transforms and Normalize");
     }
   }

@@ -106,51 +106,58 @@ nb::object PixelsToNumpy(OwnedPixels&& img, bool three_dims) {
   return nb::cast(nb::ndarray<nb::numpy, uint8_t>(data, ndim, shape3, free));
 }
 
+// The image and the optional mask of an apply call, as PixelsRef (the arrays stay referenced).
+struct PixelArgs {
+  PixelsRef image, mask;
+  AnyArray mask_array;
+  bool has_mask = false;
+  bool three_dims = false;
+  const PixelsRef* mask_ref() const { return has_mask ? &mask : nullptr; }
+};
+
+PixelArgs PixelArgsOf(AnyArray& image, const nb::object& mask) {
+  PixelArgs a;
+  a.image = PixelsOf(image, "image");
+  a.three_dims = image.ndim() == 3;
+  a.has_mask = !mask.is_none();
+  if (a.has_mask) {
+    a.mask_array = nb::cast<AnyArray>(mask);
+    a.mask = PixelsOf(a.mask_array, "mask");
+  }
+  return a;
+}
+
 nb::tuple ApplyPixelsImpl(const std::string& spec, AnyArray image, nb::object mask, uint64_t seed,
                           uint64_t epoch, uint64_t index) {
   std::shared_ptr<const TransformPipeline> p = Parse(spec);
-  const PixelsRef img = PixelsOf(image, "image");
-  AnyArray mask_array;
-  PixelsRef m;
-  const bool has_mask = !mask.is_none();
-  if (has_mask) {
-    mask_array = nb::cast<AnyArray>(mask);
-    m = PixelsOf(mask_array, "mask");
-  }
+  const PixelArgs a = PixelArgsOf(image, mask);
   OwnedPixels out, out_mask;
   Status s;
   {
     nb::gil_scoped_release release;
-    s = p->ApplyPixels(seed, epoch, index, img, has_mask ? &m : nullptr, &out, &out_mask);
+    s = p->ApplyPixels(seed, epoch, index, a.image, a.mask_ref(), &out, &out_mask);
   }
   Raise(s);
-  nb::object mo = has_mask ? PixelsToNumpy(std::move(out_mask), false) : nb::none();
-  return nb::make_tuple(PixelsToNumpy(std::move(out), image.ndim() == 3), mo);
+  nb::object mo = a.has_mask ? PixelsToNumpy(std::move(out_mask), false) : nb::none();
+  return nb::make_tuple(PixelsToNumpy(std::move(out), a.three_dims), mo);
 }
 
 // Every sample of the record (MONAI's num_samples): a list of (image, mask) tuples.
 nb::list ApplySamplesImpl(const std::string& spec, AnyArray image, nb::object mask, uint64_t seed,
                           uint64_t epoch, uint64_t index) {
   std::shared_ptr<const TransformPipeline> p = Parse(spec);
-  const PixelsRef img = PixelsOf(image, "image");
-  AnyArray mask_array;
-  PixelsRef m;
-  const bool has_mask = !mask.is_none();
-  if (has_mask) {
-    mask_array = nb::cast<AnyArray>(mask);
-    m = PixelsOf(mask_array, "mask");
-  }
+  const PixelArgs a = PixelArgsOf(image, mask);
   std::vector<OwnedPixels> outs, out_masks;
   Status s;
   {
     nb::gil_scoped_release release;
-    s = p->ApplyPixelsSamples(seed, epoch, index, img, has_mask ? &m : nullptr, &outs, &out_masks);
+    s = p->ApplyPixelsSamples(seed, epoch, index, a.image, a.mask_ref(), &outs, &out_masks);
   }
   Raise(s);
   nb::list list;
   for (size_t k = 0; k < outs.size(); ++k) {
-    nb::object mo = has_mask ? PixelsToNumpy(std::move(out_masks[k]), false) : nb::none();
-    list.append(nb::make_tuple(PixelsToNumpy(std::move(outs[k]), image.ndim() == 3), mo));
+    nb::object mo = a.has_mask ? PixelsToNumpy(std::move(out_masks[k]), false) : nb::none();
+    list.append(nb::make_tuple(PixelsToNumpy(std::move(outs[k]), a.three_dims), mo));
   }
   return list;
 }

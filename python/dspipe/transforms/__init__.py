@@ -43,6 +43,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _keywords(name: str, names: tuple[str, ...], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Positional arguments (in the transform's signature order) merged into the keywords."""
+    if len(args) > len(names):
+        raise TypeError(f"{name} takes at most {len(names)} positional arguments")
+    for arg, value in zip(names, args):
+        if arg in kwargs:
+            raise TypeError(f"{name} got two values for argument {arg!r}")
+        kwargs[arg] = value
+    return kwargs
+
+
 class BasicTransform:
     """One albumentations transform, by name and arguments."""
 
@@ -51,12 +63,7 @@ class BasicTransform:
     _default_p = 0.5  # the albumentations constructor's (a serialized one without p: 0.5)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(self._args):
-            raise TypeError(f"{self._name} takes at most {len(self._args)} positional arguments")
-        for name, value in zip(self._args, args):
-            if name in kwargs:
-                raise TypeError(f"{self._name} got two values for argument {name!r}")
-            kwargs[name] = value
+        kwargs = _keywords(self._name, self._args, args, kwargs)
         kwargs.setdefault("p", self._default_p)
         self.kwargs = kwargs
         self._normalized = _normalize(self._raw())  # refuses bad arguments now

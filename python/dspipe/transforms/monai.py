@@ -23,7 +23,7 @@ import json
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import _dspipe
-from . import _plain
+from . import _keywords, _plain
 
 __all__ = ["Compose", "MonaiTransform", "config", "supported"]
 
@@ -41,12 +41,7 @@ class MonaiTransform(dict):  # type: ignore[type-arg]
     _args: tuple[str, ...] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(self._args):
-            raise TypeError(f"{self._name} takes at most {len(self._args)} positional arguments")
-        for name, value in zip(self._args, args):
-            if name in kwargs:
-                raise TypeError(f"{self._name} got two values for argument {name!r}")
-            kwargs[name] = value
+        kwargs = _keywords(self._name, self._args, args, kwargs)
         super().__init__({"_target_": self._name, **_plain(kwargs)})
         _dspipe.transforms_to_json(json.dumps([dict(self)]))  # refuses bad arguments now
 
