@@ -161,6 +161,50 @@ std::array<int, 2> SpatialSize(ArgReader& r, const char* key) {
   return s;
 }
 
+// An int for both axes or [h, w], each >= lo.
+std::array<int, 2> IntPair(ArgReader& r, const char* key, int def, int lo) {
+  const json* v = r.Raw(key);
+  std::array<int, 2> out = {def, def};
+  if (v == nullptr) {
+    r.Put(key, def);
+    return out;
+  }
+  const json list = v->is_array() ? *v : json::array({*v, *v});
+  const bool ok =
+      list.size() == 2 && std::all_of(list.begin(), list.end(), [&](const json& e) {
+        return e.is_number_integer() && e.get<int64_t>() >= lo && e.get<int64_t>() < (1 << 20);
+      });
+  if (!ok) {
+    r.Fail(r.where() + ": argument " + key + " must be an int >= " + std::to_string(lo) +
+           " or a pair [height, width] of them, got " + v->dump());
+    return out;
+  }
+  out = {list[0].get<int>(), list[1].get<int>()};
+  r.Put(key, *v);
+  return out;
+}
+
+std::array<json, 2> PerKey(ArgReader& r, const Keys& k, const char* key, const json& def) {
+  const json* v = r.Raw(key);
+  if (v == nullptr) {
+    r.Put(key, def);
+    return {def, def};
+  }
+  r.Put(key, *v);
+  if (!v->is_array()) return {*v, *v};
+  if (v->size() != k.names.size()) {
+    r.Fail(r.where() + ": argument " + key + " has " + std::to_string(v->size()) + " values for " +
+           std::to_string(k.names.size()) + " keys: give one value, or one per key in keys' order");
+    return {def, def};
+  }
+  std::array<json, 2> out = {def, def};
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string name = k.names[i].get<std::string>();
+    out[IsOneOf(name, kLabelKeys) ? 1 : 0] = (*v)[i];
+  }
+  return out;
+}
+
 // Arguments about Python objects and metadata: read, kept as given, no effect on the pixels.
 void KeepIgnored(ArgReader& r, const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
@@ -323,6 +367,36 @@ const std::vector<Entry>& Entries() {
         {"keys", "label_key", "spatial_size", "ratios", "num_classes", "num_samples", "image_key",
          "image_threshold", "allow_smaller", "max_samples_per_class"}},
        MakeRandCropByLabelClasses},
+      {{"CropForegroundd",
+        "spatial",
+        "same crop (or the crop found in it)",
+        {"keys", "source_key", "select_fn", "channel_indices", "margin", "allow_smaller",
+         "k_divisible", "mode", "start_coord_key", "end_coord_key", "value"}},
+       MakeCropForeground},
+      {{"Resized",
+        "spatial",
+        "same resize (nearest)",
+        {"keys", "spatial_size", "size_mode", "mode", "align_corners", "anti_aliasing",
+         "anti_aliasing_sigma", "dtype"}},
+       MakeResize},
+      {{"RandZoomd",
+        "spatial",
+        "same zoom (nearest)",
+        {"keys", "prob", "min_zoom", "max_zoom", "mode", "padding_mode", "align_corners", "dtype",
+         "keep_size"}},
+       MakeRandZoom},
+      {{"RandRotated",
+        "spatial",
+        "same rotation (nearest)",
+        {"keys", "range_x", "range_y", "range_z", "prob", "keep_size", "mode", "padding_mode",
+         "align_corners", "dtype"}},
+       MakeRandRotate},
+      {{"RandAffined",
+        "spatial",
+        "same affine map (nearest)",
+        {"keys", "spatial_size", "prob", "rotate_range", "shear_range", "translate_range",
+         "scale_range", "mode", "padding_mode", "cache_grid", "device"}},
+       MakeRandAffine},
       {{"ResizeWithPadOrCropd",
         "spatial",
         "same crop and padding",

@@ -47,6 +47,26 @@ std::array<int, 2> SpatialSize(ArgReader& r, const char* key);
 // Arguments about Python objects and metadata: read, kept as given, no effect on the pixels.
 void KeepIgnored(ArgReader& r, const std::vector<std::string>& keys);
 
+// An int for both axes or [h, w], each >= lo (def when absent).
+std::array<int, 2> IntPair(ArgReader& r, const char* key, int def, int lo);
+// A per-key argument (MONAI's `mode=["bilinear", "nearest"]`): one value for every key, or a
+// list of one per key in keys' order. {the image's, the label's} (def for a key not named).
+std::array<json, 2> PerKey(ArgReader& r, const Keys& k, const char* key, const json& def);
+
+// MONAI's pad modes (numpy.pad's and torch's names) and the cv::BORDER_* each one is.
+inline const std::vector<std::string>& PadModes() {
+  static const std::vector<std::string> m = {"constant",  "edge", "replicate", "reflect",
+                                             "symmetric", "wrap", "circular"};
+  return m;
+}
+inline int PadBorder(const std::string& m) {
+  return m == "constant"                   ? cv::BORDER_CONSTANT
+         : m == "edge" || m == "replicate" ? cv::BORDER_REPLICATE
+         : m == "reflect"                  ? cv::BORDER_REFLECT_101
+         : m == "symmetric"                ? cv::BORDER_REFLECT
+                                           : cv::BORDER_WRAP;
+}
+
 inline int FallBack(int want, int have) { return want > 0 ? want : have; }
 
 // ---- float32 pixel helpers -------------------------------------------------------------------
@@ -147,5 +167,12 @@ Status MakeCenterSpatialCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandSpatialCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandCropByLabelClasses(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeCropForeground(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+
+// monai_resize.cc
+Status MakeResize(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandZoom(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandRotate(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandAffine(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 
 }  // namespace dspipe::transforms::monai

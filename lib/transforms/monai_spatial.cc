@@ -378,19 +378,112 @@ class RandCropByPosNegLabel final : public Spatial {
   }
 };
 
-// LoadImaged, EnsureChannelFirstd, EnsureTyped, ToTensord: what dspipe already did.
+// CropForegroundd: the bounding box of the source's values > 0 (MONAI's is_positive; any of
+// channel_indices, else of every channel), grown by margin, made k_divisible about its centre,
+// then cropped, padding where the box leaves the image (allow_smaller=false). The box depends
+// on the pixels: the draw waits for the step's input (deferred), and the output size varies.
+// iv: crop x0, y0, w, h; pad top, bottom, left, right.
+class CropForeground final : public Spatial {
+ public:
+  bool from_label = false;
+  std::vector<int> channel_indices;  // empty: every channel
+  std::array<int, 2> margin = {0, 0}, k = {1, 1};
+  bool allow_smaller = false;
+  int border[2] = {cv::BORDER_CONSTANT, cv::BORDER_CONSTANT};  // image, label
+  double value = 0;
+
+  bool draw_needs_mask() const override { return from_label; }
+  bool sized_by_pixels() const override { return true; }
+  std::optional<Size> StaticOutput(Size) const override { return std::nullopt; }
+  Status Draw(Rng&, int, const cv::Mat* mask, Step* s) const override {
+    s->geo.exact = true;
+    s->geo.frame = Frame::kBorder;
+    const cv::Mat* src = from_label ? mask : s->image;
+    if (src == nullptr) {  // planning: the pixels come when the step runs
+      s->deferred = true;
+      s->out = s->in;
+      s->iv[0] = 0, s->iv[1] = 0, s->iv[2] = s->in.w, s->iv[3] = s->in.h;
+      for (int i = 4; i < 8; ++i) s->iv[i] = 0;
+      return Status::OK();
+    }
+    s->deferred = false;
+    const int H = src->rows, W = src->cols;
+    std::vector<char> row_any(static_cast<size_t>(H), 0), col_any(static_cast<size_t>(W), 0);
+    const int ch = src->channels();
+    for (int c : channel_indices) {
+      if (c >= ch) {
+        return Status::BadInput(name + ": channel_indices names channel " + std::to_string(c) +
+                                " of an image with " + std::to_string(ch));
+      }
+    }
+    for (int y = 0; y < H; ++y) {
+      for (int x = 0; x < W; ++x) {
+        bool on = false;
+        auto positive = [&](int c) {
+          switch (src->depth()) {
+            case CV_8U:
+              return src->ptr<uint8_t>(y)[x * ch + c] > 0;
+            case CV_16U:
+              return src->ptr<uint16_t>(y)[x * ch + c] > 0;
+            default:
+              return src->ptr<float>(y)[x * ch + c] > 0.0f;
+          }
+        };
+        if (channel_indices.empty()) {
+          for (int c = 0; c < ch && !on; ++c) on = positive(c);
+        } else {
+          for (int c : channel_indices) on = on || positive(c);
+        }
+        if (on) row_any[static_cast<size_t>(y)] = col_any[static_cast<size_t>(x)] = 1;
+      }
+    }
+    auto first = [](const std::vector<char>& v) {
+      return static_cast<int>(std::find(v.begin(), v.end(), 1) - v.begin());
+    };
+    auto last = [](const std::vector<char>& v) {
+      return static_cast<int>(v.rend() - std::find(v.rbegin(), v.rend(), 1)) - 1;
+    };
+    if (first(row_any) == H) {
+      return Status::BadInput(name + ": no foreground (no " + (from_label ? "label" : "image") +
+                              " value > 0): MONAI would crop to an empty image");
+    }
+    const int n[2] = {H, W};
+    int start[2] = {first(row_any) - margin[0], first(col_any) - margin[1]};
+    int end[2] = {last(row_any) + margin[0] + 1, last(col_any) + margin[1] + 1};
+    for (int d = 0; d < 2; ++d) {
+      if (allow_smaller) start[d] = std::max(start[d], 0), end[d] = std::min(end[d], n[d]);
+      const int orig = end[d] - start[d];
+      const int size = k[d] > 0 ? (orig + k[d] - 1) / k[d] * k[d] : orig;  // ceil to k
+      start[d] -= (size - orig) / 2;
+      end[d] = start[d] + size;
+    }
+    const int y0 = std::max(start[0], 0), x0 = std::max(start[1], 0);
+    const int y1 = std::min(end[0], H), x1 = std::min(end[1], W);
+    s->iv[0] = x0, s->iv[1] = y0, s->iv[2] = std::max(x1 - x0, 0), s->iv[3] = std::max(y1 - y0, 0);
+    s->iv[4] = std::max(-start[0], 0), s->iv[5] = std::max(end[0] - H, 0);
+    s->iv[6] = std::max(-start[1], 0), s->iv[7] = std::max(end[1] - W, 0);
+    s->out = {end[0] - start[0], end[1] - start[1]};
+    s->geo.fwd = Affine::Translate(-start[1], -start[0]);
+    return Status::OK();
+  }
+  void Warp(const Step& s, const cv::Mat& src, cv::Mat* dst, bool is_mask) const override {
+    const cv::Mat roi = src(cv::Rect(s.iv[0], s.iv[1], s.iv[2], s.iv[3]));
+    if (s.iv[4] + s.iv[5] + s.iv[6] + s.iv[7] == 0) {
+      roi.copyTo(*dst);
+      return;
+    }
+    cv::copyMakeBorder(roi, *dst, s.iv[4], s.iv[5], s.iv[6], s.iv[7], border[is_mask ? 1 : 0],
+                       cv::Scalar::all(value));
+  }
+  json Params(const Step& s) const override {
+    return {{"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}},
+            {"pad", {s.iv[4], s.iv[5], s.iv[6], s.iv[7]}}};
+  }
+};
 
 // Pad mode (MONAI passes it to numpy.pad / torch.nn.functional.pad) and the constant value.
-
 void ReadPadMode(ArgReader& r, CropPad* l) {
-  const std::string m =
-      r.Choice("mode", "constant",
-               {"constant", "edge", "replicate", "reflect", "symmetric", "wrap", "circular"});
-  l->border = m == "constant"                   ? cv::BORDER_CONSTANT
-              : m == "edge" || m == "replicate" ? cv::BORDER_REPLICATE
-              : m == "reflect"                  ? cv::BORDER_REFLECT_101
-              : m == "symmetric"                ? cv::BORDER_REFLECT
-                                                : cv::BORDER_WRAP;
+  l->border = PadBorder(r.Choice("mode", "constant", PadModes()));
   l->value = r.Number("value", 0.0);
 }
 
@@ -591,6 +684,68 @@ Status MakeRandCropByLabelClasses(ArgReader& r, std::unique_ptr<MonaiLeaf>* out)
               {"label_key", "spatial_size", "ratios", "num_classes", "num_samples", "image_key",
                "image_threshold", "indices_key", "meta_keys", "meta_key_postfix", "allow_smaller",
                "warn", "max_samples_per_class", "lazy"},
+              out);
+}
+
+Status MakeCropForeground(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  auto l = std::make_unique<CropForeground>();
+  const Keys k = ReadKeys(r, Role::kSpatial);
+  if (!r.Has("source_key")) {
+    r.Fail(r.where() + ": argument source_key is required (\"image\" or \"label\")");
+  }
+  const std::string source =
+      r.Choice("source_key", "image", {"image", "img", "label", "seg", "mask"});
+  l->from_label = source == "label" || source == "seg" || source == "mask";
+  if (r.Has("select_fn")) {
+    r.Fail(r.where() +
+           ": argument select_fn is not supported: dspipe selects values > 0 (MONAI's default, "
+           "is_positive); threshold the source first (ThresholdIntensityd) for another rule");
+  }
+  (void)r.Raw("select_fn");
+  if (const json* v = r.Raw("channel_indices"); v != nullptr) {
+    const json list = v->is_array() ? *v : json::array({*v});
+    for (const json& e : list) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 64) {
+        r.Fail(r.where() +
+               ": argument channel_indices must be a channel index or a list of them, got " +
+               v->dump());
+        break;
+      }
+      l->channel_indices.push_back(e.get<int>());
+    }
+    r.Put("channel_indices", *v);
+  } else {
+    r.Put("channel_indices", nullptr);
+  }
+  if (l->from_label && !l->channel_indices.empty()) {
+    for (int c : l->channel_indices) {
+      if (c != 0) r.Fail(r.where() + ": the label has one channel: channel_indices must be 0");
+    }
+  }
+  l->margin = IntPair(r, "margin", 0, 0);
+  l->allow_smaller = r.Bool("allow_smaller", false);
+  l->k = IntPair(r, "k_divisible", 1, 1);
+  const std::array<json, 2> modes = PerKey(r, k, "mode", "constant");
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<std::string>& ok = PadModes();
+    if (!modes[i].is_string() ||
+        std::find(ok.begin(), ok.end(), modes[i].get<std::string>()) == ok.end()) {
+      r.Fail(r.where() +
+             ": argument mode must be a pad mode (constant, edge, replicate, reflect, "
+             "symmetric, wrap, circular) or one per key, got " +
+             modes[i].dump());
+      break;
+    }
+    l->border[i] = PadBorder(modes[i].get<std::string>());
+  }
+  l->value = r.Number("value", 0.0);
+  KeepIgnored(r, {"start_coord_key", "end_coord_key"});
+  if (l->from_label && !k.label) {
+    r.Fail(r.where() + ": source_key is the label: keys must include it too");
+  }
+  return Done(r, std::move(l), k, 1.0,
+              {"source_key", "select_fn", "channel_indices", "margin", "allow_smaller",
+               "k_divisible", "mode", "value", "start_coord_key", "end_coord_key", "lazy"},
               out);
 }
 

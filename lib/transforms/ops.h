@@ -143,6 +143,9 @@ class Leaf {
   // input cannot take this transform (e.g. a crop larger than the image) - BadInput.
   virtual Status Draw(Rng& rng, int channels, const cv::Mat* mask, Step* step) const = 0;
   virtual bool draw_needs_mask() const { return false; }
+  // The output size depends on the pixels (MONAI's CropForegroundd): the plan assumes the input
+  // size, and each later step draws again for the size it gets (plan.cc RunStep).
+  virtual bool sized_by_pixels() const { return false; }
   // How many samples the step makes of its input (MONAI's num_samples: several crops); the
   // steps after it run once per sample, each with that sample's draws.
   virtual int samples() const { return 1; }

@@ -109,9 +109,20 @@ Status NeedMask(const Step& s) {
 // The deferred draw of the group's first step, with the mask as it is now.
 Status FinishDraw(Step* s, int channels, const cv::Mat& mask) {
   if (!s->deferred) return Status::OK();
-  if (mask.empty()) return NeedMask(*s);
+  if (mask.empty() && s->leaf->draw_needs_mask()) return NeedMask(*s);
   Rng rng = s->rng;
-  return s->leaf->Draw(rng, channels, &mask, s);
+  return s->leaf->Draw(rng, channels, mask.empty() ? nullptr : &mask, s);
+}
+
+// A step planned for another input size than it gets (after a step sized by the pixels) draws
+// again for the size it gets, from the same stream: the same draws whenever the sizes agree.
+Status Redraw(Step* s, int channels, const cv::Mat& img) {
+  const Size actual{img.rows, img.cols};
+  if (actual == s->in) return Status::OK();
+  s->in = actual;
+  Rng rng = s->rng;
+  const Status st = s->leaf->Draw(rng, channels, nullptr, s);
+  return st.ok() ? st : st.WithContext(Where(s->position, s->leaf->name));
 }
 
 }  // namespace
@@ -126,6 +137,7 @@ Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index,
   plan->steps.clear();
   std::vector<std::pair<int, Rng>> streams;  // a leaf SomeOf picks twice continues its stream
   Size cur = in;
+  bool sized_by_pixels = false;  // a step before this one: later sizes are assumptions
   for (const Node* node : leaves) {
     if (node->leaf->kind() == Kind::kNormalize) continue;
     auto it = std::find_if(streams.begin(), streams.end(),
@@ -148,9 +160,10 @@ Status MakePlan(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index,
     // A geometric step that maps every pixel onto itself (a Resize to the same size, an
     // identity Affine, a crop of the whole image) is albumentations' no-op: left out.
     if (s.leaf->kind() == Kind::kGeometric && !s.deferred && s.geo.exact && s.out == s.in &&
-        s.geo.fwd.IsIdentity()) {
+        s.geo.fwd.IsIdentity() && !sized_by_pixels) {
       continue;
     }
+    sized_by_pixels |= s.leaf->sized_by_pixels();
     plan->steps.push_back(std::move(s));
   }
   plan->out = cur;
@@ -285,6 +298,7 @@ namespace {
 
 // One step on its own (albumentations' / MONAI's sequential application), in place.
 Status RunStep(Step& s, int channels, cv::Mat* img, cv::Mat* msk) {
+  DSPIPE_RETURN_IF_ERROR(Redraw(&s, channels, *img));
   if (s.leaf->kind() == Kind::kGeometric) {
     s.image = img;
     const Status drawn = FinishDraw(&s, channels, *msk);
@@ -342,6 +356,7 @@ Status ExecuteSamples(const Node& root, uint64_t seed, uint64_t epoch, uint64_t 
     DSPIPE_RETURN_IF_ERROR(RunStep(plan->steps[i], plan->channels, &img, &msk));
   }
   Step& cut = plan->steps[split];
+  DSPIPE_RETURN_IF_ERROR(Redraw(&cut, plan->channels, img));
   cut.image = &img;
   const Status drawn = FinishDraw(&cut, plan->channels, msk);
   cut.image = nullptr;

@@ -534,11 +534,25 @@ TEST(MonaiLoader, BatchesAreTheConfigsFloatOutputSampleForSample) {
   EXPECT_NE(s.message().find("RandRotate90d"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("ResizeWithPadOrCropd"), std::string::npos) << s.ToString();
 
+  // Fixed by the last transform; on the way a crop sized by the label (each later step draws
+  // for the size it gets) and a resampling affine map (the label nearest).
   nlohmann::json fixed = varying;
+  const nlohmann::json crop = {{"_target_", "CropForegroundd"},
+                               {"keys", {"image", "label"}},
+                               {"source_key", "label"},
+                               {"margin", 3}};
+  fixed.insert(fixed.begin() + 1, crop);
+  fixed.push_back({{"_target_", "RandAffined"},
+                   {"keys", {"image", "label"}},
+                   {"prob", 0.7},
+                   {"rotate_range", 0.4},
+                   {"scale_range", {{-0.1, 0.2}}},
+                   {"mode", {"bilinear", "nearest"}}});
   fixed.push_back({{"_target_", "ResizeWithPadOrCropd"},
                    {"keys", {"image", "label"}},
                    {"spatial_size", {28, 28}}});
-  ASSERT_TRUE(TransformPipeline::Parse(fixed.dump(), &p).ok());
+  s = TransformPipeline::Parse(fixed.dump(), &p);
+  ASSERT_TRUE(s.ok()) << s.ToString();
   o.transform = p;
   for (const char* ds : {"ds-ct", "ds-rgb"}) {
     SCOPED_TRACE(ds);
@@ -547,8 +561,10 @@ TEST(MonaiLoader, BatchesAreTheConfigsFloatOutputSampleForSample) {
     std::unique_ptr<Dataset> dataset;
     ASSERT_TRUE(Dataset::Open(tmp / ds, {}, &dataset).ok());
     const DatasetInfo& info = dataset->info();
+    int samples = 0;
     for (int epoch = 0; epoch < 2; ++epoch) {
       for (Batch b; loader->Next(&b).ok() && b;) {
+        samples += b.size();
         EXPECT_EQ(b.shape().image_type, SampleType::kFloat32);
         ASSERT_EQ(b.height(), 28);
         ASSERT_EQ(b.width(), 28);
@@ -569,10 +585,11 @@ TEST(MonaiLoader, BatchesAreTheConfigsFloatOutputSampleForSample) {
         }
       }
     }
+    EXPECT_EQ(samples, 8);  // every record, both epochs: none failed
   }
   // keys without the label on a spatial transform, over a dataset with masks.
   nlohmann::json no_label = fixed;
-  no_label[2]["keys"] = {"image"};
+  no_label[3]["keys"] = {"image"};  // RandFlipd
   ASSERT_TRUE(TransformPipeline::Parse(no_label.dump(), &p).ok());
   o.transform = p;
   s = Loader::Open(tmp / "ds-ct", o, &loader);

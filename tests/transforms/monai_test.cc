@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -345,8 +346,9 @@ TEST(Monai, SupportedTableListsEveryParser) {
     json e = {{"_target_", i.name},
               {"keys", i.kind == "intensity" ? json("image") : json({"image", "label"})}};
     Status s = ParseError(json::array({e}));
-    // Parses, or refuses only for a missing required argument.
-    EXPECT_TRUE(s.ok() || Has(s.message(), "is required") || Has(s.message(), "must be provided"))
+    // Parses, or refuses only for a missing required argument (or, resampling, the label's mode).
+    EXPECT_TRUE(s.ok() || Has(s.message(), "is required") || Has(s.message(), "must be provided") ||
+                Has(s.message(), "give one mode per key"))
         << i.name << ": " << s.ToString();
   }
 }
@@ -548,6 +550,179 @@ TEST(Monai, NumSamplesYieldsSeveralCropsEachWithItsOwnLaterDraws) {
   twice.push_back(spec[1]);
   twice[3]["spatial_size"] = {2, 2};
   EXPECT_TRUE(Has(ParseError(twice).message(), "already makes several samples"));
+}
+
+// The resampling transforms refuse what would change the label's ids or what torch refuses,
+// naming the argument and the fix.
+TEST(Monai, ResamplingRefusalsNameTheArgument) {
+  auto err = [](json t) {
+    t["keys"] = t.contains("keys") ? t["keys"] : json{"image", "label"};
+    return ParseError(json::array({t})).message();
+  };
+  std::string m = err({{"_target_", "RandRotated"}, {"range_x", 0.3}, {"mode", "bilinear"}});
+  EXPECT_TRUE(Has(m, "transform 1 (RandRotated)") && Has(m, "class ids") &&
+              Has(m, "mode=[\"bilinear\", \"nearest\"]"))
+      << m;
+  m = err({{"_target_", "Resized"}, {"spatial_size", 8}});  // area on the label
+  EXPECT_TRUE(Has(m, "class ids")) << m;
+  m = err({{"_target_", "Resized"},
+           {"spatial_size", 8},
+           {"mode", {"area", "nearest"}},
+           {"align_corners", true}});
+  EXPECT_TRUE(Has(m, "align_corners")) << m;
+  m = err({{"_target_", "RandZoomd"}, {"mode", {"area", "nearest", "area"}}});
+  EXPECT_TRUE(Has(m, "one per key")) << m;
+  m = err({{"_target_", "RandRotated"}, {"range_y", 0.3}, {"mode", {"bilinear", "nearest"}}});
+  EXPECT_TRUE(Has(m, "range_y") && Has(m, "2-D slice")) << m;
+  m = err({{"_target_", "RandAffined"}, {"mode", {"bicubic", "nearest"}}});
+  EXPECT_TRUE(Has(m, "bilinear or nearest")) << m;
+  m = err(
+      {{"_target_", "RandAffined"}, {"padding_mode", "edge"}, {"mode", {"bilinear", "nearest"}}});
+  EXPECT_TRUE(Has(m, "zeros, border or reflection")) << m;
+  m = err({{"_target_", "RandAffined"}, {"rotate_range", "x"}});
+  EXPECT_TRUE(Has(m, "rotate_range")) << m;
+  m = err({{"_target_", "CropForegroundd"},
+           {"source_key", "image"},
+           {"select_fn", "$lambda x: x > 1"}});
+  EXPECT_TRUE(Has(m, "select_fn") && Has(m, "ThresholdIntensityd")) << m;
+  m = err({{"_target_", "CropForegroundd"}});
+  EXPECT_TRUE(Has(m, "source_key is required")) << m;
+  m = err({{"_target_", "CropForegroundd"}, {"source_key", "label"}, {"margin", -1}});
+  EXPECT_TRUE(Has(m, "margin")) << m;
+}
+
+// Resized / RandZoomd by hand: torch's nearest (floor(d * in / out)), bilinear (half-pixel
+// centres, clamped at 0) and area (adaptive average pooling); the zoom crops back about the
+// centre.
+TEST(Monai, ResizeAndZoomComputeAsTorchInterpolates) {
+  Image row{1, 2, 1, {0, 10}};
+  std::vector<float> o = RunMonai(json::array({{{"_target_", "Resized"},
+                                                {"keys", "image"},
+                                                {"spatial_size", {1, 4}},
+                                                {"mode", "bilinear"}}}),
+                                  row);
+  EXPECT_EQ(o, (std::vector<float>{0, 2.5, 7.5, 10}));
+  Image sq{4, 4, 1, {}};
+  for (int i = 0; i < 16; ++i) sq.v.push_back(static_cast<float>(i));
+  o = RunMonai(json::array({{{"_target_", "Resized"}, {"keys", "image"}, {"spatial_size", 2}}}),
+               sq);  // area: the mean of each 2 x 2 block
+  EXPECT_EQ(o, (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
+  // The label: nearest, ids kept (2 x 3 -> 3 x 2: rows floor(d * 2/3), columns floor(d * 3/2)).
+  Image img{2, 3, 1, {0, 1, 2, 3, 4, 5}};
+  std::vector<uint8_t> ids = {0, 1, 2, 3, 4, 5};
+  const PixelsRef mask{ids.data(), 2, 3, 1, SampleType::kUint8};
+  OwnedPixels om;
+  RunMonai(json::array({{{"_target_", "Resized"},
+                         {"keys", {"image", "label"}},
+                         {"spatial_size", {3, 2}},
+                         {"mode", {"bilinear", "nearest"}}}}),
+           img, 0, &om, &mask);
+  EXPECT_EQ(om.bytes, (std::vector<uint8_t>{0, 1, 0, 1, 3, 4}));
+  // A zoom of 2 (4 x 4 -> 8 x 8, nearest) cropped back to the centre 4 x 4: rows / columns
+  // 2..5 of the zoomed image are source rows / columns 1, 1, 2, 2.
+  o = RunMonai(json::array({{{"_target_", "RandZoomd"},
+                             {"keys", "image"},
+                             {"prob", 1.0},
+                             {"min_zoom", 2},
+                             {"max_zoom", 2},
+                             {"mode", "nearest"}}}),
+               sq);
+  EXPECT_EQ(o, (std::vector<float>{5, 5, 6, 6, 5, 5, 6, 6, 9, 9, 10, 10, 9, 9, 10, 10}));
+}
+
+// RandRotated and RandAffined by hand: a quarter turn about the centre (R maps output to input
+// indices), a whole-pixel translation with zeros padding; the label moves with the image.
+TEST(Monai, RotateAndAffineMapOutputToInputIndices) {
+  Image img{3, 3, 1, {0, 1, 2, 3, 4, 5, 6, 7, 8}};
+  std::vector<uint8_t> ids = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  const PixelsRef mask{ids.data(), 3, 3, 1, SampleType::kUint8};
+  OwnedPixels om;
+  const double q = std::numbers::pi / 2;
+  std::vector<float> o = RunMonai(json::array({{{"_target_", "RandRotated"},
+                                                {"keys", {"image", "label"}},
+                                                {"range_x", {q, q}},
+                                                {"prob", 1.0},
+                                                {"mode", {"bilinear", "nearest"}}}}),
+                                  img, 0, &om, &mask);
+  const std::vector<float> turned = {6, 3, 0, 7, 4, 1, 8, 5, 2};  // out(r, c) = in(2 - c, r)
+  ASSERT_EQ(o.size(), turned.size());
+  for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], turned[i], 1e-5) << i;
+  EXPECT_EQ(om.bytes, (std::vector<uint8_t>{6, 3, 0, 7, 4, 1, 8, 5, 2}));
+  o = RunMonai(json::array({{{"_target_", "RandAffined"},
+                             {"keys", {"image", "label"}},
+                             {"prob", 1.0},
+                             {"translate_range", {{1, 1}, {0, 0}}},
+                             {"mode", {"bilinear", "nearest"}},
+                             {"padding_mode", "zeros"}}}),
+               img, 0, &om, &mask);
+  EXPECT_EQ(o, (std::vector<float>{3, 4, 5, 6, 7, 8, 0, 0, 0}));
+  EXPECT_EQ(om.bytes, (std::vector<uint8_t>{3, 4, 5, 6, 7, 8, 0, 0, 0}));
+}
+
+// CropForegroundd crops to the box of values > 0 (here of the image); the steps after it draw
+// for the size it gives (a random crop inside the box); no foreground is an error naming it.
+TEST(Monai, CropForegroundSizesTheStepsAfterIt) {
+  Image img{6, 7, 1, std::vector<float>(42, 0.0f)};
+  for (int y = 2; y <= 3; ++y) {
+    for (int x = 1; x <= 4; ++x) img.v[static_cast<size_t>(y * 7 + x)] = 100.0f + y * 7 + x;
+  }
+  const json crop = {{"_target_", "CropForegroundd"}, {"keys", "image"}, {"source_key", "image"}};
+  std::vector<float> o = RunMonai(json::array({crop}), img);
+  EXPECT_EQ(o, (std::vector<float>{115, 116, 117, 118, 122, 123, 124, 125}));
+  const json then = json::array(
+      {crop, {{"_target_", "RandSpatialCropd"}, {"keys", "image"}, {"roi_size", {1, 2}}}});
+  for (uint64_t i = 0; i < 40; ++i) {
+    o = RunMonai(then, img, i);
+    ASSERT_EQ(o.size(), 2u);
+    EXPECT_GE(o[0], 115) << i;  // inside the box, whatever the draw
+    EXPECT_EQ(o[1], o[0] + 1) << i;
+  }
+  auto p = ParseOk(json::array({crop}));
+  Image empty{4, 4, 1, std::vector<float>(16, -1.0f)};
+  OwnedPixels out, om;
+  const Status s = p->ApplyPixels(0, 0, 0, empty.ref(), nullptr, &out, &om);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Has(s.message(), "CropForegroundd") && Has(s.message(), "no foreground"))
+      << s.ToString();
+}
+
+// The resampling draws follow MONAI's distributions: the angle uniform in range_x, the zoom in
+// [min_zoom, max_zoom], RandAffined applied with its prob (it draws its own).
+TEST(Monai, ResamplingDrawsFollowMonaisDistributions) {
+  auto p = ParseOk(json::array(
+      {{{"_target_", "RandRotated"}, {"keys", "image"}, {"range_x", 0.5}, {"prob", 1.0}},
+       {{"_target_", "RandZoomd"},
+        {"keys", "image"},
+        {"prob", 1.0},
+        {"min_zoom", 0.8},
+        {"max_zoom", 1.25},
+        {"mode", "bilinear"}},
+       {{"_target_", "RandAffined"}, {"keys", "image"}, {"prob", 0.3}, {"rotate_range", 0.1}}}));
+  const int n = 4000;
+  double angle_sum = 0, lo = 1e9, hi = -1e9, zlo = 1e9, zhi = -1e9;
+  int applied = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string text;
+    ASSERT_TRUE(p->Draws(5, 0, static_cast<uint64_t>(i), 16, 16, nullptr, &text).ok());
+    const json d = json::parse(text);
+    ASSERT_EQ(d.size(), 3u);
+    const double a = d[0]["params"]["angle"].get<double>();
+    angle_sum += a, lo = std::min(lo, a), hi = std::max(hi, a);
+    const double z = d[1]["params"]["zoom"][0].get<double>();
+    EXPECT_EQ(z, d[1]["params"]["zoom"][1].get<double>());  // one factor for both axes
+    zlo = std::min(zlo, z), zhi = std::max(zhi, z);
+    applied += d[2]["params"]["applied"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_LT(std::fabs(angle_sum / n), 4 * 0.5 / std::sqrt(3.0 * n));
+  EXPECT_GE(lo, -0.5);
+  EXPECT_LT(lo, -0.49);
+  EXPECT_LE(hi, 0.5);
+  EXPECT_GT(hi, 0.49);
+  EXPECT_GE(zlo, 0.8);
+  EXPECT_LT(zlo, 0.81);
+  EXPECT_LE(zhi, 1.25);
+  EXPECT_GT(zhi, 1.24);
+  EXPECT_LT(std::fabs(applied - 0.3 * n), 4 * std::sqrt(n * 0.3 * 0.7)) << applied;
 }
 
 // docs/MONAI.md's table has one row per supported MONAI transform, and names no other.

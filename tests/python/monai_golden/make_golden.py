@@ -110,6 +110,52 @@ VARIANTS: list[tuple[str, list[dict], tuple[str, ...] | None]] = [
     ("CenterSpatialCropd", [_t("CenterSpatialCropd", SPATIAL, roi_size=[20, 15])], None),
     ("CenterSpatialCropd-larger", [_t("CenterSpatialCropd", SPATIAL, roi_size=[30, 9])], None),
     ("ResizeWithPadOrCropd", [_t("ResizeWithPadOrCropd", SPATIAL, spatial_size=[25, 17])], None),
+    # Resampling: torch's interpolate / grid_sample reach their sample points through float32
+    # (normalized) coordinates, dspipe computes them in double: these cases carry a tolerance
+    # (TOLERANCE below), the label (nearest) must match exactly.
+    ("Resized-area", [_t("Resized", SPATIAL, spatial_size=[15, 31], mode=["area", "nearest"])],
+     None),
+    ("Resized-bilinear", [_t("Resized", SPATIAL, spatial_size=[31, 13],
+                             mode=["bilinear", "nearest"])], None),
+    ("Resized-bilinear-corners", [_t("Resized", SPATIAL, spatial_size=[17, 29],
+                                     mode=["bilinear", "nearest-exact"],
+                                     align_corners=[True, None])], None),
+    ("Resized-bicubic", [_t("Resized", SPATIAL, spatial_size=[40, 11],
+                            mode=["bicubic", "nearest"])], None),
+    ("Resized-longest", [_t("Resized", SPATIAL, spatial_size=16, size_mode="longest",
+                            mode=["area", "nearest"])], None),
+    ("RandZoomd-in", [_t("RandZoomd", SPATIAL, prob=1.0, min_zoom=1.3, max_zoom=1.3,
+                         mode=["bilinear", "nearest"])], None),
+    ("RandZoomd-out-area", [_t("RandZoomd", SPATIAL, prob=1.0, min_zoom=0.7, max_zoom=0.7,
+                               mode=["area", "nearest"])], None),
+    ("RandZoomd-axes", [_t("RandZoomd", SPATIAL, prob=1.0, min_zoom=[1.2, 0.8],
+                           max_zoom=[1.2, 0.8], mode=["bilinear", "nearest"],
+                           padding_mode="constant", keep_size=True)], None),
+    ("RandZoomd-nokeep", [_t("RandZoomd", SPATIAL, prob=1.0, min_zoom=0.6, max_zoom=0.6,
+                             mode=["bicubic", "nearest"], keep_size=False)], None),
+    ("RandRotated", [_t("RandRotated", SPATIAL, range_x=[0.3, 0.3], prob=1.0,
+                        mode=["bilinear", "nearest"])], None),
+    ("RandRotated-zeros-nokeep", [_t("RandRotated", SPATIAL, range_x=[-0.7, -0.7], prob=1.0,
+                                     keep_size=False, mode=["bilinear", "nearest"],
+                                     padding_mode="zeros")], None),
+    ("RandRotated-reflection-corners", [_t("RandRotated", SPATIAL, range_x=[1.1, 1.1],
+                                           prob=1.0, mode=["bilinear", "nearest"],
+                                           padding_mode="reflection", align_corners=True)],
+     None),
+    ("RandAffined", [_t("RandAffined", SPATIAL, prob=1.0, rotate_range=[[0.2, 0.2]],
+                        shear_range=[[0.1, 0.1], [0.05, 0.05]],
+                        translate_range=[[2, 2], [-1.5, -1.5]],
+                        scale_range=[[0.1, 0.1], [-0.2, -0.2]],
+                        mode=["bilinear", "nearest"])], None),
+    ("RandAffined-size-zeros", [_t("RandAffined", SPATIAL, prob=1.0, spatial_size=[25, 18],
+                                   rotate_range=[[-0.4, -0.4]], scale_range=[[0.3, 0.3]],
+                                   mode=["bilinear", "nearest"], padding_mode="zeros")], None),
+    # Not drawn, another size: the identity grid about the centres (whole-pixel offsets here: a
+    # half-pixel one puts the label's nearest sample on float32 ties).
+    ("RandAffined-notdrawn-size", [_t("RandAffined", SPATIAL, prob=0.0, spatial_size=[21, 22],
+                                      mode=["bilinear", "nearest"])], None),
+    ("CropForegroundd-image", [_t("CropForegroundd", SPATIAL, source_key="image", margin=1)],
+     None),
     ("chain", [
         _t("EnsureTyped", SPATIAL),
         _t("ScaleIntensityRanged", **SIR, clip=True),
@@ -132,10 +178,29 @@ LABELED: list[tuple[str, list[dict], tuple[str, ...] | None, str]] = [
     ("RandCropByLabelClassesd-corner",
      [_t("RandCropByLabelClassesd", SPATIAL, label_key="label", spatial_size=[9, 7],
          num_classes=3, ratios=[0, 0, 1])], None, "input.label-corner"),
+    ("CropForegroundd-label-k", [_t("CropForegroundd", SPATIAL, source_key="label", margin=3,
+                                    k_divisible=4)], None, "input.label-middle"),
+    ("CropForegroundd-label-pad", [_t("CropForegroundd", SPATIAL, source_key="label",
+                                      margin=[3, 2], k_divisible=[1, 5], mode="edge")], None,
+     "input.label-corner"),
+    ("CropForegroundd-label-smaller", [_t("CropForegroundd", SPATIAL, source_key="label",
+                                          margin=4, allow_smaller=True)], None,
+     "input.label-corner"),
+    ("CropForegroundd-then-pad", [
+        _t("CropForegroundd", SPATIAL, source_key="label", margin=2),
+        _t("ResizeWithPadOrCropd", SPATIAL, spatial_size=[8, 8]),
+        _t("RandFlipd", SPATIAL, prob=1.0, spatial_axis=0),
+    ], None, "input.label-middle"),
     ("RandCropByPosNegLabeld-smaller",
      [_t("RandCropByPosNegLabeld", SPATIAL, spatial_size=[30, 5], allow_smaller=True,
          **POSNEG)], None, "input.label-corner"),
 ]
+
+
+# Cases compared with a tolerance instead of 1e-5 (prefix of the variant name: atol, rtol).
+TOLERANCE = {"Resized-bilinear": (0.01, 1e-5), "Resized-bicubic": (0.01, 1e-5),
+             "RandZoomd": (0.01, 1e-5), "RandRotated": (0.05, 1e-5),
+             "RandAffined": (0.05, 1e-5)}
 
 
 def make_inputs() -> dict[str, np.ndarray]:
@@ -219,7 +284,11 @@ def main(argv: list[str]) -> int:
                 arrays[f"{name}.config"] = np.array(text)
                 arrays[f"{name}.image"] = image
                 arrays[f"{name}.label"] = lab
-                cases.append({"name": name, "input": key, "config": config, "label": label_key})
+                case = {"name": name, "input": key, "config": config, "label": label_key}
+                for prefix, (atol, rtol) in TOLERANCE.items():
+                    if variant.startswith(prefix):
+                        case["atol"], case["rtol"] = atol, rtol
+                cases.append(case)
     index = {"monai": monai.__version__, "torch": torch.__version__, "numpy": np.__version__,
              "shape": [H, W], "cases": cases}
     arrays["index"] = np.array(json.dumps(index))
