@@ -155,8 +155,10 @@ Status MakeClipIntensityPercentiles(ArgReader& r, std::unique_ptr<MonaiLeaf>* ou
 Status MakeRandGaussianNoise(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandScaleIntensity(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandShiftIntensity(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
-Status MakeRandScaleIntensity(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
-Status MakeRandShiftIntensity(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandAdjustContrast(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandGaussianSmooth(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandHistogramShift(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandBiasField(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 
 // monai_spatial.cc
 Status MakeRandFlip(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);

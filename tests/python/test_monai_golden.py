@@ -55,8 +55,7 @@ def test_matches_monai(name):
     assert got_image.dtype == np.float32, f"{name}: image dtype {got_image.dtype}"
     assert got_image.shape == want_image.shape, \
         f"{name}: image shape {got_image.shape}, MONAI {want_image.shape}"
-    # Resampling cases carry their own tolerance (make_golden.py TOLERANCE: torch reaches the
-    # sample points through float32 normalized coordinates).
+    # Cases that cannot match to 1e-5 carry their tolerance (make_golden.py TOLERANCE says why).
     np.testing.assert_allclose(got_image, want_image, rtol=case.get("rtol", 1e-5),
                                atol=case.get("atol", 1e-5),
                                err_msg=f"{name}: image differs from MONAI {_INDEX['monai']}")
@@ -78,3 +77,51 @@ def test_an_unsupported_transform_is_refused_by_name():
         T.apply(config, image, label, seed=0)
     assert "supported" in str(err.value)
     assert dspipe.transforms is T
+
+
+def _torch_interp_f32(x, xp, fp):
+    """MONAI's RandHistogramShift.interp for a torch tensor (the path its dictionary transform
+    takes), in numpy float32: slope and intercept per segment, the segment searchsorted - 1
+    clipped, the values below / above the end points held at fp's ends."""
+    m = (fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1])
+    b = fp[:-1] - m * xp[:-1]
+    i = np.clip(np.searchsorted(xp, x.ravel(), side="left") - 1, 0, len(m) - 1)
+    f = (m[i] * x.ravel() + b[i]).reshape(x.shape)
+    f[x < xp[0]] = fp[0]
+    f[x > xp[-1]] = fp[-1]
+    return f
+
+
+@pytest.mark.parametrize("key", sorted(k for k in _GOLDEN if k.startswith("input.") and
+                                       k[len("input."):].split("-")[0] in
+                                       ("uint16", "int16", "float32")))
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_histogram_shift_is_monais_mapping_of_its_control_points(key, index):
+    """RandHistogramShiftd's control points cannot be fixed by its arguments, so this reads
+    them from dspipe's draws and applies MONAI's mapping to them here (its torch path in
+    float32); np.interp in float64 of the same points agrees to float32 rounding."""
+    from dspipe import _dspipe
+
+    image = _GOLDEN[key]
+    config = [{"_target_": "RandHistogramShiftd", "keys": ["image"], "num_control_points": [4, 12],
+               "prob": 1.0}]
+    draws = json.loads(_dspipe.transforms_draws(T.spec_json(config), image.shape[0],
+                                                image.shape[1], None, 5, 0, index))
+    assert [d["name"] for d in draws] == ["RandHistogramShiftd"]
+    params = draws[0]["params"]
+    ref = np.asarray(params["reference_control_points"], np.float64)
+    moved = np.asarray(params["floating_control_points"], np.float64)
+    assert 4 <= len(ref) <= 12 and len(moved) == len(ref)
+    np.testing.assert_array_equal(ref, np.linspace(0, 1, len(ref)))
+    assert moved[0] == 0 and moved[-1] == 1 and np.all(np.diff(moved) >= 0)
+
+    got = np.asarray(T.apply(config, image.copy(), None, seed=5, index=index)["image"])
+    x = image.astype(np.float32).transpose(2, 0, 1)
+    lo, hi = x.min(), x.max()
+    xp = ref.astype(np.float32) * (hi - lo) + lo
+    fp = moved.astype(np.float32) * (hi - lo) + lo
+    want = _torch_interp_f32(x, xp, fp).transpose(1, 2, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * float(hi - lo))
+    near = np.interp(x.astype(np.float64), xp.astype(np.float64), fp.astype(np.float64))
+    np.testing.assert_allclose(got, near.transpose(1, 2, 0), rtol=0, atol=1e-5 * float(hi - lo))
+    assert not np.array_equal(got, image.astype(np.float32))  # the points did move

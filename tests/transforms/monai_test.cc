@@ -326,6 +326,220 @@ TEST(Monai, GaussianNoiseHasTheDrawnStd) {
   EXPECT_NEAR(sd, 0.5, 0.03);
 }
 
+// One transform's params for sample (seed 11, epoch 0, index i) of a 6 x 5 input.
+json DrawnParams(const TransformPipeline& p, uint64_t i) {
+  std::string out;
+  const Status s = p.Draws(11, 0, i, 6, 5, nullptr, &out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  const json d = json::parse(out);
+  EXPECT_EQ(d.size(), 1u);
+  return d.at(0).at("params");
+}
+
+json One(const char* name, const json& args) {
+  json t = {{"_target_", name}, {"keys", {"image"}}};
+  t.update(args);
+  return json::array({t});
+}
+
+TEST(Monai, IntensityAugmentationRefusals) {
+  struct Case {
+    const char* name;
+    json args;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"RandAdjustContrastd", {{"gamma", 0.5}}, "greater than 0.5"},
+      {"RandAdjustContrastd", {{"gamma", {1, 2, 3}}}, "pair of numbers"},
+      {"RandAdjustContrastd", {{"gamma", "2"}}, "pair of numbers"},
+      {"RandGaussianSmoothd", {{"sigma_x", 1.0}}, "sigma_x must be a pair"},
+      {"RandGaussianSmoothd", {{"sigma_z", {1.0}}}, "sigma_z must be a pair"},
+      {"RandGaussianSmoothd", {{"approx", "scalespace"}}, "\"scalespace\""},
+      {"RandGaussianSmoothd", {{"approx", "box"}}, "approx must be \"erf\" or \"sampled\""},
+      {"RandHistogramShiftd", {{"num_control_points", 2}}, "greater than or equal to 3"},
+      {"RandHistogramShiftd", {{"num_control_points", {2, 8}}}, "greater than or equal to 3"},
+      {"RandHistogramShiftd", {{"num_control_points", 3.5}}, "an int or a pair of ints"},
+      {"RandHistogramShiftd", {{"num_control_points", {4}}}, "an int or a pair of ints"},
+      {"RandBiasFieldd", {{"degree", 0}}, "no less than 1"},
+      {"RandBiasFieldd", {{"degree", 1.5}}, "degree must be an int"},
+      {"RandBiasFieldd", {{"coeff_range", 0.1}}, "coeff_range must be a pair"},
+      {"RandBiasFieldd", {{"dtype", "float64"}}, "dtype=float64"},
+      {"RandBiasFieldd", {{"prob", 1.5}}, "prob"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(One(c.name, c.args));
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << c.name << " " << c.args.dump();
+    EXPECT_TRUE(Has(s.message(), std::string("transform 1 (") + c.name + ")")) << s.ToString();
+    EXPECT_TRUE(Has(s.message(), c.expect)) << s.ToString();
+  }
+  // The label is never an intensity transform's key.
+  json t = One("RandBiasFieldd", json::object());
+  t[0]["keys"] = {"image", "label"};
+  EXPECT_TRUE(Has(ParseError(t).message(), "class ids"));
+  // MONAI's accepted forms: a gamma number is (0.5, gamma); a reversed pair is sorted.
+  for (const json& g : {json(3), json({2.5, 0.7})}) {
+    auto p = ParseOk(One("RandAdjustContrastd", {{"gamma", g}, {"prob", 1.0}}));
+    for (uint64_t i = 0; i < 50; ++i) {
+      const double v = DrawnParams(*p, i).at("gamma").get<double>();
+      EXPECT_GE(v, g.is_array() ? 0.7 : 0.5);
+      EXPECT_LE(v, g.is_array() ? 2.5 : 3.0);
+    }
+  }
+  EXPECT_TRUE(ParseOk(One("RandGaussianSmoothd", {{"approx", "Sampled"}})));
+  EXPECT_TRUE(ParseOk(One("RandHistogramShiftd", {{"num_control_points", {9, 3}}})));
+}
+
+TEST(Monai, IntensityAugmentationArithmetic) {
+  // Gamma 2 on [0, 1, 2, 4]: ((x - 0) / (4 + 1e-7)) ** 2 * 4.
+  Image img{1, 4, 1, {0, 1, 2, 4}};
+  std::vector<float> o =
+      RunMonai(One("RandAdjustContrastd", {{"gamma", {2, 2}}, {"prob", 1.0}}), img);
+  const float d = 4.0f + 1e-7f;
+  for (int i = 0; i < 4; ++i) {
+    const float t = img.v[i] / d;
+    EXPECT_FLOAT_EQ(o[i], t * t * 4.0f) << i;
+  }
+  // invert_image: -(((-x) - (-4)) / 4) ** 2 * 4 + (-4)): 4 - (4 - x)^2 / 4.
+  o = RunMonai(
+      One("RandAdjustContrastd", {{"gamma", {2, 2}}, {"prob", 1.0}, {"invert_image", true}}), img);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(o[i], 4 - (4 - img.v[i]) * (4 - img.v[i]) / 4, 1e-5);
+  // retain_stats keeps the mean and the (unbiased) std.
+  o = RunMonai(
+      One("RandAdjustContrastd", {{"gamma", {3, 3}}, {"prob", 1.0}, {"retain_stats", true}}), img);
+  const double mean = std::accumulate(o.begin(), o.end(), 0.0) / 4;
+  double ss = 0;
+  for (float x : o) ss += (x - mean) * (x - mean);
+  EXPECT_NEAR(mean, 7.0 / 4, 1e-5);
+  EXPECT_NEAR(std::sqrt(ss / 3), std::sqrt((3.0625 + 0.5625 + 0.0625 + 5.0625) / 3), 1e-5);
+
+  // Gaussian smoothing of an impulse is the outer product of the two erf kernels, zero-padded:
+  // sigma 1 along H (tail 4: 9 taps), sigma 0.5 along W (tail 2: 5 taps).
+  auto kernel = [](double sigma, int x) {
+    const double t = 0.70710678 / sigma;
+    return 0.5 * (std::erf(t * (x + 0.5)) - std::erf(t * (x - 0.5)));
+  };
+  Image dot{11, 7, 2, std::vector<float>(11 * 7 * 2, 0.0f)};
+  dot.v[(5 * 7 + 1) * 2 + 1] = 100;  // row 5, column 1, channel 1 (near the left border)
+  o = RunMonai(
+      One("RandGaussianSmoothd", {{"sigma_x", {1, 1}}, {"sigma_y", {0.5, 0.5}}, {"prob", 1.0}}),
+      dot);
+  double total = 0;
+  for (int y = 0; y < 11; ++y) {
+    for (int x = 0; x < 7; ++x) {
+      const double want = (std::abs(y - 5) <= 4 && std::abs(x - 1) <= 2)
+                              ? 100 * kernel(1, y - 5) * kernel(0.5, x - 1)
+                              : 0.0;
+      EXPECT_NEAR(o[(y * 7 + x) * 2 + 1], want, 1e-4) << y << " " << x;
+      EXPECT_EQ(o[(y * 7 + x) * 2], 0.0f);
+      total += o[(y * 7 + x) * 2 + 1];
+    }
+  }
+  // The part of the kernel beyond the left border (x = 1 - 2) is lost: zero padding.
+  EXPECT_NEAR(total, 100 * (1 - kernel(0.5, -2)), 1e-3);
+
+  // Bias field, degree 1, every coefficient 0.1: the lower triangle (0,0), (1,0), (1,1), so
+  // field = 0.1 + 0.1 y' + 0.1 y' x' with y', x' in {-1, 0, 1}; the image times exp(field).
+  Image ones{3, 3, 2, std::vector<float>(18, 2.0f)};
+  o = RunMonai(One("RandBiasFieldd", {{"degree", 1}, {"coeff_range", {0.1, 0.1}}, {"prob", 1.0}}),
+               ones);
+  for (int y = 0; y < 3; ++y) {
+    for (int x = 0; x < 3; ++x) {
+      const double yy = y - 1, xx = x - 1;
+      const float want = static_cast<float>(2.0 * std::exp(0.1 + 0.1 * yy + 0.1 * yy * xx));
+      EXPECT_FLOAT_EQ(o[(y * 3 + x) * 2], want) << y << " " << x;
+      EXPECT_FLOAT_EQ(o[(y * 3 + x) * 2 + 1], want) << y << " " << x;
+    }
+  }
+
+  // Histogram shift with 3 points: [0, 1] -> [0, m, 1] scaled to [min, max]: piecewise
+  // linear through (min, min), (mid, min + m span), (max, max).
+  Image ramp{1, 5, 1, {10, 20, 30, 40, 50}};
+  auto hs = ParseOk(One("RandHistogramShiftd", {{"num_control_points", 3}, {"prob", 1.0}}));
+  const json params = DrawnParams(*hs, 0);
+  const double m = params.at("floating_control_points").at(1).get<double>();
+  OwnedPixels out, unused;
+  ASSERT_TRUE(hs->ApplyPixels(11, 0, 0, ramp.ref(), nullptr, &out, &unused).ok());
+  o = Floats(out);
+  const double mid = 10 + 40 * m;
+  const std::vector<double> want = {10, 10 + (mid - 10) / 2, mid, mid + (50 - mid) / 2, 50};
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(o[i], want[i], 1e-4) << i << " m=" << m;
+  // A constant image is returned as it is.
+  Image flat{2, 2, 1, {3, 3, 3, 3}};
+  EXPECT_EQ(RunMonai(One("RandHistogramShiftd", {{"prob", 1.0}}), flat), flat.v);
+}
+
+TEST(Monai, IntensityAugmentationDrawsFollowMonaisDistributions) {
+  const int n = 4000;
+  auto sd_of_mean = [n](double lo, double hi) { return (hi - lo) / std::sqrt(12.0 * n); };
+  // gamma uniform in [0.5, 2].
+  auto ac = ParseOk(One("RandAdjustContrastd", {{"gamma", 2.0}, {"prob", 1.0}}));
+  double sum = 0, lo = 1e9, hi = -1e9;
+  for (int i = 0; i < n; ++i) {
+    const double g = DrawnParams(*ac, static_cast<uint64_t>(i)).at("gamma").get<double>();
+    sum += g, lo = std::min(lo, g), hi = std::max(hi, g);
+  }
+  EXPECT_NEAR(sum / n, 1.25, 4 * sd_of_mean(0.5, 2.0));
+  EXPECT_GE(lo, 0.5);
+  EXPECT_LT(lo, 0.52);
+  EXPECT_LE(hi, 2.0);
+  EXPECT_GT(hi, 1.98);
+  // sigma_x, sigma_y, sigma_z each uniform in their own range.
+  auto gs = ParseOk(
+      One("RandGaussianSmoothd",
+          {{"sigma_x", {0.2, 0.4}}, {"sigma_y", {1.0, 3.0}}, {"sigma_z", {5, 6}}, {"prob", 1.0}}));
+  double sx = 0, sy = 0;
+  for (int i = 0; i < n; ++i) {
+    const json p = DrawnParams(*gs, static_cast<uint64_t>(i));
+    const double x = p.at("sigma").at(0).get<double>(), y = p.at("sigma").at(1).get<double>();
+    ASSERT_TRUE(x >= 0.2 && x <= 0.4 && y >= 1.0 && y <= 3.0) << p.dump();
+    sx += x, sy += y;
+  }
+  EXPECT_NEAR(sx / n, 0.3, 4 * sd_of_mean(0.2, 0.4));
+  EXPECT_NEAR(sy / n, 2.0, 4 * sd_of_mean(1.0, 3.0));
+  // Histogram shift: the count uniform in [4, 7]; points sorted in [0, 1] with fixed ends; the
+  // first inner point uniform between 0 and the second reference point (2 / (count - 1)).
+  auto hs = ParseOk(One("RandHistogramShiftd", {{"num_control_points", {7, 4}}, {"prob", 1.0}}));
+  int counts[8] = {};
+  double first_sum[8] = {};
+  for (int i = 0; i < n; ++i) {
+    const json p = DrawnParams(*hs, static_cast<uint64_t>(i));
+    const json& f = p.at("floating_control_points");
+    const int c = static_cast<int>(f.size());
+    ASSERT_TRUE(c >= 4 && c <= 7) << c;
+    ASSERT_EQ(p.at("reference_control_points").size(), f.size());
+    EXPECT_EQ(f.front().get<double>(), 0.0);
+    EXPECT_EQ(f.back().get<double>(), 1.0);
+    for (int k = 1; k < c; ++k) {
+      ASSERT_LE(f[k - 1].get<double>(), f[k].get<double>()) << p.dump();
+      // Each inner point lies between its moved left neighbour and its reference right one.
+      if (k < c - 1) {
+        ASSERT_LE(f[k].get<double>(), (k + 1.0) / (c - 1)) << p.dump();
+      }
+    }
+    ++counts[c];
+    first_sum[c] += f[1].get<double>();
+  }
+  for (int c = 4; c <= 7; ++c) {
+    EXPECT_NEAR(counts[c], n / 4.0, 4 * std::sqrt(n * 0.25 * 0.75)) << c;
+    const double top = 2.0 / (c - 1);
+    EXPECT_NEAR(first_sum[c] / counts[c], top / 2, 4 * top / std::sqrt(12.0 * counts[c])) << c;
+  }
+  // Bias field: (degree + 1) (degree + 2) / 2 coefficients, each uniform in coeff_range.
+  auto bf =
+      ParseOk(One("RandBiasFieldd", {{"degree", 2}, {"coeff_range", {-0.3, 0.1}}, {"prob", 1.0}}));
+  double csum = 0;
+  int ccount = 0;
+  for (int i = 0; i < n / 4; ++i) {
+    const json c = DrawnParams(*bf, static_cast<uint64_t>(i)).at("coefficients");
+    ASSERT_EQ(c.size(), 6u);
+    for (const json& v : c) {
+      ASSERT_TRUE(v.get<double>() >= -0.3 && v.get<double>() <= 0.1) << c.dump();
+      csum += v.get<double>(), ++ccount;
+    }
+  }
+  EXPECT_NEAR(csum / ccount, -0.1, 4 * 0.4 / std::sqrt(12.0 * ccount));
+}
+
 TEST(Monai, TypedInputsAreConvertedToFloatFirst) {
   std::vector<uint16_t> px = {0, 1000, 4095, 65535};
   const PixelsRef img{px.data(), 2, 2, 1, SampleType::kUint16};
