@@ -122,8 +122,11 @@ class TensorBatch {
   void* images() const { return images_; }
   bool fp16() const { return fp16_; }
   // [size][height][width] int64 (masks_int64() true) or uint8 class ids; nullptr without masks.
+  // With a MONAI config ending in AsDiscreted(to_onehot=N) (mask_classes() N > 0):
+  // [size][N][height][width] float32 one-hot, as MONAI gives the label.
   void* masks() const { return masks_; }
   bool masks_int64() const { return masks_int64_; }
+  int mask_classes() const { return mask_classes_; }
   // Host arrays of size() entries (see Batch): labels (-1 = none), dataset indices, and 1 where
   // the sample was mirrored horizontally (already applied to images() and masks()).
   const int32_t* labels() const { return host_.labels(); }
@@ -165,6 +168,7 @@ class TensorBatch {
   void* masks_ = nullptr;
   bool fp16_ = false;
   bool masks_int64_ = false;
+  int mask_classes_ = 0;
   bool pinned_ = false;
   void* stream_ = nullptr;
   void* ready_event_ = nullptr;

@@ -92,7 +92,7 @@ const std::vector<TransformInfo>& SupportedTransforms();
 // One row of the MONAI table (docs/MONAI.md, checked against it by tests/transforms).
 struct MonaiTransformInfo {
   std::string name;               // MONAI's class name, e.g. "ScaleIntensityRanged"
-  std::string kind;               // "intensity" | "spatial" | "no-op"
+  std::string kind;               // "intensity" | "spatial" | "label output" | "no-op"
   std::string label;              // what happens to the label, e.g. "same crop"
   std::vector<std::string> args;  // the arguments read, in MONAI's signature order
 };
@@ -173,6 +173,11 @@ class TransformPipeline {
   Status ApplyPixelsSamples(uint64_t seed, uint64_t epoch, uint64_t index, const PixelsRef& image,
                             const PixelsRef* mask, std::vector<OwnedPixels>* out_images,
                             std::vector<OwnedPixels>* out_masks) const;
+  // A MONAI config with AsDiscreted(to_onehot=N) on the label: N, else 0. The label keeps its
+  // ids through the transforms and ApplyPixels (the transform checks them < N, failing the
+  // record otherwise); where the batch leaves the loader it becomes N one-hot float32 channels
+  // (DeviceLoader's masks, dspipe.transforms.apply), as MONAI's AsDiscreted gives it.
+  int label_classes() const;
   // How many samples each record yields: MONAI's num_samples (RandCropByPosNegLabeld), else 1.
   // A loader's batch holds batch_size x this many samples (each record's in a row), as MONAI's
   // DataLoader collates the lists such a transform returns.

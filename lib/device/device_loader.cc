@@ -59,6 +59,7 @@ Status PickDevice(const CudaProbe& probe, int requested, int* device) {
 
 struct DeviceLoader::Impl {
   DeviceOptions options;
+  int label_classes = 0;  // the transform's AsDiscreted(to_onehot): masks come out one-hot
   bool gpu = false;
   int device = -1;
   std::vector<double> mean, stdev;
@@ -144,6 +145,7 @@ struct DeviceLoader::Impl {
     }
     out->fp16_ = options.fp16;
     out->masks_ = host.masks();
+    if (label_classes > 0 && host.masks() != nullptr) return OneHot(host, s, out);
     // uint16 ids always come out as int64 (what PyTorch's losses take; a uint16 tensor is not
     // one every PyTorch version can hold).
     const bool wide = host.shape().mask_type == SampleType::kUint16;
@@ -162,6 +164,37 @@ struct DeviceLoader::Impl {
       out->masks_ = masks;
     }
     out->masks_int64_ = int64;
+    out->pinned_ = state->pin;
+    return Status::OK();
+  }
+
+  // The masks as label_classes one-hot float32 channels, [n][classes][h][w] (the transform
+  // checked every id < classes).
+  Status OneHot(const Batch& host, size_t s, TensorBatch* out) {
+    const size_t pixels = host.shape().pixels(), n = static_cast<size_t>(host.size());
+    const size_t classes = static_cast<size_t>(label_classes);
+    const size_t count = n * classes * pixels;
+    auto* dst = static_cast<float*>(
+        state->cpu_masks[s].Reserve(std::max<size_t>(count, 1) * sizeof(float), state->pin));
+    if (dst == nullptr) return Status::Aborted("DeviceLoader: out of memory (one-hot masks)");
+    std::fill(dst, dst + count, 0.0f);
+    const bool wide = host.shape().mask_type == SampleType::kUint16;
+    for (size_t i = 0; i < n; ++i) {
+      float* sample = dst + i * classes * pixels;
+      for (size_t p = 0; p < pixels; ++p) {
+        const size_t at = i * pixels + p;
+        const size_t id =
+            wide ? reinterpret_cast<const uint16_t*>(host.masks())[at] : host.masks()[at];
+        if (id >= classes) {
+          return Status::Internal("DeviceLoader: label id " + std::to_string(id) +
+                                  " not below to_onehot=" + std::to_string(classes));
+        }
+        sample[id * pixels + p] = 1.0f;
+      }
+    }
+    out->masks_ = dst;
+    out->masks_int64_ = false;
+    out->mask_classes_ = label_classes;
     out->pinned_ = state->pin;
     return Status::OK();
   }
@@ -201,6 +234,7 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   }
   auto impl = std::make_unique<Impl>();
   impl->options = d;
+  impl->label_classes = loader_options.transform ? loader_options.transform->label_classes() : 0;
   const internal::CudaProbe probe = internal::ProbeCuda();
   DSPIPE_RETURN_IF_ERROR(internal::PickDevice(probe, d.device, &impl->device));
   impl->gpu = impl->device >= 0;

@@ -33,6 +33,7 @@ TensorBatch& TensorBatch::operator=(TensorBatch&& other) noexcept {
   masks_ = other.masks_;
   fp16_ = other.fp16_;
   masks_int64_ = other.masks_int64_;
+  mask_classes_ = other.mask_classes_;
   stream_ = other.stream_;
   ready_event_ = other.ready_event_;
   pinned_ = other.pinned_;
@@ -48,6 +49,7 @@ void TensorBatch::Clear() {
   device_ = -1;
   images_ = masks_ = stream_ = ready_event_ = nullptr;
   fp16_ = masks_int64_ = pinned_ = false;
+  mask_classes_ = 0;
 }
 
 Status TensorBatch::StreamWait(void* consumer_stream) const {

@@ -20,6 +20,7 @@ struct TransformPipeline::Impl {
   bool needs_mask = false;          // a draw needs the mask (CropNonEmptyMaskIfExists)
   bool monai = false;               // parsed from a MONAI config (transforms/monai.h)
   int samples = 1;                  // per record (Leaf::samples of the one that splits)
+  int label_classes = 0;            // MONAI's AsDiscreted(to_onehot=N) on the label: N
 };
 
 namespace transforms {

@@ -266,6 +266,108 @@ class NoOp final : public MonaiLeaf {
   json Params(const Step&) const override { return json::object(); }
 };
 
+// AsDiscreted: the label one-hot (to_onehot=N; the ids are checked < N here, the one-hot
+// float32 channels are made where the batch leaves the loader: DeviceLoader,
+// dspipe.transforms.apply), the image thresholded (x >= threshold: 1, else 0) or rounded
+// (torch.round: half to even).
+class AsDiscrete final : public MonaiLeaf {
+ public:
+  int classes = 0;
+  std::optional<double> threshold;
+  bool rounding = false;
+  Kind kind() const override { return Kind::kPixel; }
+  Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    return Status::OK();
+  }
+  Status Apply(const Step&, cv::Mat* image, cv::Mat* mask) const override {
+    if (threshold || rounding) {
+      DSPIPE_RETURN_IF_ERROR(NeedFloat(*image, name));
+      const float t = threshold ? static_cast<float>(*threshold) : 0.0f;
+      ForChannel(image, -1, [&](float& x) {
+        if (threshold) x = x >= t ? 1.0f : 0.0f;
+        if (rounding) x = std::nearbyint(x);
+      });
+    }
+    if (classes > 0 && mask != nullptr) {
+      double lo = 0, hi = 0;
+      cv::minMaxLoc(*mask, &lo, &hi);
+      if (hi >= classes) {
+        return Status::BadInput("the label holds id " + std::to_string(static_cast<int64_t>(hi)) +
+                                ", not below to_onehot=" + std::to_string(classes) +
+                                " (MONAI's one_hot fails the same; raise to_onehot to the number "
+                                "of classes)");
+      }
+    }
+    return Status::OK();
+  }
+  json Params(const Step&) const override { return json::object(); }
+};
+
+Status MakeAsDiscrete(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  auto l = std::make_unique<AsDiscrete>();
+  const Keys k = ReadKeys(r, Role::kSpatial);
+  const std::array<json, 2> argmax = PerKey(r, k, "argmax", false);
+  const std::array<json, 2> onehot = PerKey(r, k, "to_onehot", nullptr);
+  const std::array<json, 2> threshold = PerKey(r, k, "threshold", nullptr);
+  const std::array<json, 2> rounding = PerKey(r, k, "rounding", nullptr);
+  for (int i = 0; i < 2; ++i) {
+    if (!(i == 0 ? k.image : k.label)) continue;
+    const char* what = i == 0 ? "the image" : "the label";
+    if (!argmax[i].is_boolean() || argmax[i].get<bool>()) {
+      r.Fail(r.where() + ": argmax=" + argmax[i].dump() + " on " + what +
+             " is not supported: it reduces a prediction's channels, a training sample has "
+             "none to reduce");
+      break;
+    }
+    if (i == 0 && !onehot[0].is_null()) {
+      r.Fail(r.where() +
+             ": to_onehot applies to the label (class ids), not the image; give it "
+             "per key, e.g. to_onehot=[null, 3] for keys [\"image\", \"label\"]");
+      break;
+    }
+    if (i == 1 && !onehot[1].is_null()) {
+      if (!onehot[1].is_number_integer() || onehot[1].get<int64_t>() < 1 ||
+          onehot[1].get<int64_t>() > 65536) {
+        r.Fail(r.where() + ": argument to_onehot must be the number of classes (1..65536) or " +
+               "null, got " + onehot[1].dump());
+        break;
+      }
+      l->classes = onehot[1].get<int>();
+    }
+    if (i == 1 && (!threshold[1].is_null() || !rounding[1].is_null())) {
+      r.Fail(r.where() +
+             ": threshold / rounding on the label would change its class ids; give "
+             "them per key with null for the label");
+      break;
+    }
+    if (i == 0 && !threshold[0].is_null()) {
+      if (!threshold[0].is_number() || threshold[0].is_boolean()) {
+        r.Fail(r.where() + ": argument threshold must be a number or null, got " +
+               threshold[0].dump());
+        break;
+      }
+      l->threshold = threshold[0].get<double>();
+    }
+    if (i == 0 && !rounding[0].is_null()) {
+      if (rounding[0] != "torchrounding") {
+        r.Fail(r.where() + ": argument rounding must be \"torchrounding\" or null, got " +
+               rounding[0].dump());
+        break;
+      }
+      l->rounding = true;
+    }
+  }
+  // AsDiscrete's keyword arguments at MONAI's defaults: one-hot along the channel dimension,
+  // float32.
+  r.OnlyDefault("dim", 0, "the one-hot channels are the first dimension, as MONAI's default");
+  r.OnlyDefault("keepdim", true, "the channel dimension is kept, as MONAI's default");
+  ReadFloatDtype(r);
+  return Done(r, std::move(l), k, 1.0,
+              {"argmax", "to_onehot", "threshold", "rounding", "dim", "keepdim", "dtype", "lazy"},
+              out);
+}
+
 struct Entry {
   MonaiType type;
   MonaiFactory make;
@@ -414,6 +516,11 @@ const std::vector<Entry>& Entries() {
         {"keys", "spatial_size", "prob", "rotate_range", "shear_range", "translate_range",
          "scale_range", "mode", "padding_mode", "cache_grid", "device"}},
        MakeRandAffine},
+      {{"AsDiscreted",
+        "label output",
+        "one-hot float32 (to_onehot)",
+        {"keys", "argmax", "to_onehot", "threshold", "rounding"}},
+       MakeAsDiscrete},
       {{"ResizeWithPadOrCropd",
         "spatial",
         "same crop and padding",
@@ -515,6 +622,31 @@ json MonaiJson(const Node& root) {
     list.push_back(e);
   }
   return {{"_target_", "Compose"}, {"transforms", list}};
+}
+
+Status MonaiLabelClasses(const Node& root, int* classes) {
+  *classes = 0;
+  const Node* onehot = nullptr;
+  for (const auto& c : root.children) {
+    if (c->leaf == nullptr) continue;
+    const auto* a = dynamic_cast<const AsDiscrete*>(c->leaf.get());
+    if (a != nullptr && a->classes > 0) {
+      if (onehot != nullptr) {
+        return Status::InvalidArgument(Where(c->position, c->leaf->name) +
+                                       ": the label is one-hot already (" +
+                                       Where(onehot->position, onehot->leaf->name) + ")");
+      }
+      onehot = c.get();
+      *classes = a->classes;
+    } else if (onehot != nullptr && c->leaf->kind() == Kind::kGeometric) {
+      return Status::InvalidArgument(
+          Where(c->position, c->leaf->name) + ": a spatial transform after " +
+          Where(onehot->position, onehot->leaf->name) +
+          " would move a one-hot label (its padding would be all-zero channels, not class 0): "
+          "put AsDiscreted(to_onehot=...) after the spatial transforms");
+    }
+  }
+  return Status::OK();
 }
 
 const Node* MonaiSpatialWithoutLabel(const Node& root) {

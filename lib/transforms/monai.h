@@ -32,9 +32,13 @@ nlohmann::json MonaiJson(const Node& root);
 // null. Such a pipeline cannot run on a dataset with masks (the label would no longer fit).
 const Node* MonaiSpatialWithoutLabel(const Node& root);
 
+// The classes of the label's one-hot: AsDiscreted(to_onehot=N) on the label gives N, else 0.
+// InvalidArgument when a spatial transform comes after it or the label is one-hot twice.
+Status MonaiLabelClasses(const Node& root, int* classes);
+
 struct MonaiType {
   const char* name;               // MONAI's class name, e.g. "ScaleIntensityRanged"
-  const char* kind;               // "intensity" | "spatial" | "no-op"
+  const char* kind;               // "intensity" | "spatial" | "label output" | "no-op"
   const char* label;              // what happens to the label
   std::vector<std::string> args;  // MONAI's argument names dspipe reads, in signature order
 };

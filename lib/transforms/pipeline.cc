@@ -248,6 +248,8 @@ Status TransformPipeline::Parse(const std::string& json_text,
   impl->monai = impl->root->extra.contains("__monai__");
   if (!impl->monai) {  // MONAI's no-ops (LoadImaged, ToTensord) are not a normalize tail
     DSPIPE_RETURN_IF_ERROR(transforms::CheckNormalize(*impl->root, &impl->mean, &impl->stdv));
+  } else {
+    DSPIPE_RETURN_IF_ERROR(transforms::MonaiLabelClasses(*impl->root, &impl->label_classes));
   }
   transforms::AssignSegments(impl->root.get(), &impl->labels);
   std::vector<transforms::Node*> leaves;
@@ -501,6 +503,8 @@ Status TransformPipeline::ApplyPixelsSamples(uint64_t seed, uint64_t epoch, uint
 }
 
 int TransformPipeline::samples_per_record() const { return impl_->samples; }
+
+int TransformPipeline::label_classes() const { return impl_->label_classes; }
 
 Status TransformPipeline::Draws(uint64_t seed, uint64_t epoch, uint64_t index, int in_h, int in_w,
                                 const ImageRef* mask, std::string* json_out) const {

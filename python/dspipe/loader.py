@@ -120,8 +120,9 @@ class DLPackArray:
     shape, dtype ("float32", "float16", "int64", "uint8") and device ("cpu", "cuda:N") describe
     it; __array__ (CPU) and __cuda_array_interface__ (GPU) serve numpy and CUDA libraries."""
 
-    def __init__(self, batch: Any, array: Any, shape: tuple[int, ...], dtype: str):
-        self._batch, self._array = batch, array
+    def __init__(self, batch: Any, array: Any, shape: tuple[int, ...], dtype: str,
+                 mask: bool = False):
+        self._batch, self._array, self._mask = batch, array, mask
         self.shape: tuple[int, ...] = tuple(shape)
         self.dtype: str = dtype
 
@@ -150,7 +151,7 @@ class DLPackArray:
     def __cuda_array_interface__(self) -> dict[str, Any]:
         if not self._batch.on_device:
             raise AttributeError("a host array has no __cuda_array_interface__ (use __array__)")
-        ptr = self._batch.images_ptr if len(self.shape) == 4 else self._batch.masks_ptr
+        ptr = self._batch.masks_ptr if self._mask else self._batch.images_ptr
         # v3: "stream" is the producer's; the consumer synchronizes with it before reading.
         return {"shape": self.shape, "typestr": self._TYPESTR[self.dtype], "data": (ptr, False),
                 "version": 3, "strides": None, "stream": self._batch.stream_ptr or None}
@@ -191,7 +192,8 @@ class Loader:
 {options}
 
     Each batch is a dict: "image" float NCHW (on the device), "mask" int64 NHW (None without
-    masks), "label" and "index" int64 (host). Arrays share the loader's buffer (no copy); the
+    masks; float32 N x classes x H x W one-hot after a MONAI AsDiscreted(to_onehot=classes)),
+    "label" and "index" int64 (host). Arrays share the loader's buffer (no copy); the
     buffer is reused only once every array made from it is gone.
 
     The training loop (docs/PYTHON.md, "The training-loop contract"): each iter(loader) is one
@@ -294,7 +296,7 @@ class Loader:
                     "index": np.asarray(b.indices(), dtype=np.int64)}
         masks = b.masks_dlpack()
         return {"image": DLPackArray(b, b.images_dlpack(), b.images_shape, b.images_dtype),
-                "mask": (DLPackArray(b, masks, b.masks_shape, b.masks_dtype)
+                "mask": (DLPackArray(b, masks, b.masks_shape, b.masks_dtype, mask=True)
                          if masks is not None else None),
                 "label": np.asarray(b.labels(), dtype=np.int64),
                 "index": np.asarray(b.indices(), dtype=np.int64)}

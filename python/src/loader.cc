@@ -66,10 +66,15 @@ class PyBatch {
     return nb::make_tuple(batch_.size(), batch_.channels(), batch_.height(), batch_.width());
   }
   nb::tuple masks_shape() const {
+    if (batch_.mask_classes() > 0) {  // one-hot (AsDiscreted)
+      return nb::make_tuple(batch_.size(), batch_.mask_classes(), batch_.height(), batch_.width());
+    }
     return nb::make_tuple(batch_.size(), batch_.height(), batch_.width());
   }
   std::string images_dtype() const { return batch_.fp16() ? "float16" : "float32"; }
-  std::string masks_dtype() const { return batch_.masks_int64() ? "int64" : "uint8"; }
+  std::string masks_dtype() const {
+    return batch_.mask_classes() > 0 ? "float32" : batch_.masks_int64() ? "int64" : "uint8";
+  }
 
   // float32 / float16 [n][c][h][w].
   template <typename Fw>
@@ -83,10 +88,16 @@ class PyBatch {
             : nb::dtype<float>();
     return Export<Fw>(self, batch_.images(), 4, shape, dt);
   }
-  // int64 / uint8 [n][h][w]; None without masks.
+  // int64 / uint8 [n][h][w], float32 [n][classes][h][w] one-hot; None without masks.
   template <typename Fw>
   nb::object Masks(nb::handle self) const {
     if (batch_.masks() == nullptr) return nb::none();
+    if (batch_.mask_classes() > 0) {
+      const size_t shape[4] = {
+          static_cast<size_t>(batch_.size()), static_cast<size_t>(batch_.mask_classes()),
+          static_cast<size_t>(batch_.height()), static_cast<size_t>(batch_.width())};
+      return Export<Fw>(self, batch_.masks(), 4, shape, nb::dtype<float>());
+    }
     const size_t shape[3] = {static_cast<size_t>(batch_.size()),
                              static_cast<size_t>(batch_.height()),
                              static_cast<size_t>(batch_.width())};

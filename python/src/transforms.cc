@@ -229,6 +229,9 @@ void RegisterTransforms(nb::module_& m) {
       "transforms_samples_per_record",
       [](const std::string& spec) { return Parse(spec)->samples_per_record(); }, "spec"_a);
   m.def(
+      "transforms_label_classes",
+      [](const std::string& spec) { return Parse(spec)->label_classes(); }, "spec"_a);
+  m.def(
       "transforms_float_pixels",
       [](const std::string& spec) { return Parse(spec)->float_pixels(); }, "spec"_a);
   m.def("transforms_supported_monai", [] {

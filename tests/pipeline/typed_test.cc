@@ -20,6 +20,7 @@
 
 #include "dspipe/convert.h"
 #include "dspipe/dataset.h"
+#include "dspipe/device_loader.h"
 #include "dspipe/loader.h"
 #include "dspipe/transforms.h"
 #include "pipeline/sample.h"
@@ -595,6 +596,60 @@ TEST(MonaiLoader, BatchesAreTheConfigsFloatOutputSampleForSample) {
   s = Loader::Open(tmp / "ds-ct", o, &loader);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("without its label"), std::string::npos) << s.ToString();
+}
+
+// AsDiscreted(to_onehot=N) on the label: the DeviceLoader's masks are N float32 one-hot channels
+// per sample ([n][N][h][w]), the one-hot of what ApplyPixels gives (ids through the transforms).
+TEST(MonaiLoader, OneHotLabelsLeaveTheDeviceLoaderAsFloatChannels) {
+  TempDir tmp;
+  std::vector<std::pair<cv::Mat, cv::Mat>> src;
+  for (int i = 0; i < 3; ++i) {
+    cv::Mat ids(kH, kW, CV_8UC1);
+    cv::randu(ids, 0, 3);
+    src.emplace_back(CtSlice(i), ids);
+    Write(tmp / ("ct/images/" + std::to_string(i) + ".png"), src.back().first);
+    Write(tmp / ("ct/masks/" + std::to_string(i) + ".png"), ids);
+  }
+  BuildResult r;
+  ASSERT_TRUE(BuildDataset(Options(tmp / "ct", tmp / "ds", StoreMode::kEncoded), &r).ok());
+  const nlohmann::json config = nlohmann::json::array(
+      {{{"_target_", "RandFlipd"}, {"keys", {"image", "label"}}, {"prob", 0.5}},
+       {{"_target_", "AsDiscreted"}, {"keys", {"label"}}, {"to_onehot", 3}}});
+  std::shared_ptr<const TransformPipeline> p;
+  ASSERT_TRUE(TransformPipeline::Parse(config.dump(), &p).ok());
+  EXPECT_EQ(p->label_classes(), 3);
+  LoaderOptions o = Sequential(2);
+  o.sampler.seed = 5;
+  o.transform = p;
+  DeviceOptions d;
+  d.device = DeviceOptions::kCpu;
+  std::unique_ptr<DeviceLoader> loader;
+  Status s = DeviceLoader::Open(tmp / "ds", o, d, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int samples = 0;
+  for (TensorBatch b; (s = loader->Next(&b)).ok() && b;) {
+    ASSERT_EQ(b.mask_classes(), 3);
+    ASSERT_FALSE(b.masks_int64());
+    const auto* onehot = static_cast<const float*>(b.masks());
+    for (int i = 0; i < b.size(); ++i, ++samples) {
+      const uint64_t index = b.indices()[i];
+      const cv::Mat& img = src[index].first;
+      const cv::Mat& ids = src[index].second;
+      const PixelsRef in{img.data, kH, kW, 1, SampleType::kUint16};
+      const PixelsRef in_ids{ids.data, kH, kW, 1, SampleType::kUint8};
+      OwnedPixels want, want_ids;
+      ASSERT_TRUE(p->ApplyPixels(5, b.epoch(), index, in, &in_ids, &want, &want_ids).ok());
+      const size_t pixels = static_cast<size_t>(kH) * kW;
+      for (size_t q = 0; q < pixels; ++q) {
+        for (int c = 0; c < 3; ++c) {
+          const float v = onehot[(static_cast<size_t>(i) * 3 + c) * pixels + q];
+          ASSERT_EQ(v, want_ids.bytes[q] == c ? 1.0f : 0.0f) << index << " " << q << " " << c;
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(samples, 3);
 }
 
 // num_samples: a batch of batch_size records holds num_samples crops of each, in a row, each

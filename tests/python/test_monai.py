@@ -104,6 +104,33 @@ def test_loader_batches_are_the_configs_output_sample_for_sample(tmp_path):
     assert seen == 10
 
 
+
+def test_asdiscreted_gives_one_hot_float_masks_in_batches_and_from_apply(tmp_path):
+    import cv2
+    import numpy as np
+
+    src, out = _ct_dataset(tmp_path, count=3)
+    config = M.Compose([
+        M.RandFlipd(keys=["image", "label"], prob=0.5, spatial_axis=0),
+        M.ResizeWithPadOrCropd(keys=["image", "label"], spatial_size=[20, 20]),
+        M.AsDiscreted(keys=["label"], to_onehot=3),
+    ])
+    loader = dspipe.Loader(str(out), batch_size=3, shuffle=False, device="cpu", seed=2,
+                           transform=config)
+    batch = next(iter(loader))
+    masks = batch["mask"].numpy()
+    assert masks.dtype == np.float32 and masks.shape == (3, 3, 20, 20)
+    for i, index in enumerate(batch["index"].tolist()):
+        hu = cv2.imread(str(src / "images" / f"s{index}.png"), cv2.IMREAD_UNCHANGED)
+        ids = cv2.imread(str(src / "masks" / f"s{index}.png"), cv2.IMREAD_UNCHANGED)
+        want = T.apply(config, hu, ids, seed=2, epoch=0, index=index)["mask"]
+        assert want.dtype == np.float32 and want.shape == (20, 20, 3)  # channels last
+        np.testing.assert_array_equal(masks[i], want.transpose(2, 0, 1))
+        assert (masks[i].sum(0) == 1).all()
+    # An id the one-hot has no channel for fails the record, naming it.
+    with pytest.raises(RuntimeError, match=r"AsDiscreted\): the label holds id 2.*to_onehot=2"):
+        T.apply(M.Compose([M.AsDiscreted(keys=["label"], to_onehot=2)]), hu, ids)
+
 def test_a_typed_array_is_never_converted_to_uint8():
     import numpy as np
 

@@ -61,6 +61,8 @@ def test_matches_monai(name):
                                err_msg=f"{name}: image differs from MONAI {_INDEX['monai']}")
     assert got_mask.shape == want_label.shape, \
         f"{name}: mask shape {got_mask.shape}, MONAI {want_label.shape}"
+    if want_label.ndim == 3:  # one-hot (AsDiscreted): float32 channels last
+        assert got_mask.dtype == np.float32, f"{name}: one-hot mask dtype {got_mask.dtype}"
     np.testing.assert_array_equal(got_mask.astype(np.int64), want_label.astype(np.int64),
                                   err_msg=f"{name}: mask differs from MONAI {_INDEX['monai']}")
     # The inputs are not written through.

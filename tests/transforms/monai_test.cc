@@ -939,6 +939,52 @@ TEST(Monai, ResamplingDrawsFollowMonaisDistributions) {
   EXPECT_LT(std::fabs(applied - 0.3 * n), 4 * std::sqrt(n * 0.3 * 0.7)) << applied;
 }
 
+// AsDiscreted: the label's one-hot classes (the ids checked), the image thresholded or rounded;
+// what would change ids or the channel count is refused, and so is a spatial transform after
+// the one-hot.
+TEST(Monai, AsDiscretedOneHotsTheLabelAndThresholdsTheImage) {
+  auto p = ParseOk(json::array({{{"_target_", "AsDiscreted"},
+                                 {"keys", {"image", "label"}},
+                                 {"to_onehot", {nullptr, 4}},
+                                 {"threshold", {2.5, nullptr}}}}));
+  EXPECT_EQ(p->label_classes(), 4);
+  Image img{1, 4, 1, {1, 2.5, 3, -7}};
+  std::vector<uint8_t> ids = {0, 3, 1, 2};
+  const PixelsRef mask{ids.data(), 1, 4, 1, SampleType::kUint8};
+  OwnedPixels om;
+  EXPECT_EQ(RunMonai(json::parse(p->ToJson())["transforms"], img, 0, &om, &mask),
+            (std::vector<float>{0, 1, 1, 0}));
+  EXPECT_EQ(om.bytes, ids);  // ids through ApplyPixels; one-hot where the batch leaves
+  ids[2] = 4;                // not below to_onehot: the record fails, naming it
+  OwnedPixels out;
+  Status s = p->ApplyPixels(0, 0, 0, img.ref(), &mask, &out, &om);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Has(s.message(), "id 4") && Has(s.message(), "to_onehot=4")) << s.ToString();
+  EXPECT_EQ(
+      RunMonai(
+          json::array(
+              {{{"_target_", "AsDiscreted"}, {"keys", "image"}, {"rounding", "torchrounding"}}}),
+          Image{1, 4, 1, {0.5, 1.5, 2.5, -0.5}}),
+      (std::vector<float>{0, 2, 2, -0}));  // half to even
+  EXPECT_EQ(
+      ParseOk(json::array({{{"_target_", "AsDiscreted"}, {"keys", "image"}}}))->label_classes(), 0);
+  auto err = [](const json& t) { return ParseError(json::array({t})).message(); };
+  std::string m = err({{"_target_", "AsDiscreted"}, {"keys", "label"}, {"argmax", true}});
+  EXPECT_TRUE(Has(m, "argmax")) << m;
+  m = err({{"_target_", "AsDiscreted"}, {"keys", {"image", "label"}}, {"to_onehot", 3}});
+  EXPECT_TRUE(Has(m, "to_onehot applies to the label")) << m;
+  m = err({{"_target_", "AsDiscreted"}, {"keys", "label"}, {"threshold", 0.5}});
+  EXPECT_TRUE(Has(m, "class ids")) << m;
+  m = err({{"_target_", "AsDiscreted"}, {"keys", "label"}, {"to_onehot", 0}});
+  EXPECT_TRUE(Has(m, "number of classes")) << m;
+  const Status later =
+      ParseError(json::array({{{"_target_", "AsDiscreted"}, {"keys", "label"}, {"to_onehot", 2}},
+                              {{"_target_", "RandFlipd"}, {"keys", {"image", "label"}}}}));
+  EXPECT_TRUE(Has(later.message(), "transform 2 (RandFlipd)") &&
+              Has(later.message(), "after the spatial transforms"))
+      << later.ToString();
+}
+
 // docs/MONAI.md's table has one row per supported MONAI transform, and names no other.
 TEST(Monai, DocsTableListsExactlyTheSupportedTransforms) {
   std::ifstream f(std::string(DSPIPE_SOURCE_DIR) + "/docs/MONAI.md");

@@ -219,19 +219,26 @@ def apply(transform: Any, image: Any, mask: Any = None, *, seed: int = 0, epoch:
     transform on its own, as the loader does for such samples. A MONAI config gives a float32
     image; the mask keeps its dtype (uint8 or uint16). Arrays are never converted to another
     dtype: one a dataset cannot hold is refused. A config that yields several samples per record
-    (MONAI's num_samples) gives a list of such dicts, as MONAI does."""
+    (MONAI's num_samples) gives a list of such dicts, as MONAI does. After MONAI's
+    AsDiscreted(to_onehot=N) the mask is one-hot: H x W x N float32 (channels last, as the
+    image), what the loader's batches give as N x H x W."""
     import numpy as np  # noqa: PLC0415
     spec = spec_json(transform)
     img = np.ascontiguousarray(image)
     m = None if mask is None else np.ascontiguousarray(mask)
+    classes = _dspipe.transforms_label_classes(spec)
+
+    def onehot(ids: Any) -> Any:  # the transform checked every id < classes
+        return ids if ids is None or classes == 0 else np.eye(classes, dtype=np.float32)[ids]
+
     if _dspipe.transforms_samples_per_record(spec) > 1:
-        return [{"image": o, "mask": om} for o, om in
+        return [{"image": o, "mask": onehot(om)} for o, om in
                 _dspipe.transforms_apply_samples(spec, img, m, seed, epoch, index)]
     if img.dtype == np.uint8 and (m is None or m.dtype == np.uint8) and \
             not _dspipe.transforms_float_pixels(spec):
         out, out_mask = _dspipe.transforms_apply(spec, img, m, seed, epoch, index)
     else:
         out, out_mask = _dspipe.transforms_apply_pixels(spec, img, m, seed, epoch, index)
-    return {"image": out, "mask": out_mask}
+    return {"image": out, "mask": onehot(out_mask)}
 
 from . import monai  # noqa: E402 (dspipe.transforms.monai: MONAI's dictionary transforms)

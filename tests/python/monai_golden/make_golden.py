@@ -31,7 +31,8 @@ no pickle):
                           "input.label-middle", one foreground pixel each)
     "<name>.config"       the case's config list as JSON text (the same as in the index)
     "<name>.image"        MONAI's output image, float32, H' x W' x C (channels last again)
-    "<name>.label"        MONAI's output label, H' x W' uint8
+    "<name>.label"        MONAI's output label, H' x W' uint8 (after AsDiscreted(to_onehot=N):
+                          H' x W' x N float32 one-hot)
 A case name is "<variant>-<dtype>-c<C>", e.g. "NormalizeIntensityd-nonzero-int16-c4".
 """
 from __future__ import annotations
@@ -171,6 +172,14 @@ VARIANTS: list[tuple[str, list[dict], tuple[str, ...] | None]] = [
                                       mode=["bilinear", "nearest"])], None),
     ("CropForegroundd-image", [_t("CropForegroundd", SPATIAL, source_key="image", margin=1)],
      None),
+    # The label one-hot (float32, channels last in the .npz), the image thresholded / rounded.
+    ("AsDiscreted-onehot", [_t("AsDiscreted", ["label"], to_onehot=4)], None),
+    ("AsDiscreted-threshold", [_t("AsDiscreted", ["image"], threshold=2000)], None),
+    ("AsDiscreted-rounding", [_t("ScaleIntensityd", minv=0.0, maxv=7.0),
+                              _t("AsDiscreted", ["image"], rounding="torchrounding")], None),
+    ("AsDiscreted-perkey", [_t("RandFlipd", SPATIAL, prob=1.0, spatial_axis=1),
+                            _t("AsDiscreted", SPATIAL, to_onehot=[None, 5],
+                               threshold=[1000, None])], None),
     ("chain", [
         _t("EnsureTyped", SPATIAL),
         _t("ScaleIntensityRanged", **SIR, clip=True),
@@ -275,10 +284,14 @@ def run_monai(config: list[dict], image: np.ndarray, label: np.ndarray):
     if img.dtype != torch.float32:
         raise SystemExit(f"{config}: MONAI gave a {img.dtype} image, expected float32")
     lab_np = lab.numpy()
+    image_out = np.ascontiguousarray(img.numpy().transpose(1, 2, 0), dtype=np.float32)
+    if any(d.get("to_onehot") not in (None, [None, None]) for d in config):  # AsDiscreted
+        if lab.dtype != torch.float32 or set(np.unique(lab_np)) - {0.0, 1.0}:
+            raise SystemExit(f"{config}: the one-hot label is not float32 0 / 1: {lab.dtype}")
+        return image_out, np.ascontiguousarray(lab_np.transpose(1, 2, 0), dtype=np.float32)
     if lab_np.shape[0] != 1 or (lab_np.astype(np.uint8) != lab_np).any():
         raise SystemExit(f"{config}: the label is no longer 1 x H x W uint8 ids: {lab_np.dtype}")
-    return (np.ascontiguousarray(img.numpy().transpose(1, 2, 0), dtype=np.float32),
-            np.ascontiguousarray(lab_np[0], dtype=np.uint8))
+    return image_out, np.ascontiguousarray(lab_np[0], dtype=np.uint8)
 
 
 def main(argv: list[str]) -> int:
