@@ -170,6 +170,7 @@ Status MakeRandSpatialCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandCropByPosNegLabel(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandCropByLabelClasses(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeCropForeground(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+Status MakeRandWeightedCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 
 // monai_resize.cc
 Status MakeResize(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);

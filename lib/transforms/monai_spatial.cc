@@ -481,6 +481,122 @@ class CropForeground final : public Spatial {
   }
 };
 
+// RandWeightedCropd: num_samples crops of spatial_size, each centred on a pixel drawn with
+// probability proportional to the weight map (w_key: the label's ids or the image's first
+// channel; shifted to non-negative when it holds negatives; uniform when the weights sum to 0),
+// among MONAI's "valid" centres (per axis [win // 2, n - win + win // 2), or n // 2 where the
+// crop is not smaller than the image). The crop is cut at the image (never padded). The draw
+// needs the map: deferred until the step runs. iv: sample 0's crop x0, y0, w, h; holes: every
+// sample's.
+class RandWeightedCrop final : public Spatial {
+ public:
+  std::array<int, 2> size = {-1, -1};
+  bool from_label = false;
+  int num_samples = 1;
+
+  bool draw_needs_mask() const override { return from_label; }
+  int samples() const override { return num_samples; }
+  std::optional<Size> StaticOutput(Size in) const override {
+    if (!in.known()) {
+      return size[0] > 0 && size[1] > 0 ? std::optional<Size>(Size{size[0], size[1]})
+                                        : std::optional<Size>(Size{});
+    }
+    return Size{std::min(FallBack(size[0], in.h), in.h), std::min(FallBack(size[1], in.w), in.w)};
+  }
+  Status Draw(Rng& rng, int, const cv::Mat* mask, Step* s) const override {
+    const Size in = s->in;
+    const int win[2] = {FallBack(size[0], in.h), FallBack(size[1], in.w)};
+    const int n[2] = {in.h, in.w};
+    s->out = *StaticOutput(in);
+    s->geo.exact = true;
+    s->geo.frame = Frame::kCrop;
+    const cv::Mat* w = from_label ? mask : s->image;
+    if (w == nullptr) {  // planning: the weights come when the step runs
+      s->deferred = true;
+      s->iv[0] = 0, s->iv[1] = 0, s->iv[2] = s->out.w, s->iv[3] = s->out.h;
+      return Status::OK();
+    }
+    s->deferred = false;
+    if (w->rows != in.h || w->cols != in.w) {
+      return Status::Internal(name + ": the weight map is not the image's size");
+    }
+    int lo[2], hi[2];
+    for (int d = 0; d < 2; ++d) {
+      lo[d] = n[d] > win[d] ? win[d] / 2 : n[d] / 2;
+      hi[d] = n[d] > win[d] ? n[d] - win[d] + win[d] / 2 : n[d] / 2 + 1;
+    }
+    const int vh = hi[0] - lo[0], vw = hi[1] - lo[1];
+    auto weight = [&](int y, int x) -> double {
+      switch (w->depth()) {
+        case CV_8U:
+          return w->ptr<uint8_t>(y)[x * w->channels()];
+        case CV_16U:
+          return w->ptr<uint16_t>(y)[x * w->channels()];
+        default:
+          return w->ptr<float>(y)[x * w->channels()];
+      }
+    };
+    double low = 0;
+    for (int y = lo[0]; y < hi[0]; ++y) {
+      for (int x = lo[1]; x < hi[1]; ++x) low = std::min(low, weight(y, x));
+    }
+    thread_local std::vector<double> cum;
+    cum.resize(static_cast<size_t>(vh) * static_cast<size_t>(vw));
+    double total = 0;
+    for (int y = 0; y < vh; ++y) {
+      for (int x = 0; x < vw; ++x) {
+        total += weight(lo[0] + y, lo[1] + x) - low;  // shifted to non-negative (MONAI)
+        cum[static_cast<size_t>(y) * static_cast<size_t>(vw) + static_cast<size_t>(x)] = total;
+      }
+    }
+    const bool uniform = !(total > 0) || !std::isfinite(total);
+    s->holes.clear();
+    s->data.clear();
+    for (int k = 0; k < num_samples; ++k) {
+      size_t idx;
+      if (uniform) {
+        idx = static_cast<size_t>(rng.Below(cum.size()));
+      } else {  // searchsorted(right=True): the first cumulative weight above the draw
+        const double u = rng.Uniform() * total;
+        idx = static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin());
+        idx = std::min(idx, cum.size() - 1);
+      }
+      const int cy = lo[0] + static_cast<int>(idx / static_cast<size_t>(vw));
+      const int cx = lo[1] + static_cast<int>(idx % static_cast<size_t>(vw));
+      const int y0 = std::max(cy - win[0] / 2, 0), x0 = std::max(cx - win[1] / 2, 0);
+      const int h = std::min(y0 + win[0], in.h) - y0, wd = std::min(x0 + win[1], in.w) - x0;
+      if (h != s->out.h || wd != s->out.w) {
+        return Status::Internal(name + ": the crop came out " + std::to_string(h) + "x" +
+                                std::to_string(wd));
+      }
+      s->holes.insert(s->holes.end(), {x0, y0, wd, h});
+      s->data.push_back(static_cast<float>(cy));
+      s->data.push_back(static_cast<float>(cx));
+      if (k == 0) {
+        s->iv[0] = x0, s->iv[1] = y0, s->iv[2] = wd, s->iv[3] = h;
+        s->iv[4] = cy, s->iv[5] = cx;
+        s->geo.fwd = Affine::Translate(-x0, -y0);
+      }
+    }
+    return Status::OK();
+  }
+  void Warp(const Step& s, const cv::Mat& src, cv::Mat* dst, bool) const override {
+    src(cv::Rect(s.iv[0], s.iv[1], s.iv[2], s.iv[3])).copyTo(*dst);
+  }
+  json Params(const Step& s) const override {
+    json all = json::array();
+    for (size_t k = 0; 4 * k + 3 < s.holes.size() && 2 * k + 1 < s.data.size(); ++k) {
+      const int* r = s.holes.data() + 4 * k;
+      all.push_back(
+          {{"center", {static_cast<int>(s.data[2 * k]), static_cast<int>(s.data[2 * k + 1])}},
+           {"crop", {r[0], r[1], r[2], r[3]}}});
+    }
+    return {{"center", {s.iv[4], s.iv[5]}},
+            {"crop", {s.iv[0], s.iv[1], s.iv[2], s.iv[3]}},
+            {"samples", all}};
+  }
+};
+
 // Pad mode (MONAI passes it to numpy.pad / torch.nn.functional.pad) and the constant value.
 void ReadPadMode(ArgReader& r, CropPad* l) {
   l->border = PadBorder(r.Choice("mode", "constant", PadModes()));
@@ -747,6 +863,22 @@ Status MakeCropForeground(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
               {"source_key", "select_fn", "channel_indices", "margin", "allow_smaller",
                "k_divisible", "mode", "value", "start_coord_key", "end_coord_key", "lazy"},
               out);
+}
+
+Status MakeRandWeightedCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  auto l = std::make_unique<RandWeightedCrop>();
+  const Keys k = ReadKeys(r, Role::kSpatial);
+  if (!r.Has("w_key")) {
+    r.Fail(r.where() + ": argument w_key is required: the weight map, \"label\" or \"image\"");
+  }
+  const std::string w = r.Choice("w_key", "label", {"image", "img", "label", "seg", "mask"});
+  l->from_label = w == "label" || w == "seg" || w == "mask";
+  l->size = SpatialSize(r, "spatial_size");
+  l->num_samples = r.Int("num_samples", 1, 1, 64);
+  if (l->from_label && !k.label) {
+    r.Fail(r.where() + ": w_key is the label: keys must include it too");
+  }
+  return Done(r, std::move(l), k, 1.0, {"w_key", "spatial_size", "num_samples", "lazy"}, out);
 }
 
 }  // namespace dspipe::transforms::monai

@@ -985,6 +985,54 @@ TEST(Monai, AsDiscretedOneHotsTheLabelAndThresholdsTheImage) {
       << later.ToString();
 }
 
+// RandWeightedCropd: centres drawn in proportion to the weight map among MONAI's valid centres
+// (a pixel with 3x another's weight is chosen 3x as often), negative weights shifted, all-zero
+// weights uniform; num_samples crops of each record; the crop is cut at the image.
+TEST(Monai, WeightedCropsDrawCentresByWeight) {
+  std::vector<uint8_t> ids(100, 0);
+  ids[5 * 10 + 5] = 3;
+  ids[2 * 10 + 7] = 1;
+  const ImageRef mask{ids.data(), 10, 10, 1};
+  auto p = ParseOk(json::array({{{"_target_", "RandWeightedCropd"},
+                                 {"keys", {"image", "label"}},
+                                 {"w_key", "label"},
+                                 {"spatial_size", {3, 3}},
+                                 {"num_samples", 2}}}));
+  EXPECT_EQ(p->samples_per_record(), 2);
+  int at_five = 0, at_two = 0;
+  const int n = 3000;
+  for (int i = 0; i < n; ++i) {
+    std::string text;
+    ASSERT_TRUE(p->Draws(1, 0, static_cast<uint64_t>(i), 10, 10, &mask, &text).ok());
+    const json d = json::parse(text)[0]["params"];
+    ASSERT_EQ(d["samples"].size(), 2u);
+    for (const json& e : d["samples"]) {
+      const int cy = e["center"][0].get<int>(), cx = e["center"][1].get<int>();
+      ASSERT_TRUE((cy == 5 && cx == 5) || (cy == 2 && cx == 7)) << e.dump();
+      (cy == 5 ? at_five : at_two) += 1;
+      EXPECT_EQ(e["crop"], json({cx - 1, cy - 1, 3, 3}));
+    }
+  }
+  const double q = 0.75, m = 2.0 * n;
+  EXPECT_LT(std::fabs(at_five - m * q), 4 * std::sqrt(m * q * (1 - q))) << at_five << " " << at_two;
+  // The image as the map: -1 everywhere but one pixel of 0 (shifted: only it weighs); a crop
+  // taller than the image is cut at it (rows: the centre n // 2).
+  Image img{6, 8, 1, std::vector<float>(48, -1.0f)};
+  img.v[3 * 8 + 5] = 0.0f;  // row 3: the only valid centre row (6 // 2)
+  for (uint64_t i = 0; i < 20; ++i) {
+    std::vector<float> o = RunMonai(json::array({{{"_target_", "RandWeightedCropd"},
+                                                  {"keys", "image"},
+                                                  {"w_key", "image"},
+                                                  {"spatial_size", {9, 3}}}}),
+                                    img, i);
+    ASSERT_EQ(o.size(), 18u);            // 6 x 3
+    EXPECT_EQ(o[3 * 3 + 1], 0.0f) << i;  // column 5 is the crop's middle one
+  }
+  const Status s = ParseError(
+      json::array({{{"_target_", "RandWeightedCropd"}, {"keys", "image"}, {"spatial_size", 4}}}));
+  EXPECT_TRUE(Has(s.message(), "w_key is required")) << s.ToString();
+}
+
 // docs/MONAI.md's table has one row per supported MONAI transform, and names no other.
 TEST(Monai, DocsTableListsExactlyTheSupportedTransforms) {
   std::ifstream f(std::string(DSPIPE_SOURCE_DIR) + "/docs/MONAI.md");
