@@ -239,28 +239,53 @@ class RandCropByPosNegLabel final : public Spatial {
       return id < num_classes && bright(y, x) ? id : -1;
     };
     const int categories = classes ? num_classes : 2;
-    // Every pixel of each category, in row-major order, in one pass (the draws then pick by
-    // position). Per thread, reused.
+    // The k-th pixel of a category in row-major order (the draws pick by position). Pos/neg on
+    // the label alone (the common case): each row's foreground count (a SIMD count), the row
+    // found from their running sums, then the pixel in that row. Otherwise every pixel of each
+    // category listed in one pass. Per thread, reused.
+    const bool by_rows = !classes && image == nullptr;
+    thread_local std::vector<uint32_t> row_fg;
     thread_local std::vector<std::vector<uint32_t>> pixels;
-    pixels.resize(static_cast<size_t>(categories));
-    for (auto& v : pixels) v.clear();
-    for (int y = 0; y < in.h; ++y) {
-      const uint32_t row = static_cast<uint32_t>(y) * static_cast<uint32_t>(in.w);
-      if (mask->depth() == CV_8U && !classes && image == nullptr) {  // the common case, tight
-        const uint8_t* p = mask->ptr<uint8_t>(y);
-        for (int x = 0; x < in.w; ++x)
-          pixels[p[x] != 0 ? 1 : 0].push_back(row + static_cast<uint32_t>(x));
-        continue;
+    std::vector<uint64_t> count(static_cast<size_t>(categories), 0);
+    if (by_rows) {
+      row_fg.resize(static_cast<size_t>(in.h));
+      for (int y = 0; y < in.h; ++y) {
+        row_fg[static_cast<size_t>(y)] = static_cast<uint32_t>(cv::countNonZero(mask->row(y)));
+        count[1] += row_fg[static_cast<size_t>(y)];
       }
-      for (int x = 0; x < in.w; ++x) {
-        if (const int c = category(y, x); c >= 0) {
-          pixels[static_cast<size_t>(c)].push_back(row + static_cast<uint32_t>(x));
+      count[0] = static_cast<uint64_t>(in.h) * static_cast<uint64_t>(in.w) - count[1];
+    } else {
+      pixels.resize(static_cast<size_t>(categories));
+      for (auto& v : pixels) v.clear();
+      for (int y = 0; y < in.h; ++y) {
+        const uint32_t row = static_cast<uint32_t>(y) * static_cast<uint32_t>(in.w);
+        for (int x = 0; x < in.w; ++x) {
+          if (const int c = category(y, x); c >= 0) {
+            pixels[static_cast<size_t>(c)].push_back(row + static_cast<uint32_t>(x));
+          }
         }
       }
+      for (int c = 0; c < categories; ++c)
+        count[static_cast<size_t>(c)] = pixels[static_cast<size_t>(c)].size();
     }
-    std::vector<uint64_t> count(static_cast<size_t>(categories), 0);
-    for (int c = 0; c < categories; ++c)
-      count[static_cast<size_t>(c)] = pixels[static_cast<size_t>(c)].size();
+    auto kth = [&](int cat, uint64_t k) -> uint32_t {
+      if (!by_rows) return pixels[static_cast<size_t>(cat)][k];
+      int y = 0;
+      for (;; ++y) {  // the row holding it
+        const uint64_t in_row = cat == 1
+                                    ? row_fg[static_cast<size_t>(y)]
+                                    : static_cast<uint64_t>(in.w) - row_fg[static_cast<size_t>(y)];
+        if (k < in_row) break;
+        k -= in_row;
+      }
+      for (int x = 0;; ++x) {
+        const bool fg =
+            mask->depth() == CV_16U ? mask->at<uint16_t>(y, x) != 0 : mask->at<uint8_t>(y, x) != 0;
+        if (fg == (cat == 1) && k-- == 0) {
+          return static_cast<uint32_t>(y) * static_cast<uint32_t>(in.w) + static_cast<uint32_t>(x);
+        }
+      }
+    };
     // The category of each sample, in MONAI's order of draws: pos/neg draws it with each
     // sample's position; classes draws every sample's class first (numpy's choice).
     std::vector<double> weight(static_cast<size_t>(categories), 0.0);
@@ -315,7 +340,7 @@ class RandCropByPosNegLabel final : public Spatial {
                                                  static_cast<double>(n - 1) / (max_per_class - 1)));
       }
       const bool pick_fg = !classes && cat == 1;
-      const uint32_t at = pixels[static_cast<size_t>(cat)][k];
+      const uint32_t at = kth(cat, k);
       const int cy = static_cast<int>(at / static_cast<uint32_t>(in.w));
       const int cx = static_cast<int>(at % static_cast<uint32_t>(in.w));
       const int c[2] = {Correct(cy, roi[0], in.h), Correct(cx, roi[1], in.w)};

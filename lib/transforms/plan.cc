@@ -296,6 +296,20 @@ std::vector<std::unique_ptr<RowOp>> RowOpsOf(const Plan& plan) {
 
 namespace {
 
+// A geometric step's output written into the thread's spare buffer (the input of its previous
+// step, handed back), which becomes *cur; the input becomes the spare. A buffer of the same
+// size is reused instead of allocated (each new one page-faults in); the spare is dropped when
+// anything else holds it.
+void Resample(const Step& s, cv::Mat* cur, bool is_mask) {
+  thread_local cv::Mat spares[2];
+  cv::Mat& spare = spares[is_mask ? 1 : 0];
+  if (spare.u != nullptr && spare.u->refcount > 1) spare.release();
+  spare.create(s.out.h, s.out.w, cur->type());
+  s.leaf->Warp(s, *cur, &spare, is_mask);
+  std::swap(*cur, spare);
+  if (spare.u != nullptr && spare.u == cur->u) spare.release();  // Warp handed its input back
+}
+
 // One step on its own (albumentations' / MONAI's sequential application), in place.
 Status RunStep(Step& s, int channels, cv::Mat* img, cv::Mat* msk) {
   DSPIPE_RETURN_IF_ERROR(Redraw(&s, channels, *img));
@@ -304,14 +318,8 @@ Status RunStep(Step& s, int channels, cv::Mat* img, cv::Mat* msk) {
     const Status drawn = FinishDraw(&s, channels, *msk);
     s.image = nullptr;
     if (!drawn.ok()) return drawn;
-    cv::Mat next(s.out.h, s.out.w, img->type());
-    s.leaf->Warp(s, *img, &next, false);
-    *img = next;
-    if (!msk->empty()) {
-      cv::Mat mnext(s.out.h, s.out.w, msk->type());
-      s.leaf->Warp(s, *msk, &mnext, true);
-      *msk = mnext;
-    }
+    Resample(s, img, false);
+    if (!msk->empty()) Resample(s, msk, true);
     return Status::OK();
   }
   Status st = s.leaf->Apply(s, img, msk->empty() ? nullptr : msk);

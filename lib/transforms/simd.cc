@@ -238,4 +238,49 @@ void LookUp(cv::Mat* image, const uint8_t lut[4][256]) {
   for (int y = 0; y < image->rows; ++y) LookUpRow(image->ptr<uint8_t>(y), row, c, lut);
 }
 
+namespace {
+
+inline float RangeMapOne(float x, const RangeMapParams& m) {
+  float t = (x - m.a_min) / m.span;
+  if (m.rescale) {
+    const float scaled = t * m.scale;  // two roundings, as torch's mul then add
+    t = scaled + m.offset;
+  }
+  if (m.clip) t = std::min(std::max(t, m.lo), m.hi);
+  return t;
+}
+
+#ifdef DSPIPE_TRANSFORMS_X86
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
+__attribute__((target("avx2"))) size_t RangeMapAvx2(float* p, size_t n, const RangeMapParams& m) {
+  const __m256 a = _mm256_set1_ps(m.a_min), span = _mm256_set1_ps(m.span);
+  const __m256 scale = _mm256_set1_ps(m.scale), offset = _mm256_set1_ps(m.offset);
+  const __m256 lo = _mm256_set1_ps(m.lo), hi = _mm256_set1_ps(m.hi);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 t = _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), a), span);
+    if (m.rescale) t = _mm256_add_ps(_mm256_mul_ps(t, scale), offset);
+    // max_ps / min_ps return their second operand when one is NaN: t, as std::max(t, lo) and
+    // std::min(t, hi) return t.
+    if (m.clip) t = _mm256_min_ps(hi, _mm256_max_ps(lo, t));
+    _mm256_storeu_ps(p + i, t);
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
+void RangeMapRow(float* p, size_t n, const RangeMapParams& m) {
+  size_t i = 0;
+#ifdef DSPIPE_TRANSFORMS_X86
+  if (HaveAvx2()) i = RangeMapAvx2(p, n, m);
+#endif
+  for (; i < n; ++i) p[i] = RangeMapOne(p[i], m);
+}
+
 }  // namespace dspipe::transforms

@@ -27,4 +27,17 @@ uint64_t AddNoiseRow(uint8_t* p, size_t n, const int32_t* table, uint64_t seed, 
 uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int32_t* table,
                            uint64_t seed, uint64_t first);
 
+// MONAI's ScaleIntensityRange on n float32 values, in place, each op in float32 as torch does
+// them: t = (x - a_min) / span; with `rescale` t = t * scale + offset; with `clip`
+// t = min(max(t, lo), hi) (NaN stays NaN). AVX2 8 values a step (no fused multiply-add), the
+// same results as the plain loop.
+struct RangeMapParams {
+  float a_min = 0, span = 1;
+  bool rescale = false;
+  float scale = 1, offset = 0;
+  bool clip = false;
+  float lo = 0, hi = 0;
+};
+void RangeMapRow(float* p, size_t n, const RangeMapParams& m);
+
 }  // namespace dspipe::transforms

@@ -324,6 +324,28 @@ TEST(Monai, GaussianNoiseHasTheDrawnStd) {
   const double sd = std::sqrt(ss / v.size());
   EXPECT_NEAR(mean, 2.0, 4 * 0.5 / 64);
   EXPECT_NEAR(sd, 0.5, 0.03);
+  // The shape of the distribution over 1M values (the ziggurat's layers, wedges and tail):
+  // the share below each of these standard-normal quantiles, within 5 sigma of the binomial.
+  auto unit = ParseOk(json::array({{{"_target_", "RandGaussianNoised"},
+                                    {"keys", "image"},
+                                    {"prob", 1.0},
+                                    {"std", 1.0},
+                                    {"sample_std", false}}}));
+  Image big{1000, 1000, 1, std::vector<float>(1000 * 1000, 0.0f)};
+  ASSERT_TRUE(unit->ApplyPixels(2, 0, 0, big.ref(), nullptr, &o, &unused).ok());
+  const std::vector<float> z = Floats(o);
+  const double n = static_cast<double>(z.size());
+  for (const auto& [q, cdf] : std::vector<std::pair<double, double>>{{-3.5, 2.326e-4},
+                                                                     {-2.5, 6.210e-3},
+                                                                     {-1.0, 0.158655},
+                                                                     {0.0, 0.5},
+                                                                     {0.3, 0.617911},
+                                                                     {1.96, 0.975002},
+                                                                     {3.5, 0.9997674}}) {
+    const double share =
+        static_cast<double>(std::count_if(z.begin(), z.end(), [&](float x) { return x < q; })) / n;
+    EXPECT_NEAR(share, cdf, 5 * std::sqrt(cdf * (1 - cdf) / n) + 1e-6) << "below " << q;
+  }
 }
 
 // One transform's params for sample (seed 11, epoch 0, index i) of a 6 x 5 input.
