@@ -170,6 +170,33 @@ VARIANTS: list[tuple[str, list[dict], tuple[str, ...] | None]] = [
     # half-pixel one puts the label's nearest sample on float32 ties).
     ("RandAffined-notdrawn-size", [_t("RandAffined", SPATIAL, prob=0.0, spatial_size=[21, 22],
                                       mode=["bilinear", "nearest"])], None),
+    # Rand2DElasticd with magnitude_range=[0, 0]: the deformation offsets (normal draws) are
+    # zero, so the case is the affine applied to the control grid, torch's bicubic upsampling
+    # and the centre crop, and Resample (test_monai_golden.py checks nonzero offsets).
+    ("Rand2DElasticd", [_t("Rand2DElasticd", SPATIAL, spacing=[8, 8], magnitude_range=[0, 0],
+                           prob=1.0, rotate_range=[[0.2, 0.2]],
+                           shear_range=[[0.1, 0.1], [0.05, 0.05]],
+                           translate_range=[[2, 2], [-1.5, -1.5]],
+                           scale_range=[[0.1, 0.1], [-0.2, -0.2]],
+                           mode=["bilinear", "nearest"])], None),
+    ("Rand2DElasticd-size-zeros", [_t("Rand2DElasticd", SPATIAL, spacing=5,
+                                      magnitude_range=[0, 0], spatial_size=[25, 18], prob=1.0,
+                                      rotate_range=[[-0.4, -0.4]], scale_range=[[0.3, 0.3]],
+                                      mode=["bilinear", "nearest"], padding_mode="zeros")],
+     None),
+    ("Rand2DElasticd-fractional-border", [_t("Rand2DElasticd", SPATIAL, spacing=[3.5, 6.25],
+                                             magnitude_range=[0, 0], prob=1.0,
+                                             rotate_range=[[0.7, 0.7]],
+                                             mode=["bilinear", "nearest"],
+                                             padding_mode="border")], None),
+    # Not drawn: the same size is the input itself, another size the identity grid.
+    ("Rand2DElasticd-notdrawn", [_t("Rand2DElasticd", SPATIAL, spacing=10,
+                                    magnitude_range=[1, 2], prob=0.0,
+                                    mode=["bilinear", "nearest"])], None),
+    ("Rand2DElasticd-notdrawn-size", [_t("Rand2DElasticd", SPATIAL, spacing=10,
+                                         magnitude_range=[1, 2], prob=0.0,
+                                         spatial_size=[21, 22],
+                                         mode=["bilinear", "nearest"])], None),
     ("CropForegroundd-image", [_t("CropForegroundd", SPATIAL, source_key="image", margin=1)],
      None),
     # The label one-hot (float32, channels last in the .npz), the image thresholded / rounded.
@@ -224,13 +251,17 @@ LABELED: list[tuple[str, list[dict], tuple[str, ...] | None, str]] = [
 # Cases compared with a tolerance instead of 1e-5 (prefix of the variant name: atol, rtol):
 # - resampling: torch's interpolate / grid_sample reach their sample points through float32
 #   (normalized) coordinates, dspipe computes them in double (about 1e-6 of the range);
+# - Rand2DElasticd: as resampling, and torch's float32 bicubic upsampling of the control grid
+#   rounds in its own order: the sample points differ by a few float32 ulps of the grid
+#   (up to ~2e-5 pixel), about 1.5e-5 of the range;
 # - RandAdjustContrastd: torch's float32 pow (Sleef's powf, 1 ulp) and dspipe's (float64 pow
 #   rounded once) differ by one float32 ulp of x ** gamma for a few pixels; x ** gamma is in
 #   [0, 1] and is multiplied by the intensity range (about 4100 for these inputs), so one ulp
 #   (6e-8) becomes up to 2.5e-4 in the output (x 1.2 after retain_stats' rescale).
 TOLERANCE = {"Resized-bilinear": (0.01, 1e-5), "Resized-bicubic": (0.01, 1e-5),
              "RandZoomd": (0.01, 1e-5), "RandRotated": (0.05, 1e-5),
-             "RandAffined": (0.05, 1e-5), "RandAdjustContrastd": (5e-4, 1e-5)}
+             "RandAffined": (0.05, 1e-5), "Rand2DElasticd": (0.1, 1e-5),
+             "RandAdjustContrastd": (5e-4, 1e-5)}
 
 
 def make_inputs() -> dict[str, np.ndarray]:
