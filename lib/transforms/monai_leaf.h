@@ -178,4 +178,7 @@ Status MakeRandZoom(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandRotate(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 Status MakeRandAffine(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
 
+// monai_elastic.cc
+Status MakeRand2DElastic(ArgReader& r, std::unique_ptr<MonaiLeaf>* out);
+
 }  // namespace dspipe::transforms::monai

@@ -170,15 +170,18 @@ double Pad(double v, int size, GridPad pad, bool align_corners) {
   return std::min(static_cast<double>(size - 1), std::max(v, 0.0));
 }
 
-template <typename T>
-void SampleNearest(const cv::Mat& src, const double m[6], cv::Mat* dst, GridPad pad,
-                   bool align_corners) {
+// The samplers, for any source of sample points: at(r, c, &y, &x) gives output pixel (r, c)'s
+// input coordinate (row y, column x, in input indices) before padding.
+template <typename T, typename At>
+void SampleNearest(const cv::Mat& src, At at, cv::Mat* dst, GridPad pad, bool align_corners) {
   const int ch = src.channels();
   for (int r = 0; r < dst->rows; ++r) {
     T* d = dst->ptr<T>(r);
     for (int c = 0; c < dst->cols; ++c) {
-      const double y = Pad(m[0] * r + m[1] * c + m[2], src.rows, pad, align_corners);
-      const double x = Pad(m[3] * r + m[4] * c + m[5], src.cols, pad, align_corners);
+      double y, x;
+      at(r, c, &y, &x);
+      y = Pad(y, src.rows, pad, align_corners);
+      x = Pad(x, src.cols, pad, align_corners);
       const double ny = std::nearbyint(y), nx = std::nearbyint(x);  // half to even
       const bool in = ny >= 0 && nx >= 0 && ny < src.rows && nx < src.cols;
       const T* p = in ? src.ptr<T>(static_cast<int>(ny)) + static_cast<size_t>(nx) * ch : nullptr;
@@ -187,14 +190,16 @@ void SampleNearest(const cv::Mat& src, const double m[6], cv::Mat* dst, GridPad 
   }
 }
 
-void SampleBilinear(const cv::Mat& src, const double m[6], cv::Mat* dst, GridPad pad,
-                    bool align_corners) {
+template <typename At>
+void SampleBilinear(const cv::Mat& src, At at, cv::Mat* dst, GridPad pad, bool align_corners) {
   const int ch = src.channels(), H = src.rows, W = src.cols;
   for (int r = 0; r < dst->rows; ++r) {
     float* d = dst->ptr<float>(r);
     for (int c = 0; c < dst->cols; ++c) {
-      const double y = Pad(m[0] * r + m[1] * c + m[2], H, pad, align_corners);
-      const double x = Pad(m[3] * r + m[4] * c + m[5], W, pad, align_corners);
+      double y, x;
+      at(r, c, &y, &x);
+      y = Pad(y, H, pad, align_corners);
+      x = Pad(x, W, pad, align_corners);
       const double fy = std::floor(y), fx = std::floor(x);
       const int y0 = static_cast<int>(fy), x0 = static_cast<int>(fx);
       const float wy = static_cast<float>(y - fy), wx = static_cast<float>(x - fx);
@@ -207,6 +212,20 @@ void SampleBilinear(const cv::Mat& src, const double m[6], cv::Mat* dst, GridPad
         for (int k = 0; k < ch; ++k) d[c * ch + k] += w[t] * p[k];
       }
     }
+  }
+}
+
+template <typename At>
+void Sample(const cv::Mat& src, At at, cv::Mat* dst, bool nearest, GridPad pad,
+            bool align_corners) {
+  if (src.depth() == CV_32F && !nearest) return SampleBilinear(src, at, dst, pad, align_corners);
+  switch (src.depth()) {
+    case CV_8U:
+      return SampleNearest<uint8_t>(src, at, dst, pad, align_corners);
+    case CV_16U:
+      return SampleNearest<uint16_t>(src, at, dst, pad, align_corners);
+    default:
+      return SampleNearest<float>(src, at, dst, pad, align_corners);
   }
 }
 
@@ -237,15 +256,21 @@ void Interpolate(const cv::Mat& src, cv::Mat* dst, Interp mode, bool align_corne
 
 void GridSample(const cv::Mat& src, const double m[6], cv::Mat* dst, bool nearest, GridPad pad,
                 bool align_corners) {
-  if (src.depth() == CV_32F && !nearest) return SampleBilinear(src, m, dst, pad, align_corners);
-  switch (src.depth()) {
-    case CV_8U:
-      return SampleNearest<uint8_t>(src, m, dst, pad, align_corners);
-    case CV_16U:
-      return SampleNearest<uint16_t>(src, m, dst, pad, align_corners);
-    default:
-      return SampleNearest<float>(src, m, dst, pad, align_corners);
-  }
+  auto at = [m](int r, int c, double* y, double* x) {
+    *y = m[0] * r + m[1] * c + m[2];
+    *x = m[3] * r + m[4] * c + m[5];
+  };
+  Sample(src, at, dst, nearest, pad, align_corners);
+}
+
+void GridSampleMap(const cv::Mat& src, const cv::Mat& map, cv::Mat* dst, bool nearest, GridPad pad,
+                   bool align_corners) {
+  auto at = [&map](int r, int c, double* y, double* x) {
+    const double* p = map.ptr<double>(r) + 2 * static_cast<size_t>(c);
+    *y = p[0];
+    *x = p[1];
+  };
+  Sample(src, at, dst, nearest, pad, align_corners);
 }
 
 }  // namespace dspipe::transforms::monai

@@ -4,7 +4,9 @@
 //     bilinear, bicubic (A = -0.75), area (adaptive average pooling), align_corners as torch
 //     takes it;
 //   - GridSample: torch.nn.functional.grid_sample of an affine grid given in pixel indices
-//     (Rotate, Affine): bilinear or nearest, padding zeros / border / reflection.
+//     (Rotate, Affine): bilinear or nearest, padding zeros / border / reflection;
+//   - GridSampleMap: the same sampling of a dense map, one input coordinate per output pixel
+//     (Rand2DElastic's deformed grid).
 // Internal to the MONAI front end (monai_leaf.h).
 #pragma once
 
@@ -23,5 +25,10 @@ void Interpolate(const cv::Mat& src, cv::Mat* dst, Interp mode, bool align_corne
 // (indices; grid_sample's coordinates unnormalized), dst allocated at the output size.
 void GridSample(const cv::Mat& src, const double m[6], cv::Mat* dst, bool nearest, GridPad pad,
                 bool align_corners);
+
+// dst pixel (r, c) = src sampled at row map(r, c)[0], column map(r, c)[1] (input indices, map
+// CV_64FC2 of dst's size), as GridSample samples.
+void GridSampleMap(const cv::Mat& src, const cv::Mat& map, cv::Mat* dst, bool nearest, GridPad pad,
+                   bool align_corners);
 
 }  // namespace dspipe::transforms::monai

@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "transforms/monai_leaf.h"
-#include "transforms/monai_resample.h"
+#include "transforms/monai_grid.h"
 
 namespace dspipe::transforms::monai {
 namespace {
@@ -15,13 +14,10 @@ namespace {
 // column = v11 r + v12 c + v13).
 constexpr int kMap = 8;
 
-class Resampling : public Spatial {
+class Resampling : public Spatial, public GridModes {
  public:
-  // [0] the image's, [1] the label's.
+  // [0] the image's, [1] the label's (align: GridModes' for both resamplers).
   Interp interp[2] = {Interp::kBilinear, Interp::kNearest};
-  bool nearest[2] = {false, true};  // grid steps
-  GridPad pad[2] = {GridPad::kBorder, GridPad::kBorder};
-  bool align[2] = {false, false};
 
  protected:
   static void SetMap(Step* s, const double m[6]) {
@@ -173,11 +169,6 @@ class RandRotate final : public Resampling {
   }
 };
 
-// One of RandAffined's ranges: each entry draws one parameter, uniform in [lo, hi].
-struct Range {
-  std::vector<std::pair<double, double>> e;
-};
-
 // RandAffined: rotate (the first rotate_range entry), shear (coefficients [0][1], [1][0]),
 // translate (rows, columns, in pixels) and scale (1 + draw; an axis without one keeps 1) drawn
 // when the transform happens (it draws its own prob: an output of another spatial_size is
@@ -186,7 +177,7 @@ struct Range {
 class RandAffine final : public Resampling {
  public:
   double p = 0.1;
-  Range rotate, shear, translate, scale;
+  AffineRanges ranges;
   std::array<int, 2> size = {-1, -1};
 
   std::optional<Size> StaticOutput(Size in) const override {
@@ -201,23 +192,9 @@ class RandAffine final : public Resampling {
     const bool apply = rng.Uniform() < p;
     s->iv[0] = apply ? 1 : 0;
     double draws[4][2] = {{0, 0}, {0, 0}, {0, 0}, {1, 1}};
-    const Range* ranges[4] = {&rotate, &shear, &translate, &scale};
-    for (int k = 0; k < 4 && apply; ++k) {
-      for (size_t j = 0; j < ranges[k]->e.size(); ++j) {
-        const double d = Uniform(rng, ranges[k]->e[j].first, ranges[k]->e[j].second);
-        if (j < 2) draws[k][j] = k == 3 ? 1.0 + d : d;
-      }
-    }
+    if (apply) ranges.Draw(rng, draws);
     for (int k = 0; k < 4; ++k) s->v[2 * k] = draws[k][0], s->v[2 * k + 1] = draws[k][1];
-    // A = R @ Sh @ T @ S (3 x 3, (row, column) coordinates).
-    const double c = std::cos(draws[0][0]), sn = std::sin(draws[0][0]);
-    const cv::Matx33d R(c, -sn, 0, sn, c, 0, 0, 0, 1);
-    // MONAI's shear is two elementary shears, [0][1] first: S10 @ S01.
-    const cv::Matx33d Sh = cv::Matx33d(1, 0, 0, draws[1][1], 1, 0, 0, 0, 1) *
-                           cv::Matx33d(1, draws[1][0], 0, 0, 1, 0, 0, 0, 1);
-    const cv::Matx33d T(1, 0, draws[2][0], 0, 1, draws[2][1], 0, 0, 1);
-    const cv::Matx33d S(draws[3][0], 0, 0, 0, draws[3][1], 0, 0, 0, 1);
-    const cv::Matx33d A = R * Sh * T * S;
+    const cv::Matx33d A = AffineMatrix(draws);
     const double co[2] = {(s->out.h - 1) / 2.0, (s->out.w - 1) / 2.0};
     const double ci[2] = {(s->in.h - 1) / 2.0, (s->in.w - 1) / 2.0};
     const double m[6] = {A(0, 0), A(0, 1), A(0, 2) + ci[0] - A(0, 0) * co[0] - A(0, 1) * co[1],
@@ -287,9 +264,9 @@ void ReadInterp(ArgReader& r, const Keys& k, const char* def, Resampling* l) {
   }
 }
 
-// mode (grid_sample's: bilinear, nearest), padding_mode, align_corners (when it has one), per
-// key.
-void ReadGrid(ArgReader& r, const Keys& k, const char* pad_def, bool has_align, Resampling* l) {
+}  // namespace
+
+void ReadGrid(ArgReader& r, const Keys& k, const char* pad_def, bool has_align, GridModes* l) {
   const std::array<json, 2> modes = PerKey(r, k, "mode", "bilinear");
   const std::array<json, 2> pads = PerKey(r, k, "padding_mode", pad_def);
   std::array<json, 2> align = {false, false};
@@ -325,8 +302,6 @@ void ReadGrid(ArgReader& r, const Keys& k, const char* pad_def, bool has_align, 
   }
 }
 
-// A RandAffined range: null, a number x (one draw in [-x, x]), or a list whose entries are
-// numbers (+-x), [lo, hi] pairs or null (no draw).
 Range ReadRange(ArgReader& r, const char* key) {
   Range out;
   const json* v = r.Raw(key);
@@ -351,7 +326,33 @@ Range ReadRange(ArgReader& r, const char* key) {
   return out;
 }
 
-}  // namespace
+void AffineRanges::Read(ArgReader& r) {
+  rotate = ReadRange(r, "rotate_range");
+  shear = ReadRange(r, "shear_range");
+  translate = ReadRange(r, "translate_range");
+  scale = ReadRange(r, "scale_range");
+}
+
+void AffineRanges::Draw(Rng& rng, double d[4][2]) const {
+  const Range* ranges[4] = {&rotate, &shear, &translate, &scale};
+  for (int k = 0; k < 4; ++k) {
+    d[k][0] = d[k][1] = k == 3 ? 1.0 : 0.0;
+    for (size_t j = 0; j < ranges[k]->e.size(); ++j) {
+      const double v = Uniform(rng, ranges[k]->e[j].first, ranges[k]->e[j].second);
+      if (j < 2) d[k][j] = k == 3 ? 1.0 + v : v;
+    }
+  }
+}
+
+cv::Matx33d AffineMatrix(const double d[4][2]) {
+  const double c = std::cos(d[0][0]), sn = std::sin(d[0][0]);
+  const cv::Matx33d R(c, -sn, 0, sn, c, 0, 0, 0, 1);
+  const cv::Matx33d Sh =
+      cv::Matx33d(1, 0, 0, d[1][1], 1, 0, 0, 0, 1) * cv::Matx33d(1, d[1][0], 0, 0, 1, 0, 0, 0, 1);
+  const cv::Matx33d T(1, 0, d[2][0], 0, 1, d[2][1], 0, 0, 1);
+  const cv::Matx33d S(d[3][0], 0, 0, 0, d[3][1], 0, 0, 0, 1);
+  return R * Sh * T * S;
+}
 
 Status MakeResize(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   auto l = std::make_unique<Resize>();
@@ -472,10 +473,7 @@ Status MakeRandAffine(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
     r.Put("spatial_size", nullptr);
   }
   l->p = Prob(r, 0.1);
-  l->rotate = ReadRange(r, "rotate_range");
-  l->shear = ReadRange(r, "shear_range");
-  l->translate = ReadRange(r, "translate_range");
-  l->scale = ReadRange(r, "scale_range");
+  l->ranges.Read(r);
   ReadGrid(r, k, "reflection", false, l.get());
   r.OnlyDefault("cache_grid", false, "dspipe computes each sample's map on the fly");
   KeepIgnored(r, {"device"});

@@ -73,9 +73,9 @@ def test_an_unsupported_transform_is_refused_by_name():
     image = _GOLDEN["input.uint16-c1"]
     label = _GOLDEN["input.label"]
     config = [{"_target_": "ScaleIntensityRanged", "keys": ["image"], "a_min": 0, "a_max": 4095},
-              {"_target_": "Rand2DElasticd", "keys": ["image", "label"], "prob": 1.0,
-               "spacing": [20, 20], "magnitude_range": [1, 2]}]
-    with pytest.raises(ValueError, match=r"Rand2DElasticd") as err:
+              {"_target_": "Spacingd", "keys": ["image", "label"], "pixdim": [1.5, 1.5],
+               "mode": ["bilinear", "nearest"]}]
+    with pytest.raises(ValueError, match=r"Spacingd") as err:
         T.apply(config, image, label, seed=0)
     assert "supported" in str(err.value)
     assert dspipe.transforms is T
@@ -127,3 +127,82 @@ def test_histogram_shift_is_monais_mapping_of_its_control_points(key, index):
     near = np.interp(x.astype(np.float64), xp.astype(np.float64), fp.astype(np.float64))
     np.testing.assert_allclose(got, near.transpose(1, 2, 0), rtol=0, atol=1e-5 * float(hi - lo))
     assert not np.array_equal(got, image.astype(np.float32))  # the points did move
+
+
+def _grid_sample(img, rows, cols, nearest, padding):
+    """torch's grid_sample (align_corners=False) of an H x W x C image at input indices (rows,
+    cols), in float64: bilinear or nearest (half to even), padding zeros / border / reflection."""
+    h, w = img.shape[:2]
+
+    def pad(v, n):
+        if padding == "zeros":
+            return v
+        if padding == "reflection":  # about -0.5 and n - 0.5
+            v = np.abs(v + 0.5)
+            extra, flips = np.fmod(v, n), np.floor(v / n)
+            v = np.where(flips % 2 == 0, extra - 0.5, n - extra - 0.5)
+        return np.clip(v, 0, n - 1)
+
+    y, x = pad(rows, h), pad(cols, w)
+    src = img.astype(np.float64)
+
+    def gather(yy, xx):
+        ok = (yy >= 0) & (xx >= 0) & (yy < h) & (xx < w)
+        v = np.zeros(rows.shape + img.shape[2:])
+        v[ok] = src[yy[ok], xx[ok]]
+        return v
+
+    if nearest:
+        return gather(np.rint(y).astype(np.int64), np.rint(x).astype(np.int64))
+    y0, x0 = np.floor(y), np.floor(x)
+    wy, wx = (y - y0)[..., None], (x - x0)[..., None]
+    y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+    return ((1 - wy) * (1 - wx) * gather(y0, x0) + (1 - wy) * wx * gather(y0, x0 + 1) +
+            wy * (1 - wx) * gather(y0 + 1, x0) + wy * wx * gather(y0 + 1, x0 + 1))
+
+
+@pytest.mark.parametrize("elastic", [e["name"] for e in _INDEX.get("elastic", [])])
+@pytest.mark.parametrize("key", ["input.uint16-c1", "input.int16-c4", "input.float32-c1"])
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_elastic_deformation_is_monais_grid_for_dspipes_offsets(elastic, key, index):
+    """Rand2DElasticd with nonzero offsets: its normal draws cannot be fixed by its arguments,
+    so this reads them (and the magnitude) from dspipe's draws, builds MONAI's grid for them
+    from the golden file (make_golden.py ELASTIC: MONAI's grid is affine in magnitude *
+    offsets) and resamples the input on it here."""
+    from dspipe import _dspipe
+
+    case = next(e for e in _INDEX["elastic"] if e["name"] == elastic)
+    config = [case["config"]]
+    image, label = _GOLDEN[key], _GOLDEN["input.label"]
+    draws = json.loads(_dspipe.transforms_draws(T.spec_json(config), image.shape[0],
+                                                image.shape[1], None, 11, 0, index))
+    params = draws[0]["params"]
+    assert params["applied"] and params["control_grid"] == case["control_grid"]
+    lo, hi = case["config"]["magnitude_range"]
+    assert lo <= params["magnitude"] <= hi
+    offsets = np.asarray(params["offsets"], np.float32)
+    basis = _GOLDEN[f"elastic.{elastic}.basis"]
+    assert offsets.shape == (basis.shape[0],)
+    scaled = np.float32(params["magnitude"]) * offsets  # RandDeformGrid: float32
+    grid = _GOLDEN[f"elastic.{elastic}.grid0"] + np.tensordot(scaled.astype(np.float64), basis,
+                                                               axes=1)
+    h, w = image.shape[:2]
+    rows = ((grid[0] * (2.0 / max(2, h)) + 1) * h - 1) / 2
+    cols = ((grid[1] * (2.0 / max(2, w)) + 1) * w - 1) / 2
+    padding = case["config"].get("padding_mode", "reflection")
+    want = _grid_sample(image, rows, cols, False, padding)
+    want_label = _grid_sample(label[..., None], rows, cols, True, padding)[..., 0]
+
+    out = T.apply(config, image.copy(), label.copy(), seed=11, index=index)
+    got, got_label = np.asarray(out["image"]), np.asarray(out["mask"])
+    assert got.shape == want.shape and got_label.shape == want_label.shape
+    span = float(image.max()) - float(image.min())
+    # The grids agree to ~2e-5 pixel (make_golden.py TOLERANCE: Rand2DElasticd).
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-5 * span)
+    # The label exactly, but where a sample point is within 1e-3 of a half pixel (a tie that
+    # float32 rounding decides for torch).
+    ties = (np.abs(np.abs(rows - np.floor(rows)) - 0.5) < 1e-3) | \
+        (np.abs(np.abs(cols - np.floor(cols)) - 0.5) < 1e-3)
+    np.testing.assert_array_equal(got_label[~ties], want_label[~ties])
+    moved = np.abs(grid - _GOLDEN[f"elastic.{elastic}.grid0"]).max()
+    assert moved > 0.3 * lo, moved  # the offsets did move the grid

@@ -33,6 +33,9 @@ no pickle):
     "<name>.image"        MONAI's output image, float32, H' x W' x C (channels last again)
     "<name>.label"        MONAI's output label, H' x W' uint8 (after AsDiscreted(to_onehot=N):
                           H' x W' x N float32 one-hot)
+    "elastic.<name>.grid0", "elastic.<name>.basis"
+                          Rand2DElasticd's grid as a function of its offsets (ELASTIC below;
+                          the index's "elastic" lists them with their configs)
 A case name is "<variant>-<dtype>-c<C>", e.g. "NormalizeIntensityd-nonzero-int16-c4".
 """
 from __future__ import annotations
@@ -170,6 +173,33 @@ VARIANTS: list[tuple[str, list[dict], tuple[str, ...] | None]] = [
     # half-pixel one puts the label's nearest sample on float32 ties).
     ("RandAffined-notdrawn-size", [_t("RandAffined", SPATIAL, prob=0.0, spatial_size=[21, 22],
                                       mode=["bilinear", "nearest"])], None),
+    # Rand2DElasticd with magnitude_range=[0, 0]: the deformation offsets (normal draws) are
+    # zero, so the case is the affine applied to the control grid, torch's bicubic upsampling
+    # and the centre crop, and Resample (test_monai_golden.py checks nonzero offsets).
+    ("Rand2DElasticd", [_t("Rand2DElasticd", SPATIAL, spacing=[8, 8], magnitude_range=[0, 0],
+                           prob=1.0, rotate_range=[[0.2, 0.2]],
+                           shear_range=[[0.1, 0.1], [0.05, 0.05]],
+                           translate_range=[[2, 2], [-1.5, -1.5]],
+                           scale_range=[[0.1, 0.1], [-0.2, -0.2]],
+                           mode=["bilinear", "nearest"])], None),
+    ("Rand2DElasticd-size-zeros", [_t("Rand2DElasticd", SPATIAL, spacing=5,
+                                      magnitude_range=[0, 0], spatial_size=[25, 18], prob=1.0,
+                                      rotate_range=[[-0.4, -0.4]], scale_range=[[0.3, 0.3]],
+                                      mode=["bilinear", "nearest"], padding_mode="zeros")],
+     None),
+    ("Rand2DElasticd-fractional-border", [_t("Rand2DElasticd", SPATIAL, spacing=[3.5, 6.25],
+                                             magnitude_range=[0, 0], prob=1.0,
+                                             rotate_range=[[0.7, 0.7]],
+                                             mode=["bilinear", "nearest"],
+                                             padding_mode="border")], None),
+    # Not drawn: the same size is the input itself, another size the identity grid.
+    ("Rand2DElasticd-notdrawn", [_t("Rand2DElasticd", SPATIAL, spacing=10,
+                                    magnitude_range=[1, 2], prob=0.0,
+                                    mode=["bilinear", "nearest"])], None),
+    ("Rand2DElasticd-notdrawn-size", [_t("Rand2DElasticd", SPATIAL, spacing=10,
+                                         magnitude_range=[1, 2], prob=0.0,
+                                         spatial_size=[21, 22],
+                                         mode=["bilinear", "nearest"])], None),
     ("CropForegroundd-image", [_t("CropForegroundd", SPATIAL, source_key="image", margin=1)],
      None),
     # The label one-hot (float32, channels last in the .npz), the image thresholded / rounded.
@@ -228,13 +258,17 @@ LABELED: list[tuple[str, list[dict], tuple[str, ...] | None, str]] = [
 # Cases compared with a tolerance instead of 1e-5 (prefix of the variant name: atol, rtol):
 # - resampling: torch's interpolate / grid_sample reach their sample points through float32
 #   (normalized) coordinates, dspipe computes them in double (about 1e-6 of the range);
+# - Rand2DElasticd: as resampling, and torch's float32 bicubic upsampling of the control grid
+#   rounds in its own order: the sample points differ by a few float32 ulps of the grid
+#   (up to ~2e-5 pixel), about 1.5e-5 of the range;
 # - RandAdjustContrastd: torch's float32 pow (Sleef's powf, 1 ulp) and dspipe's (float64 pow
 #   rounded once) differ by one float32 ulp of x ** gamma for a few pixels; x ** gamma is in
 #   [0, 1] and is multiplied by the intensity range (about 4100 for these inputs), so one ulp
 #   (6e-8) becomes up to 2.5e-4 in the output (x 1.2 after retain_stats' rescale).
 TOLERANCE = {"Resized-bilinear": (0.01, 1e-5), "Resized-bicubic": (0.01, 1e-5),
              "RandZoomd": (0.01, 1e-5), "RandRotated": (0.05, 1e-5),
-             "RandAffined": (0.05, 1e-5), "RandAdjustContrastd": (5e-4, 1e-5)}
+             "RandAffined": (0.05, 1e-5), "Rand2DElasticd": (0.1, 1e-5),
+             "RandAdjustContrastd": (5e-4, 1e-5)}
 
 
 def make_inputs() -> dict[str, np.ndarray]:
@@ -298,6 +332,91 @@ def run_monai(config: list[dict], image: np.ndarray, label: np.ndarray):
     return image_out, np.ascontiguousarray(lab_np[0], dtype=np.uint8)
 
 
+# Rand2DElasticd with nonzero offsets: its offsets are normal draws that no argument fixes, so
+# the file holds MONAI's grid as a function of them (Resample's grid, 2 x H' x W', relative to
+# the input's centre). The grid is affine in the offsets (the affine, the bicubic upsampling
+# and the crop are linear): "elastic.<name>.grid0" is the grid for zero offsets (float64) and
+# "elastic.<name>.basis" (K x 2 x H' x W', float64) its change per unit of each of the K
+# scaled offsets magnitude * random_offset (RandDeformGrid's (2, rows, columns) order, row-major).
+# test_monai_golden.py takes dspipe's drawn offsets and magnitude, builds MONAI's grid from
+# these and resamples the input on it (grid_sample in numpy).
+ELASTIC = [
+    ("default", _t("Rand2DElasticd", SPATIAL, spacing=[6, 5], magnitude_range=[1, 3], prob=1.0,
+                   rotate_range=[[0.25, 0.25]], scale_range=[[0.1, 0.1]],
+                   mode=["bilinear", "nearest"])),
+    ("size-zeros", _t("Rand2DElasticd", SPATIAL, spacing=4, magnitude_range=[0.5, 1.5],
+                      prob=1.0, spatial_size=[26, 17], translate_range=[[1, 1], [-2, -2]],
+                      mode=["bilinear", "nearest"], padding_mode="zeros")),
+]
+UNIT = 1000.0  # the basis is measured with offsets of UNIT (float32 rounding / UNIT)
+
+
+def elastic_grid(config: dict, image: np.ndarray, offset, magnitude: float) -> np.ndarray:
+    """MONAI's Resample grid (rows, columns; float64) for given RandDeformGrid draws."""
+    import monai
+    import torch
+
+    kwargs = {k: v for k, v in config.items() if k != "_target_"}
+    t = monai.transforms.Rand2DElasticd(**kwargs)
+    t.set_random_state(0)
+    el = t.rand_2d_elastic
+    grids = []
+    resample = el.resampler
+
+    class Capture:
+        def __call__(self, img, grid, **kw):
+            grids.append(grid.detach().double().numpy()[:2].copy())
+            return resample(img, grid, **kw)
+
+    el.resampler = Capture()
+
+    def fixed(grid_size):  # Rand2DElasticd calls it with the image size first: no use
+        shape = [len(grid_size)] + list(grid_size)
+        if offset is None or np.size(offset) != np.prod(shape):
+            el.deform_grid.random_offset = np.zeros(shape, np.float32)
+        else:
+            el.deform_grid.random_offset = np.asarray(offset, np.float32).reshape(shape)
+        el.deform_grid.rand_mag = magnitude
+
+    el.deform_grid.randomize = fixed
+    data = {"image": torch.tensor(image.transpose(2, 0, 1).astype(np.float32)),
+            "label": torch.zeros((1,) + image.shape[:2], dtype=torch.uint8)}
+    t(data)
+    return grids[0]
+
+
+def make_elastic(arrays: dict[str, np.ndarray]) -> list[dict]:
+    from monai.transforms.utils import create_control_grid
+
+    image = arrays["input.float32-c1"]
+    out = []
+    for name, config in ELASTIC:
+        size = [s if s > 0 else d for s, d in
+                zip(config.get("spatial_size") or image.shape[:2], image.shape[:2])]
+        spacing = config["spacing"] if isinstance(config["spacing"], list) else \
+            [config["spacing"]] * 2
+        shape = create_control_grid(size, spacing, backend="numpy").shape[1:]
+        k = 2 * int(np.prod(shape))
+        grid0 = elastic_grid(config, image, None, 1.0)
+        basis = np.empty((k,) + grid0.shape, np.float64)
+        for i in range(k):
+            unit = np.zeros(k, np.float32)
+            unit[i] = UNIT
+            basis[i] = (elastic_grid(config, image, unit, 1.0) - grid0) / UNIT
+        # The affine model holds: random offsets and magnitude, built vs MONAI's own grid.
+        rng = np.random.default_rng(7)
+        off = rng.normal(size=k).astype(np.float32)
+        want = elastic_grid(config, image, off, 2.0)
+        got = grid0 + np.tensordot(np.float32(2.0) * off, basis, axes=1)
+        if np.abs(got - want).max() > 1e-4:
+            raise SystemExit(f"elastic {name}: the grid is not affine in the offsets "
+                             f"({np.abs(got - want).max()})")
+        arrays[f"elastic.{name}.grid0"] = grid0
+        arrays[f"elastic.{name}.basis"] = basis
+        out.append({"name": name, "config": config, "control_grid": list(map(int, shape))})
+    return out
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: make_golden.py OUT.npz", file=sys.stderr)
@@ -328,7 +447,7 @@ def main(argv: list[str]) -> int:
                         case["atol"], case["rtol"] = atol, rtol
                 cases.append(case)
     index = {"monai": monai.__version__, "torch": torch.__version__, "numpy": np.__version__,
-             "shape": [H, W], "cases": cases}
+             "shape": [H, W], "cases": cases, "elastic": make_elastic(arrays)}
     arrays["index"] = np.array(json.dumps(index))
     out = Path(argv[0])
     out.parent.mkdir(parents=True, exist_ok=True)
