@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "codec/image.h"
 #include "codec/jpeg_decode.h"
@@ -137,6 +139,14 @@ void NormalizeTypedOf(const T* src, size_t plane, int channels, const NormalizeP
     const float mean = p.mean[k], inv = 1.0f / p.std[k];
     float* out = dst + static_cast<size_t>(k) * plane;
     const T* in = src + k;
+    if (channels == 1) {  // contiguous: a copy for float32 with the identity, else one pass
+      if (std::is_same_v<T, float> && mean == 0.0f && inv == 1.0f) {  // (x - 0) * 1 == x
+        std::memcpy(out, in, plane * sizeof(float));
+        continue;
+      }
+      for (size_t i = 0; i < plane; ++i) out[i] = (static_cast<float>(in[i]) - mean) * inv;
+      continue;
+    }
     for (size_t i = 0; i < plane; ++i) {
       out[i] = (static_cast<float>(in[i * static_cast<size_t>(channels)]) - mean) * inv;
     }
@@ -333,6 +343,7 @@ class SampleJob {
     }
     codec::DecodedImage img;
     cv::Mat mask_in;
+    bool converted = false;
     {
       const uint64_t t0 = NowNs();
       const int decode_c = typed_image || IsRaw(h.image_codec) ? h.channels : shape.channels;
@@ -348,6 +359,7 @@ class SampleJob {
       if (floats && img.image.depth() != CV_32F) {  // MONAI: LoadImaged's float32
         img.image.convertTo(scratch.floats, CV_32F);
         img.image = scratch.floats;
+        converted = true;  // the thread's scratch: the transforms may work in it
       }
       if (shape.masks) DSPIPE_RETURN_IF_ERROR(DecodeTypedMask(rec, &scratch, &mask_in));
       RecordDecode(img.path, t0);
@@ -359,7 +371,7 @@ class SampleJob {
     if (shape.masks) {
       dst_mask = cv::Mat(shape.height, shape.width, codec::CvDepth(shape.mask_type), slot_.mask);
     }
-    if (ctx_.samples > 1) return RunSamples(&plan, img.image, mask_in);
+    if (ctx_.samples > 1) return RunSamples(&plan, img.image, mask_in, converted);
     // Horizontal flips only: one pass into the slot.
     if (flips_only && img.image.size() == dst.size() && img.image.type() == dst.type() &&
         (!shape.masks ||
@@ -374,7 +386,8 @@ class SampleJob {
       return Status::OK();
     }
     cv::Mat out_image, out_mask;
-    Status s = transforms::ExecuteSequential(&plan, img.image, mask_in, &out_image, &out_mask);
+    Status s =
+        transforms::ExecuteSequential(&plan, img.image, mask_in, &out_image, &out_mask, converted);
     if (!s.ok()) {
       return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
     }
@@ -393,11 +406,11 @@ class SampleJob {
 
   // A record that yields several samples (MONAI's num_samples): the steps before the split
   // run once, each sample's output goes to its slot.
-  Status RunSamples(Plan* plan, const cv::Mat& image, const cv::Mat& mask) {
+  Status RunSamples(Plan* plan, const cv::Mat& image, const cv::Mat& mask, bool scratch_image) {
     const BatchShape& shape = ctx_.shape;
     std::vector<cv::Mat> images, masks;
     Status s = transforms::ExecuteSamples(*ctx_.pipeline->impl().root, seed_, epoch_, index_, plan,
-                                          image, mask, &images, &masks);
+                                          image, mask, &images, &masks, scratch_image);
     if (!s.ok()) {
       return s.code() == Status::Code::kBadInput ? Bad(s.message()) : Context(s, "transform");
     }

@@ -330,8 +330,8 @@ Status RunStep(Step& s, int channels, cv::Mat* img, cv::Mat* msk) {
 }  // namespace
 
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,
-                         cv::Mat* out_mask) {
-  cv::Mat img = image.clone(), msk = mask.clone();
+                         cv::Mat* out_mask, bool scratch_image) {
+  cv::Mat img = scratch_image ? image : image.clone(), msk = mask.clone();
   for (Step& s : plan->steps) DSPIPE_RETURN_IF_ERROR(RunStep(s, plan->channels, &img, &msk));
   *out_image = img;
   *out_mask = msk;
@@ -349,7 +349,7 @@ int SplitPosition(const Node& root) {
 
 Status ExecuteSamples(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Plan* plan,
                       const cv::Mat& image, const cv::Mat& mask, std::vector<cv::Mat>* out_images,
-                      std::vector<cv::Mat>* out_masks) {
+                      std::vector<cv::Mat>* out_masks, bool scratch_image) {
   out_images->clear();
   out_masks->clear();
   size_t split = 0;
@@ -357,9 +357,10 @@ Status ExecuteSamples(const Node& root, uint64_t seed, uint64_t epoch, uint64_t 
   if (split == plan->steps.size()) {
     out_images->emplace_back();
     out_masks->emplace_back();
-    return ExecuteSequential(plan, image, mask, &out_images->back(), &out_masks->back());
+    return ExecuteSequential(plan, image, mask, &out_images->back(), &out_masks->back(),
+                             scratch_image);
   }
-  cv::Mat img = image.clone(), msk = mask.clone();
+  cv::Mat img = scratch_image ? image : image.clone(), msk = mask.clone();
   for (size_t i = 0; i < split; ++i) {
     DSPIPE_RETURN_IF_ERROR(RunStep(plan->steps[i], plan->channels, &img, &msk));
   }

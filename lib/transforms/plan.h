@@ -107,8 +107,9 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
 
 // Each step on its own, in order, with the plan's draws (albumentations' sequential
 // semantics): the reference the fused path is compared with.
+// scratch_image: image is the caller's scratch, which the steps may change (not copied first).
 Status ExecuteSequential(Plan* plan, const cv::Mat& image, const cv::Mat& mask, cv::Mat* out_image,
-                         cv::Mat* out_mask);
+                         cv::Mat* out_mask, bool scratch_image = false);
 
 // The position of the leaf that yields several samples per record (samples() > 1), or 2^30.
 int SplitPosition(const Node& root);
@@ -119,7 +120,7 @@ int SplitPosition(const Node& root);
 // `plan` is sample 0's. One output per sample.
 Status ExecuteSamples(const Node& root, uint64_t seed, uint64_t epoch, uint64_t index, Plan* plan,
                       const cv::Mat& image, const cv::Mat& mask, std::vector<cv::Mat>* out_images,
-                      std::vector<cv::Mat>* out_masks);
+                      std::vector<cv::Mat>* out_masks, bool scratch_image = false);
 
 // Loader helpers. The number of HorizontalFlip steps that run is odd (Batch::hflip).
 bool OddHorizontalFlips(const Plan& plan);
