@@ -219,51 +219,6 @@ class RandIntensity final : public Intensity {
   }
 };
 
-// Standard normal values by Marsaglia and Tsang's ziggurat (J. Stat. Softw. 5(8), 2000; 128
-// layers): the layer from 7 low bits of a 64-bit draw, the signed value from its high 32
-// bits; a value inside its layer's rectangle is returned at once, the rest go through the
-// wedge or tail test. Tables built once.
-struct ZigguratTables {
-  double k[128], w[128], f[128];
-  ZigguratTables() {
-    const double m = 2147483648.0;  // 2^31
-    double d = 3.442619855899, t = d;
-    const double v = 9.91256303526217e-3;
-    const double q = v / std::exp(-0.5 * d * d);
-    k[0] = (d / q) * m, k[1] = 0;
-    w[0] = q / m, w[127] = d / m;
-    f[0] = 1.0, f[127] = std::exp(-0.5 * d * d);
-    for (int i = 126; i >= 1; --i) {
-      d = std::sqrt(-2.0 * std::log(v / d + std::exp(-0.5 * d * d)));
-      k[i + 1] = (d / t) * m;
-      t = d;
-      f[i] = std::exp(-0.5 * d * d);
-      w[i] = d / m;
-    }
-  }
-};
-
-double Normal(Rng& rng) {
-  static const ZigguratTables z;
-  constexpr double kR = 3.442619855899;
-  for (;;) {
-    const uint64_t u = rng.Next();
-    const int i = static_cast<int>(u & 127);
-    const auto h = static_cast<int32_t>(static_cast<uint32_t>(u >> 32));
-    const double x = h * z.w[i];
-    if (std::fabs(static_cast<double>(h)) < z.k[i]) return x;  // inside the rectangle
-    if (i == 0) {                                              // the tail beyond kR
-      double a, b;
-      do {
-        a = -std::log(1.0 - rng.Uniform()) / kR;
-        b = -std::log(1.0 - rng.Uniform());
-      } while (b + b < a * a);
-      return h > 0 ? kR + a : -kR - a;
-    }
-    if (z.f[i] + rng.Uniform() * (z.f[i - 1] - z.f[i]) < std::exp(-0.5 * x * x)) return x;
-  }
-}
-
 class RandGaussianNoise final : public Intensity {
  public:
   double mean = 0, std = 0.1;
@@ -273,11 +228,15 @@ class RandGaussianNoise final : public Intensity {
     s->seed = rng.Next();
   }
   void Run(const Step& s, cv::Mat* m) const override {
-    // Standard normals from the ziggurat (one 64-bit draw and a table look-up for ~99% of
-    // them), in row-major order of the samples.
-    Rng noise(s.seed);
-    const double sd = s.v[0];
-    ForChannel(m, -1, [&](float& x) { x += static_cast<float>(mean + sd * Normal(noise)); });
+    // Standard normals by the ziggurat (simd.h AddNormalRow), in row-major order of the
+    // samples: value i's first try from counter word i of the step's seed, the rare rest from
+    // a second stream.
+    Rng slow(Mix64(s.seed ^ 0x5851F42D4C957F2DULL));
+    const size_t row = static_cast<size_t>(m->cols) * static_cast<size_t>(m->channels());
+    for (int y = 0; y < m->rows; ++y) {
+      AddNormalRow(m->ptr<float>(y), row, mean, s.v[0], s.seed, static_cast<size_t>(y) * row,
+                   &slow);
+    }
   }
   json Params(const Step& s) const override { return {{"std", s.v[0]}}; }
 };

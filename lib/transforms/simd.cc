@@ -5,6 +5,7 @@
 #include "transforms/simd.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <opencv2/core.hpp>
 
@@ -281,6 +282,127 @@ void RangeMapRow(float* p, size_t n, const RangeMapParams& m) {
   if (HaveAvx2()) i = RangeMapAvx2(p, n, m);
 #endif
   for (; i < n; ++i) p[i] = RangeMapOne(p[i], m);
+}
+
+namespace {
+
+// The ziggurat's tables (Marsaglia and Tsang, J. Stat. Softw. 5(8), 2000).
+struct Ziggurat {
+  double k[128], w[128], f[128];
+  Ziggurat() {
+    const double m = 2147483648.0;  // 2^31
+    double d = 3.442619855899, t = d;
+    const double v = 9.91256303526217e-3;
+    const double q = v / std::exp(-0.5 * d * d);
+    k[0] = (d / q) * m, k[1] = 0;
+    w[0] = q / m, w[127] = d / m;
+    f[0] = 1.0, f[127] = std::exp(-0.5 * d * d);
+    for (int i = 126; i >= 1; --i) {
+      d = std::sqrt(-2.0 * std::log(v / d + std::exp(-0.5 * d * d)));
+      k[i + 1] = (d / t) * m;
+      t = d;
+      f[i] = std::exp(-0.5 * d * d);
+      w[i] = d / m;
+    }
+  }
+};
+const Ziggurat& Zig() {
+  static const Ziggurat z;
+  return z;
+}
+
+// A value whose first word u fell outside its rectangle: the wedge or tail test, then retries
+// from `slow` until one is taken.
+double NormalSlow(uint64_t u, Rng* slow) {
+  const Ziggurat& z = Zig();
+  constexpr double kR = 3.442619855899;
+  for (;;) {
+    const int i = static_cast<int>(u & 127);
+    const auto h = static_cast<int32_t>(static_cast<uint32_t>(u >> 32));
+    const double x = h * z.w[i];
+    if (std::fabs(static_cast<double>(h)) < z.k[i]) return x;
+    if (i == 0) {
+      double a, b;
+      do {
+        a = -std::log(1.0 - slow->Uniform()) / kR;
+        b = -std::log(1.0 - slow->Uniform());
+      } while (b + b < a * a);
+      return h > 0 ? kR + a : -kR - a;
+    }
+    if (z.f[i] + slow->Uniform() * (z.f[i - 1] - z.f[i]) < std::exp(-0.5 * x * x)) return x;
+    u = slow->Next();
+  }
+}
+
+inline double NormalFirst(uint64_t u, Rng* slow) {
+  const Ziggurat& z = Zig();
+  const int i = static_cast<int>(u & 127);
+  const auto h = static_cast<int32_t>(static_cast<uint32_t>(u >> 32));
+  if (std::fabs(static_cast<double>(h)) < z.k[i]) return h * z.w[i];
+  return NormalSlow(u, slow);
+}
+
+#ifdef DSPIPE_TRANSFORMS_X86
+bool HaveAvx512Dq() {
+  static const bool have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return have;
+}
+
+__attribute__((target("avx512f,avx512dq"))) size_t AddNormalAvx512(float* p, size_t n, double mean,
+                                                                   double sd, uint64_t seed,
+                                                                   uint64_t first, Rng* slow) {
+  const Ziggurat& z = Zig();
+  const __m512i golden = _mm512_set1_epi64(static_cast<long long>(kGolden));
+  const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ULL));
+  const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBULL));
+  const __m512i lanes = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i layer = _mm512_set1_epi64(127);
+  const __m512d vmean = _mm512_set1_pd(mean), vsd = _mm512_set1_pd(sd);
+  const __m512d abs_mask = _mm512_castsi512_pd(_mm512_set1_epi64(0x7FFFFFFFFFFFFFFFLL));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512i k = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + i)), lanes);
+    __m512i u = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed)),
+                                 _mm512_mullo_epi64(k, golden));
+    u = _mm512_mullo_epi64(_mm512_xor_si512(u, _mm512_srli_epi64(u, 30)), m1);
+    u = _mm512_mullo_epi64(_mm512_xor_si512(u, _mm512_srli_epi64(u, 27)), m2);
+    u = _mm512_xor_si512(u, _mm512_srli_epi64(u, 31));
+    const __m512i idx = _mm512_and_si512(u, layer);
+    const __m512d h = _mm512_cvtepi64_pd(_mm512_srai_epi64(u, 32));  // the signed high 32 bits
+    const __m512d kk = _mm512_i64gather_pd(idx, z.k, 8);
+    const __m512d ww = _mm512_i64gather_pd(idx, z.w, 8);
+    __m512d x = _mm512_mul_pd(h, ww);
+    const __mmask8 inside = _mm512_cmp_pd_mask(_mm512_and_pd(h, abs_mask), kk, _CMP_LT_OQ);
+    if (inside != 0xFF) {  // rare: the other lanes in order, as the plain loop takes them
+      alignas(64) uint64_t words[8];
+      alignas(64) double xs[8];
+      _mm512_store_si512(words, u);
+      _mm512_store_pd(xs, x);
+      for (int l = 0; l < 8; ++l) {
+        if (!(inside >> l & 1)) xs[l] = NormalSlow(words[l], slow);
+      }
+      x = _mm512_load_pd(xs);
+    }
+    const __m512d add = _mm512_add_pd(vmean, _mm512_mul_pd(vsd, x));
+    _mm256_storeu_ps(p + i, _mm256_add_ps(_mm256_loadu_ps(p + i), _mm512_cvtpd_ps(add)));
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
+void AddNormalRow(float* p, size_t n, double mean, double sd, uint64_t seed, uint64_t first,
+                  Rng* slow) {
+  size_t i = 0;
+#ifdef DSPIPE_TRANSFORMS_X86
+  if (HaveAvx512Dq()) i = AddNormalAvx512(p, n, mean, sd, seed, first, slow);
+#endif
+  for (; i < n; ++i) {
+    const double x = NormalFirst(Word(seed, first + i), slow);
+    const double scaled = sd * x;  // two roundings, as the vector path
+    p[i] += static_cast<float>(mean + scaled);
+  }
 }
 
 }  // namespace dspipe::transforms

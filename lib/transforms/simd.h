@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <opencv2/core.hpp>
 
+#include "core/rng.h"
+
 namespace dspipe::transforms {
 
 // cv::flip(src, *dst, 1) for 1- and 3-channel uint8 images (SSSE3), else cv::flip itself.
@@ -39,5 +41,14 @@ struct RangeMapParams {
   float lo = 0, hi = 0;
 };
 void RangeMapRow(float* p, size_t n, const RangeMapParams& m);
+
+// Gaussian noise on n float32 values: p[i] += float(mean + sd * z_i), z_i standard normal by
+// Marsaglia and Tsang's ziggurat (128 layers). Value i's first try is the counter word
+// Mix64(seed + (first + i) * golden) (7 bits: the layer, the high 32: the signed value), taken
+// when it falls inside its layer's rectangle (~98.8%); the rest (wedge and tail tests, retries)
+// draw from `slow`, in order of i. AVX-512 (F, DQ): 8 values a step, the same results as the
+// plain loop.
+void AddNormalRow(float* p, size_t n, double mean, double sd, uint64_t seed, uint64_t first,
+                  Rng* slow);
 
 }  // namespace dspipe::transforms
