@@ -205,6 +205,22 @@ std::array<json, 2> PerKey(ArgReader& r, const Keys& k, const char* key, const j
   return out;
 }
 
+void ReadPadModes(ArgReader& r, const Keys& k, const char* key, const char* def, int border[2]) {
+  const std::array<json, 2> modes = PerKey(r, k, key, def);
+  const std::vector<std::string>& ok = PadModes();
+  for (int i = 0; i < 2; ++i) {
+    if (!modes[i].is_string() ||
+        std::find(ok.begin(), ok.end(), modes[i].get<std::string>()) == ok.end()) {
+      r.Fail(r.where() + ": argument " + key +
+             " must be a pad mode (constant, edge, replicate, reflect, symmetric, wrap, "
+             "circular) or one per key, got " +
+             modes[i].dump());
+      return;
+    }
+    border[i] = PadBorder(modes[i].get<std::string>());
+  }
+}
+
 // Arguments about Python objects and metadata: read, kept as given, no effect on the pixels.
 void KeepIgnored(ArgReader& r, const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {

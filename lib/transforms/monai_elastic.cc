@@ -57,13 +57,7 @@ class Rand2DElastic final : public Spatial, public GridModes {
   AffineRanges ranges;
   std::array<int, 2> size = {-1, -1};
 
-  std::optional<Size> StaticOutput(Size in) const override {
-    if (!in.known()) {
-      return size[0] > 0 && size[1] > 0 ? std::optional<Size>(Size{size[0], size[1]})
-                                        : std::optional<Size>(Size{});
-    }
-    return Size{FallBack(size[0], in.h), FallBack(size[1], in.w)};
-  }
+  std::optional<Size> StaticOutput(Size in) const override { return SizeOrInput(size, in); }
 
   Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
     s->out = *StaticOutput(s->in);

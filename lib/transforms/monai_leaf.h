@@ -67,7 +67,18 @@ inline int PadBorder(const std::string& m) {
                                            : cv::BORDER_WRAP;
 }
 
+// A per-key pad mode (PadModes' names): border[0] the image's, border[1] the label's
+// cv::BORDER_*.
+void ReadPadModes(ArgReader& r, const Keys& k, const char* key, const char* def, int border[2]);
+
 inline int FallBack(int want, int have) { return want > 0 ? want : have; }
+
+// The output of a spatial_size (a non-positive entry keeps the input's) for an input of `in`;
+// unknown input (0 x 0): known only when both entries are given.
+inline Size SizeOrInput(const std::array<int, 2>& size, Size in) {
+  if (!in.known()) return size[0] > 0 && size[1] > 0 ? Size{size[0], size[1]} : Size{};
+  return {FallBack(size[0], in.h), FallBack(size[1], in.w)};
+}
 
 // ---- float32 pixel helpers -------------------------------------------------------------------
 

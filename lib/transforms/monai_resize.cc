@@ -180,13 +180,7 @@ class RandAffine final : public Resampling {
   AffineRanges ranges;
   std::array<int, 2> size = {-1, -1};
 
-  std::optional<Size> StaticOutput(Size in) const override {
-    if (!in.known()) {
-      return size[0] > 0 && size[1] > 0 ? std::optional<Size>(Size{size[0], size[1]})
-                                        : std::optional<Size>(Size{});
-    }
-    return Size{FallBack(size[0], in.h), FallBack(size[1], in.w)};
-  }
+  std::optional<Size> StaticOutput(Size in) const override { return SizeOrInput(size, in); }
   Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
     s->out = *StaticOutput(s->in);
     const bool apply = rng.Uniform() < p;
@@ -414,19 +408,7 @@ Status MakeRandZoom(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
     if (l->lo[d] > l->hi[d]) r.Fail(r.where() + ": min_zoom must be <= max_zoom");
   }
   ReadInterp(r, k, "area", l.get());
-  const std::array<json, 2> pads = PerKey(r, k, "padding_mode", "edge");
-  for (int i = 0; i < 2; ++i) {
-    const std::vector<std::string>& ok = PadModes();
-    if (!pads[i].is_string() ||
-        std::find(ok.begin(), ok.end(), pads[i].get<std::string>()) == ok.end()) {
-      r.Fail(r.where() +
-             ": argument padding_mode must be a pad mode (constant, edge, replicate, reflect, "
-             "symmetric, wrap, circular) or one per key, got " +
-             pads[i].dump());
-      break;
-    }
-    l->border[i] = PadBorder(pads[i].get<std::string>());
-  }
+  ReadPadModes(r, k, "padding_mode", "edge", l->border);
   l->keep_size = r.Bool("keep_size", true);
   ReadFloatDtype(r);
   return Done(r, std::move(l), k, prob,

@@ -715,9 +715,12 @@ Status MakeRandRotate90(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   return Done(r, std::move(l), k, prob, {"prob", "max_k", "spatial_axes", "lazy"}, out);
 }
 
-Status MakeSpatialPad(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+namespace {
+
+// SpatialPadd and ResizeWithPadOrCropd take the same arguments.
+Status MakePadTo(ArgReader& r, CropPad::Mode mode, std::unique_ptr<MonaiLeaf>* out) {
   auto l = std::make_unique<CropPad>();
-  l->mode = CropPad::kPad;
+  l->mode = mode;
   const Keys k = ReadKeys(r, Role::kSpatial);
   l->size = SpatialSize(r, "spatial_size");
   l->symmetric = ReadMethod(r);
@@ -725,14 +728,14 @@ Status MakeSpatialPad(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   return Done(r, std::move(l), k, 1.0, {"spatial_size", "method", "mode", "value", "lazy"}, out);
 }
 
+}  // namespace
+
+Status MakeSpatialPad(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
+  return MakePadTo(r, CropPad::kPad, out);
+}
+
 Status MakeResizeWithPadOrCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
-  auto l = std::make_unique<CropPad>();
-  l->mode = CropPad::kResizeWithPadOrCrop;
-  const Keys k = ReadKeys(r, Role::kSpatial);
-  l->size = SpatialSize(r, "spatial_size");
-  l->symmetric = ReadMethod(r);
-  ReadPadMode(r, l.get());
-  return Done(r, std::move(l), k, 1.0, {"spatial_size", "method", "mode", "value", "lazy"}, out);
+  return MakePadTo(r, CropPad::kResizeWithPadOrCrop, out);
 }
 
 Status MakeCenterSpatialCrop(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
@@ -866,19 +869,7 @@ Status MakeCropForeground(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   l->margin = IntPair(r, "margin", 0, 0);
   l->allow_smaller = r.Bool("allow_smaller", false);
   l->k = IntPair(r, "k_divisible", 1, 1);
-  const std::array<json, 2> modes = PerKey(r, k, "mode", "constant");
-  for (int i = 0; i < 2; ++i) {
-    const std::vector<std::string>& ok = PadModes();
-    if (!modes[i].is_string() ||
-        std::find(ok.begin(), ok.end(), modes[i].get<std::string>()) == ok.end()) {
-      r.Fail(r.where() +
-             ": argument mode must be a pad mode (constant, edge, replicate, reflect, "
-             "symmetric, wrap, circular) or one per key, got " +
-             modes[i].dump());
-      break;
-    }
-    l->border[i] = PadBorder(modes[i].get<std::string>());
-  }
+  ReadPadModes(r, k, "mode", "constant", l->border);
   l->value = r.Number("value", 0.0);
   KeepIgnored(r, {"start_coord_key", "end_coord_key"});
   if (l->from_label && !k.label) {
