@@ -14,6 +14,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git ccache
   liblmdb-dev lmdb-utils libopencv-dev libtbb-dev libzstd-dev zstd zlib1g-dev
   libspng-dev libdeflate-dev libjpeg62-turbo-dev libexif-dev libtiff-dev libwebp-dev libnifti2-dev
+  libdcmtk-dev
   libcurl4-openssl-dev libssl-dev libpugixml-dev libinih-dev
   libcsv-dev libarchive-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv python3-venv python3-torch

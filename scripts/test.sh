@@ -78,12 +78,13 @@ rm -rf "$PYVENV"
 # albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
 # numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
 # nibabel: tests/python/test_volumes.py and docs/VOLUMES.md write NIfTI volumes with it and
-# compare dspipe's slices with its canonical arrays.
+# compare dspipe's slices with its canonical arrays; pydicom: tests/python/test_dicom.py and
+# docs/VOLUMES.md write DICOM series with it.
 # zstandard: docs/FORMAT.md's "reading without dspipe" example (tests/python/test_docs.py runs
 # every doc page's command and Python blocks; DSPIPE_TEST_DOC_COMMANDS=1 makes the commands,
 # which use build/'s dsconvert and dsbench, required).
 "$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy \
-  albumentations==2.0.8 numpy==1.26.4 zstandard nibabel
+  albumentations==2.0.8 numpy==1.26.4 zstandard nibabel pydicom
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
 DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 DSPIPE_TEST_DOC_COMMANDS=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
 step "all test suites passed"

@@ -87,9 +87,9 @@ struct BuildOptions {
   // ("255:1" turns 0/255 binary masks into classes 0 and 1). Ids not named stay as they are.
   // Every mask is decoded and stored re-encoded (PNG, or raw with store = kRaw). Default "".
   std::string mask_map;
-  // Volume sources (NIfTI, docs/VOLUMES.md): the axis of the canonical (RAS) volume the slices
-  // are cut along: "axial" (default; slice k = canon[:, :, k]), "coronal" (canon[:, k, :]) or
-  // "sagittal" (canon[k, :, :]). Ignored for other sources.
+  // Volume sources (NIfTI, DICOM series; docs/VOLUMES.md): the axis of the canonical (RAS)
+  // volume the slices are cut along: "axial" (default; slice k = canon[:, :, k]), "coronal"
+  // (canon[:, k, :]) or "sagittal" (canon[k, :, :]). Ignored for other sources.
   std::string slice_axis = "axial";
   bool shuffle = false;  // record order = a seeded permutation of the sources
   uint64_t seed = 0;

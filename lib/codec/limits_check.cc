@@ -195,6 +195,12 @@ Status CheckOtherImageHeader(std::span<const uint8_t> bytes) {
     case ImageFormat::kOther: break;
   }
   const std::string name = OtherFormatName(bytes);
+  if (name == "DICOM") {
+    return Status::BadInput(
+        "a DICOM file among 2D images; DICOM is read as series, one volume each: put each "
+        "series' files in a folder of its own under images/ (images/<case>/*.dcm) and build "
+        "that (docs/VOLUMES.md)");
+  }
   return Status::BadInput("not a decodable image: " +
                           (name.empty() ? std::string("unknown format")
                                         : name + " files are not supported") +

@@ -167,7 +167,7 @@ json Builder::VolumeTable(volume::SliceAxis axis) const {
 // What a volume source cannot do (yet): each refused up front, naming the option.
 Status Builder::CheckVolumeOptions() const {
   auto refuse = [&](const std::string& opt, const std::string& why) {
-    return Status::InvalidArgument(o_.source + ": a folder of NIfTI volumes: " + opt + " " + why);
+    return Status::InvalidArgument(o_.source + ": a folder of volumes: " + opt + " " + why);
   };
   if (o_.resize_width > 0 || o_.max_side > 0) {
     return refuse(Opt("BuildOptions::resize_width") + " / " + Opt("BuildOptions::max_side"),

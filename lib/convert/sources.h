@@ -60,10 +60,10 @@ struct SourceList {
 // pairs a plain LMDB's keys; set for another kind of SRC it is refused (kInvalidArgument) rather
 // than ignored. archive_buffer_bytes: see ArchiveSource::Open (0: nothing held in memory). env
 // (nullptr = Env::Default()) lists folders and reads CSV files; a plain LMDB and an archive are
-// opened by LMDB and libarchive directly. A folder of NIfTI volumes (images/ or imagesTr/, with
-// labels/, labelsTr/ or masks/ paired by name; a Decathlon dataset.json's "labels" as class names)
-// is kind "volumes": one item per slice along `axis` (volume/volume.h), each volume's header read
-// and checked here.
+// opened by LMDB and libarchive directly. A folder of volumes (images/ or imagesTr/ holding NIfTI
+// files or DICOM series folders, with NIfTI label maps in labels/, labelsTr/ or masks/ paired by
+// name; a Decathlon dataset.json's "labels" as class names) is kind "volumes": one item per
+// slice along `axis` (volume/volume.h), each volume's header read and checked here.
 Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, SourceList* out,
                    uint64_t archive_buffer_bytes = 0, Env* env = nullptr,
                    volume::SliceAxis axis = volume::SliceAxis::kAxial);

@@ -1,5 +1,5 @@
-// Volume sources (sources.h): a folder of NIfTI images with their label volumes, one item per
-// slice.
+// Volume sources (sources.h): a folder of NIfTI images or DICOM series with their label
+// volumes, one item per slice.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -26,9 +26,10 @@ std::string VolumeStem(const std::string& name) {
   return name;
 }
 
-// The regular, non-hidden files of dir, sorted. (Decathlon archives carry "._x.nii.gz" macOS
-// metadata files beside each volume: hidden, skipped.)
-Status ListFiles(Env* env, const fs::path& dir, std::vector<std::string>* out) {
+// The regular, non-hidden files of dir (and its folders, with `folders`), sorted. (Decathlon
+// archives carry "._x.nii.gz" macOS metadata files beside each volume: hidden, skipped.)
+Status ListFiles(Env* env, const fs::path& dir, std::vector<std::string>* out,
+                 bool folders = false) {
   std::vector<std::string> names;
   Status s = env->ListDir(dir.string(), &names);
   if (!s.ok()) return s.WithContext("list " + dir.string());
@@ -36,7 +37,9 @@ Status ListFiles(Env* env, const fs::path& dir, std::vector<std::string>* out) {
     if (n.empty() || n[0] == '.') continue;
     FileKind kind = FileKind::kMissing;
     DSPIPE_RETURN_IF_ERROR(env->GetFileKind((dir / n).string(), &kind));
-    if (kind == FileKind::kRegular) out->push_back(n);
+    if (kind == FileKind::kRegular || (folders && kind == FileKind::kDirectory)) {
+      out->push_back(n);
+    }
   }
   std::sort(out->begin(), out->end());
   return Status::OK();
@@ -87,9 +90,10 @@ Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* o
 bool HasVolumes(Env* env, const std::string& source) {
   for (const char* d : {"images", "imagesTr"}) {
     std::vector<std::string> files;
-    if (!ListFiles(env, fs::path(source) / d, &files).ok()) continue;
+    const fs::path dir = fs::path(source) / d;
+    if (!ListFiles(env, dir, &files, /*folders=*/true).ok()) continue;
     for (const std::string& f : files) {
-      if (volume::IsNiftiName(f)) return true;
+      if (volume::IsNiftiName(f) || volume::IsDicomSeriesDir((dir / f).string())) return true;
     }
   }
   return false;
@@ -111,13 +115,27 @@ Status ScanVolumes(Env* env, const std::string& source, volume::SliceAxis axis, 
     }
   }
   std::vector<std::string> images, labels;
-  DSPIPE_RETURN_IF_ERROR(ListFiles(env, src / images_dir, &images));
+  DSPIPE_RETURN_IF_ERROR(ListFiles(env, src / images_dir, &images, /*folders=*/true));
   for (const std::string& f : images) {
-    if (!volume::IsNiftiName(f)) {
-      return Status::BadInput((src / images_dir / f).string() +
-                              ": not a NIfTI volume (.nii, .nii.gz) in a folder of volumes; "
-                              "volumes and 2D images are built as separate datasets");
+    const std::string path = (src / images_dir / f).string();
+    if (volume::IsNiftiName(f) || volume::IsDicomSeriesDir(path)) continue;
+    FileKind kind = FileKind::kMissing;
+    DSPIPE_RETURN_IF_ERROR(env->GetFileKind(path, &kind));
+    if (kind == FileKind::kDirectory) {
+      return Status::BadInput(path +
+                              ": a folder that is not a DICOM series (its first file is not "
+                              "DICOM) in a folder of volumes; each folder under " +
+                              images_dir + "/ holds one DICOM series");
     }
+    if (volume::IsDicomFile(path)) {
+      return Status::BadInput(path + ": a DICOM file directly in " + images_dir +
+                              "/; put each series' files in a folder of its own (" + images_dir +
+                              "/<case>/*.dcm), which is read as one volume");
+    }
+    return Status::BadInput(path +
+                            ": not a NIfTI volume (.nii, .nii.gz) or a DICOM series folder in a "
+                            "folder of volumes; volumes and 2D images are built as separate "
+                            "datasets");
   }
   std::map<std::string, std::vector<std::string>> label_by_stem;
   if (!labels_dir.empty()) {
@@ -149,7 +167,7 @@ Status ScanVolumes(Env* env, const std::string& source, volume::SliceAxis axis, 
       }
     }
     if (v.error.empty()) {
-      Status s = volume::ReadNiftiInfo(v.image, &v.info);
+      Status s = volume::ReadVolumeInfo(v.image, &v.info);
       if (s.ok() && !v.label.empty()) {
         volume::VolumeInfo li;
         s = volume::ReadNiftiInfo(v.label, &li);

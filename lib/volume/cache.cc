@@ -25,7 +25,7 @@ Status VolumeCache::Get(const std::string& path, bool label, std::shared_ptr<con
   }
   if (read) {
     auto v = std::make_shared<Volume>();
-    Status s = ReadNifti(path, label, v.get());
+    Status s = ReadVolume(path, label, v.get());
     mine.set_value({s, s.ok() ? std::shared_ptr<const Volume>(std::move(v)) : nullptr});
   }
   const Result& r = f.get();

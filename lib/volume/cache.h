@@ -14,7 +14,7 @@
 
 namespace dspipe::volume {
 
-// Thread-safe. Get() reads a volume (ReadNifti) on the first call for it, in the calling
+// Thread-safe. Get() reads a volume (ReadVolume) on the first call for it, in the calling
 // thread; concurrent calls for the same volume wait for that read. The `capacity` volumes
 // asked for last stay (a build's current volume, its label and the next ones); an older one is
 // read again if asked for again.

@@ -1,4 +1,5 @@
-// Medical volumes (NIfTI-1/2, read by Debian's nifti_clib) as stacks of 2D slices. Internal.
+// Medical volumes as stacks of 2D slices: NIfTI-1/2 files (read by Debian's nifti_clib) and
+// DICOM series, one folder of one-frame files each (read by Debian's DCMTK). Internal.
 //
 // Convention (docs/VOLUMES.md): a volume is brought to the closest canonical RAS orientation
 // (nibabel's as_closest_canonical: axis 0 runs to the Right, 1 Anterior, 2 Superior) without
@@ -37,11 +38,12 @@ using Affine = std::array<std::array<double, 4>, 4>;
 
 // What a volume's header says, and its canonical orientation.
 struct VolumeInfo {
-  std::string path;
+  std::string path;               // the NIfTI file, or the DICOM series' folder
+  bool dicom = false;             // a DICOM series (else NIfTI)
   int64_t dim[3] = {1, 1, 1};     // voxels along the file's axes i, j, k
   int channels = 1;               // the 4th dimension (1 for a 3D volume)
-  int nifti_datatype = 0;         // the file's DT_* code
-  double scl_slope = 0, scl_inter = 0;  // as stored; applied when the slope is not 0
+  int nifti_datatype = 0;         // the file's DT_* code (NIfTI)
+  double scl_slope = 0, scl_inter = 0;  // as stored; applied when the slope is not 0 (NIfTI)
   Affine affine{};                // the file's best affine (voxel i,j,k -> RAS mm)
   // Canonical axis a is the file's axis perm[a], reversed when flip[a].
   int perm[3] = {0, 1, 2};
@@ -74,6 +76,40 @@ Status ReadNiftiInfo(const std::string& path, VolumeInfo* out);
 // 0..65535 (uint8 when every id fits) in any data type, including floats holding integers;
 // anything else is an error naming the file and the first offending value.
 Status ReadNifti(const std::string& path, bool label, Volume* out);
+
+// A DICOM series: the one-frame DICOM files of `dir` (every regular file whose name does not
+// start with '.', except DICOMDIR), one slice each, ordered by ImagePositionPatient along the
+// slice normal (not by name). The slices must share the series, size, orientation, pixel
+// spacing and pixel format, and be evenly spaced: a missing or duplicate position, a mixed
+// size or orientation, a second series, a file that is not a DICOM image, a multi-frame file
+// or a colour image is kBadInput naming the folder and the files.
+Status ReadDicomInfo(const std::string& dir, VolumeInfo* out);
+// Reads the series' pixels (uncompressed, or any compressed transfer syntax DCMTK decodes:
+// RLE, JPEG baseline/extended/lossless, JPEG-LS; not JPEG 2000) with each slice's
+// RescaleSlope/RescaleIntercept applied, as one sample type chosen as ReadNifti does for a
+// scaled file: uint8, uint16 and int16 kept when no slice is rescaled; integer results as
+// int16, else uint16, else float32 (CT in Hounsfield units as int16); fractional results as
+// float32. Images only: a label volume is read from NIfTI.
+Status ReadDicom(const std::string& dir, Volume* out);
+// True for a file named .dcm or .dicom (any case), or holding the "DICM" mark after the
+// 128-byte preamble.
+bool IsDicomFile(const std::string& path);
+// True when `path` is a folder whose first file (in name order, as ReadDicomInfo lists them)
+// is a DICOM file.
+bool IsDicomSeriesDir(const std::string& path);
+
+// A NIfTI file or a DICOM series folder (IsDicomSeriesDir): ReadNiftiInfo or ReadDicomInfo.
+Status ReadVolumeInfo(const std::string& path, VolumeInfo* out);
+// ReadNifti or ReadDicom (a label from a DICOM folder is refused).
+Status ReadVolume(const std::string& path, bool label, Volume* out);
+
+// Fills the orientation fields (perm, flip, canon_*) from info->affine and dim: the closest
+// canonical orientation as nifti_clib (nifti_dmat44_to_orientation) and nibabel find it.
+// kBadInput naming info->path for an affine that is not finite or has no orientation.
+Status SetCanonical(VolumeInfo* info);
+// The narrowest type holding integer values lo..hi exactly: int16, else uint16, else float32
+// (up to 2^24 in magnitude); else kBadInput naming `path`.
+Status ExactIntegerType(const std::string& path, double lo, double hi, SampleType* out);
 
 // Slices along `axis` (the canonical dimension).
 int64_t SliceCount(const VolumeInfo& info, SliceAxis axis);

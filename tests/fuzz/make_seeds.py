@@ -315,3 +315,92 @@ put("transform_spec", "nested_64", bytes([15, 20, 3]) + json.dumps(deep, separat
 put("transform_spec", "nested_65", bytes([15, 20, 3]) + json.dumps(
     box("Compose", [deep]), separators=(",", ":")).encode())
 put("transform_spec", "brackets", bytes([1, 1, 0]) + b"[" * 300 + b"]" * 300)
+
+# DICOM series (fuzz_dicom): files joined by the harness's marker; written by hand (explicit or
+# implicit VR little endian, native or RLE pixels) so the seeds need no DICOM library.
+def dicom_element(group, elem, vr, value, explicit=True):
+    if isinstance(value, str):
+        value = value.encode()
+    if len(value) % 2:
+        value += b"\0" if vr in ("UI", "OB") else b" "
+    tag = struct.pack("<HH", group, elem)
+    if not explicit:
+        return tag + struct.pack("<I", len(value)) + value
+    if vr in ("OB", "OW", "SQ", "UN"):
+        return tag + vr.encode() + b"\0\0" + struct.pack("<I", len(value)) + value
+    return tag + vr.encode() + struct.pack("<H", len(value)) + value
+
+
+def rle_frame(plane16):
+    # DICOM RLE: a 64-byte header of segment offsets, then one PackBits segment per byte plane
+    # (most significant first); literal runs of at most 128 bytes.
+    raw = plane16.astype("<u2").tobytes()
+    segs = []
+    for byte in (1, 0):
+        b = raw[byte::2]
+        out = b""
+        for i in range(0, len(b), 128):
+            run = b[i:i + 128]
+            out += bytes([len(run) - 1]) + run
+        if len(out) % 2:
+            out += b"\0"
+        segs.append(out)
+    offs = [64, 64 + len(segs[0])]
+    header = struct.pack("<16I", len(segs), *offs, *([0] * 13))
+    return header + segs[0] + segs[1]
+
+
+def dicom_file(k, rows=4, cols=4, z=None, slope=1, inter=-1024, explicit=True, rle=False,
+               signed=False, bits=16, stored=12, series="1.2.3"):
+    ts = "1.2.840.10008.1.2.5" if rle else ("1.2.840.10008.1.2.1" if explicit else
+                                              "1.2.840.10008.1.2")
+    el = lambda g, e, vr, v: dicom_element(g, e, vr, v, explicit)
+    us = lambda v: struct.pack("<H", v)
+    plane = (np.arange(rows * cols).reshape(rows, cols) * 37 + 100 * k) % (1 << (stored - 1))
+    pixels = plane.astype("<u2" if bits == 16 else "u1").tobytes()
+    if rle:
+        frame = rle_frame(plane)
+        item = lambda b: struct.pack("<HHI", 0xFFFE, 0xE000, len(b)) + b
+        value = item(b"") + item(frame) + struct.pack("<HHI", 0xFFFE, 0xE0DD, 0)
+        pix = struct.pack("<HH", 0x7FE0, 0x0010) + b"OB\0\0" + struct.pack("<I", 0xFFFFFFFF) + value
+    else:
+        pix = el(0x7FE0, 0x0010, "OW" if bits == 16 else "OB", pixels)
+    meta = b"".join([
+        dicom_element(0x0002, 0x0001, "OB", b"\0\1"),
+        dicom_element(0x0002, 0x0002, "UI", "1.2.840.10008.5.1.4.1.1.2"),
+        dicom_element(0x0002, 0x0003, "UI", f"1.2.3.4.{k}"),
+        dicom_element(0x0002, 0x0010, "UI", ts)])
+    body = b"".join([
+        el(0x0008, 0x0016, "UI", "1.2.840.10008.5.1.4.1.1.2"),
+        el(0x0008, 0x0018, "UI", f"1.2.3.4.{k}"),
+        el(0x0008, 0x0060, "CS", "CT"),
+        el(0x0018, 0x0050, "DS", "2.5"),
+        el(0x0020, 0x000E, "UI", series),
+        el(0x0020, 0x0032, "DS", f"-10\\-20\\{2.5 * k if z is None else z}"),
+        el(0x0020, 0x0037, "DS", "1\\0\\0\\0\\1\\0"),
+        el(0x0028, 0x0002, "US", us(1)),
+        el(0x0028, 0x0004, "CS", "MONOCHROME2"),
+        el(0x0028, 0x0010, "US", us(rows)),
+        el(0x0028, 0x0011, "US", us(cols)),
+        el(0x0028, 0x0030, "DS", "0.7\\0.7"),
+        el(0x0028, 0x0100, "US", us(bits)),
+        el(0x0028, 0x0101, "US", us(stored)),
+        el(0x0028, 0x0102, "US", us(stored - 1)),
+        el(0x0028, 0x0103, "US", us(1 if signed else 0)),
+        el(0x0028, 0x1052, "DS", str(inter)),
+        el(0x0028, 0x1053, "DS", str(slope)),
+        pix])
+    return (b"\0" * 128 + b"DICM" + dicom_element(0x0002, 0x0000, "UL", struct.pack("<I", len(meta)))
+            + meta + body)
+
+
+NEXT = b"\0DSPIPE-NEXT\0"
+put("dicom", "ct3_explicit", NEXT.join(dicom_file(k) for k in (2, 0, 1)))
+put("dicom", "ct3_implicit", NEXT.join(dicom_file(k, explicit=False) for k in range(3)))
+put("dicom", "ct2_rle", NEXT.join(dicom_file(k, rle=True) for k in range(2)))
+put("dicom", "signed_8bit", NEXT.join(dicom_file(k, bits=8, stored=8, signed=True, inter=0)
+                                      for k in range(2)))
+put("dicom", "fractional", NEXT.join(dicom_file(k, slope=0.5, inter=0.25) for k in range(3)))
+put("dicom", "one_slice", dicom_file(0, rows=3, cols=5))
+put("dicom", "gap", NEXT.join(dicom_file(k, z=z) for k, z in ((0, 0), (1, 2.5), (2, 7.5))))
+put("dicom", "two_series", NEXT.join(dicom_file(k, series=s) for k, s in ((0, "1.2"), (1, "1.3"))))

@@ -155,8 +155,9 @@ int Run(int argc, char** argv) {
                     "rewrite mask ids while building: FROM:TO,... (ids 0..255; 255:1 turns 0/255 "
                     "binary masks into classes 0 and 1)");
   build
-      ->add_option("--slice-axis", bo.slice_axis,
-                   "volume sources (NIfTI): cut the canonical (RAS) volume along this axis")
+      ->add_option(
+          "--slice-axis", bo.slice_axis,
+          "volume sources (NIfTI, DICOM series): cut the canonical (RAS) volume along this axis")
       ->check(CLI::IsMember({"axial", "coronal", "sagittal"}))
       ->capture_default_str();
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
