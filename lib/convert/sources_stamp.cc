@@ -62,11 +62,23 @@ Status StampSources(const std::string& source, const PlainLmdbOptions& plain,
     if (!plain.labels.empty()) files.insert(plain.labels);
   } else {
     if (list.kind == "csv") files.insert(source);
+    std::set<std::string> volumes;  // volume sources seen
     for (const SourceItem& it : list.items) {
       // An item known bad before reading (no mask, a CSV row naming no file) may name files
       // that are not there: those it names that are there are stamped.
       std::set<std::string>& into = it.error.empty() ? files : optional;
-      into.insert(it.image);
+      std::vector<std::string> series;
+      if (it.slice < 0) {
+        into.insert(it.image);
+      } else if (volumes.insert(it.image).second) {  // a volume's first slice
+        // A DICOM series: each of its files (a rewritten slice leaves the folder's own size
+        // and mtime as they were).
+        if (volume::DicomSeriesFiles(it.image, &series).ok()) {
+          into.insert(series.begin(), series.end());
+        } else {
+          into.insert(it.image);
+        }
+      }
       if (!it.mask.empty()) into.insert(it.mask);
     }
   }

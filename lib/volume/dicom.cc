@@ -476,6 +476,13 @@ void Fill(const std::vector<DicomSlice>& slices, size_t plane, bool scaled,
 
 }  // namespace
 
+Status DicomSeriesFiles(const std::string& dir, std::vector<std::string>* out) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::InvalidArgument(dir + ": not a folder");
+  out->clear();
+  return ListSeries(dir, out);
+}
+
 bool IsDicomFile(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),

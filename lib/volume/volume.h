@@ -91,6 +91,9 @@ Status ReadDicomInfo(const std::string& dir, VolumeInfo* out);
 // int16, else uint16, else float32 (CT in Hounsfield units as int16); fractional results as
 // float32. Images only: a label volume is read from NIfTI.
 Status ReadDicom(const std::string& dir, Volume* out);
+// The files ReadDicomInfo reads as the series in `dir`, in name order (what a resumed build
+// stamps). kInvalidArgument when `dir` is not a folder; kBadInput when it holds no file.
+Status DicomSeriesFiles(const std::string& dir, std::vector<std::string>* out);
 // True for a file named .dcm or .dicom (any case), or holding the "DICM" mark after the
 // 128-byte preamble.
 bool IsDicomFile(const std::string& path);

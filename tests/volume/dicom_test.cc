@@ -12,6 +12,7 @@
 #include <dcmtk/dcmjpls/djrparam.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -382,6 +383,19 @@ TEST(DicomBuild, ASeriesWithANiftiLabelBuildsOneRecordPerSlice) {
   EXPECT_EQ(v.at("label"), src + "/labels/case7.nii.gz");
   EXPECT_EQ(v.at("records"), nlohmann::json::array({0, 3}));
   EXPECT_NEAR(v.at("spacing")[2].get<double>(), 2.5, 1e-9);
+
+  // A resumed build notices a slice rewritten in place (the folder's own stat does not change).
+  o.resume = true;
+  ASSERT_OK(BuildDataset(o, &r));
+  EXPECT_TRUE(r.already_complete);
+  const std::string slice = series + "/a.dcm";
+  std::filesystem::last_write_time(
+      slice, std::filesystem::last_write_time(slice) + std::chrono::seconds(5));
+  Status resumed = BuildDataset(o, &r);
+  EXPECT_EQ(resumed.code(), Status::Code::kInvalidArgument) << resumed.ToString();
+  EXPECT_TRUE(Has(resumed, "the source changed")) << resumed.ToString();
+  EXPECT_TRUE(Has(resumed, "images/case7/a.dcm")) << resumed.ToString();
+  o.resume = false;
 
   // The label one slice short: named with the series.
   ls.nz = 2;
