@@ -148,6 +148,7 @@ json Builder::VolumeTable(volume::SliceAxis axis) const {
     const VolumeSource& v = *by_image.at(plan_[i].image);
     const volume::VolumeInfo& in = v.info;
     json e = {{"image", v.image}, {"label", v.label}, {"slices", v.slices}};
+    if (!v.channels.empty()) e["channel_files"] = v.channels;
     if (v.error.empty()) {
       json affine = json::array();
       for (const auto& row : in.canon_affine)
@@ -161,7 +162,10 @@ json Builder::VolumeTable(volume::SliceAxis axis) const {
     }
     list.push_back(e);
   }
-  return {{"slice_axis", volume::SliceAxisName(axis)}, {"orientation", "RAS"}, {"list", list}};
+  json table = {
+      {"slice_axis", volume::SliceAxisName(axis)}, {"orientation", "RAS"}, {"list", list}};
+  if (!sources_.channel_names.empty()) table["channel_names"] = sources_.channel_names;
+  return table;
 }
 
 // What a volume source cannot do (yet): each refused up front, naming the option.

@@ -45,6 +45,16 @@ Status Builder::Run() {
     }
   }
   DSPIPE_RETURN_IF_ERROR(Plan(fresh));
+  // Images kept as one file per channel: the volume reader reads each case's files (the plan,
+  // fresh or resumed, names the first).
+  if (plan_meta_.contains("volumes")) {
+    for (const json& v : plan_meta_.at("volumes").at("list")) {
+      if (v.contains("channel_files")) {
+        volumes_.SetChannels(v.at("image").get<std::string>(),
+                             v.at("channel_files").get<std::vector<std::string>>());
+      }
+    }
+  }
   resuming_ = !fresh;
   result_->sources = plan_.size();
   Accum acc;
@@ -81,7 +91,8 @@ Status ValidateBuildOptions(const BuildOptions& o) {
   if (o.depth != 0 && o.depth != 8) {
     return Status::InvalidArgument(Opt("BuildOptions::depth") +
                                    " must be 0 (the source's own) or 8 (reduce 16-bit images to "
-                                   "their high byte), got " + std::to_string(o.depth));
+                                   "their high byte), got " +
+                                   std::to_string(o.depth));
   }
   if (!o.mask_map.empty()) {
     uint8_t lut[256];

@@ -36,6 +36,9 @@ struct SourceItem {
 // A volume of a "volumes" source, in plan order of its slices.
 struct VolumeSource {
   std::string image, label;  // label "" when none
+  // An image kept as one file per channel (nnU-Net's CASE_0000.nii.gz, ...): the files in
+  // channel order; `image` is the first. Empty for a 4D file, a 3D file or a DICOM series.
+  std::vector<std::string> channels;
   volume::VolumeInfo info;   // the image's header (unset when `error`)
   int64_t slices = 0;
   std::string error;  // known bad before reading (its one item carries it too)
@@ -51,6 +54,7 @@ struct SourceList {
   std::shared_ptr<const Dataset> plain;  // the plain LMDB source, open (kind "plain-lmdb")
   std::shared_ptr<ArchiveSource> archive;  // an archive source, listed (any other kind)
   std::vector<VolumeSource> volumes;       // kind "volumes"
+  std::vector<std::string> channel_names;  // kind "volumes": dataset.json's, when it names them
 };
 
 // Scans SRC (see BuildOptions::source). Items are in a stable order (sorted paths; a plain

@@ -81,6 +81,9 @@ Status StampSources(const std::string& source, const PlainLmdbOptions& plain,
       }
       if (!it.mask.empty()) into.insert(it.mask);
     }
+    for (const VolumeSource& v : list.volumes) {  // an image kept as one file per channel
+      (v.error.empty() ? files : optional).insert(v.channels.begin(), v.channels.end());
+    }
   }
   for (const std::string& f : optional) {
     std::error_code ec;

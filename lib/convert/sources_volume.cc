@@ -1,10 +1,10 @@
 // Volume sources (sources.h): a folder of NIfTI images or DICOM series with their label
 // volumes, one item per slice.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "convert/sources.h"
 
@@ -21,7 +21,8 @@ std::string VolumeStem(const std::string& name) {
   std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const char* ext : {".nii.gz", ".nii"}) {
     const size_t n = std::string(ext).size();
-    if (l.size() > n && l.compare(l.size() - n, n, ext) == 0) return name.substr(0, name.size() - n);
+    if (l.size() > n && l.compare(l.size() - n, n, ext) == 0)
+      return name.substr(0, name.size() - n);
   }
   return name;
 }
@@ -45,9 +46,11 @@ Status ListFiles(Env* env, const fs::path& dir, std::vector<std::string>* out,
   return Status::OK();
 }
 
-// A Decathlon dataset.json's "labels" ({"0": "background", "1": "tumour"}) as class names by
-// id; an absent file gives none; a present one that is not that is an error naming it.
-Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* out) {
+// A Decathlon dataset.json's "labels" ({"0": "background", "1": "tumour"}, or nnU-Net v2's
+// {"background": 0, "tumour": 1}) as class names by id; an absent file gives none; a present
+// one that is not that is an error naming it.
+Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* out,
+                      std::vector<std::string>* warnings) {
   const fs::path file = src / "dataset.json";
   FileKind kind = FileKind::kMissing;
   DSPIPE_RETURN_IF_ERROR(env->GetFileKind(file.string(), &kind));
@@ -64,12 +67,35 @@ Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* o
     return Status::BadInput(file.string() + ": \"labels\" is not an object of id: name");
   }
   std::map<int, std::string> by_id;
+  // nnU-Net v2 writes them the other way round: {"background": 0, "tumour": 1}; region-based
+  // training lists ids ({"whole tumour": [1, 2, 3]}), which name no class.
+  bool by_name = !labels.empty();
+  for (const auto& [k, v] : labels.items())
+    by_name = by_name && (v.is_number_integer() || v.is_array());
+  if (by_name) {
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_array()) {
+        warnings->push_back(file.string() + ": \"labels\" has regions (\"" + k +
+                            "\": a list of ids), which name no class; the dataset keeps no "
+                            "class names");
+        return Status::OK();
+      }
+      const int64_t id = v.get<int64_t>();
+      if (id < 0 || id > 65535 || by_id.count(static_cast<int>(id))) {
+        return Status::BadInput(file.string() + ": \"labels\" entry \"" + k + "\": " +
+                                std::to_string(id) + " is not a class id (0..65535) of its own");
+      }
+      by_id[static_cast<int>(id)] = k;
+    }
+  }
   for (const auto& [k, v] : labels.items()) {
+    if (by_name) break;
     char* end = nullptr;
     const long id = std::strtol(k.c_str(), &end, 10);
     if (k.empty() || *end != '\0' || id < 0 || id > 65535 || !v.is_string()) {
       return Status::BadInput(file.string() + ": \"labels\" entry \"" + k +
-                              "\" is not a class id (0..65535) with a name");
+                              "\" is not a class id (0..65535) with a name, nor a name with a "
+                              "class id (nnU-Net's way)");
     }
     by_id[static_cast<int>(id)] = v.get<std::string>();
   }
@@ -85,6 +111,122 @@ Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* o
   return Status::OK();
 }
 
+// nnU-Net's names for the channels of a case: CASE_XXXX.nii[.gz], XXXX four digits (the channel).
+bool ChannelName(const std::string& name, std::string* case_stem, int* channel) {
+  if (!volume::IsNiftiName(name)) return false;
+  const std::string stem = VolumeStem(name);
+  if (stem.size() < 6 || stem[stem.size() - 5] != '_') return false;
+  int c = 0;
+  for (size_t i = stem.size() - 4; i < stem.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(stem[i]))) return false;
+    c = c * 10 + (stem[i] - '0');
+  }
+  *case_stem = stem.substr(0, stem.size() - 5);
+  *channel = c;
+  return true;
+}
+
+// A case of a volume source: its name (what its label is named after), its image files in
+// channel order, and what is wrong with it.
+struct Case {
+  std::string stem;
+  std::vector<std::string> files;
+  std::string error;
+};
+
+// The cases when the images are named as nnU-Net names channels (CASE_0000.nii.gz,
+// CASE_0001.nii.gz, ...; labels CASE.nii.gz): every image is so named, and either every label
+// is named after a case and none after a whole image name, or there are no labels and
+// dataset.json names `named_channels` channels, each case having that many. Empty otherwise
+// (each file is then a volume of its own). A case whose channels do not run 0000..N-1, with one
+// N for all cases, carries the error.
+std::vector<Case> ChannelCases(const std::vector<std::string>& images,
+                               const std::map<std::string, std::vector<std::string>>& labels,
+                               size_t named_channels) {
+  std::map<std::string, std::map<int, std::string>> by_case;
+  for (const std::string& f : images) {
+    std::string stem;
+    int channel = 0;
+    if (!ChannelName(f, &stem, &channel)) return {};
+    if (!by_case[stem].emplace(channel, f).second) return {};  // x_0000.nii and x_0000.nii.gz
+  }
+  if (by_case.empty()) return {};
+  if (!labels.empty()) {
+    for (const auto& [stem, files] : labels) {
+      if (!by_case.count(stem)) return {};
+    }
+    for (const std::string& f : images) {
+      if (labels.count(VolumeStem(f))) return {};
+    }
+  } else if (named_channels == 0) {
+    return {};
+  }
+  size_t want = named_channels;
+  if (want == 0) {  // the most common count
+    std::map<size_t, int> counts;
+    for (const auto& [stem, ch] : by_case) ++counts[ch.size()];
+    for (const auto& [n, k] : counts) {
+      if (want == 0 || k > counts[want]) want = n;
+    }
+  }
+  std::vector<Case> out;
+  for (const auto& [stem, ch] : by_case) {
+    Case c{stem, {}, ""};
+    for (const auto& [channel, f] : ch) c.files.push_back(f);
+    int expect = 0;
+    for (const auto& [channel, f] : ch) {
+      if (channel != expect) {
+        char name[32];
+        std::snprintf(name, sizeof name, "_%04d", expect);
+        c.error = "channel " + std::to_string(expect) + " (" + stem + name +
+                  ".nii[.gz]) is missing among its channel files";
+        break;
+      }
+      ++expect;
+    }
+    if (c.error.empty() && ch.size() != want) {
+      c.error = "it has " + std::to_string(ch.size()) +
+                (ch.size() == 1 ? " channel file" : " channel files") + " and the dataset " +
+                std::to_string(want) + (named_channels ? " (dataset.json's channel names)" : "");
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// dataset.json's channel names (nnU-Net v2 "channel_names", Decathlon / nnU-Net v1 "modality":
+// {"0": "T1", "1": "T2"}), ids 0..N-1; none when absent.
+Status ReadChannelNames(Env* env, const fs::path& src, std::vector<std::string>* out) {
+  const fs::path file = src / "dataset.json";
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env->GetFileKind(file.string(), &kind));
+  if (kind != FileKind::kRegular) return Status::OK();
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(file.string(), &text));
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::OK();  // ReadClassNames says so
+  const char* key = j.contains("channel_names") ? "channel_names" : "modality";
+  if (!j.contains(key)) return Status::OK();
+  const json& names = j.at(key);
+  std::map<long, std::string> by_id;
+  if (names.is_object()) {
+    for (const auto& [k, v] : names.items()) {
+      char* end = nullptr;
+      const long id = std::strtol(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || id >= kMaxChannels || !v.is_string()) {
+        by_id.clear();
+        break;
+      }
+      by_id[id] = v.get<std::string>();
+    }
+  }
+  if (by_id.empty() || by_id.rbegin()->first + 1 != static_cast<long>(by_id.size())) {
+    return Status::BadInput(file.string() + ": \"" + key +
+                            "\" is not an object of channel id: name with ids 0..N-1");
+  }
+  for (const auto& [id, name] : by_id) out->push_back(name);
+  return Status::OK();
+}
 }  // namespace
 
 bool HasVolumes(Env* env, const std::string& source) {
@@ -144,30 +286,43 @@ Status ScanVolumes(Env* env, const std::string& source, volume::SliceAxis axis, 
       if (volume::IsNiftiName(f)) label_by_stem[VolumeStem(f)].push_back(f);
     }
   }
-  DSPIPE_RETURN_IF_ERROR(ReadClassNames(env, src, &out->class_names));
+  DSPIPE_RETURN_IF_ERROR(ReadClassNames(env, src, &out->class_names, &out->warnings));
+  DSPIPE_RETURN_IF_ERROR(ReadChannelNames(env, src, &out->channel_names));
   out->has_masks = !labels_dir.empty();
+  // The volumes: one per file or series folder, or one per case when the files are named as
+  // nnU-Net names the channels of a case (ChannelCases).
+  std::vector<Case> cases = ChannelCases(images, label_by_stem, out->channel_names.size());
+  const bool by_channel = !cases.empty();
+  if (!by_channel) {
+    for (const std::string& f : images) cases.push_back({VolumeStem(f), {f}, ""});
+  }
   std::map<std::string, int> stems;
-  for (const std::string& f : images) ++stems[VolumeStem(f)];
-  for (const std::string& f : images) {
+  for (const Case& c : cases) ++stems[c.stem];
+  for (const Case& c : cases) {
     VolumeSource v;
-    v.image = (src / images_dir / f).string();
-    const std::string stem = VolumeStem(f);
-    if (stems[stem] > 1) {
+    v.image = (src / images_dir / c.files[0]).string();
+    if (by_channel) {
+      for (const std::string& f : c.files) v.channels.push_back((src / images_dir / f).string());
+    }
+    const std::string& stem = c.stem;
+    if (!c.error.empty()) {
+      v.error = c.error;
+    } else if (stems[stem] > 1) {
       v.error = "several volumes share the name '" + stem + "' (.nii and .nii.gz)";
     } else if (!labels_dir.empty()) {
       auto it = label_by_stem.find(stem);
       if (it == label_by_stem.end()) {
-        v.error = "no label volume named '" + stem + ".nii[.gz]' in " +
-                  (src / labels_dir).string();
+        v.error = "no label volume named '" + stem + ".nii[.gz]' in " + (src / labels_dir).string();
       } else if (it->second.size() > 1) {
-        v.error = "several label volumes named '" + stem + ".nii[.gz]' in " +
-                  (src / labels_dir).string();
+        v.error =
+            "several label volumes named '" + stem + ".nii[.gz]' in " + (src / labels_dir).string();
       } else {
         v.label = (src / labels_dir / it->second[0]).string();
       }
     }
     if (v.error.empty()) {
-      Status s = volume::ReadVolumeInfo(v.image, &v.info);
+      Status s = v.channels.empty() ? volume::ReadVolumeInfo(v.image, &v.info)
+                                    : volume::ReadChannelsInfo(v.channels, &v.info);
       if (s.ok() && !v.label.empty()) {
         volume::VolumeInfo li;
         s = volume::ReadNiftiInfo(v.label, &li);

@@ -7,8 +7,13 @@ Status VolumeCache::Get(const std::string& path, bool label, std::shared_ptr<con
   std::shared_future<Result> f;
   std::promise<Result> mine;
   bool read = false;
+  std::vector<std::string> files;  // an image kept as one file per channel
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!label) {
+      auto c = channels_.find(path);
+      if (c != channels_.end()) files = c->second;
+    }
     auto it = held_.find(key);
     if (it != held_.end()) {
       f = it->second;
@@ -25,12 +30,17 @@ Status VolumeCache::Get(const std::string& path, bool label, std::shared_ptr<con
   }
   if (read) {
     auto v = std::make_shared<Volume>();
-    Status s = ReadVolume(path, label, v.get());
+    Status s = files.empty() ? ReadVolume(path, label, v.get()) : ReadChannels(files, v.get());
     mine.set_value({s, s.ok() ? std::shared_ptr<const Volume>(std::move(v)) : nullptr});
   }
   const Result& r = f.get();
   *out = r.second;
   return r.first;
+}
+
+void VolumeCache::SetChannels(const std::string& image, std::vector<std::string> files) {
+  std::lock_guard<std::mutex> lock(mu_);
+  channels_[image] = std::move(files);
 }
 
 }  // namespace dspipe::volume

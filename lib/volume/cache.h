@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "volume/volume.h"
 
@@ -22,13 +23,17 @@ class VolumeCache {
  public:
   explicit VolumeCache(size_t capacity = 6) : capacity_(capacity) {}
   Status Get(const std::string& path, bool label, std::shared_ptr<const Volume>* out);
+  // An image kept as one file per channel: Get(image, false) reads `files` (ReadChannels);
+  // `image` is the first of them, as the build's items name it.
+  void SetChannels(const std::string& image, std::vector<std::string> files);
 
  private:
   using Result = std::pair<Status, std::shared_ptr<const Volume>>;
   using Key = std::pair<std::string, bool>;
   std::mutex mu_;
   std::map<Key, std::shared_future<Result>> held_;
-  std::deque<Key> order_;  // oldest first
+  std::deque<Key> order_;                                     // oldest first
+  std::map<std::string, std::vector<std::string>> channels_;  // SetChannels
   size_t capacity_;
 };
 

@@ -101,6 +101,14 @@ bool IsDicomFile(const std::string& path);
 // is a DICOM file.
 bool IsDicomSeriesDir(const std::string& path);
 
+// A multi-modal image kept as one 3D NIfTI file per channel, in channel order (nnU-Net's
+// CASE_0000.nii.gz, CASE_0001.nii.gz, ...): the files must share one voxel grid (as a label
+// must: CheckLabelMatches) and, once read, one sample type; the info is the first file's with
+// `channels` the file count, the voxels each file's in turn (channel-major, as a 4D file's).
+// kBadInput naming the file that differs.
+Status ReadChannelsInfo(const std::vector<std::string>& files, VolumeInfo* out);
+Status ReadChannels(const std::vector<std::string>& files, Volume* out);
+
 // A NIfTI file or a DICOM series folder (IsDicomSeriesDir): ReadNiftiInfo or ReadDicomInfo.
 Status ReadVolumeInfo(const std::string& path, VolumeInfo* out);
 // ReadNifti or ReadDicom (a label from a DICOM folder is refused).
