@@ -1,7 +1,9 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -95,9 +97,8 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
                             return;
                           }
                           checked.fetch_add(1, std::memory_order_relaxed);
-                          Status s = ds->Read(i, [&](const RecordView& r) {
-                            return CheckRecord(r, &scratch);
-                          });
+                          Status s = ds->Read(
+                              i, [&](const RecordView& r) { return CheckRecord(r, &scratch); });
                           if (!s.ok()) {
                             std::string msg = s.message();
                             if (msg.find("key ") == std::string::npos) {
@@ -111,8 +112,8 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   });
   if (stop.load()) {
     return Status::Cancelled("verify of " + path + " interrupted after " +
-                             std::to_string(checked.load()) + " of " +
-                             std::to_string(ds->size()) + " records (nothing was changed)");
+                             std::to_string(checked.load()) + " of " + std::to_string(ds->size()) +
+                             " records (nothing was changed)");
   }
   std::sort(bad.begin(), bad.end());
   out->bad = bad.size();
@@ -122,6 +123,55 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   }
   return Status::OK();
 }
+
+namespace {
+
+// The manifest's volumes table (docs/VOLUMES.md) in a few lines: how many volumes gave how many
+// slices, which were skipped, the spacing range and the channel names.
+void DescribeVolumes(const nlohmann::json& v, std::ostream& o) {
+  const nlohmann::json& list = v.at("list");
+  size_t skipped = 0;
+  int64_t slices = 0;
+  double lo[2] = {1e300, 1e300}, hi[2] = {0, 0};
+  for (const nlohmann::json& e : list) {
+    const int64_t records = e.at("records").at(1).get<int64_t>();
+    slices += records;
+    if (records == 0) ++skipped;  // rejected (rejected.tsv): its records were not written
+    if (records == 0 || !e.contains("slice_spacing")) continue;
+    const nlohmann::json& sp = e.at("slice_spacing");
+    for (int k = 0; k < 2; ++k) {
+      lo[k] = std::min(lo[k], sp.at(k).get<double>());
+      hi[k] = std::max(hi[k], sp.at(k).get<double>());
+    }
+  }
+  char range[160] = "";
+  if (hi[0] > 0) {
+    auto r = [](double a, double b) {
+      char t[48];
+      if (a == b) {
+        std::snprintf(t, sizeof t, "%.3g", a);
+      } else {
+        std::snprintf(t, sizeof t, "%.3g-%.3g", a, b);
+      }
+      return std::string(t);
+    };
+    std::snprintf(range, sizeof range, "; in-plane spacing %s x %s mm", r(lo[0], hi[0]).c_str(),
+                  r(lo[1], hi[1]).c_str());
+  }
+  o << "volumes:     " << list.size() << " (" << slices << " " << v.value("slice_axis", "")
+    << " slices, " << v.value("orientation", "RAS") << ")" << range;
+  if (skipped > 0) o << "; " << skipped << " skipped (rejected.tsv)";
+  o << "\n";
+  if (v.contains("channel_names")) {
+    o << "channels:    ";
+    for (size_t k = 0; k < v.at("channel_names").size(); ++k) {
+      o << (k ? ", " : "") << k << "=" << v.at("channel_names")[k].get<std::string>();
+    }
+    o << "\n";
+  }
+}
+
+}  // namespace
 
 Status DescribeDataset(const std::string& path, std::string* text) {
   DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
@@ -158,9 +208,9 @@ Status DescribeDataset(const std::string& path, std::string* text) {
   if (!i.pairing.empty()) o << " — " << i.pairing;
   o << "\n";
   if (i.has_labels) {
-    o << "labels:      " << (i.class_names.empty() ? std::string("yes")
-                                                  : std::to_string(i.class_names.size()) +
-                                                        " classes");
+    o << "labels:      "
+      << (i.class_names.empty() ? std::string("yes")
+                                : std::to_string(i.class_names.size()) + " classes");
     for (size_t k = 0; k < i.class_names.size() && k < 20; ++k) {
       o << (k ? ", " : ": ") << k << "=" << i.class_names[k];
     }
@@ -174,45 +224,46 @@ Status DescribeDataset(const std::string& path, std::string* text) {
   }
   o << "on disk:     " << disk / (1 << 20) << " MiB (data.mdb)\n";
   if (!i.manifest_json.empty()) try {
-    const auto m = nlohmann::json::parse(i.manifest_json);
-    if (m.contains("bytes")) {
-      o << "payload:     images " << m.at("bytes").value("image", 0ull) / (1 << 20) << " MiB, masks "
-        << m.at("bytes").value("mask", 0ull) / (1 << 20) << " MiB\n";
-    }
-    if (m.contains("codecs")) o << "codecs:      " << m["codecs"].dump() << "\n";
-    if (m.contains("stats")) {
-      o.setf(std::ios::fixed);
-      o.precision(2);
-      o << "mean:        ";
-      for (double v : i.mean) o << v << " ";
-      o << "\nstd:         ";
-      for (double v : i.std) o << v << " ";
-      const nlohmann::json& st = m.at("stats");
-      if (st.contains("min") && st.contains("max")) {
-        o << "\nmin / max:   ";
-        for (size_t k = 0; k < st["min"].size() && k < st["max"].size(); ++k) {
-          o << st["min"][k].get<double>() << "/" << st["max"][k].get<double>() << " ";
-        }
+      const auto m = nlohmann::json::parse(i.manifest_json);
+      if (m.contains("bytes")) {
+        o << "payload:     images " << m.at("bytes").value("image", 0ull) / (1 << 20)
+          << " MiB, masks " << m.at("bytes").value("mask", 0ull) / (1 << 20) << " MiB\n";
       }
-      if (st.contains("percentile_00_5") && st.contains("percentile_99_5")) {
-        o << "\np0.5/p99.5:  ";
-        for (size_t k = 0; k < st["percentile_00_5"].size() && k < st["percentile_99_5"].size();
-             ++k) {
-          o << st["percentile_00_5"][k].get<double>() << "/"
-            << st["percentile_99_5"][k].get<double>() << " ";
+      if (m.contains("codecs")) o << "codecs:      " << m["codecs"].dump() << "\n";
+      if (m.contains("volumes")) DescribeVolumes(m.at("volumes"), o);
+      if (m.contains("stats")) {
+        o.setf(std::ios::fixed);
+        o.precision(2);
+        o << "mean:        ";
+        for (double v : i.mean) o << v << " ";
+        o << "\nstd:         ";
+        for (double v : i.std) o << v << " ";
+        const nlohmann::json& st = m.at("stats");
+        if (st.contains("min") && st.contains("max")) {
+          o << "\nmin / max:   ";
+          for (size_t k = 0; k < st["min"].size() && k < st["max"].size(); ++k) {
+            o << st["min"][k].get<double>() << "/" << st["max"][k].get<double>() << " ";
+          }
         }
+        if (st.contains("percentile_00_5") && st.contains("percentile_99_5")) {
+          o << "\np0.5/p99.5:  ";
+          for (size_t k = 0; k < st["percentile_00_5"].size() && k < st["percentile_99_5"].size();
+               ++k) {
+            o << st["percentile_00_5"][k].get<double>() << "/"
+              << st["percentile_99_5"][k].get<double>() << " ";
+          }
+        }
+        o << "\n             ("
+          << (i.sample_type == SampleType::kUint8
+                  ? std::string("pixel units 0-255")
+                  : std::string("source values, ") + SampleTypeName(i.sample_type))
+          << ", from " << m.at("stats").value("images", 0) << " images"
+          << (m.at("stats").value("sampled", false) ? ", sampled" : "") << ")\n";
       }
-      o << "\n             ("
-        << (i.sample_type == SampleType::kUint8
-                ? std::string("pixel units 0-255")
-                : std::string("source values, ") + SampleTypeName(i.sample_type))
-        << ", from " << m.at("stats").value("images", 0) << " images"
-        << (m.at("stats").value("sampled", false) ? ", sampled" : "") << ")\n";
+    } catch (const nlohmann::json::exception& e) {
+      // Dataset::Open accepted the manifest; its optional fields may still be odd (hand edits).
+      return Status::Corruption(path + ": manifest: " + e.what());
     }
-  } catch (const nlohmann::json::exception& e) {
-    // Dataset::Open accepted the manifest; its optional fields may still be odd (hand edits).
-    return Status::Corruption(path + ": manifest: " + e.what());
-  }
   *text = o.str();
   return Status::OK();
 }

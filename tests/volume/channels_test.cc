@@ -118,6 +118,13 @@ TEST(Channels, AnNnUnetFolderBuildsOneRecordPerSliceWithEveryChannel) {
             nlohmann::json::array({t.src + "/imagesTr/BRATS_002_0000.nii.gz",
                                    t.src + "/imagesTr/BRATS_002_0001.nii.gz"}));
 
+  std::string text;
+  ASSERT_OK(DescribeDataset(t.dir / "out", &text));
+  EXPECT_NE(text.find("volumes:     2 (4 axial slices, RAS); in-plane spacing 1 x 1 mm\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("channels:    0=T1, 1=FLAIR\n"), std::string::npos) << text;
+
   // A resumed build reads the channels again (the plan names the first file only), and
   // notices a channel file that changed.
   o.resume = true;

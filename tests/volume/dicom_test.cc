@@ -384,6 +384,12 @@ TEST(DicomBuild, ASeriesWithANiftiLabelBuildsOneRecordPerSlice) {
   EXPECT_EQ(v.at("records"), nlohmann::json::array({0, 3}));
   EXPECT_NEAR(v.at("spacing")[2].get<double>(), 2.5, 1e-9);
 
+  std::string text;
+  ASSERT_OK(DescribeDataset(tmp / "out", &text));
+  EXPECT_NE(text.find("volumes:     1 (3 axial slices, RAS); in-plane spacing 0.7 x 0.5 mm\n"),
+            std::string::npos)
+      << text;
+
   // A resumed build notices a slice rewritten in place (the folder's own stat does not change).
   o.resume = true;
   ASSERT_OK(BuildDataset(o, &r));
