@@ -135,8 +135,8 @@ struct Case {
 };
 
 // The cases when the images are named as nnU-Net names channels (CASE_0000.nii.gz,
-// CASE_0001.nii.gz, ...; labels CASE.nii.gz): every image is so named, and either every label
-// is named after a case and none after a whole image name, or there are no labels and
+// CASE_0001.nii.gz, ...; labels CASE.nii.gz): every image is so named, and either a label is
+// named after a case and none after a whole image name, or there are no labels and
 // dataset.json names `named_channels` channels, each case having that many. Empty otherwise
 // (each file is then a volume of its own). A case whose channels do not run 0000..N-1, with one
 // N for all cases, carries the error.
@@ -152,9 +152,9 @@ std::vector<Case> ChannelCases(const std::vector<std::string>& images,
   }
   if (by_case.empty()) return {};
   if (!labels.empty()) {
-    for (const auto& [stem, files] : labels) {
-      if (!by_case.count(stem)) return {};
-    }
+    bool named_after_a_case = false;
+    for (const auto& [stem, files] : labels) named_after_a_case |= by_case.count(stem) > 0;
+    if (!named_after_a_case) return {};
     for (const std::string& f : images) {
       if (labels.count(VolumeStem(f))) return {};
     }
