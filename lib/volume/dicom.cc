@@ -435,42 +435,51 @@ Status ReadSeries(const std::string& dir, bool pixels, std::vector<DicomSlice>* 
   return SetCanonical(info);
 }
 
-// Stored value -> its integer, as the header says: the low BitsStored bits, sign-extended
-// when PixelRepresentation is 1 (the bits above are not pixel data).
+// A slice's stored values as integers, as the header says: the low BitsStored bits,
+// sign-extended when PixelRepresentation is 1 (the bits above are not pixel data).
 template <class T>
-int64_t Stored(const char* p, size_t i, int bits_stored, bool is_signed) {
-  T raw;
-  std::memcpy(&raw, p + i * sizeof(T), sizeof(T));
-  uint64_t u = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(raw));
-  if (bits_stored < 64) u &= (uint64_t{1} << bits_stored) - 1;
-  if (is_signed && (u >> (bits_stored - 1)) & 1) {
-    return static_cast<int64_t>(u) - (int64_t{1} << bits_stored);
+void DecodeAs(const DicomSlice& s, size_t n, int64_t* dst) {
+  const int shift = 64 - s.bits_stored;
+  const bool is_signed = s.pixel_representation == 1;
+  const char* p = s.pixels.data();
+  for (size_t i = 0; i < n; ++i) {
+    T raw;
+    std::memcpy(&raw, p + i * sizeof(T), sizeof(T));
+    const uint64_t u = static_cast<uint64_t>(raw) << shift;  // the stored bits at the top
+    dst[i] = is_signed ? static_cast<int64_t>(u) >> shift : static_cast<int64_t>(u >> shift);
   }
-  return static_cast<int64_t>(u);
 }
 
-int64_t StoredAt(const DicomSlice& s, size_t i) {
-  const bool sg = s.pixel_representation == 1;
+void Decode(const DicomSlice& s, size_t n, int64_t* dst) {
   switch (s.bits_allocated) {
     case 8:
-      return Stored<uint8_t>(s.pixels.data(), i, s.bits_stored, sg);
+      return DecodeAs<uint8_t>(s, n, dst);
     case 16:
-      return Stored<uint16_t>(s.pixels.data(), i, s.bits_stored, sg);
+      return DecodeAs<uint16_t>(s, n, dst);
     default:
-      return Stored<uint32_t>(s.pixels.data(), i, s.bits_stored, sg);
+      return DecodeAs<uint32_t>(s, n, dst);
   }
 }
 
+// Every slice's values, rescaled, as T: integer arithmetic when `integral` (an integer slope
+// and intercept), else double.
 template <class T>
-void Fill(const std::vector<DicomSlice>& slices, size_t plane, bool scaled,
-          std::vector<uint8_t>* out) {
+void Fill(const std::vector<DicomSlice>& slices, size_t plane, bool integral,
+          std::vector<int64_t>* scratch, std::vector<uint8_t>* out) {
   out->resize(plane * slices.size() * sizeof(T));
   T* dst = reinterpret_cast<T*>(out->data());
+  int64_t* v = scratch->data();
   for (const DicomSlice& s : slices) {
-    for (size_t i = 0; i < plane; ++i) {
-      const double v = static_cast<double>(StoredAt(s, i));
-      *dst++ = static_cast<T>(scaled ? v * s.slope + s.inter : v);
+    Decode(s, plane, v);
+    if (integral) {
+      const int64_t slope = static_cast<int64_t>(s.slope), inter = static_cast<int64_t>(s.inter);
+      for (size_t i = 0; i < plane; ++i) dst[i] = static_cast<T>(v[i] * slope + inter);
+    } else {
+      for (size_t i = 0; i < plane; ++i) {
+        dst[i] = static_cast<T>(static_cast<double>(v[i]) * s.slope + s.inter);
+      }
     }
+    dst += plane;
   }
 }
 
@@ -513,16 +522,21 @@ Status ReadDicom(const std::string& dir, Volume* out) {
   const size_t plane = static_cast<size_t>(first.rows) * static_cast<size_t>(first.cols);
   bool scaled = false, integral = true;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  std::vector<int64_t> values(plane);
   for (const DicomSlice& s : slices) {
     const bool mine = s.slope != 1 || s.inter != 0;
     scaled = scaled || mine;
-    if (mine && (s.slope != std::floor(s.slope) || s.inter != std::floor(s.inter))) {
+    if (s.slope != std::floor(s.slope) || s.inter != std::floor(s.inter) ||
+        std::fabs(s.slope) > 1e9 || std::fabs(s.inter) > 1e15) {
       integral = false;
     }
-    for (size_t i = 0; i < plane; ++i) {
-      const double v = static_cast<double>(StoredAt(s, i)) * s.slope + s.inter;
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+    // The rescaled range from the stored one: slope * v + inter is monotonic in v.
+    Decode(s, plane, values.data());
+    const auto [mn, mx] = std::minmax_element(values.begin(), values.end());
+    for (const int64_t v : {*mn, *mx}) {
+      const double x = static_cast<double>(v) * s.slope + s.inter;
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
     }
   }
   // As ReadNifti: stored types kept when nothing is rescaled; integers scaled by integers as
@@ -539,18 +553,19 @@ Status ReadDicom(const std::string& dir, Volume* out) {
     DSPIPE_RETURN_IF_ERROR(ExactIntegerType(dir, lo, hi, &t));
   }
   out->type = t;
+  const bool exact = integral && t != SampleType::kFloat32;  // else through double
   switch (t) {
     case SampleType::kUint8:
-      Fill<uint8_t>(slices, plane, scaled, &out->data);
+      Fill<uint8_t>(slices, plane, exact, &values, &out->data);
       break;
     case SampleType::kUint16:
-      Fill<uint16_t>(slices, plane, scaled, &out->data);
+      Fill<uint16_t>(slices, plane, exact, &values, &out->data);
       break;
     case SampleType::kInt16:
-      Fill<int16_t>(slices, plane, scaled, &out->data);
+      Fill<int16_t>(slices, plane, exact, &values, &out->data);
       break;
     case SampleType::kFloat32:
-      Fill<float>(slices, plane, scaled, &out->data);
+      Fill<float>(slices, plane, exact, &values, &out->data);
       break;
   }
   return Status::OK();
