@@ -151,6 +151,8 @@ class BuildOptions:
     depth: int
     mask_map: str
     slice_axis: str
+    skip_empty: bool
+    context: int
     shuffle: bool
     seed: int
     threads: int
