@@ -14,6 +14,7 @@
 #include "codec/image.h"
 #include "convert/record_maker.h"
 #include "convert/test_support.h"
+#include "dspipe/loader.h"
 #include "volume/nifti_writer.h"
 #include "volume/volume.h"
 
@@ -594,6 +595,49 @@ TEST(VolumeSlices, ResumeRefusesAChangedLabelWithSkipEmpty) {
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "labelsTr/c.nii.gz")) << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "skip_empty")) << st.ToString();
+}
+
+// The loader reads a stack of more than the 4 channels its uint8 kernels take: context 2 gives
+// 5 int16 channels, each normalized with its own mean and std ((x - mean) * (1 / std), the
+// typed path's float formula).
+TEST(VolumeSlices, TheLoaderNormalizesEveryChannelOfAFiveSliceStack) {
+  Task t;
+  BuildOptions o = Options(t.src, t.dir / "ctx2");
+  o.context = 2;
+  BuildResult r;
+  ASSERT_OK(BuildDataset(o, &r));
+  LoaderOptions lo;
+  lo.batch_size = 13;
+  lo.threads = 2;
+  lo.sampler.shuffle = false;
+  lo.mean = {1, -2, 30, 4.5, -500};
+  lo.std = {2, 4, 0.5, 8, 250};
+  std::unique_ptr<Loader> loader;
+  ASSERT_OK(Loader::Open(o.output, lo, &loader));
+  Batch b;
+  ASSERT_OK(loader->Next(&b));
+  ASSERT_EQ(b.size(), 13);
+  ASSERT_EQ(b.channels(), 5);
+  SliceTable table;
+  ASSERT_OK(ReadSliceTable(o.output, &table));
+  std::map<int64_t, Volume> vols;
+  const size_t plane = static_cast<size_t>(b.height()) * b.width();
+  for (int i = 0; i < 13; ++i) {
+    const int64_t v = table.volume[i];
+    if (!vols.count(v)) ASSERT_OK(ReadNifti(table.images[v], false, &vols[v]));
+    const cv::Mat want = Stacked(vols[v], table.slice[i], 2);
+    for (int c = 0; c < 5; ++c) {
+      const float* got = b.normalized() + (static_cast<size_t>(i) * 5 + c) * plane;
+      const float mean = static_cast<float>(lo.mean[c]), inv = 1.0f / static_cast<float>(lo.std[c]);
+      for (int y = 0; y < b.height(); ++y) {
+        for (int x = 0; x < b.width(); ++x) {
+          const float px = static_cast<float>(want.ptr<int16_t>(y)[x * 5 + c]);
+          ASSERT_EQ(got[y * b.width() + x], (px - mean) * inv)
+              << "record " << i << " channel " << c << " at " << y << "," << x;
+        }
+      }
+    }
+  }
 }
 
 // dsconvert: the flags, the summary line, and the errors in its own spelling.
