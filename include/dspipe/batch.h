@@ -40,7 +40,7 @@ struct BatchShape {
   int batch_size = 0;  // capacity in samples; a Batch may hold fewer (last batch, skips)
   int height = 0;
   int width = 0;
-  int channels = 0;         // image channels (uint8: 1 or 3; typed datasets: as stored, 1..4)
+  int channels = 0;         // image channels (uint8: 1 or 3; typed datasets: as stored, 1..16)
   bool masks = false;       // one mask per sample
   bool normalized = false;  // float32 NCHW copy of the images (always for typed images)
   // The sample types (dspipe/format.h) of images() and masks(): the dataset's. Typed images

@@ -91,6 +91,17 @@ struct BuildOptions {
   // volume the slices are cut along: "axial" (default; slice k = canon[:, :, k]), "coronal"
   // (canon[:, k, :]) or "sagittal" (canon[k, :, :]). Ignored for other sources.
   std::string slice_axis = "axial";
+  // Volume sources with label volumes: leave out the slices whose label slice holds no
+  // foreground (every id 0 after mask_map). The label volumes are read once more while planning
+  // to find them. The manifest's volumes table lists each volume's kept slices ("kept"), so every
+  // record still maps back to its slice; BuildResult::empty_slices counts the others (not
+  // errors). Refused for other sources and for volumes without labels. Default false.
+  bool skip_empty = false;
+  // Volume sources: 2.5D context. Each record's image holds the 2K+1 slices k-K..k+K around its
+  // slice k as channels (clamped at the volume's ends: the edge slice repeated), slice-major:
+  // channel j*C + m is channel (modality) m of slice k-K+j, C the volume's own channels. The
+  // mask stays slice k's label. (2K+1)*C must be at most kMaxChannels (16). 0..7; default 0.
+  int context = 0;
   bool shuffle = false;  // record order = a seeded permutation of the sources
   uint64_t seed = 0;
   int threads = 0;  // oneTBB workers; 0 = all cores this process may use
@@ -152,6 +163,9 @@ struct BuildResult {
   bool pushed = false;
   PushResult push;
   std::string staging;
+  // Volume sources with skip_empty: slices left out because their label slice holds no
+  // foreground (of the whole plan, also when one shard is built); not errors.
+  uint64_t empty_slices = 0;
   // What the build noticed about the data and did not change (also logged as warnings):
   // masks holding only ids 0 and 255, masks stored as JPEG (lossy). Empty when none.
   std::vector<std::string> warnings;
@@ -209,5 +223,28 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
 
 // A human-readable description (count, shapes, storage, sizes, mean/std) for `dsconvert info`.
 Status DescribeDataset(const std::string& path, std::string* text);
+
+// A dataset built from volumes, record by record (docs/VOLUMES.md): the volume and slice each
+// record was cut from, and the per-slice foreground table.
+struct SliceTable {
+  std::string slice_axis;           // "axial" | "coronal" | "sagittal"
+  int context = 0;                  // BuildOptions::context of the build
+  bool skip_empty = false;          // BuildOptions::skip_empty of the build
+  std::vector<std::string> images;  // the volumes' image files, in the manifest's order
+  std::string volumes_json;     // the manifest's volumes list (JSON): files, shape, spacing, affine
+  std::vector<int64_t> volume;  // per record: its volume (index into images)
+  std::vector<int64_t> slice;   // per record: its (centre) slice along slice_axis
+  // Per record and class: the pixels of class c in the record's label slice (after mask_map) at
+  // foreground[record * num_classes + c]; class 0 is the background, so a row sums to the
+  // slice's pixels. has_foreground is false (and foreground empty) for a dataset without labels
+  // or built before the table existed.
+  bool has_foreground = false;
+  int num_classes = 0;
+  std::vector<uint32_t> foreground;
+};
+// Reads it from the manifest's volumes table and the per-record foreground entries
+// (docs/FORMAT.md). InvalidArgument for a dataset not built from volumes, or whose table would
+// exceed 2^30 entries (count x num_classes); Corruption naming the record when they disagree.
+Status ReadSliceTable(const std::string& path, SliceTable* out);
 
 }  // namespace dspipe

@@ -143,6 +143,19 @@ class Dataset {
 
   // The key of record `index` as shown in messages (hex index for dspipe, the raw key for plain).
   virtual std::string KeyName(uint64_t index) const = 0;
+
+  // A per-record side table a build wrote into the meta database beside the records
+  // (docs/FORMAT.md, "Per-record tables"): calls fn(index, value) for each record that has an
+  // entry under the meta key `table` + "/" + its record key's 16 hex digits, in index order
+  // (records without an entry are skipped). Errors from fn stop the scan and are returned. Plain
+  // LMDBs have no such tables (fn is never called).
+  virtual Status ReadRecordTable(
+      std::string_view table,
+      const std::function<Status(uint64_t index, std::string_view value)>& fn) const {
+    (void)table;
+    (void)fn;
+    return Status::OK();
+  }
 };
 
 }  // namespace dspipe

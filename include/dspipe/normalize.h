@@ -20,14 +20,21 @@
 
 namespace dspipe {
 
+// The most channels NormalizeParams holds: kMaxChannels (dspipe/format.h, which the CUDA
+// sources do not include; normalize_cpu.cc checks the two agree).
+inline constexpr int kMaxNormalizeChannels = 16;
+
 struct NormalizeParams {
-  // Number of interleaved channels in the source: 1 (gray), 3 (RGB) or 4 (RGBA). Range 1..4.
+  // Number of interleaved channels in the source: 1 (gray), 3 (RGB) or 4 (RGBA). Range 1..4
+  // for the uint8 kernels below; the loader's typed path (uint16, int16 and float32 images,
+  // such as volumes' modalities and 2.5D slice stacks) takes 1..kMaxNormalizeChannels.
   int channels = 3;
   // Per-channel mean and standard deviation in PIXEL units [0, 255] (not [0, 1]); e.g. the
   // ImageNet values below. Entries at index >= channels are ignored. std must be finite and
   // non-zero. Default: identity (mean 0, std 1) -> y = float(x).
-  float mean[4] = {0.f, 0.f, 0.f, 0.f};
-  float std[4] = {1.f, 1.f, 1.f, 1.f};
+  float mean[kMaxNormalizeChannels] = {};
+  float std[kMaxNormalizeChannels] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f,
+                                      1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
   // Horizontal flip fused into the conversion: dst(x) = src(w - 1 - x). Default off. Costs
   // nothing extra on either path. Applies to every image of the call.
   bool mirror = false;
@@ -39,6 +46,8 @@ struct NormalizeParams {
 // OK, or InvalidArgument naming the bad field (channels outside 1..4, non-finite mean,
 // zero/non-finite std). The kernels below return this status (and write nothing) on bad params.
 Status ValidateNormalizeParams(const NormalizeParams& p);
+// The same for the loader's typed path, which takes 1..kMaxNormalizeChannels channels.
+Status ValidateTypedNormalizeParams(const NormalizeParams& p);
 
 // dst[i][c][y][x] = (float(src[i][y][x'][c]) - mean[c]) * (1.0f / std[c]), with x' = x or
 // w-1-x (mirror). REQUIRES: src holds n*h*w*channels bytes, dst n*channels*h*w floats, n, h,

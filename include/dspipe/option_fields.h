@@ -335,6 +335,7 @@ struct OptionFields<BuildOptions> {
       Field("max_side", &S::max_side), Field("jpeg_quality", &S::jpeg_quality),
       Field("jpeg_restarts", &S::jpeg_restarts), Field("gray", &S::gray), Field("depth", &S::depth),
       Field("mask_map", &S::mask_map), Field("slice_axis", &S::slice_axis),
+      Field("skip_empty", &S::skip_empty), Field("context", &S::context),
       Field("shuffle", &S::shuffle), Field("seed", &S::seed), Field("threads", &S::threads),
       Field("shards", &S::shards), Field("shard_index", &S::shard_index),
       Field("resume", &S::resume), Field("overwrite", &S::overwrite),

@@ -12,6 +12,7 @@
 
 #include "convert/builder.h"
 #include "convert/test_hooks.h"
+#include "convert/volume_slices.h"
 #include "dspipe/cpus.h"
 #include "dspipe/log.h"
 
@@ -176,11 +177,16 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                     Log(LogLevel::kWarn, "skipped: " + w->status.message());
                   } else {
                     uint8_t key[kKeySize];
-                    EncodeKey(acc->next_index++, key);
+                    const uint64_t index = acc->next_index++;
+                    EncodeKey(index, key);
                     if (acc->image_type < 0) acc->type_from = plan_[w->pos].image;
                     acc->Add(w->rec);
                     writer.PutRecord(std::string(reinterpret_cast<char*>(key), kKeySize),
                                      std::move(w->rec.value));
+                    // In the same transaction as its record, so a resumed build has both.
+                    if (foreground_table_ && w->rec.has_class_counts) {
+                      writer.PutMeta(ForegroundKey(index), std::move(w->rec.class_counts));
+                    }
                   }
                   acc->next_pos = w->pos + 1;
                   ++done_;

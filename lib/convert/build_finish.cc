@@ -61,12 +61,18 @@ std::vector<std::string> MaskWarnings(const Accum& acc, const BuildOptions& o) {
 }
 
 json VolumeRecords(json volumes, const Accum& acc) {
-  // Each volume's records: its slices in order, all of them or (rejected) none.
+  // Each volume's records: its slices in order (the kept ones with skip_empty), all of them or
+  // (rejected) none.
   std::map<std::string, uint64_t> rejected;
   for (const auto& [file, why] : acc.rejected) ++rejected[file];
   uint64_t first = 0;
   for (json& e : volumes.at("list")) {
-    const uint64_t slices = e.at("slices").get<uint64_t>();
+    uint64_t slices = e.at("slices").get<uint64_t>();
+    if (e.contains("kept")) {
+      slices = 0;
+      for (const json& r : e.at("kept"))
+        slices += r.at(1).get<uint64_t>() - r.at(0).get<uint64_t>();
+    }
     const uint64_t n = rejected.count(e.at("image").get<std::string>()) ? 0 : slices;
     e["records"] = {first, n};
     first += n;
@@ -98,6 +104,7 @@ json Builder::Manifest(const Accum& acc, uint64_t count) const {
               {"source_kind", plan_meta_.at("kind")},
               {"sources", plan_.size()},
               {"rejected", acc.rejected.size()}}}};
+  if (plan_meta_.contains("empty_slices")) m["build"]["empty_slices"] = plan_meta_["empty_slices"];
   SetTypeFields(acc, &m);
   if (plan_meta_.contains("volumes")) m["volumes"] = VolumeRecords(plan_meta_.at("volumes"), acc);
   if (acc.pixels > 0) m["stats"] = StatsJson(acc, m.at("channels").get<int>(), count);

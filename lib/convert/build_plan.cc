@@ -2,14 +2,21 @@
 // ordered source list — scanned, shuffled and stored in the state shard's meta "build" on a
 // fresh build, reloaded on --resume — and the checks that a resumed build's source is still
 // what the plan was made from.
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <vector>
 
 #include "convert/builder.h"
+#include "convert/volume_slices.h"
 #include "core/checksum.h"
+#include "dspipe/cpus.h"
 #include "dspipe/log.h"
 #include "format/manifest.h"
 
@@ -136,16 +143,36 @@ Status Builder::PrepareOutput(bool* fresh) {
   return Status::OK();
 }
 
+namespace {
+
+// A volume's kept slices (1 per slice with foreground) as half-open ranges [start, stop).
+json KeptRanges(const std::vector<uint8_t>& fg) {
+  json ranges = json::array();
+  for (size_t k = 0; k < fg.size();) {
+    if (!fg[k]) {
+      ++k;
+      continue;
+    }
+    size_t stop = k;
+    while (stop < fg.size() && fg[stop]) ++stop;
+    ranges.push_back({k, stop});
+    k = stop;
+  }
+  return ranges;
+}
+
+}  // namespace
+
 // The volumes in plan order (their slices' order in the dataset): files, slices, and the
 // canonical grid, for putting predictions back (docs/VOLUMES.md). Builder::Manifest adds the
 // records each holds.
-json Builder::VolumeTable(volume::SliceAxis axis) const {
+json Builder::VolumeTable(volume::SliceAxis axis, const std::vector<std::string>& order,
+                          const std::map<std::string, std::vector<uint8_t>>& kept) const {
   std::map<std::string, const VolumeSource*> by_image;
   for (const VolumeSource& v : sources_.volumes) by_image[v.image] = &v;
   json list = json::array();
-  for (size_t i = 0; i < plan_.size(); ++i) {
-    if (i > 0 && plan_[i].image == plan_[i - 1].image) continue;
-    const VolumeSource& v = *by_image.at(plan_[i].image);
+  for (const std::string& image : order) {
+    const VolumeSource& v = *by_image.at(image);
     const volume::VolumeInfo& in = v.info;
     json e = {{"image", v.image}, {"label", v.label}, {"slices", v.slices}};
     if (!v.channels.empty()) e["channel_files"] = v.channels;
@@ -160,11 +187,18 @@ json Builder::VolumeTable(volume::SliceAxis axis) const {
       e["slice_spacing"] = {sp[0], sp[1]};
       e["affine"] = affine;
     }
+    auto k = kept.find(image);
+    if (k != kept.end()) e["kept"] = KeptRanges(k->second);
     list.push_back(e);
   }
-  json table = {
-      {"slice_axis", volume::SliceAxisName(axis)}, {"orientation", "RAS"}, {"list", list}};
+  json table = {{"slice_axis", volume::SliceAxisName(axis)},
+                {"orientation", "RAS"},
+                {"context", o_.context},
+                {"list", list}};
   if (!sources_.channel_names.empty()) table["channel_names"] = sources_.channel_names;
+  if (o_.skip_empty) table["skip_empty"] = true;
+  // Every record of a build with labels has its class counts in the foreground table.
+  if (sources_.has_masks) table["foreground"] = true;
   return table;
 }
 
@@ -190,7 +224,102 @@ Status Builder::CheckVolumeOptions() const {
     return refuse(Opt("BuildOptions::gray"),
                   "has no meaning for volumes: their channels are modalities, not colours");
   }
+  if (o_.skip_empty && !sources_.has_masks) {
+    return refuse(Opt("BuildOptions::skip_empty"),
+                  "needs label volumes (a labelsTr/, labels/ or masks/ folder beside the "
+                  "images): it leaves out the slices whose label is all 0; drop it to build "
+                  "every slice");
+  }
+  for (const VolumeSource& v : sources_.volumes) {
+    if (v.error.empty()) {
+      DSPIPE_RETURN_IF_ERROR(CheckContextChannels(v.image, o_.context, v.info.channels));
+    }
+  }
   return Status::OK();
+}
+
+Status Builder::PlanSkipEmpty(volume::SliceAxis axis,
+                              std::map<std::string, std::vector<uint8_t>>* kept, uint64_t* empty) {
+  uint8_t lut[256];
+  for (int i = 0; i < 256; ++i) lut[i] = static_cast<uint8_t>(i);
+  if (!o_.mask_map.empty()) DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o_.mask_map, lut));
+  std::vector<const VolumeSource*> todo;
+  for (const VolumeSource& v : sources_.volumes) {
+    if (v.error.empty() && !v.label.empty()) todo.push_back(&v);
+  }
+  Log(LogLevel::kInfo, o_.source + ": reading " + std::to_string(todo.size()) +
+                           " label volumes to find the slices without foreground "
+                           "(skip_empty, --skip-empty)");
+  std::vector<Status> status(todo.size());
+  std::vector<std::vector<uint8_t>> fg(todo.size());
+  std::mutex cancel_mu;
+  std::atomic<bool> cancelled{false};
+  // A few at a time: each is a whole label volume in memory.
+  tbb::task_arena arena(std::min(o_.threads > 0 ? o_.threads : UsableCpus(), 4));
+  arena.execute([&] {
+    tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) {
+      if (o_.cancelled) {
+        std::lock_guard<std::mutex> lock(cancel_mu);
+        if (o_.cancelled()) cancelled = true;
+      }
+      if (cancelled.load()) return;
+      volume::Volume label;
+      status[i] = volume::ReadNifti(todo[i]->label, /*label=*/true, &label);
+      if (status[i].ok()) ForegroundSlices(label, axis, lut, &fg[i]);
+    });
+  });
+  if (cancelled.load()) {
+    return Status::Cancelled("build interrupted while reading the label volumes for " +
+                             Opt("BuildOptions::skip_empty") + " (nothing was written)");
+  }
+  std::map<std::string, std::string> bad;  // image -> why its label could not be read
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const VolumeSource& v = *todo[i];
+    if (status[i].code() == Status::Code::kIOError) return status[i];
+    if (!status[i].ok()) {
+      bad[v.image] = status[i].message();  // ReadNifti's messages name the label file
+    } else if (static_cast<int64_t>(fg[i].size()) != v.slices) {
+      bad[v.image] = v.label + ": " + std::to_string(fg[i].size()) + " slices, its image " +
+                     std::to_string(v.slices) + " (the file changed while the build was planned)";
+    } else {
+      (*kept)[v.image] = std::move(fg[i]);
+    }
+  }
+  *empty = 0;
+  std::vector<SourceItem> plan;
+  plan.reserve(plan_.size());
+  for (SourceItem& it : plan_) {
+    auto b = bad.find(it.image);
+    if (b != bad.end()) {  // one item carries the reason, as for a volume known bad when scanned
+      if (!plan.empty() && plan.back().image == it.image) continue;
+      it.error = b->second;
+      it.slice = 0;
+      plan.push_back(std::move(it));
+      continue;
+    }
+    auto k = kept->find(it.image);
+    if (k != kept->end() && it.error.empty() && !k->second[static_cast<size_t>(it.slice)]) {
+      ++*empty;
+      continue;
+    }
+    plan.push_back(std::move(it));
+  }
+  plan_ = std::move(plan);
+  if (plan_.empty()) {
+    return Status::BadInput(o_.source + ": every label slice is empty (all 0" +
+                            (o_.mask_map.empty() ? std::string() : " after the mask map") +
+                            "), so " + Opt("BuildOptions::skip_empty") +
+                            " keeps nothing; drop it to build every slice");
+  }
+  return Status::OK();
+}
+
+void Builder::SetPlanCounts() {
+  const json& volumes = plan_meta_.value("volumes", json::object());
+  foreground_table_ = volumes.is_object() && volumes.value("foreground", false);
+  result_->empty_slices = plan_meta_.contains("empty_slices")
+                              ? static_cast<uint64_t>(Accum::Int(plan_meta_.at("empty_slices")))
+                              : 0;
 }
 
 std::string Builder::PlanDigest() const {
@@ -238,6 +367,7 @@ Status Builder::Plan(bool fresh) {
     } catch (const json::exception& e) {
       return Status::Corruption(where + ": bad build state: " + e.what());
     }
+    SetPlanCounts();
     if (plan_meta_.at("kind") == "plain-lmdb") {
       DSPIPE_RETURN_IF_ERROR(OpenPlainSource(o_.source, o_.plain, &plain_));
     } else if (IsArchiveSource(o_.source)) {
@@ -262,7 +392,15 @@ Status Builder::Plan(bool fresh) {
   DSPIPE_RETURN_IF_ERROR(volume::ParseSliceAxis(o_.slice_axis, &axis));
   DSPIPE_RETURN_IF_ERROR(
       ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_, axis));
-  if (sources_.kind == "volumes") DSPIPE_RETURN_IF_ERROR(CheckVolumeOptions());
+  if (sources_.kind == "volumes") {
+    DSPIPE_RETURN_IF_ERROR(CheckVolumeOptions());
+  } else if (o_.skip_empty || o_.context > 0) {
+    return Status::InvalidArgument(
+        o_.source + ": " +
+        (o_.skip_empty ? Opt("BuildOptions::skip_empty") : Opt("BuildOptions::context")) +
+        " applies to volume sources (a folder of NIfTI volumes, docs/VOLUMES.md), and this is a " +
+        sources_.kind + " source of 2D images: drop it");
+  }
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
   archive_ = sources_.archive;
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);
@@ -288,6 +426,16 @@ Status Builder::Plan(bool fresh) {
       std::swap(plan_[i - 1], plan_[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
     }
   }
+  // The volumes in plan order, before skip_empty leaves slices out (a volume may keep none).
+  std::vector<std::string> volume_order;
+  std::map<std::string, std::vector<uint8_t>> kept;
+  uint64_t empty = 0;
+  if (sources_.kind == "volumes") {
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      if (i == 0 || plan_[i].image != plan_[i - 1].image) volume_order.push_back(plan_[i].image);
+    }
+    if (o_.skip_empty) DSPIPE_RETURN_IF_ERROR(PlanSkipEmpty(axis, &kept, &empty));
+  }
   if (archive_ != nullptr) DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
   if (env0_ == nullptr)
     DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
@@ -295,7 +443,9 @@ Status Builder::Plan(bool fresh) {
                 {"has_masks", sources_.has_masks},
                 {"has_labels", sources_.has_labels},
                 {"class_names", sources_.class_names}};
-  if (sources_.kind == "volumes") plan_meta_["volumes"] = VolumeTable(axis);
+  if (sources_.kind == "volumes") plan_meta_["volumes"] = VolumeTable(axis, volume_order, kept);
+  if (o_.skip_empty) plan_meta_["empty_slices"] = empty;
+  SetPlanCounts();
   json p = json::array();
   for (const SourceItem& it : plan_) {
     p.push_back(it.slice >= 0 ? json{it.image, it.mask, it.label, it.error, -1, -1, -1, it.slice}
@@ -353,11 +503,16 @@ Status Builder::CheckSourceUnchanged(const json& state, const SourceList* curren
         Opt("BuildOptions::overwrite", "true") + " to build it anew");
   };
   // Files new or gone change the plan; an archive, a plain LMDB or the CSV listing the samples
-  // is read as a whole: any change to them is refused.
+  // is read as a whole: any change to them is refused. So is any with skip_empty: the plan was
+  // made from the label volumes' contents.
   const bool per_file = current->archive == nullptr && current->kind != "plain-lmdb";
   if (finished || !changes.added_or_removed.empty() || !per_file ||
       changes.changed.count(o_.source)) {
     return refuse(changes.First());
+  }
+  if (o_.skip_empty) {
+    return refuse(changes.First() + "; with " + Opt("BuildOptions::skip_empty") +
+                  " the slices to build were chosen from the label volumes as they were");
   }
   // Files changed since: refused when a committed record was made from one.
   for (int sh = 0; sh < o_.shards; ++sh) {

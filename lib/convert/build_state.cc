@@ -355,6 +355,8 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   if (!o.mask_map.empty()) f["mask_map"] = o.mask_map;
   if (o.depth != 0) f["depth"] = o.depth;
   if (o.slice_axis != "axial") f["slice_axis"] = o.slice_axis;
+  if (o.skip_empty) f["skip_empty"] = true;
+  if (o.context != 0) f["context"] = o.context;
   // An archive source is identified by its size too: a replaced or truncated archive is a
   // different source (its entry numbers are in the stored plan).
   if (IsArchiveSource(o.source)) {

@@ -29,6 +29,10 @@ Status Builder::Run() {
                               : json();
       DSPIPE_RETURN_IF_ERROR(CheckResumeOptions(stored, Fingerprint(o_, source_abs_), o_.output));
       const uint64_t records = ds->size();
+      if (m.is_object() && m.contains("build") && m["build"].is_object()) {
+        const json& n = m["build"].value("empty_slices", json(0));
+        if (n.is_number_unsigned()) result_->empty_slices = n.get<uint64_t>();
+      }
       const bool one_lmdb = o_.shards == 1 && ds->info().kind == DatasetKind::kDspipe;
       const std::string manifest = ds->info().manifest_json;
       ds.reset();  // the state shard is opened next (LMDB: one open per process)
@@ -103,6 +107,12 @@ Status ValidateBuildOptions(const BuildOptions& o) {
     return Status::InvalidArgument(Opt("BuildOptions::slice_axis") +
                                    " must be axial, coronal or sagittal, got '" + o.slice_axis +
                                    "'");
+  }
+  if (o.context < 0 || (2 * o.context + 1) > kMaxChannels) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::context") + " must be 0.." + std::to_string((kMaxChannels - 1) / 2) +
+        " (2K+1 slices as channels; a record holds at most " + std::to_string(kMaxChannels) +
+        "), got " + std::to_string(o.context));
   }
   if (o.max_side < 0) {
     return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +

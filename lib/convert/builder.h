@@ -99,8 +99,8 @@ int DatasetChannels(const Accum& acc, int channels);
 // 1 otherwise) from the totals.
 void SetTypeFields(const Accum& acc, json* manifest);
 // The manifest's "volumes" table (the plan's, in plan order) with each volume's "records"
-// [first, n] in dataset order: all its slices, or none when the volume was rejected (one formula
-// for builds and AssembleDataset).
+// [first, n] in dataset order: all its slices (its "kept" ones with skip_empty), or none when the
+// volume was rejected (one formula for builds and AssembleDataset).
 json VolumeRecords(json volumes, const Accum& acc);
 
 const char* StoreName(StoreMode m);
@@ -191,8 +191,18 @@ class Builder {
   // The plan position up to which shard s has committed records (its end when finished).
   Status CommittedEnd(int shard, uint64_t* end);
   std::string PlanDigest() const;
-  Status CheckVolumeOptions() const;               // build_plan.cc
-  json VolumeTable(volume::SliceAxis axis) const;  // build_plan.cc
+  // From plan_meta_ (fresh or reloaded): foreground_table_ and BuildResult::empty_slices.
+  void SetPlanCounts();
+  Status CheckVolumeOptions() const;  // build_plan.cc
+  // The volumes table (docs/VOLUMES.md): the volumes in `order` (their images, in plan order),
+  // with each one's kept slices where `kept` has them (skip_empty). build_plan.cc
+  json VolumeTable(volume::SliceAxis axis, const std::vector<std::string>& order,
+                   const std::map<std::string, std::vector<uint8_t>>& kept) const;
+  // skip_empty (build_plan.cc): reads every label volume, sets kept[image] (1 per slice with
+  // foreground) and leaves the other slices out of plan_, counting them in *empty. A label that
+  // cannot be read (kBadInput) turns its volume into one item carrying the reason.
+  Status PlanSkipEmpty(volume::SliceAxis axis, std::map<std::string, std::vector<uint8_t>>* kept,
+                       uint64_t* empty);
 
   // build_commit.cc
   Status BuildShard(int shard, Accum* acc);
@@ -230,6 +240,10 @@ class Builder {
   std::shared_ptr<ArchiveSource> archive_;  // an archive source, listed
   volume::VolumeCache volumes_;             // volume sources: each volume read once
   json plan_meta_;                          // has_masks, has_labels, class_names, kind
+  // Volume builds with labels: each record's class counts go to the foreground table (meta
+  // "foreground/KEY", convert/volume_slices.h). Set by the plan (a build begun before the table
+  // existed keeps going without it).
+  bool foreground_table_ = false;
   std::unique_ptr<LmdbEnv> env0_;
   std::atomic<uint64_t> done_{0};
   bool resuming_ = false;  // set once the first shard that still has work is reached

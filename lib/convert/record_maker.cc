@@ -8,6 +8,7 @@
 
 #include "codec/image.h"
 #include "codec/jpeg_restart.h"
+#include "convert/volume_slices.h"
 
 namespace dspipe {
 namespace {
@@ -194,10 +195,11 @@ Status RawPayload(const cv::Mat& m, const BuildOptions& o, Codec* codec, std::st
 }
 
 // A slice of a NIfTI volume (and of its label volume) as a record: typed samples as the volume
-// holds them, HxWxC (C: the 4th dimension). Stored raw with store = kRaw; else losslessly
-// encoded: one channel of uint8 / uint16 as PNG; int16 and float32 (which PNG cannot hold) and
-// several channels (modalities, not colours) as zstd samples.
-// Masks likewise (PNG, or raw).
+// holds them, HxWxC (C: the 4th dimension; with BuildOptions::context K, (2K+1)*C: the
+// neighbouring slices too, StackSlices). Stored raw with store = kRaw; else losslessly encoded:
+// one channel of uint8 / uint16 as PNG; int16 and float32 (which PNG cannot hold) and several
+// channels (modalities or slices, not colours) as zstd samples.
+// Masks likewise (PNG, or raw): the slice's own label, with its class counts (ClassCounts).
 Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_stats,
                        volume::VolumeCache* volumes, MadeRecord* out) {
   if (volumes == nullptr) return Status::Internal(item.image + ": no volume reader");
@@ -207,7 +209,9 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
   Status s = volumes->Get(item.image, false, &v);
   if (!s.ok()) return s.WithPath(item.image);  // ReadNifti's messages name the file
   cv::Mat img;
-  s = volume::ExtractSlice(*v, axis, item.slice, &img);
+  // Checked when the build was planned; the volume may have changed since (resume).
+  DSPIPE_RETURN_IF_ERROR(CheckContextChannels(item.image, o.context, v->info.channels));
+  s = StackSlices(*v, axis, item.slice, o.context, &img);
   if (!s.ok()) return s.WithPath(item.image);
   const bool raw = o.store == StoreMode::kRaw;
   if (want_stats) AddStats(img, out);
@@ -246,6 +250,8 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
       }
     }
     NoteMaskIds(mask, out);
+    out->class_counts = ClassCounts(mask);
+    out->has_class_counts = true;
     h.mask_type = lv->type;
     if (raw) {
       DSPIPE_RETURN_IF_ERROR(RawPayload(mask, o, &h.mask_codec, &mask_payload));

@@ -32,6 +32,10 @@ struct MadeRecord {
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: the mask holds id i
   bool mask_jpeg = false;               // the mask's source file is a JPEG
   bool image_gray = false;  // a gray source image in a 3-channel dataset (replicated at decode)
+  // Slices of a volume with labels: the record's entry in the foreground table (ClassCounts,
+  // convert/volume_slices.h), written by the build when its plan keeps the table.
+  bool has_class_counts = false;
+  std::string class_counts;
 };
 
 // BuildOptions::mask_map ("255:1,128:2") as a lookup table (ids not named map to themselves);

@@ -139,6 +139,37 @@ class DspipeDataset final : public Dataset {
                      });
   }
 
+  Status ReadRecordTable(
+      std::string_view table,
+      const std::function<Status(uint64_t index, std::string_view value)>& fn) const override {
+    const std::string prefix = std::string(table) + "/";
+    for (const auto& sh : shards_) {
+      const LmdbEnv* env = nullptr;
+      DSPIPE_RETURN_IF_ERROR(ShardEnv(*sh, &env));
+      DSPIPE_RETURN_IF_ERROR(
+          env->ScanMeta(prefix, [&](std::string_view key, std::string_view value) -> Status {
+            const std::string_view hex = key.substr(prefix.size());
+            uint64_t k = 0;
+            bool ok = hex.size() == 2 * kKeySize;
+            for (char c : hex) {
+              const int d = c >= '0' && c <= '9'   ? c - '0'
+                            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                   : -1;
+              ok = ok && d >= 0;
+              k = (k << 4) | static_cast<uint64_t>(d < 0 ? 0 : d);
+            }
+            if (!ok || k < sh->key_begin || k - sh->key_begin >= sh->end - sh->begin) {
+              return Status::Corruption(
+                  env->path() + ": meta key '" + std::string(key) +
+                  "' names no record of this shard (keys " + dspipe::KeyName(sh->key_begin) + ".." +
+                  dspipe::KeyName(sh->key_begin + sh->end - sh->begin) + ", end excluded)");
+            }
+            return fn(k - sh->key_begin + sh->begin, value);
+          }));
+    }
+    return Status::OK();
+  }
+
  private:
   const Shard* Find(uint64_t index) const {
     if (index >= info_.count) return nullptr;

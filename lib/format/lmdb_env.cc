@@ -211,6 +211,31 @@ Status LmdbEnv::GetMeta(std::string_view key, std::string* value, bool* found) c
   return Status::OK();
 }
 
+Status LmdbEnv::ScanMeta(
+    std::string_view prefix,
+    const std::function<Status(std::string_view key, std::string_view value)>& fn) const {
+  if (!dspipe_dbs_) return Status::OK();
+  DSPIPE_RETURN_IF_ERROR(CheckPid());
+  LmdbTxn t;
+  int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);
+  if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
+  MDB_cursor* cur = nullptr;
+  rc = mdb_cursor_open(t.txn, meta_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", path_, rc);
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> close(cur, mdb_cursor_close);
+  MDB_val k{prefix.size(), const_cast<char*>(prefix.data())}, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, prefix.empty() ? MDB_FIRST : MDB_SET_RANGE); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const std::string_view key(static_cast<const char*>(k.mv_data), k.mv_size);
+    if (key.substr(0, prefix.size()) != prefix) return Status::OK();
+    DSPIPE_RETURN_IF_ERROR(
+        fn(key, std::string_view(static_cast<const char*>(v.mv_data), v.mv_size)));
+  }
+  if (rc != MDB_NOTFOUND)
+    return LmdbError("read meta keys '" + std::string(prefix) + "' of", path_, rc);
+  return Status::OK();
+}
+
 Status LmdbEnv::RecordCount(uint64_t* count) const {
   LmdbTxn t;
   int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn);

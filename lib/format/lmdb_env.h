@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,6 +60,11 @@ class LmdbEnv {
 
   // One-shot read of a meta key. *found false when absent.
   Status GetMeta(std::string_view key, std::string* value, bool* found) const;
+  // Calls fn(key, value) for each meta key starting with `prefix`, in key order; views valid
+  // during the call. An error from fn stops the scan and is returned.
+  Status ScanMeta(
+      std::string_view prefix,
+      const std::function<Status(std::string_view key, std::string_view value)>& fn) const;
   // Number of entries in the records database.
   Status RecordCount(uint64_t* count) const;
   // Largest record key (big-endian index) + 1, or 0 when empty.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "dspipe/format.h"
 #include "dspipe/normalize.h"
 #include "kernels/normalize_row.h"
 
@@ -201,9 +202,12 @@ NormalizeParams NormalizeParams::ImageNet() {
   return p;
 }
 
-Status ValidateNormalizeParams(const NormalizeParams& p) {
-  if (p.channels < 1 || p.channels > 4) {
-    return Status::InvalidArgument("NormalizeParams.channels must be 1..4, got " +
+namespace {
+
+Status ValidateNormalizeUpTo(const NormalizeParams& p, int max_channels) {
+  if (p.channels < 1 || p.channels > max_channels) {
+    return Status::InvalidArgument("NormalizeParams.channels must be 1.." +
+                                   std::to_string(max_channels) + ", got " +
                                    std::to_string(p.channels));
   }
   for (int c = 0; c < p.channels; ++c) {
@@ -217,6 +221,16 @@ Status ValidateNormalizeParams(const NormalizeParams& p) {
     }
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateNormalizeParams(const NormalizeParams& p) { return ValidateNormalizeUpTo(p, 4); }
+
+static_assert(kMaxNormalizeChannels == kMaxChannels, "NormalizeParams holds a record's channels");
+
+Status ValidateTypedNormalizeParams(const NormalizeParams& p) {
+  return ValidateNormalizeUpTo(p, kMaxNormalizeChannels);
 }
 
 Status NormalizeNhwcToNchwF32(const uint8_t* src, int n, int h, int w, const NormalizeParams& p,

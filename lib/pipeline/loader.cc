@@ -319,12 +319,20 @@ Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<d
                                    std::to_string(std->size()) + " values for " +
                                    std::to_string(channels) + " channels");
   }
+  if (channels < 1 || channels > kMaxChannels) {
+    return Status::InvalidArgument(info.path + ": " + std::to_string(channels) +
+                                   " channels to normalize; at most " +
+                                   std::to_string(kMaxChannels));
+  }
   params->channels = channels;
   for (size_t k = 0; k < c; ++k) {
     params->mean[k] = static_cast<float>((*mean)[k]);
     params->std[k] = static_cast<float>((*std)[k]);
   }
-  return ValidateNormalizeParams(*params);
+  // Typed images (volumes' modalities, 2.5D slice stacks) are normalized by the CPU's typed
+  // path, which takes up to kMaxChannels; the uint8 kernels (CPU and CUDA) 1..4.
+  return info.sample_type != SampleType::kUint8 ? ValidateTypedNormalizeParams(*params)
+                                                : ValidateNormalizeParams(*params);
 }
 
 Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,

@@ -14,6 +14,7 @@ the key.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 
     from ._kwargs import BuildArgs, VerifyArgs
 
-__all__ = ["synth", "build", "assemble", "verify", "info", "describe", "fetch", "fetch_dataset",
-           "push",
+__all__ = ["synth", "build", "assemble", "verify", "info", "describe", "slice_table", "fetch",
+           "fetch_dataset", "push",
            "Loader", "DLPackArray", "CorruptDataset", "CorruptRecord", "CudaUnavailable",
            "build_info", "cuda_status", "__version__"]
 
@@ -169,6 +170,26 @@ def info(path: str | os.PathLike[str]) -> dict[str, Any]:
     channel, same units; the percentiles for integer samples only; None when the manifest has
     none), classes (mask classes), class_names, has_masks, has_labels."""
     return _dspipe.info(os.fspath(path))
+
+
+def slice_table(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A dataset built from volumes, record by record (docs/VOLUMES.md; the C++
+    ReadSliceTable): "volume" and "slice" (int64 arrays, one entry per record: its volume, an
+    index into "volumes", and its slice along "slice_axis", the centre one with context),
+    "foreground" (uint32, records x classes: the pixels of each class id in the record's label
+    slice after mask_map, column 0 the background, so a row sums to the slice's pixels; None
+    for a dataset without labels), "volumes" (the manifest's volumes list: image, label, shape,
+    spacing, affine, records, kept), "slice_axis", "context" and "skip_empty" (the build's).
+
+    Per-record sampling weights from it, for Loader(weights=...):
+
+        fg = dspipe.slice_table(path)["foreground"]
+        weights = np.where(fg[:, 1:].sum(axis=1) > 0, 1.0, 0.1)  # slices with foreground 10x
+
+    Raises ValueError for a dataset not built from volumes."""
+    t = dict(_dspipe.slice_table(os.fspath(path)))
+    t["volumes"] = json.loads(t.pop("volumes_json"))
+    return t
 
 
 def describe(path: str | os.PathLike[str]) -> str:

@@ -80,6 +80,8 @@ class BuildArgs(_PlainArgs, total=False):
     depth: int | None
     mask_map: Mapping[int, int] | str | None
     slice_axis: str
+    skip_empty: bool
+    context: int
     shuffle: bool
     seed: int
     threads: int

@@ -257,6 +257,11 @@ BUILD: dict[str, Kwarg] = {
                   _mask_map, "None"),
     "slice_axis": K("BuildOptions::slice_axis", "volume sources: cut the canonical (RAS) "
                     "volume along 'axial', 'coronal' or 'sagittal'"),
+    "skip_empty": K("BuildOptions::skip_empty", "volume sources with labels: leave out the "
+                    "slices whose label is all 0 (after mask_map); the manifest lists the kept "
+                    "ones"),
+    "context": K("BuildOptions::context", "volume sources: 2.5D, the K slices on each side of a "
+                 "record's slice as channels too (2K+1 slices, slice-major, clamped at the ends)"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),
     "threads": K("BuildOptions::threads", "workers; 0 = the CPUs this process may use"),

@@ -3,6 +3,7 @@
 // push.h, synth.h, dataset.h) with the GIL released; progress callbacks run with the GIL held.
 // And the URL helpers redact_url / url_identity (docs/FETCH.md, "Signed and token URLs").
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -174,6 +175,14 @@ nb::dict InfoDict(const DatasetInfo& i) {
   return d;
 }
 
+// A vector as a 1-D numpy array that owns it.
+nb::object Int64Array(std::vector<int64_t>&& v) {
+  auto* owner = new std::vector<int64_t>(std::move(v));
+  nb::capsule free(owner, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  const size_t shape[1] = {owner->size()};
+  return nb::cast(nb::ndarray<nb::numpy, int64_t>(owner->data(), 1, shape, free));
+}
+
 // dspipe.push's result, and dspipe.build's "pushed" for an s3:// output.
 nb::dict PushDict(const PushResult& r) {
   nb::dict d;
@@ -225,6 +234,7 @@ void RegisterDatasetFunctions(nb::module_& m) {
         d["already_complete"] = r.already_complete;
         d["report_path"] = r.report_path;
         d["seconds"] = r.seconds;
+        d["empty_slices"] = r.empty_slices;
         nb::list warnings;
         for (const std::string& w : r.warnings) warnings.append(w);
         d["warnings"] = warnings;
@@ -320,6 +330,38 @@ void RegisterDatasetFunctions(nb::module_& m) {
         return nb::make_tuple(r.records, r.bad, r.problems, r.bad_files);
       },
       "path"_a, "options"_a);
+
+  // dspipe.slice_table: ReadSliceTable's arrays as numpy arrays (owning their vectors).
+  m.def(
+      "slice_table",
+      [](const std::string& path) {
+        SliceTable t;
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = ReadSliceTable(path, &t);
+        }
+        ThrowIfError(s);
+        nb::dict d;
+        d["slice_axis"] = t.slice_axis;
+        d["context"] = t.context;
+        d["skip_empty"] = t.skip_empty;
+        d["volumes_json"] = t.volumes_json;
+        const size_t records = t.volume.size();
+        d["volume"] = Int64Array(std::move(t.volume));
+        d["slice"] = Int64Array(std::move(t.slice));
+        if (t.has_foreground) {
+          auto* owner = new std::vector<uint32_t>(std::move(t.foreground));
+          nb::capsule free(owner,
+                           [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
+          const size_t shape[2] = {records, static_cast<size_t>(t.num_classes)};
+          d["foreground"] = nb::ndarray<nb::numpy, uint32_t>(owner->data(), 2, shape, free);
+        } else {
+          d["foreground"] = nb::none();
+        }
+        return d;
+      },
+      "path"_a);
 
   m.def(
       "info",

@@ -41,6 +41,10 @@ void PrintBuilt(const std::string& out, const dspipe::BuildResult& r) {
                 r.report_path.empty() ? (out + "/rejected.tsv once assembled").c_str()
                                       : r.report_path.c_str());
   }
+  if (r.empty_slices) {
+    std::printf("left out %llu slices whose label is empty (--skip-empty)\n",
+                static_cast<unsigned long long>(r.empty_slices));
+  }
 }
 
 // The push's summary line; `nothing` ends the one for a dataset already there.
@@ -159,6 +163,14 @@ int Run(int argc, char** argv) {
           "--slice-axis", bo.slice_axis,
           "volume sources (NIfTI, DICOM series): cut the canonical (RAS) volume along this axis")
       ->check(CLI::IsMember({"axial", "coronal", "sagittal"}))
+      ->capture_default_str();
+  build->add_flag("--skip-empty", bo.skip_empty,
+                  "volume sources with labels: leave out slices whose label is all 0 (after "
+                  "--mask-map); the manifest lists the kept slices");
+  build
+      ->add_option("--context", bo.context,
+                   "volume sources: 2.5D, the K slices on each side of a record's slice as "
+                   "channels too (2K+1 slices, clamped at the volume's ends)")
       ->capture_default_str();
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
