@@ -127,8 +127,9 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
 namespace {
 
 // The manifest's volumes table (docs/VOLUMES.md) in a few lines: how many volumes gave how many
-// slices, which were skipped, the spacing range and the channel names.
-void DescribeVolumes(const nlohmann::json& v, std::ostream& o) {
+// slices, which were skipped, the spacing range, the slices left out as empty (--skip-empty),
+// the 2.5D context and the channel names.
+void DescribeVolumes(const nlohmann::json& v, int64_t empty_slices, std::ostream& o) {
   const nlohmann::json& list = v.at("list");
   size_t skipped = 0;
   int64_t slices = 0;
@@ -136,7 +137,8 @@ void DescribeVolumes(const nlohmann::json& v, std::ostream& o) {
   for (const nlohmann::json& e : list) {
     const int64_t records = e.at("records").at(1).get<int64_t>();
     slices += records;
-    if (records == 0) ++skipped;  // rejected (rejected.tsv): its records were not written
+    // Rejected (rejected.tsv): no records, and not a volume --skip-empty left nothing of.
+    if (records == 0 && !e.contains("kept")) ++skipped;
     if (records == 0 || !e.contains("slice_spacing")) continue;
     const nlohmann::json& sp = e.at("slice_spacing");
     for (int k = 0; k < 2; ++k) {
@@ -161,6 +163,13 @@ void DescribeVolumes(const nlohmann::json& v, std::ostream& o) {
   o << "volumes:     " << list.size() << " (" << slices << " " << v.value("slice_axis", "")
     << " slices, " << v.value("orientation", "RAS") << ")" << range;
   if (skipped > 0) o << "; " << skipped << " skipped (rejected.tsv)";
+  if (v.value("skip_empty", false)) {
+    o << "; " << empty_slices << " slices with an empty label left out (--skip-empty)";
+  }
+  if (v.value("context", 0) > 0) {
+    o << "; 2.5D context " << v.value("context", 0) << " (each record holds "
+      << 2 * v.value("context", 0) + 1 << " slices)";
+  }
   o << "\n";
   if (v.contains("channel_names")) {
     o << "channels:    ";
@@ -230,7 +239,10 @@ Status DescribeDataset(const std::string& path, std::string* text) {
           << " MiB, masks " << m.at("bytes").value("mask", 0ull) / (1 << 20) << " MiB\n";
       }
       if (m.contains("codecs")) o << "codecs:      " << m["codecs"].dump() << "\n";
-      if (m.contains("volumes")) DescribeVolumes(m.at("volumes"), o);
+      if (m.contains("volumes")) {
+        const nlohmann::json& b = m.value("build", nlohmann::json::object());
+        DescribeVolumes(m.at("volumes"), b.value("empty_slices", int64_t{0}), o);
+      }
       if (m.contains("stats")) {
         o.setf(std::ios::fixed);
         o.precision(2);

@@ -352,6 +352,16 @@ TEST(VolumeSlices, SkipEmptyKeepsTheSlicesWithForegroundAndMapsThemBack) {
     EXPECT_EQ(v.at("list")[2].at("records"), json::array({4, 0}));
     EXPECT_EQ(m.at("build").at("empty_slices"), 9);
     EXPECT_EQ(m.at("channels"), 3);  // 3 slices of 1 channel
+    std::string text;
+    ASSERT_OK(DescribeDataset(o.output, &text));
+    EXPECT_NE(text.find("volumes:     3 (4 axial slices, RAS); in-plane spacing"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("; 9 slices with an empty label left out (--skip-empty); 2.5D context 1 "
+                        "(each record holds 3 slices)\n"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("skipped (rejected.tsv)"), std::string::npos) << text;
   }
 }
 
