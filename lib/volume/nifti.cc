@@ -379,6 +379,44 @@ void ForEachValue(int datatype, const uint8_t* data, uint64_t count, Fn&& fn) {
   }
 }
 
+// The smallest and largest value of an integer-typed buffer (no scaling: every value is an
+// exact integer), in its own type: one pass the compiler vectorizes.
+template <class T>
+void IntRange(const T* p, uint64_t count, double* lo, double* hi) {
+  T a = std::numeric_limits<T>::max(), b = std::numeric_limits<T>::lowest();
+  for (uint64_t i = 0; i < count; ++i) {
+    a = p[i] < a ? p[i] : a;
+    b = p[i] > b ? p[i] : b;
+  }
+  *lo = static_cast<double>(a);
+  *hi = static_cast<double>(b);
+}
+
+void IntRange(int datatype, const uint8_t* data, uint64_t count, double* lo, double* hi) {
+  switch (datatype) {
+    case DT_UINT8:
+      IntRange(data, count, lo, hi);
+      break;
+    case DT_INT8:
+      IntRange(reinterpret_cast<const int8_t*>(data), count, lo, hi);
+      break;
+    case DT_UINT16:
+      IntRange(reinterpret_cast<const uint16_t*>(data), count, lo, hi);
+      break;
+    case DT_INT16:
+      IntRange(reinterpret_cast<const int16_t*>(data), count, lo, hi);
+      break;
+    case DT_INT32:
+      IntRange(reinterpret_cast<const int32_t*>(data), count, lo, hi);
+      break;
+    case DT_UINT32:
+      IntRange(reinterpret_cast<const uint32_t*>(data), count, lo, hi);
+      break;
+    default:
+      break;
+  }
+}
+
 template <class T>
 void Store(int datatype, const uint8_t* data, uint64_t count, double slope, double inter,
            bool scale, std::vector<uint8_t>* out) {
@@ -566,30 +604,45 @@ Status ReadNifti(const std::string& path, bool label, Volume* out) {
   const uint8_t* data = bytes.data();
   const bool scale = info.scaled();
   const double slope = info.scl_slope, inter = info.scl_inter;
+  // The file's own type kept as it is: the voxels are the sample buffer.
+  if (!scale &&
+      ((!label && (dt == DT_UINT8 || dt == DT_UINT16 || dt == DT_INT16 || dt == DT_FLOAT32)) ||
+       (label && dt == DT_UINT8))) {
+    out->type = dt == DT_UINT8    ? SampleType::kUint8
+                : dt == DT_UINT16 ? SampleType::kUint16
+                : dt == DT_INT16  ? SampleType::kInt16
+                                  : SampleType::kFloat32;
+    out->data = std::move(bytes);
+    return Status::OK();
+  }
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   bool integral = true;
   uint64_t bad = UINT64_MAX;
   double bad_value = 0;
-  ForEachValue(dt, data, count, [&](uint64_t i, double v) {
-    const double x = scale ? v * slope + inter : v;
-    if (std::isnan(x) || std::isinf(x)) {
-      if (bad == UINT64_MAX) {
-        bad = i;
-        bad_value = x;
+  if (!scale && IsIntegerType(dt)) {
+    IntRange(dt, data, count, &lo, &hi);  // integers, all finite
+  } else {
+    ForEachValue(dt, data, count, [&](uint64_t i, double v) {
+      const double x = scale ? v * slope + inter : v;
+      if (std::isnan(x) || std::isinf(x)) {
+        if (bad == UINT64_MAX) {
+          bad = i;
+          bad_value = x;
+        }
+        integral = false;
+        return;
       }
-      integral = false;
-      return;
-    }
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
-    if (integral && x != std::floor(x)) {
-      integral = false;
-      if (label && bad == UINT64_MAX) {
-        bad = i;
-        bad_value = x;
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      if (integral && x != std::floor(x)) {
+        integral = false;
+        if (label && bad == UINT64_MAX) {
+          bad = i;
+          bad_value = x;
+        }
       }
-    }
-  });
+    });
+  }
   if (count == 0) lo = hi = 0;
   auto voxel = [&](uint64_t i) {
     const uint64_t nx = info.dim[0], ny = info.dim[1], nz = info.dim[2];
@@ -612,6 +665,9 @@ Status ReadNifti(const std::string& path, bool label, Volume* out) {
     if (hi <= 255) {
       out->type = SampleType::kUint8;
       Store<uint8_t>(dt, data, count, slope, inter, scale, &out->data);
+    } else if (!scale && dt == DT_UINT16) {
+      out->type = SampleType::kUint16;
+      out->data = std::move(bytes);
     } else {
       out->type = SampleType::kUint16;
       Store<uint16_t>(dt, data, count, slope, inter, scale, &out->data);
@@ -619,13 +675,9 @@ Status ReadNifti(const std::string& path, bool label, Volume* out) {
     return Status::OK();
   }
   SampleType t = SampleType::kFloat32;
-  if (!scale && dt == DT_UINT8) {
-    t = SampleType::kUint8;
-  } else if (!scale && dt == DT_UINT16) {
-    t = SampleType::kUint16;
-  } else if (!scale && (dt == DT_INT16 || dt == DT_INT8)) {
+  if (!scale && dt == DT_INT8) {
     t = SampleType::kInt16;
-  } else if (!scale && (dt == DT_FLOAT32 || dt == DT_FLOAT64)) {
+  } else if (!scale && dt == DT_FLOAT64) {
     t = SampleType::kFloat32;
   } else if (IsIntegerType(dt) && integral && bad == UINT64_MAX) {
     // Wider integers, or integers scaled by integers: the narrowest 16-bit type that holds

@@ -236,6 +236,48 @@ TEST(Nifti, LabelsAreIntegerIdsOfTheNarrowestType) {
   EXPECT_TRUE(Has(st, "labels are one 3D map")) << st.ToString();
 }
 
+// Integer label maps of each stored type: narrowed to uint8 when every id fits, uint16 kept,
+// negative ids refused with the range.
+TEST(Nifti, IntegerLabelsOfEachTypeAreNarrowedOrRefused) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 4, s.ny = 1, s.nz = 1;
+  Volume v;
+  s.datatype = DT_UINT16;
+  const uint16_t u16[4] = {0, 1, 300, 65535};
+  ASSERT_TRUE(WriteNifti(dir / "u16.nii", s, u16));
+  ASSERT_OK(ReadNifti(dir / "u16.nii", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint16);
+  EXPECT_EQ(reinterpret_cast<const uint16_t*>(v.data.data())[3], 65535);
+  EXPECT_EQ(reinterpret_cast<const uint16_t*>(v.data.data())[2], 300);
+  const uint16_t small16[4] = {0, 1, 2, 255};
+  ASSERT_TRUE(WriteNifti(dir / "s16.nii", s, small16));
+  ASSERT_OK(ReadNifti(dir / "s16.nii", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data, (std::vector<uint8_t>{0, 1, 2, 255}));
+  s.datatype = DT_INT16;
+  const int16_t i16[4] = {3, 0, 7, 1};
+  ASSERT_TRUE(WriteNifti(dir / "i16.nii", s, i16));
+  ASSERT_OK(ReadNifti(dir / "i16.nii", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data, (std::vector<uint8_t>{3, 0, 7, 1}));
+  const int16_t neg[4] = {3, -1, 7, 1};
+  ASSERT_TRUE(WriteNifti(dir / "neg.nii", s, neg));
+  Status st = ReadNifti(dir / "neg.nii", true, &v);
+  EXPECT_TRUE(Has(st, "its values run from -1 to 7, outside 0..65535")) << st.ToString();
+  s.datatype = DT_UINT32;
+  const uint32_t big[4] = {0, 1, 65536, 2};
+  ASSERT_TRUE(WriteNifti(dir / "u32.nii", s, big));
+  st = ReadNifti(dir / "u32.nii", true, &v);
+  EXPECT_TRUE(Has(st, "its values run from 0 to 65536, outside 0..65535")) << st.ToString();
+  s.datatype = DT_UINT8;  // uint8 ids are the file's buffer as it is
+  const uint8_t u8[4] = {9, 0, 255, 4};
+  ASSERT_TRUE(WriteNifti(dir / "u8.nii.gz", s, u8));
+  ASSERT_OK(ReadNifti(dir / "u8.nii.gz", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data, (std::vector<uint8_t>{9, 0, 255, 4}));
+}
+
 TEST(Nifti, BadFilesAreBadInputNamingTheFile) {
   TempDir dir;
   NiftiSpec s;
