@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-60}
-TARGETS=(${FUZZ_TARGETS:-record manifest build_state plain_lmdb decode jpeg_region csv png_fast archive transform_spec dicom})
+TARGETS=(${FUZZ_TARGETS:-record manifest build_state plain_lmdb decode jpeg_region csv png_fast archive transform_spec nifti dicom})
 JOBS=${FUZZ_JOBS:-$(nproc)}
 B=build-fuzz
 CC_BIN=${FUZZ_CC:-clang-14}

@@ -404,3 +404,82 @@ put("dicom", "fractional", NEXT.join(dicom_file(k, slope=0.5, inter=0.25) for k 
 put("dicom", "one_slice", dicom_file(0, rows=3, cols=5))
 put("dicom", "gap", NEXT.join(dicom_file(k, z=z) for k, z in ((0, 0), (1, 2.5), (2, 7.5))))
 put("dicom", "two_series", NEXT.join(dicom_file(k, series=s) for k, s in ((0, "1.2"), (1, "1.3"))))
+
+# nifti: small single-file NIfTI-1 (348-byte header) and NIfTI-2 (540) volumes, written by
+# hand (the layout of nifti1.h / nifti2.h): the data types dspipe reads, sform / qform / no
+# transform, scaling, 4D channels, big-endian, an extension. The harness writes each as .nii,
+# gzip-wrapped .nii.gz and as it is under a .gz name.
+def nifti1(arr, dtype_code, affine=None, qform=False, slope=0.0, inter=0.0, endian="<", ext=b""):
+    a = np.asarray(arr)
+    dims = list(a.shape) + [1] * (7 - a.ndim)
+    vox = 352 + len(ext)
+    h = bytearray(348)
+    e = endian
+    struct.pack_into(e + "i", h, 0, 348)
+    struct.pack_into(e + "8h", h, 40, a.ndim, *dims)
+    struct.pack_into(e + "hh", h, 70, dtype_code, a.dtype.itemsize * 8)
+    struct.pack_into(e + "8f", h, 76, 1.0, 0.8, 0.8, 2.5, 1, 1, 1, 1)
+    struct.pack_into(e + "fff", h, 108, vox, slope, inter)
+    h[123] = 2 | 8  # mm, s
+    if affine is not None and not qform:
+        struct.pack_into(e + "hh", h, 252, 0, 1)
+        for r in range(3):
+            struct.pack_into(e + "4f", h, 280 + 16 * r, *affine[r])
+    elif qform:  # identity rotation, qfac -1 in pixdim[0]: an LPS-like flip of k
+        struct.pack_into(e + "hh", h, 252, 1, 0)
+        struct.pack_into(e + "f", h, 76, -1.0)
+        struct.pack_into(e + "6f", h, 256, 0, 0, 1, 10, -20, 30)  # 180 deg about z
+    h[344:348] = b"n+1\0"
+    flag = b"\1\0\0\0" if ext else b"\0\0\0\0"
+    return bytes(h) + flag + ext + a.astype(a.dtype.newbyteorder(e)).tobytes(order="F")
+
+
+def nifti2(arr, dtype_code, affine=None, slope=0.0, inter=0.0):
+    a = np.asarray(arr)
+    dims = list(a.shape) + [1] * (7 - a.ndim)
+    h = bytearray(540)
+    struct.pack_into("<i", h, 0, 540)
+    h[4:12] = b"n+2\0\r\n\x1a\n"
+    struct.pack_into("<hh", h, 12, dtype_code, a.dtype.itemsize * 8)
+    struct.pack_into("<8q", h, 16, a.ndim, *dims)
+    struct.pack_into("<8d", h, 104, 1.0, 0.7, 0.7, 5.0, 1, 1, 1, 1)
+    struct.pack_into("<qdd", h, 168, 544, slope, inter)
+    if affine is not None:
+        struct.pack_into("<ii", h, 344, 0, 2)
+        for r in range(3):
+            struct.pack_into("<4d", h, 400 + 32 * r, *affine[r])
+    struct.pack_into("<i", h, 500, 2 | 8)
+    return bytes(h) + b"\0\0\0\0" + a.tobytes(order="F")
+
+
+DT = {"uint8": 2, "int16": 4, "int32": 8, "float32": 16, "float64": 64, "int8": 256,
+      "uint16": 512, "uint32": 768}
+lps = [[-0.8, 0, 0, 10], [0, -0.8, 0, 20], [0, 0, 2.5, -30]]
+ras = [[0.7, 0, 0, -5], [0, 0.7, 0, -6], [0, 0, 5.0, 7]]
+perm = [[0, 0, 1.5, 0], [0.9, 0, 0, 0], [0, 0.9, 0, 0]]  # i runs S, j R, k A
+nrng = np.random.default_rng(36)
+ct = nrng.integers(-1024, 3000, (5, 4, 3)).astype(np.int16)
+lab = nrng.integers(0, 4, (5, 4, 3)).astype(np.uint8)
+put("nifti", "n1_int16_lps", nifti1(ct, DT["int16"], lps))
+put("nifti", "n1_uint8_label", nifti1(lab, DT["uint8"], lps))
+put("nifti", "n1_uint16_ct_qform", nifti1((ct + 1024).astype(np.uint16), DT["uint16"], qform=True,
+                                         slope=1.0, inter=-1024.0))
+put("nifti", "n1_float32_4d", nifti1(nrng.random((3, 2, 2, 3)).astype(np.float32), DT["float32"],
+                                     ras))
+put("nifti", "n1_float64_label_perm", nifti1(lab.astype(np.float64), DT["float64"], perm))
+put("nifti", "n1_int32_noxform", nifti1(ct.astype(np.int32) * 3, DT["int32"]))
+put("nifti", "n1_int8", nifti1((lab.astype(np.int8) - 2), DT["int8"], ras))
+put("nifti", "n1_uint32_scaled", nifti1(lab.astype(np.uint32), DT["uint32"], ras, slope=0.5))
+put("nifti", "n1_int16_bigendian", nifti1(ct, DT["int16"], lps, endian=">"))
+put("nifti", "n1_int16_extension", nifti1(ct, DT["int16"], lps, ext=struct.pack(
+    "<ii", 32, 6) + b"comment text here\0\0\0\0\0\0\0"))
+put("nifti", "n1_2d", nifti1(ct[:, :, 0], DT["int16"], lps))
+put("nifti", "n2_int16_ras", nifti2(ct, DT["int16"], ras))
+put("nifti", "n2_float32_scaled", nifti2(nrng.random((4, 3, 2)).astype(np.float32), DT["float32"],
+                                         lps, slope=2.0, inter=1.0))
+put("nifti", "n2_uint16_label", nifti2(lab.astype(np.uint16) * 100, DT["uint16"], perm))
+# The first finding (its input was not kept): a NIfTI-2 dim[0] that is negative as an int64
+# made nifti_clib's nifti_convert_n2hdr2nim read far off the stack. Rebuilt here from its bytes.
+neg = bytearray(nifti2(ct, DT["int16"], ras))
+struct.pack_into("<q", neg, 16, -0x0058A6EE50FFFFFD)  # 0xffa75911af000003
+put("nifti", "n2_negative_dim0", bytes(neg))

@@ -1,16 +1,20 @@
 // The NIfTI reader (lib/volume): header checks, the canonical (RAS) orientation, slices along
 // each axis, scaling and type rules, label maps, and the volume cache. Volumes are written here
 // with nifti_clib; tests/python/test_volumes.py compares with nibabel.
-#include <gtest/gtest.h>
+#include "volume/volume.h"
 
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
 #include "convert/test_support.h"
 #include "volume/cache.h"
 #include "volume/nifti_writer.h"
-#include "volume/volume.h"
 
 namespace dspipe::volume {
 namespace {
@@ -86,6 +90,39 @@ TEST(Nifti, LpsVolumeIsFlippedToRasAndSlicedAlongEachAxis) {
   EXPECT_EQ(SliceSpacing(v.info, SliceAxis::kAxial), (std::array<double, 2>{2, 3}));
   cv::Mat none;
   EXPECT_FALSE(ExtractSlice(v, SliceAxis::kAxial, 3, &none).ok());
+}
+
+// Slices larger than ExtractSlice's 32x32 tiles, with partial tiles at the edges: every pixel
+// of every slice along each axis of an LPS volume is its voxel.
+TEST(Nifti, SlicesAcrossTilesAreExact) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 70, s.ny = 45, s.nz = 33;
+  const double a[4][4] = {{-1, 0, 0, 0}, {0, -1, 0, 0}, {0, 0, 2, 0}, {0, 0, 0, 1}};
+  std::memcpy(s.affine, a, sizeof a);
+  std::vector<int16_t> vox(static_cast<size_t>(s.nx * s.ny * s.nz));
+  std::iota(vox.begin(), vox.end(), int16_t{-30000});
+  ASSERT_TRUE(WriteNifti(dir / "big.nii", s, vox.data()));
+  Volume v;
+  ASSERT_OK(ReadNifti(dir / "big.nii", false, &v));
+  auto file = [&](int64_t i, int64_t j, int64_t k) { return vox[i + s.nx * (j + s.ny * k)]; };
+  for (SliceAxis axis : {SliceAxis::kAxial, SliceAxis::kCoronal, SliceAxis::kSagittal}) {
+    for (int64_t n = 0; n < SliceCount(v.info, axis); ++n) {
+      cv::Mat m;
+      ASSERT_OK(ExtractSlice(v, axis, n, &m));
+      for (int r = 0; r < m.rows; ++r) {
+        for (int c = 0; c < m.cols; ++c) {
+          // Canonical (x, y, z) = (nx-1-i, ny-1-j, k); rows and columns as volume.h says.
+          int64_t x = 0, y = 0, z = 0;
+          if (axis == SliceAxis::kAxial) x = r, y = c, z = n;
+          if (axis == SliceAxis::kCoronal) x = r, y = n, z = c;
+          if (axis == SliceAxis::kSagittal) x = n, y = r, z = c;
+          ASSERT_EQ(m.at<int16_t>(r, c), file(s.nx - 1 - x, s.ny - 1 - y, z))
+              << SliceAxisName(axis) << " " << n << " at " << r << "," << c;
+        }
+      }
+    }
+  }
 }
 
 // A permuted acquisition (i runs Superior, j Right, k Anterior): the canonical axes are the
@@ -232,6 +269,48 @@ TEST(Nifti, LabelsAreIntegerIdsOfTheNarrowestType) {
   EXPECT_TRUE(Has(st, "labels are one 3D map")) << st.ToString();
 }
 
+// Integer label maps of each stored type: narrowed to uint8 when every id fits, uint16 kept,
+// negative ids refused with the range.
+TEST(Nifti, IntegerLabelsOfEachTypeAreNarrowedOrRefused) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 4, s.ny = 1, s.nz = 1;
+  Volume v;
+  s.datatype = DT_UINT16;
+  const uint16_t u16[4] = {0, 1, 300, 65535};
+  ASSERT_TRUE(WriteNifti(dir / "u16.nii", s, u16));
+  ASSERT_OK(ReadNifti(dir / "u16.nii", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint16);
+  EXPECT_EQ(reinterpret_cast<const uint16_t*>(v.data.data())[3], 65535);
+  EXPECT_EQ(reinterpret_cast<const uint16_t*>(v.data.data())[2], 300);
+  const uint16_t small16[4] = {0, 1, 2, 255};
+  ASSERT_TRUE(WriteNifti(dir / "s16.nii", s, small16));
+  ASSERT_OK(ReadNifti(dir / "s16.nii", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data, (std::vector<uint8_t>{0, 1, 2, 255}));
+  s.datatype = DT_INT16;
+  const int16_t i16[4] = {3, 0, 7, 1};
+  ASSERT_TRUE(WriteNifti(dir / "i16.nii", s, i16));
+  ASSERT_OK(ReadNifti(dir / "i16.nii", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data, (std::vector<uint8_t>{3, 0, 7, 1}));
+  const int16_t neg[4] = {3, -1, 7, 1};
+  ASSERT_TRUE(WriteNifti(dir / "neg.nii", s, neg));
+  Status st = ReadNifti(dir / "neg.nii", true, &v);
+  EXPECT_TRUE(Has(st, "its values run from -1 to 7, outside 0..65535")) << st.ToString();
+  s.datatype = DT_UINT32;
+  const uint32_t big[4] = {0, 1, 65536, 2};
+  ASSERT_TRUE(WriteNifti(dir / "u32.nii", s, big));
+  st = ReadNifti(dir / "u32.nii", true, &v);
+  EXPECT_TRUE(Has(st, "its values run from 0 to 65536, outside 0..65535")) << st.ToString();
+  s.datatype = DT_UINT8;  // uint8 ids are the file's buffer as it is
+  const uint8_t u8[4] = {9, 0, 255, 4};
+  ASSERT_TRUE(WriteNifti(dir / "u8.nii.gz", s, u8));
+  ASSERT_OK(ReadNifti(dir / "u8.nii.gz", true, &v));
+  ASSERT_EQ(v.type, SampleType::kUint8);
+  EXPECT_EQ(v.data, (std::vector<uint8_t>{9, 0, 255, 4}));
+}
+
 TEST(Nifti, BadFilesAreBadInputNamingTheFile) {
   TempDir dir;
   NiftiSpec s;
@@ -274,6 +353,219 @@ TEST(Nifti, BadFilesAreBadInputNamingTheFile) {
   EXPECT_TRUE(Has(st, "more than the")) << st.ToString();
   st = ReadNiftiInfo(dir / "missing.nii", &info);
   EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+}
+
+// A single-file NIfTI-1 (big_endian: every field and sample byte-swapped) or NIfTI-2 header
+// written byte by byte, so a test can set fields nifti_clib's writer would not.
+struct RawNifti {
+  int version = 1;
+  bool big_endian = false;
+  int64_t dim[8] = {3, 2, 2, 2, 1, 1, 1, 1};
+  int16_t datatype = DT_INT16, bitpix = 16;
+  double vox_offset = -1;  // -1: right after the header and its 4 extension bytes
+  double scl_slope = 0, scl_inter = 0;
+};
+
+std::string RawNiftiBytes(const RawNifti& h, const std::string& voxels) {
+  const bool v1 = h.version == 1;
+  std::string b(v1 ? 352 : 544, '\0');
+  auto put = [&](size_t at, const auto& value) {
+    char tmp[sizeof value];
+    std::memcpy(tmp, &value, sizeof value);
+    if (h.big_endian) std::reverse(tmp, tmp + sizeof value);
+    std::memcpy(&b[at], tmp, sizeof value);
+  };
+  const double vox = h.vox_offset == -1 ? static_cast<double>(b.size()) : h.vox_offset;
+  if (v1) {
+    put(0, int32_t{348});
+    for (int i = 0; i < 8; ++i) put(40 + 2 * i, static_cast<int16_t>(h.dim[i]));
+    put(70, h.datatype);
+    put(72, h.bitpix);
+    for (int i = 0; i < 8; ++i) put(76 + 4 * i, 1.0f);
+    put(108, static_cast<float>(vox));
+    put(112, static_cast<float>(h.scl_slope));
+    put(116, static_cast<float>(h.scl_inter));
+    std::memcpy(&b[344], "n+1", 4);
+  } else {
+    put(0, int32_t{540});
+    std::memcpy(&b[4], "n+2\0\r\n\032\n", 8);
+    put(12, h.datatype);
+    put(14, h.bitpix);
+    for (int i = 0; i < 8; ++i) put(16 + 8 * i, h.dim[i]);
+    for (int i = 0; i < 8; ++i) put(104 + 8 * i, 1.0);
+    put(168, static_cast<int64_t>(vox));
+    put(176, h.scl_slope);
+    put(184, h.scl_inter);
+  }
+  return b + voxels;
+}
+
+// Headers that nifti_clib (uninstrumented, trusting its input) would crash on or allocate
+// without bound for are refused before it sees them (fuzz_nifti's findings), naming the file.
+TEST(Nifti, HeadersNiftiClibWouldMisreadAreRefusedFirst) {
+  TempDir dir;
+  const std::string voxels(16, '\1');  // 2x2x2 int16
+  struct Case {
+    std::string name;
+    RawNifti h;
+    std::string says;
+  };
+  std::vector<Case> cases;
+  RawNifti neg_dim0;  // fuzz_nifti: nifti_convert_n2hdr2nim indexed by a negative dim[0]: SEGV
+  neg_dim0.version = 2;
+  neg_dim0.dim[0] = static_cast<int64_t>(0xffa75911af000003ull);
+  cases.push_back({"neg_dim0.nii", neg_dim0, "dim[0] is -"});
+  RawNifti big_dim0 = neg_dim0;
+  big_dim0.dim[0] = 8;
+  cases.push_back({"dim0_8.nii", big_dim0, "dim[0] is 8, not 1 to 7"});
+  RawNifti far = {};  // a float vox_offset past any int: nifti_clib casts it to int
+  far.vox_offset = 1e30;
+  cases.push_back({"far_v1.nii", far, "vox_offset"});
+  RawNifti far2 = {};  // NIfTI-2: the extensions' space (vox_offset - 544) would be allocated
+  far2.version = 2;
+  far2.vox_offset = static_cast<double>(int64_t{1} << 40);
+  cases.push_back({"far_v2.nii.gz", far2, "vox_offset"});
+  RawNifti neg_off = far2;
+  neg_off.vox_offset = -8;
+  cases.push_back({"neg_offset.nii", neg_off, "vox_offset"});
+  RawNifti wraps = neg_dim0;  // fuzz_nifti: 2^31 x 2^31 x 4 voxels wrapped to 0 in 64 bits
+  wraps.dim[0] = 3;
+  wraps.dim[1] = wraps.dim[2] = int64_t{1} << 31;
+  wraps.dim[3] = 4;
+  cases.push_back({"wraps.nii", wraps, "more than the 1073741824 a volume may hold"});
+  RawNifti zero_dim = {};
+  zero_dim.dim[2] = 0;
+  cases.push_back({"zero_dim.nii", zero_dim, "dim[2] is 0"});
+  for (const Case& c : cases) {
+    dspipe::testing::WriteAll(dir / c.name, RawNiftiBytes(c.h, voxels));
+    VolumeInfo info;
+    Status st = ReadNiftiInfo(dir / c.name, &info);
+    EXPECT_EQ(st.code(), Status::Code::kBadInput) << c.name << ": " << st.ToString();
+    EXPECT_TRUE(Has(st, c.says)) << c.name << ": " << st.ToString();
+    EXPECT_TRUE(Has(st, dir / c.name)) << c.name << ": " << st.ToString();
+    Volume v;
+    st = ReadNifti(dir / c.name, true, &v);
+    EXPECT_EQ(st.code(), Status::Code::kBadInput) << c.name << ": " << st.ToString();
+  }
+  // Voxels a file cannot hold are refused before memory is set aside for them: 2^29 int16
+  // voxels (1 GiB) claimed by a 600-byte .nii and by a .nii.gz of the same bytes.
+  RawNifti claims;
+  claims.dim[1] = claims.dim[2] = 1024;
+  claims.dim[3] = 512;
+  const std::string bytes = RawNiftiBytes(claims, voxels);
+  dspipe::testing::WriteAll(dir / "claims.nii", bytes);
+  gzFile gz = gzopen((dir / "claims.nii.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  for (const char* name : {"claims.nii", "claims.nii.gz"}) {
+    VolumeInfo info;
+    ASSERT_OK(ReadNiftiInfo(dir / name, &info));  // the header alone is fine
+    Volume v;
+    const Status st = ReadNifti(dir / name, false, &v);
+    EXPECT_EQ(st.code(), Status::Code::kBadInput) << name << ": " << st.ToString();
+    EXPECT_TRUE(Has(st, "holds fewer")) << name << ": " << st.ToString();
+  }
+}
+
+// Big-endian files are byte-swapped; NaN and infinite floats read as 0 (nifti_clib's rule,
+// kept); the voxels start at vox_offset, after any extension bytes.
+TEST(Nifti, ByteOrderNonFiniteFloatsAndOffsets) {
+  TempDir dir;
+  RawNifti be;
+  be.big_endian = true;
+  std::string voxels;
+  for (int16_t v : {1, -2, 300, -400, 5, 6, 7, 32767}) {
+    voxels.push_back(static_cast<char>(static_cast<uint16_t>(v) >> 8));
+    voxels.push_back(static_cast<char>(v & 0xff));
+  }
+  dspipe::testing::WriteAll(dir / "be.nii", RawNiftiBytes(be, voxels));
+  Volume v;
+  ASSERT_OK(ReadNifti(dir / "be.nii", false, &v));
+  ASSERT_EQ(v.type, SampleType::kInt16);
+  const int16_t* p = reinterpret_cast<const int16_t*>(v.data.data());
+  EXPECT_EQ(p[1], -2);
+  EXPECT_EQ(p[3], -400);
+  EXPECT_EQ(p[7], 32767);
+  // NIfTI-2, float32 with NaN and infinity, 32 bytes of extension before the voxels.
+  RawNifti f;
+  f.version = 2;
+  f.datatype = DT_FLOAT32;
+  f.bitpix = 32;
+  f.vox_offset = 544 + 32;
+  const float fv[8] = {1.5f, std::nanf(""), -2.f, INFINITY, -INFINITY, 0.25f, 7.f, 8.f};
+  std::string ext(32, '\0');
+  const int32_t esize = 32, ecode = 6;
+  std::memcpy(&ext[0], &esize, 4);
+  std::memcpy(&ext[4], &ecode, 4);
+  std::string bytes = RawNiftiBytes(f, ext + std::string(reinterpret_cast<const char*>(fv), 32));
+  bytes[540] = 1;  // the extension flag
+  for (const char* name : {"f.nii", "f.nii.gz"}) {
+    if (std::string(name) == "f.nii") {
+      dspipe::testing::WriteAll(dir / name, bytes);
+    } else {
+      gzFile gz = gzopen((dir / name).c_str(), "wb");
+      ASSERT_NE(gz, nullptr);
+      ASSERT_EQ(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())),
+                static_cast<int>(bytes.size()));
+      ASSERT_EQ(gzclose(gz), Z_OK);
+    }
+    ASSERT_OK(ReadNifti(dir / name, false, &v));
+    ASSERT_EQ(v.type, SampleType::kFloat32);
+    const float* q = reinterpret_cast<const float*>(v.data.data());
+    const float want[8] = {1.5f, 0.f, -2.f, 0.f, 0.f, 0.25f, 7.f, 8.f};
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(q[i], want[i]) << name << " voxel " << i;
+  }
+}
+
+// .nii.gz as gzip writers make them: one member, several members (pigz, concatenated files),
+// bytes after the voxels inside the stream, bytes after the last member that are not gzip.
+TEST(Nifti, GzipMembersAndTrailingBytes) {
+  TempDir dir;
+  std::string voxels;
+  for (int i = 0; i < 8; ++i) voxels += std::string{static_cast<char>(i * 3), '\0'};
+  const std::string bytes = RawNiftiBytes(RawNifti{}, voxels);
+  auto gz = [](const std::string& data) {
+    z_stream z{};
+    EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    std::string out(deflateBound(&z, data.size()) + 64, '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    z.avail_in = static_cast<uInt>(data.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    return out;
+  };
+  const struct {
+    std::string name, file;
+  } ok[] = {
+      {"one.nii.gz", gz(bytes)},
+      {"members.nii.gz",
+       gz(bytes.substr(0, 300)) + gz(bytes.substr(300, 60)) + gz(bytes.substr(360))},
+      {"past.nii.gz", gz(bytes + std::string(5000, 'x'))},
+      {"trailing.nii.gz", gz(bytes) + "not gzip"},
+  };
+  for (const auto& c : ok) {
+    dspipe::testing::WriteAll(dir / c.name, c.file);
+    Volume v;
+    ASSERT_OK(ReadNifti(dir / c.name, false, &v));
+    ASSERT_EQ(v.data.size(), 16u) << c.name;
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(reinterpret_cast<const int16_t*>(v.data.data())[i], i * 3) << c.name;
+    }
+  }
+  const std::string one = gz(bytes);
+  dspipe::testing::WriteAll(dir / "cut.nii.gz", one.substr(0, one.size() - 12));
+  dspipe::testing::WriteAll(dir / "short.nii.gz", gz(bytes.substr(0, bytes.size() - 2)));
+  for (const char* name : {"cut.nii.gz", "short.nii.gz"}) {
+    Volume v;
+    const Status st = ReadNifti(dir / name, false, &v);
+    EXPECT_EQ(st.code(), Status::Code::kBadInput) << name << ": " << st.ToString();
+    EXPECT_TRUE(Has(st, "holds fewer or is corrupt")) << name << ": " << st.ToString();
+  }
 }
 
 TEST(Nifti, LabelMustShareTheImageGrid) {
