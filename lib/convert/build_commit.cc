@@ -26,6 +26,16 @@ Status Builder::ReadArchiveItem(const SourceItem& item, SourceBytes* out) {
   return Status::OK();
 }
 
+void Builder::PrefetchNextVolume(uint64_t pos, uint64_t end) {
+  const SourceItem& it = plan_[pos];
+  if (it.slice < 0 || (pos > 0 && plan_[pos - 1].image == it.image)) return;
+  uint64_t q = pos + 1;
+  while (q < end && plan_[q].image == it.image) ++q;
+  if (q >= end || plan_[q].slice < 0 || !plan_[q].error.empty()) return;
+  volumes_.Prefetch(plan_[q].image, /*label=*/false);
+  if (!plan_[q].mask.empty()) volumes_.Prefetch(plan_[q].mask, /*label=*/true);
+}
+
 Status Builder::BuildShard(int shard, Accum* acc) {
   std::unique_ptr<LmdbEnv> own;
   LmdbEnv* env = env0_.get();
@@ -133,6 +143,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
               }
               auto w = std::make_shared<Work>();
               w->pos = pos++;
+              PrefetchNextVolume(w->pos, end);
               // Archive members stream in order: read here, one item at a time (unless the
               // archive is held in memory: then the parallel stage reads them).
               const SourceItem& item = plan_[w->pos];

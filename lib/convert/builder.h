@@ -206,6 +206,9 @@ class Builder {
 
   // build_commit.cc
   Status BuildShard(int shard, Accum* acc);
+  // Volume sources: when plan_[pos] is a volume's first item, starts reading the next volume of
+  // the shard (items up to `end`) and its label in the background (VolumeCache::Prefetch).
+  void PrefetchNextVolume(uint64_t pos, uint64_t end);
   // An archive item's bytes, read in plan order by the pipeline's serial first stage.
   Status ReadArchiveItem(const SourceItem& item, SourceBytes* out);
 

@@ -174,7 +174,9 @@ void NoteMaskIds(const cv::Mat& mask, MadeRecord* out) {
   if (mask.depth() == CV_8U) {
     bool seen[256] = {};
     const cv::Mat m = mask.isContinuous() ? mask : mask.clone();
-    for (size_t i = 0; i < m.total() * m.channels(); ++i) seen[m.data[i]] = true;
+    const uint8_t* p = m.data;
+    const size_t n = m.total() * static_cast<size_t>(m.channels());  // hoisted: a call per pixel
+    for (size_t i = 0; i < n; ++i) seen[p[i]] = true;
     for (int id = 0; id < 256; ++id) {
       if (seen[id]) out->mask_ids[id / 64] |= uint64_t{1} << (id % 64);
     }
