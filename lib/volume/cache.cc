@@ -1,17 +1,27 @@
 #include "volume/cache.h"
 
+#include <algorithm>
+#include <new>
+
 namespace dspipe::volume {
 
 VolumeCache::~VolumeCache() {
-  for (std::thread& t : prefetching_) t.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    queue_.clear();  // nobody waits on them: the build that asked has finished
+  }
+  queued_.notify_all();
+  if (prefetcher_.joinable()) prefetcher_.join();
 }
 
-bool VolumeCache::Claim(const Key& key, std::shared_future<Result>* f, std::promise<Result>* mine) {
+VolumeCache::Promise VolumeCache::Claim(const Key& key, std::shared_future<Result>* f) {
   auto it = held_.find(key);
   if (it != held_.end()) {
     *f = it->second;
-    return false;
+    return nullptr;
   }
+  auto mine = std::make_shared<std::promise<Result>>();
   *f = mine->get_future().share();
   held_.emplace(key, *f);
   order_.push_back(key);
@@ -19,31 +29,45 @@ bool VolumeCache::Claim(const Key& key, std::shared_future<Result>* f, std::prom
     held_.erase(order_.front());
     order_.pop_front();
   }
-  return true;
+  return mine;
 }
 
-void VolumeCache::Read(const Key& key, std::vector<std::string> files, std::promise<Result>* mine) {
+std::vector<std::string> VolumeCache::ChannelFiles(const Key& key) const {
+  if (key.second) return {};
+  auto c = channels_.find(key.first);
+  return c == channels_.end() ? std::vector<std::string>{} : c->second;
+}
+
+void VolumeCache::Read(const Key& key, const std::vector<std::string>& files,
+                       std::promise<Result>* p) {
   auto v = std::make_shared<Volume>();
-  Status s =
-      files.empty() ? ReadVolume(key.first, key.second, v.get()) : ReadChannels(files, v.get());
-  mine->set_value({s, s.ok() ? std::shared_ptr<const Volume>(std::move(v)) : nullptr});
+  Status s;
+  try {
+    s = files.empty() ? ReadVolume(key.first, key.second, v.get()) : ReadChannels(files, v.get());
+  } catch (const std::bad_alloc&) {  // the prefetch thread must not end the process
+    s = Status::Internal(key.first + ": out of memory reading the volume");
+  }
+  p->set_value({s, s.ok() ? std::shared_ptr<const Volume>(std::move(v)) : nullptr});
 }
 
 Status VolumeCache::Get(const std::string& path, bool label, std::shared_ptr<const Volume>* out) {
   const Key key{path, label};
   std::shared_future<Result> f;
-  std::promise<Result> mine;
-  bool read = false;
-  std::vector<std::string> files;  // an image kept as one file per channel
+  Promise mine;
+  std::vector<std::string> files;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!label) {
-      auto c = channels_.find(path);
-      if (c != channels_.end()) files = c->second;
+    files = ChannelFiles(key);
+    mine = Claim(key, &f);
+    if (mine == nullptr) {  // held: queued for the prefetch thread and not started? read it here
+      auto q = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.key == key; });
+      if (q != queue_.end()) {
+        mine = std::move(q->promise);
+        queue_.erase(q);
+      }
     }
-    read = Claim(key, &f, &mine);
   }
-  if (read) Read(key, std::move(files), &mine);
+  if (mine != nullptr) Read(key, files, mine.get());
   const Result& r = f.get();
   *out = r.second;
   return r.first;
@@ -51,18 +75,28 @@ Status VolumeCache::Get(const std::string& path, bool label, std::shared_ptr<con
 
 void VolumeCache::Prefetch(const std::string& path, bool label) {
   const Key key{path, label};
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> files;
-  if (!label) {
-    auto c = channels_.find(path);
-    if (c != channels_.end()) files = c->second;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_future<Result> f;
+    Promise mine = Claim(key, &f);
+    if (mine == nullptr) return;
+    queue_.push_back(Job{key, ChannelFiles(key), std::move(mine)});
+    if (!prefetcher_.joinable()) prefetcher_ = std::thread([this] { PrefetchLoop(); });
   }
-  std::shared_future<Result> f;
-  auto mine = std::make_shared<std::promise<Result>>();
-  if (!Claim(key, &f, mine.get())) return;
-  prefetching_.emplace_back([this, key, files = std::move(files), mine]() mutable {
-    Read(key, std::move(files), mine.get());
-  });
+  queued_.notify_one();
+}
+
+void VolumeCache::PrefetchLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Read(job.key, job.files, job.promise.get());
+    lock.lock();
+  }
 }
 
 void VolumeCache::SetChannels(const std::string& image, std::vector<std::string> files) {

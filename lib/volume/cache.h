@@ -2,6 +2,7 @@
 // several threads at once. Internal.
 #pragma once
 
+#include <condition_variable>
 #include <deque>
 #include <future>
 #include <map>
@@ -23,12 +24,15 @@ namespace dspipe::volume {
 class VolumeCache {
  public:
   explicit VolumeCache(size_t capacity = 6) : capacity_(capacity) {}
-  ~VolumeCache();  // waits for the reads Prefetch started
+  ~VolumeCache();  // stops the prefetch thread (a read under way finishes first)
+  VolumeCache(const VolumeCache&) = delete;
+  VolumeCache& operator=(const VolumeCache&) = delete;
   Status Get(const std::string& path, bool label, std::shared_ptr<const Volume>* out);
-  // Starts reading a volume on a thread of its own unless it is held or being read: a build
-  // asks for the next volume when it starts on one, so the next read overlaps this one's slices
-  // (a read is one thread's work, and the slices of one volume wait for it). Get() then waits
-  // for that read, or takes its result.
+  // Queues a volume for the cache's one prefetch thread unless it is held or being read: a
+  // build asks for the next volume when it starts on one, so the next read overlaps this one's
+  // slices (a read is one thread's work, and the slices of one volume wait for it). Get() then
+  // waits for that read, takes its result, or, when the read has not started yet, reads the
+  // volume itself.
   void Prefetch(const std::string& path, bool label);
   // An image kept as one file per channel: Get(image, false) reads `files` (ReadChannels);
   // `image` is the first of them, as the build's items name it.
@@ -37,17 +41,29 @@ class VolumeCache {
  private:
   using Result = std::pair<Status, std::shared_ptr<const Volume>>;
   using Key = std::pair<std::string, bool>;
+  using Promise = std::shared_ptr<std::promise<Result>>;
+  struct Job {  // a claimed volume no thread has started to read
+    Key key;
+    std::vector<std::string> files;
+    Promise promise;
+  };
   std::mutex mu_;
   std::map<Key, std::shared_future<Result>> held_;
   std::deque<Key> order_;                                     // oldest first
   std::map<std::string, std::vector<std::string>> channels_;  // SetChannels
-  std::vector<std::thread> prefetching_;                      // joined by the destructor
-
-  // Under mu_: the entry for key, made (and true returned) when it is not held.
-  bool Claim(const Key& key, std::shared_future<Result>* f, std::promise<Result>* mine);
-  // Reads a claimed volume (ReadVolume or ReadChannels) into its promise.
-  void Read(const Key& key, std::vector<std::string> files, std::promise<Result>* mine);
+  std::deque<Job> queue_;                                     // Prefetch's, oldest first
+  std::condition_variable queued_;
+  bool stopping_ = false;
+  std::thread prefetcher_;  // started by the first Prefetch; runs PrefetchLoop
   size_t capacity_;
+
+  // Under mu_: the entry for key, made with a new promise (returned) when it is not held.
+  Promise Claim(const Key& key, std::shared_future<Result>* f);
+  // Under mu_: the files of an image kept as one file per channel (none otherwise).
+  std::vector<std::string> ChannelFiles(const Key& key) const;
+  // Reads a claimed volume (ReadVolume or ReadChannels) into its promise.
+  static void Read(const Key& key, const std::vector<std::string>& files, std::promise<Result>* p);
+  void PrefetchLoop();
 };
 
 }  // namespace dspipe::volume

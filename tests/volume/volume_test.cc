@@ -620,5 +620,58 @@ TEST(VolumeCache, EachVolumeIsReadOnceForConcurrentCallers) {
   EXPECT_EQ(bad, nullptr);
 }
 
+// The build's pattern: Get the current volume from several threads while the next is prefetched,
+// the cache smaller than the run (each volume evicted after use). Every Get sees its own volume;
+// run under TSan by scripts/test.sh.
+TEST(VolumeCache, PrefetchedVolumesReachConcurrentGetters) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 8, s.ny = 8, s.nz = 4;
+  constexpr int kVolumes = 12;
+  for (int v = 0; v < kVolumes; ++v) {
+    const std::vector<int16_t> fill(8 * 8 * 4, static_cast<int16_t>(100 + v));
+    ASSERT_TRUE(WriteNifti(dir / ("v" + std::to_string(v) + ".nii.gz"), s, fill.data()));
+  }
+  auto path = [&](int v) { return std::string(dir / ("v" + std::to_string(v) + ".nii.gz")); };
+  VolumeCache cache(2);
+  cache.Prefetch(path(0), false);
+  cache.Prefetch(path(0), false);  // held: not queued twice
+  for (int v = 0; v < kVolumes; ++v) {
+    if (v + 1 < kVolumes) cache.Prefetch(path(v + 1), false);
+    std::shared_ptr<const Volume> got[3];
+    Status st[3];
+    std::vector<std::thread> t;
+    for (int i = 0; i < 3; ++i) t.emplace_back([&, i] { st[i] = cache.Get(path(v), false, &got[i]); });
+    for (auto& th : t) th.join();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK(st[i]);
+      ASSERT_EQ(got[i]->type, SampleType::kInt16);
+      int16_t first;
+      std::memcpy(&first, got[i]->data.data(), sizeof first);
+      EXPECT_EQ(first, 100 + v) << path(v);
+      EXPECT_EQ(got[i].get(), got[0].get()) << "one read, shared";
+    }
+  }
+  // A prefetched file that cannot be read: the getter gets the reader's error.
+  cache.Prefetch(dir / "none.nii", false);
+  std::shared_ptr<const Volume> bad;
+  EXPECT_EQ(cache.Get(dir / "none.nii", false, &bad).code(), Status::Code::kIOError);
+  EXPECT_EQ(bad, nullptr);
+}
+
+TEST(VolumeCache, DestroyedWithPrefetchesQueued) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 64, s.ny = 64, s.nz = 16;
+  const std::vector<int16_t> ramp = Ramp(64, 64, 16);
+  for (int v = 0; v < 4; ++v) {
+    ASSERT_TRUE(WriteNifti(dir / ("v" + std::to_string(v) + ".nii.gz"), s, ramp.data()));
+  }
+  for (int round = 0; round < 3; ++round) {  // returns: the thread stops, queued reads dropped
+    VolumeCache cache(8);
+    for (int v = 0; v < 4; ++v) cache.Prefetch(dir / ("v" + std::to_string(v) + ".nii.gz"), false);
+  }
+}
+
 }  // namespace
 }  // namespace dspipe::volume
