@@ -67,12 +67,17 @@ off=(BUILD_SHARED_LIBS BUILD_APPS BUILD_SINGLE_SHARED_LIBRARY DCMTK_WITH_XML DCM
   DCMTK_WITH_OPENJPEG DCMTK_WITH_WRAP DCMTK_WITH_SNDFILE DCMTK_WITH_DOXYGEN
   DCMTK_ENABLE_MANPAGES DCMTK_ENABLE_PRIVATE_TAGS)
 on=(DCMTK_WITH_ZLIB DCMTK_WITH_THREADS DCMTK_ENABLE_STL CMAKE_POSITION_INDEPENDENT_CODE)
+# One section per function and object, so that the wheel's --gc-sections drops what dspipe does
+# not reach (the encoders, DicomImage's scaling and color models, most of oflog): measured, the
+# module and each CLI carry 2.5 MiB of DCMTK with it, 3.1 MiB without.
+sections="-ffunction-sections -fdata-sections"
 flags=()
 for f in "${off[@]}"; do flags+=("-D$f=OFF"); done
 for f in "${on[@]}"; do flags+=("-D$f=ON"); done
 echo "== DCMTK: configure + build ofstd, oflog, dcmdata, dcmimgle, dcmimage, dcmjpeg, dcmjpls (static)"
 cmake -S "$src" -B "$work/build" -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_DATADIC=share/dcmtk -DCMAKE_CXX_STANDARD=17 \
+  "-DCMAKE_C_FLAGS=$sections" "-DCMAKE_CXX_FLAGS=$sections" \
   "-DDCMTK_MODULES=ofstd;oflog;dcmdata;dcmimgle;dcmimage;dcmjpeg;dcmjpls" \
   -DDCMTK_DEFAULT_DICT=builtin -DDCMTK_ENABLE_CHARSET_CONVERSION="<disabled>" \
   -DHAVE_LIBNSL_MAIN=0 -DHAVE_LIBNSL=0 \
