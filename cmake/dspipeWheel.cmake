@@ -21,6 +21,12 @@
 #   to dspipe_wheel_compat.c's getrandom() version, so the wheel keeps the floor its libraries
 #   set (manylinux_2_34) and installs on glibc 2.35 (Colab).
 # - OpenCV is the small static build of scripts/build-opencv.sh (OpenCV_DIR points at it).
+# - DCMTK is the small static build of scripts/build-dcmtk.sh (DCMTK_DIR points at it; its
+#   exported targets carry their own dependencies: one another, libz, pthread, rt). Debian's
+#   shared libdcmdata links libxml2 -> ICU, the same 31 MB and GLIBCXX_3.4.30 as above (measured:
+#   the wheel was manylinux_2_35, 35.7 MiB, with 13 more bundled libraries), and reads its data
+#   dictionary from /usr/share/libdcmtk17; the static one has no XML or ICU and the dictionary
+#   compiled in. dspipe_wheel_link_setup() refuses a shared DCMTK.
 include_guard(GLOBAL)
 
 find_library(DSPIPE_WHEEL_LIBARCHIVE_A NAMES libarchive.a REQUIRED)
