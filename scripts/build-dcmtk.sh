@@ -13,9 +13,10 @@
 # implicit-VR file's elements have no VR and cannot be read). DCMTK's socket-library probe would
 # find Debian's libnsl (libnsl2, not on the manylinux allow-list) and put it in oflog's link
 # interface; glibc has the functions, so the probe's answer is given as "no".
-# Build time on the 2-core (shared) development machine, download included: 3.9 min without
-# ccache (4.1 min of CPU; 8.3 min while other builds ran), 2 min with a warm ccache (DCMTK's
-# configure checks take about 1 min of it). The install (PREFIX) is 24 MB.
+# Build time on the 2-core (shared) development machine, download and configure included: 3-4 min
+# without ccache (4.1 min of CPU; 8.3 min while other builds ran), under 1 min again for the same
+# PREFIX with ccache (PREFIX is compiled into osconfig.h, so a new PREFIX compiles everything
+# anew). The install (PREFIX) is 24 MB.
 #
 # Usage: bash scripts/build-dcmtk.sh PREFIX   (prints nothing else on success; PREFIX/lib/cmake/
 # dcmtk is then what find_package(DCMTK) reads, DCMTK_DIR). Reuses PREFIX when it was built by
