@@ -21,15 +21,29 @@
 #   to dspipe_wheel_compat.c's getrandom() version, so the wheel keeps the floor its libraries
 #   set (manylinux_2_34) and installs on glibc 2.35 (Colab).
 # - OpenCV is the small static build of scripts/build-opencv.sh (OpenCV_DIR points at it).
+# - DCMTK is the small static build of scripts/build-dcmtk.sh (DCMTK_DIR points at it; its
+#   exported targets carry their own dependencies: one another, libz, pthread, rt). Debian's
+#   shared libdcmdata links libxml2 -> ICU, the same 31 MB and GLIBCXX_3.4.30 as above (measured:
+#   the wheel was manylinux_2_35, 35.7 MiB, with 13 more bundled libraries), and reads its data
+#   dictionary from /usr/share/libdcmtk17; the static one has no XML or ICU and the dictionary
+#   compiled in. dspipe_wheel_link_setup() refuses a shared DCMTK.
 include_guard(GLOBAL)
 
 find_library(DSPIPE_WHEEL_LIBARCHIVE_A NAMES libarchive.a REQUIRED)
 set(LibArchive_LIBRARY "${DSPIPE_WHEEL_LIBARCHIVE_A}" CACHE FILEPATH "" FORCE)
 
-# Called after find_package(LibArchive): the static archive's own dependencies (Debian's
-# `pkg-config --static --libs libarchive`, less libacl and libxml2, which only the disk-writing
-# and xar code that dspipe does not link use). liblz4 ships no dev symlink on Debian 12.
+# Called after find_package(LibArchive) and find_package(DCMTK): the static libarchive's own
+# dependencies (Debian's `pkg-config --static --libs libarchive`, less libacl and libxml2, which
+# only the disk-writing and xar code that dspipe does not link use; liblz4 ships no dev symlink on
+# Debian 12), and a check that DCMTK is the static build of scripts/build-dcmtk.sh (its exported
+# targets carry their own dependencies: one another, libz, pthread, rt), not Debian's shared one.
 function(dspipe_wheel_link_setup)
+  get_target_property(_dcmdata_type DCMTK::dcmdata TYPE)
+  if(NOT _dcmdata_type STREQUAL "STATIC_LIBRARY")
+    message(FATAL_ERROR "DSPIPE_WHEEL: DCMTK::dcmdata is a ${_dcmdata_type} (${DCMTK_DIR}); "
+      "the wheel links the static DCMTK of scripts/build-dcmtk.sh (set DCMTK_DIR to its "
+      "lib/cmake/dcmtk; scripts/build-wheel.sh does)")
+  endif()
   set(_deps)
   foreach(_lib nettle lzma zstd bz2 z)
     find_library(DSPIPE_WHEEL_${_lib} NAMES ${_lib} REQUIRED)

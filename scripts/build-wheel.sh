@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the self-contained wheel: `pip install dspipe-*.whl` then needs nothing from the system
 # but glibc and the manylinux allow-list (libstdc++, libgcc_s, libz): no apt, no compiler.
-#   1. the small static OpenCV (core, imgproc, imgcodecs; scripts/build-opencv.sh), once per
+#   1. the small static OpenCV (core, imgproc, imgcodecs; scripts/build-opencv.sh) and DCMTK
+#      (dcmdata + the JPEG/JPEG-LS decoders, no libxml2/ICU; scripts/build-dcmtk.sh), once per
 #      machine, kept in $DSPIPE_DEPS_DIR (default ~/.cache/dspipe);
 #   2. the wheel with scikit-build-core from pyproject.toml: Release, -DDSPIPE_WHEEL=ON
 #      (cmake/dspipeWheel.cmake: static libarchive and libstdc++), the CUDA path when nvcc is
@@ -32,11 +33,14 @@ done
 jobs=${JOBS:-$(nproc)}
 deps=${DSPIPE_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dspipe}
 opencv="$deps/opencv-4.6.0-min"
+dcmtk="$deps/dcmtk-3.6.7-min"
 work=build-wheel
 pyver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
 
 echo "== wheel: static OpenCV (core, imgproc, imgcodecs) in $opencv"
 JOBS=$jobs bash scripts/build-opencv.sh "$opencv"
+echo "== wheel: static DCMTK (dcmdata, dcmjpeg, dcmjpls) in $dcmtk"
+JOBS=$jobs bash scripts/build-dcmtk.sh "$dcmtk"
 
 echo "== wheel: build tools (PyPI) in $work/venv-cp$pyver"
 venv="$work/venv-cp$pyver"
@@ -60,6 +64,7 @@ CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/pip" wheel -q --no-build-isolation -
   --config-settings=cmake.define.DSPIPE_WHEEL=ON \
   --config-settings=cmake.define.DSPIPE_CUDA="$cuda" \
   --config-settings=cmake.define.OpenCV_DIR="$opencv/lib/cmake/opencv4" \
+  --config-settings=cmake.define.DCMTK_DIR="$dcmtk/lib/cmake/dcmtk" \
   "--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=75-real;80-real;86-real;89-real;90" \
   .
 wheel_in=$(ls "$raw"/dspipe-*.whl)

@@ -5,7 +5,9 @@ libraries) and a small round trip through every bundled dependency:
 synth PNG + JPEG (OpenCV imgcodecs, libspng), build encoded and raw/zstd sharded datasets
 (LMDB, oneTBB, zstd, libdeflate), a .tar.gz source (libarchive), verify, load, fetch the raw
 dataset over HTTP from tests/fetch/server.py on 127.0.0.1 into a cache directory (libcurl) and
-read it back from the cache; the CLIs and `python -m dspipe` run too.
+read it back from the cache; DICOM series (explicit VR, implicit VR, RLE; the static DCMTK, its
+compiled-in dictionary and RLE decoder) build into int16 slices; the CLIs and `python -m dspipe`
+run too.
 
 Usage: python wheel_roundtrip.py WORK_DIR ALLOWED_LIB_DIR
 """
@@ -23,6 +25,11 @@ import dspipe
 
 WORK, ALLOWED = sys.argv[1], os.path.realpath(sys.argv[2])
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fetch", "server.py")
+# tests/fuzz/make_seeds.py's DICOM series, written by hand (no DICOM library): each seed is the
+# files of one series joined by fuzz_dicom's marker. 4x4 slices, 12 bits stored, intercept -1024.
+DICOM_SEEDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "seeds",
+                           "dicom")
+DICOM_NEXT = b"\0DSPIPE-NEXT\0"
 LDSO = "/lib64/ld-linux-x86-64.so.2"
 MULTIARCH = "/usr/lib/x86_64-linux-gnu"
 SCRIPTS = sysconfig.get_path("scripts")
@@ -122,6 +129,8 @@ def round_trip():
     print(f"round trip: synth, build (encoded JPEG, .tar.gz, raw sharded), verify, load, fetch "
           f"{url} through the cache, read again: {sum(len(b) for b in local)} samples equal")
 
+    dicom_round_trip()
+
     out = run(os.path.join(SCRIPTS, "dsconvert"), "info", os.path.join(root, "ds"))
     assert "12" in out, out
     run(os.path.join(SCRIPTS, "dsbench"), "--help")
@@ -131,6 +140,37 @@ def round_trip():
         assert needle in out, f"python -m dspipe lacks {needle!r}:\n{out}"
     print("CLIs (dsconvert info, dsbench --help) and python -m dspipe ran:")
     print("  " + "\n  ".join(out.rstrip().splitlines()))
+
+
+def dicom_round_trip():
+    """Three series, one case folder each: explicit VR, implicit VR (its elements' VRs come from
+    the data dictionary, compiled into the wheel's DCMTK) and RLE Lossless (DCMTK's RLE decoder).
+    Each slice k of a seed stores (4x4 ramp * 37 + 100 k) % 2048 with RescaleIntercept -1024, so
+    every record holds those values minus 1024 (in some in-plane orientation) as int16."""
+    src = os.path.join(WORK, "dicom")
+    want = []
+    for seed, case in (("ct3_explicit", "explicit"), ("ct3_implicit", "implicit"),
+                       ("ct2_rle", "rle")):
+        with open(os.path.join(DICOM_SEEDS, seed), "rb") as f:
+            files = f.read().split(DICOM_NEXT)
+        os.makedirs(os.path.join(src, "images", case))
+        for i, data in enumerate(files):
+            with open(os.path.join(src, "images", case, f"{i}.dcm"), "wb") as f:
+                f.write(data)
+        for k in range(len(files)):
+            want.append(sorted(int(v) for v in
+                               (np.arange(16) * 37 + 100 * k) % 2048 - 1024))
+    out = os.path.join(WORK, "dicom.lmdb")
+    built = dspipe.build(src, out, progress=False)
+    assert built["records"] == len(want) == 8, built
+    info = dspipe.info(out)
+    assert info["sample_type"] == "int16", info
+    loader = dspipe.Loader(out, batch_size=1, shuffle=False, device="cpu", output="numpy",
+                           normalize=False)
+    got = [sorted(int(v) for v in np.array(b["image"]).ravel()) for b in loader]
+    assert sorted(got) == sorted(want), (got, want)
+    print(f"DICOM: {len(want)} slices of 3 series (explicit VR, implicit VR, RLE) built as "
+          f"{info['sample_type']}, values equal")
 
 
 if __name__ == "__main__":

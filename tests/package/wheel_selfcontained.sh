@@ -8,9 +8,10 @@
 #    system is still whole.
 # 2. In a private mount namespace (unshare --mount), /usr/lib/x86_64-linux-gnu (= /lib/...,
 #    merged /usr) is replaced by a directory holding only the files of Debian's libc6,
-#    libstdc++6, libgcc-s1, zlib1g and libexpat1 packages; /usr/include (the -dev headers) and
-#    /usr/local (CUDA) are empty. The test checks the hiding: libtbb, libcurl, libopencv_core
-#    and nvcc are gone.
+#    libstdc++6, libgcc-s1, zlib1g and libexpat1 packages; /usr/include (the -dev headers),
+#    /usr/local (CUDA) and /usr/share/libdcmtk17 (Debian's DICOM dictionary: the wheel's DCMTK
+#    has its own compiled in) are empty. The test checks the hiding: libtbb, libcurl,
+#    libopencv_core, nvcc and dicom.dic are gone.
 # 3. There, a fresh venv with numpy (as on Colab), then the notebook's install cell
 #    (examples/colab_unet.ipynb) installs the wheel from a folder (timed: the target is
 #    <= 15 s), then tests/package/wheel_roundtrip.py: ld.so --list of every ELF file of the
@@ -53,9 +54,11 @@ unshare --mount --propagation private -- bash -euo pipefail -c '
   work=$1 allowed=$2 cell=$3 py=$4 here=$5 multiarch=/usr/lib/x86_64-linux-gnu
   mount -t tmpfs tmpfs /usr/include
   mount -t tmpfs tmpfs /usr/local
+  if [ -d /usr/share/libdcmtk17 ]; then mount -t tmpfs tmpfs /usr/share/libdcmtk17; fi
   mount --bind "$allowed" "$multiarch"
   for gone in "$multiarch/libtbb.so.12" "$multiarch/libcurl.so.4" \
-      "$multiarch/libopencv_core.so.406" /usr/local/cuda/bin/nvcc /usr/include/lmdb.h; do
+      "$multiarch/libopencv_core.so.406" /usr/local/cuda/bin/nvcc /usr/include/lmdb.h \
+      /usr/share/libdcmtk17/dicom.dic; do
     if [ -e "$gone" ]; then echo "hiding failed: $gone is visible" >&2; exit 1; fi
   done
   echo "== wheel test (hidden system libraries): fresh venv, numpy, the notebook install cell"
