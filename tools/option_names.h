@@ -30,6 +30,8 @@ inline std::string OptionName(std::string_view field, std::string_view value) {
       {"AugmentOptions::image_interpolation", "--interpolation"},
       {"BuildOptions::resize_width", "--size"},
       {"BuildOptions::resize_height", "--size"},
+      {"BuildOptions::spacing_rows", "--spacing"},
+      {"BuildOptions::spacing_cols", "--spacing"},
       {"BuildOptions::archive_buffer_bytes", "--archive-buffer-mb"},
       {"BuildOptions::commit_bytes", "--commit-mb"},
       {"BuildOptions::check", "--check"},

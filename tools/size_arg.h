@@ -17,6 +17,19 @@ inline bool ParseHeightWidth(const std::string& text, int* h, int* w) {
   return (x == 'x' || x == 'X') && *h > 0 && *w > 0;
 }
 
+// "RxC" in mm (a voxel size: between rows x between columns, e.g. "0.8x0.8"), or one number
+// for both -> *rows, *cols; false on anything else (the values' range is the library's check).
+inline bool ParseSpacing(const std::string& text, double* rows, double* cols) {
+  char x = 0, extra = 0;
+  if (text.find_first_of("+- \t") != std::string::npos) return false;
+  const int n = std::sscanf(text.c_str(), "%lf%c%lf%c", rows, &x, cols, &extra);
+  if (n == 1) {
+    *cols = *rows;
+    return true;
+  }
+  return n == 3 && (x == 'x' || x == 'X');
+}
+
 }  // namespace dspipe::cli
 
 #endif  // DSPIPE_TOOLS_SIZE_ARG_H_

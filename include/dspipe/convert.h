@@ -102,6 +102,16 @@ struct BuildOptions {
   // channel j*C + m is channel (modality) m of slice k-K+j, C the volume's own channels. The
   // mask stays slice k's label. (2K+1)*C must be at most kMaxChannels (16). 0..7; default 0.
   int context = 0;
+  // Volume sources: the in-plane voxel size (mm) the slices are resampled to, between a slice's
+  // rows and between its columns (height x width, as every size in dspipe); both 0 (default) =
+  // the volumes' own. As MONAI's Spacingd(pixdim=..., mode=("bilinear", "nearest")) on each
+  // slice: the first voxel centre stays in place, a side of n voxels at spacing s becomes
+  // round((n - 1) * s / t) + 1 voxels at spacing t; images bilinear, stored as float32; labels
+  // nearest, their ids and type kept. The volumes table gives each volume's resampled grid
+  // ("resampled": slice shape, spacing, affine) for putting predictions back. Refused for other
+  // sources.
+  double spacing_rows = 0;
+  double spacing_cols = 0;
   bool shuffle = false;  // record order = a seeded permutation of the sources
   uint64_t seed = 0;
   int threads = 0;  // oneTBB workers; 0 = all cores this process may use

@@ -17,6 +17,7 @@
 #include "convert/volume_slices.h"
 #include "core/checksum.h"
 #include "dspipe/cpus.h"
+#include "dspipe/limits.h"
 #include "dspipe/log.h"
 #include "format/manifest.h"
 
@@ -186,6 +187,24 @@ json Builder::VolumeTable(volume::SliceAxis axis, const std::vector<std::string>
       e["spacing"] = {in.canon_spacing[0], in.canon_spacing[1], in.canon_spacing[2]};
       e["slice_spacing"] = {sp[0], sp[1]};
       e["affine"] = affine;
+      if (o_.spacing_rows > 0) {
+        // The slices' grid after resampling: the in-plane axes' affine columns scaled by
+        // target / own spacing, the first voxel centre (the translation) unchanged.
+        int row = 0, col = 0;
+        volume::PlaneAxes(axis, &row, &col);
+        const double scale_r = o_.spacing_rows / sp[0], scale_c = o_.spacing_cols / sp[1];
+        json resampled_affine = json::array();
+        for (const auto& r : in.canon_affine) {
+          std::vector<double> rr(r.begin(), r.end());
+          rr[static_cast<size_t>(row)] *= scale_r;
+          rr[static_cast<size_t>(col)] *= scale_c;
+          resampled_affine.push_back(rr);
+        }
+        const std::array<int64_t, 2> hw = ResampledSliceShape(in, axis);
+        e["resampled"] = {{"slice_shape", {hw[0], hw[1]}},
+                          {"slice_spacing", {o_.spacing_rows, o_.spacing_cols}},
+                          {"affine", resampled_affine}};
+      }
     }
     auto k = kept.find(image);
     if (k != kept.end()) e["kept"] = KeptRanges(k->second);
@@ -197,6 +216,7 @@ json Builder::VolumeTable(volume::SliceAxis axis, const std::vector<std::string>
                 {"list", list}};
   if (!sources_.channel_names.empty()) table["channel_names"] = sources_.channel_names;
   if (o_.skip_empty) table["skip_empty"] = true;
+  if (o_.spacing_rows > 0) table["resampled_spacing"] = {o_.spacing_rows, o_.spacing_cols};
   // Every record of a build with labels has its class counts in the foreground table.
   if (sources_.has_masks) table["foreground"] = true;
   return table;
@@ -230,12 +250,39 @@ Status Builder::CheckVolumeOptions() const {
                   "images): it leaves out the slices whose label is all 0; drop it to build "
                   "every slice");
   }
+  volume::SliceAxis axis = volume::SliceAxis::kAxial;
+  DSPIPE_RETURN_IF_ERROR(volume::ParseSliceAxis(o_.slice_axis, &axis));
+  const DecodeLimits lim = GetDecodeLimits();
   for (const VolumeSource& v : sources_.volumes) {
-    if (v.error.empty()) {
-      DSPIPE_RETURN_IF_ERROR(CheckContextChannels(v.image, o_.context, v.info.channels));
+    if (!v.error.empty()) continue;
+    DSPIPE_RETURN_IF_ERROR(CheckContextChannels(v.image, o_.context, v.info.channels));
+    if (o_.spacing_rows > 0) {
+      const std::array<int64_t, 2> hw = ResampledSliceShape(v.info, axis);
+      if (hw[0] > lim.max_side || hw[1] > lim.max_side ||
+          static_cast<uint64_t>(hw[0]) * static_cast<uint64_t>(hw[1]) > lim.max_pixels) {
+        const std::array<double, 2> sp = volume::SliceSpacing(v.info, axis);
+        char from[64];
+        std::snprintf(from, sizeof from, "%gx%g mm", sp[0], sp[1]);
+        return Status::BadInput(
+            v.image + ": its " + volume::SliceAxisName(axis) + " slices at " + from + " become " +
+            std::to_string(hw[0]) + "x" + std::to_string(hw[1]) + " at " +
+            Opt("BuildOptions::spacing_rows,BuildOptions::spacing_cols") +
+            ", beyond the decode limits (--max-image-side " + std::to_string(lim.max_side) +
+            ", --max-image-pixels " + std::to_string(lim.max_pixels) + "): ask for a coarser "
+            "spacing");
+      }
     }
   }
   return Status::OK();
+}
+
+std::array<int64_t, 2> Builder::ResampledSliceShape(const volume::VolumeInfo& info,
+                                                    volume::SliceAxis axis) const {
+  const std::array<double, 2> sp = volume::SliceSpacing(info, axis);
+  int row = 0, col = 0;
+  volume::PlaneAxes(axis, &row, &col);
+  return {volume::ResampledLength(info.canon_dim[row], sp[0], o_.spacing_rows),
+          volume::ResampledLength(info.canon_dim[col], sp[1], o_.spacing_cols)};
 }
 
 Status Builder::PlanSkipEmpty(volume::SliceAxis axis,
@@ -394,10 +441,12 @@ Status Builder::Plan(bool fresh) {
       ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_, axis));
   if (sources_.kind == "volumes") {
     DSPIPE_RETURN_IF_ERROR(CheckVolumeOptions());
-  } else if (o_.skip_empty || o_.context > 0) {
+  } else if (o_.skip_empty || o_.context > 0 || o_.spacing_rows > 0) {
     return Status::InvalidArgument(
         o_.source + ": " +
-        (o_.skip_empty ? Opt("BuildOptions::skip_empty") : Opt("BuildOptions::context")) +
+        (o_.skip_empty      ? Opt("BuildOptions::skip_empty")
+         : o_.context > 0 ? Opt("BuildOptions::context")
+                          : Opt("BuildOptions::spacing_rows,BuildOptions::spacing_cols")) +
         " applies to volume sources (a folder of NIfTI volumes, docs/VOLUMES.md), and this is a " +
         sources_.kind + " source of 2D images: drop it");
   }

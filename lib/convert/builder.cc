@@ -4,6 +4,8 @@
 #include "convert/builder.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -113,6 +115,21 @@ Status ValidateBuildOptions(const BuildOptions& o) {
         Opt("BuildOptions::context") + " must be 0.." + std::to_string((kMaxChannels - 1) / 2) +
         " (2K+1 slices as channels; a record holds at most " + std::to_string(kMaxChannels) +
         "), got " + std::to_string(o.context));
+  }
+  auto G = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  const bool spacing_ok =
+      (o.spacing_rows == 0 && o.spacing_cols == 0) ||
+      (std::isfinite(o.spacing_rows) && std::isfinite(o.spacing_cols) && o.spacing_rows >= 0.01 &&
+       o.spacing_cols >= 0.01 && o.spacing_rows <= 1000 && o.spacing_cols <= 1000);
+  if (!spacing_ok) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::spacing_rows,BuildOptions::spacing_cols") +
+        " (rows, columns) must be both 0 (the volumes' own) or both 0.01..1000 mm, got " +
+        G(o.spacing_rows) + " and " + G(o.spacing_cols));
   }
   if (o.max_side < 0) {
     return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +

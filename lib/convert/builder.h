@@ -193,7 +193,10 @@ class Builder {
   std::string PlanDigest() const;
   // From plan_meta_ (fresh or reloaded): foreground_table_ and BuildResult::empty_slices.
   void SetPlanCounts();
-  Status CheckVolumeOptions() const;  // build_plan.cc
+  Status CheckVolumeOptions() const;
+  // The slice size (rows, columns) of a volume's slices resampled to BuildOptions::spacing_*.
+  std::array<int64_t, 2> ResampledSliceShape(const volume::VolumeInfo& info,
+                                             volume::SliceAxis axis) const;  // build_plan.cc
   // The volumes table (docs/VOLUMES.md): the volumes in `order` (their images, in plan order),
   // with each one's kept slices where `kept` has them (skip_empty). build_plan.cc
   json VolumeTable(volume::SliceAxis axis, const std::vector<std::string>& order,

@@ -215,20 +215,26 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
   DSPIPE_RETURN_IF_ERROR(CheckContextChannels(item.image, o.context, v->info.channels));
   s = StackSlices(*v, axis, item.slice, o.context, &img);
   if (!s.ok()) return s.WithPath(item.image);
+  // --spacing: resampled in plane (bilinear: float32), the label below likewise (nearest).
+  const bool resample = o.spacing_rows > 0;
+  const std::array<double, 2> own = volume::SliceSpacing(v->info, axis);
+  const std::array<double, 2> target = {o.spacing_rows, o.spacing_cols};
+  if (resample) volume::ResampleSlice(img, own, target, /*nearest=*/false, &img);
+  const SampleType image_type = resample ? SampleType::kFloat32 : v->type;
   const bool raw = o.store == StoreMode::kRaw;
   if (want_stats) AddStats(img, out);
   RecordHeader h;
   h.channels = static_cast<uint8_t>(img.channels());
-  h.image_type = v->type;
+  h.image_type = image_type;
   h.width = static_cast<uint32_t>(img.cols);
   h.height = static_cast<uint32_t>(img.rows);
   h.label = -1;
   std::string img_payload, mask_payload;
   const bool png = !raw && img.channels() == 1 &&
-                   (v->type == SampleType::kUint8 || v->type == SampleType::kUint16);
+                   (image_type == SampleType::kUint8 || image_type == SampleType::kUint16);
   if (png) {
     h.image_codec = Codec::kPng;
-    DSPIPE_RETURN_IF_ERROR(v->type == SampleType::kUint8
+    DSPIPE_RETURN_IF_ERROR(image_type == SampleType::kUint8
                                ? codec::EncodePng(img, 1, &img_payload)
                                : codec::EncodeTypedPng(img, &img_payload));
   } else {
@@ -241,6 +247,7 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
     cv::Mat mask;
     s = volume::ExtractSlice(*lv, axis, item.slice, &mask);
     if (!s.ok()) return s.WithPath(item.mask);
+    if (resample) volume::ResampleSlice(mask, own, target, /*nearest=*/true, &mask);
     if (!o.mask_map.empty()) {
       uint8_t lut[256];
       DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));

@@ -162,6 +162,13 @@ void DescribeVolumes(const nlohmann::json& v, int64_t empty_slices, std::ostream
   }
   o << "volumes:     " << list.size() << " (" << slices << " " << v.value("slice_axis", "")
     << " slices, " << v.value("orientation", "RAS") << ")" << range;
+  if (v.contains("resampled_spacing")) {
+    char t[96];
+    std::snprintf(t, sizeof t, "; resampled to %.3g x %.3g mm",
+                  v.at("resampled_spacing").at(0).get<double>(),
+                  v.at("resampled_spacing").at(1).get<double>());
+    o << t;
+  }
   if (skipped > 0) o << "; " << skipped << " skipped (rejected.tsv)";
   if (v.value("skip_empty", false)) {
     o << "; " << empty_slices << " slices with an empty label left out (--skip-empty)";

@@ -29,13 +29,13 @@ Status ParseSliceAxis(const std::string& text, SliceAxis* out) {
                                  "': one of axial, coronal, sagittal");
 }
 
-namespace {
-// The two canonical axes of a slice along `axis`, as rows and columns.
 void PlaneAxes(SliceAxis axis, int* row, int* col) {
   const int a = static_cast<int>(axis);
   *row = a == 0 ? 1 : 0;
   *col = a == 2 ? 1 : 2;
 }
+
+namespace {
 
 template <class T>
 void Gather(const T* src, int64_t base, int64_t row_step, int64_t col_step, int64_t ch_step,
@@ -128,6 +128,105 @@ Status ExtractSlice(const Volume& v, SliceAxis axis, int64_t index, cv::Mat* out
       break;
   }
   return Status::OK();
+}
+
+int64_t ResampledLength(int64_t n, double from, double to) {
+  return static_cast<int64_t>(std::nearbyint(static_cast<double>(n - 1) * from / to)) + 1;
+}
+
+namespace {
+
+// Where output voxel i of a side samples the input: i0 (and i0 + 1, weight w), clamped.
+struct Tap {
+  int i0, i1;
+  float w;
+};
+
+std::vector<Tap> Taps(int n_out, int n_in, double from, double to) {
+  std::vector<Tap> t(static_cast<size_t>(n_out));
+  for (int i = 0; i < n_out; ++i) {
+    const double x = std::clamp(i * to / from, 0.0, static_cast<double>(n_in - 1));
+    const int i0 = static_cast<int>(std::floor(x));
+    t[static_cast<size_t>(i)] = {i0, std::min(i0 + 1, n_in - 1), static_cast<float>(x - i0)};
+  }
+  return t;
+}
+
+std::vector<int> Nearest(int n_out, int n_in, double from, double to) {
+  std::vector<int> t(static_cast<size_t>(n_out));
+  for (int i = 0; i < n_out; ++i) {
+    const double x = std::clamp(i * to / from, 0.0, static_cast<double>(n_in - 1));
+    t[static_cast<size_t>(i)] = static_cast<int>(std::nearbyint(x));
+  }
+  return t;
+}
+
+template <class T>
+void Linear(const cv::Mat& in, const std::vector<Tap>& ry, const std::vector<Tap>& rx,
+            cv::Mat* out) {
+  const int ch = in.channels();
+  for (int y = 0; y < out->rows; ++y) {
+    const Tap& ty = ry[static_cast<size_t>(y)];
+    const T* a = in.ptr<T>(ty.i0);
+    const T* b = in.ptr<T>(ty.i1);
+    float* o = out->ptr<float>(y);
+    for (int x = 0; x < out->cols; ++x) {
+      const Tap& tx = rx[static_cast<size_t>(x)];
+      for (int c = 0; c < ch; ++c) {
+        const float a0 = static_cast<float>(a[tx.i0 * ch + c]);
+        const float a1 = static_cast<float>(a[tx.i1 * ch + c]);
+        const float b0 = static_cast<float>(b[tx.i0 * ch + c]);
+        const float b1 = static_cast<float>(b[tx.i1 * ch + c]);
+        const float top = a0 + (a1 - a0) * tx.w;
+        const float bottom = b0 + (b1 - b0) * tx.w;
+        o[x * ch + c] = top + (bottom - top) * ty.w;
+      }
+    }
+  }
+}
+
+template <class T>
+void Pick(const cv::Mat& in, const std::vector<int>& ry, const std::vector<int>& rx,
+          cv::Mat* out) {
+  const int ch = in.channels();
+  for (int y = 0; y < out->rows; ++y) {
+    const T* a = in.ptr<T>(ry[static_cast<size_t>(y)]);
+    T* o = out->ptr<T>(y);
+    for (int x = 0; x < out->cols; ++x) {
+      std::memcpy(o + x * ch, a + rx[static_cast<size_t>(x)] * ch, sizeof(T) * ch);
+    }
+  }
+}
+
+}  // namespace
+
+void ResampleSlice(const cv::Mat& in, const std::array<double, 2>& from,
+                   const std::array<double, 2>& to, bool nearest, cv::Mat* out) {
+  const int rows = static_cast<int>(ResampledLength(in.rows, from[0], to[0]));
+  const int cols = static_cast<int>(ResampledLength(in.cols, from[1], to[1]));
+  const int ch = in.channels();
+  cv::Mat dst;  // `out` may be `in`
+  if (nearest) {
+    dst.create(rows, cols, in.type());
+    const std::vector<int> ry = Nearest(rows, in.rows, from[0], to[0]);
+    const std::vector<int> rx = Nearest(cols, in.cols, from[1], to[1]);
+    switch (in.elemSize1()) {
+      case 1: Pick<uint8_t>(in, ry, rx, &dst); break;
+      case 2: Pick<uint16_t>(in, ry, rx, &dst); break;
+      default: Pick<uint32_t>(in, ry, rx, &dst); break;
+    }
+  } else {
+    dst.create(rows, cols, CV_MAKETYPE(CV_32F, ch));
+    const std::vector<Tap> ry = Taps(rows, in.rows, from[0], to[0]);
+    const std::vector<Tap> rx = Taps(cols, in.cols, from[1], to[1]);
+    switch (in.depth()) {
+      case CV_8U: Linear<uint8_t>(in, ry, rx, &dst); break;
+      case CV_16U: Linear<uint16_t>(in, ry, rx, &dst); break;
+      case CV_16S: Linear<int16_t>(in, ry, rx, &dst); break;
+      default: Linear<float>(in, ry, rx, &dst); break;
+    }
+  }
+  *out = std::move(dst);
 }
 
 Status CheckLabelMatches(const VolumeInfo& image, const VolumeInfo& label) {

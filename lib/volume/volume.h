@@ -122,6 +122,8 @@ Status SetCanonical(VolumeInfo* info);
 // (up to 2^24 in magnitude); else kBadInput naming `path`.
 Status ExactIntegerType(const std::string& path, double lo, double hi, SampleType* out);
 
+// The two canonical axes of a slice along `axis`, as its rows and columns.
+void PlaneAxes(SliceAxis axis, int* row, int* col);
 // Slices along `axis` (the canonical dimension).
 int64_t SliceCount(const VolumeInfo& info, SliceAxis axis);
 // Slice `index` of the canonical volume along `axis` as an HxWxC cv::Mat of the volume's type
@@ -129,6 +131,19 @@ int64_t SliceCount(const VolumeInfo& info, SliceAxis axis);
 Status ExtractSlice(const Volume& v, SliceAxis axis, int64_t index, cv::Mat* out);
 // The slice's in-plane spacing (rows, columns) in mm.
 std::array<double, 2> SliceSpacing(const VolumeInfo& info, SliceAxis axis);
+
+// In-plane resampling to another voxel size, as MONAI's Spacingd does it with its defaults
+// (scale_extent false, padding "border"): the first voxel centre stays in place, a side of n
+// voxels at spacing `from` becomes ResampledLength(n, from, to) = round((n - 1) * from / to) + 1
+// (round half to even, as numpy), and output voxel i samples the input at i * to / from,
+// clamped to the last voxel.
+int64_t ResampledLength(int64_t n, double from, double to);
+// Resamples an HxWxC slice (uint8, uint16, int16 or float32) from spacing (rows, columns)
+// `from` to `to`. Linear (bilinear, per channel): the output is float32. Nearest (labels):
+// the input's type; a coordinate halfway between two voxels takes the even one, as
+// torch.grid_sample's nearest mode does.
+void ResampleSlice(const cv::Mat& in, const std::array<double, 2>& from,
+                   const std::array<double, 2>& to, bool nearest, cv::Mat* out);
 
 // Image and label agree: the same canonical shape, and affines equal within 1e-3 mm (+1e-4 per
 // mm of scale). Else kBadInput naming both files and the first difference.

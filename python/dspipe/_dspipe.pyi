@@ -153,6 +153,8 @@ class BuildOptions:
     slice_axis: str
     skip_empty: bool
     context: int
+    spacing_rows: float
+    spacing_cols: float
     shuffle: bool
     seed: int
     threads: int

@@ -82,6 +82,7 @@ class BuildArgs(_PlainArgs, total=False):
     slice_axis: str
     skip_empty: bool
     context: int
+    spacing: tuple[float, float] | float | None
     shuffle: bool
     seed: int
     threads: int

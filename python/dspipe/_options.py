@@ -57,6 +57,16 @@ def _size(v: Any) -> tuple[int, int]:
     return int(h), int(w)
 
 
+def _spacing(v: Any) -> tuple[float, float]:
+    """(between rows, between columns) in mm, or one number for both; None = keep."""
+    if v is None:
+        return 0.0, 0.0
+    if isinstance(v, (int, float)):
+        return float(v), float(v)
+    r, c = v
+    return float(r), float(c)
+
+
 def _mask_map(v: Any) -> str:
     """{255: 1} (or "255:1") -> "255:1"; None or {} = keep the ids."""
     if v is None:
@@ -262,6 +272,10 @@ BUILD: dict[str, Kwarg] = {
                     "ones"),
     "context": K("BuildOptions::context", "volume sources: 2.5D, the K slices on each side of a "
                  "record's slice as channels too (2K+1 slices, slice-major, clamped at the ends)"),
+    "spacing": K("BuildOptions::spacing_rows BuildOptions::spacing_cols",
+                 "volume sources: resample slices in plane to (rows, cols) mm, or one number "
+                 "for both (images bilinear, stored float32; labels nearest; as MONAI's "
+                 "Spacingd); None = the volumes' own", _spacing, "None"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),
     "threads": K("BuildOptions::threads", "workers; 0 = the CPUs this process may use"),

@@ -14,6 +14,7 @@
 #include "codec/image.h"
 #include "convert/record_maker.h"
 #include "convert/test_support.h"
+#include "dspipe/limits.h"
 #include "dspipe/loader.h"
 #include "volume/nifti_writer.h"
 #include "volume/volume.h"
@@ -667,6 +668,192 @@ TEST(VolumeSlices, DsconvertTakesTheFlagsAndSaysWhatItLeftOut) {
   run = RunTool({"build", bare.src, bare.dir / "out", "--skip-empty"}, bare.dir.path());
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_TRUE(Contains(run.output, "--skip-empty needs label volumes")) << run.output;
+  // --spacing RxC (or one number), named as the flag in the library's refusals.
+  run = RunTool({"build", t.src, t.dir / "sp", "--spacing", "0.5x1.2", "-q"}, t.dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  run = RunTool({"info", t.dir / "sp"}, t.dir.path());
+  EXPECT_TRUE(Contains(run.output, "resampled to 0.5 x 1.2 mm")) << run.output;
+  for (const char* bad : {"0.5x", "x1", "1x1x1", "-1x1", "axb"}) {
+    run = RunTool({"build", t.src, t.dir / "spbad", "--spacing", bad}, t.dir.path());
+    EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.output;
+    EXPECT_TRUE(Contains(run.output, "--spacing must be RxC")) << run.output;
+  }
+  run = RunTool({"build", t.src, t.dir / "sp0", "--spacing", "0.001"}, t.dir.path());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(Contains(run.output, "--spacing (rows, columns) must be both 0")) << run.output;
+}
+
+// ---- in-plane resampling (BuildOptions::spacing_*)
+
+// Worked by hand: bilinear midpoints, the last sample clamped when the length rounds up,
+// nearest ties to the even voxel (torch.grid_sample's nearbyint), types and channels.
+TEST(VolumeSlices, ResampleSliceIsBilinearForImagesAndNearestForLabels) {
+  EXPECT_EQ(ResampledLength(3, 1, 0.5), 5);
+  EXPECT_EQ(ResampledLength(512, 0.7, 1.0), 359);  // round(511 * 0.7 = 357.7) + 1
+  EXPECT_EQ(ResampledLength(4, 1, 1.2), 3);        // round(2.5) = 2: half to even
+  EXPECT_EQ(ResampledLength(3, 1, 0.7), 4);        // round(2.857) = 3: samples 0, .7, 1.4, 2.1
+  EXPECT_EQ(ResampledLength(1, 0.8, 0.3), 1);
+
+  const uint8_t g[9] = {0, 10, 20, 30, 40, 50, 60, 70, 80};
+  const cv::Mat in(3, 3, CV_8UC1, const_cast<uint8_t*>(g));
+  cv::Mat out;
+  ResampleSlice(in, {1, 1}, {0.5, 0.5}, /*nearest=*/false, &out);
+  ASSERT_EQ(out.type(), CV_32FC1);
+  ASSERT_EQ(out.size(), cv::Size(5, 5));
+  EXPECT_FLOAT_EQ(out.at<float>(0, 0), 0);
+  EXPECT_FLOAT_EQ(out.at<float>(0, 1), 5);
+  EXPECT_FLOAT_EQ(out.at<float>(1, 0), 15);
+  EXPECT_FLOAT_EQ(out.at<float>(1, 1), 20);
+  EXPECT_FLOAT_EQ(out.at<float>(3, 3), 60);
+  EXPECT_FLOAT_EQ(out.at<float>(4, 4), 80);
+  // Rows 1 -> 0.7 mm: rows at 0, 0.7, 1.4, 2.1 (clamped to 2); columns kept.
+  ResampleSlice(in, {1, 1}, {0.7, 1}, false, &out);
+  ASSERT_EQ(out.size(), cv::Size(3, 4));
+  EXPECT_NEAR(out.at<float>(1, 0), 21, 1e-4);  // 0.3 * 0 + 0.7 * 30
+  EXPECT_NEAR(out.at<float>(2, 2), 20 + 0.4 * 30 + 30, 1e-4);
+  EXPECT_FLOAT_EQ(out.at<float>(3, 1), 70);
+  // int16 with 2 channels, downsampled: every other voxel, signs kept.
+  cv::Mat hu(4, 4, CV_16SC2);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) hu.at<cv::Vec2s>(y, x) = cv::Vec2s(-1000 + 10 * y + x, 7 * x);
+  ResampleSlice(hu, {0.5, 0.5}, {1.5, 1.5}, false, &out);
+  ASSERT_EQ(out.type(), CV_32FC2);
+  ASSERT_EQ(out.size(), cv::Size(2, 2));
+  EXPECT_FLOAT_EQ(out.at<cv::Vec2f>(1, 1)[0], -1000 + 30 + 3);
+  EXPECT_FLOAT_EQ(out.at<cv::Vec2f>(1, 1)[1], 21);
+  // Labels: ids and type kept; x = 0.5 and 1.5 go to voxels 0 and 2.
+  const uint16_t ids[3] = {1, 500, 3};
+  const cv::Mat lab(1, 3, CV_16UC1, const_cast<uint16_t*>(ids));
+  ResampleSlice(lab, {1, 1}, {1, 0.5}, /*nearest=*/true, &out);
+  ASSERT_EQ(out.type(), CV_16UC1);
+  ASSERT_EQ(out.size(), cv::Size(5, 1));
+  const std::vector<uint16_t> want = {1, 1, 500, 3, 3};
+  for (int x = 0; x < 5; ++x) EXPECT_EQ(out.at<uint16_t>(0, x), want[static_cast<size_t>(x)]);
+}
+
+// A build with spacing: every record is its slice resampled (float32) and its mask the label
+// slice resampled by nearest neighbour, in both stores; the foreground table counts the
+// resampled label; the volumes table gives the resampled grid; info says so.
+TEST(VolumeSlices, SpacingResamplesEveryRecordAndItsLabel) {
+  Task t;
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    SCOPED_TRACE(store == StoreMode::kRaw ? "raw" : "encoded");
+    BuildOptions o = Options(t.src, t.dir / (store == StoreMode::kRaw ? "raw" : "enc"));
+    o.store = store;
+    o.spacing_rows = 0.5;  // 6 rows at 0.8 mm: round(5 * 1.6) + 1 = 9
+    o.spacing_cols = 1.2;  // 5 columns at 0.8 mm: round(2.67) + 1 = 4
+    BuildResult r;
+    ASSERT_OK(BuildDataset(o, &r));
+    ASSERT_EQ(r.records, 13u);
+    SliceTable table;
+    ASSERT_OK(ReadSliceTable(o.output, &table));
+    std::vector<Rec> recs;
+    ASSERT_OK(dspipe::testing::ReadRecords(o.output, &recs));
+    ASSERT_EQ(recs.size(), 13u);
+    std::map<std::string, Volume> images, labels;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      SCOPED_TRACE("record " + std::to_string(i));
+      const std::string image = table.images.at(static_cast<size_t>(table.volume[i]));
+      const std::string name = fs::path(image).filename().string().substr(0, 1);
+      if (!images.count(name)) {
+        ASSERT_OK(ReadNifti(t.Image(name), false, &images[name]));
+        ASSERT_OK(ReadNifti(t.Label(name), true, &labels[name]));
+      }
+      ASSERT_EQ(recs[i].header.image_type, SampleType::kFloat32);
+      ASSERT_EQ(recs[i].header.height, 9u);
+      ASSERT_EQ(recs[i].header.width, 4u);
+      cv::Mat slice, want, label, want_label;
+      ASSERT_OK(ExtractSlice(images[name], SliceAxis::kAxial, table.slice[i], &slice));
+      const std::array<double, 2> own = SliceSpacing(images[name].info, SliceAxis::kAxial);
+      EXPECT_NEAR(own[0], 0.8, 1e-6);  // as the header holds it (float32)
+      ResampleSlice(slice, own, {0.5, 1.2}, false, &want);
+      EXPECT_TRUE(Equal(Decode(recs[i], false), want));
+      ASSERT_OK(ExtractSlice(labels[name], SliceAxis::kAxial, table.slice[i], &label));
+      ResampleSlice(label, own, {0.5, 1.2}, true, &want_label);
+      ASSERT_EQ(want_label.type(), CV_8UC1);
+      EXPECT_TRUE(Equal(Decode(recs[i], true), want_label));
+      const std::map<uint32_t, uint32_t> n = Count(want_label);
+      for (uint32_t c = 0; c < 3; ++c) {
+        EXPECT_EQ(table.foreground[i * 3 + c], n.count(c) ? n.at(c) : 0u) << "class " << c;
+      }
+    }
+    const json v = Manifest(o.output).at("volumes");
+    EXPECT_EQ(v.at("resampled_spacing"), json::array({0.5, 1.2}));
+    const json& a = v.at("list")[0];
+    const double own_r = a.at("slice_spacing")[0].get<double>();  // the volume's own, kept
+    const double own_c = a.at("slice_spacing")[1].get<double>();
+    EXPECT_NEAR(own_r, 0.8, 1e-6);
+    EXPECT_NEAR(own_c, 0.8, 1e-6);
+    EXPECT_EQ(a.at("resampled").at("slice_shape"), json::array({9, 4}));
+    EXPECT_EQ(a.at("resampled").at("slice_spacing"), json::array({0.5, 1.2}));
+    // a's canonical affine (LPI flipped to RAS) with columns 0 and 1 scaled; the origin kept.
+    const json& ca = a.at("affine");
+    const json& ra = a.at("resampled").at("affine");
+    for (int row = 0; row < 4; ++row) {
+      EXPECT_NEAR(ra[row][0].get<double>(), ca[row][0].get<double>() * 0.5 / own_r, 1e-12);
+      EXPECT_NEAR(ra[row][1].get<double>(), ca[row][1].get<double>() * 1.2 / own_c, 1e-12);
+      EXPECT_EQ(ra[row][2], ca[row][2]);
+      EXPECT_EQ(ra[row][3], ca[row][3]);
+    }
+    std::string text;
+    ASSERT_OK(DescribeDataset(o.output, &text));
+    EXPECT_TRUE(Contains(text, "resampled to 0.5 x 1.2 mm")) << text;
+  }
+}
+
+// Refused up front, naming the option: a bad value, a 2D source, slices that resampling would
+// make larger than the decode limits; and a resume asking for another spacing.
+TEST(VolumeSlices, SpacingMisuseIsRefused) {
+  BuildOptions bad = Options("src", "out");
+  for (std::pair<double, double> sp : {std::pair<double, double>{0.5, 0},
+                                       {-1, -1},
+                                       {0.001, 1},
+                                       {std::nan(""), 1}}) {
+    bad.spacing_rows = sp.first, bad.spacing_cols = sp.second;
+    const Status st = ValidateBuildOptions(bad);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << sp.first << " " << sp.second;
+    EXPECT_TRUE(Contains(st.message(), "BuildOptions::spacing_rows")) << st.ToString();
+  }
+  TempDir tmp;
+  dspipe::testing::Synth(tmp / "src", 2, 16, 16);
+  BuildOptions o = Options(tmp / "src", tmp / "out");
+  o.spacing_rows = o.spacing_cols = 1;
+  BuildResult r;
+  Status st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "applies to volume sources")) << st.ToString();
+  EXPECT_FALSE(fs::exists(o.output));
+
+  Task t;
+  o = Options(t.src, t.dir / "huge");
+  o.spacing_rows = o.spacing_cols = 0.01;  // 6x5 at 0.8 mm -> 401x321: beyond 300 pixels a side
+  const DecodeLimits before = GetDecodeLimits();
+  DecodeLimits small = before;
+  small.max_side = 300;
+  SetDecodeLimits(small);
+  st = BuildDataset(o, &r);
+  SetDecodeLimits(before);
+  EXPECT_EQ(st.code(), Status::Code::kBadInput) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "401x321")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "coarser")) << st.ToString();
+  EXPECT_FALSE(fs::exists(o.output));
+
+  o = Options(t.src, t.dir / "resume");
+  o.spacing_rows = o.spacing_cols = 1;
+  o.commit_bytes = 1;
+  uint64_t done = 0;
+  o.progress = [&](uint64_t d, uint64_t) { done = d; };
+  o.cancelled = [&] { return done >= 1; };
+  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
+  o.cancelled = nullptr;
+  o.resume = true;
+  o.spacing_rows = o.spacing_cols = 0.9;
+  st = BuildDataset(o, &r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(st.message(), "spacing")) << st.ToString();
+  o.spacing_rows = o.spacing_cols = 1;
+  ASSERT_OK(BuildDataset(o, &r));
+  EXPECT_EQ(r.records, 13u);
 }
 
 }  // namespace
