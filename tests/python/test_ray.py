@@ -185,6 +185,50 @@ def test_convert_says_so_when_the_source_changed_instead_of_returning_the_old_da
     assert r["records"] == COUNT + 1
 
 
+def test_ray_convert_of_volumes_equals_the_sharded_build(local_ray, tmp_path):
+    """A Decathlon-like task of NIfTI volumes (issue 36): the Ray conversion passes the volume
+    options through and its shards, volumes table and per-slice tables equal a single-machine
+    --shards build."""
+    nib = pytest.importorskip("nibabel")  # the CI venv installs it (scripts/test.sh)
+    import numpy as np
+
+    src = tmp_path / "Task"
+    (src / "imagesTr").mkdir(parents=True)
+    (src / "labelsTr").mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(5):
+        affine = np.diag([-0.8, -0.8, 2.5, 1.0])  # LPS: flipped to RAS when sliced
+        nib.save(nib.Nifti1Image(rng.integers(-1024, 3000, (12, 10, 4 + i)).astype(np.int16),
+                                 affine), str(src / "imagesTr" / f"v{i}.nii.gz"))
+        label = rng.integers(0, 3, (12, 10, 4 + i)).astype(np.uint8)
+        label[:, :, 0] = 0  # an empty slice per volume: --skip-empty leaves it out
+        nib.save(nib.Nifti1Image(label, affine), str(src / "labelsTr" / f"v{i}.nii.gz"))
+    options = dict(BUILD, skip_empty=True, context=1, spacing=(0.5, 1.0))
+    ref = tmp_path / "ref"
+    want = dspipe.build(src, ref, shards=2, progress=False, **options)
+    assert want["records"] == sum(3 + i for i in range(5)) and want["empty_slices"] == 5
+    out = tmp_path / "out"
+    r = dspipe.ray.convert(src, out, num_shards=2, progress=Conductor(), **RAY, **options)
+    assert r["records"] == want["records"] and r["shards"] == 2
+    got_m, want_m = manifest(str(out)), manifest(str(ref))
+    # float32 samples: the shards' statistics are summed in another order than one process
+    # sums them (the last bits of std differ); everything else exactly, the volumes table too.
+    got_stats, want_stats = got_m.pop("stats"), want_m.pop("stats")
+    assert got_m == want_m
+    assert got_m["volumes"]["resampled_spacing"] == [0.5, 1.0]
+    assert got_stats.keys() == want_stats.keys()
+    for key, value in want_stats.items():
+        if isinstance(value, list) and value and isinstance(value[0], float):
+            assert got_stats[key] == pytest.approx(value, rel=1e-12), key
+        else:
+            assert got_stats[key] == value, key
+    assert shard_records(str(out)) == shard_records(str(ref))
+    got, table = dspipe.slice_table(out), dspipe.slice_table(ref)
+    for key in ("volume", "slice", "foreground"):
+        assert np.array_equal(got[key], table[key]), key
+    assert dspipe.verify(out)["bad"] == 0
+
+
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_three_ranks_read_every_sample_once_per_epoch(source, drop_last):
     _, ref = source  # the same layout dspipe.ray.convert writes (tests above)
