@@ -3,11 +3,13 @@
 #include <csv.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
 
 #include "convert/sources_archive.h"
+#include "volume/volume.h"
 
 namespace dspipe {
 namespace {
@@ -293,6 +295,24 @@ Status ScanArchive(const std::string& source, uint64_t buffer_bytes, SourceList*
   DSPIPE_RETURN_IF_ERROR(ArchiveSource::Open(source, buffer_bytes, &out->archive));
   const ArchiveSource& ar = *out->archive;
   out->warnings = ar.warnings();
+  // Volumes (a Decathlon task ships as Task03_Liver.tar) are read from folders: say so, instead
+  // of reading imagesTr/ as a class folder.
+  for (const auto& [path, member] : ar.files()) {
+    const std::string base = fs::path(path).filename().string();
+    std::string lower = base;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const bool nifti = volume::IsNiftiName(base);
+    const bool dicom = lower.size() > 4 && lower.compare(lower.size() - 4, 4, ".dcm") == 0;
+    if (Hidden(base) || (!nifti && !dicom)) continue;
+    const bool zip = source.size() > 4 && (source.compare(source.size() - 4, 4, ".zip") == 0 ||
+                                           source.compare(source.size() - 4, 4, ".ZIP") == 0);
+    return Status::BadInput(
+        ar.Name(path) + ": " + (nifti ? "a NIfTI volume" : "a DICOM file") +
+        " inside an archive: volume sources are read from a folder (docs/VOLUMES.md); extract "
+        "the archive first (" + (zip ? "unzip " : "tar xf ") + source +
+        ") and build the folder it makes");
+  }
   // `tar czf data.tar.gz data/`: the dataset is the single top-level folder.
   std::string root;
   {

@@ -593,6 +593,30 @@ TEST(Archive, NotAnArchiveIsAClearError) {
   EXPECT_TRUE(Contains(s.message(), "not a dataset")) << s.ToString();
 }
 
+// A Decathlon task ships as a tar of NIfTI volumes (and hospitals zip DICOM series): refused
+// naming the first volume member and the command that extracts it, not read as class folders
+// (imagesTr/ used to be "an empty class folder"). Hidden ._x.nii.gz macOS files do not count.
+TEST(Archive, VolumesInsideAnArchiveAreRefusedNamingTheExtraction) {
+  TempDir tmp;
+  WriteArchive(tmp / "Task09.tar", "tar",
+               {{"Task09/dataset.json", "{}"},
+                {"Task09/imagesTr/._a.nii.gz", "junk"},
+                {"Task09/imagesTr/a.nii.gz", "not read"},
+                {"Task09/labelsTr/a.nii.gz", "not read"}});
+  Status s = Build(tmp / "Task09.tar", tmp / "out");
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "Task09.tar:Task09/imagesTr/a.nii.gz: a NIfTI volume inside "
+                                    "an archive"))
+      << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "tar xf " + (tmp / "Task09.tar"))) << s.ToString();
+  EXPECT_FALSE(fs::exists(tmp / "out"));
+  WriteArchive(tmp / "ct.zip", "zip", {{"images/ct/IM0001.DCM", "x"}, {"images/b.png", "x"}});
+  s = Build(tmp / "ct.zip", tmp / "out");
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "ct.zip:images/ct/IM0001.DCM: a DICOM file")) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "unzip ")) << s.ToString();
+}
+
 // Runs dsconvert to completion and reports the peak resident memory of its own address space
 // (VmHWM, read while it is stopped right after its first record commit, SpawnStopping: the
 // listing and every read up to it done by then). Not ru_maxrss: a child spawned from this process
