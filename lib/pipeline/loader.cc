@@ -307,6 +307,17 @@ Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<d
           "bound from its stds), or build the dataset with " +
           Opt("BuildOptions::gray", "true") + " so that its manifest has them");
     }
+    for (size_t k = 0; k < info.std.size(); ++k) {
+      if (info.std[k] != 0) continue;
+      std::ostringstream v;
+      v << std::setprecision(6) << (k < info.mean.size() ? info.mean[k] : 0.0);
+      return Status::InvalidArgument(
+          info.path + ": its manifest gives channel " + std::to_string(k) +
+          " a std of 0 (every pixel of it holds " + v.str() +
+          " in every record), so normalizing by the dataset's statistics would divide by zero: "
+          "pass " + Opt("LoaderOptions::mean_std", "identity") + " (no normalization) or your "
+          "own " + Opt("LoaderOptions::mean") + " and " + Opt("LoaderOptions::std"));
+    }
     *mean = info.mean;
     *std = info.std;
   }

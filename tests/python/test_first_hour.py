@@ -263,6 +263,26 @@ def test_channels_1_on_an_rgb_dataset_says_which_mean_std_to_pass(tmp_path):
     assert next(iter(loader))["image"].shape == (2, 1, 16, 16)
 
 
+def test_a_constant_channel_names_its_zero_std_instead_of_an_internal_check(tmp_path):
+    # A dataset whose images are one value (a blank or padding channel): its std is 0, and the
+    # loader used to refuse with "NormalizeParams.std[0] = 0.000000 must be finite and non-zero".
+    import cv2
+    import numpy as np
+
+    (tmp_path / "src" / "images").mkdir(parents=True)
+    for i in range(3):
+        cv2.imwrite(str(tmp_path / "src" / "images" / f"{i}.png"), np.full((8, 8), 7, np.uint8))
+    dspipe.build(tmp_path / "src", tmp_path / "data.lmdb", gray=True, progress=False)
+    with pytest.raises(ValueError) as e:
+        dspipe.Loader(tmp_path / "data.lmdb", batch_size=1, device="cpu")
+    msg = str(e.value)
+    assert "gives channel 0 a std of 0 (every pixel of it holds 7" in msg, msg
+    assert "normalize=False" in msg and "NormalizeParams" not in msg, msg
+    batch = next(iter(dspipe.Loader(tmp_path / "data.lmdb", batch_size=1, device="cpu",
+                                    normalize=False, output="numpy")))
+    assert float(batch["image"].max()) == 7.0
+
+
 def test_a_pipeline_without_normalize_yields_what_albumentations_yields(tmp_path):
     # Item 7: a transform= pipeline with no Normalize was still normalized with the manifest's
     # mean/std; normalize=False with A.Normalize() raised about mean/std the user never set.
