@@ -183,6 +183,17 @@ void NoteMaskIds(const cv::Mat& mask, MadeRecord* out) {
   }
 }
 
+// NoteMaskIds from a label's pixel counts per id (MaskHistogram): the same max and id set.
+void NoteMaskIds(const std::vector<uint32_t>& counts, MadeRecord* out) {
+  int max = 0;
+  for (size_t id = 0; id < counts.size(); ++id) {
+    if (counts[id] == 0) continue;
+    max = static_cast<int>(id);
+    if (counts.size() == 256) out->mask_ids[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  out->mask_max = max;
+}
+
 // Pixels stored as raw samples (zstd-compressed unless compression is none).
 Status RawPayload(const cv::Mat& m, const BuildOptions& o, Codec* codec, std::string* out) {
   const cv::Mat c = m.isContinuous() ? m : m.clone();
@@ -258,8 +269,10 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
         for (size_t i = 0; i < mask.total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
       }
     }
-    NoteMaskIds(mask, out);
-    out->class_counts = ClassCounts(mask);
+    // One pass over the label: its class counts give the ids NoteMaskIds would find too.
+    const std::vector<uint32_t> counts = MaskHistogram(mask);
+    NoteMaskIds(counts, out);
+    out->class_counts = ClassCountsOf(counts);
     out->has_class_counts = true;
     h.mask_type = lv->type;
     if (raw) {

@@ -103,28 +103,46 @@ uint32_t GetU32(const char* p) {
 
 }  // namespace
 
-std::string ClassCounts(const cv::Mat& mask) {
-  std::string out;
-  auto emit = [&out](const std::vector<uint32_t>& counts) {
-    for (size_t id = 0; id < counts.size(); ++id) {
-      if (counts[id] == 0) continue;
-      PutU32(static_cast<uint32_t>(id), &out);
-      PutU32(counts[id], &out);
-    }
-  };
-  std::vector<uint32_t> counts(mask.depth() == CV_16U ? 65536 : 256, 0);
-  for (int y = 0; y < mask.rows; ++y) {
-    if (mask.depth() == CV_16U) {
+std::vector<uint32_t> MaskHistogram(const cv::Mat& mask) {
+  if (mask.depth() == CV_16U) {
+    std::vector<uint32_t> counts(65536, 0);
+    for (int y = 0; y < mask.rows; ++y) {
       const uint16_t* p = mask.ptr<uint16_t>(y);
       for (int x = 0; x < mask.cols; ++x) ++counts[p[x]];
-    } else {
-      const uint8_t* p = mask.ptr<uint8_t>(y);
-      for (int x = 0; x < mask.cols; ++x) ++counts[p[x]];
     }
+    return counts;
   }
-  emit(counts);
+  // Four partial histograms, pixels taken in turn: a label slice is mostly long runs of one id,
+  // and one counter incremented pixel after pixel is a chain of dependent loads and stores (this
+  // loop was 12% of a volume build's CPU).
+  uint32_t part[4][256] = {};
+  for (int y = 0; y < mask.rows; ++y) {
+    const uint8_t* p = mask.ptr<uint8_t>(y);
+    int x = 0;
+    for (; x + 4 <= mask.cols; x += 4) {
+      ++part[0][p[x]];
+      ++part[1][p[x + 1]];
+      ++part[2][p[x + 2]];
+      ++part[3][p[x + 3]];
+    }
+    for (; x < mask.cols; ++x) ++part[0][p[x]];
+  }
+  std::vector<uint32_t> counts(256);
+  for (int id = 0; id < 256; ++id) counts[id] = part[0][id] + part[1][id] + part[2][id] + part[3][id];
+  return counts;
+}
+
+std::string ClassCountsOf(const std::vector<uint32_t>& counts) {
+  std::string out;
+  for (size_t id = 0; id < counts.size(); ++id) {
+    if (counts[id] == 0) continue;
+    PutU32(static_cast<uint32_t>(id), &out);
+    PutU32(counts[id], &out);
+  }
   return out;
 }
+
+std::string ClassCounts(const cv::Mat& mask) { return ClassCountsOf(MaskHistogram(mask)); }
 
 bool ParseClassCounts(std::string_view entry, std::vector<std::pair<uint32_t, uint32_t>>* out) {
   out->clear();

@@ -39,6 +39,10 @@ void ForegroundSlices(const volume::Volume& label, volume::SliceAxis axis, const
 // background 0 included), the id and its pixel count as two little-endian uint32. The mask is
 // one channel of uint8 or uint16 (a slice has at most 2^30 pixels, kMaxVolumeVoxels).
 std::string ClassCounts(const cv::Mat& mask);
+// The pieces: a label slice's pixel count per id (256 ids for uint8, 65536 for uint16), and the
+// entry made from such counts.
+std::vector<uint32_t> MaskHistogram(const cv::Mat& mask);
+std::string ClassCountsOf(const std::vector<uint32_t>& counts);
 // An entry read back; false when its length is not a multiple of 8 or its ids do not ascend.
 bool ParseClassCounts(std::string_view entry, std::vector<std::pair<uint32_t, uint32_t>>* out);
 

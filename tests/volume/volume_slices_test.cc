@@ -298,6 +298,23 @@ TEST(VolumeSlices, ClassCountsRoundTrip) {
   EXPECT_FALSE(ParseClassCounts(twice + twice, &got));  // ids not ascending
 }
 
+// The 8-bit histogram's four partial counts and its tail (widths not a multiple of 4), against
+// a plain count, on runs and on noise; a view into a larger image (not continuous).
+TEST(VolumeSlices, MaskHistogramCountsEveryPixelOnce) {
+  for (int width : {1, 3, 4, 7, 13}) {
+    cv::Mat big(6, width + 2, CV_8UC1, cv::Scalar(9));
+    cv::Mat m = big(cv::Rect(1, 0, width, 6));
+    for (int y = 0; y < m.rows; ++y)
+      for (int x = 0; x < m.cols; ++x) m.at<uint8_t>(y, x) = y < 2 ? 0 : (x * 37 + y * 11) % 251;
+    const std::map<uint32_t, uint32_t> want = Count(m);
+    const std::vector<uint32_t> got = MaskHistogram(m);
+    ASSERT_EQ(got.size(), 256u);
+    for (uint32_t id = 0; id < 256; ++id) {
+      EXPECT_EQ(got[id], want.count(id) ? want.at(id) : 0u) << "width " << width << " id " << id;
+    }
+  }
+}
+
 // ---- builds
 
 // Without skip_empty every slice is a record and has its row in the foreground table; the
