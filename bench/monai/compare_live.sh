@@ -7,11 +7,15 @@
 #    reuse one), made from bench/monai/requirements.txt when missing or when that file changed.
 # 2. tests/python/monai_golden/make_golden.py in that venv writes fresh golden outputs into a
 #    temporary .npz (the same cases and inputs as the checked-in golden.npz).
-# 3. tests/python/test_monai_golden.py against it (DSPIPE_MONAI_GOLDEN), with the Python that
-#    imports dspipe: --python, else build-pyvenv/bin/python (scripts/test.sh's), else python3.
+#    tests/python/monai_golden/make_spacing_golden.py likewise (Spacingd, for volume builds'
+#    --spacing).
+# 3. tests/python/test_monai_golden.py against it (DSPIPE_MONAI_GOLDEN) and
+#    tests/python/test_volume_spacing.py against the other (DSPIPE_MONAI_SPACING_GOLDEN), with the
+#    Python that imports dspipe: --python, else build-pyvenv/bin/python (scripts/test.sh's), else
+#    python3.
 #    PYTEST_ARGS after `--` go to pytest (e.g. -- -k Normalize -x).
-# --keep leaves the .npz in place (its path is printed); `cmp` with the checked-in one tells
-# whether the installed MONAI / torch still give the same bytes.
+# --keep leaves the .npz files in place (their folder is printed); `cmp` with the checked-in ones
+# tells whether the installed MONAI / torch still give the same bytes.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -52,6 +56,15 @@ if cmp -s "$GOLDEN" "$ROOT/tests/python/monai_golden/golden.npz"; then
 else
   echo "compare_live.sh: differs from the checked-in golden.npz (another MONAI / torch / numpy?)"
 fi
+SPACING="$TMP/spacing.npz"
+"$VENV/bin/python" "$ROOT/tests/python/monai_golden/make_spacing_golden.py" "$SPACING"
+if cmp -s "$SPACING" "$ROOT/tests/python/monai_golden/spacing.npz"; then
+  echo "compare_live.sh: the same bytes as the checked-in spacing.npz"
+else
+  echo "compare_live.sh: differs from the checked-in spacing.npz (another MONAI / torch / numpy?)"
+fi
+[ "$KEEP" = 1 ] && echo "compare_live.sh: kept $TMP"
 cd "$ROOT"
-DSPIPE_MONAI_GOLDEN="$GOLDEN" "$PY" -m pytest -q -p no:cacheprovider \
-  tests/python/test_monai_golden.py ${PYTEST_ARGS[@]+"${PYTEST_ARGS[@]}"}
+DSPIPE_MONAI_GOLDEN="$GOLDEN" DSPIPE_MONAI_SPACING_GOLDEN="$SPACING" "$PY" -m pytest -q \
+  -p no:cacheprovider tests/python/test_monai_golden.py tests/python/test_volume_spacing.py \
+  ${PYTEST_ARGS[@]+"${PYTEST_ARGS[@]}"}

@@ -1,11 +1,12 @@
 """Issue 36: in-plane resampling of volume slices (dspipe.build(spacing=...), dsconvert build
 --spacing) against the real MONAI's Spacingd: golden outputs made by
 tests/python/monai_golden/make_spacing_golden.py with MONAI 1.6.1 (CI has no MONAI: it needs
-PyPI torch). nibabel writes each golden input as a one-slice volume whose affine puts the
+PyPI torch; bench/monai/compare_live.sh runs this file against the live MONAI). nibabel writes each golden input as a one-slice volume whose affine puts the
 slice's rows and columns at the case's spacing; the build resamples it to the case's target."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ import dspipe
 nib = pytest.importorskip("nibabel")  # the CI venv installs it (scripts/test.sh)
 np = pytest.importorskip("numpy")
 
-GOLDEN = Path(__file__).parent / "monai_golden" / "spacing.npz"
+# bench/monai/compare_live.sh points this at outputs of the live MONAI.
+GOLDEN = Path(os.environ.get("DSPIPE_MONAI_SPACING_GOLDEN",
+                             Path(__file__).parent / "monai_golden" / "spacing.npz"))
 
 
 def _golden():
