@@ -94,31 +94,39 @@ TEST(Nifti, LpsVolumeIsFlippedToRasAndSlicedAlongEachAxis) {
 
 // Slices larger than ExtractSlice's 32x32 tiles, with partial tiles at the edges: every pixel
 // of every slice along each axis of an LPS volume is its voxel.
+// Sizes that are not multiples of the 32x32 tiles nor of the 8x8 blocks 16-bit transposes use,
+// with each in-plane axis flipped or not (LPS, RAS, LAS, RPS): every sample where volume.h says.
 TEST(Nifti, SlicesAcrossTilesAreExact) {
   TempDir dir;
   NiftiSpec s;
   s.nx = 70, s.ny = 45, s.nz = 33;
-  const double a[4][4] = {{-1, 0, 0, 0}, {0, -1, 0, 0}, {0, 0, 2, 0}, {0, 0, 0, 1}};
-  std::memcpy(s.affine, a, sizeof a);
   std::vector<int16_t> vox(static_cast<size_t>(s.nx * s.ny * s.nz));
   std::iota(vox.begin(), vox.end(), int16_t{-30000});
-  ASSERT_TRUE(WriteNifti(dir / "big.nii", s, vox.data()));
-  Volume v;
-  ASSERT_OK(ReadNifti(dir / "big.nii", false, &v));
   auto file = [&](int64_t i, int64_t j, int64_t k) { return vox[i + s.nx * (j + s.ny * k)]; };
-  for (SliceAxis axis : {SliceAxis::kAxial, SliceAxis::kCoronal, SliceAxis::kSagittal}) {
-    for (int64_t n = 0; n < SliceCount(v.info, axis); ++n) {
-      cv::Mat m;
-      ASSERT_OK(ExtractSlice(v, axis, n, &m));
-      for (int r = 0; r < m.rows; ++r) {
-        for (int c = 0; c < m.cols; ++c) {
-          // Canonical (x, y, z) = (nx-1-i, ny-1-j, k); rows and columns as volume.h says.
-          int64_t x = 0, y = 0, z = 0;
-          if (axis == SliceAxis::kAxial) x = r, y = c, z = n;
-          if (axis == SliceAxis::kCoronal) x = r, y = n, z = c;
-          if (axis == SliceAxis::kSagittal) x = n, y = r, z = c;
-          ASSERT_EQ(m.at<int16_t>(r, c), file(s.nx - 1 - x, s.ny - 1 - y, z))
-              << SliceAxisName(axis) << " " << n << " at " << r << "," << c;
+  for (const auto& [sx, sy] : {std::pair{-1, -1}, std::pair{1, 1}, std::pair{-1, 1},
+                               std::pair{1, -1}}) {
+    const double a[4][4] = {{1.0 * sx, 0, 0, 0}, {0, 1.0 * sy, 0, 0}, {0, 0, 2, 0}, {0, 0, 0, 1}};
+    std::memcpy(s.affine, a, sizeof a);
+    const std::string path = dir / ("big" + std::to_string(sx) + std::to_string(sy) + ".nii");
+    ASSERT_TRUE(WriteNifti(path, s, vox.data()));
+    Volume v;
+    ASSERT_OK(ReadNifti(path, false, &v));
+    for (SliceAxis axis : {SliceAxis::kAxial, SliceAxis::kCoronal, SliceAxis::kSagittal}) {
+      for (int64_t n = 0; n < SliceCount(v.info, axis); ++n) {
+        cv::Mat m;
+        ASSERT_OK(ExtractSlice(v, axis, n, &m));
+        for (int r = 0; r < m.rows; ++r) {
+          for (int c = 0; c < m.cols; ++c) {
+            // Canonical (x, y, z) = (i or nx-1-i, j or ny-1-j, k); rows and columns as
+            // volume.h says.
+            int64_t x = 0, y = 0, z = 0;
+            if (axis == SliceAxis::kAxial) x = r, y = c, z = n;
+            if (axis == SliceAxis::kCoronal) x = r, y = n, z = c;
+            if (axis == SliceAxis::kSagittal) x = n, y = r, z = c;
+            ASSERT_EQ(m.at<int16_t>(r, c),
+                      file(sx < 0 ? s.nx - 1 - x : x, sy < 0 ? s.ny - 1 - y : y, z))
+                << sx << sy << " " << SliceAxisName(axis) << " " << n << " at " << r << "," << c;
+          }
         }
       }
     }
