@@ -76,7 +76,8 @@ JSON
   -filer.port.grpc="${ports[6]}" -filer.localSocket="$DIR/weed/filer.sock" -s3 \
   -s3.port="${ports[0]}" -s3.port.grpc="${ports[7]}" -s3.port.iceberg=0 -s3.port.lance=0 \
   -s3.localSocket="$DIR/weed/s3.sock" -s3.config="$DIR/weed/s3.json" \
-  -iam=false -master.telemetry=false -volume.max=16 -master.volumeSizeLimitMB=64 \
+  -iam=false -master.telemetry=false -volume.max=16 -volume.minFreeSpace=256MiB \
+  -master.volumeSizeLimitMB=64 \
   > "$DIR/weed/weed.log" 2>&1 &
 WEED_PID=$!
 cleanup() {

