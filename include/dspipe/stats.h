@@ -101,6 +101,10 @@ struct StageSummary {
   double p95_ms = 0;
   double p99_ms = 0;
   double max_ms = 0;  // exact
+  // kTransform rows: samples whose segment ran fused into another stage's pass (the normalize
+  // pass, or the PNG decode with its flips and row ops), so their time is in that stage; count
+  // and the times above are the other samples'.
+  uint64_t folded = 0;
 };
 
 class StageStats {
@@ -124,7 +128,8 @@ class StageStats {
 
   StageSummary Summary(Stage stage) const;
   // Summaries of the stages with count > 0, in Stage order, with the transform rows that have
-  // a count right after augment (they break augment down; Diagnose does not count them).
+  // a count (or folded samples) right after augment (they break augment down; Diagnose does not
+  // count them).
   std::vector<StageSummary> Summaries() const;
 
   // The transform rows: one per pipeline segment, labelled (at most kMaxTransformRows; later
@@ -135,6 +140,9 @@ class StageStats {
   // Records one segment's time for one sample (and a "transform" trace span). Lock-free; a
   // no-op before SetTransformRows.
   void RecordTransform(int row, uint64_t start_ns, uint64_t end_ns, uint64_t id = 0) noexcept;
+  // Counts one sample whose segment `row` ran fused into another stage's pass (timed there):
+  // StageSummary::folded. Lock-free; a no-op before SetTransformRows.
+  void CountFoldedTransform(int row) noexcept;
   StageSummary TransformSummary(int row) const;
   // Counts one sample's image decode on `path`, taking decode_ns (lock-free, 2 relaxed adds).
   // The decode span itself is recorded separately (RecordSpan(kDecode, ...)).
@@ -169,6 +177,7 @@ class StageStats {
     std::atomic<uint64_t> total_ns{0};
     std::atomic<uint64_t> min_ns{UINT64_MAX};
     std::atomic<uint64_t> max_ns{0};
+    std::atomic<uint64_t> folded{0};  // transform rows only: CountFoldedTransform
     std::array<std::atomic<uint64_t>, kBuckets> buckets{};
   };
   struct TraceBuffer;

@@ -78,7 +78,10 @@ std::string StageTable(const ProfileResult& r) {
     t += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.3f}</td>"
         "<td>{:.3f}</td><td>{:.3f}</td><td>{}</td></tr>\n",
-        RowName(s), s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
+        RowName(s),
+        s.folded > 0 ? fmt::format("{} (+{} fused into another stage)", s.count, s.folded)
+                     : std::to_string(s.count),
+        s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
         row.ms_per_batch,
         s.stage == Stage::kWait ? std::string("-") : fmt::format("{:.1f}%", row.share * 100));
   }
@@ -170,8 +173,8 @@ std::string RunSection(const ProfileResult& r, const std::string& title) {
   auto kv = [&](const std::string& k, const std::string& v) {
     h += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", Esc(k), Esc(v));
   };
-  kv("dataset", fmt::format("{} ({}, {}): {} samples, {}x{}x{}{}", d.path, d.kind, d.store, d.count,
-                            d.width, d.height, d.channels, ShapeTypes(d)));
+  kv("dataset", fmt::format("{} ({}): {} samples, {}x{}x{} (HxWxC){}", d.path, KindAndStore(d),
+                            d.count, d.height, d.width, d.channels, ShapeTypes(d)));
   kv("config", fmt::format("batch {}, threads {}, prefetch {}, device {}, compute {} ms, order {}, "
                            "rank {} of {}",
                            r.config.batch_size, r.config.threads, r.config.prefetch,

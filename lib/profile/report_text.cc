@@ -29,7 +29,7 @@ std::string Config(const ProfileResult& r) {
 
 }  // namespace
 
-// " uint16 + uint16 mask" after WxHxC: the types when the dataset is typed, else " + mask".
+// " uint16 + uint16 mask" after HxWxC: the types when the dataset is typed, else " + mask".
 std::string ShapeTypes(const DatasetSummary& d) {
   const bool typed = d.sample_type != "uint8" || (d.has_masks && d.mask_type != "uint8");
   std::string s = typed ? " " + d.sample_type : "";
@@ -37,12 +37,25 @@ std::string ShapeTypes(const DatasetSummary& d) {
   return s;
 }
 
+std::string KindAndStore(const DatasetSummary& d) {
+  const std::string kind = d.kind == "dspipe"    ? "dspipe LMDB"
+                           : d.kind == "sharded" ? "sharded dspipe dataset"
+                           : d.kind == "plain"   ? "plain LMDB"
+                           : d.kind == "folder"  ? "image folder"
+                                                 : d.kind;
+  const std::string store = d.store == "encoded" ? "encoded images"
+                            : d.store == "raw"   ? "raw pixels"
+                            : d.store == "plain" ? "values as stored"
+                                                 : d.store;
+  return kind + ", " + store;
+}
+
 namespace {
 
 void AppendRun(const ProfileResult& r, std::string* out) {
   const DatasetSummary& d = r.dataset;
-  *out += fmt::format("{} ({}, {}): {} samples, {}x{}x{}{}, {:.1f} MB on disk\n", d.path, d.kind,
-                      d.store, d.count, d.width, d.height, d.channels, ShapeTypes(d),
+  *out += fmt::format("{} ({}): {} samples, {}x{}x{} (HxWxC){}, {:.1f} MB on disk\n", d.path,
+                      KindAndStore(d), d.count, d.height, d.width, d.channels, ShapeTypes(d),
                       static_cast<double>(d.bytes) / 1e6);
   *out += fmt::format("config: {}\n", Config(r));
   if (r.cache.requested) *out += fmt::format("cache: {}\n", r.cache.note);

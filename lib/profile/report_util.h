@@ -20,8 +20,11 @@ std::vector<StageRow> StageRows(const ProfileResult& r);
 // The stage's name in tables and CSV: StageName, or "transform1", "transform2", ... for the
 // transform rows (their labels go beside them).
 std::string RowName(const StageSummary& s);
-// What follows WxHxC in the dataset line: " + mask" for 8-bit datasets, the types for typed
+// What follows HxWxC in the dataset line: " + mask" for 8-bit datasets, the types for typed
 // ones (" uint16 + uint16 mask"). report_text.cc.
 std::string ShapeTypes(const DatasetSummary& d);
+// The dataset line's "(...)": what was read and how its records hold images, in words
+// ("dspipe LMDB, encoded images", "plain LMDB, values as stored"). report_text.cc.
+std::string KindAndStore(const DatasetSummary& d);
 
 }  // namespace dspipe::profile

@@ -36,7 +36,14 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
     out += fmt::format("{:<10}{:>10}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>7}",
                        name, s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
                        per_batch, share);
-    out += s.stage == Stage::kTransform ? "  " + s.label + "\n" : "\n";
+    // A folded segment ran inside another stage's pass: its samples are counted here, timed
+    // there (normalize, or decode on the fused PNG path).
+    std::string label = s.label;
+    if (s.folded > 0) {
+      label += fmt::format(" (+{} of {} samples fused into another stage, timed there)", s.folded,
+                           s.folded + s.count);
+    }
+    out += s.stage == Stage::kTransform ? "  " + label + "\n" : "\n";
   }
   return out;
 }
@@ -50,6 +57,7 @@ nlohmann::json ToJson(const StageSummary& s) {
   if (s.stage == Stage::kTransform) {
     j["row"] = s.row;
     j["label"] = s.label;
+    j["folded"] = s.folded;
   }
   return j;
 }

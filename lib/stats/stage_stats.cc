@@ -180,6 +180,13 @@ void StageStats::RecordTransform(int row, uint64_t start_ns, uint64_t end_ns,
   TraceSpan(Stage::kTransform, start_ns, dur, id);
 }
 
+void StageStats::CountFoldedTransform(int row) noexcept {
+  const int n = transform_count_.load(std::memory_order_acquire);
+  if (n == 0 || row < 0) return;
+  (*transform_rows_)[static_cast<size_t>(std::min(row, n - 1))].folded.fetch_add(
+      1, std::memory_order_relaxed);
+}
+
 StageSummary StageStats::TransformSummary(int row) const {
   const int n = transform_count_.load(std::memory_order_acquire);
   if (row < 0 || row >= n) {
@@ -230,6 +237,7 @@ StageSummary StageStats::SummaryOf(const Counters& c, Stage stage) {
   StageSummary s;
   s.stage = stage;
   s.count = c.count.load(std::memory_order_relaxed);
+  s.folded = c.folded.load(std::memory_order_relaxed);
   if (s.count == 0) return s;
   const uint64_t total = c.total_ns.load(std::memory_order_relaxed);
   const uint64_t min_ns = c.min_ns.load(std::memory_order_relaxed);
@@ -282,7 +290,7 @@ std::vector<StageSummary> StageStats::Summaries() const {
     const int rows = transform_count_.load(std::memory_order_acquire);
     for (int r = 0; r < rows; ++r) {
       StageSummary t = TransformSummary(r);
-      if (t.count > 0) out.push_back(t);
+      if (t.count > 0 || t.folded > 0) out.push_back(t);
     }
   }
   return out;
@@ -316,6 +324,7 @@ void StageStats::ResetCounters(Counters& c) {
   c.total_ns.store(0, std::memory_order_relaxed);
   c.min_ns.store(UINT64_MAX, std::memory_order_relaxed);
   c.max_ns.store(0, std::memory_order_relaxed);
+  c.folded.store(0, std::memory_order_relaxed);
   for (auto& b : c.buckets) b.store(0, std::memory_order_relaxed);
 }
 

@@ -246,6 +246,7 @@ Status Execute(Plan* plan, const cv::Mat& image, const Region& image_region, con
     }
     // A group left wholly to the caller (folded into its normalize pass) is timed there.
     const bool folded = static_cast<size_t>(g.begin) >= fold_step;
+    if (timing.stats && folded) timing.stats->CountFoldedTransform(g.segment);
     if (timing.stats && !folded) timing.stats->RecordTransform(g.segment, t0, NowNs(), timing.id);
   }
   if (cur != dst_image && cur->data != dst_image->data) cur->copyTo(*dst_image);

@@ -211,6 +211,7 @@ class PyLoader {
       }
       nb::dict row = SummaryDict(m);  // the transform rows: "transform1", ... with their label
       row["label"] = m.label;
+      row["folded"] = m.folded;  // samples it ran inside normalize (timed there)
       out[("transform" + std::to_string(m.row + 1)).c_str()] = row;
     }
     return out;

@@ -335,7 +335,8 @@ TEST(FolderProfile, SixteenBitImagesAreRefusedNotReducedSilently) {
   Report report;
   report.run = r;
   const std::string text = ReportText(report);
-  EXPECT_NE(text.find("samples, 32x24x1 uint16, "), std::string::npos) << text;
+  EXPECT_NE(text.find("samples, 24x32x1 (HxWxC) uint16, "), std::string::npos) << text;
+  EXPECT_NE(text.find("(dspipe LMDB, encoded images): "), std::string::npos) << text;
 }
 
 // The folder source goes through the loader's own decode / augment / collate: with the same

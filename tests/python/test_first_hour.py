@@ -755,3 +755,27 @@ def test_batches_kept_then_released_give_their_buffers_back(dataset):
         for b in loader:
             pass
     assert loader.pool_buffers() <= 2 + 2
+
+
+def test_stage_table_counts_samples_folded_into_normalize_in_their_transform_row(tmp_path):
+    # Item 19: the transform2 row counted 18 of 195 samples, because the samples whose
+    # brightness step ran inside the normalize pass were timed (and counted) only there: the
+    # transform looked as if it rarely fired.
+    import albumentations as A
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=12, size=(24, 32), seed=3, classes=3)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    aug = A.Compose([A.HorizontalFlip(p=1), A.RandomBrightnessContrast(p=1), A.Normalize()])
+    loader = dspipe.Loader(db, batch_size=4, shuffle=False, device="cpu", transform=aug)
+    for _ in loader:
+        pass
+    stats = loader.stats()
+    lut = next(v for k, v in stats.items() if k.startswith("transform")
+               and v["label"] == "lut: RandomBrightnessContrast")
+    assert lut["count"] + lut["folded"] == 12, lut  # every sample ran it (p=1)
+    assert lut["folded"] == 12, lut  # all fused into the PNG decode (and its normalize)
+    table = loader.report()["table"]
+    assert ("lut: RandomBrightnessContrast (+12 of 12 samples fused into another stage, timed "
+            "there)") in table, table

@@ -117,6 +117,35 @@ TEST(StageStatsTest, SummariesListOnlyRecordedStagesInOrder) {
   EXPECT_EQ(stats.Summary(Stage::kDecode).max_ms, 0.0);
 }
 
+// A transform row whose samples all ran folded into normalize is listed with its folded count
+// (it would otherwise vanish or look rare); Reset zeroes it; the table and JSON say it.
+TEST(StageStatsTest, FoldedTransformSamplesAreCountedBesideTheRow) {
+  StageStats stats;
+  stats.SetTransformRows({"geometric: Resize", "lut: RandomGamma"});
+  stats.RecordTransform(0, 0, 1000000);
+  stats.CountFoldedTransform(1);
+  stats.CountFoldedTransform(1);
+  stats.RecordTransform(1, 0, 2000000);
+  std::vector<StageSummary> all = stats.Summaries();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].folded, 0u);
+  EXPECT_EQ(all[1].count, 1u);
+  EXPECT_EQ(all[1].folded, 2u);
+  EXPECT_DOUBLE_EQ(all[1].mean_ms, 2.0);  // the timed sample only
+  const std::string table = FormatTable(all, 1);
+  EXPECT_NE(table.find("lut: RandomGamma (+2 of 3 samples fused into another stage, timed there)"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("Resize (+"), std::string::npos) << table;
+  stats.Reset();
+  stats.CountFoldedTransform(1);
+  all = stats.Summaries();
+  ASSERT_EQ(all.size(), 1u);  // a row with only folded samples is still listed
+  EXPECT_EQ(all[0].row, 1);
+  EXPECT_EQ(all[0].count, 0u);
+  EXPECT_EQ(all[0].folded, 1u);
+}
+
 TEST(StageStatsTest, ConcurrentRecordsAreExact) {
   StageStats stats;
   constexpr int kThreads = 4, kPerThread = 100'000;

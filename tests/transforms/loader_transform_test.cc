@@ -557,6 +557,18 @@ TEST_F(LoaderTransformTest, FlipsAndRowOpsKeepTheFusedPngPath) {
     EXPECT_EQ(st.Summary(Stage::kDecode).count, static_cast<uint64_t>(kCount));
     EXPECT_EQ(st.Summary(Stage::kAugment).count, 0u) << "every sample took the fused PNG path";
     EXPECT_EQ(st.Summary(Stage::kNormalize).total_ms, 0.0);
+    // Their transform rows count them as fused into the decode (none timed on its own).
+    bool gamma = false;
+    for (const StageSummary& s : st.Summaries()) {
+      if (s.stage != Stage::kTransform) continue;
+      EXPECT_EQ(s.count, 0u) << s.label;
+      EXPECT_GT(s.folded, 0u) << s.label;
+      if (s.label.find("RandomGamma") != std::string::npos) {
+        gamma = true;
+        EXPECT_EQ(s.folded, static_cast<uint64_t>(kCount)) << s.label;  // p=1: every sample
+      }
+    }
+    EXPECT_EQ(gamma, std::string(spec).find("RandomGamma") != std::string::npos);
   }
 }
 
@@ -569,10 +581,13 @@ TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {
   std::vector<StageSummary> rows = loader->stats().Summaries();
   std::vector<std::string> labels;
   uint64_t geometric = 0;
+  std::vector<uint64_t> ran(3, 0);  // samples each segment ran for
   for (const StageSummary& s : rows) {
     if (s.stage != Stage::kTransform) continue;
     labels.push_back(s.label);
     if (s.row == 0) geometric = s.count;
+    EXPECT_EQ(s.folded, 0u) << s.label;
+    if (s.row >= 0 && s.row < 3) ran[static_cast<size_t>(s.row)] = s.count;
   }
   ASSERT_EQ(labels.size(), 3u);
   EXPECT_EQ(labels[0], "geometric: SmallestMaxSize > RandomCrop > SquareSymmetry > Affine");
@@ -585,14 +600,31 @@ TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {
   EXPECT_NE(table.find("geometric: SmallestMaxSize"), std::string::npos) << table;
   const Verdict v = Diagnose(rows, loader->loader_shape(), 0);
   EXPECT_NE(v.limiting_stage, Stage::kTransform);
-  // With CPU normalize the LUT and noise steps are folded into it: their rows stay empty.
+  // With CPU normalize the LUT and noise steps are folded into it: timed there, and counted in
+  // their rows as folded, so a row never looks as if its transform rarely ran (the draws do not
+  // depend on the normalize mode: the same samples ran each segment).
   loader = Open(Options(kRecipe));
   testing::RunEpochs(loader.get(), 0, 2);
-  for (const StageSummary& s : loader->stats().Summaries()) {
-    if (s.stage == Stage::kTransform) {
-      EXPECT_EQ(s.row, 0) << s.label;
+  rows = loader->stats().Summaries();
+  int seen = 0;
+  for (const StageSummary& s : rows) {
+    if (s.stage != Stage::kTransform) continue;
+    ++seen;
+    if (s.row == 0) {
+      EXPECT_EQ(s.count, ran[0]);
+      EXPECT_EQ(s.folded, 0u);
+    } else {
+      EXPECT_EQ(s.count, 0u) << s.label;
+      EXPECT_GT(s.folded, 0u) << s.label;
+      EXPECT_EQ(s.folded, ran[static_cast<size_t>(s.row)]) << s.label;
     }
   }
+  EXPECT_EQ(seen, 3);
+  const std::string folded_table = FormatTable(rows, 4);
+  EXPECT_NE(folded_table.find("lut: RandomBrightnessContrast (+" + std::to_string(ran[1]) + " of " +
+                              std::to_string(ran[1]) + " samples fused into another stage"),
+            std::string::npos)
+      << folded_table;
   EXPECT_GT(loader->stats().Summary(Stage::kNormalize).total_ms, 0.0);
 }
 
