@@ -257,4 +257,10 @@ struct SliceTable {
 // exceed 2^30 entries (count x num_classes); Corruption naming the record when they disagree.
 Status ReadSliceTable(const std::string& path, SliceTable* out);
 
+// Per record (index order), the source file it was built from, named as rejected.tsv names
+// files (the source path as given, then the file; "SRC key K" for a plain LMDB source; a volume
+// for each of its slices): the build's per-record "source" table (docs/FORMAT.md). "" for a
+// record without an entry (plain LMDBs; datasets built before the table existed).
+Status ReadRecordSources(const std::string& path, std::vector<std::string>* out);
+
 }  // namespace dspipe

@@ -195,6 +195,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                     writer.PutRecord(std::string(reinterpret_cast<char*>(key), kKeySize),
                                      std::move(w->rec.value));
                     // In the same transaction as its record, so a resumed build has both.
+                    writer.PutMeta(SourceKey(index), plan_[w->pos].image);
                     if (foreground_table_ && w->rec.has_class_counts) {
                       writer.PutMeta(ForegroundKey(index), std::move(w->rec.class_counts));
                     }

@@ -129,4 +129,15 @@ Status ReadSliceTable(const std::string& path, SliceTable* out) {
   }
 }
 
+Status ReadRecordSources(const std::string& path, std::vector<std::string>* out) {
+  out->clear();
+  std::unique_ptr<Dataset> ds;
+  DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
+  out->assign(ds->info().count, std::string());
+  return ds->ReadRecordTable(kSourceTable, [&](uint64_t index, std::string_view value) -> Status {
+    (*out)[index] = std::string(value);
+    return Status::OK();
+  });
+}
+
 }  // namespace dspipe

@@ -8,6 +8,10 @@ std::string ForegroundKey(uint64_t record_key) {
   return std::string(kForegroundTable) + "/" + KeyName(record_key);
 }
 
+std::string SourceKey(uint64_t record_key) {
+  return std::string(kSourceTable) + "/" + KeyName(record_key);
+}
+
 Status CheckContextChannels(const std::string& file, int context, int channels) {
   const int n = (2 * context + 1) * channels;
   if (n <= kMaxChannels) return Status::OK();

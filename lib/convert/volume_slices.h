@@ -19,6 +19,10 @@ namespace dspipe {
 // key k is "foreground/" + its 16 hex digits (Dataset::ReadRecordTable).
 inline constexpr const char* kForegroundTable = "foreground";
 std::string ForegroundKey(uint64_t record_key);
+// The per-record source table, written by every build: "source/" + the record key's 16 hex
+// digits holds the source file the record was made from, named as rejected.tsv names files.
+inline constexpr const char* kSourceTable = "source";
+std::string SourceKey(uint64_t record_key);
 
 // Slice `index` along `axis` with `context` neighbours on each side as channels: slices
 // index-K..index+K, each clamped into the volume (the edge slice repeated), slice-major (channel

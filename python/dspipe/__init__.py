@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     from ._kwargs import BuildArgs, VerifyArgs
 
-__all__ = ["synth", "build", "assemble", "verify", "info", "describe", "slice_table", "fetch",
+__all__ = ["synth", "build", "assemble", "verify", "info", "describe", "slice_table", "sources",
+           "fetch",
            "fetch_dataset", "push",
            "Loader", "DLPackArray", "CorruptDataset", "CorruptRecord", "CudaUnavailable",
            "build_info", "cuda_status", "__version__"]
@@ -190,6 +191,20 @@ def slice_table(path: str | os.PathLike[str]) -> dict[str, Any]:
     t = dict(_dspipe.slice_table(os.fspath(path)))
     t["volumes"] = json.loads(t.pop("volumes_json"))
     return t
+
+
+def sources(path: str | os.PathLike[str]) -> list[str]:
+    """The source file of each record, in index order (the C++ ReadRecordSources), so a
+    batch's "index" leads back to the file it came from:
+
+        files = dspipe.sources(path)
+        print(files[int(batch["index"][0])])
+
+    Files are named as rejected.tsv names them (the source path as given to build, then the
+    file; "SRC key K" for a plain LMDB source; each slice of a volume names the volume: its
+    slice is in slice_table). "" for records without an entry: plain LMDBs, and datasets built
+    before dspipe kept the table."""
+    return _dspipe.sources(os.fspath(path))
 
 
 def describe(path: str | os.PathLike[str]) -> str:

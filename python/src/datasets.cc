@@ -363,6 +363,21 @@ void RegisterDatasetFunctions(nb::module_& m) {
       },
       "path"_a);
 
+  // dspipe.sources: ReadRecordSources, a list of str (index order).
+  m.def(
+      "sources",
+      [](const std::string& path) {
+        std::vector<std::string> out;
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = ReadRecordSources(path, &out);
+        }
+        ThrowIfError(s);
+        return out;
+      },
+      "path"_a);
+
   m.def(
       "info",
       [](const std::string& path) {

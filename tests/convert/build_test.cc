@@ -338,6 +338,44 @@ TEST_F(BuildTest, ShuffleIsASeededPermutation) {
   EXPECT_NE(a, b) << "different seeds, same order";
 }
 
+// Issue 40: batch["index"] leads back to its file. Shuffled, sharded, a bad file skipped and the
+// build cancelled and resumed: each record's source entry names the file whose bytes it holds,
+// the skipped file is in no entry.
+TEST_F(BuildTest, EachRecordNamesItsSourceFileThroughShuffleShardsSkipAndResume) {
+  const std::string bad = src_ + "/images/zz_bad.png";
+  WriteAll(bad, "not a png");
+  BuildOptions o = Options(src_, tmp_ / "sources");
+  o.shuffle = true;
+  o.seed = 5;
+  o.shards = 2;
+  o.on_error = OnError::kSkip;
+  o.commit_bytes = 1;
+  int calls = 0;
+  o.progress = [&](uint64_t, uint64_t) { ++calls; };
+  o.cancelled = [&] { return calls > 5; };
+  ASSERT_EQ(Build(o).code(), Status::Code::kCancelled);
+  o.cancelled = nullptr;
+  o.resume = true;
+  BuildResult r;
+  const Status built = Build(o, &r);
+  ASSERT_TRUE(built.ok()) << built.ToString();
+  ASSERT_EQ(r.records, static_cast<uint64_t>(kCount));
+  std::vector<std::string> sources;
+  const Status read = ReadRecordSources(o.output, &sources);
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  std::vector<Rec> recs;
+  ASSERT_TRUE(ReadRecords(o.output, &recs).ok());
+  ASSERT_EQ(sources.size(), recs.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    EXPECT_NE(sources[i], bad) << i;
+    ASSERT_TRUE(fs::exists(sources[i])) << i << ": " << sources[i];
+    EXPECT_EQ(ReadAll(sources[i]), recs[i].image) << "record " << i << " is not " << sources[i];
+    seen.insert(sources[i]);
+  }
+  EXPECT_EQ(seen.size(), recs.size());
+}
+
 TEST_F(BuildTest, ShardsHoldTheSameRecordsInTheSameOrder) {
   std::vector<uint32_t> crcs1;
   for (int shards : {1, 2, 3}) {

@@ -779,3 +779,24 @@ def test_stage_table_counts_samples_folded_into_normalize_in_their_transform_row
     table = loader.report()["table"]
     assert ("lut: RandomBrightnessContrast (+12 of 12 samples fused into another stage, timed "
             "there)") in table, table
+
+
+def test_a_batch_index_leads_back_to_its_source_file(tmp_path):
+    # Item 16: "no way to map batch['index'] back to the source file".
+    import numpy as np
+    from PIL import Image
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=8, size=(16, 24), seed=4, classes=3)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False, shuffle=True, seed=9)
+    files = dspipe.sources(db)
+    assert len(files) == 8 and len(set(files)) == 8
+    loader = dspipe.Loader(db, batch_size=4, device="cpu", output="numpy", normalize=False,
+                           seed=1)
+    for batch in loader:
+        for i, index in enumerate(batch["index"]):
+            path = files[int(index)]
+            assert path.startswith(str(src)), path
+            want = np.asarray(Image.open(path).convert("RGB")).transpose(2, 0, 1)
+            assert np.array_equal(batch["image"][i], want), path
