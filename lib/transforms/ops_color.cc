@@ -1,6 +1,6 @@
 // Colour leaves (image only): RandomBrightnessContrast and RandomGamma (uint8 lookup tables,
-// foldable into the normalize pass), HueSaturationValue, ColorJitter, ToGray, CLAHE, and
-// Normalize (which maps onto the loader's normalize stage). The tables are built with
+// foldable into the normalize pass), HueSaturationValue, ColorJitter, ToGray (pca included),
+// CLAHE, and Normalize (which maps onto the loader's normalize stage). The tables are built with
 // albumentations / albucore 2.0.8's arithmetic (float32 multiply-add, truncating casts).
 #include <algorithm>
 #include <cmath>
@@ -365,13 +365,36 @@ Status MakeColorJitter(ArgReader& r, std::unique_ptr<Leaf>* out) {
   return Status::OK();
 }
 
+// to_gray_pca: the pixels as float64 rows projected on their first principal component
+// (cv::PCA, as albumentations' PCA class calls cv2.PCACompute2 / cv2.PCAProject), cast to
+// float32, min-max normalized to [0, 1] by cv::normalize and scaled by from_float: rint(x * 255)
+// in float32, half to even.
+void ToGrayPca(const cv::Mat& img, cv::Mat* gray) {
+  cv::Mat pixels;
+  img.convertTo(pixels, CV_64F);  // a new continuous matrix
+  pixels = pixels.reshape(1, img.rows * img.cols);
+  const cv::PCA pca(pixels, cv::noArray(), cv::PCA::DATA_AS_ROW, 1);
+  cv::Mat projected, projected32, unit;
+  pca.project(pixels, projected);
+  projected.convertTo(projected32, CV_32F);
+  cv::normalize(projected32, unit, 0, 1, cv::NORM_MINMAX, CV_32F);
+  const float* u = unit.ptr<float>();
+  for (int y = 0; y < img.rows; ++y) {
+    uint8_t* q = gray->ptr<uint8_t>(y);
+    for (int x = 0; x < img.cols; ++x) {
+      const float v = std::nearbyint(u[static_cast<size_t>(y) * img.cols + x] * 255.0f);
+      q[x] = static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+    }
+  }
+}
+
 class ToGrayLeaf final : public Leaf {
  public:
   Kind kind() const override { return Kind::kPixel; }
   // Per pixel, with the same integer arithmetic in OpenCV's vector and scalar code. (Not so
   // HSV / ColorJitter / blurs: their vector and row-tail code round differently, so moving a
-  // pixel moves its rounding.)
-  bool commutes_with_hflip() const override { return true; }
+  // pixel moves its rounding; nor pca, whose float sums over the image depend on the order.)
+  bool commutes_with_hflip() const override { return method_ != "pca"; }
   Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
     s->out = s->in;
     return Status::OK();
@@ -386,6 +409,8 @@ class ToGrayLeaf final : public Leaf {
       cv::Mat lab;
       cv::cvtColor(img, lab, cv::COLOR_RGB2Lab);
       cv::extractChannel(lab, g, 0);
+    } else if (method_ == "pca") {
+      ToGrayPca(img, &g);
     } else {
       for (int y = 0; y < img.rows; ++y) {
         const uint8_t* p = img.ptr<uint8_t>(y);
@@ -415,7 +440,7 @@ Status MakeToGray(ArgReader& r, std::unique_ptr<Leaf>* out) {
   r.OnlyDefault("num_output_channels", 3,
                 "the image keeps its channel count (use LoaderOptions::channels = 1 for grey)");
   l->method_ = r.Choice("method", "weighted_average",
-                        {"weighted_average", "from_lab", "desaturation", "average", "max"});
+                        {"weighted_average", "from_lab", "desaturation", "average", "max", "pca"});
   DSPIPE_RETURN_IF_ERROR(r.Finish({"num_output_channels", "method", "p"}));
   *out = std::move(l);
   return Status::OK();
