@@ -194,6 +194,20 @@ TEST(BlurGray, ToGrayPcaIsTheFirstComponentMinMaxNormalized) {
     }
   }
   EXPECT_EQ(std::max(up, down), in.rows * in.cols) << up << " " << down;
+  // The sign of the component is the Jacobi solver's (the opencv-python wheel's cv::eigen):
+  // Debian's OpenCV, built with Eigen, gives the mirror image here. Printed by albumentations
+  // 2.0.8: A.ToGray(method="pca", p=1)(image=img)["image"][..., 0] for this 4 x 5 image.
+  cv::Mat formula(4, 5, CV_8UC3);
+  const int step[3] = {11, 19, 41};
+  for (int i = 0; i < 20; ++i) {
+    for (int c = 0; c < 3; ++c)
+      formula.ptr<uint8_t>(i / 5)[(i % 5) * 3 + c] = (i * step[c] + 17 * c) % 256;
+  }
+  const std::vector<uint8_t> printed = {0,   41,  81,  122, 163, 203, 52,  92,  133, 174,
+                                        214, 255, 104, 20,  60,  101, 142, 182, 31,  71};
+  cv::Mat grey;
+  cv::extractChannel(Output(*p, formula), grey, 0);
+  EXPECT_EQ(std::vector<uint8_t>(grey.begin<uint8_t>(), grey.end<uint8_t>()), printed);
   // A constant image: cv2.normalize maps a zero range to 0; a grey image is left as it is.
   const cv::Mat flat(6, 9, CV_8UC3, cv::Scalar(77, 20, 200));
   EXPECT_EQ(cv::countNonZero(Output(*p, flat).reshape(1)), 0);
