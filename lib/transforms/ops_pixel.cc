@@ -310,8 +310,12 @@ class MotionBlurLeaf final : public Leaf {
       const int yi = static_cast<int>(std::clamp(std::nearbyint(y), 0.0, k - 1.0));
       kernel.at<float>(yi, xi) = 1.0f;
     }
-    const float count = static_cast<float>(cv::countNonZero(kernel));
-    kernel /= count;  // float32 division, as kernel.astype(float32) / np.sum(kernel)
+    // kernel.astype(float32) / np.sum(kernel): each one becomes float32(1) / float32(count).
+    const float one = 1.0f / static_cast<float>(cv::countNonZero(kernel));
+    for (int y = 0; y < k; ++y) {
+      float* row = kernel.ptr<float>(y);
+      for (int x = 0; x < k; ++x) row[x] = row[x] != 0 ? one : 0.0f;
+    }
     return kernel;
   }
   json Params(const Step& s) const override {
