@@ -1,9 +1,10 @@
 // Colour leaves (image only): RandomBrightnessContrast and RandomGamma (uint8 lookup tables,
-// foldable into the normalize pass), HueSaturationValue, ColorJitter, ToGray, CLAHE, and
-// Normalize (which maps onto the loader's normalize stage). The tables are built with
+// foldable into the normalize pass), HueSaturationValue, ColorJitter, ToGray (pca included),
+// CLAHE, and Normalize (which maps onto the loader's normalize stage). The tables are built with
 // albumentations / albucore 2.0.8's arithmetic (float32 multiply-add, truncating casts).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <opencv2/imgproc.hpp>
 
@@ -152,9 +153,7 @@ class RgbShiftLeaf final : public LutLeaf {
     }
     std::copy(lut[0], lut[0] + 256, lut[3]);
   }
-  json Params(const Step& s) const override {
-    return {{"shift", {s.v[0], s.v[1], s.v[2]}}};
-  }
+  json Params(const Step& s) const override { return {{"shift", {s.v[0], s.v[1], s.v[2]}}}; }
   Range limit_[3];
 };
 
@@ -173,8 +172,7 @@ Status MakeRgbShift(ArgReader& r, std::unique_ptr<Leaf>* out) {
     r.Ignored(k, nullptr);
   }
   DSPIPE_RETURN_IF_ERROR(r.Finish({"r_shift_limit", "g_shift_limit", "b_shift_limit", "p",
-                                   "noise_type", "spatial_mode", "noise_params",
-                                   "approximation"}));
+                                   "noise_type", "spatial_mode", "noise_params", "approximation"}));
   *out = std::move(l);
   return Status::OK();
 }
@@ -365,13 +363,141 @@ Status MakeColorJitter(ArgReader& r, std::unique_ptr<Leaf>* out) {
   return Status::OK();
 }
 
+// hypot as OpenCV's Jacobi eigen solver computes it (its rounding differs from std::hypot's).
+double JacobiHypot(double a, double b) {
+  a = std::fabs(a);
+  b = std::fabs(b);
+  if (a > b) {
+    b /= a;
+    return a * std::sqrt(1 + b * b);
+  }
+  if (b > 0) {
+    a /= b;
+    return b * std::sqrt(1 + a * a);
+  }
+  return 0;
+}
+
+// The eigenvector of the largest eigenvalue of a symmetric 3 x 3 matrix by Jacobi rotations,
+// step for step as cv::eigen computes it where OpenCV is built without Eigen (the
+// opencv-python wheel albumentations uses; Debian's OpenCV calls Eigen's solver, whose
+// eigenvectors may have the other sign, which mirrors the grey image). Each rotation zeroes the
+// largest off-diagonal element, found through per-row and per-column candidates that are
+// refreshed only for the two rows / columns just rotated, as OpenCV does: the order of the
+// rotations, hence the result's last bits and sign, depend on it.
+cv::Vec3d FirstEigenvector(const cv::Mat& covar) {
+  constexpr int n = 3;
+  double a[n][n], v[n][n], w[n];
+  int row_max[n] = {}, col_max[n] = {};
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < n; ++c) {
+      a[r][c] = covar.at<double>(r, c);
+      v[r][c] = r == c ? 1 : 0;
+    }
+    w[r] = a[r][r];
+  }
+  const auto scan_row = [&](int r) {  // the largest |a[r][c]|, c > r (the first on ties)
+    int m = r + 1;
+    double mv = std::fabs(a[r][m]);
+    for (int c = r + 2; c < n; ++c) {
+      if (mv < std::fabs(a[r][c])) mv = std::fabs(a[r][c]), m = c;
+    }
+    row_max[r] = m;
+  };
+  const auto scan_col = [&](int c) {  // the largest |a[r][c]|, r < c
+    int m = 0;
+    double mv = std::fabs(a[0][c]);
+    for (int r = 1; r < c; ++r) {
+      if (mv < std::fabs(a[r][c])) mv = std::fabs(a[r][c]), m = r;
+    }
+    col_max[c] = m;
+  };
+  for (int k = 0; k < n; ++k) {
+    if (k < n - 1) scan_row(k);
+    if (k > 0) scan_col(k);
+  }
+  for (int iter = 0; iter < n * n * 30; ++iter) {
+    int k = 0;
+    double mv = std::fabs(a[0][row_max[0]]);
+    for (int r = 1; r < n - 1; ++r) {
+      if (mv < std::fabs(a[r][row_max[r]])) mv = std::fabs(a[r][row_max[r]]), k = r;
+    }
+    int l = row_max[k];
+    for (int c = 1; c < n; ++c) {
+      if (mv < std::fabs(a[col_max[c]][c])) mv = std::fabs(a[col_max[c]][c]), k = col_max[c], l = c;
+    }
+    const double p = a[k][l];
+    if (std::fabs(p) <= std::numeric_limits<double>::epsilon()) break;
+    const double y = (w[l] - w[k]) * 0.5;
+    double t = std::fabs(y) + JacobiHypot(p, y);
+    double s = JacobiHypot(p, t);
+    const double c = t / s;
+    s = p / s;
+    t = (p / t) * p;
+    if (y < 0) s = -s, t = -t;
+    a[k][l] = 0;
+    w[k] -= t;
+    w[l] += t;
+    const auto rotate = [&](double& x, double& z) {
+      const double x0 = x, z0 = z;
+      x = x0 * c - z0 * s;
+      z = x0 * s + z0 * c;
+    };
+    for (int i = 0; i < k; ++i) rotate(a[i][k], a[i][l]);
+    for (int i = k + 1; i < l; ++i) rotate(a[k][i], a[i][l]);
+    for (int i = l + 1; i < n; ++i) rotate(a[k][i], a[l][i]);
+    for (int i = 0; i < n; ++i) rotate(v[k][i], v[l][i]);
+    for (int idx : {k, l}) {
+      if (idx < n - 1) scan_row(idx);
+      if (idx > 0) scan_col(idx);
+    }
+  }
+  int top = 0;  // the first largest eigenvalue, as the descending sort puts it first
+  for (int i = 1; i < n; ++i) {
+    if (w[top] < w[i]) top = i;
+  }
+  return {v[top][0], v[top][1], v[top][2]};
+}
+
+// to_gray_pca: the pixels as float64 rows projected on their first principal component
+// (albumentations' PCA class: cv2.PCACompute2, then cv2.PCAProject; the covariance as
+// cv::PCA computes it, the eigenvector as FirstEigenvector), cast to float32, min-max
+// normalized to [0, 1] by cv::normalize and scaled by from_float: rint(x * 255) in float32,
+// half to even.
+void ToGrayPca(const cv::Mat& img, cv::Mat* gray) {
+  cv::Mat pixels;
+  img.convertTo(pixels, CV_64F);  // a new continuous matrix
+  pixels = pixels.reshape(1, img.rows * img.cols);
+  cv::PCA pca;
+  if (pixels.rows < pixels.cols) {  // fewer pixels than channels: cv::PCA's other path
+    pca(pixels, cv::noArray(), cv::PCA::DATA_AS_ROW, 1);
+  } else {
+    cv::Mat covar;
+    cv::calcCovarMatrix(pixels, covar, pca.mean,
+                        cv::COVAR_SCALE | cv::COVAR_ROWS | cv::COVAR_NORMAL, CV_64F);
+    pca.eigenvectors = cv::Mat(FirstEigenvector(covar)).reshape(1, 1).clone();
+  }
+  cv::Mat projected, projected32, unit;
+  pca.project(pixels, projected);
+  projected.convertTo(projected32, CV_32F);
+  cv::normalize(projected32, unit, 0, 1, cv::NORM_MINMAX, CV_32F);
+  const float* u = unit.ptr<float>();
+  for (int y = 0; y < img.rows; ++y) {
+    uint8_t* q = gray->ptr<uint8_t>(y);
+    for (int x = 0; x < img.cols; ++x) {
+      const float v = std::nearbyint(u[static_cast<size_t>(y) * img.cols + x] * 255.0f);
+      q[x] = static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+    }
+  }
+}
+
 class ToGrayLeaf final : public Leaf {
  public:
   Kind kind() const override { return Kind::kPixel; }
   // Per pixel, with the same integer arithmetic in OpenCV's vector and scalar code. (Not so
   // HSV / ColorJitter / blurs: their vector and row-tail code round differently, so moving a
-  // pixel moves its rounding.)
-  bool commutes_with_hflip() const override { return true; }
+  // pixel moves its rounding; nor pca, whose float sums over the image depend on the order.)
+  bool commutes_with_hflip() const override { return method_ != "pca"; }
   Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
     s->out = s->in;
     return Status::OK();
@@ -386,6 +512,8 @@ class ToGrayLeaf final : public Leaf {
       cv::Mat lab;
       cv::cvtColor(img, lab, cv::COLOR_RGB2Lab);
       cv::extractChannel(lab, g, 0);
+    } else if (method_ == "pca") {
+      ToGrayPca(img, &g);
     } else {
       for (int y = 0; y < img.rows; ++y) {
         const uint8_t* p = img.ptr<uint8_t>(y);
@@ -415,7 +543,7 @@ Status MakeToGray(ArgReader& r, std::unique_ptr<Leaf>* out) {
   r.OnlyDefault("num_output_channels", 3,
                 "the image keeps its channel count (use LoaderOptions::channels = 1 for grey)");
   l->method_ = r.Choice("method", "weighted_average",
-                        {"weighted_average", "from_lab", "desaturation", "average", "max"});
+                        {"weighted_average", "from_lab", "desaturation", "average", "max", "pca"});
   DSPIPE_RETURN_IF_ERROR(r.Finish({"num_output_channels", "method", "p"}));
   *out = std::move(l);
   return Status::OK();

@@ -1,6 +1,8 @@
 // Image-only pixel leaves that are not lookup tables: GaussNoise (per-pixel normal noise,
 // added truncated as albucore does), GaussianBlur (albumentations' float64 kernel through
-// cv::sepFilter2D) and CoarseDropout (rectangular holes, also filled in the mask with fill_mask).
+// cv::sepFilter2D), MedianBlur (cv::medianBlur), MotionBlur (albumentations' line kernel
+// through cv::filter2D) and CoarseDropout (rectangular holes, also filled in the mask with
+// fill_mask).
 //
 // GaussNoise draws its noise from a 4096-entry table of normal quantiles indexed by 12-bit
 // splitmix64 words (a per-step seed): exact quantiles at (k + 0.5) / 4096, so the noise's CDF is
@@ -181,6 +183,171 @@ Status MakeGaussianBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
   return Status::OK();
 }
 
+// The largest blur kernel dspipe takes (MedianBlur, MotionBlur): albumentations takes any, but
+// MotionBlur's kernel is k x k floats and cv::filter2D's cost grows with k^2.
+constexpr int kMaxBlurKernel = 1023;
+
+// blur_limit as albumentations 2.0.8's process_blur_limit(min_value=3) reads it: an int n is
+// (3, n), a pair is taken as given; each end is raised to at least 3 and an even end to the next
+// odd number (albumentations warns and goes on), and a pair whose first end is then larger than
+// the second is (second, second).
+std::pair<int, int> BlurLimit(ArgReader& r) {
+  std::pair<int, int> lim{3, 7};
+  if (const json* v = r.Raw("blur_limit"); v != nullptr) {
+    const auto whole = [](const json& e, int* out) {
+      if (!e.is_number() || e.is_boolean()) return false;
+      const double x = e.get<double>();
+      if (x != std::trunc(x) || std::fabs(x) > 1e9) return false;
+      *out = static_cast<int>(x);
+      return true;
+    };
+    int a = 0, b = 0;
+    if (v->is_array() && v->size() == 2 && whole((*v)[0], &a) && whole((*v)[1], &b)) {
+      lim = {a, b};
+    } else if (whole(*v, &b)) {
+      lim = {3, b};
+    } else {
+      r.Fail(r.where() + ": argument blur_limit must be an integer or a pair of integers, got " +
+             v->dump());
+    }
+  }
+  const auto odd = [](int k) {
+    k = std::max(k, 3);
+    return k % 2 == 0 ? k + 1 : k;
+  };
+  lim = {odd(lim.first), odd(lim.second)};
+  if (lim.first > lim.second) lim.first = lim.second;
+  if (lim.second > kMaxBlurKernel) {
+    r.Fail(r.where() + ": argument blur_limit=(" + std::to_string(lim.first) + ", " +
+           std::to_string(lim.second) + ") asks for kernels up to " + std::to_string(lim.second) +
+           " px; dspipe takes up to " + std::to_string(kMaxBlurKernel));
+  }
+  r.Put("blur_limit", json::array({lim.first, lim.second}));
+  return lim;
+}
+
+// fblur.sample_odd_from_range on a processed limit (both ends odd, lo <= hi): an odd size drawn
+// uniformly, as randint(0, count - 1) picks its index.
+int SampleOdd(Rng& rng, std::pair<int, int> lim) {
+  if (lim.first == lim.second) return lim.first;
+  return lim.first + 2 * RandInt(rng, 0, (lim.second - lim.first) / 2);
+}
+
+// MedianBlur: cv::medianBlur (albumentations' median_blur: replicated border) with an odd
+// aperture drawn from blur_limit.
+class MedianBlurLeaf final : public Leaf {
+ public:
+  Kind kind() const override { return Kind::kPixel; }
+  Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    s->iv[0] = SampleOdd(rng, limit_);
+    return Status::OK();
+  }
+  Status Apply(const Step& s, cv::Mat* image, cv::Mat*) const override {
+    cv::Mat out;
+    cv::medianBlur(*image, out, s.iv[0]);
+    out.copyTo(*image);
+    return Status::OK();
+  }
+  json Params(const Step& s) const override { return {{"kernel", s.iv[0]}}; }
+  std::pair<int, int> limit_{3, 7};
+};
+
+Status MakeMedianBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<MedianBlurLeaf>();
+  l->prob = r.Prob(0.5);
+  l->limit_ = BlurLimit(r);
+  DSPIPE_RETURN_IF_ERROR(r.Finish({"blur_limit", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
+// MotionBlur: fblur.create_motion_kernel's line of ones in a k x k float32 kernel, divided by
+// its count in float32, applied with cv::filter2D (fpixel.convolve: reflect-101 border, the
+// result rounded and saturated to uint8). Draws: k (sample_odd_from_range), angle, direction,
+// then with allow_shifted the line's shift in x and y (uniform(-1, 1) * (k // 2) / 2 each).
+class MotionBlurLeaf final : public Leaf {
+ public:
+  Kind kind() const override { return Kind::kPixel; }
+  Status Draw(Rng& rng, int, const cv::Mat*, Step* s) const override {
+    s->out = s->in;
+    const int k = SampleOdd(rng, limit_);
+    s->iv[0] = k;
+    s->v[0] = Uniform(rng, angle_.lo, angle_.hi);
+    s->v[1] = Uniform(rng, direction_.lo, direction_.hi);
+    s->v[2] = s->v[3] = 0;
+    if (shifted_) {
+      s->v[2] = Uniform(rng, -1, 1) * (k / 2) / 2;
+      s->v[3] = Uniform(rng, -1, 1) * (k / 2) / 2;
+    }
+    return Status::OK();
+  }
+  Status Apply(const Step& s, cv::Mat* image, cv::Mat*) const override {
+    cv::filter2D(*image, *image, -1, Kernel(s));
+    return Status::OK();
+  }
+  // The line: k points t = linspace(t0, t1, k) (numpy's: start + i * step, the last one t1)
+  // from the centre along (cos, sin) of the angle, t0 = -(k // 2) and t1 = k // 2 shortened
+  // toward the centre by the direction's bias, shifted, rounded half to even and clipped to the
+  // kernel.
+  static cv::Mat Kernel(const Step& s) {
+    const int k = s.iv[0], center = k / 2, half = k / 2;
+    const double direction = std::clamp(s.v[1], -1.0, 1.0);
+    const double rad = s.v[0] * (M_PI / 180.0);  // np.deg2rad
+    const double dx = std::cos(rad), dy = std::sin(rad);
+    double t0 = -static_cast<double>(half), t1 = half;
+    if (direction < 0) {
+      t1 = half * (1 - std::fabs(direction));
+    } else if (direction > 0) {
+      t0 = -half * (1 - direction);
+    }
+    cv::Mat kernel = cv::Mat::zeros(k, k, CV_32F);
+    const double step = (t1 - t0) / (k - 1);
+    for (int i = 0; i < k; ++i) {
+      const double t = i == k - 1 ? t1 : i * step + t0;
+      const double x = (center + dx * t) + s.v[2], y = (center + dy * t) + s.v[3];
+      const int xi = static_cast<int>(std::clamp(std::nearbyint(x), 0.0, k - 1.0));
+      const int yi = static_cast<int>(std::clamp(std::nearbyint(y), 0.0, k - 1.0));
+      kernel.at<float>(yi, xi) = 1.0f;
+    }
+    // kernel.astype(float32) / np.sum(kernel): each one becomes float32(1) / float32(count).
+    const float one = 1.0f / static_cast<float>(cv::countNonZero(kernel));
+    for (int y = 0; y < k; ++y) {
+      float* row = kernel.ptr<float>(y);
+      for (int x = 0; x < k; ++x) row[x] = row[x] != 0 ? one : 0.0f;
+    }
+    return kernel;
+  }
+  json Params(const Step& s) const override {
+    const cv::Mat k = Kernel(s);
+    json rows = json::array();
+    for (int y = 0; y < k.rows; ++y) {
+      rows.push_back(std::vector<double>(k.ptr<float>(y), k.ptr<float>(y) + k.cols));
+    }
+    return {{"kernel", rows},
+            {"ksize", s.iv[0]},
+            {"angle", s.v[0]},
+            {"direction", s.v[1]},
+            {"shift", {s.v[2], s.v[3]}}};
+  }
+  std::pair<int, int> limit_{3, 7};
+  Range angle_, direction_;
+  bool shifted_ = true;
+};
+
+Status MakeMotionBlur(ArgReader& r, std::unique_ptr<Leaf>* out) {
+  auto l = std::make_unique<MotionBlurLeaf>();
+  l->prob = r.Prob(0.5);
+  l->limit_ = BlurLimit(r);
+  l->shifted_ = r.Bool("allow_shifted", true);
+  l->angle_ = r.RangeArg("angle_range", {0, 360}, Widen::kPairOnly, 0, 360);
+  l->direction_ = r.RangeArg("direction_range", {-1, 1}, Widen::kPairOnly, -1, 1);
+  DSPIPE_RETURN_IF_ERROR(
+      r.Finish({"blur_limit", "allow_shifted", "angle_range", "direction_range", "p"}));
+  *out = std::move(l);
+  return Status::OK();
+}
+
 class CoarseDropoutLeaf final : public Leaf {
  public:
   Kind kind() const override { return Kind::kPixel; }
@@ -346,6 +513,14 @@ void AddPixelLeaves(std::vector<LeafType>* t) {
                 "unchanged",
                 false,
                 {"blur_limit", "sigma_limit", "p"}});
+  t->push_back(
+      {"MedianBlur", MakeMedianBlur, "photometric", "unchanged", false, {"blur_limit", "p"}});
+  t->push_back({"MotionBlur",
+                MakeMotionBlur,
+                "photometric",
+                "unchanged",
+                false,
+                {"blur_limit", "allow_shifted", "angle_range", "direction_range", "p"}});
   t->push_back(
       {"CoarseDropout",
        MakeCoarseDropout,

@@ -286,9 +286,9 @@ TEST(DsbenchCli, TransformPipelineFromAFile) {
   cs << c.rdbuf();
   EXPECT_NE(cs.str().find(",transform2,"), std::string::npos) << cs.str();
   // Refused: a transform dspipe does not implement (naming it and the file), and --hflip too.
-  std::ofstream(spec) << R"([{"__class_fullname__": "MotionBlur"}])";
+  std::ofstream(spec) << R"([{"__class_fullname__": "ZoomBlur"}])";
   EXPECT_EQ(Dsbench(d.lmdb + " --transform " + spec, &out), 1);
-  EXPECT_NE(out.find("MotionBlur"), std::string::npos) << out;
+  EXPECT_NE(out.find("ZoomBlur"), std::string::npos) << out;
   EXPECT_NE(out.find(spec), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.lmdb + " --hflip 0.5 --transform " + spec, &out), 2) << out;
   // So are the python branch's crop and interpolation flags (augment's, not the pipeline's).

@@ -383,6 +383,38 @@ def test_tutorial_pipeline_ending_in_totensorv2_runs_as_albumentations_gives_it(
                       transform=A.Compose([A.ToFloat(), A.Normalize()]))
 
 
+def test_tutorial_blurs_and_pca_gray_run_as_albumentations_gives_them(tmp_path):
+    # Items 10 and 23: tutorial recipes blur with A.OneOf([A.MotionBlur(), A.MedianBlur()]) and
+    # some use A.ToGray(method="pca"); dspipe refused all three ("is not supported").
+    import albumentations as A
+    import numpy as np
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=4, size=(24, 32), seed=5, classes=2)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    plain = dspipe.Loader(db, batch_size=4, shuffle=False, device="cpu", output="numpy",
+                          normalize=False)
+    images = next(iter(plain))["image"].transpose(0, 2, 3, 1).astype(np.uint8)
+
+    recipe = A.Compose([A.HorizontalFlip(), A.OneOf([A.MotionBlur(p=0.2),
+                                                     A.MedianBlur(blur_limit=3, p=0.1)], p=0.5),
+                        A.ToGray(method="pca", p=0.3), A.Normalize()])
+    loader = dspipe.Loader(db, batch_size=4, device="cpu", output="numpy", transform=recipe)
+    assert next(iter(loader))["image"].shape == (4, 3, 24, 32)
+    # With every draw fixed, the batch is albumentations' output for the same pixels.
+    for aug in (A.Compose([A.MedianBlur(blur_limit=(5, 5), p=1)]),
+                A.Compose([A.MotionBlur(blur_limit=(7, 7), angle_range=(30, 30),
+                                        direction_range=(0.5, 0.5), allow_shifted=False, p=1)]),
+                A.Compose([A.ToGray(method="pca", p=1)])):
+        loader = dspipe.Loader(db, batch_size=4, shuffle=False, device="cpu", output="numpy",
+                               transform=aug)
+        batch = next(iter(loader))["image"]
+        for i in range(4):
+            want = aug(image=images[i])["image"].transpose(2, 0, 1).astype(np.float32)
+            assert np.array_equal(batch[i], want), aug
+
+
 def test_coarse_dropout_holes_larger_than_the_image_are_refused_at_open(tmp_path):
     # Item 22: A.CoarseDropout sized for 512 px images on 64 px data failed at the first batch
     # with OpenCV's "Assertion failed ... roi".

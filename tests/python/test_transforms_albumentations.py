@@ -49,7 +49,7 @@ def kwargs_for(params, img):
     for k in ("output_shape", "crop_coords"):
         if k in kw:
             kw[k] = tuple(kw[k])
-    if "kernel" in kw:
+    if isinstance(kw.get("kernel"), list):  # MedianBlur's kernel is its aperture (an int)
         kw["kernel"] = np.array(kw["kernel"])
     if "holes" in kw:
         kw["holes"] = np.array(kw["holes"], dtype=np.int64).reshape(-1, 4)
@@ -107,6 +107,11 @@ EXACT = [
     A.CoarseDropout(fill=11, fill_mask=255, p=1),
     A.CoarseDropout(num_holes_range=(2, 4), hole_height_range=(3, 10), hole_width_range=(4, 12),
                     p=1),
+    # Issue 40 items 10 and 23. MotionBlur: albumentations' apply given dspipe's kernel.
+    A.MedianBlur(p=1), A.MedianBlur(blur_limit=(9, 13), p=1),
+    A.MotionBlur(p=1), A.MotionBlur(blur_limit=(9, 11), angle_range=(30, 60),
+                                    direction_range=(-0.5, 0.5), p=1),
+    A.ToGray(method="pca", p=1),
 ]
 
 INTERPOLATING = [
@@ -124,6 +129,9 @@ INTERPOLATING = [
     A.SmallestMaxSize(max_size=48, p=1), A.LongestMaxSize(max_size=[40, 80], p=1),
     A.SmallestMaxSize(max_size_hw=(40, None), p=1),
     A.ColorJitter(p=1), A.CLAHE(p=1), A.GaussianBlur(p=1),
+    # Kernels of 13 px and more: cv2.filter2D's DFT path, which rounds differently in OpenCV 4.6
+    # and 4.11 (within 1); up to 11 px (its direct sum) bit-identical, in EXACT above.
+    A.MotionBlur(blur_limit=(13, 25), allow_shifted=False, p=1),
     A.GaussianBlur(blur_limit=(3, 9), sigma_limit=(0.3, 2), p=1),
     # The non-affine ones: the map is dspipe's draw (passed to albumentations as map_x/map_y).
     A.GridDistortion(p=1), A.GridDistortion(num_steps=3, distort_limit=0.5, normalized=False,
@@ -143,7 +151,8 @@ def test_exact_transforms_equal_albumentations(t):
 @pytest.mark.parametrize("t", INTERPOLATING, ids=lambda t: repr(t)[:60])
 def test_interpolating_transforms_within_2_of_albumentations(t):
     # ColorJitter: cv2.addWeighted rounds differently in OpenCV 4.6 (dspipe) and 4.11 (the
-    # wheel albumentations pulls in); the rest are bit-exact today but allowed 2.
+    # wheel albumentations pulls in), so does cv2.filter2D's DFT path (MotionBlur's large
+    # kernels); the rest are bit-exact today but allowed 2.
     check(t, tol=2)
 
 
@@ -199,6 +208,43 @@ def test_degenerate_ranges_through_albumentations_compose():
         assert set(np.unique(got_mask)) <= set(np.unique(mask)) | {255}, ts
 
 
+def test_blurs_and_pca_gray_with_fixed_parameters_are_albumentations_own_output():
+    """Issue 40 items 10 and 23, through albumentations' own Compose call (no draws passed
+    across): MedianBlur, MotionBlur (fixed size, angle and direction, not shifted: its kernel is
+    then create_motion_kernel's, deterministic) and ToGray(method="pca"), on 1- and 3-channel
+    uint8 images, bit-identical; MotionBlur kernels of 13 px and more within 1 (cv2.filter2D
+    switches to a DFT there, whose rounding differs between OpenCV 4.6 and 4.11)."""
+    cases = [A.MedianBlur(blur_limit=(k, k), p=1) for k in (3, 5, 7, 9, 15)]
+    cases += [A.MotionBlur(blur_limit=(k, k), angle_range=(a, a), direction_range=(d, d),
+                           allow_shifted=False, p=1)
+              for k in (3, 5, 7, 9, 11, 13, 21)
+              for a in (0, 30, 45, 60, 90, 135, 200.5, 270, 333.3)
+              for d in (-1, -0.5, 0, 0.3, 1)]
+    cases.append(A.ToGray(method="pca", p=1))
+    for h, w in ((37, 53), (64, 64), (96, 70)):
+        img, mask = sample(h, w, seed=h)
+        for channels in (3, 1):
+            x = img if channels == 3 else np.ascontiguousarray(img[..., 1])
+            for t in cases:
+                aug = A.Compose([t])
+                want = aug(image=x, mask=mask)["image"]
+                got, got_mask = _dspipe.transforms_apply(json.dumps(A.to_dict(aug)), x, mask,
+                                                         0, 0, 0)
+                assert got.shape == want.shape, (t, got.shape, want.shape)
+                d = int(np.abs(got.astype(int) - want.astype(int)).max())
+                dft = isinstance(t, A.MotionBlur) and t.blur_limit[0] >= 13
+                assert d <= (1 if dft else 0), (t, h, w, channels, d)
+                assert np.array_equal(got_mask, mask)
+    # PCA on a photo-like image with a dominant colour axis, and on a constant one (all 0). (On
+    # a 1-row image albumentations returns the values as a W x 1 column: its reshape's bug.)
+    y, x = np.mgrid[0:50, 0:60]
+    smooth = np.stack([x * 4, x * 2 + y, 255 - y * 3], -1).clip(0, 255).astype(np.uint8)
+    for img in (smooth, np.full((9, 7, 3), (10, 200, 30), np.uint8)):
+        aug = A.Compose([A.ToGray(method="pca", p=1)])
+        got, _ = _dspipe.transforms_apply(json.dumps(A.to_dict(aug)), img, None, 0, 0, 0)
+        assert np.array_equal(got, aug(image=img)["image"])
+
+
 def test_to_dict_round_trips_albumentations_documents():
     """A.to_dict(aug) read by dspipe and written back is A.to_dict(aug) (defaults, ranges)."""
     aug = A.Compose([
@@ -208,7 +254,9 @@ def test_to_dict_round_trips_albumentations_documents():
         A.SomeOf([A.VerticalFlip(), A.Transpose()], n=1),
         A.Sequential([A.CLAHE(), A.ColorJitter()], p=0.2),
         A.RandomBrightnessContrast(), A.GaussNoise(), A.CoarseDropout(fill_mask=255),
-        A.Normalize()])
+        A.MedianBlur(blur_limit=9), A.MotionBlur(blur_limit=(4, 10), angle_range=(10, 80),
+                                                 direction_range=(0, 0.5), allow_shifted=False),
+        A.ToGray(method="pca"), A.Normalize()])
     want = json.loads(json.dumps(A.to_dict(aug)))
     got = json.loads(_dspipe.transforms_to_json(json.dumps(want)))
     assert got == want

@@ -351,6 +351,48 @@ TEST(TransformDraws, PhotometricParametersFollowTheirRanges) {
   ExpectBins(holes, 4);
 }
 
+// Issue 40 items 10 and 23: MedianBlur's and MotionBlur's kernel size is uniform over the odd
+// sizes of blur_limit (sample_odd_from_range); MotionBlur's angle and direction uniform in their
+// ranges, and with allow_shifted the line's shift uniform in +-(k // 2) / 2 on each axis.
+TEST(TransformDraws, BlurKernelSizesAnglesAndShiftsFollowTheirRanges) {
+  std::vector<int> median;
+  for (const json& q : Params(R"([{"__class_fullname__": "MedianBlur", "p": 1,
+      "blur_limit": [3, 9]}])",
+                              "MedianBlur")) {
+    const int k = q["kernel"].get<int>();
+    ASSERT_EQ(k % 2, 1) << k;
+    median.push_back((k - 3) / 2);
+  }
+  ExpectBins(median, 4);
+  std::vector<int> sizes;
+  std::vector<double> angles, directions;
+  for (const json& q : Params(R"([{"__class_fullname__": "MotionBlur", "p": 1,
+      "blur_limit": [4, 7], "angle_range": [10, 100], "direction_range": [-0.5, 1]}])",
+                              "MotionBlur")) {
+    sizes.push_back((q["ksize"].get<int>() - 5) / 2);  // (4, 7) is (5, 7)
+    angles.push_back(q["angle"]);
+    directions.push_back(q["direction"]);
+    EXPECT_EQ(q["kernel"].size(), q["ksize"].get<size_t>());
+  }
+  ExpectBins(sizes, 2);
+  EXPECT_LT(KsUniform(angles, 10, 100), 0.02);
+  EXPECT_LT(KsUniform(directions, -0.5, 1), 0.02);
+  std::vector<double> sx, sy;
+  for (const json& q : Params(R"([{"__class_fullname__": "MotionBlur", "p": 1,
+      "blur_limit": [9, 9]}])",
+                              "MotionBlur")) {
+    sx.push_back(q["shift"][0]);
+    sy.push_back(q["shift"][1]);
+  }
+  EXPECT_LT(KsUniform(sx, -2, 2), 0.02);  // uniform(-1, 1) * (9 // 2) / 2
+  EXPECT_LT(KsUniform(sy, -2, 2), 0.02);
+  for (const json& q : Params(R"([{"__class_fullname__": "MotionBlur", "p": 1,
+      "allow_shifted": false}])",
+                              "MotionBlur", 100, 120, 200)) {
+    EXPECT_EQ(q["shift"], json({0.0, 0.0}));
+  }
+}
+
 // GaussNoise's noise: trunc(N(mean, sigma)) * 255 added to each value (albucore truncates).
 // Issue 40 item 22: CoarseDropout holes larger than the image made an OpenCV ROI assertion
 // when the sample was drawn. albumentations 2.0.8 raises ValueError (low >= high) there; dspipe

@@ -80,6 +80,8 @@ const char* const kAlbumentationsDefaults[] = {
     R"({"__class_fullname__": "ColorJitter", "p": 0.5, "brightness": [0.8, 1.2], "contrast": [0.8, 1.2], "hue": [-0.5, 0.5], "saturation": [0.8, 1.2]})",
     R"({"__class_fullname__": "GaussNoise", "p": 0.5, "mean_range": [0.0, 0.0], "noise_scale_factor": 1.0, "per_channel": true, "std_range": [0.2, 0.44]})",
     R"({"__class_fullname__": "GaussianBlur", "p": 0.5, "blur_limit": [0, 0], "sigma_limit": [0.5, 3.0]})",
+    R"({"__class_fullname__": "MedianBlur", "p": 0.5, "blur_limit": [3, 7]})",
+    R"({"__class_fullname__": "MotionBlur", "p": 0.5, "allow_shifted": true, "angle_range": [0.0, 360.0], "blur_limit": [3, 7], "direction_range": [-1.0, 1.0]})",
     R"({"__class_fullname__": "CLAHE", "p": 0.5, "clip_limit": [1.0, 4.0], "tile_grid_size": [8, 8]})",
     R"({"__class_fullname__": "CoarseDropout", "p": 0.5, "fill": 0.0, "fill_mask": null, "hole_height_range": [0.1, 0.2], "hole_width_range": [0.1, 0.2], "num_holes_range": [1, 2]})",
     R"({"__class_fullname__": "ToGray", "p": 0.5, "method": "weighted_average", "num_output_channels": 3})",
@@ -172,17 +174,64 @@ TEST(TransformSpec, ScalarsWidenTheAlbumentationsWay) {
       json({-0.1, 0.1})));
 }
 
+// Issue 40 items 10 and 23: MedianBlur's and MotionBlur's blur_limit as albumentations 2.0.8's
+// process_blur_limit(min_value=3) reads it (printed by A.to_dict for each): an int n is (3, n),
+// each end at least 3 and odd (an even end goes up by one), a reversed pair is (second,
+// second); MotionBlur's angle_range / direction_range are nondecreasing pairs in [0, 360] /
+// [-1, 1], as its schema checks.
+TEST(TransformSpec, BlurLimitIsReadAsAlbumentationsProcessesIt) {
+  const auto limit = [](const std::string& name, const std::string& value) {
+    return Normalized(R"({"__class_fullname__": ")" + name + R"(", "blur_limit": )" + value +
+                      "}")["blur_limit"];
+  };
+  for (const char* name : {"MedianBlur", "MotionBlur"}) {
+    EXPECT_EQ(limit(name, "9"), json({3, 9})) << name;
+    EXPECT_EQ(limit(name, "10"), json({3, 11})) << name;  // A.MotionBlur(blur_limit=10)
+    EXPECT_EQ(limit(name, "[4, 2]"), json({3, 3})) << name;
+    EXPECT_EQ(limit(name, "[9, 5]"), json({5, 5})) << name;
+    EXPECT_EQ(limit(name, "[1, 2]"), json({3, 3})) << name;
+    EXPECT_EQ(limit(name, "-1"), json({3, 3})) << name;
+    EXPECT_EQ(limit(name, "[3.0, 5.0]"), json({3, 5})) << name;
+    for (const char* bad : {"3.5", "[3, 5, 7]", "\"5\"", "[3, 4.5]"}) {
+      const Status s = ParseError(std::string(R"([{"__class_fullname__": ")") + name +
+                                  R"(", "blur_limit": )" + bad + "}]");
+      EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << name << " " << bad;
+      EXPECT_NE(s.message().find("argument blur_limit must be an integer or a pair of integers"),
+                std::string::npos)
+          << s.ToString();
+    }
+  }
+  for (const char* bad : {R"("angle_range": [20, 10])", R"("angle_range": [-1, 10])",
+                          R"("angle_range": 30)", R"("direction_range": [0.5, 2])"}) {
+    const Status s =
+        ParseError(std::string(R"([{"__class_fullname__": "MotionBlur", )") + bad + "}]");
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(std::string(bad).substr(1, 10)), std::string::npos) << s.ToString();
+  }
+  const json m = Normalized(R"({"__class_fullname__": "MotionBlur", "p": 1, "blur_limit": [5, 9],
+      "angle_range": [10, 20], "direction_range": [0, 0.5], "allow_shifted": false})");
+  EXPECT_TRUE(Same(m, json::parse(R"({"__class_fullname__": "MotionBlur", "p": 1.0,
+      "allow_shifted": false, "angle_range": [10.0, 20.0], "blur_limit": [5, 9],
+      "direction_range": [0.0, 0.5]})")))
+      << m.dump();
+  // A.ToGray(method="pca")
+  const json pca = Normalized(R"({"__class_fullname__": "ToGray", "method": "pca"})");
+  EXPECT_TRUE(Same(pca, json::parse(R"({"__class_fullname__": "ToGray", "p": 0.5,
+      "method": "pca", "num_output_channels": 3})")))
+      << pca.dump();
+}
+
 TEST(TransformSpec, RefusesWhatItDoesNotImplementNamingIt) {
   struct Case {
     const char* spec;
     const char* must_name;
   };
   const Case cases[] = {
-      {R"([{"__class_fullname__": "MotionBlur"}])", "MotionBlur"},
+      {R"([{"__class_fullname__": "ZoomBlur"}])", "ZoomBlur"},
       {R"([{"__class_fullname__": "HorizontalFlip", "prob": 1}])", "prob"},
       {R"([{"__class_fullname__": "CoarseDropout", "fill": "inpaint_telea"}])", "inpaint_telea"},
       {R"([{"__class_fullname__": "ToGray", "num_output_channels": 1}])", "num_output_channels"},
-      {R"([{"__class_fullname__": "ToGray", "method": "pca"}])", "pca"},
+      {R"([{"__class_fullname__": "MedianBlur", "blur_limit": 2001}])", "dspipe takes up to 1023"},
       {R"([{"__class_fullname__": "Normalize", "p": 1, "normalization": "image"}])",
        "normalization"},
       {R"([{"__class_fullname__": "Rotate", "border_mode": 5}])", "border_mode"},
@@ -203,7 +252,7 @@ TEST(TransformSpec, RefusesWhatItDoesNotImplementNamingIt) {
     EXPECT_NE(s.message().find(c.must_name), std::string::npos) << s.ToString();
   }
   // An unknown transform lists what is supported; an unknown argument lists the arguments.
-  const Status t = ParseError(R"([{"__class_fullname__": "MotionBlur"}])");
+  const Status t = ParseError(R"([{"__class_fullname__": "ZoomBlur"}])");
   EXPECT_NE(t.message().find("RandomResizedCrop"), std::string::npos) << t.ToString();
   EXPECT_NE(t.message().find("transform 1"), std::string::npos) << t.ToString();
   const Status a = ParseError(
