@@ -108,6 +108,26 @@ def test_binary_masks_saved_as_0_255_are_named_and_mask_map_makes_them_classes(t
         dspipe.build(src, tmp_path / "bad.lmdb", mask_map={300: 1}, progress=False)
 
 
+def test_jpeg_masks_are_warned_about_as_lossy(tmp_path):
+    # Item 3: JPEG masks carried ids 0..7 and 248..255 and built into "256 classes" silently.
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "src"
+    (src / "images").mkdir(parents=True)
+    (src / "masks").mkdir()
+    for i in range(3):
+        mask = np.zeros((32, 32), np.uint8)
+        mask[8:24, 4 + i:28] = 2
+        cv2.imwrite(str(src / "images" / f"s{i}.png"), np.full((32, 32, 3), 50 * i, np.uint8))
+        cv2.imwrite(str(src / "masks" / f"s{i}.jpg"), mask)
+    r = dspipe.build(src, tmp_path / "d.lmdb", progress=False)
+    lossy = [w for w in r["warnings"] if "masks are JPEG files" in w]
+    assert len(lossy) == 1, r["warnings"]
+    assert "3 masks are JPEG files: JPEG is lossy" in lossy[0] and "save the masks as PNG" in \
+        lossy[0], lossy
+
+
 def _varied_folder(root, sizes):
     """A folder of RGB images (and masks) of the given (height, width) sizes."""
     import cv2
