@@ -149,18 +149,35 @@ def fetch_dataset(url: str, dest_dir: str | os.PathLike[str], retries: int = 8,
 
 
 def push(dataset: str | os.PathLike[str], url: str, *, overwrite: bool = False,
-         part_mb: int = 16, retries: int = 8) -> dict[str, Any]:
+         part_mb: int = 16, retries: int = 8,
+         progress: bool | Callable[[int, int], Any] = False) -> dict[str, Any]:
     """Uploads a built dataset to url (s3://bucket/prefix/), as `dsconvert push` does
     (docs/STORAGE.md): multipart parts of part_mb MiB (at least 5), every part's MD5 and each file's sha256
     checked, resumable after a kill, manifest.json last, so a reader never sees half a dataset;
     a re-push of the same dataset uploads nothing. A prefix holding another dataset or other
     objects is refused with nothing changed unless overwrite=True, which replaces only the
     dataset's own names. Returns the counts (files, files_uploaded, files_in_place,
-    parts_uploaded, parts_resumed, bytes, bytes_uploaded, already_present)."""
+    parts_uploaded, parts_resumed, bytes, bytes_uploaded, already_present).
+    progress: False = quiet (default); True = tqdm.auto when installed, else plain lines; or a
+    callable(done, total) in bytes, called after each part or file. Ctrl-C stops the push
+    between requests, leaving what a killed push leaves (the next push resumes it), and raises
+    KeyboardInterrupt."""
     if isinstance(part_mb, bool) or not isinstance(part_mb, int) or part_mb < 1:
         raise ValueError(f"part_mb must be a positive int (MiB; at least S3's 5 are used), "
                          f"got {part_mb!r}")
-    return _dspipe.push(os.fspath(dataset), url, part_mb << 20, retries, overwrite)
+    bar = None
+    if callable(progress):
+        hook = progress
+    elif progress:
+        bar = hook = Progress(f"push {os.fspath(dataset)}", unit="B")
+    else:
+        hook = None
+    try:
+        return dict(_dspipe.push(os.fspath(dataset), url, part_mb << 20, retries, overwrite,
+                                 hook))
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def info(path: str | os.PathLike[str]) -> dict[str, Any]:

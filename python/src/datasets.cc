@@ -276,25 +276,24 @@ void RegisterDatasetFunctions(nb::module_& m) {
       },
       "url"_a, "dest_dir"_a, "retries"_a, "stall_seconds"_a, "progress"_a.none());
 
-  // dsconvert push (docs/STORAGE.md): dspipe.ray.convert(..., out="s3://...") uses it.
+  // dsconvert push (docs/STORAGE.md): dspipe.ray.convert(..., out="s3://...") uses it. Ctrl-C
+  // stops it between requests (a resumable state: the next push continues) and raises
+  // KeyboardInterrupt; progress(done, total) in bytes.
   m.def(
       "push",
       [](const std::string& db, const std::string& url, uint64_t part_size, int retries,
-         bool overwrite) {
+         bool overwrite, std::function<void(uint64_t, uint64_t)> progress) {
         PushOptions o;
         o.part_size = part_size;
         o.fetch.retries = retries;
         o.overwrite = overwrite;
         PushResult r;
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = PushDataset(db, url, o, &r);
-        }
-        ThrowIfError(s);
+        RunInterruptibly(&o.progress, &o.fetch.cancelled, std::move(progress),
+                         [&] { return PushDataset(db, url, o, &r); });
         return PushDict(r);
       },
-      "db"_a, "url"_a, "part_size"_a, "retries"_a, "overwrite"_a = false);
+      "db"_a, "url"_a, "part_size"_a, "retries"_a, "overwrite"_a = false,
+      "progress"_a.none() = nb::none());
 
   // URLs whose query is a secret (a signature or a token): how dspipe shows them, and what
   // identifies the object (docs/FETCH.md, "Signed and token URLs").

@@ -155,6 +155,42 @@ def test_push_over_another_dataset_needs_overwrite(s3_endpoint, tmp_path):
         dspipe.push(tmp_path / "b", "s3://bkt/ow/", part_mb=0)
 
 
+def test_ctrl_c_stops_a_push_resumably_and_raises_keyboard_interrupt(s3_endpoint, tmp_path,
+                                                                      capfd):
+    # Issue 40 ("interruptible everything"): Ctrl-C in a notebook stops dspipe.push between
+    # requests; the next push continues it (what was uploaded stays) and completes it.
+    import signal
+    import threading
+
+    dspipe.synth(tmp_path / "src", count=8, size=(16, 16), seed=3)
+    dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=3, progress=False)
+    handled = threading.Event()
+    calls = []
+
+    def on_sigint(signum, frame):  # what Python's default handler does, and say so
+        handled.set()
+        raise KeyboardInterrupt
+
+    def progress(done, total):  # called with the GIL held, after each file or part
+        calls.append((done, total))
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert handled.wait(timeout=60)
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dspipe.push(tmp_path / "ds", "s3://bkt/cc/", progress=progress)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert "cancelled" in capfd.readouterr().err
+    assert calls[0][0] < calls[0][1], calls  # it stopped before the end
+    again = dspipe.push(tmp_path / "ds", "s3://bkt/cc/")
+    assert again["files"] == 3 and again["files_in_place"] >= 1, again
+    assert again["files_uploaded"] + again["files_in_place"] == 3, again
+    assert dspipe.push(tmp_path / "ds", "s3://bkt/cc/")["already_present"]
+
+
 def test_ray_convert_to_s3_builds_pushes_and_removes_its_staging(s3_endpoint, tmp_path,
                                                                 monkeypatch):
     if os.environ.get("DSPIPE_TEST_RAY") == "1":  # scripts/test.sh installs Ray: never skip
