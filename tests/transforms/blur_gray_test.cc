@@ -13,18 +13,14 @@
 #include <vector>
 
 #include "dspipe/transforms.h"
+#include "must_parse.h"
 
 namespace dspipe {
 namespace {
 
 using nlohmann::json;
 
-std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
-  std::shared_ptr<const TransformPipeline> p;
-  const Status s = TransformPipeline::Parse(text, &p);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return p;
-}
+using testing::MustParse;
 
 cv::Mat Noise(int h, int w, int channels, uint64_t seed) {
   cv::Mat m(h, w, CV_8UC(channels));

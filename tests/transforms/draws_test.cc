@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dspipe/transforms.h"
+#include "must_parse.h"
 
 namespace dspipe {
 namespace {
@@ -20,12 +21,7 @@ namespace {
 using nlohmann::json;
 constexpr int kN = 10000;
 
-std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
-  std::shared_ptr<const TransformPipeline> p;
-  const Status s = TransformPipeline::Parse(text, &p);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return p;
-}
+using testing::MustParse;
 
 json DrawsOf(const TransformPipeline& p, uint64_t seed, uint64_t epoch, uint64_t index, int h,
              int w) {

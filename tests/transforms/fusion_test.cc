@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dspipe/transforms.h"
+#include "must_parse.h"
 #include "transforms/impl.h"
 
 namespace dspipe {
@@ -19,12 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
-  std::shared_ptr<const TransformPipeline> p;
-  const Status s = TransformPipeline::Parse(text, &p);
-  EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << text;
-  return p;
-}
+using testing::MustParse;
 
 // A smooth RGB image (detail well above the pixel scale) and a mask of three classes.
 void MakeSample(int h, int w, int seed, cv::Mat* image, cv::Mat* mask, bool smooth = true) {

@@ -16,6 +16,7 @@
 #include "dspipe/loader.h"
 #include "dspipe/normalize.h"
 #include "dspipe/transforms.h"
+#include "must_parse.h"
 #include "pipeline/loader_fixture.h"
 #include "pipeline/sample.h"
 
@@ -33,12 +34,7 @@ const char* const kRecipe = R"([
   {"__class_fullname__": "GaussNoise", "p": 0.5},
   {"__class_fullname__": "Normalize", "p": 1}])";
 
-std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
-  std::shared_ptr<const TransformPipeline> p;
-  const Status s = TransformPipeline::Parse(text, &p);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return p;
-}
+using testing::MustParse;
 
 struct FusedScope {
   explicit FusedScope(bool on) { pipeline::SetFusedDecodeEnabled(on); }

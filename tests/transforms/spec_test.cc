@@ -12,18 +12,14 @@
 #include <string>
 
 #include "dspipe/transforms.h"
+#include "must_parse.h"
 
 namespace dspipe {
 namespace {
 
 using nlohmann::json;
 
-std::shared_ptr<const TransformPipeline> MustParse(const std::string& text) {
-  std::shared_ptr<const TransformPipeline> p;
-  const Status s = TransformPipeline::Parse(text, &p);
-  EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << text;
-  return p;
-}
+using testing::MustParse;
 
 // The one transform of a parsed single-transform pipeline, as A.to_dict writes it.
 json Normalized(const std::string& transform) {
