@@ -547,15 +547,6 @@ class SampleJob {
     const Plan& plan = scratch.plan;
     bool has_ops = false;  // anything but the flips
     for (const transforms::Step& st : plan.steps) has_ops |= st.leaf->name != "HorizontalFlip";
-    // These steps run inside the decode (fused), the normalize pass or one augment span, never
-    // per segment: each segment counts the sample as folded (its time is in that stage).
-    if (ctx_.stats != nullptr) {
-      int last = -1;
-      for (const transforms::Step& st : plan.steps) {
-        if (st.segment != last) ctx_.stats->CountFoldedTransform(st.segment);
-        last = st.segment;
-      }
-    }
     bool image_fused = false, mask_fused = false;  // decoded mirrored (and normalized)
     {
       const uint64_t t0 = NowNs();
@@ -588,6 +579,15 @@ class SampleJob {
         RunRowOps(transforms::RowOpsOf(plan), slot_.image, src_h, src_w, shape.channels);
       }
       RecordDecode(img.path, t0);
+    }
+    // These steps run inside the decode (fused), the normalize pass or one augment span, never
+    // per segment: each segment counts the decoded sample as folded (its time is in that stage).
+    if (ctx_.stats != nullptr) {
+      int last = -1;
+      for (const transforms::Step& st : plan.steps) {
+        if (st.segment != last) ctx_.stats->CountFoldedTransform(st.segment);
+        last = st.segment;
+      }
     }
     normalized_ = image_fused && shape.normalized;
     if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
