@@ -365,21 +365,29 @@ def test_len_after_a_partial_pass_is_what_the_next_loop_yields(tmp_path):
         assert len(dl) == len(list(dl)) == 3
 
 
+def _built_with_pixels(tmp_path, count, seed, classes):
+    """A synthetic 24x32 dataset built to tmp_path/train.lmdb, and its stored pixels as a user
+    compares them with albumentations: images (N, H, W, 3) and masks (N, H, W), uint8."""
+    import numpy as np
+
+    src = tmp_path / "src"
+    dspipe.synth(src, count=count, size=(24, 32), seed=seed, classes=classes)
+    db = tmp_path / "train.lmdb"
+    dspipe.build(src, db, progress=False)
+    plain = dspipe.Loader(db, batch_size=count, shuffle=False, device="cpu", output="numpy",
+                          normalize=False)
+    raw = next(iter(plain))
+    return (db, raw["image"].transpose(0, 2, 3, 1).astype(np.uint8),
+            raw["mask"].astype(np.uint8))
+
+
 def test_tutorial_pipeline_ending_in_totensorv2_runs_as_albumentations_gives_it(tmp_path):
     # Item 10: every tutorial recipe ends in Normalize (or ToFloat) and ToTensorV2.
     import albumentations as A
     import numpy as np
     from albumentations.pytorch import ToTensorV2
 
-    src = tmp_path / "src"
-    dspipe.synth(src, count=6, size=(24, 32), seed=3, classes=3)
-    db = tmp_path / "train.lmdb"
-    dspipe.build(src, db, progress=False)
-    plain = dspipe.Loader(db, batch_size=6, shuffle=False, device="cpu", output="numpy",
-                          normalize=False)
-    raw = next(iter(plain))
-    images = raw["image"].transpose(0, 2, 3, 1).astype(np.uint8)  # the stored pixels, HWC
-    masks = raw["mask"].astype(np.uint8)
+    db, images, masks = _built_with_pixels(tmp_path, count=6, seed=3, classes=3)
 
     for aug in (A.Compose([A.HorizontalFlip(p=1), A.Normalize(), ToTensorV2()]),
                 A.Compose([A.VerticalFlip(p=1), A.ToFloat(), ToTensorV2(transpose_mask=True)]),
@@ -409,13 +417,7 @@ def test_tutorial_blurs_and_pca_gray_run_as_albumentations_gives_them(tmp_path):
     import albumentations as A
     import numpy as np
 
-    src = tmp_path / "src"
-    dspipe.synth(src, count=4, size=(24, 32), seed=5, classes=2)
-    db = tmp_path / "train.lmdb"
-    dspipe.build(src, db, progress=False)
-    plain = dspipe.Loader(db, batch_size=4, shuffle=False, device="cpu", output="numpy",
-                          normalize=False)
-    images = next(iter(plain))["image"].transpose(0, 2, 3, 1).astype(np.uint8)
+    db, images, _ = _built_with_pixels(tmp_path, count=4, seed=5, classes=2)
 
     recipe = A.Compose([A.HorizontalFlip(), A.OneOf([A.MotionBlur(p=0.2),
                                                      A.MedianBlur(blur_limit=3, p=0.1)], p=0.5),
