@@ -301,6 +301,31 @@ spec_seeds = {
     "resized_crop": [leaf("RandomResizedCrop", size=[12, 14], p=1),
                      leaf("PadIfNeeded", min_height=16, min_width=16),
                      leaf("ShiftScaleRotate", p=1), leaf("ElasticTransform", p=1)],
+    # Issue 40's additions: the blurs, ToGray's PCA, RGBShift, OneOrOther, ToFloat and the
+    # tutorial ending ToTensorV2, as A.to_dict writes them.
+    "tutorial_tail": [leaf("MedianBlur", blur_limit=[3, 7], p=1),
+                      leaf("MotionBlur", blur_limit=[3, 7], angle_range=[0.0, 360.0],
+                           direction_range=[-1.0, 1.0], allow_shifted=True, p=1),
+                      leaf("ToGray", method="pca", num_output_channels=3, p=1),
+                      leaf("RGBShift", r_shift_limit=[-20.0, 20.0], g_shift_limit=[-20.0, 20.0],
+                           b_shift_limit=[-20.0, 20.0], p=1),
+                      box("OneOrOther", [leaf("HorizontalFlip"), leaf("VerticalFlip")], p=1),
+                      leaf("ToFloat", max_value=None, p=1),
+                      leaf("ToTensorV2", transpose_mask=True, p=1)],
+    # A MONAI bundle's train#preprocessing section (the second front end of the same parser).
+    "monai_ct": [{"_target_": "LoadImaged", "keys": ["image", "label"]},
+                 {"_target_": "ScaleIntensityRanged", "keys": "image", "a_min": -175,
+                  "a_max": 250, "b_min": 0.0, "b_max": 1.0, "clip": True},
+                 {"_target_": "RandCropByPosNegLabeld", "keys": ["image", "label"],
+                  "label_key": "label", "spatial_size": [8, 8], "pos": 1, "neg": 1,
+                  "num_samples": 2},
+                 {"_target_": "RandFlipd", "keys": ["image", "label"], "prob": 0.5,
+                  "spatial_axis": 0},
+                 {"_target_": "RandRotate90d", "keys": ["image", "label"], "prob": 0.5},
+                 {"_target_": "RandAffined", "keys": ["image", "label"], "prob": 1.0,
+                  "rotate_range": [0.3], "mode": ["bilinear", "nearest"]},
+                 {"_target_": "RandGaussianNoised", "keys": "image", "prob": 0.5, "std": 0.1},
+                 {"_target_": "AsDiscreted", "keys": "label", "to_onehot": 3}],
     "nested": {"__version__": "2.0.8", "transform": box("Compose", [box("Compose", [
         box("OneOf", [box("SomeOf", [leaf("HorizontalFlip", p=1)], n=1, p=0.5)], p=1)])])},
 }
