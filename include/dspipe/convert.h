@@ -97,6 +97,16 @@ struct BuildOptions {
   // record still maps back to its slice; BuildResult::empty_slices counts the others (not
   // errors). Refused for other sources and for volumes without labels. Default false.
   bool skip_empty = false;
+  // ImageFolder sources (class subfolders): a class folder holding no image is refused (as
+  // torchvision's ImageFolder does), because the labels would name a class no sample has; true
+  // keeps it as a label with no samples (torchvision's allow_empty=True), with one warning line
+  // naming them. Default false.
+  bool allow_empty_classes = false;
+  // 8-bit images are stored as RGB or gray (gray), without alpha. An image whose alpha channel
+  // is opaque everywhere loses nothing and is stored; one with a transparent pixel is refused,
+  // naming the file and the pixel, unless this is true: then its colour channels are stored and
+  // the alpha dropped. (16-bit RGBA images keep 4 channels; see docs/FORMAT.md.) Default false.
+  bool drop_alpha = false;
   // Volume sources: 2.5D context. Each record's image holds the 2K+1 slices k-K..k+K around its
   // slice k as channels (clamped at the volume's ends: the edge slice repeated), slice-major:
   // channel j*C + m is channel (modality) m of slice k-K+j, C the volume's own channels. The
@@ -177,7 +187,8 @@ struct BuildResult {
   // foreground (of the whole plan, also when one shard is built); not errors.
   uint64_t empty_slices = 0;
   // What the build noticed about the data and did not change (also logged as warnings):
-  // masks holding only ids 0 and 255, masks stored as JPEG (lossy). Empty when none.
+  // masks holding only ids 0 and 255, masks stored as JPEG (lossy), empty class folders kept
+  // (allow_empty_classes; said by the build that planned them, not by a resume). Empty when none.
   std::vector<std::string> warnings;
 };
 

@@ -156,6 +156,18 @@ class Dataset {
     (void)fn;
     return Status::OK();
   }
+
+  // Record `index`'s entry in that table alone (one meta lookup: for messages about one
+  // record, such as the loader naming a corrupt record's source file). *found is false when the
+  // record has none (plain LMDBs, datasets built before the table existed).
+  virtual Status ReadRecordTableEntry(std::string_view table, uint64_t index, std::string* value,
+                                      bool* found) const {
+    (void)table;
+    (void)index;
+    value->clear();
+    *found = false;
+    return Status::OK();
+  }
 };
 
 }  // namespace dspipe

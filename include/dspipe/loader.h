@@ -176,6 +176,9 @@ struct CorruptRecord {
   std::string key;     // its key, as Dataset::KeyName shows it
   uint64_t epoch = 0;  // the epoch it was first met in
   std::string reason;  // the error (kCorruption / kBadInput), naming the key and the cause
+  // The source file the build made it from (the dataset's per-record source table, as
+  // dsconvert's rejected.tsv names files); "" for plain LMDBs and older datasets.
+  std::string source;
 };
 
 // The corrupt records a loader met so far, all epochs (see LoaderOptions::max_corrupt).

@@ -336,6 +336,7 @@ struct OptionFields<BuildOptions> {
       Field("jpeg_restarts", &S::jpeg_restarts), Field("gray", &S::gray), Field("depth", &S::depth),
       Field("mask_map", &S::mask_map), Field("slice_axis", &S::slice_axis),
       Field("skip_empty", &S::skip_empty), Field("context", &S::context),
+      Field("allow_empty_classes", &S::allow_empty_classes), Field("drop_alpha", &S::drop_alpha),
       Field("spacing_rows", &S::spacing_rows), Field("spacing_cols", &S::spacing_cols),
       Field("shuffle", &S::shuffle), Field("seed", &S::seed), Field("threads", &S::threads),
       Field("shards", &S::shards), Field("shard_index", &S::shard_index),

@@ -125,6 +125,15 @@ class CachedDataset final : public Dataset {
   }
   void WillNeed(std::span<const uint64_t> indices) const override { inner_->WillNeed(indices); }
   std::string KeyName(uint64_t index) const override { return inner_->KeyName(index); }
+  Status ReadRecordTable(
+      std::string_view table,
+      const std::function<Status(uint64_t index, std::string_view value)>& fn) const override {
+    return inner_->ReadRecordTable(table, fn);
+  }
+  Status ReadRecordTableEntry(std::string_view table, uint64_t index, std::string* value,
+                              bool* found) const override {
+    return inner_->ReadRecordTableEntry(table, index, value, found);
+  }
 
  private:
   const CacheState state_;  // declared first: destroyed after inner_

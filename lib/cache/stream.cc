@@ -466,6 +466,19 @@ class StreamingDataset final : public Dataset {
     return s;
   }
 
+  Status ReadRecordTableEntry(std::string_view table, uint64_t index, std::string* value,
+                              bool* found) const override {
+    value->clear();
+    *found = false;
+    if (index >= info_.count) return Status::OK();
+    const size_t shard = stream_->ShardOf(index);
+    const Dataset* ds = nullptr;
+    DSPIPE_RETURN_IF_ERROR(stream_->Pin(shard, &ds).WithContext("key " + KeyName(index)));
+    Status s = ds->ReadRecordTableEntry(table, index - stream_->range(shard).begin, value, found);
+    stream_->Unpin(shard);
+    return s;
+  }
+
   std::string KeyName(uint64_t index) const override {
     if (index >= info_.count) return dspipe::KeyName(index);
     const ShardRange& r = stream_->range(stream_->ShardOf(index));

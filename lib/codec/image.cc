@@ -289,9 +289,9 @@ Status DecodeImageInto(std::span<const uint8_t> bytes, int channels, int height,
     cv::Mat decoded = m;  // shares dst: the PNG path decodes in place when the size matches
     DSPIPE_RETURN_IF_ERROR(DecodeImage(bytes, channels, &decoded));
     if (decoded.rows != height || decoded.cols != width) {
-      return Status::Corruption("decoded image is " + std::to_string(decoded.cols) + "x" +
-                                std::to_string(decoded.rows) + ", header says " +
-                                std::to_string(width) + "x" + std::to_string(height));
+      return Status::Corruption("decoded image is " + std::to_string(decoded.rows) + "x" +
+                                std::to_string(decoded.cols) + " (height x width), header says " +
+                                std::to_string(height) + "x" + std::to_string(width));
     }
     if (decoded.data != dst) decoded.copyTo(m);
     return Status::OK();
@@ -560,6 +560,34 @@ Status DecompressZstd(std::span<const uint8_t> compressed, uint8_t* dst, size_t 
                               " bytes, expected " + std::to_string(dst_size));
   }
   return Status::OK();
+}
+
+Status FindTransparency(std::span<const uint8_t> bytes, bool* opaque, int* row, int* col) {
+  *opaque = true;
+  *row = *col = 0;
+  try {
+    cv::Mat raw;
+    DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_UNCHANGED, &raw));
+    if (raw.channels() != 4) return Status::OK();  // OpenCV gives gray+alpha as BGRA too
+    cv::Mat alpha;
+    cv::extractChannel(raw, alpha, 3);
+    const double full = raw.depth() == CV_16U ? 65535.0 : 255.0;
+    const cv::Mat below = alpha < full;
+    if (cv::countNonZero(below) == 0) return Status::OK();
+    for (int y = 0; y < below.rows; ++y) {
+      const uint8_t* r = below.ptr<uint8_t>(y);
+      for (int x = 0; x < below.cols; ++x) {
+        if (r[x] != 0) {
+          *opaque = false;
+          *row = y, *col = x;
+          return Status::OK();
+        }
+      }
+    }
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return FromException("FindTransparency", e);
+  }
 }
 
 }  // namespace dspipe::codec

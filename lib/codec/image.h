@@ -167,4 +167,10 @@ bool PeekImageSize(std::span<const uint8_t> bytes, int* height, int* width);
 void SetJpegRegionDecode(bool enabled);
 bool JpegRegionDecode();
 
+// An image with an alpha channel (ImageProbe::channels 2 or 4): *opaque is true when every
+// alpha sample is the maximum (255; 65535 for 16-bit), else false with (*row, *col) the first
+// pixel, in row-major order, that is not. Decodes with OpenCV's IMREAD_UNCHANGED; an image
+// without alpha is opaque. Errors as Probe's.
+Status FindTransparency(std::span<const uint8_t> bytes, bool* opaque, int* row, int* col);
+
 }  // namespace dspipe::codec

@@ -119,9 +119,9 @@ Status DecodeTypedPayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage
   }
   if (!s.ok()) return s;
   if (scratch->rows != q.height || scratch->cols != q.width) {
-    return Status::Corruption("decoded image is " + std::to_string(scratch->cols) + "x" +
-                              std::to_string(scratch->rows) + ", header says " +
-                              std::to_string(q.width) + "x" + std::to_string(q.height));
+    return Status::Corruption("decoded image is " + std::to_string(scratch->rows) + "x" +
+                              std::to_string(scratch->cols) + " (height x width), header says " +
+                              std::to_string(q.height) + "x" + std::to_string(q.width));
   }
   out->image = *scratch;
   out->source_height = q.height;
@@ -218,9 +218,10 @@ Status DecodePayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage* out
                   : RectF{0, 0, static_cast<double>(image.cols), static_cast<double>(image.rows)};
     }
     if (sized && (out->source_width != q.width || out->source_height != q.height)) {
-      return Status::Corruption("decoded image is " + std::to_string(out->source_width) + "x" +
-                                std::to_string(out->source_height) + ", header says " +
-                                std::to_string(q.width) + "x" + std::to_string(q.height));
+      return Status::Corruption("decoded image is " + std::to_string(out->source_height) + "x" +
+                                std::to_string(out->source_width) +
+                                " (height x width), header says " + std::to_string(q.height) + "x" +
+                                std::to_string(q.width));
     }
     if (q.dst != nullptr && image.data != q.dst) {
       // A decoder that could not write in place (a conversion on the way): copy into dst.

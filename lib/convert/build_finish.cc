@@ -162,6 +162,8 @@ Status Builder::Finish(const Accum& acc) {
   result_->skipped = acc.rejected.size();
   result_->warnings = MaskWarnings(acc, o_);
   for (const std::string& line : result_->warnings) Log(LogLevel::kWarn, line);
+  // Logged when the plan was made (a fresh build; a resumed one was planned before).
+  result_->warnings.insert(result_->warnings.end(), plan_warnings_.begin(), plan_warnings_.end());
   return Status::OK();
 }
 

@@ -222,6 +222,35 @@ json Builder::VolumeTable(volume::SliceAxis axis, const std::vector<std::string>
   return table;
 }
 
+Status Builder::CheckEmptyClasses() {
+  const auto& empty = sources_.empty_classes;
+  if (empty.empty()) return Status::OK();
+  const auto& [label, folder] = empty.front();
+  const std::string name = sources_.class_names[static_cast<size_t>(label)];
+  if (!o_.allow_empty_classes) {
+    // torchvision's ImageFolder refuses it too, unless allow_empty=True.
+    return Status::BadInput(
+        folder + ": an empty class folder" +
+        (empty.size() > 1 ? " (and " + std::to_string(empty.size() - 1) + " more)" : "") +
+        ": it would be label " + std::to_string(label) + " (" + name +
+        ") with no samples, so a model sized from the labels would have a class it never "
+        "sees; remove the folder, put its images in it, or pass " +
+        Opt("BuildOptions::allow_empty_classes", "true") +
+        " to keep it as a class with no samples (torchvision's allow_empty=True)");
+  }
+  std::string names;
+  for (const auto& [l, f] : empty) {
+    names += (names.empty() ? "" : ", ") + std::to_string(l) + " (" +
+             sources_.class_names[static_cast<size_t>(l)] + ")";
+  }
+  plan_warnings_.push_back(o_.source + ": " + std::to_string(empty.size()) +
+                           " empty class folder(s) kept as labels with no samples "
+                           "(allow_empty_classes): " +
+                           names);
+  Log(LogLevel::kWarn, plan_warnings_.back());
+  return Status::OK();
+}
+
 // What a volume source cannot do (yet): each refused up front, naming the option.
 Status Builder::CheckVolumeOptions() const {
   auto refuse = [&](const std::string& opt, const std::string& why) {
@@ -450,6 +479,7 @@ Status Builder::Plan(bool fresh) {
         " applies to volume sources (a folder of NIfTI volumes, docs/VOLUMES.md), and this is a " +
         sources_.kind + " source of 2D images: drop it");
   }
+  DSPIPE_RETURN_IF_ERROR(CheckEmptyClasses());
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened
   archive_ = sources_.archive;
   for (const std::string& w : sources_.warnings) Log(LogLevel::kWarn, w);

@@ -194,6 +194,10 @@ class Builder {
   // From plan_meta_ (fresh or reloaded): foreground_table_ and BuildResult::empty_slices.
   void SetPlanCounts();
   Status CheckVolumeOptions() const;
+  // An ImageFolder's empty class folders: refused unless BuildOptions::allow_empty_classes,
+  // then kept as labels with no samples: one warning line, logged now and kept for
+  // BuildResult::warnings (plan_warnings_).
+  Status CheckEmptyClasses();
   // The slice size (rows, columns) of a volume's slices resampled to BuildOptions::spacing_*.
   std::array<int64_t, 2> ResampledSliceShape(const volume::VolumeInfo& info,
                                              volume::SliceAxis axis) const;  // build_plan.cc
@@ -241,6 +245,7 @@ class Builder {
   Env* env_;  // the file system for everything but LMDB's own files (BuildOptions::env)
   std::string source_abs_;
   SourceList sources_;                      // fresh builds only (for class names, warnings)
+  std::vector<std::string> plan_warnings_;  // logged when planning, BuildResult::warnings too
   std::vector<SourceItem> plan_;            // ordered samples
   std::shared_ptr<const Dataset> plain_;    // a plain LMDB source, open
   std::shared_ptr<ArchiveSource> archive_;  // an archive source, listed

@@ -340,6 +340,23 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   // Kept as it is (SampleType): decoded with its own type and channels, stored typed.
   const bool typed = type != SampleType::kUint8 && !reduce;
   if (!typed) type = SampleType::kUint8;
+  if (!typed && (probe.channels == 2 || probe.channels == 4) && !o.drop_alpha) {
+    // 8-bit samples are stored RGB or gray: the alpha channel is not kept. An opaque one holds
+    // nothing, so it goes; a transparent pixel is data, dropped only when asked for.
+    bool opaque = true;
+    int row = 0, col = 0;
+    s = codec::FindTransparency(Bytes(img_bytes), &opaque, &row, &col);
+    if (!s.ok()) return Reject(item.image, s);
+    if (!opaque) {
+      return Reject(
+          item.image,
+          Status::BadInput("an alpha channel with transparent pixels (the first at row " +
+                           std::to_string(row) + ", column " + std::to_string(col) +
+                           "), and 8-bit images are stored as RGB or gray, without alpha; pass " +
+                           Opt("BuildOptions::drop_alpha", "true") +
+                           " to store the colour channels and drop the alpha knowingly"));
+    }
+  }
   out->image_gray = !typed && !o.gray && probe.channels <= 2;
   // The output size: --resize, or --max-side shrinking the longer side (aspect kept).
   const int src_w = probe.width, src_h = probe.height;

@@ -176,12 +176,10 @@ Status ScanImageFolder(const SourceTree& t, SourceList* out) {
     out->class_names.push_back(fs::path(classes[label]).filename().string());
     std::vector<std::string> files;
     DSPIPE_RETURN_IF_ERROR(t.Files(classes[label], &files));
-    if (files.empty()) {  // torchvision's ImageFolder refuses it too
-      return Status::BadInput(
-          t.Name(classes[label]) + ": an empty class folder: it would be label " +
-          std::to_string(label) + " (" + out->class_names.back() +
-          ") with no samples, so a model sized from the labels would have a class it never "
-          "sees; remove the folder or put its images in it");
+    // torchvision's ImageFolder refuses it unless allow_empty=True; so does the build
+    // (BuildPlan, BuildOptions::allow_empty_classes).
+    if (files.empty()) {
+      out->empty_classes.emplace_back(static_cast<int>(label), t.Name(classes[label]));
     }
     for (const std::string& f : files) {
       SourceItem item;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dspipe/dataset.h"
@@ -50,8 +51,11 @@ struct SourceList {
   bool has_masks = false;
   bool has_labels = false;
   std::vector<std::string> class_names;
-  std::vector<std::string> warnings;  // e.g. masks without an image
-  std::shared_ptr<const Dataset> plain;  // the plain LMDB source, open (kind "plain-lmdb")
+  // kind "imagefolder": each class folder holding no file, as (label, the folder as messages
+  // name it); BuildOptions::allow_empty_classes decides whether the build takes them.
+  std::vector<std::pair<int, std::string>> empty_classes;
+  std::vector<std::string> warnings;       // e.g. masks without an image
+  std::shared_ptr<const Dataset> plain;    // the plain LMDB source, open (kind "plain-lmdb")
   std::shared_ptr<ArchiveSource> archive;  // an archive source, listed (any other kind)
   std::vector<VolumeSource> volumes;       // kind "volumes"
   std::vector<std::string> channel_names;  // kind "volumes": dataset.json's, when it names them

@@ -11,17 +11,14 @@
 #include <vector>
 
 #include "dspipe/status.h"
+#include "format/manifest.h"
 #include "volume/volume.h"
 
 namespace dspipe {
 
-// The per-record foreground table (docs/FORMAT.md "Per-record tables"): the meta key of record
-// key k is "foreground/" + its 16 hex digits (Dataset::ReadRecordTable).
-inline constexpr const char* kForegroundTable = "foreground";
+// The meta keys of record key k in the per-record tables (format/manifest.h kForegroundTable,
+// kSourceTable): the table's name, "/", k's 16 hex digits.
 std::string ForegroundKey(uint64_t record_key);
-// The per-record source table, written by every build: "source/" + the record key's 16 hex
-// digits holds the source file the record was made from, named as rejected.tsv names files.
-inline constexpr const char* kSourceTable = "source";
 std::string SourceKey(uint64_t record_key);
 
 // Slice `index` along `axis` with `context` neighbours on each side as channels: slices

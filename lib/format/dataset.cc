@@ -139,6 +139,19 @@ class DspipeDataset final : public Dataset {
                      });
   }
 
+  Status ReadRecordTableEntry(std::string_view table, uint64_t index, std::string* value,
+                              bool* found) const override {
+    value->clear();
+    *found = false;
+    const Shard* sh = Find(index);
+    if (sh == nullptr) return Status::OK();
+    const LmdbEnv* env = nullptr;
+    DSPIPE_RETURN_IF_ERROR(ShardEnv(*sh, &env));
+    return env->GetMeta(
+        std::string(table) + "/" + dspipe::KeyName(index - sh->begin + sh->key_begin), value,
+        found);
+  }
+
   Status ReadRecordTable(
       std::string_view table,
       const std::function<Status(uint64_t index, std::string_view value)>& fn) const override {

@@ -16,6 +16,13 @@ inline constexpr const char* kShardPrefix = "shard-";
 // than uint8), which a reader of version 1 would load as 8-bit; 1 otherwise.
 inline constexpr int kManifestVersion = 2;
 
+// Per-record tables in the meta database (docs/FORMAT.md "Per-record tables";
+// Dataset::ReadRecordTable): record key k's entry is under "<table>/" + k's 16 hex digits.
+// foreground: a volume slice's pixel count per class; source: the file the record was made
+// from, named as rejected.tsv names files (written by every build).
+inline constexpr const char* kForegroundTable = "foreground";
+inline constexpr const char* kSourceTable = "source";
+
 // "shard-00003.lmdb"
 std::string ShardDirName(int index);
 

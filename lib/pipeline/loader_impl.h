@@ -162,6 +162,9 @@ class LoaderImpl final : public Loader {
   std::unique_ptr<Job> WaitFront();
   // The first error of `job` that is not a corrupt record (I/O, use after fork), or OK.
   Status FirstNotCorrupt(const Job& job);
+  // A corrupt record's error naming the source file it was built from (Status::path too), when
+  // the dataset's per-record source table has one; else `s` unchanged.
+  Status WithSourceFile(uint64_t index, const Status& s) const;
   // The consumer's view of a finished job: skipped records counted, errors returned.
   Status Collect(const Job& job);
   // At an epoch's end: Aborted when records were read and every one was skipped as corrupt

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/manifest.h"
 #include "pipeline/loader_impl.h"
 
 namespace dspipe::pipeline {
@@ -272,6 +273,9 @@ void LoaderImpl::RunSample(Job* job, int i) {
   if (!status.ok() && status.key().empty()) {  // front ends expose it (CorruptRecord.key)
     status = status.WithKey(dataset_->KeyName(job->indices[slot_index]));
   }
+  if (!status.ok() && pipeline::IsCorruptRecord(status) && status.path().empty()) {
+    status = WithSourceFile(job->indices[slot_index], status);
+  }
   job->normalize_ns.fetch_add(norm_ns, std::memory_order_relaxed);
   if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(job);
 }
@@ -319,6 +323,17 @@ std::unique_ptr<Job> LoaderImpl::WaitFront() {
   std::unique_ptr<Job> job = std::move(jobs_.front());
   jobs_.pop_front();
   return job;
+}
+
+Status LoaderImpl::WithSourceFile(uint64_t index, const Status& s) const {
+  std::string source;
+  bool found = false;
+  // The lookup's own failure leaves the record's error as it is: it is the one to report.
+  if (!dataset_->ReadRecordTableEntry(kSourceTable, index, &source, &found).ok() || !found ||
+      source.empty()) {
+    return s;
+  }
+  return s.Append(" (record made from " + source + ")").WithPath(source);
 }
 
 Status LoaderImpl::FirstNotCorrupt(const Job& job) {
@@ -374,7 +389,7 @@ void LoaderImpl::ListCorrupt(uint64_t index, uint64_t epoch, const Status& s) {
     corrupt_report_.truncated = true;
     return;
   }
-  listed.push_back({index, dataset_->KeyName(index), epoch, s.ToString()});
+  listed.push_back({index, dataset_->KeyName(index), epoch, s.ToString(), s.path()});
 }
 
 void LoaderImpl::Drain() {

@@ -250,9 +250,9 @@ class SampleJob {
         s = codec::DecodePayload(q, &scratch.mask, &mask);
         if (!s.ok()) return Context(s, "mask");
         if (mask.source_height != img.source_height || mask.source_width != img.source_width) {
-          return Bad("the mask is " + std::to_string(mask.source_width) + "x" +
-                     std::to_string(mask.source_height) + " (width x height) but the image is " +
-                     std::to_string(img.source_width) + "x" + std::to_string(img.source_height) +
+          return Bad("the mask is " + std::to_string(mask.source_height) + "x" +
+                     std::to_string(mask.source_width) + " (height x width) but the image is " +
+                     std::to_string(img.source_height) + "x" + std::to_string(img.source_width) +
                      ": a mask must be the size of its image");
         }
       }

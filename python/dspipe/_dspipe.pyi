@@ -152,6 +152,8 @@ class BuildOptions:
     mask_map: str
     slice_axis: str
     skip_empty: bool
+    allow_empty_classes: bool
+    drop_alpha: bool
     context: int
     spacing_rows: float
     spacing_cols: float

@@ -81,6 +81,8 @@ class BuildArgs(_PlainArgs, total=False):
     mask_map: Mapping[int, int] | str | None
     slice_axis: str
     skip_empty: bool
+    allow_empty_classes: bool
+    drop_alpha: bool
     context: int
     spacing: tuple[float, float] | float | None
     shuffle: bool

@@ -270,6 +270,12 @@ BUILD: dict[str, Kwarg] = {
     "skip_empty": K("BuildOptions::skip_empty", "volume sources with labels: leave out the "
                     "slices whose label is all 0 (after mask_map); the manifest lists the kept "
                     "ones"),
+    "allow_empty_classes": K("BuildOptions::allow_empty_classes", "class subfolders: keep a "
+                             "class folder holding no image as a label with no samples "
+                             "(torchvision's allow_empty=True); refused otherwise"),
+    "drop_alpha": K("BuildOptions::drop_alpha", "8-bit images with transparent pixels: store "
+                    "the colour channels and drop the alpha (refused otherwise; an opaque alpha "
+                    "is dropped without loss)"),
     "context": K("BuildOptions::context", "volume sources: 2.5D, the K slices on each side of a "
                  "record's slice as channels too (2K+1 slices, slice-major, clamped at the ends)"),
     "spacing": K("BuildOptions::spacing_rows BuildOptions::spacing_cols",

@@ -426,7 +426,8 @@ class Loader:
         p95_ms, p99_ms, max_ms}} for read, decode, augment, collate, h2d, normalize, wait
         (docs/STATS.md), plus "elapsed_ms" and "compute_ms_per_batch" (the time your loop
         spent between batches), and "corrupt": the corrupt records met so far (max_corrupt),
-        {"count": n, "records": [{"index", "key", "epoch", "reason"}, ...], "truncated": bool},
+        {"count": n, "records": [{"index", "key", "epoch", "reason", "source"}, ...],
+        "truncated": bool} ("source": the file the record was built from, "" when unknown),
         the first 64 distinct records listed in the order met (docs/LOADER.md)."""
         out = dict(self._core.stats())
         out["elapsed_ms"] = self._core.elapsed_ms()

@@ -164,7 +164,8 @@ class PyLoader {
     }
     ThrowIfError(st);
   }
-  // Loader::corrupt_records(): {"count", "records": [{index, key, epoch, reason}], "truncated"}.
+  // Loader::corrupt_records(): {"count", "records": [{index, key, epoch, reason, source}],
+  // "truncated"}.
   nb::dict corrupt_records() {
     const CorruptReport r = loader().corrupt_records();
     nb::list records;
@@ -174,6 +175,7 @@ class PyLoader {
       d["key"] = c.key;
       d["epoch"] = c.epoch;
       d["reason"] = c.reason;
+      d["source"] = c.source;
       records.append(d);
     }
     nb::dict d;

@@ -602,6 +602,17 @@ TEST_F(BuildTest, ImageFolderGivesLabelsAndClassNames) {
   EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), dir + "/bird: an empty class folder: it would be label 0 (bird)"))
       << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "pass BuildOptions::allow_empty_classes = true to keep it"))
+      << s.ToString();
+  EXPECT_FALSE(fs::exists(o.output)) << "a refused source leaves no output";
+  // allow_empty_classes keeps it as label 0 with no samples; the others move up by one.
+  o.allow_empty_classes = true;
+  s = Build(o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(ReadRecords(o.output, &recs, &ds).ok());
+  ASSERT_EQ(recs.size(), 6u);
+  EXPECT_EQ(ds->info().class_names, (std::vector<std::string>{"bird", "cat", "dog", "zebra fish"}));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(recs[i].header.label, want_label[i] + 1) << i;
 }
 
 // Issue 40 item 8: BuildOptions::cancelled (Python's Ctrl-C) stops the build after the record

@@ -83,6 +83,7 @@ TEST(Formats, PngVariantsAndMaskKinds) {
     BuildOptions o = Options(tmp / "src", tmp / (store == StoreMode::kRaw ? "raw" : "enc"));
     o.store = store;
     o.depth = 8;  // the 16-bit images: their high byte, asked for (else refused, below)
+    o.drop_alpha = true;  // c_rgba and f_gray_alpha are transparent: asked for (else refused)
     BuildResult r;
     Status st = BuildDataset(o, &r);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -125,6 +126,50 @@ TEST(Formats, PngVariantsAndMaskKinds) {
       cv::Mat want;
       cv::cvtColor(samples[i].want_rgb, want, cv::COLOR_RGB2GRAY);
       EXPECT_EQ(CountDiff(DecodedImage(recs[i]), want), 0) << samples[i].name << " gray";
+    }
+  }
+}
+
+// Issue 35: 8-bit images are stored RGB or gray, so an alpha channel is not kept. An opaque one
+// (every alpha 255) holds nothing and goes without a word; a transparent pixel is refused,
+// naming the file and the first such pixel, unless drop_alpha asks for the colour channels.
+TEST(Formats, TransparentPixelsAreRefusedUnlessDropAlphaIsAsked) {
+  TempDir tmp;
+  const cv::Mat rgb = Pattern(kW, kH, 3);
+  cv::Mat rgba;
+  cv::cvtColor(rgb, rgba, cv::COLOR_RGB2RGBA);  // Encode takes RGB(A)
+  WriteAll(tmp / "src/images/a_opaque.png", Encode(rgba, ".png"));
+  rgba.at<cv::Vec4b>(2, 5)[3] = 254;
+  WriteAll(tmp / "src/images/b_one_transparent.png", Encode(rgba, ".png"));
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    const std::string name = store == StoreMode::kRaw ? "raw" : "enc";
+    BuildOptions o = Options(tmp / "src", tmp / name);
+    o.store = store;
+    BuildResult r;
+    Status s = BuildDataset(o, &r);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "b_one_transparent.png: an alpha channel with transparent "
+                                      "pixels (the first at row 2, column 5)"))
+        << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "pass BuildOptions::drop_alpha = true")) << s.ToString();
+    EXPECT_TRUE(Contains(s.path(), "b_one_transparent.png")) << s.path();
+    // Skipped, the opaque one is a record; asked for, both are, holding the colour channels.
+    o.output = tmp / (name + "-skip");
+    o.on_error = OnError::kSkip;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    EXPECT_EQ(r.records, 1u);
+    EXPECT_EQ(r.skipped, 1u);
+    o.output = tmp / (name + "-drop");
+    o.on_error = OnError::kFail;
+    o.drop_alpha = true;
+    s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::vector<Rec> recs;
+    ASSERT_TRUE(ReadRecords(o.output, &recs).ok());
+    ASSERT_EQ(recs.size(), 2u);
+    for (const Rec& rec : recs) {
+      EXPECT_EQ(rec.header.channels, 3);
+      EXPECT_EQ(CountDiff(DecodedImage(rec), rgb), 0);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -71,6 +72,13 @@ TEST_F(LoaderCorruptTest, CorruptRecordIsAnErrorNamingTheKey) {
   ASSERT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find(KeyName(5)), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("data.lmdb"), std::string::npos) << s.ToString();
+  // Issue 40: the error leads back to the file the record was built from (the dataset's
+  // per-record source table), in the message and as Status::path.
+  const std::string source5 = root_ + "/src/images/000005.png";
+  EXPECT_NE(s.message().find("(record made from " + source5 + ")"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.path(), source5);
+  EXPECT_EQ(s.key(), KeyName(5));
   EXPECT_FALSE(b);
   s = loader->Next(&b);  // the caller may go on: the failing batch was skipped
   ASSERT_FALSE(s.ok());
@@ -103,9 +111,10 @@ TEST_F(LoaderCorruptTest, AMaskOfAnotherSizeIsNamedWithBothSizes) {
   ASSERT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("record 5 (key " + KeyName(5) + ") in " + path_), std::string::npos)
       << s.ToString();
-  // A dspipe record's header gives the size (a plain LMDB's mask: "the mask is WxH (width x
-  // height) but the image is WxH", tests/python/test_first_hour.py).
-  EXPECT_NE(s.message().find("decoded image is 16x12, header says 32x24"), std::string::npos)
+  // A dspipe record's header gives the size, height first as every size dspipe prints (a plain
+  // LMDB's mask: "the mask is HxW (height x width) but the image is HxW", test_first_hour.py).
+  EXPECT_NE(s.message().find("decoded image is 12x16 (height x width), header says 24x32"),
+            std::string::npos)
       << s.ToString();
 }
 
@@ -180,6 +189,9 @@ TEST_F(LoaderCorruptTest, SkippedRecordsAreListedByKey) {
     EXPECT_EQ(r.records[k].epoch, 0u);
     EXPECT_NE(r.records[k].reason.find(KeyName(flipped[k])), std::string::npos)
         << r.records[k].reason;
+    char name[32];
+    std::snprintf(name, sizeof(name), "%06d.png", static_cast<int>(flipped[k]));
+    EXPECT_EQ(r.records[k].source, root_ + "/src/images/" + name);
   }
 }
 

@@ -539,7 +539,7 @@ def test_garbled_messages_name_each_option_once_with_the_values(tmp_path):
             pass
     msg = str(e.value)
     assert f"record 2 (key 2) in {plain}" in msg, msg
-    assert "the mask is 16x12 (width x height) but the image is 32x24" in msg, msg
+    assert "the mask is 12x16 (height x width) but the image is 24x32" in msg, msg
 
 
 def test_install_docs_colab_line_uses_ubuntu_package_names():
@@ -582,7 +582,20 @@ def test_imagefolder_classes_are_its_labels_and_an_empty_class_folder_is_refused
         dspipe.build(src, tmp_path / "again.lmdb", progress=False)
     msg = str(e.value)
     assert f"{src}/empty_class: an empty class folder: it would be label 2" in msg, msg
-    assert "remove the folder" in msg, msg
+    assert "remove the folder" in msg and "pass allow_empty_classes=True to keep it" in msg, msg
+    assert not (tmp_path / "again.lmdb").exists()
+
+    # Asked for (torchvision's allow_empty=True), it is a label with no samples, said once.
+    r = dspipe.build(src, tmp_path / "allowed.lmdb", allow_empty_classes=True, progress=False)
+    assert "1 empty class folder(s) kept as labels with no samples (allow_empty_classes): " \
+        "2 (empty_class)" in "\n".join(r["warnings"]), r
+    info = dspipe.info(tmp_path / "allowed.lmdb")
+    assert info["classes"] == 6 and info["class_names"][2] == "empty_class", info
+    labels = sorted({int(b) for batch in dspipe.Loader(tmp_path / "allowed.lmdb", batch_size=10,
+                                                       device="cpu", shuffle=False,
+                                                       output="numpy")
+                     for b in batch["label"]})
+    assert labels == [0, 1, 3, 4, 5], labels
 
 
 def test_imagenet_normalize_on_gray_images_uses_the_first_values_as_albumentations(tmp_path):
@@ -632,6 +645,11 @@ def test_after_a_corrupt_record_the_same_iterator_goes_on_with_the_epoch(dataset
     assert len(errors) == 1 and errors[0].key == "0000000000000005", errors
     msg = str(errors[0])
     assert "the batch holding it was dropped" in msg and "set max_corrupt=10" in msg, msg
+    # ... and it names the file the record was built from (the dataset's source table).
+    source = dspipe.sources(path)[5]
+    assert source.endswith(".png") and errors[0].path == source, (errors[0].path, source)
+    assert f"(record made from {source})" in msg, msg
+    assert loader.stats()["corrupt"]["records"][0]["source"] == source
     assert seen == [i for i in range(26) if not 4 <= i < 8], seen  # the rest of the epoch
     # Through torch's DataLoader the same: the caller's catch leaves the iterator usable.
     torch = pytest.importorskip("torch")

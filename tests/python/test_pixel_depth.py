@@ -111,3 +111,33 @@ def test_gray_slices_in_a_3_channel_dataset_are_said_with_the_fix(tmp_path):
     r = dspipe.build(src, tmp_path / "gray.lmdb", gray=True, progress=False)
     assert r["warnings"] == [], r
     assert dspipe.info(tmp_path / "gray.lmdb")["channels"] == 1
+
+
+def test_transparent_pixels_are_refused_unless_drop_alpha_is_asked(tmp_path):
+    # 8-bit RGBA PNGs (cut-outs over a transparent background) lost their alpha without a word.
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "cutouts"
+    (src / "images").mkdir(parents=True)
+    bgra = np.zeros((16, 20, 4), np.uint8)
+    bgra[..., :3] = np.arange(16 * 20 * 3, dtype=np.uint32).reshape(16, 20, 3) % 251
+    bgra[..., 3] = 255
+    assert cv2.imwrite(str(src / "images" / "a_opaque.png"), bgra)
+    bgra[4:, 7:, 3] = 0  # the background
+    assert cv2.imwrite(str(src / "images" / "b_cutout.png"), bgra)
+    with pytest.raises(dspipe.CorruptRecord) as e:
+        dspipe.build(src, tmp_path / "refused.lmdb", progress=False)
+    msg = str(e.value)
+    assert "b_cutout.png: an alpha channel with transparent pixels (the first at row 4, " \
+        "column 7)" in msg, msg
+    assert "pass drop_alpha=True to store the colour channels" in msg, msg
+    assert e.value.path.endswith("b_cutout.png")
+
+    out = tmp_path / "rgb.lmdb"
+    dspipe.build(src, out, drop_alpha=True, progress=False)
+    batch = next(iter(dspipe.Loader(out, batch_size=2, shuffle=False, device="cpu",
+                                    normalize=False, output="numpy")))
+    want = np.ascontiguousarray(bgra[..., 2::-1]).transpose(2, 0, 1).astype(np.float32)
+    assert batch["image"].shape == (2, 3, 16, 20)
+    assert (batch["image"] == want).all()  # the colour channels, alpha 255 or not

@@ -164,6 +164,12 @@ int Run(int argc, char** argv) {
           "volume sources (NIfTI, DICOM series): cut the canonical (RAS) volume along this axis")
       ->check(CLI::IsMember({"axial", "coronal", "sagittal"}))
       ->capture_default_str();
+  build->add_flag("--allow-empty-classes", bo.allow_empty_classes,
+                  "class subfolders: keep a class folder holding no image as a label with no "
+                  "samples (refused otherwise, as torchvision's ImageFolder does)");
+  build->add_flag("--drop-alpha", bo.drop_alpha,
+                  "8-bit images with transparent pixels: store the colour channels and drop the "
+                  "alpha (refused otherwise; an opaque alpha is dropped without loss)");
   build->add_flag("--skip-empty", bo.skip_empty,
                   "volume sources with labels: leave out slices whose label is all 0 (after "
                   "--mask-map); the manifest lists the kept slices");
