@@ -15,8 +15,10 @@ Each kept item ends as one of:
   equal in distribution  per-pixel random transforms (GaussNoise, CoarseDropout's random fills):
                          the same shape and mask, and per sample the difference to the clean
                          image has the reference's mean (within 0.5 + 3 standard errors) and
-                         standard deviation (within 0.5 + 5%); the reference is albumentations'
-                         own output with dspipe's drawn sigma / mean / holes and its own noise
+                         standard deviation (within 0.5 + 5%), and as many pixels changed alike
+                         in channels 0 and 1 (within 5 points: shared or per-channel noise);
+                         the reference is albumentations' own output with dspipe's drawn
+                         sigma / mean / holes and its own noise
   differs                anything else (the largest |diff|, shape or mask mismatch)
   refused                dspipe refused the pipeline (the first line of its message)
   error                  something raised while running or comparing (its first line)
@@ -340,6 +342,10 @@ def same_distribution(ours: np.ndarray, ref: np.ndarray, clean: np.ndarray) -> s
         return f"mean of the change {a.mean():.2f} vs {b.mean():.2f}"
     if abs(a.std() - b.std()) > 0.5 + 0.05 * b.std():
         return f"std of the change {a.std():.2f} vs {b.std():.2f}"
+    if a.ndim == 3 and a.shape[2] > 1:  # noise shared across channels (per_channel=False) or not
+        sa, sb = (np.mean(x[..., 0] == x[..., 1]) for x in (a, b))
+        if abs(sa - sb) > 0.05:
+            return f"share of pixels changed alike in channels 0 and 1 {sa:.3f} vs {sb:.3f}"
     return ""
 
 
