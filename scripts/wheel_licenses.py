@@ -4,8 +4,9 @@ runs it on the unpacked, auditwheel-repaired wheel; `wheel pack` then rewrites R
 Into <name>-<version>.dist-info/licenses/third_party/ (the PEP 639 folder where
 scikit-build-core already puts LICENSE and NOTICE):
 - <package>.copyright for each Debian package a library in dspipe.libs/ came from: auditwheel
-  names a bundled file <soname stem>-<hash><.so...>, so the soname is the name without the hash;
-  ldconfig -p (or /usr/lib/x86_64-linux-gnu) gives the system file, `dpkg -S` its package, and
+  names a bundled file after the system file with a hash inserted (libtbb-4d79fbbd.so.12.8 for
+  libtbb.so.12.8), so the name without the hash is the system file's (in
+  /usr/lib/x86_64-linux-gnu, or a soname ldconfig -p knows), `dpkg -S` gives its package, and
   /usr/share/doc/<package>/copyright (Debian's machine-readable copyright file) is its licence.
   Several libraries of one package share one file.
 - one file per component compiled in statically: OpenCV, DCMTK, libarchive, libstdc++,
@@ -37,8 +38,10 @@ MULTIARCH = "/usr/lib/x86_64-linux-gnu"
 COMMON = "/usr/share/common-licenses"
 # What scripts/build-opencv.sh builds (apt-get source opencv=...).
 OPENCV_DEBIAN_VERSION = "4.6.0+dfsg-12"
-# auditwheel repair: <soname up to .so>-<8 hex digits><.so and the rest of the soname>.
-BUNDLED = re.compile(r"^(?P<stem>.+)-[0-9a-f]{8}(?P<ext>\.so(\..*)?)$")
+# auditwheel repair names a copy <file name up to its first dot>-<8 hex digits>.<the rest>, from
+# the system file's name (the real file's: libtbb.so.12.8 -> libtbb-4d79fbbd.so.12.8,
+# liblber-2.5.so.0.1.8 -> liblber-2-64f183c1.5.so.0.1.8).
+BUNDLED = re.compile(r"^(?P<base>[^.]+)-[0-9a-f]{8}\.(?P<rest>.+)$")
 
 
 def fail(msg):
@@ -159,19 +162,19 @@ def bundled_libraries(lic, wheel_dir):
     for name in names:
         m = BUNDLED.match(name)
         if not m:
-            fail(f"dspipe.libs/{name}: not an auditwheel name (<soname stem>-<hash>.so...)")
-        soname = m.group("stem") + m.group("ext")
-        system = known.get(soname)
-        if system is None and os.path.exists(os.path.join(MULTIARCH, soname)):
-            system = os.path.join(MULTIARCH, soname)
+            fail(f"dspipe.libs/{name}: not an auditwheel name (<name>-<8 hex digits>.<rest>)")
+        original = m.group("base") + "." + m.group("rest")
+        system = os.path.join(MULTIARCH, original)
+        if not os.path.exists(system):
+            system = known.get(original)
         if system is None:
-            fail(f"dspipe.libs/{name}: its soname {soname} is neither known to ldconfig nor in "
-                 f"{MULTIARCH}")
+            fail(f"dspipe.libs/{name}: {original} is neither in {MULTIARCH} nor a soname "
+                 "ldconfig knows")
         pkg = dpkg_package(system)
         copyright_path = debian_copyright(pkg)
         files = lic.write(f"{pkg}.copyright", read(copyright_path))
         lic.add(f"dspipe.libs/{name}", files,
-                f"{soname} = {os.path.realpath(system)}, Debian package {pkg} "
+                f"{os.path.realpath(system)}, Debian package {pkg} "
                 f"{dpkg_version(pkg)}: {copyright_path}")
 
 
