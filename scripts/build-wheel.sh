@@ -89,18 +89,19 @@ echo "== wheel: third-party licences into the dist-info (scripts/wheel_licenses.
 # header-only packages, cudart); the tree is build-dir's {wheel_tag}, the raw wheel's tag.
 raw_tag=$(basename "$wheel_in" .whl | cut -d- -f3-)
 cache="$work/cmake/$raw_tag/CMakeCache.txt"
-[ -f "$cache" ] || { echo "build-wheel.sh: no CMake cache at $cache" >&2; exit 1; }
+[ -f "$cache" ] || { echo "build-wheel.sh: no CMake cache at $cache" >&2; rm -f "$wheel"; exit 1; }
 unpacked_dir="$work/licenses-cp$pyver"
 rm -rf "$unpacked_dir"
 "$venv/bin/wheel" unpack -d "$unpacked_dir" "$wheel" >/dev/null
+# A wheel without its licences is not left in $out to be shipped by mistake.
 "$venv/bin/python" scripts/wheel_licenses.py "$unpacked_dir"/dspipe-* --opencv "$opencv" \
-  --dcmtk "$dcmtk" --cmake-cache "$cache"
+  --dcmtk "$dcmtk" --cmake-cache "$cache" || { rm -f "$wheel"; exit 1; }
 rm "$wheel"
 # `wheel pack` names the wheel from the WHEEL file's tags (auditwheel's) and writes a new RECORD.
 "$venv/bin/wheel" pack -d "$out" "$unpacked_dir"/dspipe-* >/dev/null
 rm -rf "$unpacked_dir"
 [ -f "$wheel" ] || { echo "build-wheel.sh: wheel pack did not write $wheel" >&2; exit 1; }
-"$venv/bin/python" tests/package/wheel_licenses.py "$wheel"
+"$venv/bin/python" tests/package/wheel_licenses.py "$wheel" || { rm -f "$wheel"; exit 1; }
 
 echo "== wheel: $(basename "$wheel")"
 unpacked=$("$venv/bin/python" -c 'import sys, zipfile
