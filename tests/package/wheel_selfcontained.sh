@@ -4,6 +4,8 @@
 # the Python interpreter itself needs). Run as root (scripts/test.sh does, after
 # scripts/build-wheel.sh):   bash tests/package/wheel_selfcontained.sh dist/dspipe-*.whl
 #
+# 0. tests/package/wheel_licenses.py: the wheel's dist-info carries a licence for every file in
+#    dspipe.libs/ and every static component NOTICE lists (third_party/INDEX.txt), none empty.
 # 1. numpy (the wheel's one dependency) is downloaded from PyPI into a wheelhouse, while the
 #    system is still whole.
 # 2. In a private mount namespace (unshare --mount), /usr/lib/x86_64-linux-gnu (= /lib/...,
@@ -24,6 +26,9 @@ py=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d /tmp/dspipe-wheel-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 [ "$(id -u)" = 0 ] || { echo "wheel_selfcontained.sh: needs root (unshare --mount)" >&2; exit 1; }
+
+echo "== wheel test: third-party licences in the dist-info (wheel_licenses.py)"
+"$py" "$here/wheel_licenses.py" "$wheel"
 
 echo "== wheel test: numpy from PyPI into a wheelhouse"
 "$py" -m venv "$work/dl"
