@@ -44,8 +44,9 @@ struct DatasetInfo {
   std::vector<double> mean;
   std::vector<double> std;
   // Per channel, in the same units, when the manifest has them (builds since typed samples):
-  // min, max, and for integer samples the 0.5th / 99.5th percentiles (numpy's linear
-  // interpolation; nnU-Net's CT normalization inputs). Empty otherwise.
+  // min, max, and the 0.5th / 99.5th percentiles (nnU-Net's CT normalization inputs: numpy's
+  // linear interpolation, exact for integer samples, within 2^-11 of the value for float32
+  // ones, docs/CONVERT.md). Empty otherwise (percentiles: float builds before they had them).
   std::vector<double> min, max, percentile_00_5, percentile_99_5;
   std::string manifest_json;  // the whole manifest ("" for plain LMDBs)
   // Records per shard file, in index order: a sharded dataset's shards (manifest.json), one

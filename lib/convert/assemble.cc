@@ -145,6 +145,11 @@ Status MergeAccum(const Accum& a, const std::string& where, Accum* total) {
   }
   for (int k = 0; k < kMaxChannels; ++k) {
     total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
+    if (!a.fhist[k].empty()) {
+      std::vector<FloatBin> bins;
+      for (const auto& [b, f] : a.fhist[k]) bins.push_back(f);
+      total->AddFloatBins(k, bins);
+    }
     if (a.hist[k].empty()) continue;
     if (total->hist[k].empty()) total->hist[k].assign(a.hist[k].size(), 0);
     for (size_t i = 0; i < a.hist[k].size(); ++i) total->hist[k][i] += a.hist[k][i];

@@ -28,7 +28,28 @@ json HistJson(const std::vector<uint64_t> (&hist)[kMaxChannels]) {
   return out;
 }
 
+// Accum::fhist as [[[bin, count, lo, hi], ...] per channel].
+json FloatBinsJson(const std::map<uint32_t, FloatBin> (&fhist)[kMaxChannels]) {
+  json out = json::array();
+  for (int k = 0; k < kMaxChannels && !fhist[k].empty(); ++k) {
+    json bins = json::array();
+    for (const auto& [b, f] : fhist[k]) bins.push_back({b, f.count, f.lo, f.hi});
+    out.push_back(std::move(bins));
+  }
+  return out;
+}
+
 }  // namespace
+
+void Accum::AddFloatBins(int k, const std::vector<FloatBin>& bins) {
+  for (const FloatBin& f : bins) {
+    auto [it, fresh] = fhist[k].try_emplace(f.bin, f);
+    if (fresh) continue;
+    it->second.count += f.count;
+    it->second.lo = std::min(it->second.lo, f.lo);
+    it->second.hi = std::max(it->second.hi, f.hi);
+  }
+}
 
 void Accum::AddHistogram(int k, int lo, const std::vector<uint32_t>& counts) {
   if (hist[k].empty()) hist[k].assign(kHistSize, 0);
@@ -44,6 +65,7 @@ json Accum::ToJson() const {
           {"min", std::vector<double>(min, min + kMaxChannels)},
           {"max", std::vector<double>(max, max + kMaxChannels)},
           {"hist", HistJson(hist)},
+          {"fhist", FloatBinsJson(fhist)},
           {"image_type", image_type},
           {"channels", channels},
           {"type_from", type_from},
@@ -103,6 +125,27 @@ Accum Accum::FromJson(const json& j) {
       }
     }
   }
+  if (j.contains("fhist")) {  // absent in the state of a build made before float percentiles
+    const json& h = j.at("fhist");
+    if (!h.is_array() || h.size() > kMaxChannels) {
+      throw json::type_error::create(302, "fhist is not a list of channels", &j);
+    }
+    for (size_t k = 0; k < h.size(); ++k) {
+      std::vector<FloatBin> bins;
+      for (const json& e : h[k]) {
+        const int64_t b = Int(e.at(0)), n = Int(e.at(1));
+        const double lo = e.at(2).get<double>(), hi = e.at(3).get<double>();
+        if (b < 0 || b >= (int64_t{1} << kFloatBinBits) || n <= 0 || !(lo <= hi) ||
+            !std::isfinite(lo) || !std::isfinite(hi) ||
+            FloatBinOf(static_cast<float>(lo)) != b || FloatBinOf(static_cast<float>(hi)) != b) {
+          throw json::type_error::create(302, "fhist entry out of range", &j);
+        }
+        bins.push_back({static_cast<uint32_t>(b), static_cast<uint64_t>(n),
+                        static_cast<float>(lo), static_cast<float>(hi)});
+      }
+      a.AddFloatBins(static_cast<int>(k), bins);
+    }
+  }
   if (j.contains("image_type")) {
     a.image_type = static_cast<int>(Int(j.at("image_type")));
     a.channels = static_cast<int>(Int(j.at("channels")));
@@ -139,6 +182,7 @@ void Accum::Add(const MadeRecord& r) {
       min[k] = stat_images == 0 ? r.min[k] : std::min(min[k], r.min[k]);
       max[k] = stat_images == 0 ? r.max[k] : std::max(max[k], r.max[k]);
       if (!r.hist[k].empty()) AddHistogram(k, static_cast<int>(r.min[k]), r.hist[k]);
+      if (!r.fbins[k].empty()) AddFloatBins(k, r.fbins[k]);
     }
     pixels += r.pixels;
     ++stat_images;
@@ -227,6 +271,32 @@ double PercentileOf(const std::vector<uint64_t>& hist, double q) {
   return t >= 0.5 ? v_hi - d * (1 - t) : v_lo + d * t;
 }
 
+double PercentileOfBins(const std::map<uint32_t, FloatBin>& bins, double q) {
+  uint64_t n = 0;
+  for (const auto& [b, f] : bins) n += f.count;
+  if (n == 0) return std::nan("");
+  const double pos = static_cast<double>(n - 1) * (q / 100.0);
+  const auto lo = static_cast<uint64_t>(std::floor(pos));
+  const uint64_t hi = std::min(lo + 1, n - 1);
+  // The value at sorted position i: in the bin holding it, its values spread evenly from the
+  // bin's smallest (its first position) to its largest (its last).
+  auto value_at = [&](uint64_t i) {
+    uint64_t before = 0;
+    for (const auto& [b, f] : bins) {
+      if (i < before + f.count) {
+        if (f.count == 1) return static_cast<double>(f.lo);
+        const double t = static_cast<double>(i - before) / static_cast<double>(f.count - 1);
+        return static_cast<double>(f.lo) + (static_cast<double>(f.hi) - f.lo) * t;
+      }
+      before += f.count;
+    }
+    return static_cast<double>(bins.rbegin()->second.hi);
+  };
+  const double v_lo = value_at(lo), v_hi = value_at(hi);
+  const double t = pos - static_cast<double>(lo), d = v_hi - v_lo;  // numpy's lerp, as above
+  return t >= 0.5 ? v_hi - d * (1 - t) : v_lo + d * t;
+}
+
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
 json StatsJson(const Accum& acc, int channels, uint64_t count) {
   std::vector<double> mean(channels), sd(channels), lo(channels), hi(channels);
@@ -253,6 +323,15 @@ json StatsJson(const Accum& acc, int channels, uint64_t count) {
     for (int k = 0; k < channels; ++k) {
       p005[k] = PercentileOf(acc.hist[k], 0.5);
       p995[k] = PercentileOf(acc.hist[k], 99.5);
+    }
+    stats["percentile_00_5"] = p005;
+    stats["percentile_99_5"] = p995;
+  } else if (!acc.fhist[0].empty()) {
+    // Float samples: from the value bins, within a bin's span (2^-11 of the value) of numpy's.
+    std::vector<double> p005(channels), p995(channels);
+    for (int k = 0; k < channels; ++k) {
+      p005[k] = PercentileOfBins(acc.fhist[k], 0.5);
+      p995[k] = PercentileOfBins(acc.fhist[k], 99.5);
     }
     stats["percentile_00_5"] = p005;
     stats["percentile_99_5"] = p995;

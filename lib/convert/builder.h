@@ -57,6 +57,10 @@ struct Accum {
   std::vector<uint64_t> hist[kMaxChannels];
   // Adds a record's counts (MadeRecord::hist, from value `lo` on) to channel k.
   void AddHistogram(int k, int lo, const std::vector<uint32_t>& counts);
+  // Float32 samples: per channel, the values' bins (FloatBin, record_maker.h) by bin number;
+  // empty for integer samples. The percentiles come from them.
+  std::map<uint32_t, FloatBin> fhist[kMaxChannels];
+  void AddFloatBins(int k, const std::vector<FloatBin>& bins);
   uint64_t pixels = 0, stat_images = 0;
   // The images' sample type and channel count (SampleType as an int; -1 until the first
   // record), and the file that set them: every later record must agree (Check).
@@ -88,6 +92,10 @@ struct Accum {
 // numpy.percentile(values, q) (linear interpolation) of the values counted in `hist`
 // (Accum::hist's layout); NaN when it counts nothing.
 double PercentileOf(const std::vector<uint64_t>& hist, double q);
+// The same from float bins (Accum::fhist): each bin's values taken as spread evenly from its
+// smallest to its largest, so the result is exact where the values at the two sorted positions
+// are alone in their bins (or equal to their bin's ends) and otherwise within a bin's span.
+double PercentileOfBins(const std::map<uint32_t, FloatBin>& bins, double q);
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
 json StatsJson(const Accum& acc, int channels, uint64_t count);
 // The dataset's image sample type and channels from the totals (uint8 and `channels` for a

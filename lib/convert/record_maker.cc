@@ -65,7 +65,8 @@ void AddIntegerStats(const cv::Mat& img, MadeRecord* r) {
   }
 }
 
-// Float samples: sums, sums of squares, min and max (no value counts: no exact percentiles).
+// Float samples: sums, sums of squares, min and max, and each channel's values in bins
+// (MadeRecord::fbins, the percentiles' input).
 void AddFloatStats(const cv::Mat& img, MadeRecord* r) {
   const int c = img.channels();
   for (int k = 0; k < c; ++k) {
@@ -82,6 +83,38 @@ void AddFloatStats(const cv::Mat& img, MadeRecord* r) {
         r->min[k] = std::min(r->min[k], v);
         r->max[k] = std::max(r->max[k], v);
       }
+    }
+  }
+  // One channel at a time through a dense count per bin (4 MiB per thread, reused), listing the
+  // bins it touches so that emptying it costs what filling it did.
+  constexpr size_t kBins = size_t{1} << kFloatBinBits;
+  thread_local std::vector<uint32_t> counts(kBins, 0);
+  thread_local std::vector<float> lo(kBins), hi(kBins);
+  thread_local std::vector<uint32_t> touched;
+  for (int k = 0; k < c; ++k) {
+    touched.clear();
+    for (int y = 0; y < img.rows; ++y) {
+      const float* p = img.ptr<float>(y);
+      for (int x = k; x < img.cols * c; x += c) {
+        const float v = p[x];
+        if (std::isnan(v)) continue;
+        const uint32_t b = FloatBinOf(v);
+        if (counts[b]++ == 0) {
+          touched.push_back(b);
+          lo[b] = hi[b] = v;
+        } else {
+          lo[b] = std::min(lo[b], v);
+          hi[b] = std::max(hi[b], v);
+        }
+      }
+    }
+    std::sort(touched.begin(), touched.end());
+    std::vector<FloatBin>& out = r->fbins[k];
+    out.resize(touched.size());
+    for (size_t i = 0; i < touched.size(); ++i) {
+      const uint32_t b = touched[i];
+      out[i] = {b, counts[b], lo[b], hi[b]};
+      counts[b] = 0;
     }
   }
 }

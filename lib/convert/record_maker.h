@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,24 @@
 #include "volume/cache.h"
 
 namespace dspipe {
+
+// Float32 samples' statistics keep, per channel, their values in bins: the float's bits mapped
+// to an order-preserving 32-bit key, its top kFloatBinBits bits the bin. A bin spans at most
+// 2^-(kFloatBinBits - 9) of its values' magnitude (2^-11: 0.05%), and remembers the smallest
+// and largest value it holds, so a percentile read from the bins is exact where a bin holds one
+// distinct value and otherwise within that bin's span (PercentileOfBins).
+inline constexpr int kFloatBinBits = 20;
+struct FloatBin {
+  uint32_t bin = 0;
+  uint64_t count = 0;
+  float lo = 0, hi = 0;  // the smallest and largest value counted in it
+};
+inline uint32_t FloatBinOf(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const uint32_t key = (u & 0x80000000u) != 0 ? ~u : u | 0x80000000u;  // ascending with v
+  return key >> (32 - kFloatBinBits);
+}
 
 struct MadeRecord {
   std::string value;  // header + payloads (see format.h)
@@ -25,8 +44,11 @@ struct MadeRecord {
   double min[kMaxChannels] = {};
   double max[kMaxChannels] = {};
   // Integer samples (uint8, uint16, int16): per channel, the count of each value from min[k]
-  // (hist[k][i] pixels hold min[k] + i); empty for float32 (no exact percentiles).
+  // (hist[k][i] pixels hold min[k] + i); empty for float32.
   std::vector<uint32_t> hist[kMaxChannels];
+  // Float32 samples: per channel, the values binned by FloatBinOf (above), nonempty bins in
+  // bin order; NaN values are not counted. Empty for integer samples.
+  std::vector<FloatBin> fbins[kMaxChannels];
   uint64_t pixels = 0;
   int mask_max = -1;                    // largest class id, when the mask was decoded
   uint64_t mask_ids[4] = {0, 0, 0, 0};  // bit i: the mask holds id i

@@ -166,7 +166,7 @@ nb::dict InfoDict(const DatasetInfo& i) {
     d["mean"] = nb::none();
     d["std"] = nb::none();
   }
-  // Per channel, None when the manifest has none (older builds; percentiles: float samples).
+  // Per channel, None when the manifest has none (older builds).
   for (auto [key, v] : {std::pair{"min", &i.min}, std::pair{"max", &i.max},
                         std::pair{"percentile_00_5", &i.percentile_00_5},
                         std::pair{"percentile_99_5", &i.percentile_99_5}}) {

@@ -2,6 +2,11 @@
 // RGBA and palette PNG images; palette, 16-bit and gray-as-RGB masks; JPEG EXIF orientation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
+
 #include "convert/test_support.h"
 
 namespace dspipe::testing {
@@ -82,15 +87,16 @@ TEST(Formats, PngVariantsAndMaskKinds) {
   for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
     BuildOptions o = Options(tmp / "src", tmp / (store == StoreMode::kRaw ? "raw" : "enc"));
     o.store = store;
-    o.depth = 8;  // the 16-bit images: their high byte, asked for (else refused, below)
+    o.depth = 8;          // the 16-bit images: their high byte, asked for (else refused, below)
     o.drop_alpha = true;  // c_rgba and f_gray_alpha are transparent: asked for (else refused)
     BuildResult r;
     Status st = BuildDataset(o, &r);
     ASSERT_TRUE(st.ok()) << st.ToString();
     // Issue 35: the gray sources (b, e, f) replicated into 3 channels are said, with the fix.
     ASSERT_EQ(r.warnings.size(), 1u);
-    EXPECT_TRUE(Contains(r.warnings[0], ": 3 of 6 images are gray (1 channel) and the dataset has "
-                                        "3 channels"))
+    EXPECT_TRUE(Contains(r.warnings[0],
+                         ": 3 of 6 images are gray (1 channel) and the dataset has "
+                         "3 channels"))
         << r.warnings[0];
     EXPECT_TRUE(Contains(r.warnings[0], "dsconvert build --gray")) << r.warnings[0];
     std::vector<Rec> recs;
@@ -148,8 +154,9 @@ TEST(Formats, TransparentPixelsAreRefusedUnlessDropAlphaIsAsked) {
     BuildResult r;
     Status s = BuildDataset(o, &r);
     EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "b_one_transparent.png: an alpha channel with transparent "
-                                      "pixels (the first at row 2, column 5)"))
+    EXPECT_TRUE(Contains(s.message(),
+                         "b_one_transparent.png: an alpha channel with transparent "
+                         "pixels (the first at row 2, column 5)"))
         << s.ToString();
     EXPECT_TRUE(Contains(s.message(), "pass BuildOptions::drop_alpha = true")) << s.ToString();
     EXPECT_TRUE(Contains(s.path(), "b_one_transparent.png")) << s.path();
@@ -171,6 +178,86 @@ TEST(Formats, TransparentPixelsAreRefusedUnlessDropAlphaIsAsked) {
       EXPECT_EQ(rec.header.channels, 3);
       EXPECT_EQ(CountDiff(DecodedImage(rec), rgb), 0);
     }
+  }
+}
+
+// numpy.percentile(values, q), linear interpolation, from every value.
+double NumpyPercentile(std::vector<float> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = static_cast<double>(v.size() - 1) * (q / 100.0);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  const double t = pos - static_cast<double>(lo), a = v[lo], b = v[hi];
+  return t >= 0.5 ? b - (b - a) * (1 - t) : a + (b - a) * t;
+}
+
+// Issue 35: float32 datasets get the 0.5th / 99.5th percentiles too (they had none): within
+// 2^-11 of the value of numpy's over every pixel, exact where the values are few distinct ones;
+// the same after a cancelled build resumed (the bins go through the stored build state) and
+// for one-shard builds assembled (AssembleDataset merges the bins).
+TEST(Formats, Float32PercentilesAreNumpysWithinABin) {
+  TempDir tmp;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> mr(300.f, 120.f);  // an MR-like channel, some negative
+  const float levels[] = {-1000.5f, 0.f, 3.25f, 77.f};
+  std::vector<float> all[2];
+  for (int i = 0; i < 6; ++i) {
+    const int part = i < 3 ? 0 : 1;
+    cv::Mat img(kH, kW, CV_32FC1);
+    for (int y = 0; y < kH; ++y) {
+      for (int x = 0; x < kW; ++x) {
+        img.at<float>(y, x) = part == 0 ? mr(rng) : levels[(x + y + i) % 4];
+      }
+    }
+    WriteAll(tmp / ("src" + std::to_string(part) + "/images/" + std::to_string(i) + ".tiff"),
+             Encode(img, ".tiff"));
+    all[part].insert(all[part].end(), img.begin<float>(), img.end<float>());
+  }
+  for (int part = 0; part < 2; ++part) {
+    SCOPED_TRACE(part == 0 ? "normal values" : "four levels");
+    const std::string src = tmp / ("src" + std::to_string(part));
+    auto check = [&](const std::string& path, const char* how) {
+      std::unique_ptr<Dataset> ds;
+      ASSERT_TRUE(Dataset::Open(path, DatasetOpenOptions{}, &ds).ok()) << how;
+      const DatasetInfo& info = ds->info();
+      ASSERT_EQ(info.percentile_00_5.size(), 1u) << how;
+      ASSERT_EQ(info.percentile_99_5.size(), 1u) << how;
+      for (auto [q, got] :
+           {std::pair{0.5, info.percentile_00_5[0]}, std::pair{99.5, info.percentile_99_5[0]}}) {
+        const double want = NumpyPercentile(all[part], q);
+        if (part == 1) {
+          EXPECT_EQ(got, want) << how << " " << q << ": four values, each alone in its bin";
+        } else {
+          EXPECT_NEAR(got, want, std::ldexp(std::abs(want), -11)) << how << " " << q;
+          EXPECT_NE(got, 0.0);
+        }
+      }
+    };
+    BuildOptions o = Options(src, tmp / ("whole" + std::to_string(part)));
+    BuildResult r;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    check(o.output, "one build");
+    // Cancelled after two records (a commit each), then resumed.
+    o.output = tmp / ("resumed" + std::to_string(part));
+    o.commit_bytes = 1;
+    int calls = 0;
+    o.progress = [&](uint64_t, uint64_t) { ++calls; };
+    o.cancelled = [&] { return calls > 2; };
+    ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
+    o.cancelled = nullptr;
+    o.resume = true;
+    ASSERT_TRUE(BuildDataset(o, &r).ok());
+    check(o.output, "resumed");
+    // Two one-shard builds, assembled.
+    BuildOptions sh = Options(src, tmp / ("assembled" + std::to_string(part)));
+    sh.shards = 2;
+    for (int s = 0; s < 2; ++s) {
+      sh.shard_index = s;
+      ASSERT_TRUE(BuildDataset(sh, &r).ok());
+    }
+    AssembleResult ar;
+    ASSERT_TRUE(AssembleDataset(sh.output, &ar).ok());
+    check(sh.output, "assembled");
   }
 }
 
@@ -321,7 +408,8 @@ TEST(Formats, DeepImagesAreKeptAndReducedOnlyWhenAsked) {
               BuildOptions o = Options(tmp / "a", tmp / "b");
               o.depth = 16;
               return o;
-            }()).code(),
+            }())
+                .code(),
             Status::Code::kInvalidArgument);
 }
 

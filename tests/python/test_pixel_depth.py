@@ -141,3 +141,24 @@ def test_transparent_pixels_are_refused_unless_drop_alpha_is_asked(tmp_path):
     want = np.ascontiguousarray(bgra[..., 2::-1]).transpose(2, 0, 1).astype(np.float32)
     assert batch["image"].shape == (2, 3, 16, 20)
     assert (batch["image"] == want).all()  # the colour channels, alpha 255 or not
+
+
+def test_float32_datasets_have_percentiles_within_a_bin_of_numpys(tmp_path):
+    # A float32 dataset (microscopy, resampled CT) had no percentiles, so nnU-Net's
+    # normalization could not be set from dspipe.info.
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "mr"
+    (src / "images").mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    slices = [rng.normal(250.0, 90.0, (24, 40)).astype(np.float32) for _ in range(4)]
+    for i, s in enumerate(slices):
+        assert cv2.imwrite(str(src / "images" / f"s{i}.tiff"), s)
+    dspipe.build(src, tmp_path / "mr.lmdb", progress=False)
+    info = dspipe.info(tmp_path / "mr.lmdb")
+    assert info["sample_type"] == "float32", info
+    pixels = np.stack(slices).astype(np.float64)
+    for key, q in (("percentile_00_5", 0.5), ("percentile_99_5", 99.5)):
+        want = np.percentile(pixels, q)
+        assert info[key][0] == pytest.approx(want, rel=2.0 ** -11), (key, info[key], want)
