@@ -359,6 +359,19 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_quality"),
                                            "JPEG holds 8-bit samples"));
   }
+  // A TIFF of more than 4 channels (tiff.h) keeps them only as typed samples: 8-bit images
+  // are stored gray or RGB, and the loader reads no 8-bit record of other channels.
+  if (!typed && probe.channels > 4) {
+    return Reject(item.image,
+                  Status::BadInput(
+                      "a " + std::to_string(probe.channels) + "-channel " +
+                      (reduce ? std::string("image reduced to 8 bits (") +
+                                    Opt("BuildOptions::depth", "8") + ")"
+                              : std::string("8-bit image")) +
+                      "; dspipe keeps all the channels of 16-bit and float32 images only, and "
+                      "stores 8-bit ones as gray or RGB: convert it to 16-bit samples" +
+                      (reduce ? ", or drop the depth option" : "")));
+  }
   if (typed && o.jpeg_restarts) {
     return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_restarts"),
                                            "it re-writes JPEG files, which hold 8-bit samples"));
@@ -371,6 +384,12 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
               : codec::DecodeImage(Bytes(img_bytes), channels, &img);
     if (!s.ok()) return Reject(item.image, s);
+    if (typed && o.gray && img.channels() != 1 && img.channels() != 3 && img.channels() != 4) {
+      return Reject(item.image,
+                    TypedRefusal(type, Opt("BuildOptions::gray"),
+                                 "gray is the luminance of RGB, and this image has " +
+                                     std::to_string(img.channels()) + " channels"));
+    }
     if (typed && o.gray && img.channels() > 1) {  // asked for: one luminance channel
       cv::cvtColor(img, img, img.channels() == 3 ? cv::COLOR_RGB2GRAY : cv::COLOR_RGBA2GRAY);
     }
@@ -401,9 +420,11 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     }
   } else if (typed && (resize || (o.gray && probe.channels > 1))) {
     // Changed here (resized, or reduced to gray as asked): re-encoded losslessly, a uint16
-    // image as a 16-bit PNG, int16 and float32 (which PNG cannot hold) as zstd pixels.
+    // image of 1, 3 or 4 channels as a 16-bit PNG, the rest (int16 and float32, which PNG
+    // cannot hold, and other channel counts) as zstd pixels.
     if (!img.isContinuous()) img = img.clone();
-    if (type == SampleType::kUint16) {
+    const int c = img.channels();
+    if (type == SampleType::kUint16 && (c == 1 || c == 3 || c == 4)) {
       h.image_codec = Codec::kPng;
       DSPIPE_RETURN_IF_ERROR(codec::EncodeTypedPng(img, &img_payload));
     } else {

@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codec/image.h"
@@ -372,6 +375,43 @@ TEST(Tiff, PaletteAndOtherPhotometricsStayWithOpenCv) {
   EXPECT_FALSE(DecodeTiff(AsBytes(bytes), &m).ok());
   ImageProbe p;
   EXPECT_TRUE(Probe(AsBytes(bytes), &p).ok());
+}
+
+}  // namespace
+}  // namespace dspipe::codec
+
+namespace dspipe::codec {
+namespace {
+
+// The fuzz seeds of libtiff's path (tests/fuzz/make_seeds.py writes them with a writer of its
+// own) read: another writer's files than the libtiff-written ones above.
+TEST(Tiff, TheFuzzSeedsOfTheLibtiffPathDecode) {
+  for (const auto& [name, channels, depth] : {std::tuple{"typed_tiff16x5_planar", 5, CV_16U},
+                                              std::tuple{"typed_tiff_f32x6_tiled", 6, CV_32F},
+                                              std::tuple{"tiff16x3_planar", 3, CV_16U}}) {
+    SCOPED_TRACE(name);
+    std::ifstream in(std::string(DSPIPE_SOURCE_DIR) + "/tests/fuzz/seeds/decode/" + name,
+                     std::ios::binary);
+    const std::string seed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(seed.size(), 1u);
+    const std::string file = seed.substr(1);  // the harness's operation byte
+    cv::Mat m;
+    const Status s = DecodeTiff(AsBytes(file), &m);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(m.channels(), channels);
+    EXPECT_EQ(m.depth(), depth);
+    // Channel k is channel 0 plus 7k (uint16) or 0.5k (float32), as the script writes them.
+    std::vector<cv::Mat> planes;
+    cv::split(m, planes);
+    for (int k = 1; k < channels; ++k) {
+      cv::Mat diff;
+      cv::subtract(planes[k], planes[0], diff, cv::noArray(), CV_64F);
+      double lo = 0, hi = 0;
+      cv::minMaxLoc(diff, &lo, &hi);
+      EXPECT_EQ(lo, depth == CV_16U ? 7.0 * k : 0.5 * k) << k;
+      EXPECT_EQ(hi, lo) << k;
+    }
+  }
 }
 
 }  // namespace
