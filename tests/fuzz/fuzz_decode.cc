@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       cv::Mat m;
       if (codec::DecodeTyped(file, type, (op & 1) != 0, &m).ok()) {
         DSPIPE_FUZZ_CHECK(m.depth() == codec::CvDepth(type) || (op & 1) != 0);
-        DSPIPE_FUZZ_CHECK(m.channels() >= 1 && m.channels() <= 4);
+        DSPIPE_FUZZ_CHECK(m.channels() >= 1 && m.channels() <= kMaxChannels);
       }
       break;
     }
