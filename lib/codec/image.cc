@@ -149,7 +149,7 @@ Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) 
   TiffInfo tiff;
   if (SniffImageFormat(bytes) == ImageFormat::kTiff) {
     DSPIPE_RETURN_IF_ERROR(ReadTiffInfo(bytes, &tiff));
-    DSPIPE_RETURN_IF_ERROR(CheckTiffPages(tiff));
+    DSPIPE_RETURN_IF_ERROR(CheckTiffLayout(tiff));
     if (tiff.ours && tiff.samples > 4) {
       return Status::BadInput("a " + std::to_string(tiff.samples) + "-channel " +
                               SampleTypeName(tiff.type) +

@@ -259,7 +259,12 @@ Status ReadTiffInfo(std::span<const uint8_t> bytes, TiffInfo* out) {
   return Status::OK();
 }
 
-Status CheckTiffPages(const TiffInfo& info) {
+Status CheckTiffLayout(const TiffInfo& info) {
+  if (info.samples > kMaxChannels) {
+    return Status::BadInput("a TIFF of " + std::to_string(info.samples) +
+                            " samples per pixel; dspipe reads at most " +
+                            std::to_string(kMaxChannels) + " channels");
+  }
   if (info.pages <= 1) return Status::OK();
   return Status::BadInput("a multi-page TIFF (" + std::to_string(info.pages) +
                           " pages); dspipe reads one page per image and does not take the "
@@ -297,7 +302,7 @@ Status TryDecodeTiff(std::span<const uint8_t> bytes, cv::Mat* out, TiffInfo* out
     DSPIPE_RETURN_IF_ERROR(f.Open(bytes, HeaderAlloc(bytes)));
     DSPIPE_RETURN_IF_ERROR(ReadDirectory(f, &info));
     CountPages(f, &info);
-    DSPIPE_RETURN_IF_ERROR(CheckTiffPages(info));  // whoever decodes it: never the first silently
+    DSPIPE_RETURN_IF_ERROR(CheckTiffLayout(info));  // whoever decodes it: never the first silently
     if (!info.ours) return Status::OK();
     DSPIPE_RETURN_IF_ERROR(CheckTiffSize(info, &image_bytes));
     if (!TIFFIsCODECConfigured(static_cast<uint16_t>(info.compression))) {
@@ -315,6 +320,9 @@ Status TryDecodeTiff(std::span<const uint8_t> bytes, cv::Mat* out, TiffInfo* out
       again.type != info.type || !again.ours) {
     return Status::Internal("TIFF directory read twice differs");
   }
+  // What libtiff said about the directory (it read it) is not held against the pixels: from
+  // here, any error it reports fails the strip or tile that raised it.
+  f.ClearError();
   const int h = static_cast<int>(info.height), w = static_cast<int>(info.width);
   const int type = CV_MAKETYPE(CvDepth(info.type), info.samples);
   if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {

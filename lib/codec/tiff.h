@@ -52,9 +52,10 @@ struct TiffInfo {
 // Reads the first directory (and counts the pages). BadInput when libtiff cannot open it.
 Status ReadTiffInfo(std::span<const uint8_t> bytes, TiffInfo* out);
 
-// BadInput naming the page count for a TIFF of more than one page: dspipe reads one page per
-// image and never takes the first silently.
-Status CheckTiffPages(const TiffInfo& info);
+// BadInput naming the page count for a TIFF of more than one page (dspipe reads one page per
+// image and never takes the first silently), or the samples for one of more than kMaxChannels
+// samples per pixel (OpenCV reads no more than 4 either).
+Status CheckTiffLayout(const TiffInfo& info);
 
 // Decodes the first and only page of a TIFF that ReadTiffInfo calls ours into *out (reused
 // when it has the size and type). A TIFF that is not ours, or has several pages, is BadInput.

@@ -416,3 +416,28 @@ TEST(Tiff, TheFuzzSeedsOfTheLibtiffPathDecode) {
 
 }  // namespace
 }  // namespace dspipe::codec
+
+namespace dspipe::codec {
+namespace {
+
+TEST(Tiff, MoreThanSixteenSamplesAreRefusedNamingThem) {
+  cv::Mat m(4, 4, CV_16UC(17));
+  std::memset(m.data, 0, m.total() * m.elemSize());
+  const std::string bytes = TiffBytes(m);
+  ASSERT_FALSE(bytes.empty());
+  ::testing::internal::CaptureStderr();
+  ImageProbe p;
+  const Status probed = Probe(AsBytes(bytes), &p);
+  cv::Mat out;
+  const Status eight = DecodeImage(AsBytes(bytes), 3, &out);
+  const Status typed = DecodeTyped(AsBytes(bytes), SampleType::kUint16, false, &out);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");  // OpenCV never sees it
+  for (const Status& s : {probed, eight, typed}) {
+    EXPECT_NE(s.message().find("a TIFF of 17 samples per pixel; dspipe reads at most 16 channels"),
+              std::string::npos)
+        << s.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace dspipe::codec
