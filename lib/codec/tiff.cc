@@ -248,6 +248,28 @@ void Interleave(const std::vector<uint8_t>& plane, int k, size_t bytes, cv::Mat*
   for (size_t i = 0; i < n; ++i, d += c * bytes, s += bytes) std::memcpy(d, s, bytes);
 }
 
+// The current directory's pixels into *out (reused when it has the size and type).
+Status ReadPixels(TiffFile& f, const TiffInfo& info, cv::Mat* out) {
+  // What libtiff said about the directory (it read it) is not held against the pixels: from
+  // here, any error it reports fails the strip or tile that raised it.
+  f.ClearError();
+  const int h = static_cast<int>(info.height), w = static_cast<int>(info.width);
+  const int type = CV_MAKETYPE(CvDepth(info.type), info.samples);
+  if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {
+    out->create(h, w, type);
+  }
+  const size_t sample_bytes = SampleTypeSize(info.type);
+  if (!info.planar || info.samples == 1) {
+    return ReadPlane(f, info, 0, info.samples, out->data, out->step[0]);
+  }
+  std::vector<uint8_t> plane(size_t{info.width} * info.height * sample_bytes);
+  for (int k = 0; k < info.samples; ++k) {
+    DSPIPE_RETURN_IF_ERROR(ReadPlane(f, info, k, 1, plane.data(), info.width * sample_bytes));
+    Interleave(plane, k, sample_bytes, out);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ReadTiffInfo(std::span<const uint8_t> bytes, TiffInfo* out) {
@@ -320,23 +342,90 @@ Status TryDecodeTiff(std::span<const uint8_t> bytes, cv::Mat* out, TiffInfo* out
       again.type != info.type || !again.ours) {
     return Status::Internal("TIFF directory read twice differs");
   }
-  // What libtiff said about the directory (it read it) is not held against the pixels: from
-  // here, any error it reports fails the strip or tile that raised it.
-  f.ClearError();
-  const int h = static_cast<int>(info.height), w = static_cast<int>(info.width);
-  const int type = CV_MAKETYPE(CvDepth(info.type), info.samples);
-  if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {
-    out->create(h, w, type);
+  return ReadPixels(f, info, out);
+}
+
+Status DecodeTiffPages(std::span<const uint8_t> bytes, cv::Mat* out, int* pages) {
+  *pages = 0;
+  std::vector<TiffInfo> infos;  // the pages, in order (reduced-resolution copies left out)
+  std::vector<tdir_t> dirs;
+  uint64_t total_bytes = 0, max_page_bytes = 0;
+  int channels = 0;
+  {
+    TiffFile f;
+    DSPIPE_RETURN_IF_ERROR(f.Open(bytes, HeaderAlloc(bytes)));
+    TIFF* t = f.get();
+    for (tdir_t d = 0;; ++d) {
+      uint32_t subfile = 0;
+      TIFFGetField(t, TIFFTAG_SUBFILETYPE, &subfile);
+      if ((subfile & FILETYPE_REDUCEDIMAGE) == 0) {
+        const std::string page = "TIFF page " + std::to_string(infos.size() + 1);
+        TiffInfo info;
+        Status s = ReadDirectory(f, &info);
+        if (!s.ok()) return Status::BadInput(page + ": " + s.message());
+        if (!info.ours) {
+          return Status::BadInput(page + ": " + std::to_string(info.samples) + " x " +
+                                  std::to_string(info.bits) + "-bit samples (format " +
+                                  std::to_string(info.sample_format) + ", photometric " +
+                                  std::to_string(info.photometric) +
+                                  "), which are not stacked as channels: pages of 8/16-bit "
+                                  "integer or float32 gray or RGB samples are");
+        }
+        if (!infos.empty() && (info.width != infos[0].width || info.height != infos[0].height ||
+                               info.type != infos[0].type)) {
+          return Status::BadInput(
+              page + " is " + std::to_string(info.width) + "x" + std::to_string(info.height) + " " +
+              SampleTypeName(info.type) + ", page 1 " + std::to_string(infos[0].width) + "x" +
+              std::to_string(infos[0].height) + " " + SampleTypeName(infos[0].type) +
+              ": pages stacked as channels must all have one size and sample type");
+        }
+        channels += info.samples;
+        if (channels > kMaxChannels) {
+          return Status::BadInput(page + " brings the channels to " + std::to_string(channels) +
+                                  "; a record holds at most " + std::to_string(kMaxChannels));
+        }
+        if (!TIFFIsCODECConfigured(static_cast<uint16_t>(info.compression))) {
+          return Status::BadInput(page + ": compression " + std::to_string(info.compression) +
+                                  " is not one this libtiff decodes");
+        }
+        uint64_t page_bytes = 0;
+        DSPIPE_RETURN_IF_ERROR(CheckTiffSize(info, &page_bytes));
+        total_bytes += page_bytes;
+        max_page_bytes = std::max(max_page_bytes, page_bytes);
+        infos.push_back(info);
+        dirs.push_back(d);
+      }
+      if (d >= 4096) return Status::BadInput("TIFF of more than 4096 directories");
+      if (TIFFReadDirectory(t) != 1) break;
+    }
+    if (f.failed()) {
+      return f.Error("TIFF page " + std::to_string(infos.size() + 1), "unreadable directory");
+    }
+    TiffInfo all = infos[0];
+    all.samples = channels;
+    DSPIPE_RETURN_IF_ERROR(CheckTiffSize(all, &total_bytes));  // the stack, against the limits
   }
-  const size_t sample_bytes = SampleTypeSize(info.type);
-  if (!info.planar || info.samples == 1) {
-    return ReadPlane(f, info, 0, info.samples, out->data, out->step[0]);
+  TiffFile f;
+  DSPIPE_RETURN_IF_ERROR(f.Open(bytes, std::max(HeaderAlloc(bytes), max_page_bytes + (1u << 20))));
+  std::vector<cv::Mat> planes(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const std::string page = "TIFF page " + std::to_string(i + 1);
+    if (TIFFSetDirectory(f.get(), dirs[i]) != 1) return f.Error(page, "unreadable directory");
+    TiffInfo again;
+    DSPIPE_RETURN_IF_ERROR(ReadDirectory(f, &again));
+    if (again.width != infos[i].width || again.height != infos[i].height ||
+        again.samples != infos[i].samples || again.type != infos[i].type || !again.ours) {
+      return Status::Internal("TIFF directory read twice differs");
+    }
+    Status s = ReadPixels(f, infos[i], &planes[i]);
+    if (!s.ok()) return Status::BadInput(page + ": " + s.message());
   }
-  std::vector<uint8_t> plane(size_t{info.width} * info.height * sample_bytes);
-  for (int k = 0; k < info.samples; ++k) {
-    DSPIPE_RETURN_IF_ERROR(ReadPlane(f, info, k, 1, plane.data(), info.width * sample_bytes));
-    Interleave(plane, k, sample_bytes, out);
+  if (planes.size() == 1) {
+    *out = planes[0];
+  } else {
+    cv::merge(planes, *out);
   }
+  *pages = static_cast<int>(planes.size());
   return Status::OK();
 }
 

@@ -64,6 +64,13 @@ Status DecodeTiff(std::span<const uint8_t> bytes, cv::Mat* out);
 // (the caller hands it to OpenCV): one reading of the header for both. info: the first page's.
 Status TryDecodeTiff(std::span<const uint8_t> bytes, cv::Mat* out, TiffInfo* info);
 
+// BuildOptions::pages_as_channels: every page of a TIFF (reduced-resolution copies left out)
+// stacked as channels, page 1's first: HWC interleaved as DecodeTiff gives one page. Every page
+// must be ours and of one size and sample type, at most kMaxChannels channels in all, else
+// BadInput naming the page ("TIFF page 3 is 64x48 uint16, page 1 ..."); the stack is held to
+// the decode limits as one image. *pages: how many were stacked.
+Status DecodeTiffPages(std::span<const uint8_t> bytes, cv::Mat* out, int* pages);
+
 // The first directory's ImageWidth x ImageLength against the DecodeLimits (what every TIFF
 // handed to cv::imdecode is checked with; limits_check.h).
 Status CheckTiffHeader(std::span<const uint8_t> bytes);

@@ -8,6 +8,8 @@
 
 #include "codec/image.h"
 #include "codec/jpeg_restart.h"
+#include "codec/limits_check.h"
+#include "codec/tiff.h"
 #include "convert/volume_slices.h"
 
 namespace dspipe {
@@ -329,8 +331,46 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
 
   // ---- image
   codec::ImageProbe probe;
-  Status s = codec::Probe(Bytes(img_bytes), &probe);
-  if (!s.ok()) return Reject(item.image, s);
+  Status s;
+  // BuildOptions::pages_as_channels: a multi-page TIFF is decoded here, its pages stacked as
+  // channels (codec/tiff.h), and stored as decoded pixels below (the file's bytes would be
+  // read as one page by the loader). Single-page TIFFs take the ordinary path.
+  cv::Mat stacked;
+  bool pages = false;
+  if (o.pages_as_channels &&
+      codec::SniffImageFormat(Bytes(img_bytes)) == codec::ImageFormat::kTiff) {
+    codec::TiffInfo info;
+    s = codec::ReadTiffInfo(Bytes(img_bytes), &info);
+    if (!s.ok()) return Reject(item.image, s);
+    if (info.pages > 1) {
+      int n = 0;
+      s = codec::DecodeTiffPages(Bytes(img_bytes), &stacked, &n);
+      if (!s.ok()) return Reject(item.image, s);
+      if (stacked.depth() == CV_8U || o.depth == 8) {
+        return Reject(item.image,
+                      Status::BadInput(
+                          "a TIFF of " + std::to_string(n) + " pages of " +
+                          (stacked.depth() == CV_8U ? std::string("8-bit samples")
+                                                    : "samples, and " +
+                                                          Opt("BuildOptions::depth", "8")) +
+                          ": " + Opt("BuildOptions::pages_as_channels") +
+                          " stacks 16-bit and float32 pages as they are (8-bit images are "
+                          "stored gray or RGB)"));
+      }
+      pages = true;
+      probe.codec = Codec::kEncoded;
+      probe.width = stacked.cols;
+      probe.height = stacked.rows;
+      probe.channels = stacked.channels();
+      probe.bit_depth = static_cast<int>(stacked.elemSize1()) * 8;
+      probe.floating = stacked.depth() == CV_32F;
+      probe.is_signed = stacked.depth() == CV_16S;
+    }
+  }
+  if (!pages) {
+    s = codec::Probe(Bytes(img_bytes), &probe);
+    if (!s.ok()) return Reject(item.image, s);
+  }
   SampleType type = SampleType::kUint8;
   s = codec::SampleTypeOf(probe, &type);
   if (s.ok()) s = CheckImageDepth(probe, type, o);
@@ -381,9 +421,13 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
       raw || resize || reduce || jpeg || typed || want_stats || o.check == CheckLevel::kDecode;
   cv::Mat img;
   if (decode) {
-    s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
-              : codec::DecodeImage(Bytes(img_bytes), channels, &img);
-    if (!s.ok()) return Reject(item.image, s);
+    if (pages) {
+      img = stacked;
+    } else {
+      s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
+                : codec::DecodeImage(Bytes(img_bytes), channels, &img);
+      if (!s.ok()) return Reject(item.image, s);
+    }
     if (typed && o.gray && img.channels() != 1 && img.channels() != 3 && img.channels() != 4) {
       return Reject(item.image,
                     TypedRefusal(type, Opt("BuildOptions::gray"),
@@ -418,8 +462,8 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
       h.image_codec = Codec::kRaw;
       img_payload.assign(reinterpret_cast<const char*>(img.data), img.total() * img.elemSize());
     }
-  } else if (typed && (resize || (o.gray && probe.channels > 1))) {
-    // Changed here (resized, or reduced to gray as asked): re-encoded losslessly, a uint16
+  } else if (typed && (resize || pages || (o.gray && probe.channels > 1))) {
+    // Changed here (resized, pages stacked, or reduced to gray as asked): re-encoded losslessly, a uint16
     // image of 1, 3 or 4 channels as a 16-bit PNG, the rest (int16 and float32, which PNG
     // cannot hold, and other channel counts) as zstd pixels.
     if (!img.isContinuous()) img = img.clone();

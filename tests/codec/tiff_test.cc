@@ -441,3 +441,56 @@ TEST(Tiff, MoreThanSixteenSamplesAreRefusedNamingThem) {
 
 }  // namespace
 }  // namespace dspipe::codec
+
+namespace dspipe::codec {
+namespace {
+
+TEST(Tiff, PagesStackAsChannelsOrAreRefusedNamingThePage) {
+  std::string error;
+  const cv::Mat a = Samples(12, 10, 2, CV_16U, 1), b = Samples(12, 10, 3, CV_16U, 2);
+  TiffWriteOptions planar;
+  planar.planar = true;
+  const std::string bytes = TiffBytes({a, b, a}, planar, &error);
+  ASSERT_FALSE(bytes.empty()) << error;
+  cv::Mat m, want;
+  int pages = 0;
+  Status s = DecodeTiffPages(AsBytes(bytes), &m, &pages);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(pages, 3);
+  cv::merge(std::vector<cv::Mat>{a, b, a}, want);
+  EXPECT_EQ(MaxDiff(m, want), 0);
+  // One page: the page.
+  s = DecodeTiffPages(AsBytes(TiffBytes(b)), &m, &pages);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(pages, 1);
+  EXPECT_EQ(MaxDiff(m, b), 0);
+  // Another size, another type, too many channels.
+  s = DecodeTiffPages(AsBytes(TiffBytes({a, Samples(12, 11, 2, CV_16U)}, {}, &error)), &m, &pages);
+  EXPECT_NE(s.message().find("TIFF page 2 is 11x12 uint16, page 1 10x12 uint16"),
+            std::string::npos)
+      << s.ToString();
+  s = DecodeTiffPages(AsBytes(TiffBytes({a, a, Samples(12, 10, 1, CV_32F)}, {}, &error)), &m,
+                      &pages);
+  EXPECT_NE(s.message().find("TIFF page 3 is 10x12 float32"), std::string::npos) << s.ToString();
+  std::vector<cv::Mat> many(6, Samples(12, 10, 3, CV_16U));
+  s = DecodeTiffPages(AsBytes(TiffBytes(many, {}, &error)), &m, &pages);
+  EXPECT_NE(s.message().find("TIFF page 6 brings the channels to 18; a record holds at most 16"),
+            std::string::npos)
+      << s.ToString();
+  // The stack is held to the limits as one image (4 bytes a pixel of max_pixels).
+  const std::string two = TiffBytes({a, a}, {}, &error);
+  LimitsGuard guard;
+  DecodeLimits l;
+  l.max_pixels = 12 * 10 * 3;  // 4 bytes a pixel: 1440 bytes; the stack is 12x10x4x2 = 960
+  SetDecodeLimits(l);
+  EXPECT_TRUE(DecodeTiffPages(AsBytes(two), &m, &pages).ok());
+  l.max_pixels = 12 * 10 * 1;  // 480 bytes: each page is 480, the stack 960
+  SetDecodeLimits(l);
+  s = DecodeTiffPages(AsBytes(two), &m, &pages);
+  EXPECT_NE(s.message().find("4 x 2-byte samples (960 bytes); the limit is 480 bytes"),
+            std::string::npos)
+      << s.ToString();
+}
+
+}  // namespace
+}  // namespace dspipe::codec

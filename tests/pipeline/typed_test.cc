@@ -447,6 +447,59 @@ TEST(TypedSamples, TiffsThatCannotKeepTheirChannelsOrPagesAreRefusedNamingTheFil
   EXPECT_NE(s.message().find("a multi-page TIFF (2 pages)"), std::string::npos) << s.ToString();
 }
 
+// Issue 35: BuildOptions::pages_as_channels stacks a multi-page TIFF's pages as channels (a
+// microscopy stack), which the loader gives back exactly; without it the file is refused.
+TEST(TypedSamples, PagesAsChannelsStacksAMultiPageTiffAndTheLoaderGivesEveryChannel) {
+  TempDir tmp;
+  std::vector<cv::Mat> stacks;
+  for (int i = 0; i < 2; ++i) {
+    const cv::Mat p1 = MultiChannel(1, CV_32F, i), p2 = MultiChannel(2, CV_32F, i + 5),
+                  p3 = MultiChannel(1, CV_32F, i + 9);
+    testing::TiffWriteOptions o;
+    o.planar = i == 1;
+    std::string error;
+    const std::string bytes = testing::TiffBytes({p1, p2, p3}, o, &error);
+    ASSERT_FALSE(bytes.empty()) << error;
+    fs::create_directories(tmp / "src/images");
+    std::ofstream(tmp / ("src/images/" + std::to_string(i) + ".tiff"), std::ios::binary) << bytes;
+    cv::Mat stack;
+    cv::merge(std::vector<cv::Mat>{p1, p2, p3}, stack);
+    stacks.push_back(stack);
+  }
+  BuildResult r;
+  Status s = BuildDataset(Options(tmp / "src", tmp / "refused", StoreMode::kEncoded), &r);
+  EXPECT_NE(s.message().find("a multi-page TIFF (3 pages)"), std::string::npos) << s.ToString();
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    SCOPED_TRACE(store == StoreMode::kRaw ? "raw" : "encoded");
+    const std::string out = tmp / ("out" + std::to_string(int(store)));
+    BuildOptions o = Options(tmp / "src", out, store);
+    o.pages_as_channels = true;
+    s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(out, Sequential(2), &loader).ok());
+    Batch b;
+    s = loader->Next(&b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(b.channels(), 4);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(cv::norm(FloatImage(b, i), stacks[i], cv::NORM_INF), 0) << i;
+    }
+  }
+  // Pages of another size: the file and the page named.
+  std::string error;
+  const std::string bad = testing::TiffBytes(
+      {MultiChannel(1, CV_16U, 0), MultiChannel(1, CV_16U, 0)(cv::Rect(0, 0, kW - 1, kH)).clone()},
+      {}, &error);
+  fs::create_directories(tmp / "bad/images");
+  std::ofstream(tmp / "bad/images/a.tiff", std::ios::binary) << bad;
+  BuildOptions o = Options(tmp / "bad", tmp / "bad-out", StoreMode::kEncoded);
+  o.pages_as_channels = true;
+  s = BuildDataset(o, &r);
+  EXPECT_NE(s.message().find(tmp / "bad/images/a.tiff"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("TIFF page 2 is 31x24 uint16"), std::string::npos) << s.ToString();
+}
+
 TEST(TypedSamples, GeometricTransformsRunAndPhotometricOnesAreRefusedByName) {
   TempDir tmp;
   const cv::Mat ct = CtSlice(5), ids = Instances(5);
