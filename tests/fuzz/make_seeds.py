@@ -142,6 +142,8 @@ f32x6 = np.dstack([f32 + 0.5 * k for k in range(6)])
 put("decode", "typed_tiff16x5_planar", bytes([12]) + tiff_bytes(u16x5, planar=True))
 put("decode", "typed_tiff_f32x6_tiled", bytes([12]) + tiff_bytes(f32x6, tile=16))
 put("decode", "tiff16x3_planar", bytes([0]) + tiff_bytes(u16x5[:, :, :3], planar=True))
+# op 14: the typed decode and the pages stacked as channels (one page here; the fuzzer links more).
+put("decode", "pages_tiff16x5", bytes([14]) + tiff_bytes(u16x5))
 
 # The other formats on the decode allow-list (lib/codec/limits_check.h), genuine and with a
 # header over the DecodeLimits, and formats OpenCV reads that dspipe refuses.
