@@ -83,6 +83,14 @@ struct BuildOptions {
   // stored re-encoded (lossless PNG, or raw). Float images are refused with 8 (no 8-bit form is
   // the right one without knowing their range), and so are volumes.
   int depth = 0;
+  // Multi-page TIFFs (a microscopy stack, one page per channel or modality): true stacks every
+  // page as channels, page 1's first (reduced-resolution pages, thumbnails and pyramid levels,
+  // left out), all pages of one size and sample type (16-bit or float32; 8-bit pages are
+  // refused), at most kMaxChannels in all, else an error naming the page. Such images are
+  // stored as decoded pixels (zstd, or raw with store = kRaw; a uint16 stack of 1, 3 or 4
+  // channels as a 16-bit PNG). Default false: a TIFF of more than one page is refused naming
+  // its page count (never read as its first page). Single-page TIFFs are unaffected.
+  bool pages_as_channels = false;
   // Mask ids to rewrite while building: "FROM:TO" pairs, comma-separated, ids 0..255
   // ("255:1" turns 0/255 binary masks into classes 0 and 1). Ids not named stay as they are.
   // Every mask is decoded and stored re-encoded (PNG, or raw with store = kRaw). Default "".

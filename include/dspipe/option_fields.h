@@ -334,6 +334,7 @@ struct OptionFields<BuildOptions> {
       Field("resize_width", &S::resize_width), Field("resize_height", &S::resize_height),
       Field("max_side", &S::max_side), Field("jpeg_quality", &S::jpeg_quality),
       Field("jpeg_restarts", &S::jpeg_restarts), Field("gray", &S::gray), Field("depth", &S::depth),
+      Field("pages_as_channels", &S::pages_as_channels),
       Field("mask_map", &S::mask_map), Field("slice_axis", &S::slice_axis),
       Field("skip_empty", &S::skip_empty), Field("context", &S::context),
       Field("allow_empty_classes", &S::allow_empty_classes), Field("drop_alpha", &S::drop_alpha),

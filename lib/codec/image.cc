@@ -13,6 +13,7 @@
 
 #include "codec/limits_check.h"
 #include "codec/png_fast.h"
+#include "codec/tiff.h"
 #include "dspipe/limits.h"
 
 namespace dspipe::codec {
@@ -95,10 +96,81 @@ Status Imdecode(std::span<const uint8_t> bytes, int flags, cv::Mat* out) {
   return Status::OK();
 }
 
+// A TIFF libtiff reads (tiff.h) as 8-bit gray or RGB, as OpenCV's IMREAD_COLOR reads the
+// contiguous file: 16-bit color v / 257 rounded (its RGBA reader), 16-bit gray + alpha the
+// high byte of the gray (v >> 8); alpha dropped (not premultiplied: OpenCV premultiplies the
+// color of a contiguous file whose 4th sample is unassociated alpha, which this leaves alone).
+Status DecodeTiffAs8(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  cv::Mat wide, rgb;
+  DSPIPE_RETURN_IF_ERROR(DecodeTiff(bytes, &wide));
+  if (wide.channels() <= 2) {
+    cv::Mat gray(wide.rows, wide.cols, CV_8UC1);
+    const int c = wide.channels();
+    for (int y = 0; y < wide.rows; ++y) {
+      uint8_t* d = gray.ptr<uint8_t>(y);
+      if (wide.depth() == CV_8U) {
+        const uint8_t* s = wide.ptr<uint8_t>(y);
+        for (int x = 0; x < wide.cols; ++x) d[x] = s[c * x];
+      } else {
+        const uint16_t* s = wide.ptr<uint16_t>(y);
+        for (int x = 0; x < wide.cols; ++x) d[x] = static_cast<uint8_t>(s[c * x] >> 8);
+      }
+    }
+    if (channels == 1) {
+      *out = gray;
+    } else {
+      cv::cvtColor(gray, *out, cv::COLOR_GRAY2RGB);
+    }
+    return Status::OK();
+  }
+  if (wide.channels() == 4) {
+    cv::cvtColor(wide, rgb, cv::COLOR_RGBA2RGB);
+  } else {
+    rgb = wide;
+  }
+  if (rgb.depth() != CV_8U) rgb.convertTo(rgb, CV_8U, 1.0 / 257.0);
+  if (channels == 1) {
+    cv::cvtColor(rgb, *out, cv::COLOR_RGB2GRAY);
+  } else {
+    *out = rgb;
+  }
+  return Status::OK();
+}
+
 // Decodes any non-PNG format with OpenCV (applies EXIF orientation) to RGB or gray.
+//
+// TIFF: OpenCV as before wherever it reads the file right (its pixels are what existing
+// datasets hold; contiguous samples, or 8-bit ones), libtiff (tiff.h) where OpenCV 4.6 misreads
+// it (planar 16-bit color: wrong values, silently) or fails (tiled 8-bit gray / RGB whose
+// tiles overhang the image: measured in tests/codec/tiff_test.cc). More than 4 channels, and
+// planar int16 / float32 color (which OpenCV does not reduce contiguous either), are refused:
+// 8-bit images are gray or RGB, and such TIFFs keep their samples when built typed.
 Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) {
+  TiffInfo tiff;
+  if (SniffImageFormat(bytes) == ImageFormat::kTiff) {
+    DSPIPE_RETURN_IF_ERROR(ReadTiffInfo(bytes, &tiff));
+    DSPIPE_RETURN_IF_ERROR(CheckTiffLayout(tiff));
+    if (tiff.ours && tiff.samples > 4) {
+      return Status::BadInput("a " + std::to_string(tiff.samples) + "-channel " +
+                              SampleTypeName(tiff.type) +
+                              " TIFF, read here as 8-bit gray or RGB; dspipe keeps all the "
+                              "channels of 16-bit and float32 TIFFs (a typed build), not of "
+                              "8-bit ones");
+    }
+    if (tiff.ours && tiff.planar && tiff.samples > 1 && tiff.bits > 8) {
+      if (tiff.type != SampleType::kUint16) {
+        return Status::BadInput(std::string("a planar ") + SampleTypeName(tiff.type) +
+                                " color TIFF cannot be reduced to 8 bits; build it typed "
+                                "(keeps its samples) instead");
+      }
+      return DecodeTiffAs8(bytes, channels, out);
+    }
+  }
   cv::Mat raw;
-  DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_COLOR, &raw));
+  if (Status s = Imdecode(bytes, cv::IMREAD_COLOR, &raw); !s.ok()) {
+    if (tiff.ours && tiff.bits == 8) return DecodeTiffAs8(bytes, channels, out);
+    return s;
+  }
   cv::cvtColor(raw, *out, channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB);
   return Status::OK();
 }
@@ -247,6 +319,23 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out) {
     if (out->codec == Codec::kJpeg) {
       if (!HasJpegEoi(bytes)) return Status::BadInput("truncated JPEG (no end-of-image marker)");
       return ProbeJpeg(bytes, out);
+    }
+    // TIFF: libtiff (tiff.h) for the files it reads: all the channels as stored (1..16),
+    // planar ones too; decoded whole, as OpenCV decodes the other formats below, so an
+    // incomplete file is refused here. Multi-page TIFFs are refused, whoever reads them.
+    if (SniffImageFormat(bytes) == ImageFormat::kTiff) {
+      cv::Mat img;
+      TiffInfo info;
+      DSPIPE_RETURN_IF_ERROR(TryDecodeTiff(bytes, &img, &info));
+      if (info.ours) {
+        out->width = img.cols;
+        out->height = img.rows;
+        out->channels = img.channels();
+        out->bit_depth = info.bits;
+        out->floating = info.type == SampleType::kFloat32;
+        out->is_signed = info.type == SampleType::kInt16;
+        return Status::OK();
+      }
     }
     // Other formats: decode to learn the shape and the sample type. ANYDEPTH | ANYCOLOR keeps
     // both (a 16-bit or float TIFF stays so; gray stays 1 channel) and, unlike UNCHANGED,
@@ -432,6 +521,21 @@ Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, c
       return Status::OK();
     }
     cv::Mat raw;
+    // TIFF: libtiff (tiff.h) for every file it reads, whatever the channels and planar
+    // configuration; the same pixels as OpenCV's for the contiguous 1/3/4-channel files OpenCV
+    // reads right (tests/codec/tiff_test.cc), where OpenCV 4.6 refuses more than 4 channels
+    // and misreads planar color deeper than 8 bits. The rest (palette, YCbCr, ...): OpenCV.
+    if (SniffImageFormat(bytes) == ImageFormat::kTiff) {
+      TiffInfo info;
+      DSPIPE_RETURN_IF_ERROR(TryDecodeTiff(bytes, out, &info));
+      if (info.ours) {
+        if (out->depth() != CvDepth(type)) {
+          return Status::BadInput(std::string("decoded samples are ") + SampleTypeName(info.type) +
+                                  ", not " + SampleTypeName(type));
+        }
+        return Status::OK();
+      }
+    }
     DSPIPE_RETURN_IF_ERROR(Imdecode(bytes, cv::IMREAD_UNCHANGED, &raw));
     if (raw.depth() != CvDepth(type)) {
       return Status::BadInput(std::string("decoded samples are not ") + SampleTypeName(type));

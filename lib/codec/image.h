@@ -26,7 +26,8 @@ struct ImageProbe {
   Codec codec = Codec::kNone;  // kPng, kJpeg or kEncoded
   int width = 0;               // after EXIF orientation for JPEG
   int height = 0;
-  int channels = 0;            // channels as stored: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA
+  int channels = 0;            // channels as stored: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA;
+                               // TIFFs libtiff reads (tiff.h): 1..16
   int bit_depth = 8;           // bits per sample as stored: 1..8, 16, 32 or 64
   bool floating = false;       // float samples (a float TIFF): bit_depth 16, 32 or 64
   bool is_signed = false;      // signed integer samples (an int16 TIFF)
@@ -59,8 +60,9 @@ Status SampleTypeOf(const ImageProbe& probe, SampleType* out);
 int CvDepth(SampleType t);
 // Decodes an image of `type` keeping its samples and channels (16-bit gray PNGs on the fast
 // path, png_fast.h ChoosePng16Decoder; the rest with OpenCV's IMREAD_UNCHANGED: 16-bit color
-// PNG, 16-bit PGM/PPM, TIFF of 8/16-bit integer or 32-bit float samples), in RGB / RGBA
-// order. A decode of another sample type, or of other than 1, 3 or 4 channels (3 or 4 only for
+// PNG, 16-bit PGM/PPM), in RGB / RGBA order; TIFF with libtiff (tiff.h: 1..16 channels as
+// stored, contiguous or planar; OpenCV for palette, YCbCr, ... as before). A decode of another
+// sample type, or (not a libtiff TIFF) of other than 1, 3 or 4 channels (3 or 4 only for
 // uint16), is BadInput saying so. No EXIF orientation (PNG and TIFF carry none that OpenCV
 // applies to them). With `mask`: one channel of class ids (uint16 kept, uint8 widened).
 Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, cv::Mat* out);

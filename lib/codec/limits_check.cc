@@ -1,6 +1,5 @@
 #include "codec/limits_check.h"
 
-#include <tiffio.h>
 #include <webp/decode.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "codec/image.h"
+#include "codec/tiff.h"
 
 namespace dspipe::codec {
 
@@ -89,73 +89,6 @@ Status CheckPnm(std::span<const uint8_t> b) {
   return CheckImageSize("PNM header", sides[0], sides[1]);
 }
 
-// libtiff over the bytes in memory (read-only; no mapping).
-struct TiffMemory {
-  std::span<const uint8_t> bytes;
-  uint64_t pos = 0;
-  std::string error;  // libtiff's first error message
-};
-
-tmsize_t TiffRead(thandle_t h, void* buf, tmsize_t n) {
-  auto* m = static_cast<TiffMemory*>(h);
-  if (n < 0 || m->pos >= m->bytes.size()) return 0;
-  const uint64_t k = std::min<uint64_t>(static_cast<uint64_t>(n), m->bytes.size() - m->pos);
-  std::memcpy(buf, m->bytes.data() + m->pos, k);
-  m->pos += k;
-  return static_cast<tmsize_t>(k);
-}
-tmsize_t TiffWrite(thandle_t, void*, tmsize_t) { return -1; }
-toff_t TiffSeek(thandle_t h, toff_t off, int whence) {
-  auto* m = static_cast<TiffMemory*>(h);
-  uint64_t base = 0;
-  if (whence == SEEK_CUR) base = m->pos;
-  if (whence == SEEK_END) base = m->bytes.size();
-  m->pos = base + off;
-  return m->pos;
-}
-int TiffClose(thandle_t) { return 0; }
-toff_t TiffSize(thandle_t h) { return static_cast<TiffMemory*>(h)->bytes.size(); }
-int TiffMap(thandle_t, void**, toff_t*) { return 0; }
-void TiffUnmap(thandle_t, void*, toff_t) {}
-
-int TiffError(TIFF*, void* user, const char* module, const char* fmt, va_list ap) {
-  auto* m = static_cast<TiffMemory*>(user);
-  if (m->error.empty()) {
-    char buf[256];
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
-    m->error = std::string(module ? module : "libtiff") + ": " + buf;
-  }
-  return 1;  // handled: nothing on stderr
-}
-int TiffWarning(TIFF*, void*, const char*, const char*, va_list) { return 1; }
-
-// TIFF: the first directory's ImageWidth and ImageLength (OpenCV decodes the first page).
-Status CheckTiff(std::span<const uint8_t> b) {
-  TiffMemory mem;
-  mem.bytes = b;
-  std::unique_ptr<TIFFOpenOptions, void (*)(TIFFOpenOptions*)> opts(TIFFOpenOptionsAlloc(),
-                                                                    TIFFOpenOptionsFree);
-  if (!opts) return Status::Internal("TIFFOpenOptionsAlloc failed");
-  TIFFOpenOptionsSetErrorHandlerExtR(opts.get(), TiffError, &mem);
-  TIFFOpenOptionsSetWarningHandlerExtR(opts.get(), TiffWarning, &mem);
-  // Reading the directory allocates what its tag counts say; no more than the file could hold.
-  TIFFOpenOptionsSetMaxSingleMemAlloc(opts.get(),
-                                      static_cast<tmsize_t>(std::max<size_t>(b.size(), 1 << 16)));
-  std::unique_ptr<TIFF, void (*)(TIFF*)> tif(
-      TIFFClientOpenExt("TIFF", "rm", &mem, TiffRead, TiffWrite, TiffSeek, TiffClose, TiffSize,
-                        TiffMap, TiffUnmap, opts.get()),
-      TIFFClose);
-  if (!tif) {
-    return Status::BadInput("TIFF header: " + (mem.error.empty() ? "unreadable" : mem.error));
-  }
-  uint32_t w = 0, h = 0;
-  if (TIFFGetField(tif.get(), TIFFTAG_IMAGEWIDTH, &w) != 1 ||
-      TIFFGetField(tif.get(), TIFFTAG_IMAGELENGTH, &h) != 1) {
-    return Status::BadInput("TIFF header: no image width or length");
-  }
-  return CheckImageSize("TIFF header", w, h);
-}
-
 Status CheckWebP(std::span<const uint8_t> b) {
   int w = 0, h = 0;
   if (WebPGetInfo(b.data(), b.size(), &w, &h) == 0 || w <= 0 || h <= 0) {
@@ -186,7 +119,7 @@ ImageFormat SniffImageFormat(std::span<const uint8_t> b) {
 Status CheckOtherImageHeader(std::span<const uint8_t> bytes) {
   switch (SniffImageFormat(bytes)) {
     case ImageFormat::kBmp: return CheckBmp(bytes);
-    case ImageFormat::kTiff: return CheckTiff(bytes);
+    case ImageFormat::kTiff: return CheckTiffHeader(bytes);  // tiff.h
     case ImageFormat::kWebP: return CheckWebP(bytes);
     case ImageFormat::kPnm: return CheckPnm(bytes);
     case ImageFormat::kPng:

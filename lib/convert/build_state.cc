@@ -433,6 +433,7 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   if (o.jpeg_restarts) f["jpeg_restarts"] = true;
   if (!o.mask_map.empty()) f["mask_map"] = o.mask_map;
   if (o.depth != 0) f["depth"] = o.depth;
+  if (o.pages_as_channels) f["pages_as_channels"] = true;
   if (o.slice_axis != "axial") f["slice_axis"] = o.slice_axis;
   if (o.skip_empty) f["skip_empty"] = true;
   if (o.context != 0) f["context"] = o.context;

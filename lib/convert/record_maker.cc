@@ -8,6 +8,8 @@
 
 #include "codec/image.h"
 #include "codec/jpeg_restart.h"
+#include "codec/limits_check.h"
+#include "codec/tiff.h"
 #include "convert/volume_slices.h"
 
 namespace dspipe {
@@ -362,8 +364,46 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
 
   // ---- image
   codec::ImageProbe probe;
-  Status s = codec::Probe(Bytes(img_bytes), &probe);
-  if (!s.ok()) return Reject(item.image, s);
+  Status s;
+  // BuildOptions::pages_as_channels: a multi-page TIFF is decoded here, its pages stacked as
+  // channels (codec/tiff.h), and stored as decoded pixels below (the file's bytes would be
+  // read as one page by the loader). Single-page TIFFs take the ordinary path.
+  cv::Mat stacked;
+  bool pages = false;
+  if (o.pages_as_channels &&
+      codec::SniffImageFormat(Bytes(img_bytes)) == codec::ImageFormat::kTiff) {
+    codec::TiffInfo info;
+    s = codec::ReadTiffInfo(Bytes(img_bytes), &info);
+    if (!s.ok()) return Reject(item.image, s);
+    if (info.pages > 1) {
+      int n = 0;
+      s = codec::DecodeTiffPages(Bytes(img_bytes), &stacked, &n);
+      if (!s.ok()) return Reject(item.image, s);
+      if (stacked.depth() == CV_8U || o.depth == 8) {
+        return Reject(item.image,
+                      Status::BadInput(
+                          "a TIFF of " + std::to_string(n) + " pages of " +
+                          (stacked.depth() == CV_8U ? std::string("8-bit samples")
+                                                    : "samples, and " +
+                                                          Opt("BuildOptions::depth", "8")) +
+                          ": " + Opt("BuildOptions::pages_as_channels") +
+                          " stacks 16-bit and float32 pages as they are (8-bit images are "
+                          "stored gray or RGB)"));
+      }
+      pages = true;
+      probe.codec = Codec::kEncoded;
+      probe.width = stacked.cols;
+      probe.height = stacked.rows;
+      probe.channels = stacked.channels();
+      probe.bit_depth = static_cast<int>(stacked.elemSize1()) * 8;
+      probe.floating = stacked.depth() == CV_32F;
+      probe.is_signed = stacked.depth() == CV_16S;
+    }
+  }
+  if (!pages) {
+    s = codec::Probe(Bytes(img_bytes), &probe);
+    if (!s.ok()) return Reject(item.image, s);
+  }
   SampleType type = SampleType::kUint8;
   s = codec::SampleTypeOf(probe, &type);
   if (s.ok()) s = CheckImageDepth(probe, type, o);
@@ -409,6 +449,19 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_quality"),
                                            "JPEG holds 8-bit samples"));
   }
+  // A TIFF of more than 4 channels (tiff.h) keeps them only as typed samples: 8-bit images
+  // are stored gray or RGB, and the loader reads no 8-bit record of other channels.
+  if (!typed && probe.channels > 4) {
+    return Reject(item.image,
+                  Status::BadInput(
+                      "a " + std::to_string(probe.channels) + "-channel " +
+                      (reduce ? std::string("image reduced to 8 bits (") +
+                                    Opt("BuildOptions::depth", "8") + ")"
+                              : std::string("8-bit image")) +
+                      "; dspipe keeps all the channels of 16-bit and float32 images only, and "
+                      "stores 8-bit ones as gray or RGB: convert it to 16-bit samples" +
+                      (reduce ? ", or drop the depth option" : "")));
+  }
   if (typed && o.jpeg_restarts) {
     return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_restarts"),
                                            "it re-writes JPEG files, which hold 8-bit samples"));
@@ -418,9 +471,19 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
       raw || resize || reduce || jpeg || typed || want_stats || o.check == CheckLevel::kDecode;
   cv::Mat img;
   if (decode) {
-    s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
-              : codec::DecodeImage(Bytes(img_bytes), channels, &img);
-    if (!s.ok()) return Reject(item.image, s);
+    if (pages) {
+      img = stacked;
+    } else {
+      s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
+                : codec::DecodeImage(Bytes(img_bytes), channels, &img);
+      if (!s.ok()) return Reject(item.image, s);
+    }
+    if (typed && o.gray && img.channels() != 1 && img.channels() != 3 && img.channels() != 4) {
+      return Reject(item.image,
+                    TypedRefusal(type, Opt("BuildOptions::gray"),
+                                 "gray is the luminance of RGB, and this image has " +
+                                     std::to_string(img.channels()) + " channels"));
+    }
     if (typed && o.gray && img.channels() > 1) {  // asked for: one luminance channel
       cv::cvtColor(img, img, img.channels() == 3 ? cv::COLOR_RGB2GRAY : cv::COLOR_RGBA2GRAY);
     }
@@ -449,11 +512,13 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
       h.image_codec = Codec::kRaw;
       img_payload.assign(reinterpret_cast<const char*>(img.data), img.total() * img.elemSize());
     }
-  } else if (typed && (resize || (o.gray && probe.channels > 1))) {
-    // Changed here (resized, or reduced to gray as asked): re-encoded losslessly, a uint16
-    // image as a 16-bit PNG, int16 and float32 (which PNG cannot hold) as zstd pixels.
+  } else if (typed && (resize || pages || (o.gray && probe.channels > 1))) {
+    // Changed here (resized, pages stacked, or reduced to gray as asked): re-encoded losslessly, a uint16
+    // image of 1, 3 or 4 channels as a 16-bit PNG, the rest (int16 and float32, which PNG
+    // cannot hold, and other channel counts) as zstd pixels.
     if (!img.isContinuous()) img = img.clone();
-    if (type == SampleType::kUint16) {
+    const int c = img.channels();
+    if (type == SampleType::kUint16 && (c == 1 || c == 3 || c == 4)) {
       h.image_codec = Codec::kPng;
       DSPIPE_RETURN_IF_ERROR(codec::EncodeTypedPng(img, &img_payload));
     } else {

@@ -149,6 +149,7 @@ class BuildOptions:
     jpeg_restarts: bool
     gray: bool
     depth: int
+    pages_as_channels: bool
     mask_map: str
     slice_axis: str
     skip_empty: bool

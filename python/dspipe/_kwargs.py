@@ -78,6 +78,7 @@ class BuildArgs(_PlainArgs, total=False):
     jpeg_restarts: bool
     gray: bool
     depth: int | None
+    pages_as_channels: bool
     mask_map: Mapping[int, int] | str | None
     slice_axis: str
     skip_empty: bool

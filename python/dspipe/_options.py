@@ -262,6 +262,9 @@ BUILD: dict[str, Kwarg] = {
     "depth": K("BuildOptions::depth", "8: reduce 16-bit images to their high byte; None = "
                "the source's own (16-bit and float images kept as they are)",
                lambda v: 0 if v is None else int(v), shown="None"),
+    "pages_as_channels": K("BuildOptions::pages_as_channels", "stack the pages of a "
+                           "multi-page TIFF (16-bit or float) as channels; without it such "
+                           "TIFFs are refused"),
     "mask_map": K("BuildOptions::mask_map", "mask ids to rewrite, {from: to} (ids 0..255; "
                   "{255: 1} turns 0/255 binary masks into classes 0 and 1); None = keep",
                   _mask_map, "None"),

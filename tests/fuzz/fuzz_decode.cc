@@ -1,11 +1,12 @@
 // Fuzzes the image decode path of dsconvert and the loader: Probe (PNG/JPEG headers, EXIF,
 // completeness), DecodeImage (1 and 3 channels), DecodeImageInto a buffer of the probed shape,
-// DecodeMask, IsPlainGray8Png and DecodeTyped (deep images kept). The first byte picks the
+// DecodeMask, IsPlainGray8Png, DecodeTyped (deep images kept) and DecodeTiffPages. The first byte picks the
 // operation; the rest is the file.
 #include <cstdint>
 #include <vector>
 
 #include "codec/image.h"
+#include "codec/tiff.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -33,12 +34,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int channels = (op & 2) ? 1 : 3;
   switch ((op >> 2) % 4) {
     case 3: {  // the typed decode (16-bit / float kept): what the build and the loader run
+      if (op & 2) {  // BuildOptions::pages_as_channels: a TIFF's pages stacked as channels
+        cv::Mat m;
+        int pages = 0;
+        if (codec::DecodeTiffPages(file, &m, &pages).ok()) {
+          DSPIPE_FUZZ_CHECK(pages >= 1 && m.channels() >= 1 && m.channels() <= kMaxChannels);
+        }
+      }
       SampleType type = SampleType::kUint8;
       if (!codec::SampleTypeOf(probe, &type).ok()) break;
       cv::Mat m;
       if (codec::DecodeTyped(file, type, (op & 1) != 0, &m).ok()) {
         DSPIPE_FUZZ_CHECK(m.depth() == codec::CvDepth(type) || (op & 1) != 0);
-        DSPIPE_FUZZ_CHECK(m.channels() >= 1 && m.channels() <= 4);
+        DSPIPE_FUZZ_CHECK(m.channels() >= 1 && m.channels() <= kMaxChannels);
       }
       break;
     }

@@ -14,6 +14,67 @@ import zlib
 import cv2
 import numpy as np
 
+
+# A tiny TIFF writer for seeds only (cv2 writes at most 4 contiguous channels): uncompressed,
+# little-endian, one strip per plane or square tiles; all samples one type; extra samples
+# unspecified. dspipe reads TIFF with libtiff (lib/codec/tiff.h); this only writes.
+def tiff_bytes(img, planar=False, tile=None, sample_format=None, photometric=None):
+    """img: HxWxC numpy array of uint8 / uint16 / int16 / float32."""
+    if img.ndim == 2: img = img[:, :, None]
+    h, w, c = img.shape
+    bps = img.dtype.itemsize * 8
+    fmt = sample_format or {"u": 1, "i": 2, "f": 3}[img.dtype.kind]
+    photo = photometric if photometric is not None else (2 if c >= 3 else 1)
+    img = img.astype(img.dtype.newbyteorder("<"))
+    chunks = []
+    if tile is None:
+        if planar: chunks = [img[:, :, k].tobytes() for k in range(c)]
+        else: chunks = [img.tobytes()]
+    else:
+        t = tile
+        planes = [img[:, :, k:k+1] for k in range(c)] if planar else [img]
+        for p in planes:
+            for ty in range(0, h, t):
+                for tx in range(0, w, t):
+                    blk = np.zeros((t, t, p.shape[2]), img.dtype)
+                    part = p[ty:ty+t, tx:tx+t]
+                    blk[:part.shape[0], :part.shape[1]] = part
+                    chunks.append(blk.tobytes())
+    data = b""; offsets = []
+    base = 8
+    for ch in chunks:
+        offsets.append(base + len(data)); data += ch
+    ifd_at = base + len(data)
+    if ifd_at % 2: data += b"\0"; ifd_at += 1
+    entries = []; extra = b""
+    n_entries = (11 if tile is None else 12) + (1 if c > (3 if photo == 2 else 1) else 0)
+    extra_at = ifd_at + 2 + 12 * n_entries + 4
+    def arr(tag, typ, vals):
+        nonlocal extra
+        size = {3: 2, 4: 4}[typ]
+        if len(vals) * size <= 4:
+            v = b"".join(struct.pack("<H" if typ == 3 else "<I", x) for x in vals).ljust(4, b"\0")
+            entries.append(struct.pack("<HHI", tag, typ, len(vals)) + v)
+        else:
+            at = extra_at + len(extra)
+            extra += b"".join(struct.pack("<H" if typ == 3 else "<I", x) for x in vals)
+            if len(extra) % 2: extra += b"\0"
+            entries.append(struct.pack("<HHII", tag, typ, len(vals), at))
+    arr(256, 4, [w]); arr(257, 4, [h]); arr(258, 3, [bps] * c); arr(259, 3, [1])
+    arr(262, 3, [photo])
+    if tile is None:
+        arr(273, 4, offsets); arr(277, 3, [c]); arr(278, 4, [h]); arr(279, 4, [len(x) for x in chunks])
+    else:
+        arr(277, 3, [c]); arr(322, 4, [tile]); arr(323, 4, [tile]); arr(324, 4, offsets)
+        arr(325, 4, [len(x) for x in chunks])
+    arr(284, 3, [2 if planar else 1])
+    if c > (3 if photo == 2 else 1): arr(338, 3, [0] * (c - (3 if photo == 2 else 1)))
+    arr(339, 3, [fmt] * c)
+    entries.sort(key=lambda e: struct.unpack("<H", e[:2])[0])
+    assert len(entries) == n_entries, (len(entries), n_entries)
+    ifd = struct.pack("<H", len(entries)) + b"".join(entries) + struct.pack("<I", 0)
+    return b"II*\0" + struct.pack("<I", ifd_at) + data + ifd + extra
+
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
 CODEC = {"none": 0, "raw": 1, "zstd": 2, "png": 3, "jpeg": 4, "encoded": 5}
 
@@ -74,6 +135,15 @@ put("decode", "typed_png16", bytes([12]) + enc(".png", g16))
 put("decode", "typed_tiff16x4", bytes([12]) + enc(".tiff", stack16))
 put("decode", "typed_tiff_f32", bytes([12]) + enc(".tiff", f32))
 put("decode", "typed_mask16", bytes([13]) + enc(".png", g16))
+# libtiff's path (lib/codec/tiff.h): 5 planar uint16 channels, and 6 float32 channels in
+# tiles that overhang the image; typed (op 12), and planar 16-bit RGB as 8-bit (op 0).
+u16x5 = np.dstack([g16 + 7 * k for k in range(5)])
+f32x6 = np.dstack([f32 + 0.5 * k for k in range(6)])
+put("decode", "typed_tiff16x5_planar", bytes([12]) + tiff_bytes(u16x5, planar=True))
+put("decode", "typed_tiff_f32x6_tiled", bytes([12]) + tiff_bytes(f32x6, tile=16))
+put("decode", "tiff16x3_planar", bytes([0]) + tiff_bytes(u16x5[:, :, :3], planar=True))
+# op 14: the typed decode and the pages stacked as channels (one page here; the fuzzer links more).
+put("decode", "pages_tiff16x5", bytes([14]) + tiff_bytes(u16x5))
 
 # The other formats on the decode allow-list (lib/codec/limits_check.h), genuine and with a
 # header over the DecodeLimits, and formats OpenCV reads that dspipe refuses.

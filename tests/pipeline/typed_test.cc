@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,8 +17,10 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "codec/tiff_writer.h"
 #include "dspipe/convert.h"
 #include "dspipe/dataset.h"
 #include "dspipe/device_loader.h"
@@ -330,6 +333,171 @@ TEST(TypedSamples, FloatTiffKeepsNegativeValuesAndStacksKeepTheirChannels) {
       EXPECT_EQ(cv::norm(FloatImage(b, 0), AsFloat(src), cv::NORM_INF), 0);
     }
   }
+}
+
+// c channels of `depth` (CV_16U or CV_32F), distinct per channel, image and pixel; float32 with
+// negatives and fractions.
+cv::Mat MultiChannel(int c, int depth, int seed) {
+  cv::Mat m(kH, kW, CV_MAKETYPE(depth, c));
+  for (int y = 0; y < kH; ++y) {
+    for (int x = 0; x < kW; ++x) {
+      for (int k = 0; k < c; ++k) {
+        const int v = x * 211 + y * 37 + k * 4099 + seed * 7;
+        const size_t at = (static_cast<size_t>(y) * kW + x) * c + k;
+        if (depth == CV_16U) {
+          m.ptr<uint16_t>()[at] = static_cast<uint16_t>(v * 3);
+        } else {
+          m.ptr<float>()[at] = static_cast<float>(v) * 0.125f - 2500.0f * (k % 2);
+        }
+      }
+    }
+  }
+  return m;
+}
+
+void WriteTiff(const std::string& path, const cv::Mat& m, const testing::TiffWriteOptions& o) {
+  fs::create_directories(fs::path(path).parent_path());
+  ASSERT_TRUE(testing::WriteTiffFile(path, m, o)) << path;
+}
+
+// Issue 35: TIFFs of more than 4 channels (multi-modal, microscopy), planar or contiguous,
+// strips or tiles, compressed or not, written with libtiff itself, are built (either store,
+// and re-encoded after a resize) and come out of the loader with all their channels, as
+// float32 NCHW in their own units, exactly.
+TEST(TypedSamples, MultiChannelTiffsKeepEveryChannelThroughBuildAndLoader) {
+  TempDir tmp;
+  std::map<std::string, std::vector<cv::Mat>> sources;
+  for (const auto& [dir, c, depth] :
+       {std::tuple{"u16x5", 5, CV_16U}, std::tuple{"f32x6", 6, CV_32F}}) {
+    std::vector<cv::Mat>& images = sources[dir];
+    for (int i = 0; i < 4; ++i) {
+      testing::TiffWriteOptions o;
+      o.planar = i % 2 == 1;     // contiguous, planar, ...
+      o.tile = i >= 2 ? 16 : 0;  // strips, then tiles
+      if (i == 3) {
+        o.compression = COMPRESSION_ADOBE_DEFLATE;
+        o.predictor = depth == CV_32F ? PREDICTOR_FLOATINGPOINT : PREDICTOR_HORIZONTAL;
+      }
+      images.push_back(MultiChannel(c, depth, i));
+      WriteTiff(tmp / (std::string(dir) + "/images/" + std::to_string(i) + ".tiff"), images.back(),
+                o);
+    }
+  }
+  for (const auto& [dir, images] : sources) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const StoreMode store = variant == 1 ? StoreMode::kRaw : StoreMode::kEncoded;
+      SCOPED_TRACE(dir + std::string(variant == 0   ? " encoded"
+                                     : variant == 1 ? " raw"
+                                                    : " encoded, resized to its own size"));
+      const std::string out = tmp / (dir + "-out" + std::to_string(variant));
+      BuildOptions o = Options(tmp / dir, out, store);
+      if (variant == 2) {  // re-encoded after the resize: zstd pixels (no PNG of 5 or 6)
+        o.resize_width = kW;
+        o.resize_height = kH;
+      }
+      BuildResult r;
+      const Status built = BuildDataset(o, &r);
+      ASSERT_TRUE(built.ok()) << built.ToString();
+      std::unique_ptr<Dataset> ds;
+      ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
+      EXPECT_EQ(ds->info().channels, images[0].channels());
+      EXPECT_EQ(ds->info().sample_type,
+                images[0].depth() == CV_16U ? SampleType::kUint16 : SampleType::kFloat32);
+      std::unique_ptr<Loader> loader;
+      const Status opened = Loader::Open(out, Sequential(4), &loader);
+      ASSERT_TRUE(opened.ok()) << opened.ToString();
+      Batch b;
+      const Status next = loader->Next(&b);
+      ASSERT_TRUE(next.ok()) << next.ToString();
+      ASSERT_EQ(b.channels(), images[0].channels());
+      ASSERT_EQ(b.size(), 4);
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(cv::norm(FloatImage(b, i), AsFloat(images[i]), cv::NORM_INF), 0) << i;
+      }
+    }
+  }
+}
+
+TEST(TypedSamples, TiffsThatCannotKeepTheirChannelsOrPagesAreRefusedNamingTheFile) {
+  TempDir tmp;
+  // 8-bit: stored as gray or RGB, so more than 4 channels cannot be kept.
+  cv::Mat eight(kH, kW, CV_8UC(5));
+  std::memset(eight.data, 9, eight.total() * eight.elemSize());
+  WriteTiff(tmp / "eight/images/a.tiff", eight, {});
+  BuildResult r;
+  Status s = BuildDataset(Options(tmp / "eight", tmp / "o1", StoreMode::kEncoded), &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find(tmp / "eight/images/a.tiff"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("a 5-channel 8-bit image"), std::string::npos) << s.ToString();
+  // gray of 5 channels: no luminance to take.
+  WriteTiff(tmp / "five/images/a.tiff", MultiChannel(5, CV_16U, 0), {});
+  BuildOptions o = Options(tmp / "five", tmp / "o2", StoreMode::kEncoded);
+  o.gray = true;
+  s = BuildDataset(o, &r);
+  EXPECT_NE(s.message().find("this image has 5 channels"), std::string::npos) << s.ToString();
+  // Several pages: never the first one silently.
+  std::string error;
+  const std::string pages =
+      testing::TiffBytes({MultiChannel(5, CV_16U, 0), MultiChannel(5, CV_16U, 1)}, {}, &error);
+  ASSERT_FALSE(pages.empty()) << error;
+  fs::create_directories(tmp / "pages/images");
+  std::ofstream(tmp / "pages/images/a.tiff", std::ios::binary) << pages;
+  s = BuildDataset(Options(tmp / "pages", tmp / "o3", StoreMode::kEncoded), &r);
+  EXPECT_NE(s.message().find(tmp / "pages/images/a.tiff"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("a multi-page TIFF (2 pages)"), std::string::npos) << s.ToString();
+}
+
+// Issue 35: BuildOptions::pages_as_channels stacks a multi-page TIFF's pages as channels (a
+// microscopy stack), which the loader gives back exactly; without it the file is refused.
+TEST(TypedSamples, PagesAsChannelsStacksAMultiPageTiffAndTheLoaderGivesEveryChannel) {
+  TempDir tmp;
+  std::vector<cv::Mat> stacks;
+  for (int i = 0; i < 2; ++i) {
+    const cv::Mat p1 = MultiChannel(1, CV_32F, i), p2 = MultiChannel(2, CV_32F, i + 5),
+                  p3 = MultiChannel(1, CV_32F, i + 9);
+    testing::TiffWriteOptions o;
+    o.planar = i == 1;
+    std::string error;
+    const std::string bytes = testing::TiffBytes({p1, p2, p3}, o, &error);
+    ASSERT_FALSE(bytes.empty()) << error;
+    fs::create_directories(tmp / "src/images");
+    std::ofstream(tmp / ("src/images/" + std::to_string(i) + ".tiff"), std::ios::binary) << bytes;
+    cv::Mat stack;
+    cv::merge(std::vector<cv::Mat>{p1, p2, p3}, stack);
+    stacks.push_back(stack);
+  }
+  BuildResult r;
+  Status s = BuildDataset(Options(tmp / "src", tmp / "refused", StoreMode::kEncoded), &r);
+  EXPECT_NE(s.message().find("a multi-page TIFF (3 pages)"), std::string::npos) << s.ToString();
+  for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+    SCOPED_TRACE(store == StoreMode::kRaw ? "raw" : "encoded");
+    const std::string out = tmp / ("out" + std::to_string(int(store)));
+    BuildOptions o = Options(tmp / "src", out, store);
+    o.pages_as_channels = true;
+    s = BuildDataset(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(out, Sequential(2), &loader).ok());
+    Batch b;
+    s = loader->Next(&b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(b.channels(), 4);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(cv::norm(FloatImage(b, i), stacks[i], cv::NORM_INF), 0) << i;
+    }
+  }
+  // Pages of another size: the file and the page named.
+  std::string error;
+  const std::string bad = testing::TiffBytes(
+      {MultiChannel(1, CV_16U, 0), MultiChannel(1, CV_16U, 0)(cv::Rect(0, 0, kW - 1, kH)).clone()},
+      {}, &error);
+  fs::create_directories(tmp / "bad/images");
+  std::ofstream(tmp / "bad/images/a.tiff", std::ios::binary) << bad;
+  BuildOptions o = Options(tmp / "bad", tmp / "bad-out", StoreMode::kEncoded);
+  o.pages_as_channels = true;
+  s = BuildDataset(o, &r);
+  EXPECT_NE(s.message().find(tmp / "bad/images/a.tiff"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("TIFF page 2 is 31x24 uint16"), std::string::npos) << s.ToString();
 }
 
 TEST(TypedSamples, GeometricTransformsRunAndPhotometricOnesAreRefusedByName) {

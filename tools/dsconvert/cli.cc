@@ -155,6 +155,9 @@ int Run(int argc, char** argv) {
                    "8: reduce 16-bit images to their high byte (without it, 16-bit and float "
                    "images are kept as they are)")
       ->check(CLI::IsMember({0, 8}));
+  build->add_flag("--pages-as-channels", bo.pages_as_channels,
+                  "stack the pages of a multi-page TIFF (16-bit or float) as channels; without "
+                  "it such TIFFs are refused");
   build->add_option("--mask-map", bo.mask_map,
                     "rewrite mask ids while building: FROM:TO,... (ids 0..255; 255:1 turns 0/255 "
                     "binary masks into classes 0 and 1)");
