@@ -26,6 +26,7 @@
 #include "cache/cached_dataset.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
+#include "core/fault_env.h"
 #include "cache_support.h"
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
