@@ -290,9 +290,6 @@ class Loader {
   // next epoch)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)" (the cache did not
   // take it or the copy failed). Consumer thread, like dataset().
   virtual std::string reading_from() const = 0;
-  // Blocks until a background cache copy has committed or failed (at once when there is none);
-  // the loader switches to it at the next epoch boundary. For tests and benches.
-  virtual void WaitForCacheCopy() const = 0;
   // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait), with a
   // transform row per pipeline segment under augment (docs/STATS.md).
   virtual StageStats& stats() = 0;
