@@ -25,6 +25,7 @@
 #include "dspipe/log.h"
 #include "dspipe/option_fields.h"
 #include "pipeline/cache_copy.h"
+#include "pipeline/loader_dataset.h"
 #include "pipeline/loader_impl.h"
 
 namespace dspipe {
