@@ -38,6 +38,7 @@
 #include "dspipe/augment.h"
 #include "dspipe/loader.h"
 #include "dspipe/stats.h"
+#include "stats/json.h"
 
 namespace {
 

@@ -93,7 +93,7 @@ struct CacheOptions {
   // MemAvailable for a tmpfs cache. Default 0; the Loader passes its own estimate.
   uint64_t reserved_ram = 0;
   // The file system for every write, lock and removal; nullptr (default) = Env::Default().
-  // Tests pass a FaultEnv. With the default Env the bytes are copied inside the kernel
+  // Tests pass a fault-injecting Env. With the default Env the bytes are copied inside the kernel
   // (copy_file_range / sendfile); any other Env copies through its own read and write.
   Env* env = nullptr;
   // A plain LMDB's masks LMDB (PlainLmdbOptions::masks: a directory with data.mdb, or an LMDB

@@ -170,10 +170,10 @@ struct BuildOptions {
   // The file system the build uses (dspipe/env.h); nullptr (default) = Env::Default(). Source
   // listing and reading (folder and ImageFolder walks, CSV files and the files they name), the
   // output checks and removal (--overwrite), and the files it writes (manifest.json,
-  // rejected.tsv: atomically, fsynced) go through it, so a FaultEnv in tests proves that read
-  // errors, a full disk, torn writes and failing fsyncs stop the build with a clear error and
-  // leave it resumable. Not through it: LMDB's own files (data.mdb is written through LMDB's
-  // map), plain LMDB sources (opened by LMDB) and archive sources (read by libarchive).
+  // rejected.tsv: atomically, fsynced) go through it, so a test Env injecting faults proves
+  // that read errors, a full disk, torn writes and failing fsyncs stop the build with a clear
+  // error and leave it resumable. Not through it: LMDB's own files (data.mdb is written through
+  // LMDB's map), plain LMDB sources (opened by LMDB) and archive sources (read by libarchive).
   Env* env = nullptr;
 };
 

@@ -1,9 +1,9 @@
 // dspipe::Env: the one seam between dspipe and the file system.
 //
 // Everything that reads, writes, renames, locks or sizes files (the fetcher, the cache, the
-// file helpers under dsconvert) goes through an Env, so tests can swap in FaultEnv and prove
-// that disk full, torn writes, read errors and failing fsyncs give a clear error and never a
-// result that looks complete and is not.
+// file helpers under dsconvert) goes through an Env, so tests can swap in a test Env that
+// injects faults and prove that disk full, torn writes, read errors and failing fsyncs give a
+// clear error and never a result that looks complete and is not.
 //
 // The safe file primitives live here too, one set for the cache and fetch (docs/HARDENING.md,
 // "Nothing of the user's is ever lost"):
@@ -23,7 +23,6 @@
 // device"; ENOENT, wherever met, is NotFound). Files are not thread-safe: one thread at a time.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,7 +62,7 @@ class WritableFile {
   // (Sync() still is what does). Default: nothing (PosixEnv starts the writeback).
   virtual void StartWriteback() {}
   // The OS descriptor, for an in-kernel copy into the file (copy_file_range, sendfile); -1 for
-  // an Env that must see every write (FaultEnv: the default).
+  // an Env that must see every write (a test Env: the default).
   virtual int native_fd() const { return -1; }
   virtual Status Close() = 0;         // idempotent; the destructor closes without reporting
   virtual uint64_t size() const = 0;  // bytes in the file (offset of the next append)
@@ -182,7 +181,7 @@ class Env {
   virtual bool FileExists(const std::string& path) = 0;
   // What path is (stat(2), following symlinks); kMissing (and OK) when it does not exist, an
   // IOError naming it for any other failure. Directory walks (dsconvert's folder sources) use it
-  // to tell files from folders. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  // to tell files from folders. Default: Unsupported (PosixEnv implements it).
   virtual Status GetFileKind(const std::string& path, FileKind* kind);
   // Atomic within one filesystem (rename(2)). Call SyncDir on the parent to make it durable.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
@@ -201,14 +200,14 @@ class Env {
   // Takes a shared lock on lock_path (created if needed): any number of shared holders at once,
   // none while an exclusive LockFile holder has it (and LockFile(wait=false) fails while shared
   // holders exist). wait=false: Aborted at once when an exclusive holder has it. The cache's
-  // leases. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  // leases. Default: Unsupported (PosixEnv implements it).
   virtual Status LockFileShared(const std::string& lock_path, bool wait,
                                 std::unique_ptr<FileLock>* out);
   // Removes path and, for a directory, everything under it (rm -rf). OK when path did not
-  // exist. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  // exist. Default: Unsupported (PosixEnv implements it).
   virtual Status RemoveTree(const std::string& path);
   // Opens the directory at path (symlinks in path are followed: it is the caller's path) as a
-  // Directory; see there. Default: Unsupported (PosixEnv and FaultEnv implement it).
+  // Directory; see there. Default: Unsupported (PosixEnv implements it).
   virtual Status OpenDirectory(const std::string& path, std::unique_ptr<Directory>* out);
 
   // ---- helpers built on the primitives above (not virtual: one behaviour for every Env)
@@ -218,78 +217,6 @@ class Env {
   // the complete new one, never a torn one; the temp file ("<path>.tmp-<16 random hex>", made
   // exclusively, never through a planted link) is removed on failure.
   Status WriteFileAtomic(const std::string& path, std::string_view data);
-};
-
-// An Env that forwards to a base Env and injects faults on command, for tests. Counters are
-// 1-based and count calls through this Env only; each fault fires once (set it again to repeat)
-// unless stated. Thread-safe.
-class FaultEnv : public Env {
- public:
-  explicit FaultEnv(Env* base = Env::Default()) : base_(base) {}
-
-  // The Nth Append from now fails with ENOSPC and writes nothing.
-  void FailWriteWithEnospc(int nth) { enospc_at_.store(count_writes_.load() + nth); }
-  // The Nth Append from now writes only the first half of its data, then fails with EIO (a torn
-  // write, as when a device dies mid-write).
-  void ShortWrite(int nth) { short_at_.store(count_writes_.load() + nth); }
-  // The Nth Read from now fails with EIO; later reads succeed (a flaky FUSE mount such as Drive).
-  void FailReadWithEio(int nth) { eio_read_at_.store(count_reads_.load() + nth); }
-  // Every Sync (file or directory) fails with EIO while on.
-  void FailSync(bool on) { fail_sync_.store(on); }
-  // FreeSpace reports this many bytes (UINT64_MAX = ask the base Env); Allocate of more fails.
-  void SetFreeSpace(uint64_t bytes) { free_space_.store(bytes); }
-  // Allocate of more than this many bytes fails with ENOSPC while FreeSpace still reports the
-  // base's: as when another process fills the filesystem after the free space was checked.
-  // UINT64_MAX (default) = no such limit.
-  void SetAllocateLimit(uint64_t bytes) { allocate_limit_.store(bytes); }
-
-  int writes() const { return count_writes_.load(); }
-  int reads() const { return count_reads_.load(); }
-
-  Status NewRandomAccessFile(const std::string& path,
-                             std::unique_ptr<RandomAccessFile>* out) override;
-  Status NewWritableFile(const std::string& path, bool truncate,
-                         std::unique_ptr<WritableFile>* out) override;
-  Status ListDir(const std::string& dir, std::vector<std::string>* names) override {
-    return base_->ListDir(dir, names);
-  }
-  Status FileSize(const std::string& path, uint64_t* size) override {
-    return base_->FileSize(path, size);
-  }
-  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
-  Status GetFileKind(const std::string& path, FileKind* kind) override {
-    return base_->GetFileKind(path, kind);
-  }
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    return base_->RenameFile(from, to);
-  }
-  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
-  Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
-  Status SyncDir(const std::string& dir) override;
-  Status FreeSpace(const std::string& path, uint64_t* bytes) override;
-  Status LockFile(const std::string& lock_path, bool wait,
-                  std::unique_ptr<FileLock>* out) override {
-    return base_->LockFile(lock_path, wait, out);
-  }
-  Status LockFileShared(const std::string& lock_path, bool wait,
-                        std::unique_ptr<FileLock>* out) override {
-    return base_->LockFileShared(lock_path, wait, out);
-  }
-  Status RemoveTree(const std::string& path) override { return base_->RemoveTree(path); }
-  // The base Env's Directory, its files and subdirectories seeing this Env's faults (writes,
-  // reads, syncs, free space) as the path-based calls do.
-  Status OpenDirectory(const std::string& path, std::unique_ptr<Directory>* out) override;
-
- private:
-  friend class FaultWritableFile;
-  friend class FaultRandomAccessFile;
-  friend class FaultDirectory;
-  Env* base_;
-  std::atomic<int> count_writes_{0}, count_reads_{0};
-  std::atomic<int> enospc_at_{0}, short_at_{0}, eio_read_at_{0};
-  std::atomic<bool> fail_sync_{false};
-  std::atomic<uint64_t> free_space_{UINT64_MAX};
-  std::atomic<uint64_t> allocate_limit_{UINT64_MAX};
 };
 
 }  // namespace dspipe

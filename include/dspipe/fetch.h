@@ -73,7 +73,7 @@ struct FetchOptions {
   long connect_timeout_s = 30;
   // Take DEST.lock (see above). Default on.
   bool lock = true;
-  // The file system to write through; nullptr = Env::Default(). Tests pass a FaultEnv.
+  // The file system to write through; nullptr = Env::Default(). Tests pass a fault-injecting Env.
   Env* env = nullptr;
   // Called from the calling thread as bytes arrive (throttling is the callee's job), while
   // waiting for the lock, while verifying and before a retry wait.

@@ -290,9 +290,6 @@ class Loader {
   // next epoch)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)" (the cache did not
   // take it or the copy failed). Consumer thread, like dataset().
   virtual std::string reading_from() const = 0;
-  // Blocks until a background cache copy has committed or failed (at once when there is none);
-  // the loader switches to it at the next epoch boundary. For tests and benches.
-  virtual void WaitForCacheCopy() const = 0;
   // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait), with a
   // transform row per pipeline segment under augment (docs/STATS.md).
   virtual StageStats& stats() = 0;
@@ -310,18 +307,5 @@ class Loader {
   // on 0..255 pixels. Empty when nothing was.
   virtual const std::vector<std::string>& warnings() const = 0;
 };
-
-// Opens the dataset at `path` for a loader made with `options`: in place, or through the cache
-// when options.cache is not "off" or path is an http(s):// dataset URL (the copy's lease lives
-// as long as *out). *cache (optional)
-// says which and why. Loader::Open and DeviceLoader::Open call it.
-Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
-                         std::shared_ptr<const Dataset>* out, CacheResult* cache = nullptr);
-
-// Resolves the mean/std used to normalize: *mean / *std as given (one value applies to every
-// channel), or the dataset manifest's when both are empty; checks them against `channels` and
-// fills *params. Shared by the CPU path (Loader) and the GPU path (DeviceLoader).
-Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
-                            std::vector<double>* std, NormalizeParams* params);
 
 }  // namespace dspipe

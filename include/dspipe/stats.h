@@ -8,7 +8,7 @@
 // Thread safety: every StageStats method may be called from any thread at any time, including
 // Record/RecordSpan concurrently with Summary/Reset/WriteChromeTrace. A Summary taken while
 // other threads record is a consistent-enough snapshot (each counter is read atomically, not the
-// set of them together). Diagnose/FormatTable/ToJson are pure functions.
+// set of them together). Diagnose/FormatTable are pure functions.
 //
 // Stage vocabulary, verdict rules and JSON field names: docs/STATS.md.
 #pragma once
@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -263,10 +262,5 @@ Verdict Diagnose(const StageStats& stats, const LoaderShape& shape, double compu
 // Fixed-width table: stage, count, mean, p50, p95, p99, max (ms), ms/batch, share of loader
 // time. batch_size converts per-sample stages to ms/batch.
 std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_size);
-
-// JSON with the field names of StageSummary / Verdict (documented in docs/STATS.md).
-nlohmann::json ToJson(const StageSummary& summary);
-nlohmann::json ToJson(const std::vector<StageSummary>& summaries);
-nlohmann::json ToJson(const Verdict& verdict);
 
 }  // namespace dspipe

@@ -1,7 +1,7 @@
 // FaultEnv: forwards to a base Env and injects the faults tests ask for.
 #include <cerrno>
 
-#include "dspipe/env.h"
+#include "core/fault_env.h"
 
 namespace dspipe {
 

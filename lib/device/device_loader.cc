@@ -12,6 +12,7 @@
 #include "dspipe/cuda.h"
 #include "dspipe/log.h"
 #include "dspipe/normalize.h"
+#include "pipeline/loader_dataset.h"
 
 namespace dspipe {
 namespace {

@@ -24,6 +24,8 @@
 #include "dspipe/cuda.h"
 #include "dspipe/log.h"
 #include "dspipe/option_fields.h"
+#include "pipeline/cache_copy.h"
+#include "pipeline/loader_dataset.h"
 #include "pipeline/loader_impl.h"
 
 namespace dspipe {
@@ -273,6 +275,12 @@ CorruptReport LoaderImpl::corrupt_records() const {
 }
 
 }  // namespace pipeline
+
+void WaitForCacheCopy(const Loader& loader) {
+  if (const auto* impl = dynamic_cast<const pipeline::LoaderImpl*>(&loader)) {
+    impl->WaitForCacheCopy();
+  }
+}
 
 Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
                             std::vector<double>* std, NormalizeParams* params) {

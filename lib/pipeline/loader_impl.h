@@ -122,7 +122,7 @@ class LoaderImpl final : public Loader {
     return *dataset_;
   }
   std::string reading_from() const override;
-  void WaitForCacheCopy() const override;
+  void WaitForCacheCopy() const;  // pipeline/cache_copy.h
   StageStats& stats() override { return stats_; }
   LoaderShape loader_shape() const override;
   uint64_t corrupt_skipped() const override { return corrupt_total_.load(); }

@@ -4,6 +4,7 @@
 #include "dspipe/option_fields.h"
 #include "profile/profile.h"
 #include "profile/report_util.h"
+#include "stats/json.h"
 
 namespace dspipe::profile {
 namespace {

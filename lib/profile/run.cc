@@ -13,6 +13,7 @@
 #include "dspipe/cache.h"
 #include "dspipe/loader.h"
 #include "format/residency.h"
+#include "pipeline/loader_dataset.h"
 #include "profile/profile.h"
 #include "profile/sources.h"
 #if DSPIPE_PROFILE_HAVE_DEVICE

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dspipe/stats.h"
+#include "stats/json.h"
 
 namespace dspipe {
 namespace {

@@ -22,6 +22,7 @@
 #include "dspipe/device_loader.h"
 #include "dspipe/stats.h"
 #include "errors.h"
+#include "pipeline/cache_copy.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -188,10 +189,10 @@ class PyLoader {
     const BatchShape& s = loader().shape();
     return nb::make_tuple(s.batch_size, s.channels, s.height, s.width);
   }
-  // Loader::WaitForCacheCopy(), with the GIL released.
+  // WaitForCacheCopy (pipeline/cache_copy.h), with the GIL released.
   void wait_for_cache_copy() {
     nb::gil_scoped_release release;
-    loader().WaitForCacheCopy();
+    WaitForCacheCopy(loader());
   }
 
   nb::dict dataset() {

@@ -25,6 +25,7 @@
 #include "cache/test_hooks.h"
 #include "cache_checks.h"
 #include "cache_support.h"
+#include "core/fault_env.h"
 #include "dspipe/cache.h"
 #include "dspipe/env.h"
 #include "dspipe/loader.h"

@@ -4,6 +4,7 @@
 // --resume with a healthy Env finishes it with the records of a clean build.
 #include <gtest/gtest.h>
 
+#include "core/fault_env.h"
 #include "convert/test_support.h"
 #include "dspipe/env.h"
 

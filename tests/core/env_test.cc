@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "core/fault_env.h"
+
 namespace dspipe {
 namespace {
 

@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/fault_env.h"
 #include "core/files.h"
 #include "fetch/http_server.h"
 #include "fetch/test_files.h"

@@ -15,6 +15,7 @@
 #include "dspipe/loader.h"
 #include "dspipe/sampler.h"
 #include "format/manifest.h"
+#include "pipeline/cache_copy.h"
 #include "pipeline/loader_fixture.h"
 
 namespace dspipe {
@@ -242,7 +243,7 @@ TEST_F(RankTest, WithTheCacheARankCopiesOnlyItsShards) {
     fs::remove_all(o.cache);
     auto loader = Open(o, src);
     ASSERT_TRUE(loader);
-    loader->WaitForCacheCopy();
+    WaitForCacheCopy(*loader);
     Sampler sampler;
     ASSERT_TRUE(Sampler::Create(plain->dataset().info().shard_sizes, o.sampler, &sampler).ok());
     std::set<uint64_t> want;
@@ -294,7 +295,7 @@ TEST_F(RankTest, ShardEntriesAreLeasedAndEvictedOneByOne) {
   fs::remove_all(o.cache);
   auto loader = Open(o, *path_);
   ASSERT_TRUE(loader);
-  loader->WaitForCacheCopy();
+  WaitForCacheCopy(*loader);
   const std::set<std::string> held = Entries(o.cache);
   ASSERT_FALSE(held.empty());
   std::set<uint64_t> held_shards;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dspipe/stats.h"
+#include "stats/json.h"
 
 namespace dspipe {
 namespace {
