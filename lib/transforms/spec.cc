@@ -5,6 +5,7 @@
 #include "transforms/spec.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "transforms/monai.h"
 
@@ -325,8 +326,12 @@ json NodeJson(const Node& node) {
     j["p"] = node.leaf->prob;
     return j;
   }
-  static const char* names[] = {"", "Compose", "OneOf", "SomeOf", "Sequential"};
-  json j = {{"__class_fullname__", names[node.type]}, {"p", node.p}};
+  // By Node::Type; a type without its name here would read past the table (fuzz_transform_spec
+  // found OneOrOther missing).
+  static constexpr const char* kNames[] = {"", "Compose", "OneOf", "SomeOf", "Sequential",
+                                           "OneOrOther"};
+  static_assert(std::size(kNames) == Node::kOneOrOther + 1, "a container type without a name");
+  json j = {{"__class_fullname__", kNames[node.type]}, {"p", node.p}};
   json list = json::array();
   for (const auto& c : node.children) list.push_back(NodeJson(*c));
   j["transforms"] = list;

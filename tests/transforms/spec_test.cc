@@ -125,6 +125,20 @@ TEST(TransformSpec, AMissingPIsWhatFromDictMakesOfIt) {
   }
 }
 
+// A spec holding OneOrOther writes itself back as albumentations does (json.dumps(A.to_dict(
+// A.Compose([A.OneOrOther(A.HorizontalFlip(), A.VerticalFlip(), p=1)])))): ToJson named
+// containers from a table that lacked OneOrOther and read past it (fuzz_transform_spec).
+TEST(TransformSpec, OneOrOtherRoundTrips) {
+  const std::string doc =
+      R"({"__version__": "2.0.8", "transform": {"__class_fullname__": "Compose", "p": 1.0, "transforms": [{"__class_fullname__": "OneOrOther", "p": 1, "transforms": [{"__class_fullname__": "HorizontalFlip", "p": 0.5}, {"__class_fullname__": "VerticalFlip", "p": 0.5}]}], "bbox_params": null, "keypoint_params": null, "additional_targets": {}, "is_check_shapes": true}})";
+  auto p = MustParse(doc);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(Same(json::parse(p->ToJson()), json::parse(doc))) << p->ToJson(1);
+  auto again = MustParse(p->ToJson());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->ToJson(), p->ToJson());
+}
+
 TEST(TransformSpec, AToDictDocumentRoundTrips) {
   // json.dumps(A.to_dict(A.Compose([A.SmallestMaxSize(512), A.RandomCrop(512, 512),
   //   A.OneOf([A.HorizontalFlip(), A.Rotate()], p=0.3), A.SomeOf([A.VerticalFlip(),
