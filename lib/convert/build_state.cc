@@ -136,12 +136,12 @@ Accum Accum::FromJson(const json& j) {
         const int64_t b = Int(e.at(0)), n = Int(e.at(1));
         const double lo = e.at(2).get<double>(), hi = e.at(3).get<double>();
         if (b < 0 || b >= (int64_t{1} << kFloatBinBits) || n <= 0 || !(lo <= hi) ||
-            !std::isfinite(lo) || !std::isfinite(hi) ||
-            FloatBinOf(static_cast<float>(lo)) != b || FloatBinOf(static_cast<float>(hi)) != b) {
+            !std::isfinite(lo) || !std::isfinite(hi) || FloatBinOf(static_cast<float>(lo)) != b ||
+            FloatBinOf(static_cast<float>(hi)) != b) {
           throw json::type_error::create(302, "fhist entry out of range", &j);
         }
-        bins.push_back({static_cast<uint32_t>(b), static_cast<uint64_t>(n),
-                        static_cast<float>(lo), static_cast<float>(hi)});
+        bins.push_back({static_cast<uint32_t>(b), static_cast<uint64_t>(n), static_cast<float>(lo),
+                        static_cast<float>(hi)});
       }
       a.AddFloatBins(static_cast<int>(k), bins);
     }
@@ -244,43 +244,44 @@ void SetTypeFields(const Accum& acc, json* m) {
   (*m)["format_version"] = typed ? kManifestVersion : 1;
 }
 
-double PercentileOf(const std::vector<uint64_t>& hist, double q) {
-  uint64_t n = 0;
-  for (uint64_t c : hist) n += c;
+namespace {
+
+// numpy.percentile(values, q) with its default "linear" method over n values, the value at
+// sorted position i being value_at(i): the value at position (n - 1) * (q / 100) (numpy divides
+// q first), interpolated between its floor and ceiling positions; NaN when n is 0.
+template <typename ValueAt>
+double LinearPercentile(uint64_t n, double q, const ValueAt& value_at) {
   if (n == 0) return std::nan("");
-  // numpy's "linear": the value at sorted position (n - 1) * (q / 100) (numpy divides q first),
-  // interpolated between the values at its floor and ceiling positions.
   const double pos = static_cast<double>(n - 1) * (q / 100.0);
   const auto lo = static_cast<uint64_t>(std::floor(pos));
   const uint64_t hi = std::min(lo + 1, n - 1);
-  double v_lo = 0, v_hi = 0;
-  uint64_t seen = 0;
-  bool have_lo = false;
-  for (size_t i = 0; i < hist.size(); ++i) {
-    if (hist[i] == 0) continue;
-    seen += hist[i];
-    const double v = static_cast<double>(static_cast<int64_t>(i) + Accum::kHistOffset);
-    if (!have_lo && seen > lo) v_lo = v, have_lo = true;
-    if (seen > hi) {
-      v_hi = v;
-      break;
-    }
-  }
+  const double v_lo = value_at(lo), v_hi = value_at(hi);
   // numpy's lerp, term for term: from the upper value when the fraction is at least one half.
   const double t = pos - static_cast<double>(lo), d = v_hi - v_lo;
   return t >= 0.5 ? v_hi - d * (1 - t) : v_lo + d * t;
 }
 
+}  // namespace
+
+double PercentileOf(const std::vector<uint64_t>& hist, double q) {
+  uint64_t n = 0;
+  for (uint64_t c : hist) n += c;
+  return LinearPercentile(n, q, [&](uint64_t i) {
+    uint64_t seen = 0;
+    for (size_t v = 0; v < hist.size(); ++v) {
+      seen += hist[v];
+      if (seen > i) return static_cast<double>(static_cast<int64_t>(v) + Accum::kHistOffset);
+    }
+    return std::nan("");  // i < n: not reached
+  });
+}
+
 double PercentileOfBins(const std::map<uint32_t, FloatBin>& bins, double q) {
   uint64_t n = 0;
   for (const auto& [b, f] : bins) n += f.count;
-  if (n == 0) return std::nan("");
-  const double pos = static_cast<double>(n - 1) * (q / 100.0);
-  const auto lo = static_cast<uint64_t>(std::floor(pos));
-  const uint64_t hi = std::min(lo + 1, n - 1);
-  // The value at sorted position i: in the bin holding it, its values spread evenly from the
-  // bin's smallest (its first position) to its largest (its last).
-  auto value_at = [&](uint64_t i) {
+  // In the bin holding position i, its values spread evenly from the bin's smallest (its first
+  // position) to its largest (its last).
+  return LinearPercentile(n, q, [&](uint64_t i) {
     uint64_t before = 0;
     for (const auto& [b, f] : bins) {
       if (i < before + f.count) {
@@ -290,11 +291,8 @@ double PercentileOfBins(const std::map<uint32_t, FloatBin>& bins, double q) {
       }
       before += f.count;
     }
-    return static_cast<double>(bins.rbegin()->second.hi);
-  };
-  const double v_lo = value_at(lo), v_hi = value_at(hi);
-  const double t = pos - static_cast<double>(lo), d = v_hi - v_lo;  // numpy's lerp, as above
-  return t >= 0.5 ? v_hi - d * (1 - t) : v_lo + d * t;
+    return std::nan("");  // i < n: not reached
+  });
 }
 
 // The manifest's "stats" from running sums (one formula for builds and AssembleDataset).
@@ -318,20 +316,13 @@ json StatsJson(const Accum& acc, int channels, uint64_t count) {
                 {"sampled", acc.stat_images < count}};
   // nnU-Net's CT normalization inputs: the 0.5th and 99.5th percentiles per channel, exact for
   // integer samples (numpy.percentile's linear interpolation over every counted pixel).
-  if (!acc.hist[0].empty()) {
+  // Float samples: from the value bins, within a bin's span (2^-11 of the value) of numpy's.
+  const bool integer = !acc.hist[0].empty();
+  if (integer || !acc.fhist[0].empty()) {
     std::vector<double> p005(channels), p995(channels);
     for (int k = 0; k < channels; ++k) {
-      p005[k] = PercentileOf(acc.hist[k], 0.5);
-      p995[k] = PercentileOf(acc.hist[k], 99.5);
-    }
-    stats["percentile_00_5"] = p005;
-    stats["percentile_99_5"] = p995;
-  } else if (!acc.fhist[0].empty()) {
-    // Float samples: from the value bins, within a bin's span (2^-11 of the value) of numpy's.
-    std::vector<double> p005(channels), p995(channels);
-    for (int k = 0; k < channels; ++k) {
-      p005[k] = PercentileOfBins(acc.fhist[k], 0.5);
-      p995[k] = PercentileOfBins(acc.fhist[k], 99.5);
+      p005[k] = integer ? PercentileOf(acc.hist[k], 0.5) : PercentileOfBins(acc.fhist[k], 0.5);
+      p995[k] = integer ? PercentileOf(acc.hist[k], 99.5) : PercentileOfBins(acc.fhist[k], 99.5);
     }
     stats["percentile_00_5"] = p005;
     stats["percentile_99_5"] = p995;
