@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dspipe vs a PyTorch DataLoader on the same data and machine, in one run, as ratios.
 #
 #   bench/compare_loaders.sh [--dir DIR] [--count 512] [--size 512x512] [--batch 8]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU-time clocks for the bench programs: per-process (all threads) and per-thread CPU seconds,
 // which other processes sharing the cores do not inflate the way wall time. Header-only.
 #pragma once

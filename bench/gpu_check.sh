@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU acceptance check for dspipe's CUDA path, for a machine with an NVIDIA GPU:
 #   1. configure + build (Release, Ninja, this GPU's architecture, only the needed targets),
 #   2. run the tests labelled `gpu` (GPU vs CPU reference; they FAIL instead of skipping here),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes OUT/images/NNNNNN.png + OUT/masks/NNNNNN.png: COUNT noisy 512x512 RGB PNGs (a
 gradient plus Gaussian noise, so they compress like photos, not like flat synth images) and a
 disc mask each. Deterministic (seed 8). Used by bench/cold and bench/cache.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Builds a "plain" LMDB the way many users do by hand, for loader compatibility tests.
 
 Usage: /usr/bin/python3 bench/make_plain_lmdb.py SRC_DIR OUT_LMDB [--limit N]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced (not run) by bench/cache/cache_bench.sh, bench/cache/epochs_bench.sh and
 # bench/cold/cold_bench.sh: the binaries they run, the noisy-PNG dataset and LMDBs they share,
 # and the cache dir on /dev/shm. Each script sets ROOT (the repository) and PY first.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Feed rate of a PyTorch training loop from Python (dspipe.Loader) vs the C++ loader (dsbench)
 vs a PyTorch DataLoader, on the same LMDBs and the same work, interleaved in one run.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Repeated measurements of one bench row: median and min-max, as every bench reports them.
 // Header-only; shared by the bench programs (bench/*/...).
 #pragma once

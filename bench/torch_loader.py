@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch DataLoader baseline: the loader a typical user writes, timed in steady state.
 
 Usage: /usr/bin/python3 bench/torch_loader.py SOURCE --kind lmdb|plain|files [--batch 8]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.Loader's feed rate from two installs of dspipe, e.g. the self-contained wheel
 (scripts/build-wheel.sh) against the source build (`pip install .`), on the same LMDBs,
 interleaved: each round runs bench/python_feed.py's timed child (--measure: the loop of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # FindNIfTI: nifti_clib's NIfTI-1/2 reader (Debian: libnifti2-dev). Defines NIfTI::NIfTI
 # (libnifti2 with its gzip layer libznz; include <nifti2_io.h>: its own headers include each
 # other by bare name from /usr/include/nifti).

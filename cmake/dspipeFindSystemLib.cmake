@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # dspipe_find_system_lib(<Pkg> <target> <header> <library names...>)
 # Finds a C library of a Debian -dev package by its header and library file and defines the
 # IMPORTED target <target>. The Find<Pkg>.cmake modules beside this file call it; they serve

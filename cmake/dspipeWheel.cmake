@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Link options for the self-contained wheel (scripts/build-wheel.sh sets -DDSPIPE_WHEEL=ON). The
 # root CMakeLists.txt includes this file before it looks for the dependencies; nothing changes
 # for the normal build, `pip install .` or a find_package(dspipe) consumer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wheel builds only (cmake/dspipeWheel.cmake): the static libstdc++ of gcc 12 on glibc 2.36
 // seeds std::random_device from arc4random, a glibc 2.36 symbol, which alone would raise the
 // wheel's floor to manylinux_2_36 (Colab's Ubuntu 22.04 has glibc 2.35). The link wraps that

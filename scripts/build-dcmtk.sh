@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the small static DCMTK the wheel links (scripts/build-wheel.sh; lib/volume/dicom.cc),
 # from Debian 12's own source package (apt-get source dcmtk, 3.6.7-9~deb12u4, the version
 # libdcmtk-dev ships, with Debian's patches applied: its CVE fixes included), configured like

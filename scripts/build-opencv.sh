@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the small static OpenCV the wheel links (scripts/build-wheel.sh): only core, imgproc and
 # imgcodecs, from Debian 12's own source package (apt-get source opencv, 4.6.0+dfsg, the version
 # libopencv-dev ships), configured like Debian's build (CPU baseline SSE2, the default SIMD

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the self-contained wheel: `pip install dspipe-*.whl` then needs nothing from the system
 # but glibc and the manylinux allow-list (libstdc++, libgcc_s, libz): no apt, no compiler.
 #   1. the small static OpenCV (core, imgproc, imgcodecs; scripts/build-opencv.sh) and DCMTK

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job on a generated sample dataset: synth -> build (encoded and raw) -> verify -> info
 # -> dsbench (loader profile with a bottleneck verdict, and files vs LMDB from a cold page
 # cache). Run from the repo root after building.

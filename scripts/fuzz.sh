@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer harnesses (tests/fuzz) with clang, ASan and UBSan in build-fuzz/ and runs
 # each for a bounded time from its seed corpus. Fails on the first finding (crash, sanitizer
 # report, leak, timeout, out-of-memory); the input that triggered it is left in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything dspipe needs to build, test and benchmark on Debian 12, by package name.
 # Usage: bash scripts/install-deps.sh [--bench]   (--bench adds python3-zstandard and
 # python3-torchvision for bench/)

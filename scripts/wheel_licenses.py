@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Puts the licences of everything the wheel bundles into its dist-info (scripts/build-wheel.sh
 runs it on the unpacked, auditwheel-repaired wheel; `wheel pack` then rewrites RECORD).
 

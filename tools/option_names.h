@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How dsconvert and dsbench name the options a message mentions (Status::Render, see
 // dspipe/status.h): "BuildOptions::resume" = true is "--resume", "BuildOptions::on_error" =
 // skip is "--on-error skip". The rule is the field name with '-' for '_' behind "--"; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one command-line size parser of dsconvert and dsbench: sizes are HEIGHTxWIDTH everywhere
 // (dsbench --size, dsconvert synth --size and build --size, Python's (height, width) tuples).
 #ifndef DSPIPE_TOOLS_SIZE_ARG_H_

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """albumentations 2.0.8's own test suite as a check of dspipe (issue 40).
 
 Collects the suite's parametrized items with pytest's own collection (from a checkout or an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Side-by-side benchmark: `dsconvert build` from an archive vs from the extracted folder
 // (issue 10 target: an archive build >= 0.9x the folder build).
 //

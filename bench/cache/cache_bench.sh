@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # RAM-disk cache (issue 10): cold in place vs the first epoch with the copy (made before it, or
 # overlapped with it) vs warm from the cache vs warm in place, side by side in one run, with
 # dsbench.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # RAM-disk cache over several epochs (issue 10): one dsbench run of 3 epochs whose first epoch
 # reads in place while the copy is made in the background, and whose later epochs read the
 # copy (the loader switches at the epoch boundary), side by side with 3 epochs warm in place.

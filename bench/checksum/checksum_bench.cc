@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // checksum_bench: the checksums a streamed shard costs, side by side in one run.
 //
 //   checksum_bench [--mib 136] [--rounds 7]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cold vs warm page cache, LMDB vs the folder it replaces, side by side in one run (issue 8).
 #
 #   bench/cold/cold_bench.sh [--dir DIR] [--count 300] [--threads 2] [--rounds 3]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fault_bench: how to get one large record's bytes resident before decoding it, from a cold page
 // cache. Chooses the method the loader's `read` stage uses (lib/format/dataset.cc FaultIn).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Side-by-side benchmark for `dsconvert build` (issue: encoded must be bound by reading the
 // source files; raw is bound by decoding).
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Download throughput from 127.0.0.1: `dsconvert fetch` (resumable, fsynced, renamed; with and
 # without --sha256) against `curl -s -o` of the same file from the same server
 # (tests/fetch/server.py), interleaved, in the same run. Prints MiB/s median (min-max) per

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """DALI's CPU classification pipeline over an ImageFolder of JPEGs, for bench/jpeg/jpeg_bench.sh.
 
   VENV/bin/python bench/jpeg/dali_jpeg.py SRC_DIR [--mode train|val] [--batch 64] [--threads 2]

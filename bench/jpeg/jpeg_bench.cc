@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // jpeg_bench: the JPEG region + DCT-scaled decode (lib/codec/jpeg_decode.*) measured two ways.
 //
 //   jpeg_bench loader DB [--mode train|val] [--decode roi|full] [--scales simd|all|none]

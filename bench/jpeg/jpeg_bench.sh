@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # JPEG classification loading: dspipe vs DALI's CPU pipeline vs torchvision, and dspipe's region
 # + scaled decode vs its own full decode, on the same data and machine, in one run, as ratios.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes an ImageNet-like ImageFolder of JPEGs for bench/jpeg/jpeg_bench.sh, deterministically.
 
   /usr/bin/python3 bench/jpeg/make_jpegs.py OUT_DIR [--count 2000] [--classes 10] [--seed 0]

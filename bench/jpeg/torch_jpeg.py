@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torchvision's classification pipeline over an ImageFolder of JPEGs, for jpeg_bench.sh.
 
   /usr/bin/python3 bench/jpeg/torch_jpeg.py SRC_DIR [--mode train|val] [--batch 64]

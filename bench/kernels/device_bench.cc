@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // device_bench: end-to-end images/s of DeviceLoader, GPU path vs CPU path, on a synth dataset.
 //
 //   device_bench [--dir DIR] [--count N] [--size PX] [--batch B] [--threads T] [--epochs E]

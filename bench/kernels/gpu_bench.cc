@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU normalize / transfer benchmark, run by bench/gpu_check.sh on a machine with a GPU.
 // Prints, each as the median of repetitions timed with CUDA events:
 //   - the normalize kernel's achieved bandwidth (bytes read + written) as % of the device's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU normalize throughput, single thread (the loader parallelises over samples).
 //   normalize_bench [--n 32] [--h 224] [--w 224] [--c 3] [--reps 20]
 // Prints GB/s counting bytes read + bytes written, median over repetitions.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // loader_bench: how close the loader gets to the decode bound, and what raw+zstd buys.
 //
 //   loader_bench [--dir DIR] [--count N] [--size PX] [--batch B] [--threads T] [--repeats R]

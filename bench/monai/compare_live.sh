@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dspipe's native MONAI transforms against a live MONAI, in one command (docs/MONAI.md).
 #
 #   bench/monai/compare_live.sh [--venv DIR] [--python PY] [--keep] [-- PYTEST_ARGS...]

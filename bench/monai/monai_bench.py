@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MONAI 1.6.1 vs dspipe running the same MONAI training preprocessing, side by side: the driver.
 Run through bench/monai/monai_bench.sh (which makes the MONAI venv and finds the build); it
 runs this file with a Python that imports dspipe and numpy.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The same MONAI 1.6.1 training preprocessing (LoadImaged, EnsureChannelFirstd,
 # ScaleIntensityRanged -175..250 HU, RandCropByPosNegLabeld 4 x 256x256, RandFlipd, RandRotate90d,
 # RandGaussianNoised, RandScaleIntensityd) run by MONAI in its fastest documented set-ups and by

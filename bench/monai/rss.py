@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Peak memory of this process and all its descendants, sampled from /proc in a thread.
 
 Used by both contenders' workers (bench/monai/worker_*.py), so both are measured the same way;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dspipe contender of bench/monai/monai_bench.py, in its own process.
 
   worker_dspipe.py LMDB --pipeline JSON --epochs E --batch B --threads T --json OUT [--check]

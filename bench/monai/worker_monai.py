@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One MONAI contender of bench/monai/monai_bench.py, in its own process (the MONAI venv).
 
   worker_monai.py DIR --format png|npy --loader dl|tdl0|tdl2 [--tuned] --pipeline JSON

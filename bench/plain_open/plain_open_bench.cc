@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // plain_open_bench: how long Dataset::Open takes on a plain LMDB with many decimal keys.
 //
 //   plain_open_bench [--dir DIR] [--keys N] [--repeats R]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // png_bench: the PNG fast path (lib/codec/png_fast*) against libspng, side by side in one run.
 //
 //   png_bench [--rounds 7] [--decodes 40] [--dir DIR] [--count 200] [--size 512] [--batch 8]

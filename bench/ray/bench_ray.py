@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ray overhead: dspipe.ray.convert (4 shards, local Ray with 2 CPUs, 1 CPU per task) vs one
 process building the same --shards 4 dataset with --threads 2, side by side in one run.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sampler_bench: how long one rank takes to compute its epoch order, and how much memory.
 //
 //   sampler_bench --n 100000000 --ranks 100 --rank 50 --order blocks [--block-size 4096]

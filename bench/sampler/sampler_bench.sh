@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Per-rank epoch-order cost, order global vs blocks (vs shards), interleaved in fresh processes.
 #
 #   cmake --build build --target sampler_bench

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // soak: does memory stay flat over many epochs? Runs E epochs (default 50) over a synthetic
 // dataset through the Loader and through the DeviceLoader's CPU path (DeviceOptions::kCpu),
 // samples the process RSS (/proc/self/statm) after every epoch and reports the growth from the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """LitData and MosaicML Streaming over the same S3 server and images as stream_bench (issue 23).
 
 stream_bench.sh --compare runs this in DIR/venv-cmp (bench/stream/requirements.txt; PyPI torch,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stream_bench: the loader over a sharded dataset streamed from an S3 server (stream_bench.sh
 // starts SeaweedFS on 127.0.0.1 and pushes the dataset) against the same loader over the same
 // shards on local disk, side by side in one run, interleaved by round (docs/STORAGE.md

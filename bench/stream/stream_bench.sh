@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Streaming from S3 vs local disk, side by side in one run (issue 23; docs/STORAGE.md
 # "Streaming").
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A PyTorch DataLoader running an albumentations pipeline on a dspipe LMDB: the recipe's baseline.
 
 Usage: python bench/transforms/albu_loader.py DB --transform recipe.json [--batch 8]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """albumentations 2.0.8's own per-transform throughput on one 512x512 image, single thread.
 
 Usage: python bench/transforms/albu_transforms.py --write-specs specs.json --image img.png

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """How far dspipe's fused transform pipeline is from applying the same draws one transform at a
 time (albumentations' sequential meaning: dspipe's step-by-step mode, which the tests compare
 with albumentations 2.0.8 bit for bit), per chain, on smooth and on noisy content.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Per transform, single thread, one 512x512 RGB uint8 image: dspipe (transform_bench: plan +
 # fused execute into a slot, as a loader worker) against albumentations 2.0.8's own call
 # (`t(image=img)`), interleaved rounds, median; the ratio albumentations us / dspipe us is the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The segmentation recipe (bench/transforms/recipe.json: SmallestMaxSize -> RandomCrop ->
 # SquareSymmetry -> Affine -> RandomBrightnessContrast -> GaussNoise -> Normalize) run by dspipe
 # and by a PyTorch DataLoader running the same albumentations pipeline, on the same LMDB, in one

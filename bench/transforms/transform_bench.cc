@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // transform_bench: microseconds per 512x512 image of each transform, single thread, the way the
 // loader's workers run it (plan the draws, execute into a preallocated slot; Normalize as the
 // normalize stage does it). Half of bench/transforms/per_transform.sh, which times

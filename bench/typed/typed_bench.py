@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """16-bit CT slices through dspipe vs 8-bit ones and vs a PyTorch DataLoader, in one run.
 
 Usage: /usr/bin/python3 bench/typed/typed_bench.py [--build-dir build] [--dir DIR]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exports a Decathlon task's axial slices as 16-bit PNG files, as a user does to feed an image
 folder to a 2D pipeline (nibabel + Pillow).
 

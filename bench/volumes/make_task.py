@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writes a Decathlon-like CT task for bench/volumes (nibabel, numpy).
 
     python make_task.py OUT_DIR [--volumes 20] [--slices 100] [--size 512] [--seed 0]

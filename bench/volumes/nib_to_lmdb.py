@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Decathlon task to LMDB the way a user writes it: nibabel + the `lmdb` package.
 
     python nib_to_lmdb.py TASK OUT.lmdb [--store raw|encoded]

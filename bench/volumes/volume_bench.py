@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Driver of bench/volumes/volume_bench.sh (run in its venv; see that script for the steps).
 
 Conversion: ROUNDS rounds, each running every contender once in its own process, the order

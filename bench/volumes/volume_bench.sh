@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # NIfTI volumes to LMDB (issue 36): `dsconvert build` against the nibabel + lmdb script a user
 # writes, side by side in one run, then the loader on the volume build beside a build of the
 # same slices exported as 16-bit PNG files. docs/VOLUMES.md "Conversion speed" has the figures.

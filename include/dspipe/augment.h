@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Joint image + mask augmentation: random resized crop, resize to a fixed output size, random
 // horizontal / vertical flips. Image and mask always get the same geometry; masks are always
 // resampled with nearest neighbour so class ids stay class ids.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A batch of samples handed out by the Loader, and the allocator seam its buffers come from.
 //
 // Memory: each batch lives in one buffer from a pool owned by the loader. A Batch is a move-only

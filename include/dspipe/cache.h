@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe cache: a copy of a dataset on a RAM disk (tmpfs, /dev/shm by default), made once per
 // machine and shared by every process that opens the same dataset.
 //

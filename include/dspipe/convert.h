@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert's library: build a dspipe dataset (LMDB) from image/mask files, verify it, describe
 // it. The CLI in tools/dsconvert only parses flags and calls these.
 #pragma once

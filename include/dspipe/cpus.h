@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::UsableCpus: how many CPUs this process may run on, the default thread count of the
 // loader (LoaderOptions::threads) and of dsconvert build (BuildOptions::threads).
 #pragma once

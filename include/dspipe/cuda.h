@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA path: run-time detection, pinned host memory, GPU normalization.
 //
 // No CUDA header or type appears here: streams and events are passed as void* (cudaStream_t /

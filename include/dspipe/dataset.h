@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Read access to a dataset on disk: a dspipe LMDB, a sharded dspipe dataset (a directory with
 // manifest.json and shard LMDBs), or a *plain* LMDB written by other tools whose values are
 // just encoded image bytes (Python `lmdb` + `cv2.imencode`; keys usually decimal strings).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::DeviceLoader: the loader plus the device stage. Batches come out normalized, as
 // float32 (or float16) NCHW tensors with int64 (or uint8) masks, on the GPU when there is one:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::Env: the one seam between dspipe and the file system.
 //
 // Everything that reads, writes, renames, locks or sizes files (the fetcher, the cache, the

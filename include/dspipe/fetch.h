@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::Fetch: a resumable, verified download of one URL (http, https, s3, file://) or a copy
 // of one local path, into a local file.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dspipe on-disk record format (versions 1 and 2). docs/FORMAT.md is the normative description;
 // this header mirrors it. Values stored on disk: do not change them.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::DecodeLimits: how large an image a header may declare before dspipe refuses it,
 // against decompression bombs (a few bytes of PNG, JPEG or zstd that claim gigabytes).
 //

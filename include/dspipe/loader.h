@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::Loader: batches of decoded, augmented samples from a dataset, produced by a bounded
 // oneTBB worker pool ahead of the consumer. See docs/LOADER.md for the full rules.
 //

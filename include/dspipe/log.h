@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Minimal leveled logging to stderr. Thread-safe (one line per call, whole).
 // Level from the DSPIPE_LOG_LEVEL environment variable (debug|info|warn|error|off; default info).
 #pragma once

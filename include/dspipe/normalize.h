@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU normalization kernels: uint8 NHWC images -> float32/float16 NCHW tensors, uint8 masks ->
 // int64 class maps. This is the reference the CUDA path (dspipe/cuda.h) is tested against and
 // the CPU path of the loader.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe/option_fields.h: every field of the public options structs, by name, with a pointer to
 // it, and the names of the enums they use. Front ends walk these lists instead of restating the
 // fields: the Python binding binds each listed field as an attribute of the struct's class, the

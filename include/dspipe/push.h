@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::PushDataset: upload a dataset directory (what `dsconvert build` wrote) to object
 // storage, `dsconvert push DB s3://bucket/prefix/`. docs/STORAGE.md has the rules and the tests.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which samples a rank sees in which order: per-epoch shuffling and sharding across ranks.
 //
 // Epoch e's order is a function of (seed, epoch, dataset / shard sizes, ranks, order, rule)

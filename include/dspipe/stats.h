@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe/stats.h: per-stage timing, percentiles, the bottleneck verdict and the Chrome trace.
 //
 // A loader owns one StageStats and records every stage of every sample and batch into it; it is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::Status: the result of every fallible dspipe call.
 //
 // An OK status carries no allocation. A failed one carries a code and a message that names the

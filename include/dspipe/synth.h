@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic synthetic segmentation datasets: RGB images plus class-id masks.
 //
 // Each sample is a smooth, low-frequency background with several objects (ellipses, polygons,

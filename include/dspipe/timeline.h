@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A resource timeline: process CPU, memory, storage reads and page faults, loader progress and
 // (when a GPU and its driver are present) GPU utilization and memory, sampled at a fixed period
 // on a background thread — the "CSV performance log, plotted afterwards" as a library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe/transforms.h: augmentation pipelines with albumentations 2.0.8's meaning, run in C++ by
 // the loader's workers on image and mask together (docs/TRANSFORMS.md).
 //

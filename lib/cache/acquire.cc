@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AcquireCache and OpenDatasetCached: deciding, making or finding the entry for a source (see
 // dspipe/cache.h for the rules, acquire.h for the pieces).
 #include "cache/acquire.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: the one function that decides, makes or finds an entry for a source
 // (AcquireImpl: lock, trust check, room + reservation, copy, completion record, commit, lease),
 // shared by AcquireCache, OpenDatasetCached and the background copies (background.cc).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The copies made while the dataset is read in place: OpenMode::overlap (BackgroundCopy)
 // and OpenMode::per_shard (ShardCacheImpl), and OpenDatasetCached, which picks between
 // them (see dspipe/cache.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's budget and the cross-process room check + reservation (see budget.h).
 #include "cache/budget.h"
 

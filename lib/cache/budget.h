@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: the budget, and the one room check + reservation that holds across
 // processes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's own directory: opening and checking it, the names in it, and removing what dead
 // processes left there (see cache_dir.h).
 #include "cache/cache_dir.h"

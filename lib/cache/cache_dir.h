@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: the cache's own directory, ROOT/dspipe-cache-v1/, and the names in it.
 //
 // ROOT is the directory the user named (CacheOptions::mode, DSPIPE_CACHE_DIR) or, by default,

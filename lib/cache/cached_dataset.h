@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache state a dataset opened by OpenDatasetCached carries, and how the Loader (and
 // dsbench's counting wrapper) finds it: a CachedDataset wraps the dataset read in place together
 // with its background copy (OpenMode::overlap: CacheCopy) or its per-shard cache

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copying a local dataset into an entry's temp dir, through the temp dir's descriptor, and the
 // dispatch to a URL source's fetch (see populate.h, PopulateFromSource).
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An entry's records (use record, completion record), the trust check of a committed entry, and
 // eviction (see entries.h).
 #include "cache/entries.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: the records of an entry E in the cache's own directory, and taking an
 // entry away (eviction).
 //

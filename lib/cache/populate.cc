@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Listing a local dataset for the cache (symlinks resolved deliberately, names never computed
 // from link targets) and the entry name a listing gets (see populate.h).
 #include "cache/populate.h"

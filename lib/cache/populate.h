@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: what a dataset source holds (its listing and the entry name it gets),
 // and filling a cache temp dir from it, the one place a source becomes cached bytes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A served dataset (http(s):// URL) as a cache source: its listing from manifest.json, and its
 // copy made with FetchDataset (see populate.h).
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenMode::stream: a remote (s3://, http(s)://) sharded dataset read shard by shard through
 // the cache, each shard an entry fetched ahead of the reader along its known order and released,
 // furthest next use first, when room is needed (docs/STORAGE.md "Streaming").

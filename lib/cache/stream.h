@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: OpenMode::stream, a remote sharded dataset streamed shard by shard
 // through the cache (stream.cc; the rules are in docs/STORAGE.md "Streaming").
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test seam of lib/cache (test_hooks.h).
 #include "cache/test_hooks.h"
 

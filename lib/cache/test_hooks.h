@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/cache: the seam tests use to stop a cache operation at a known durable step
 // (and kill it there, or let another process race it). Production code never reads it from the
 // environment: a test (or a test tool such as tests/cache/cache_tool) installs the hook.

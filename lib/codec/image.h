@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Image and mask coding: cheap header probes, decode (into a Mat or straight into a caller's
 // buffer), PNG encode, and zstd for raw records. Internal to dspipe (not installed).
 //

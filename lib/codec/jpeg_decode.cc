@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libjpeg-turbo region + DCT-scaled decoding (jpeg_decode.h).
 //
 // libjpeg reports errors through a callback that must not return: it longjmps back into the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JPEG decoding with libjpeg-turbo's libjpeg API: the frame header and EXIF orientation, and a
 // decode of only the part of the image a sample keeps (jpeg_crop_scanline for the columns,
 // jpeg_skip_scanlines for the rows above, stopping after the last row it needs) at a DCT scale

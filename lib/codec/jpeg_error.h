@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libjpeg's error handling for lib/codec's decoders and the restart transcode: an error manager
 // whose error_exit formats the message and longjmps back into the phase that called libjpeg
 // (it must not return), and an output_message that drops warnings. Internal to lib/codec.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Restart-marker region assembly and the lossless restart transcode (jpeg_restart.h).
 #include "codec/jpeg_restart.h"
 

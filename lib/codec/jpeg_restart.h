@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JPEG files with a restart marker after every MCU (DRI = 1, as `dsconvert build
 // --jpeg-restarts` writes them by a lossless transcode): each MCU's entropy-coded bytes stand
 // alone (the DC predictors restart at 0), so the MCUs that cover a region can be cut out of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The image formats dspipe decodes besides PNG and JPEG, and the size check of each one's
 // header against the DecodeLimits (dspipe/limits.h) before cv::imdecode allocates anything.
 // Internal to the codec component.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fast PNG path: a decoder for the PNGs almost every writer produces (8-bit gray,
 // gray+alpha, RGB, RGBA, not interlaced, no palette or transparency chunk), beside libspng,
 // which keeps everything else. Internal to lib/codec (not installed); image.cc routes every PNG

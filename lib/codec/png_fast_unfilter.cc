@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PNG row unfiltering: a plain version (the reference), an SSE2 version (x86-64 baseline) and an
 // AVX2 version compiled with a target attribute (no -mavx2 build) and chosen at run time.
 //

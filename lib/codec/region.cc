@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ResampleRegion (region.h).
 #include "codec/region.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Resampling a decoded region into a sample: the step after codec::DecodePayload (image.h).
 // The router hands back the pixels it decoded and where the sample's crop lies within them
 // (whole pixels, or fractional ones after a DCT-scaled JPEG decode); ResampleRegion resizes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decode router (image.h, "The decode router"): one entry point for every record payload,
 // whatever its codec, given the part of the image the sample keeps and the size it is resized
 // to. Raw and raw+zstd records are copied / inflated, PNGs go to the fast path (fused with the

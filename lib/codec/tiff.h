@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TIFF through libtiff itself, for what OpenCV 4.6's TIFF reader cannot do: more than 4
 // channels (OpenCV refuses them) and planar (PLANARCONFIG_SEPARATE) files deeper than 8 bits
 // (OpenCV 4.6 misreads them silently: measured on 3- and 4-channel uint16, int16 and float32).

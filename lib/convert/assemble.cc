@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AssembleDataset: joining the shards of a build made one shard at a time
 // (BuildOptions::shard_index) into one dataset (their combined totals, manifest.json), and
 // DiagnoseUnassembled (shards.h): naming each missing or unfinished shard of such a build, for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The commit loop (builder.h): one shard's records, read and made in a oneTBB pipeline (serial
 // read of archive members in plan order, parallel MakeRecord, serial in-order append), committed
 // in batches of about BuildOptions::commit_bytes together with the cursor that describes exactly

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finishing a build (builder.h): the manifest. Its JSON (Builder::Manifest), the one writer of
 // an LMDB's meta "manifest" (SealManifest: a lone LMDB here, each shard of a sharded build in
 // build_commit.cc), the one maker of manifest.json's text (TopManifestText: here and in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Build planning (builder.h): the output checks (inside the source? exists? resumable?), the
 // ordered source list — scanned, shuffled and stored in the state shard's meta "build" on a
 // fresh build, reloaded on --resume — and the checks that a resumed build's source is still

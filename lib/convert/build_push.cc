@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BuildDataset with an s3://bucket/prefix/ output (dspipe/convert.h, BuildOptions::output and
 // ::staging; docs/STORAGE.md "Building straight to s3://"): the dataset is built in a local
 // staging directory exactly as a local build, pushed (PushDataset: every part checked,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The build's stored state (builder.h): the running totals (Accum) committed with every batch,
 // the fingerprint of the options that decide the output, the source stamps, and reading each
 // back from the meta db, where a damaged value is a Corruption and never an exception.

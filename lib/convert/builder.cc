@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BuildDataset (dspipe/convert.h): the options check (ValidateBuildOptions), then the steps in
 // order — plan (build_plan.cc), each shard's commit loop (build_commit.cc), finish
 // (build_finish.cc) — and a finished output's --resume. builder.h maps the files.

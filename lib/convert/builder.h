@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/convert: what the files of BuildDataset and AssembleDataset share.
 //
 //   build_state.cc   the build's stored state: running totals (Accum), the options fingerprint,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-file sizes and sha256 of a finished dataset (the manifest's "files" list, parsed and
 // written by format/manifest.h): computed by the builder, checked by verify. Internal.
 #pragma once

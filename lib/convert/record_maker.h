@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turns one source sample (image file + optional mask file) into a record value. Internal.
 // Pure function of its inputs and options: safe to call from many threads at once.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One-shard-at-a-time builds (BuildOptions::shard_index): the state of each shard, for
 // AssembleDataset and for verify/info on a dataset whose shards are not joined yet. Internal.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReadSliceTable (dspipe/convert.h): a volume dataset's records as (volume, slice) from the
 // manifest's volumes table, and the per-record foreground table (docs/FORMAT.md "Per-record
 // tables", written by the build: convert/volume_slices.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finding the samples of a source dataset. Internal.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The archive source's listing (sources_archive.h; sources_archive_internal.h maps its files):
 // IsArchiveSource, ArchiveSource::Open (one pass over the members' headers, each path made a
 // safe relative one, member data buffered up to the budget) and the libarchive readers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One archive (.tar, .tar.gz, .tar.zst, .zip, ...) as a dsconvert build source, read with
 // libarchive without extracting anything to disk. Internal.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the archive source (sources_archive.h), shared by its files:
 //   sources_archive.cc        listing: IsArchiveSource, Open (one pass over the headers,
 //                             member paths made safe), the readers libarchive opens

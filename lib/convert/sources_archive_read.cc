@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading an archive source's members (sources_archive.h): the forward-only readers (Pick:
 // which one serves an entry, and so how many passes a plan takes), Read (from the listing's
 // buffer, the held tar, a pooled zip reader, or a streaming reader) and the per-member limit.

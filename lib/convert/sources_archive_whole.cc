@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Holding an archive source whole in memory (sources_archive.h): WholeBuffer (huge-page
 // anonymous memory, or a read-only mapping of the file), MapsArchivesOn (which filesystems are
 // safe to map) and ArchiveSource::LoadWhole (a .tar or .zip read in or mapped, a .tar.gz

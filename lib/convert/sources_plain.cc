@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plain LMDB as a dsconvert build source: its records, paired and ordered by
 // format/plain_lmdb (the same rules as Dataset::Open), become the build's plan.
 #include <filesystem>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stamps of what a build reads from its source (see sources.h, StampSources): what --resume
 // compares against the ones stored when the build started, so that a source changed since is
 // refused by name instead of finished (or reported complete) as the old dataset.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Volume sources (sources.h): a folder of NIfTI images or DICOM series with their label
 // volumes, one item per slice.
 #include <algorithm>

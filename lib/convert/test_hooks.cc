@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test seam of lib/convert (test_hooks.h).
 #include "convert/test_hooks.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/convert: the seam tests use to stop a build at a known durable state (and
 // kill it there). Production code never reads it from the environment: a test (or a test tool
 // such as tests/convert/dsconvert_hooked) installs the hooks; without them nothing happens.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Volume builds beyond one slice per record (docs/VOLUMES.md): the 2.5D context stack
 // (BuildOptions::context), the slices of a label volume that hold foreground
 // (BuildOptions::skip_empty), and the per-record foreground table's entries. Internal.

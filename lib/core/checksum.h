@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32 (zlib polynomial, as Python's zlib.crc32; computed by libdeflate) — the record checksum
 // of docs/FORMAT.md — and sha256 (OpenSSL): of a string in hex, fed in pieces (Sha256), and the
 // test for a sha256 as stored or given (IsHex64). The one home of each: fetch, the cache, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UsableCpus (dspipe/cpus.h): the size of this process's CPU affinity mask.
 #include "dspipe/cpus.h"
 

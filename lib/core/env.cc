@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The POSIX Env and the helpers every Env shares (its Directory: env_dir.cc; its locks and the
 // atfork registry: env_locks.cc).
 #include "dspipe/env.h"

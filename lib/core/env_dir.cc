@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The POSIX Directory (a directory held by descriptor, names resolved with openat and friends,
 // symlinks never followed) and the helpers every Directory shares.
 #include <dirent.h>

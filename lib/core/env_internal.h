@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/core: pieces PosixEnv (env.cc) and its Directory (env_dir.cc) share.
 #pragma once
 

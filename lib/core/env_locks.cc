@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The POSIX FileLock (flock) and the atfork registry that releases exclusive locks in a child
 // made by fork(): the child gets copies of its parent's descriptors, and an flock lives as long
 // as any copy, so a forked worker would otherwise hold a lock its parent released (blocking

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultEnv: forwards to a base Env and injects the faults tests ask for.
 #include <cerrno>
 

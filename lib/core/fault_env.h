@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultEnv: an Env that injects the faults tests ask for (ENOSPC, torn writes, read errors,
 // failing fsyncs, a full filesystem). Internal: for dspipe's own tests and benches, not part of
 // the installed API (include/dspipe/env.h is the Env seam it wraps).

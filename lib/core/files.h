@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small file helpers with errors that name the path, on Env::Default() (dspipe/env.h). Internal.
 // New code that should be testable under faults takes an Env* instead.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fully specified randomness (splitmix64), so synthetic data, shuffles and augmentations are
 // identical across platforms, standard libraries and thread counts. std::*_distribution is
 // implementation-defined and therefore not used anywhere in dspipe.

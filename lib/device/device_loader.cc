@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeviceLoader: a Loader configured for the chosen path plus, on the GPU path, a GpuNormalizer
 // fed from the loader's pinned batches. See dspipe/device_loader.h and docs/GPU.md.
 #include "dspipe/device_loader.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: which path a DeviceLoader takes, from what the CUDA runtime reports. Split out so
 // tests can feed it device counts and current devices that no test machine has.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: what a DeviceLoader shares with the TensorBatches it hands out. Batches keep it
 // alive (shared_ptr), so a batch may outlive its loader and still be released safely.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PinnedBatchAllocator: the loader's batch buffers in page-locked memory, so the GPU path's
 // host->device copies are DMA straight from the buffer the workers decoded into.
 #include <memory>

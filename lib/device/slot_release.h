@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: what releasing a TensorBatch on the GPU path does with its device slot and its host
 // buffer, given what the slot's GpuNormalizer answers. Split out (like device_select.h) so tests
 // can make Release, Timings and WaitInputConsumed fail on machines without a GPU.

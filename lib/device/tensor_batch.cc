@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TensorBatch: releasing hands the device slot back to the GpuNormalizer and the pinned host
 // batch back to the loader's pool, in that order, and only after the batch's copy is done.
 #include <string>

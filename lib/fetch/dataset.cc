@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FetchDataset: manifest.json first, then every file it lists through Fetch, into
 // DEST.part/ beside DEST, renamed into place when complete; DEST.lock makes one download (and
 // is removed by its holder). In DEST.part/ only what a manifest lists is ever removed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fetch: DEST.part + sidecar, Range/If-Range resume, transient-only retries, verify, rename.
 // The HTTP transfer is libcurl's; the local copy reads through the Env; both share the
 // .part/sidecar/verify/rename path and the retry policy.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An http(s):// or s3:// download into DEST.part: one libcurl easy handle per attempt, the
 // response headers parsed (status, ETag/Last-Modified, Content-Range, Content-Length,
 // Content-Encoding, Retry-After), the body appended to DEST.part (a 200 from byte 0, a 206 from

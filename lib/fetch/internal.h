@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the one-file fetch (fetch.cc, part.cc, http_download.cc, local_copy.cc, retry.cc),
 // dataset.cc (a dataset) and the S3 requests (s3*.cc): waits that honour FetchOptions::cancelled,
 // the DEST.lock / DEST_DIR.lock protocol (taken, and removed by its holder when done), the retry

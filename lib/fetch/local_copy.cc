@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A local file (a path or file://PATH) copied into DEST.part through the Env: resumed at
 // DEST.part's size when the sidecar names the same source and size, read kCopyChunk at a time,
 // a failed read retried at its offset (the file reopened) under the retry policy (Retrier,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DEST.part and what is known about it: the sidecar DEST.part.json (what a later run needs to
 // resume it safely), the sha256 of its bytes fed as they are written (HashThread), the verify
 // of its size and sha256, and the rules for a DEST.part that is not ours or holds nothing.

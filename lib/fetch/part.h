@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one-file fetch's internals, shared by fetch.cc (the entry point: lock, rounds, rename),
 // part.cc (DEST.part, its sidecar DEST.part.json, the hash of its bytes, the verify),
 // http_download.cc (an http(s):// or s3:// transfer into DEST.part) and local_copy.cc (a local

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The retry policy's parts outside Retrier (internal.h): which failures are transient
 // (libcurl's connect errors, timeouts and cut connections; HTTP 408, 429 and 5xx), Retry-After
 // parsed (seconds or an HTTP date), and the waits that honour FetchOptions::cancelled.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 over libcurl: s3:// URLs, canonical queries, SigV4 by CURLOPT_AWS_SIGV4, error bodies
 // (pugixml), and Client's reads: Call (one request + fetch's retry policy), HEAD, GET, ranged
 // GET, ListObjectsV2, PUT, DELETE. Multipart uploads are in s3_upload.cc.

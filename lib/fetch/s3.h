@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 requests over fetch's libcurl machinery: s3://bucket/key URLs, the HTTP URL they map to
 // (path-style or virtual-host), canonical query strings, SigV4 signing by libcurl itself
 // (CURLOPT_AWS_SIGV4), S3's error bodies turned into messages that name the object, and the

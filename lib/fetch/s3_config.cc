@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // s3::ResolveConfig: the AWS credential/region/endpoint chain over the environment and the two
 // shared INI files, parsed with inih (ini_parse). See s3_config.h for the order.
 #include "fetch/s3_config.h"

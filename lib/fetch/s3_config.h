@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where an S3 request's credentials, region and endpoint come from: the environment variables and
 // the shared files every AWS SDK reads, in the SDKs' order (docs/STORAGE.md, "Credentials").
 // Internal to lib/ (fetch, and the streaming cache on top of it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PushDataset: a dataset directory to s3://bucket/prefix/, file by file (single PUT or a
 // multipart upload resumed from the server's ListParts), every byte checked by MD5 (Content-MD5,
 // the answered ETags) and each file's sha256 against the manifest, manifest.json last.

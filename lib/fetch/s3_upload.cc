@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // s3::Client's multipart uploads (create, upload a part, list parts, list uploads, complete,
 // abort) and the MD5 helpers their checks use (OpenSSL libcrypto).
 #include <openssl/evp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // URLs whose query is a secret (pre-signed S3/GCS URLs, ?token=...): the one redaction used by
 // every message, the identity a resume and the cache match on, the file name a URL names, and
 // a dataset's sibling URLs. Parsing is libcurl's URL API (CURLU); percent-decoding is libcurl's.

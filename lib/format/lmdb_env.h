@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thin RAII layer over LMDB with errors that name the environment. Internal.
 //
 // Readers: MDB_RDONLY | MDB_NOTLS (no thread-local reader slots: any thread may run a read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dataset manifest (JSON): docs/FORMAT.md describes every field. Internal.
 #pragma once
 

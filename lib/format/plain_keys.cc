@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plain LMDB keys (plain_keys.h): a key as shown in messages, decimal ids, key patterns, the
 // mask markers that detection looks for, key lookups and the labels CSV.
 #include "format/plain_keys.h"

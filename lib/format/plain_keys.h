@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to lib/format's plain LMDB reader (plain_lmdb.h), shared by its files:
 //   plain_keys.cc    keys as shown in messages, key patterns, mask markers, the labels CSV
 //   plain_layout.cc  working out a plain LMDB's layout at open (dense ids by probes, or the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plain LMDB's layout at open (plain_keys.h): dense decimal ids checked by probes, or every
 // key listed, paired with its mask (by pattern, by detected marker, or from a second LMDB) and
 // ordered (numerically for decimal ids); then the labels CSV attached.

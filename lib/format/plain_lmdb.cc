@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plain LMDBs (plain_lmdb.h; plain_keys.h maps the files): the dataset over a layout found at
 // open — reads of an image (and its mask, from the same or a second LMDB) by index, read-ahead
 // — and OpenPlainLmdb.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plain LMDBs (written by other tools: keys -> encoded image bytes in the main database): how
 // their keys become samples at open (masks paired by pattern, by detection or from a second
 // LMDB; labels from a CSV; numeric order for decimal keys) and reading them. Internal; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Getting a mapped record's bytes into memory at the right time. Internal to dspipe::format.
 //
 // Why: LMDB readers map the file with MDB_NORDAHEAD (MADV_RANDOM), so a cold record's pages

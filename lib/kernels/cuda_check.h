@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: turning cudaError_t into dspipe::Status. Include only from CUDA-enabled sources.
 #pragma once
 

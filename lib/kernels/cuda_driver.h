@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What this machine has of an NVIDIA driver, looked at without CUDA: the kernel module's
 // /proc/driver/nvidia, the /dev/nvidia* device nodes and the user-space driver libcuda.so.1.
 // When CUDA reports an error and none of the three is there, the reason says "no NVIDIA driver

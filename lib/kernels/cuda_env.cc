@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Run-time CUDA detection and pinned host memory. Compiled in every build; the CUDA parts only
 // when DSPIPE_HAVE_CUDA. The dynamic loader never needs libcuda: the CUDA runtime is linked
 // statically and opens the driver itself, reporting its absence as an error we turn into a

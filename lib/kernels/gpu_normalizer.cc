@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GpuNormalizer: pinned uint8 batch -> H2D on a private stream -> fused normalize kernel.
 // Each slot has its own device buffers and events so batch k+1 can be copied while the
 // consumer still reads batch k. Without CUDA, Create() says why and nothing else is reachable.

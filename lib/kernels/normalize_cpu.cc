@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU normalization: one 256-entry lookup table per channel (uint8 input has only 256 values,
 // so the table is exact and replaces a subtract, a multiply and, for fp16, a rounding per
 // element with one load). float32 of gray and RGB without mirror on an AVX2 CPU takes

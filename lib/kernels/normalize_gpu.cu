@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA normalization kernels and their host wrappers (declared in dspipe/cuda.h).
 //
 // Memory traffic is dominated by the writes (4 or 2 bytes out per byte in), so the design

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One row of the CPU float32 normalize, for callers that produce an image a row at a time: the
 // loader converts each row of a PNG as the fast decoder finishes it, while it is in L1
 // (pipeline/sample.cc). Internal to dspipe (not installed).

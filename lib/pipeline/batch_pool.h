@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pool of batch buffers behind dspipe::Batch (Batch::Pool and Batch::Buffer, declared in
 // dspipe/batch.h; internal::BatchPool and internal::BatchBuffer here). Internal to dspipe.
 //

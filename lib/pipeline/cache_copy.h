@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WaitForCacheCopy: a loader's background cache copy, waited for. Internal to dspipe: for its
 // tests, benches and the Python module (Loader.wait_for_cache_copy), not part of the installed
 // API.

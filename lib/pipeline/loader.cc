@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::Loader: the options' validation, Loader::Create / Open and OpenLoaderDataset (the
 // dataset, through the cache), ResolveNormalization, the oneTBB parallelism lease, LoaderImpl's
 // construction, and what a loader reports (stats, shape, corrupt records, where it reads from).

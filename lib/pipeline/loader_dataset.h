@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What Loader::Open and DeviceLoader::Open share: the dataset opened for a loader (in place or
 // through the cache) and the mean/std resolved. Internal to dspipe (lib/pipeline, lib/device,
 // lib/profile and tests), not part of the installed API.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Loader's implementation class (LoaderImpl) and what its parts share. Internal to dspipe.
 //
 // LoaderImpl is defined across three files, one seam each:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Loader's pipeline: Next, epochs and their boundaries (where the cache's copy is switched
 // to), the batches submitted to the oneTBB worker arena (prefetch), the tasks that load their
 // samples and compact out skipped ones, read-ahead, and the consumer's collection of errors and

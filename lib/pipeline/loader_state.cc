@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Loader's resume identity: LoaderState (state(), Restore) and what it is checked against:
 // the data's content sha256 and the kInState options (dspipe/option_fields.h), with messages
 // naming every difference. LoaderImpl's other parts: loader_impl.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One sample's work on a loader worker: read the record (zero-copy), plan its transforms
 // (dspipe/transforms.h: the loader's pipeline, or the one LoaderOptions::augment stands for),
 // decode it, run the plan into its slot of a batch buffer and normalize it. Internal to dspipe.

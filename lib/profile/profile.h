@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsbench's library: run the real loader over a dataset (or over a folder of image/mask files,
 // through the very same loader stages), measure throughput and per-stage latency, diagnose the
 // bottleneck, sweep configurations, and write the results as text, JSON, CSV and HTML.

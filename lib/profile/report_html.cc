@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReportHtml: one self-contained page. Inline CSS and inline SVG only: no scripts, no fonts, no
 // external references, so it opens offline and can be attached to an issue as it is.
 #include <fmt/format.h>

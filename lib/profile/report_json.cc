@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReportJson and ReportCsv: the machine-readable outputs (schema: docs/DSBENCH.md).
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReportText and the stage rows shared by all writers.
 #include <fmt/format.h>
 

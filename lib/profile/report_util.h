@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the report writers. Internal to the profile component.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RunProfile / RunFolderProfile: one measured run of the real loader.
 #include <fmt/format.h>
 #include <unistd.h>

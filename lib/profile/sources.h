@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dataset adapters for dsbench. Internal to the profile component.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --sweep: parse "threads=1,2 prefetch=1,2,4 batch=8,16" and run every combination.
 #include <charconv>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ToJson: StageSummary and Verdict as JSON (dsbench --json, the benches). Internal to dspipe,
 // not part of the installed API: it keeps nlohmann::json out of include/dspipe/stats.h.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FormatTable and ToJson: the human and machine views of summaries and verdicts.
 #include <fmt/format.h>
 

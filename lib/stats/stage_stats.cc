@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StageStats: lock-free counters and a log-bucketed histogram per stage.
 #include <algorithm>
 #include <bit>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tracing: enabling, and writing the Chrome Trace Event JSON.
 #include <fmt/format.h>
 #include <unistd.h>

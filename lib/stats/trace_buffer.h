@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: one thread's bounded trace buffer inside a StageStats.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Diagnose: the bottleneck verdict over stage summaries. Rules: docs/STATS.md.
 #include <fmt/format.h>
 

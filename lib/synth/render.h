@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pixel generation for synthetic samples (internal to dspipe_synth).
 #pragma once
 

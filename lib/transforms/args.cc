@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ArgReader: albumentations 2.0.8's argument rules (to_tuple widening, range checks) on JSON.
 #include "transforms/args.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading one transform's albumentations arguments: typed getters that accept what
 // albumentations 2.0.8's pydantic schemas accept (a scalar where a range is expected is widened
 // the same way), write the normalized value (A.to_dict's form) into normalized(), and remember

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MONAI 1.6.1's dictionary transforms as plan leaves (monai.h): the argument readers and pixel
 // helpers every transform shares (monai_leaf.h), the table of supported transforms, and the
 // parser that turns a bundle config into a Compose of leaves. The leaves are in

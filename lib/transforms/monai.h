@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The second front end of the transform plan: MONAI 1.6.1 dictionary transforms, read from a
 // bundle config's form (a list of {"_target_": "ScaleIntensityRanged", "keys": [...], ...}
 // objects, or {"_target_": "Compose", "transforms": [...]}) into the same Node tree the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MONAI 1.6.1's Rand2DElasticd (monai_leaf.h): RandDeformGrid's control points (every
 // `spacing` pixels, two more beyond each edge, centred on the image) moved by normal offsets
 // times a magnitude drawn in magnitude_range, then RandAffineGrid's affine applied to them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What MONAI's grid-sampling transforms share (RandRotated, RandAffined in monai_resize.cc,
 // Rand2DElasticd in monai_elastic.cc): grid_sample's per-key modes, RandAffineGrid's ranges,
 // their draws and AffineGrid's composition. Internal to the MONAI front end (monai_leaf.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MONAI 1.6.1's intensity transforms (monai_leaf.h): each computes what MONAI's array transform
 // computes on a channels-first float32 tensor, here on an H x W x C float32 cv::Mat (the same
 // numbers in another memory order): torch's float32 arithmetic in the same order where the

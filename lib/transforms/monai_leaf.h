@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the MONAI front end (monai.h): the leaf bases, the argument readers every MONAI
 // transform shares and the float32 pixel helpers. monai.cc reads them and lists the transforms;
 // monai_intensity.cc and monai_spatial.cc hold the leaves and the factories that read their

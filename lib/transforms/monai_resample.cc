@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // torch's interpolate and grid_sample (monai_resample.h), written from their definitions: the
 // source index of each output pixel, the weights, the padding rules. Coordinates and weights in
 // float32 where torch's CPU kernels compute them in float32 (interpolate); grid_sample's

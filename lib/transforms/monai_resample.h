@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // torch's two resamplers as MONAI's spatial transforms call them, on an H x W x C float32
 // image or a 1-channel uint8 / uint16 label (ids: nearest only):
 //   - Interpolate: torch.nn.functional.interpolate (Resize, Zoom): nearest, nearest-exact,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MONAI 1.6.1's resampling spatial transforms (monai_leaf.h): Resized and RandZoomd resize
 // through torch's interpolate, RandRotated and RandAffined resample an affine grid through
 // torch's grid_sample (monai_resample.h). The label holds class ids: its mode must be nearest

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MONAI 1.6.1's spatial transforms (monai_leaf.h) on the image and the label together: flips,
 // quarter turns, crops and pads, and the crops that choose their centre from the label.
 #include <algorithm>

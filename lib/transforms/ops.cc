@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the leaf transforms: the affine map algebra, the per-step random streams,
 // fill values, and the default (unsupported) Leaf methods.
 #include "transforms/ops.h"

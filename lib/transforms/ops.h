@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pieces every transform is built from: a leaf transform (Leaf) parses its albumentations
 // arguments once, draws one sample's parameters into a Step, and either describes its geometry
 // (an affine map + output size, for fusion) or changes pixels in place. Internal to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Colour leaves (image only): RandomBrightnessContrast and RandomGamma (uint8 lookup tables,
 // foldable into the normalize pass), HueSaturationValue, ColorJitter, ToGray (pca included),
 // CLAHE, and Normalize (which maps onto the loader's normalize stage). The tables are built with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Geometric leaves that crop or pad the frame: crops (RandomCrop, CenterCrop with
 // pad_if_needed, CropNonEmptyMaskIfExists) and padding (PadIfNeeded, Pad), with albumentations
 // 2.0.8's sampling (get_crop_coords, Python's round-half-even: shared with ops_resize.cc) and its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Non-affine geometric leaves: GridDistortion and ElasticTransform. Each draws a per-pixel map
 // (albumentations 2.0.8's generate_grid / generate_displacement_fields) and runs one
 // cv::remap of image and mask with it; they are never fused with other steps (a map is not an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Geometric leaves that keep or rotate the frame: HorizontalFlip, VerticalFlip, Transpose,
 // RandomRotate90, SquareSymmetry / D4 (the eight symmetries of the square: exact copies), and
 // the affine family Rotate, Affine, ShiftScaleRotate (albumentations 2.0.8's matrix: shift the

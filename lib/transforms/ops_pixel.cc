@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Image-only pixel leaves that are not lookup tables: GaussNoise (per-pixel normal noise,
 // added truncated as albucore does), GaussianBlur (albumentations' float64 kernel through
 // cv::sepFilter2D), MedianBlur (cv::medianBlur), MotionBlur (albumentations' line kernel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Geometric leaves that resize the frame: Resize, SmallestMaxSize, LongestMaxSize and
 // crop-then-resize (RandomResizedCrop, RandomSizedCrop), with albumentations 2.0.8's sampling
 // (get_crop_coords and round-half-even from ops_crop.cc, the 10-try RandomResizedCrop loop) and

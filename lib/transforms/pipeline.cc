@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TransformPipeline: parsing and checking a spec (Normalize last, static segments for the stage
 // table), the static output-size analysis, and the per-sample entry points (Apply,
 // ApplySequential, Draws) over plan.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Planning one sample (selection, draws, grouping, the first group's source region) and
 // executing the plan group by group into the batch slot (see plan.h for the rules).
 #include "transforms/plan.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One sample's plan and its execution: the leaves that run, their draws, how they are grouped
 // (consecutive geometric steps fused into one resampling pass; LUT steps into one table), the
 // source region the first group needs (the ROI-decode contract), and the executor that runs the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vector kernels for the two copies every pipeline leans on: a horizontal flip of 1- and
 // 3-channel uint8 rows (SSSE3 byte shuffles: 16 / 5 pixels a step) and a 256-entry uint8 table
 // lookup (AVX-512 VBMI: two vpermi2b per 64 bytes). Both are chosen at run time from the CPU's

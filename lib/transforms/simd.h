@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vector kernels of the transforms (simd.cc): exact copies, picked by the CPU's features at run
 // time. Internal to dspipe.
 #pragma once

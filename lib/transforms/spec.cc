@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsing albumentations' serialized pipelines into a Node tree, writing them back (A.to_dict's
 // form), and the per-sample selection of the leaves that run (albumentations' container rules:
 // Compose / Sequential apply every child with its own p; OneOf picks one child by the children's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parsed pipeline: a tree of containers (Compose, OneOf, SomeOf, Sequential) and leaves,
 // read from albumentations' A.to_dict JSON and written back in the same form, and the random
 // selection of which leaves run for one sample. Internal to dspipe::transforms.

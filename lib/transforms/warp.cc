@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Running one fused geometric group: the composed map of its steps applied in one pass.
 // Exact groups (every step a copy: flips, transposes, rot90, crops, integer pads) are one
 // dihedral copy of the in-range rectangle plus the border; others are one cv::warpAffine with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The volumes a build reads, each once: its slices are consecutive items of the plan, made by
 // several threads at once. Internal.
 #pragma once

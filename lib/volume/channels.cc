@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A multi-modal image kept as one 3D file per channel (nnU-Net's CASE_0000.nii.gz,
 // CASE_0001.nii.gz, ...): the files' voxels as the channels of one volume (volume.h).
 #include <cmath>

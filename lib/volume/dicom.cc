@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DICOM series (volume.h) through Debian's DCMTK: one folder of one-frame files, ordered by
 // ImagePositionPatient along the slice normal, checked to be one evenly spaced stack, with each
 // slice's rescale applied. DCMTK parses the files and decodes compressed pixels (RLE, JPEG,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NIfTI-1/2 volumes: header checks, nibabel's best affine, the closest canonical (RAS)
 // orientation, and the voxels as one sample type. dspipe checks a header's fields first and
 // reads the voxels itself (libdeflate for .nii.gz); nifti_clib (Debian's libnifti2-dev), which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every volume reader shares (volume.h): the closest canonical (RAS) orientation of an
 // affine, and the exact sample type of scaled integers.
 #include <nifti2_io.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Slices of a canonical (RAS) volume, read through the file's own axes (volume.h).
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Medical volumes as stacks of 2D slices: NIfTI-1/2 files (read by Debian's nifti_clib) and
 // DICOM series, one folder of one-frame files each (read by Debian's DCMTK). Internal.
 //

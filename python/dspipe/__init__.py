@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe: image/mask datasets in LMDB, streamed as batches of tensors (CPU or CUDA).
 
     import dspipe

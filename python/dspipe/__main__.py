@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m dspipe: version, CUDA usability (and why not), oneTBB concurrency, build info (CUDA
 archs, SIMD level, the versions of the libraries linked in: in a wheel, the bundled copies)."""
 from __future__ import annotations

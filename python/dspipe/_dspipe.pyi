@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Type stubs for the C++ extension dspipe._dspipe (python/src/*.cc, bind_options.h). Use
 # the dspipe package's documented functions; these are the layer under them.
 # tests/python/test_options.py checks these classes against the binding (names and fields).

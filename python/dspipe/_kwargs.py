@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Types of the keyword arguments of dspipe.Loader, dspipe.build and dspipe.verify, for type
 checkers (**options: Unpack[LoaderArgs]). The names and fields are dspipe/_options.py's tables;
 tests/python/test_options.py checks these TypedDicts hold exactly those keywords.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The keyword arguments of dspipe.Loader, dspipe.build and dspipe.verify, each beside the C++
 option field it sets (include/dspipe/option_fields.h lists those fields).
 

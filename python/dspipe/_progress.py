@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Progress for long calls: tqdm.auto when tqdm is installed, plain lines on stderr otherwise."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions raised by dspipe (besides ValueError, FileNotFoundError and OSError)."""
 from __future__ import annotations
 

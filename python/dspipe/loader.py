@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.Loader: batches from a dspipe dataset as dicts of tensors (torch, numpy or DLPack).
 
 The C++ DeviceLoader (include/dspipe/device_loader.h) does the work: a oneTBB pool decodes and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sharded conversion on Ray: one Ray task per shard, then one assemble.
 
     import ray, dspipe.ray

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.torch.IterableDataset: a dspipe.Loader for code that expects a torch DataLoader.
 
     ds = dspipe.torch.IterableDataset("train.lmdb", batch_size=8, num_threads=2)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The options structs as Python classes (dspipe._dspipe.LoaderOptions, ...), bound from the
 // field lists of dspipe/option_fields.h: every listed field of a bindable type becomes an
 // attribute with the C++ default (a default-constructed struct), nested structs are attributes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parts of dspipe._dspipe that module.cc registers, one per file: the Loader, Batch and
 // LoaderState classes (loader.cc) and the dataset functions: synth, build, assemble, fetch,
 // fetch_dataset, push, verify, info, describe, redact_url, url_identity (datasets.cc); the

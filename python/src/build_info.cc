@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe.build_details() (python -m dspipe prints it): the build's CUDA toolkit and the
 // GPU architectures its kernels were compiled for, the SIMD level of dspipe's and OpenCV's code
 // (compiled baseline, run-time dispatch and what this CPU has), and the version each linked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe.build_details(): what this binary was built with (python/src/build_info.cc).
 #pragma once
 

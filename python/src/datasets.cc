@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe's dataset functions: synth, build, assemble, fetch, fetch_dataset, push,
 // verify, info and describe, each the one C++ call it names (include/dspipe/convert.h, fetch.h,
 // push.h, synth.h, dataset.h) with the GIL released; progress callbacks run with the GIL held.

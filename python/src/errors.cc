@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe's errors (errors.h): the Python exception for each Status code, the Python
 // names of the options (python/dspipe/_options.py, set at import) that messages show, and the
 // CorruptRecord type (python/dspipe/errors.py, set at import) raised with a record's key / path.

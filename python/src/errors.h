@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe's errors: a failed Status raised as the Python exception for its code, with the
 // options in its message named as Python's keyword arguments (errors.cc), and Call, which runs a
 // C++ call with the GIL released and raises its Status. Used by every binding file.

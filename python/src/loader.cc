@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe's loader: the Loader class (a DeviceLoader made from the options structs; the
 // loader contract of include/dspipe/loader.h, each method one C++ call), the Batch it yields
 // (its host or device memory handed out through DLPack without copying: every exported array

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe: the nanobind layer under the `dspipe` Python package. It binds the options
 // structs as classes (bind_options.h, from dspipe/option_fields.h), releases the GIL around
 // blocking calls, turns Status errors into Python exceptions (options named as Python's keyword

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe._stop_after_commits_for_test(n): the builder's test seam (lib/convert/
 // test_hooks.h) for tests/python/test_ray.py, whose Ray workers install it at start-up
 // (runtime_env worker_process_setup_hook) so that each shard task stops itself (SIGSTOP) right

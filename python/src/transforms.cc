@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe transform functions: what python/dspipe/transforms.py and the albumentations
 // comparison tests need from include/dspipe/transforms.h - normalizing a spec to A.to_dict's
 // form, the supported table, and applying a pipeline (fused, or step by step) to numpy image +

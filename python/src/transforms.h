@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe._dspipe's transform functions (transforms.cc), registered by module.cc.
 #pragma once
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scripts/test.sh and scripts/fuzz.sh: where ccache is installed (install-deps.sh
 # installs it), CCACHE_LAUNCH holds the CMake flags that compile through it, so a rerun on the
 # same machine recompiles only what changed. Paths are hashed relative to the checkout

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the cache tests measure: the digest of a dataset (crc32 over "rel\0bytes" of every
 // regular file below a path, links followed as the cache resolves them, in name order, LMDB
 // reader tables skipped) and the storage a cache dir holds for dataset files. Shared by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the cache tests: tmpfs dirs, records of a dataset, cache_tool child processes and a
 // gate that holds a background copy at a known point. Header-only.
 #pragma once

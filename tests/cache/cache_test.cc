@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RAM-disk cache against real dspipe datasets and real tmpfs directories (/dev/shm):
 // copies, the budget fallback, ENOSPC before copying, a kill mid-copy, two racing processes,
 // leases against eviction, LRU order, the Loader reading the copy, and a plain LMDB whose masks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: one AcquireCache call in its own process, for the multi-process cache tests and
 // the torture test.
 //   cache_tool SRC ROOT [--limit BYTES] [--hold] [--stop-after-files N] [--steps] [--digest]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's torture test (issue 19): rounds of N processes (cache_tool, one AcquireCache
 // each) opening the same and different datasets, plain and symlinked, through one cache dir
 // with a cache_limit, while this driver SIGKILLs random ones at random durable steps (every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 19: nothing of the user's is ever lost. The cache against datasets with symlinks, cache
 // directories that hold other files or are not ours alone, planted links, fork() mid-copy,
 // several processes copying at once under one cache_limit, and an entry evicted while a shard

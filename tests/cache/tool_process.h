@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cache_tool child processes for the cache tests and the torture test: started with pipes on
 // stdin and stdout+stderr, read until a line appears, reaped. No gtest: the torture test's
 // driver uses it too. Header-only.

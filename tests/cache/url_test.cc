@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // http(s):// dataset paths through the RAM-disk cache, against a real HTTP server on 127.0.0.1
 // (tests/fetch/server.py) serving datasets built by `dsconvert build` (child processes). Every
 // wait is on a real condition: a line from the server, a process exit.

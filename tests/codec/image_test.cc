@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // codec/image.h: sniff, probe (completeness), decode (RGB order, 16-bit, gray, alpha, palette,
 // EXIF), mask rules, PNG encode, zstd and payload decoding.
 #include "codec/image.h"

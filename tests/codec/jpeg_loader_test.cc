@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JPEG decode router end to end: a real ImageFolder of JPEGs (odd sizes, 4:2:0, one
 // progressive, one EXIF-rotated) built by BuildDataset and read by dspipe::Loader with the
 // classification pipelines (random resized crop + flip, and the validation centre crop), the

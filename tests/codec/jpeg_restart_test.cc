@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The restart path (lib/codec/jpeg_restart.h): in a JPEG with a restart marker after every MCU,
 // a region is decoded from a smaller JPEG of its MCUs alone, and must give the same pixels as
 // the whole-image decode; AddJpegRestarts rewrites any JPEG that way without changing a pixel.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The accuracy of the loader's JPEG decode (codec::DecodePayload: only the MCUs covering the
 // sample's crop, at a DCT scale when the output is smaller; then codec::ResampleRegion) against
 // the decoder dspipe used before it: cv::imdecode of the whole file (EXIF orientation applied),

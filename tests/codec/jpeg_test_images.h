@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JPEG files for the region-decode tests, written with libjpeg's compressor so every variant the
 // decoder must handle can be made: 4:2:0 / 4:2:2 / 4:4:4 subsampling, progressive, restart
 // markers, grayscale, CMYK and YCCK with an Adobe marker. And natural-image-like content

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the PNG corpus that tests/codec/png_fast_test.cc decodes with the fast path and with
 libspng and compares bit for bit (libspng's own encodes are made by the test itself).
 

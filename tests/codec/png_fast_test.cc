@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The PNG fast path (lib/codec/png_fast*): the routing rule, SIMD unfiltering against the plain
 // loop, corruption that must fail, and bit-exactness with libspng over a corpus written by
 // several encoders (tests/codec/make_png_corpus.py: OpenCV, Pillow, ImageMagick; libspng's own

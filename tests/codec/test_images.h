@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hand-made image files for tests: PNGs of any colour type and bit depth (OpenCV cannot write
 // palette PNGs), and JPEGs with an EXIF orientation (OpenCV cannot write EXIF). Header-only.
 #pragma once

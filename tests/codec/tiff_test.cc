@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // codec/tiff.h: TIFF through libtiff. The same pixels as OpenCV's reading for the 1/3/4-channel
 // contiguous files OpenCV reads right; any channel count (up to 16), planar files, tiles and
 // compressions for the rest; bad input (truncated strips, bombs, several pages) refused with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: writes TIFFs with libtiff itself (any channel count, contiguous or planar, strips
 // or tiles, a compression, several pages), which cv::imwrite cannot (at most 4 channels,
 // contiguous). Pixels in: HWC Mats of CV_8U / CV_16U / CV_16S / CV_32F, samples in file order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Archive sources (.tar, .tar.gz, .tar.zst, .zip): `dsconvert build SRC.tar.gz OUT` reads the
 // same layouts as a folder, streaming with libarchive. The archives are written by the test
 // with libarchive's writer, from files the test synthesizes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad source files: with --on-error fail the build stops with a message naming the file and
 // the reason and leaves an output no reader takes for complete; with skip the file is listed
 // in rejected.tsv, counted, and every other record is intact.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BuildDataset round trips: what goes in comes out (pixels, masks, order, manifest), for every
 // source kind and the main options.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert with the builder's test seam (lib/convert/test_hooks.h) installed from a leading
 // flag, for the kill/resume tests:
 //   dsconvert_hooked --stop-after-commits N <dsconvert arguments...>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert build through the Env (BuildOptions::env): a FaultEnv injects a read error into a
 // source file, a full disk, a torn write and a failing fsync into the files the build writes.
 // Each build stops with an error naming the file, leaves nothing that looks complete, and a

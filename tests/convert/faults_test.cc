@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Faults around the output: existing outputs, resume after a failure or kill -9, disk full,
 // and a map that must grow past its initial size.
 #include <gtest/gtest.h>

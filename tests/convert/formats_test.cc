@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unusual but valid sources, handled as lib/codec/image.h documents: 16-bit, gray, gray+alpha,
 // RGBA and palette PNG images; palette, 16-bit and gray-as-RGB masks; JPEG EXIF orientation.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plain LMDBs as users have them, written by python-lmdb inside each test: masks beside the
 // images (suffix / prefix keys), masks in a second LMDB, labels from a CSV. Each loads with the
 // right image/mask pairs (the mask is derived from its image, so a wrong pair shows) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 19, item 7: --resume checks what the build read from its source. A source changed since
 // the build started (a file added, removed, rewritten; an archive replaced) is refused, naming
 // the first file that differs, whether the output is finished (it would be reported complete

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One shard at a time (BuildOptions::shard_index, `dsconvert build --shard-index`) and
 // AssembleDataset (`dsconvert assemble`): the N shard builds joined equal one --shards N build.
 #include <gtest/gtest.h>

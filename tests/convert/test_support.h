@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the dsconvert tests: temp directories, files, synthetic sources, reading a
 // built dataset back, and running the real dsconvert binary. Header-only.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // VerifyDataset / DescribeDataset, and the dsconvert command line end to end.
 #include <gtest/gtest.h>
 

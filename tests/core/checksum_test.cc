@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // core/checksum.h: the one sha256 (Sha256 in pieces, Sha256Hex of a string) and the one test for
 // a sha256 as written (IsHex64).
 #include "core/checksum.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UsableCpus (dspipe/cpus.h): the size of the calling thread's affinity mask, at least 1.
 #include "dspipe/cpus.h"
 

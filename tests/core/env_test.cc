@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Env::Default() against a real temp directory, and every fault FaultEnv injects, seen through
 // the Env helpers (an atomic write never leaves a torn file under any of them).
 #include "dspipe/env.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // core/files.h: StripTrailingSlashes, the one trim of a path's or URL's trailing '/'s (the
 // cache's URL source identity and base name, FetchDataset's DEST_DIR).
 #include "core/files.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe/option_fields.h: the lists name every field of their struct exactly once (the header's
 // static_asserts check the count at build time; this test shows the count check fails for a
 // list that misses a field, and that every listed member is a distinct field).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status: option markers rendered per front end (C++ fields by default), subjects (key, path)
 // kept through WithContext / Append.
 #include "dspipe/status.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the device tests: a small synthetic segmentation dataset (dspipe::Synthesize +
 // dspipe::BuildDataset), the options every comparison uses, and host copies of batches.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeviceLoader on a GPU (label `gpu`): its output against the CPU loader's normalization (fp32
 // within 1 ulp, fp16 within 1e-3 relative, masks exactly, the same samples mirrored in image
 // and mask), stats, streams, and buffers recycled only after release. Every test skips with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeviceLoader without a GPU: the CPU path must equal the plain loader's CPU normalization, the
 // pinned allocator must work, and an explicit CUDA device must be refused with the reason.
 // DSPIPE_DISABLE_CUDA is set before main (detection runs once, at first use), so these tests

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LD_PRELOAD fault injector for the dsconvert fault tests (tests/faults/faults_test.cc).
 // Interposes write, pwrite, writev, pwritev, fsync, fdatasync, read and pread. A call is
 // "matching" when its descriptor's path (/proc/self/fd/N) contains DSPIPE_FAULT_PATH and its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert build under injected I/O faults (tests/faults/fault_shim.c, LD_PRELOAD): each fault
 // gives exit 1 and a clear message naming the file, never an output that opens as complete,
 // and a `--resume` without the fault finishes it identical to a clean build. Every test also

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Regression tests for what the libFuzzer harnesses (tests/fuzz) found. Each test names its
 // harness; the inputs are the minimized findings, written out as readable literals.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::FetchDataset and `dsconvert fetch URL/ DEST` against a real HTTP server on 127.0.0.1
 // (tests/fetch/server.py) serving datasets that `dsconvert build` wrote, and the per-file
 // sizes/sha256 that `dsconvert verify` checks. Every wait is on a real condition: a line from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe::Fetch against a real HTTP server on 127.0.0.1 that misbehaves on command
 // (tests/fetch/server.py), local copies through a FaultEnv, and the dsconvert fetch CLI.
 // Every wait is on a real condition: a line from the server, a byte on a pipe, a process exit.

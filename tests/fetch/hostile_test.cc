@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fetch and the S3 client against hostile servers on 127.0.0.1 (tests/fetch/server.py, started
 // and stopped by each test): an endpoint that redirects every request to a second server, which
 // records every header it gets (issue 39 item 1); an endpoint with user:password@ and a session

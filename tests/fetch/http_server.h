@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starts tests/fetch/server.py (a real HTTP server on 127.0.0.1 that misbehaves on command; or
 // its hostile modes: HttpServer("--redirect", PORT), HttpServer("--s3loop"))
 // as a child process, and talks to it over its stdin/stdout pipes; RunDsconvert runs the CLI.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // s3:// datasets end to end against a real SeaweedFS (s3_server.h) with server.py --proxy in
 // front of it (to count and order the requests): `dsconvert push` (multipart, checked, resumed
 // after a kill, manifest last, a re-push uploads nothing), then the pushed dataset everywhere an

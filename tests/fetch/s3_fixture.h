@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A test fixture over a real SeaweedFS (s3_server.h) with bucket "bkt", tests/fetch/server.py
 // --proxy in front of it (to count requests and inject faults), the process's AWS_* variables
 // aimed at the proxy, and a private temp dir: what the s3:// dataset and streaming tests share.

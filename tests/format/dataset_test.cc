@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe/dataset.h on hand-made LMDBs: dspipe records + manifest, interrupted builds, plain
 // LMDBs written by other tools, CRC checking, map growth, fork and thread rules.
 #include "dspipe/dataset.h"

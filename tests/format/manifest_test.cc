@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // format/manifest.h: manifest parsing and its errors (each names the file and the field).
 #include "format/manifest.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dspipe/format.h: the 32-byte record header as FORMAT.md lays it out, CRC-32, keys.
 #include <gtest/gtest.h>
 #include <zlib.h>

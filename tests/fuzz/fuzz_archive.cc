@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes dsconvert's archive source: libarchive's listing (tar, zip, gzip/zstd/bzip2/xz
 // filters: the format is found from the bytes), member path normalization, layout detection
 // and streamed member reads (ScanSources + ArchiveSource::Read), with and without the buffer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes `dsconvert build --resume` on an interrupted output whose stored build state (the
 // plan JSON, meta key "build") or cursor (meta key "cursor") is corrupt or hand-edited. The
 // first input byte picks what the rest replaces:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes dsconvert's CSV source (ScanSources on a CSV file: libcsv + row/label checks).
 #include <cstdint>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the image decode path of dsconvert and the loader: Probe (PNG/JPEG headers, EXIF,
 // completeness), DecodeImage (1 and 3 channels), DecodeImageInto a buffer of the probed shape,
 // DecodeMask, IsPlainGray8Png, DecodeTyped (deep images kept) and DecodeTiffPages. The first byte picks the

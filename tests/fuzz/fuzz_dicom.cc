@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the DICOM series reader (lib/volume/dicom.cc): DCMTK's parsing of hostile files (header
 // and pixel decoders: native, RLE, JPEG, JPEG-LS), dspipe's tag parsing, the pixel-length check,
 // the ordering and spacing checks across slices, and the rescale / type rules. The input is up

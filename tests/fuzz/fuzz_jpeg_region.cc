@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the loader's JPEG region + DCT-scaled decode (codec::DecodePayload with a crop and an
 // output size, lib/codec/jpeg_decode.cc) on untrusted bytes. Input: 6 parameter bytes (crop x,
 // y, w, h as fractions /255 of the image, output side, flags) then the file. Every call must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the manifest JSON parser (ParseManifest): lone LMDB, one shard of a set, and the
 // sharded top manifest.json; and its "files" list (ParseManifestFiles). Any input must give OK
 // or an error status; OK must be coherent.

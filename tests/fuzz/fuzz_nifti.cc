@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the NIfTI reader (lib/volume/nifti.cc): the input is written as in.nii, as gz.nii.gz
 // (the same bytes gzip-wrapped) and as plain.nii.gz (the bytes as they are under a .gz name,
 // which zlib reads transparently), and each goes through ReadNiftiInfo, ReadNifti as an image

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes opening a plain LMDB (one written by another tool: records in the main database) and
 // sniffing/decoding its values as the loader and `dsconvert verify` do. The input is a list
 // of entries [key length: 1 byte][value length: 2 bytes LE][key][value]; the harness writes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Differential fuzzing of the PNG fast path (lib/codec/png_fast*) against libspng: a PNG that
 // ChoosePngDecoder routes to the fast path is decoded by both (RGB, and gray for gray files;
 // DecodeMask for gray files too); where both accept it, the pixels must be identical. The fast

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the record parser (DecodeRecord) and, like the loader with verify_crc off, decoding
 // the parsed payloads into a buffer of the header's shape (raw, raw+zstd, PNG, JPEG, other).
 #include <cstdint>

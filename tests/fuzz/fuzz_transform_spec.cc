@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the transform-spec parser and the per-sample plan (TransformPipeline::Parse, Draws,
 // Apply). The input: three bytes that pick the test image (height, width, channels, mask,
 // sample index), then the spec's JSON text. Any text must give OK or an InvalidArgument that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the libFuzzer harnesses: a private scratch directory (on /dev/shm when it
 // exists, so per-input files cost no disk I/O) and small file helpers. Harness-only code.
 #pragma once

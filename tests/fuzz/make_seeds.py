@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Regenerates the small seed corpus in tests/fuzz/seeds (python3-opencv, numpy, zstd CLI).
 
 Usage: /usr/bin/python3 tests/fuzz/make_seeds.py   (writes tests/fuzz/seeds/<harness>/<name>)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reason CudaAvailable gives on a machine without an NVIDIA driver (issue 40, item 17):
 // "no NVIDIA driver or device found", not CUDA's "driver version is insufficient".
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU normalization against the CPU reference (labelled `gpu`). Every GPU test skips with a
 // message when no device is usable; CudaRuntime.* runs everywhere and checks the no-GPU path.
 #include <gtest/gtest.h>

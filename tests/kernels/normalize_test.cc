@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU normalization: the lookup-table path against a plain-loop reference written here.
 #include "dspipe/normalize.h"
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the add_subdirectory and FetchContent consumers: dspipe as a subproject builds its
 # libraries only (tests, benches and install rules off), follows BUILD_SHARED_LIBS, and the
 # consumer program links dspipe::dspipe as with find_package.

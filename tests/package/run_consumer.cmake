@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 file(REMOVE_RECURSE ${WORK})
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Configures a consumer that builds dspipe from source (add_subdirectory or FetchContent),
 # builds only its program (and the dspipe libraries it needs), and runs it. CUDA off: the CUDA
 # path is not what this tests. -O0 without debug info: what is tested is how dspipe builds and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wheel carries the licence of everything it bundles (scripts/wheel_licenses.py writes them
 at build time; scripts/build-wheel.sh and tests/package/wheel_selfcontained.sh run this check).
 

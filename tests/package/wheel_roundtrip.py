@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What tests/package/wheel_selfcontained.sh runs with the installed wheel, inside the mount
 namespace that hides every non-glibc library of the system: the loader resolution check
 (every ELF file of the installed wheel resolves to the wheel itself or to the allowed system

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The wheel is self-contained: installs and runs with every library of the system out of sight
 # except glibc and the manylinux allow-list's libstdc++, libgcc_s, libz (plus libexpat, which
 # the Python interpreter itself needs). Run as root (scripts/test.sh does, after

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cold reads: a record's I/O happens in `read` (Dataset::Read makes its bytes resident before
 // the callback runs), and the loader's read-ahead never runs past its window. The page cache is
 // dropped with posix_fadvise(DONTNEED) on data.mdb and checked with mincore; where the

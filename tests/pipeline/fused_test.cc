@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loader's fused PNG path (pipeline/sample.cc): flip and float32 normalize done per row inside
 // the fast PNG decode must give exactly what decode -> flip -> normalize gives, skip corrupt
 // records the same way, and keep the stage statistics honest.

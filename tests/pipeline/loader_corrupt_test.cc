@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loader behaviour on bad input: corrupt records, plain LMDBs written by Python, fork.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "pipeline/loader_fixture.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test datasets for the loader: images whose pixels are a known function of the index, masks
 // derived from the pixels (1 where channel 0 > 127), built into real dspipe LMDBs.
 #pragma once

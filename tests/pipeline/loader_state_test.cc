@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training-loop contract of dspipe::Loader (issue 20): set_epoch continues a restored
 // state's epoch, a state taken at any point resumes the exact rest of the stream, BeginPass
 // (an iterating consumer's new pass) starts the next epoch unless a position is pending,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end loader tests over real dspipe LMDBs built by BuildDataset.
 #include "dspipe/loader.h"
 

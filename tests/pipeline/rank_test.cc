@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-rank loading over a sharded dataset (docs/SCALE.md): 3 ranks as 3 loaders in one process,
 // orders kShards and kBlocks, and a rank of order kShards reading only its own shard files.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 35: typed samples end to end. 12-bit CT slices in 16-bit PNGs, float32 TIFFs with
 // negative values, 4-channel 16-bit stacks and uint16 instance masks are built into datasets
 // that keep them (either store) and come out of the loader as float32 in their own units,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every flag the verdict's advice names exists: each suggestion Diagnose can produce (over every
 // bound, store kind, GPU/CPU normalize and core count) is searched for commands in backticks
 // (`dsconvert ...`, `dsbench ...`); each is run through the real CLI on the small test dataset,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dsbench binary, run as a child process on the small synth dataset.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

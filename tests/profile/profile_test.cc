@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Measured runs: the real loader over the small synth LMDB and over its source folder.
 #include "profile/profile.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The writers: --json schema, CSV, self-contained HTML, console text, and the verdict plumbing
 // from synthetic stage timings to every output.
 #include <gtest/gtest.h>

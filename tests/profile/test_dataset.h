@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small synth dataset shared by the profile tests: 24 samples of 64x64 RGB PNG + PNG mask as a
 // folder (images/, masks/) and as the LMDB dsconvert builds from it. Made once per process.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared pytest fixtures for tests/python: a small synthetic raw dataset and a CPU loader."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.build from an archive made with Python's tarfile/zipfile (issue 10, archive sources):
 the same records as the build from the extracted folder, and bad members named inside it."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The training-loop contract (docs/PYTHON.md, issue 20), tested as users write the loops:
 resume with set_epoch, a state valid anywhere, content identity (a moved copy, a cache copy and
 a URL of the same data resume), the iter() rule, len(), and the DataLoader adapter."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 36: DICOM series (pydicom writes them here, files named in shuffled order) build into one
 record per slice of the closest canonical (RAS) array: the array nibabel's as_closest_canonical
 gives for the same voxels placed by the same DICOM geometry, with RescaleSlope/Intercept applied

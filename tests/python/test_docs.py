@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every Python example of docs/PYTHON.md runs (in order, as one script, in a fresh directory)
 and type-checks with `mypy --strict`. https://example.com/files/ in the examples is
 tests/fetch/server.py serving that directory's data/ on 127.0.0.1.

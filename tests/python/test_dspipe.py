@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dspipe Python package end to end, on small synthetic datasets built here.
 
 Run by scripts/test.sh in a fresh venv (see README "In a notebook"); GPU tests skip with the

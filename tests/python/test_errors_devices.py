@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Errors in the caller's language, CorruptRecord subjects, devices and pinned memory, and the
 DLPack arrays (issue 20, items 4, 6, 7, 8)."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.fetch and dspipe.fetch_dataset against tests/fetch/server.py, a real HTTP server on
 127.0.0.1 started here (it misbehaves on command; see its docstring). Every wait is on a line
 from the server or the child, or a process exit."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A new user's first hour (issue 40), written as the user wrote it: each mistake gets a message
 in the user's terms, naming the call that fixes it."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a company needs to adopt the library: a licence, a changelog, one version number."""
 import os
 import re
@@ -30,3 +31,28 @@ def test_the_version_is_written_once():
     assert not re.search(r'^version\s*=', pyproject, re.M), "pyproject.toml writes a version"
     import dspipe
     assert dspipe.__version__ == cmake.group(1)
+
+
+def test_every_source_file_says_its_licence():
+    # The SPDX line is the first line (after a #! line) of every C/C++/CUDA, Python, shell and
+    # CMake file in the tree, so a file copied out of it still says under which licence.
+    import subprocess
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if files.returncode != 0:
+        import pytest
+        pytest.skip("not a git checkout (the wheel's tests run outside the tree)")
+    kinds = (".cc", ".h", ".c", ".cu", ".cuh", ".py", ".pyi", ".sh", ".cmake")
+    missing = []
+    checked = 0
+    for name in files.stdout.split():
+        if not (name.endswith(kinds) or os.path.basename(name) == "CMakeLists.txt"
+                or name == ".ci/run"):
+            continue
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            head = [f.readline() for _ in range(2)]
+        first = head[1] if head[0].startswith("#!") else head[0]
+        checked += 1
+        if "SPDX-License-Identifier: Apache-2.0" not in first:
+            missing.append(name)
+    assert checked > 400
+    assert not missing, f"{len(missing)} files lack the SPDX line, e.g. {missing[:5]}"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One dspipe.Loader used from two Python threads (issue 39 item 6): next_raw from both used to
 crash the interpreter (SIGSEGV); the loader serializes its calls now, so every sample comes out
 once and state_dict() never reads a position torn mid-batch."""

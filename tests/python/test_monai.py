@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MONAI configs from Python (docs/MONAI.md): dspipe.transforms.monai's classes are the bundle
 config's dicts, checked at construction; the loader's batches over 16-bit CT slices are the
 config's float32 output, sample for sample what dspipe.transforms.apply gives; YAML text is read

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe's native MONAI transforms against the real MONAI (docs/MONAI.md): every case of
 tests/python/monai_golden/golden.npz, made by monai_golden/make_golden.py with MONAI 1.6.1 (its
 docstring has the cases, the inputs and the file's layout), through dspipe.transforms.apply.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/colab_unet.ipynb runs headless (nbclient) in a small CPU configuration."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every C++ option reachable from Python by a keyword argument (issue 20, items 1 and 10).
 
 The C++ side exports its option fields (include/dspipe/option_fields.h, static_asserts keep that

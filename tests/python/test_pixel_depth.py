@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 35: a 12-bit CT slice saved as a 16-bit PNG is kept as it is (it used to keep the high
 byte: 16 of 4096 gray levels, no word), and reduced to 8 bits only when the user asks."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.ray on a local Ray (2 CPUs): the sharded conversion equals a single-machine --shards
 build, a task killed mid-shard is retried and resumes, and ranks split the result exactly.
 

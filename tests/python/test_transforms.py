@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.transforms and dspipe.Loader(transform=...): the Python side of docs/TRANSFORMS.md.
 
 The classes build the same documents as albumentations.to_dict (when albumentations imports);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe's transforms against albumentations 2.0.8 itself (installed by scripts/test.sh).
 
 For each supported transform, with its parameters drawn by dspipe for several (seed, index),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 36: nnU-Net's one-file-per-channel naming (imagesTr/CASE_0000.nii.gz, CASE_0001.nii.gz,
 ...; labelsTr/CASE.nii.gz; dataset.json's "channel_names" and name-to-id "labels") builds one
 record per slice whose channels are the case's files in order, each exactly nibabel's canonical

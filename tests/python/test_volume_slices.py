@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 36: the per-slice foreground table (dspipe.slice_table), skip_empty and 2.5D context,
 checked against nibabel's canonical arrays (volumes written here with nibabel, as
 test_volumes.py does)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 36: in-plane resampling of volume slices (dspipe.build(spacing=...), dsconvert build
 --spacing) against the real MONAI's Spacingd: golden outputs made by
 tests/python/monai_golden/make_spacing_golden.py with MONAI 1.6.1 (CI has no MONAI: it needs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 36: a folder of NIfTI volumes (nibabel writes them here) builds into one record per
 slice of the closest canonical (RAS) array, exactly nibabel's as_closest_canonical, with image
 and label aligned in every slice."""

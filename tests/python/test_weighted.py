@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """order='weighted' from Python (SamplerOptions::weights, docs/PYTHON.md): weights= alone asks
 for it; draws follow the weights, deterministic by (seed, epoch); without replacement every
 sample of nonzero weight once. The chi-square, rank and resume tests are C++'s

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/package/wheel_licenses.py, the wheel's licence check, on small hand-made wheels: it
 passes a complete one and names what is missing in each broken copy (a bundled library without
 a licence, an empty licence file, a static component of NOTICE without a line, a stale RECORD).

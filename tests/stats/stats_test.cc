@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StageStats: counts, exact totals, histogram percentiles, concurrency, Reset, timers.
 #include "dspipe/stats.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ResourceTimeline: real /proc samples of this process; no GPU fields without NVML and a GPU.
 #include "dspipe/timeline.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chrome trace: valid JSON, one tid per thread, thread names, bounded buffers, errors.
 #include <gtest/gtest.h>
 #include <unistd.h>

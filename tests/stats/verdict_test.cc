@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Diagnose, FormatTable and ToJson on synthetic timings.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 40 items 10 and 23: MedianBlur, MotionBlur and ToGray(method="pca") on uint8 pixels.
 // MedianBlur against a plain median of the replicated neighbourhood; MotionBlur's kernels as
 // albumentations 2.0.8's create_motion_kernel makes them (the lines printed by it), applied

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random draws: they depend only on (seed, epoch, index, transform position), and over 10^4
 // draws (fixed seed, so the statistics cannot flake) each parameter's empirical distribution
 // matches albumentations' documented one: KS distance for continuous parameters (0.02 >

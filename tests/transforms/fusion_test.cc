@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fusion: the loader's fused execution (TransformPipeline::Apply, transforms::Execute) against
 // albumentations' sequential semantics (ApplySequential, each leaf's own cv2 code with the same
 // draws). Chains of exact steps are bit-identical; chains with resampling differ by one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loader with a transform pipeline (LoaderOptions::transform) over real LMDBs: every batch
 // is exactly TransformPipeline::Apply of its records (the same code path), identical for 1, 2
 // and 4 threads and after a restore; datasets whose records differ in size; what is refused at

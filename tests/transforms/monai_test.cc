@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MONAI configs through TransformPipeline: parsing (names, arguments, refusals), each
 // transform's arithmetic on small images worked out by hand, draws (determinism, MONAI's
 // distributions) and the label following the spatial transforms. Equality with MONAI 1.6.1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The transform tests' parse helper: a pipeline from its JSON spec, the test failing (with the
 // error and the spec) when it does not parse. Header-only.
 #pragma once

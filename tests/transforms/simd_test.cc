@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The vector kernels (simd.cc) give exactly what the plain code gives: FlipHorizontal is
 // cv::flip(.., 1) for every width (the 5- and 16-pixel steps and their tails) and for ROI
 // headers; LookUpRow is a table lookup for every length (the 64-byte steps and the tail).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The serialized form: albumentations 2.0.8's A.to_dict JSON is read, normalized and written
 // back as albumentations writes it; scalars widen the albumentations way; what dspipe does not
 // implement is refused naming it; the docs table lists exactly the supported transforms.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Images kept as one file per channel (nnU-Net's CASE_0000.nii.gz, CASE_0001.nii.gz, ...; labels
 // CASE.nii.gz): the reader (ReadChannels), the source scan that groups them into cases, and a
 // build whose records hold every channel. tests/python/test_volume_channels.py checks the same

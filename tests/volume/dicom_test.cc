@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DICOM series (lib/volume/dicom.cc, read by DCMTK): slices ordered by position along the normal,
 // the LPS->RAS affine, rescale and type rules, stored-bit handling, and every bad series refused
 // naming its folder and files. The files are written here by a minimal writer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A minimal DICOM writer for tests: one-frame, explicit VR little endian, every element the
 // volume reader looks at, each one overridable or removable so a test can write the bad files
 // a reader meets (tests/python/test_dicom.py writes good series with pydicom instead).

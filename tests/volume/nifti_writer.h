@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: writes NIfTI volumes with nifti_clib itself (the library dspipe reads them with;
 // tests/python/test_volumes.py checks the same reader against nibabel's files and arrays).
 #pragma once

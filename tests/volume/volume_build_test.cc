@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Building a dataset from a folder of NIfTI volumes (BuildDataset on imagesTr/ + labelsTr/):
 // one record per slice, pixels and labels equal to the reader's slices, the manifest's volume
 // table, and bad volumes named.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Volume builds beyond one slice per record (issue 36): the per-slice foreground table,
 // skip_empty (slices with an all-0 label left out, the kept ones listed so every record maps
 // back to its slice) and 2.5D context (neighbouring slices as channels). Every record is checked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NIfTI reader (lib/volume): header checks, the canonical (RAS) orientation, slices along
 // each axis, scaling and type rules, label maps, and the volume cache. Volumes are written here
 // with nifti_clib; tests/python/test_volumes.py compares with nibabel.

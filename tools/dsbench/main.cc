@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsbench: profile the loader's stages and say where the bottleneck is. Parses flags and calls
 // the profile library (lib/profile/profile.h); the --json schema is docs/DSBENCH.md.
 // Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert's commands (cli.h): synth | build | assemble | verify | info | fetch | push. Parses
 // flags and calls the library (dspipe/convert.h, dspipe/synth.h, dspipe/fetch.h, dspipe/push.h,
 // dspipe/cache.h). Exit codes: 0 ok, 1 failure (message on stderr), 2 bad usage, 3 verify found

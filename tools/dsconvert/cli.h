@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert's command line (cli.cc), apart from main() (main.cc) so that a test build of
 // dsconvert (tests/convert/dsconvert_hooked.cc) runs the very same commands with the builder's
 // test seam installed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dsconvert: synth | build | assemble | verify | info | fetch | push (the commands: cli.cc).
 #include "cli.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Progress display for long CLI jobs: a redrawn bar with rate and ETA on a terminal, a plain
 // line every few seconds otherwise (logs, notebooks, CI). Counts records (build) or bytes
 // (fetch); a total of 0 means "not known yet" (no bar, no ETA).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.transforms: albumentations 2.0.8 pipelines that dspipe runs in C++ (docs/TRANSFORMS.md).
 
     import dspipe.transforms as T

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dspipe.transforms.monai: MONAI 1.6.1 dictionary transforms that dspipe runs in C++
 (docs/MONAI.md).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A training program's view of dspipe: only public headers, linked through find_package.
 // The README's loader example is this program's loop.
 #include <dspipe/convert.h>

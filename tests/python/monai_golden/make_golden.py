@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden outputs of the real MONAI for the dictionary transforms dspipe implements natively
 (tests/python/test_monai_golden.py compares dspipe.transforms.apply against them).
 

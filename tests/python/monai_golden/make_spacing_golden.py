@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden outputs of the real MONAI's Spacingd for dspipe's in-plane resampling
 (BuildOptions::spacing_rows / spacing_cols, dsconvert build --spacing; tests/python/
 test_volume_spacing.py compares a volume build against them).
