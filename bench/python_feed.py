@@ -58,7 +58,7 @@ def measure_python(a) -> float:
 
     # pin_memory=False: dsbench's CPU path is pageable too (True is the default only when torch
     # sees CUDA).
-    loader = dspipe.Loader(a.measure, batch_size=a.batch, num_threads=a.threads, shuffle=True,
+    loader = dspipe.Loader(a.measure, batch_size=a.batch, threads=a.threads, shuffle=True,
                            seed=0, prefetch=2, device="cpu", hflip=0.5, mask_dtype="uint8",
                            pin_memory=False, output="torch", **python_options(a))
     it = iter(loader)

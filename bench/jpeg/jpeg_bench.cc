@@ -88,7 +88,7 @@ int RunLoader(const LoaderArgs& a) {
   o.std = {58.395, 57.12, 57.375};
   if (a.mode == "train") {
     o.augment.crop_scale_min = 0.08;
-    o.augment.hflip_p = 0.5;
+    o.augment.hflip = 0.5;
   } else {
     o.augment.resize_shorter = 256;
   }

@@ -93,7 +93,7 @@ double Run(const std::string& path, const Args& a, int device, const char* name)
   lo.batch_size = a.batch;
   lo.threads = a.threads;
   lo.prefetch = 4;
-  lo.augment.hflip_p = 0.5;
+  lo.augment.hflip = 0.5;
   DeviceOptions d;
   d.device = device;
   std::unique_ptr<DeviceLoader> loader;

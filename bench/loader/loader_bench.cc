@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   LoaderOptions o;
   o.batch_size = a.batch;
   o.threads = a.threads;
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   o.normalize = NormalizeMode::kCpuFloat32;
   std::unique_ptr<Loader> png, raw;
   Check(Loader::Open(png_path, o, &png));

@@ -3,7 +3,7 @@
 
   worker_dspipe.py LMDB --pipeline JSON --epochs E --batch B --threads T --json OUT [--check]
 
-One dspipe.Loader(LMDB, batch_size=B, shuffle=True, seed=0, device="cpu", num_threads=T,
+One dspipe.Loader(LMDB, batch_size=B, shuffle=True, seed=0, device="cpu", threads=T,
 transform=the pipeline's MONAI config), E passes over it (each pass is the next epoch). The
 loop body takes batch["image"] (float32 NCHW) and batch["mask"], nothing else. --check: after
 the run, a second Loader with only LoadImaged + EnsureChannelFirstd, unshuffled, records every
@@ -46,7 +46,7 @@ def main() -> None:
               "torch_threads": torch.get_num_threads()}
     t = time.perf_counter()
     loader = dspipe.Loader(a.lmdb, batch_size=a.batch, shuffle=True, seed=0, device="cpu",
-                           num_threads=a.threads, transform=pipeline)
+                           threads=a.threads, transform=pipeline)
     result["setup_s"] = time.perf_counter() - t
 
     epochs = []
@@ -71,7 +71,7 @@ def main() -> None:
     if a.check:
         info = dspipe.info(a.lmdb)
         raw = dspipe.Loader(a.lmdb, batch_size=1, shuffle=False, device="cpu",
-                            num_threads=a.threads, transform=pipeline[:2])
+                            threads=a.threads, transform=pipeline[:2])
         slices = []
         first = None
         for batch in raw:

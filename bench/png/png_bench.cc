@@ -253,7 +253,7 @@ void LoaderSideBySide(const std::string& dir, int count, int size, int batch, in
   LoaderOptions o;
   o.batch_size = batch;
   o.threads = threads;
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   o.normalize = NormalizeMode::kCpuFloat32;
   std::unique_ptr<Loader> loader;
   Check(Loader::Open(path, o, &loader));

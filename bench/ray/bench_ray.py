@@ -61,7 +61,7 @@ def main() -> int:
         out = os.path.join(root, "ray")
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.monotonic()
-        r = dspipe.ray.convert(src, out, num_shards=a.shards, num_cpus_per_task=1,
+        r = dspipe.ray.convert(src, out, shards=a.shards, num_cpus_per_task=1,
                                progress=False,
                                fresh_worker_per_task=a.fresh_worker_per_task, **build)
         dt = time.monotonic() - t0

@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
 
   dspipe::SamplerOptions o;
   o.seed = seed;
-  o.num_shards = ranks;
-  o.shard_id = rank;
+  o.world_size = ranks;
+  o.rank = rank;
   o.block_size = block_size;
   o.order = order == "global"   ? dspipe::SampleOrder::kGlobal
             : order == "blocks" ? dspipe::SampleOrder::kBlocks

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   lo.batch_size = batch;
   lo.threads = threads;
   lo.sampler.shuffle = true;
-  lo.augment.hflip_p = 0.5;
+  lo.augment.hflip = 0.5;
   lo.normalize = NormalizeMode::kCpuFloat32;
 
   std::vector<Run> runs;

@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
   base.sampler.order = SampleOrder::kBlocks;
   base.sampler.block_size = per_shard;
   base.sampler.seed = 1;
-  base.augment.hflip_p = 0.5;
+  base.augment.hflip = 0.5;
   base.normalize = NormalizeMode::kCpuFloat32;
   base.stream_ahead = a.ahead;
 

@@ -5,7 +5,7 @@
 //
 // These options are sugar for a transform pipeline (dspipe/transforms.h): AugmentPipelineJson
 // gives the albumentations JSON the loader runs for them - RandomResizedCrop(size = the output
-// size, scale, ratio) when cropping, HorizontalFlip(p = hflip_p), VerticalFlip(p = vflip_p),
+// size, scale, ratio) when cropping, HorizontalFlip(p = hflip), VerticalFlip(p = vflip),
 // then a Resize to the output size for samples of another size - so flips and crops take the
 // same (fused) code path as any pipeline. DrawAugment reports that pipeline's draws.
 //
@@ -28,9 +28,9 @@ enum class Interpolation { kNearest, kLinear, kArea, kCubic };
 
 struct AugmentOptions {
   // Probability of a horizontal (left-right) flip per sample. Default 0 (off).
-  double hflip_p = 0.0;
+  double hflip = 0.0;
   // Probability of a vertical (top-bottom) flip per sample. Default 0 (off).
-  double vflip_p = 0.0;
+  double vflip = 0.0;
   // Random resized crop (torchvision RandomResizedCrop): a rectangle with area fraction in
   // [crop_scale_min, crop_scale_max] of the source and aspect ratio (w/h) log-uniform in
   // [crop_ratio_min, crop_ratio_max] is cut out and resized to the output size. Off while

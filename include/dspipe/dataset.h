@@ -98,9 +98,10 @@ struct DatasetOpenOptions {
   // LMDB reader slots per environment (MDB maxreaders). Must exceed the number of threads that
   // read at once. Default 512.
   unsigned max_readers = 512;
-  // OS readahead on the map. Default false (MDB_NORDAHEAD): random access over a dataset larger
-  // than RAM thrashes with readahead on.
-  bool readahead = false;
+  // OS readahead on the map (LoaderOptions::readahead is another thing: samples advised ahead).
+  // Default false (MDB_NORDAHEAD): random access over a dataset larger than RAM thrashes with
+  // readahead on.
+  bool os_readahead = false;
   // Pairing of plain LMDB keys (masks, labels). Defaults: detect masks, no labels.
   PlainLmdbOptions plain;
   // Sharded datasets: open (map) a shard's data.mdb only when one of its records is first read

@@ -52,6 +52,13 @@ namespace dspipe {
 // to aligned pageable memory (one info line in the log). Thread-safe, stateless.
 std::shared_ptr<BatchAllocator> PinnedBatchAllocator();
 
+// The element type of TensorBatch::images(): float32, or IEEE binary16 (half the device memory
+// and bandwidth, ~3 significant digits).
+enum class ImageDtype { kFloat32, kFloat16 };
+// The element type of TensorBatch::masks() (class ids): int64, as cross-entropy losses take
+// them, or uint8 (8x smaller). A dataset of uint16 masks (ids above 255) gives int64 either way.
+enum class MaskDtype { kInt64, kUInt8 };
+
 struct DeviceOptions {
   // The caller's current CUDA device (CudaCurrentDevice: cudaGetDevice on the thread calling
   // Create, i.e. the rank's GPU under data parallelism) when one is usable, else the CPU path.
@@ -60,12 +67,11 @@ struct DeviceOptions {
   // kAuto (default), kCpu, or a CUDA device ordinal >= 0. An ordinal without a usable device
   // is an Unsupported error (with the reason), never a silent fallback.
   int device = kAuto;
-  // float16 images instead of float32: half the device memory and bandwidth, ~3 significant
-  // digits. Default false. (The CPU path converts its float32 result on the consumer thread.)
-  bool fp16 = false;
-  // int64 masks (class ids as cross-entropy losses take them). false keeps uint8: 8x smaller.
-  // Default true. Ignored for datasets without masks.
-  bool masks_int64 = true;
+  // Images' element type. Default kFloat32. (The CPU path converts its float32 result to
+  // float16 on the consumer thread.)
+  ImageDtype dtype = ImageDtype::kFloat32;
+  // Masks' element type. Default kInt64. Ignored for datasets without masks.
+  MaskDtype mask_dtype = MaskDtype::kInt64;
   // Per-channel mean / std in pixel units [0, 255]; empty (default) = LoaderOptions::mean/std,
   // and when those are empty too, the dataset manifest's statistics. One value = every channel.
   std::vector<double> mean;
@@ -119,14 +125,15 @@ class TensorBatch {
   uint64_t epoch() const { return host_.epoch(); }
   uint64_t number() const { return host_.number(); }
 
-  // [size][channels][height][width] float32 (fp16() false) or IEEE binary16 bit patterns.
+  // [size][channels][height][width] float32 (dtype() kFloat32) or IEEE binary16 bit patterns.
   void* images() const { return images_; }
-  bool fp16() const { return fp16_; }
-  // [size][height][width] int64 (masks_int64() true) or uint8 class ids; nullptr without masks.
+  ImageDtype dtype() const { return fp16_ ? ImageDtype::kFloat16 : ImageDtype::kFloat32; }
+  // [size][height][width] int64 (mask_dtype() kInt64) or uint8 class ids; nullptr without masks.
   // With a MONAI config ending in AsDiscreted(to_onehot=N) (mask_classes() N > 0):
-  // [size][N][height][width] float32 one-hot, as MONAI gives the label.
+  // [size][N][height][width] float32 one-hot, as MONAI gives the label (mask_dtype() is then
+  // not the element type).
   void* masks() const { return masks_; }
-  bool masks_int64() const { return masks_int64_; }
+  MaskDtype mask_dtype() const { return masks_int64_ ? MaskDtype::kInt64 : MaskDtype::kUInt8; }
   int mask_classes() const { return mask_classes_; }
   // Host arrays of size() entries (see Batch): labels (-1 = none), dataset indices, and 1 where
   // the sample was mirrored horizontally (already applied to images() and masks()).

@@ -86,8 +86,8 @@ struct LoaderOptions {
   // advises more than this many samples past the last submitted one, nor across an epoch's end.
   // -1 (default) = prefetch * batch_size; 0 = off. Costs page cache, not process memory.
   int readahead = -1;
-  // Order and sharding across ranks: shuffle (default true), seed (0), num_shards (1),
-  // shard_id (0), remainder rule (kPad), order (kGlobal), block_size (4096). See sampler.h for
+  // Order and sharding across ranks: shuffle (default true), seed (0), world_size (1),
+  // rank (0), remainder rule (kPad), order (kGlobal), block_size (4096). See sampler.h for
   // the rules. Order kShards opens the dataset with DatasetOpenOptions::lazy_shards (Open), so
   // a rank maps only the shards it reads; samples_per_epoch() / batches_per_epoch() then
   // describe the current epoch (they vary with kShards + kUneven).
@@ -138,7 +138,7 @@ struct LoaderOptions {
   // Where batch buffers come from; nullptr (default) = DefaultBatchAllocator() (aligned
   // malloc). The CUDA path passes a pinned-memory allocator.
   std::shared_ptr<BatchAllocator> allocator;
-  // Dataset open options for Loader::Open (verify_crc default false, readahead false).
+  // Dataset open options for Loader::Open (verify_crc default false, os_readahead false).
   DatasetOpenOptions dataset;
   // RAM-disk cache for Loader::Open / DeviceLoader::Open (dspipe/cache.h, docs/CACHE.md):
   // "off" (default: read the dataset where it is), "auto" (copy it into this user's
@@ -214,7 +214,7 @@ struct LoaderState {
   std::string dataset_sha256;  // content identity (64 hex digits); "" = not checked
   uint64_t dataset_count = 0;  // records in the dataset
   std::string dataset_path;    // where it was read; informative only (messages), never checked
-  // ("sampler.shard_id", "1"), ... in option_fields.h order; empty = not checked.
+  // ("sampler.rank", "1"), ... in option_fields.h order; empty = not checked.
   std::vector<std::pair<std::string, std::string>> options;
 
   // A position without identity (not checked by Restore), e.g. one kept by hand.

@@ -205,6 +205,22 @@ struct EnumNames<MeanStdSource> {
   }};
 };
 template <>
+struct EnumNames<ImageDtype> {
+  static constexpr std::string_view kName = "ImageDtype";
+  static constexpr std::array<std::pair<std::string_view, ImageDtype>, 2> kValues{{
+      {"float32", ImageDtype::kFloat32},
+      {"float16", ImageDtype::kFloat16},
+  }};
+};
+template <>
+struct EnumNames<MaskDtype> {
+  static constexpr std::string_view kName = "MaskDtype";
+  static constexpr std::array<std::pair<std::string_view, MaskDtype>, 2> kValues{{
+      {"int64", MaskDtype::kInt64},
+      {"uint8", MaskDtype::kUInt8},
+  }};
+};
+template <>
 struct EnumNames<StoreMode> {
   static constexpr std::string_view kName = "StoreMode";
   static constexpr std::array<std::pair<std::string_view, StoreMode>, 2> kValues{{
@@ -245,7 +261,7 @@ struct OptionFields<SamplerOptions> {
   static constexpr std::string_view kName = "SamplerOptions";
   static constexpr auto kFields = std::make_tuple(  // seed: LoaderState::seed itself
       Field("shuffle", &S::shuffle, kInState), Field("seed", &S::seed),
-      Field("num_shards", &S::num_shards, kInState), Field("shard_id", &S::shard_id, kInState),
+      Field("world_size", &S::world_size, kInState), Field("rank", &S::rank, kInState),
       Field("remainder", &S::remainder, kInState), Field("order", &S::order, kInState),
       Field("block_size", &S::block_size, kInState), Field("weights", &S::weights, kInState),
       Field("num_samples", &S::num_samples, kInState),
@@ -256,14 +272,14 @@ template <>
 struct OptionFields<AugmentOptions> {
   using S = AugmentOptions;
   static constexpr std::string_view kName = "AugmentOptions";
-  static constexpr auto kFields = std::make_tuple(
-      Field("hflip_p", &S::hflip_p, kInState), Field("vflip_p", &S::vflip_p, kInState),
-      Field("crop_scale_min", &S::crop_scale_min, kInState),
-      Field("crop_scale_max", &S::crop_scale_max, kInState),
-      Field("crop_ratio_min", &S::crop_ratio_min, kInState),
-      Field("crop_ratio_max", &S::crop_ratio_max, kInState),
-      Field("resize_shorter", &S::resize_shorter, kInState),
-      Field("image_interpolation", &S::image_interpolation, kInState));
+  static constexpr auto kFields =
+      std::make_tuple(Field("hflip", &S::hflip, kInState), Field("vflip", &S::vflip, kInState),
+                      Field("crop_scale_min", &S::crop_scale_min, kInState),
+                      Field("crop_scale_max", &S::crop_scale_max, kInState),
+                      Field("crop_ratio_min", &S::crop_ratio_min, kInState),
+                      Field("crop_ratio_max", &S::crop_ratio_max, kInState),
+                      Field("resize_shorter", &S::resize_shorter, kInState),
+                      Field("image_interpolation", &S::image_interpolation, kInState));
 };
 
 template <>
@@ -282,7 +298,7 @@ struct OptionFields<DatasetOpenOptions> {
   static constexpr std::string_view kName = "DatasetOpenOptions";
   static constexpr auto kFields = std::make_tuple(
       Field("verify_crc", &S::verify_crc), Field("max_readers", &S::max_readers),
-      Field("readahead", &S::readahead), Field("plain", &S::plain),
+      Field("os_readahead", &S::os_readahead), Field("plain", &S::plain),
       Field("lazy_shards", &S::lazy_shards), Field("resolve_shard", &S::resolve_shard));
 };
 
@@ -309,7 +325,7 @@ struct OptionFields<DeviceOptions> {
   using S = DeviceOptions;
   static constexpr std::string_view kName = "DeviceOptions";
   static constexpr auto kFields = std::make_tuple(
-      Field("device", &S::device), Field("fp16", &S::fp16), Field("masks_int64", &S::masks_int64),
+      Field("device", &S::device), Field("dtype", &S::dtype), Field("mask_dtype", &S::mask_dtype),
       Field("mean", &S::mean), Field("std", &S::std), Field("slots", &S::slots),
       Field("max_slots", &S::max_slots), Field("consumer_stream", &S::consumer_stream),
       Field("pin_memory", &S::pin_memory));

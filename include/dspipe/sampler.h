@@ -5,7 +5,7 @@
 // only: every rank computes its share of the same global order, so no communication is needed
 // and a restarted process recomputes exactly the same order. docs/SCALE.md has the reasoning.
 //
-// Three orders (SamplerOptions::order; S = num_shards ranks, N samples):
+// Three orders (SamplerOptions::order; S = world_size ranks, N samples):
 //   kGlobal (default) the global order P is one permutation of 0..N-1 (Fisher-Yates, O(N) time
 //           and memory per rank and epoch); rank r takes positions r, r+S, r+2S, ... of P, like
 //           PyTorch's DistributedSampler.
@@ -69,9 +69,9 @@ struct SamplerOptions {
   bool shuffle = true;
   // Permutation seed; epoch e's permutation depends on (seed, e) only. Default 0.
   uint64_t seed = 0;
-  // Number of ranks (>= 1) and this rank (0 <= shard_id < num_shards). Default 1 / 0.
-  int num_shards = 1;
-  int shard_id = 0;
+  // Number of ranks (>= 1) and this rank (0 <= rank < world_size). Default 1 / 0.
+  int world_size = 1;
+  int rank = 0;
   // What happens to the samples that do not divide evenly across ranks (see above).
   RemainderRule remainder = RemainderRule::kPad;
   // How the epoch's order is built and cut across ranks (see above). Default kGlobal.
@@ -92,7 +92,7 @@ class Sampler {
  public:
   // Validates the options against a dataset of `dataset_size` samples. Errors: InvalidArgument
   // naming the field (bad shard id, empty dataset, kDrop with fewer samples than shards).
-  // The dataset is one shard of dataset_size samples (kShards then needs num_shards == 1).
+  // The dataset is one shard of dataset_size samples (kShards then needs world_size == 1).
   static Status Create(uint64_t dataset_size, const SamplerOptions& options, Sampler* out);
   // The dataset is shard_sizes.size() shard files of these record counts, in index order
   // (DatasetInfo::shard_sizes). Only kShards uses the split; the other orders see the total.

@@ -28,26 +28,26 @@
 
 namespace dspipe {
 
-// The fixed stage vocabulary. read/decode/augment are per-sample worker time; collate, h2d and
+// The fixed stage vocabulary. read/decode/transform are per-sample worker time; collate, h2d and
 // normalize are per batch; wait is how long the consumer blocked in Next() for a batch.
 // Values index arrays; kCount is the number of stages, not a stage.
 enum class Stage : int {
   kRead = 0,       // fetch one record's bytes (LMDB get + copy, or the file read)
   kDecode = 1,     // bytes -> pixels (PNG/JPEG decode, or zstd inflate of a raw record)
-  kAugment = 2,    // per-sample CPU transforms (crop, resize, flip)
+  kTransform = 2,  // per-sample CPU transforms (LoaderOptions::transform: crop, resize, flip)
   kCollate = 3,    // copy the samples of one batch into the batch buffer
   kH2D = 4,        // host -> device copy of one batch
   kNormalize = 5,  // one batch's uint8 -> float normalize (CPU or GPU, see LoaderShape::gpu)
   kWait = 6,       // consumer blocked in Next() until a batch was ready
   kCount = 7,
   // Not a stage of the vocabulary above (no kNumStages array holds it): the rows that break
-  // augment down by transform segment (StageStats::SetTransformRows); per sample.
-  kTransform = 8,
+  // transform down by pipeline segment (StageStats::SetTransformRows); per sample.
+  kSegment = 8,
 };
 inline constexpr int kNumStages = static_cast<int>(Stage::kCount);
 
-// "read", "decode", "augment", "collate", "h2d", "normalize", "wait"; "transform" for
-// kTransform; "none" for kCount.
+// "read", "decode", "transform", "collate", "h2d", "normalize", "wait"; "segment" for
+// kSegment; "none" for kCount.
 const char* StageName(Stage stage);
 
 // How one sample's image was decoded (docs/DECODE.md): the decode router's choice, counted per
@@ -88,7 +88,7 @@ void SetThreadName(std::string_view name);
 // nearest-rank value (half a bucket), exact below 32 ns; clamped to [min, max].
 struct StageSummary {
   Stage stage = Stage::kCount;
-  // kTransform rows: which segment of the pipeline (0-based) and its label, e.g.
+  // kSegment rows: which segment of the pipeline (0-based) and its label, e.g.
   // "geometric: RandomCrop > HorizontalFlip" (TransformPipeline::segment_labels()).
   int row = -1;
   std::string label;
@@ -101,7 +101,7 @@ struct StageSummary {
   double p95_ms = 0;
   double p99_ms = 0;
   double max_ms = 0;  // exact
-  // kTransform rows: samples whose segment ran fused into another stage's pass (the normalize
+  // kSegment rows: samples whose segment ran fused into another stage's pass (the normalize
   // pass, or the PNG decode with its flips and row ops), so their time is in that stage; count
   // and the times above are the other samples'.
   uint64_t folded = 0;

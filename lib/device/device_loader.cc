@@ -137,7 +137,7 @@ struct DeviceLoader::Impl {
   Status OnHost(const Batch& host, int slot, TensorBatch* out) {
     const auto s = static_cast<size_t>(slot);
     out->images_ = host.normalized();
-    if (options.fp16) {
+    if (options.dtype == ImageDtype::kFloat16) {
       const size_t count = static_cast<size_t>(host.size()) * host.shape().normalized_floats();
       auto* half = static_cast<uint16_t*>(
           state->cpu_half[s].Reserve(std::max<size_t>(count, 1) * sizeof(uint16_t), state->pin));
@@ -145,13 +145,13 @@ struct DeviceLoader::Impl {
       for (size_t i = 0; i < count; ++i) half[i] = FloatToHalfBits(host.normalized()[i]);
       out->images_ = half;
     }
-    out->fp16_ = options.fp16;
+    out->fp16_ = options.dtype == ImageDtype::kFloat16;
     out->masks_ = host.masks();
     if (label_classes > 0 && host.masks() != nullptr) return OneHot(host, s, out);
     // uint16 ids always come out as int64 (what PyTorch's losses take; a uint16 tensor is not
     // one every PyTorch version can hold).
     const bool wide = host.shape().mask_type == SampleType::kUint16;
-    const bool int64 = host.masks() != nullptr && (options.masks_int64 || wide);
+    const bool int64 = host.masks() != nullptr && (options.mask_dtype == MaskDtype::kInt64 || wide);
     if (int64) {
       const size_t count = static_cast<size_t>(host.size()) * host.shape().pixels();
       auto* masks = static_cast<int64_t*>(
@@ -315,14 +315,14 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   if (impl->gpu) {
     GpuNormalizerOptions& g = impl->gpu_options;
     g.device = impl->device;
-    g.fp16 = d.fp16;
+    g.fp16 = d.dtype == ImageDtype::kFloat16;
     g.num_slots = d.slots;
     g.timing = true;
-    g.masks_int64 = d.masks_int64;
+    g.masks_int64 = d.mask_dtype == MaskDtype::kInt64;
     st.gpus.emplace_back();
     DSPIPE_RETURN_IF_ERROR(GpuNormalizer::Create(g, &st.gpus[0]).WithContext("DeviceLoader"));
     Log(LogLevel::kInfo, "DeviceLoader: GPU path on CUDA device " + std::to_string(impl->device) +
-                             (d.fp16 ? " (float16)" : " (float32)"));
+                             (d.dtype == ImageDtype::kFloat16 ? " (float16)" : " (float32)"));
   }
   out->reset(new DeviceLoader(std::move(impl)));
   return Status::OK();

@@ -74,7 +74,7 @@ class DspipeDataset final : public Dataset {
   static Status OpenShard(const DatasetOpenOptions& options, const Shard* sh,
                           const std::string& from) {
     DSPIPE_RETURN_IF_ERROR(
-        LmdbEnv::OpenReadOnly(from, options.max_readers, options.readahead, &sh->env));
+        LmdbEnv::OpenReadOnly(from, options.max_readers, options.os_readahead, &sh->env));
     uint64_t n = 0;
     DSPIPE_RETURN_IF_ERROR(sh->env->RecordCount(&n));
     if (n != sh->end - sh->begin) {
@@ -315,7 +315,8 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
   }
 
   std::unique_ptr<LmdbEnv> env;
-  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
+  DSPIPE_RETURN_IF_ERROR(
+      LmdbEnv::OpenReadOnly(path, options.max_readers, options.os_readahead, &env));
   if (!env->has_dspipe_dbs()) {
     std::unique_ptr<PlainLmdbDataset> plain;
     DSPIPE_RETURN_IF_ERROR(OpenPlainLmdb(path, std::move(env), options, &plain));

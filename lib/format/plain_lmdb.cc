@@ -147,7 +147,7 @@ Status OpenPlainLmdb(const std::string& path, std::unique_ptr<LmdbEnv> env,
   std::unique_ptr<LmdbEnv> mask_env;
   if (!o.masks.empty()) {
     DSPIPE_RETURN_IF_ERROR(
-        LmdbEnv::OpenReadOnly(o.masks, options.max_readers, options.readahead, &mask_env));
+        LmdbEnv::OpenReadOnly(o.masks, options.max_readers, options.os_readahead, &mask_env));
     if (mask_env->has_dspipe_dbs()) {
       return Status::BadInput(o.masks + ": a dspipe dataset, not a plain LMDB of masks");
     }
@@ -173,7 +173,8 @@ Status OpenPlainLmdb(const std::string& path, std::unique_ptr<LmdbEnv> env,
 Status OpenPlainLmdb(const std::string& path, const DatasetOpenOptions& options,
                      std::unique_ptr<PlainLmdbDataset>* out) {
   std::unique_ptr<LmdbEnv> env;
-  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(path, options.max_readers, options.readahead, &env));
+  DSPIPE_RETURN_IF_ERROR(
+      LmdbEnv::OpenReadOnly(path, options.max_readers, options.os_readahead, &env));
   if (env->has_dspipe_dbs()) {
     return Status::BadInput(path + ": already a dspipe dataset, not a plain LMDB");
   }

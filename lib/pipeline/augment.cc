@@ -20,11 +20,11 @@ cv::Mat Wrap(ImageRef r) { return cv::Mat(r.height, r.width, CV_8UC(r.channels),
 
 Status AugmentOptions::Validate() const {
   auto prob = [](double p) { return p >= 0.0 && p <= 1.0; };
-  if (!prob(hflip_p))
-    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::hflip_p") +
+  if (!prob(hflip))
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::hflip") +
                                    " must be in [0, 1]");
-  if (!prob(vflip_p))
-    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::vflip_p") +
+  if (!prob(vflip))
+    return Status::InvalidArgument("augment: " + Opt("AugmentOptions::vflip") +
                                    " must be in [0, 1]");
   // "0.9" rather than std::to_string's "0.900000".
   auto num = [](double v) {
@@ -89,11 +89,11 @@ std::string AugmentPipelineJson(const AugmentOptions& options, int height, int w
                     {"mask_interpolation", 6},
                     {"p", 1.0}});
   }
-  if (options.hflip_p > 0) {
-    list.push_back({{"__class_fullname__", "HorizontalFlip"}, {"p", options.hflip_p}});
+  if (options.hflip > 0) {
+    list.push_back({{"__class_fullname__", "HorizontalFlip"}, {"p", options.hflip}});
   }
-  if (options.vflip_p > 0) {
-    list.push_back({{"__class_fullname__", "VerticalFlip"}, {"p", options.vflip_p}});
+  if (options.vflip > 0) {
+    list.push_back({{"__class_fullname__", "VerticalFlip"}, {"p", options.vflip}});
   }
   return nlohmann::json{{"__class_fullname__", "Compose"}, {"transforms", list}}.dump();
 }

@@ -56,7 +56,7 @@ struct StateOption {
   std::string key, marker, value;
 };
 
-// The kInState fields of `options` (nested structs flattened as "sampler.shard_id").
+// The kInState fields of `options` (nested structs flattened as "sampler.rank").
 std::vector<StateOption> LoaderStateOptions(const LoaderOptions& options);
 
 // What identifies the data, whatever path it is read at: the manifest's sha256; for a plain

@@ -66,7 +66,7 @@ std::string ValueDiff(const std::string& theirs, const std::string& ours) {
          " chars, first difference at char " + std::to_string(at) + ")";
 }
 
-// The kInState fields of s (nested structs flattened as "sampler.shard_id").
+// The kInState fields of s (nested structs flattened as "sampler.rank").
 template <class S>
 void StateOptions(const S& s, const std::string& prefix, std::vector<StateOption>* out) {
   ForEachOptionField<S>([&](const auto& f) {
@@ -80,6 +80,19 @@ void StateOptions(const S& s, const std::string& prefix, std::vector<StateOption
                       FormatOption(s.*(f.member))});
     }
   });
+}
+
+// A state saved before an option was renamed names it the old way: the name it has now.
+std::string_view CurrentStateKey(std::string_view saved) {
+  static constexpr std::pair<std::string_view, std::string_view> kRenamed[] = {
+      {"sampler.num_shards", "sampler.world_size"},
+      {"sampler.shard_id", "sampler.rank"},
+      {"augment.hflip_p", "augment.hflip"},
+      {"augment.vflip_p", "augment.vflip"}};
+  for (const auto& [old_key, key] : kRenamed) {
+    if (saved == old_key) return key;
+  }
+  return saved;
 }
 
 }  // namespace
@@ -169,7 +182,7 @@ Status LoaderImpl::CheckIdentity(const LoaderState& state) const {
       {"augment.crop_ratio_min", "augment.crop_ratio_max"}};
   const auto theirs_of = [&state](std::string_view key) -> const std::string* {
     for (const auto& [k, v] : state.options) {
-      if (k == key) return &v;
+      if (CurrentStateKey(k) == key) return &v;
     }
     return nullptr;
   };
@@ -183,7 +196,8 @@ Status LoaderImpl::CheckIdentity(const LoaderState& state) const {
     return marker.substr(2, marker.size() - 4);
   };
   std::string diffs;
-  for (const auto& [key, value] : state.options) {
+  for (const auto& [saved_key, value] : state.options) {
+    const std::string_view key = CurrentStateKey(saved_key);
     const auto it = std::find_if(state_options_.begin(), state_options_.end(),
                                  [&key](const StateOption& o) { return o.key == key; });
     const auto pair = std::find_if(std::begin(kPairs), std::end(kPairs), [&key](const auto& p) {
@@ -202,7 +216,7 @@ Status LoaderImpl::CheckIdentity(const LoaderState& state) const {
       }
     }
     if (it == state_options_.end()) {
-      diffs += (diffs.empty() ? "" : "; ") + key + ": state has " + value +
+      diffs += (diffs.empty() ? "" : "; ") + std::string(key) + ": state has " + value +
                ", this loader has no such option";
     } else if (it->value != value) {
       diffs += (diffs.empty() ? "" : "; ") + it->marker + ": " + ValueDiff(value, it->value);

@@ -267,7 +267,7 @@ class SampleJob {
                  ", the decoded image is " + std::to_string(img.source_height) + "x" +
                  std::to_string(img.source_width));
     }
-    ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    ScopedStageTimer t(ctx_.stats, Stage::kTransform, index_);
     transforms::Fold fold;
     fold.allowed = shape.normalized;
     Status s = transforms::Execute(&plan, img.image, region, shape.masks ? mask.image : cv::Mat(),
@@ -365,7 +365,7 @@ class SampleJob {
       if (shape.masks) DSPIPE_RETURN_IF_ERROR(DecodeTypedMask(rec, &scratch, &mask_in));
       RecordDecode(img.path, t0);
     }
-    ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    ScopedStageTimer t(ctx_.stats, Stage::kTransform, index_);
     cv::Mat dst(shape.height, shape.width,
                 CV_MAKETYPE(codec::CvDepth(shape.image_type), shape.channels), slot_.image);
     cv::Mat dst_mask;
@@ -592,7 +592,7 @@ class SampleJob {
     }
     normalized_ = image_fused && shape.normalized;
     if (image_fused && (!shape.masks || mask_fused)) return Status::OK();
-    ScopedStageTimer t(ctx_.stats, Stage::kAugment, index_);
+    ScopedStageTimer t(ctx_.stats, Stage::kTransform, index_);
     if (!image_fused) {
       cv::Mat img(src_h, src_w, CV_8UC(shape.channels), slot_.image);
       if (mirror) cv::flip(img, img, 1);  // in place: cv::flip
@@ -730,13 +730,13 @@ Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,
     return TransformPipeline::Parse(AugmentPipelineJson(aug, *height, *width), out);
   }
   const bool interpolation = aug.image_interpolation != AugmentOptions{}.image_interpolation;
-  if (aug.hflip_p > 0 || aug.vflip_p > 0 || aug.crops() || interpolation) {
+  if (aug.hflip > 0 || aug.vflip > 0 || aug.crops() || interpolation) {
     std::string set;  // the augment options given, as every front end names them
     auto add = [&set](bool given, const char* field) {
       if (given) set += (set.empty() ? "" : ", ") + Opt(field);
     };
-    add(aug.hflip_p > 0, "AugmentOptions::hflip_p");
-    add(aug.vflip_p > 0, "AugmentOptions::vflip_p");
+    add(aug.hflip > 0, "AugmentOptions::hflip");
+    add(aug.vflip > 0, "AugmentOptions::vflip");
     add(aug.crop_scale_min < 1.0, "AugmentOptions::crop_scale_min");
     add(aug.resize_shorter > 0, "AugmentOptions::resize_shorter");
     add(interpolation, "AugmentOptions::image_interpolation");

@@ -59,22 +59,21 @@ Status Sampler::Create(uint64_t dataset_size, const SamplerOptions& options, Sam
 
 Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOptions& options,
                        Sampler* out) {
-  const int s = options.num_shards;
+  const int s = options.world_size;
   uint64_t dataset_size = 0;
   for (uint64_t n : shard_sizes) dataset_size += n;
   if (dataset_size == 0) return Status::InvalidArgument("sampler: the dataset is empty");
   if (s < 1) {
-    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::num_shards") +
+    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::world_size") +
                                    " must be >= 1, got " + std::to_string(s));
   }
-  if (options.shard_id < 0 || options.shard_id >= s) {
-    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::shard_id") +
-                                   " must be in [0, " +
-                                   Opt("SamplerOptions::num_shards", std::to_string(s)) +
-                                   "), got " + std::to_string(options.shard_id));
+  if (options.rank < 0 || options.rank >= s) {
+    return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::rank") + " must be in [0, " +
+                                   Opt("SamplerOptions::world_size", std::to_string(s)) +
+                                   "), got " + std::to_string(options.rank));
   }
   const uint64_t shards = static_cast<uint64_t>(s);
-  const uint64_t rank = static_cast<uint64_t>(options.shard_id);
+  const uint64_t rank = static_cast<uint64_t>(options.rank);
   if (options.order == SampleOrder::kBlocks && options.block_size == 0) {
     return Status::InvalidArgument("sampler: " + Opt("SamplerOptions::block_size") +
                                    " must be >= 1 with " + Opt("SamplerOptions::order", "blocks"));
@@ -86,7 +85,7 @@ Status Sampler::Create(const std::vector<uint64_t>& shard_sizes, const SamplerOp
           "sampler: " + Opt("SamplerOptions::order", "shards") +
           " gives every rank whole shard files, but the dataset has " + std::to_string(files) +
           " shard" + (files == 1 ? "" : "s") + " for " + std::to_string(shards) + " ranks (" +
-          Opt("SamplerOptions::num_shards") + "); rebuild it with at least " +
+          Opt("SamplerOptions::world_size") + "); rebuild it with at least " +
           std::to_string(shards) + " shards (" +
           Opt("BuildOptions::shards", std::to_string(shards)) + "), or use " +
           Opt("SamplerOptions::order", "blocks"));
@@ -205,8 +204,8 @@ uint64_t Sampler::SamplesInEpoch(uint64_t epoch) const {
 }
 
 void Sampler::Range(uint64_t* begin, uint64_t* end) const {
-  const auto shards = static_cast<uint64_t>(options_.num_shards);
-  const auto rank = static_cast<uint64_t>(options_.shard_id);
+  const auto shards = static_cast<uint64_t>(options_.world_size);
+  const auto rank = static_cast<uint64_t>(options_.rank);
   if (options_.remainder == RemainderRule::kUneven) {
     // The first N mod S ranks take one more, as with kGlobal.
     const uint64_t q = size_ / shards, rem = size_ % shards;
@@ -269,8 +268,8 @@ std::vector<uint64_t> Sampler::ShardOrder(uint64_t epoch) const {
 }
 
 std::vector<uint64_t> Sampler::EpochShards(uint64_t epoch) const {
-  const auto shards = static_cast<uint64_t>(options_.num_shards);
-  const auto rank = static_cast<uint64_t>(options_.shard_id);
+  const auto shards = static_cast<uint64_t>(options_.world_size);
+  const auto rank = static_cast<uint64_t>(options_.rank);
   std::vector<uint64_t> mine;
   if (options_.order == SampleOrder::kShards) {
     const std::vector<uint64_t> order = ShardOrder(epoch);
@@ -333,7 +332,7 @@ std::vector<uint64_t> Sampler::GlobalOrder(uint64_t epoch) const {
   if (options_.order == SampleOrder::kShards) {
     order.reserve(size_);
     const std::vector<uint64_t> shards = ShardOrder(epoch);
-    const auto ranks = static_cast<uint64_t>(options_.num_shards);
+    const auto ranks = static_cast<uint64_t>(options_.world_size);
     for (uint64_t r = 0; r < ranks; ++r) {
       for (uint64_t k = r; k < shards.size(); k += ranks) {
         for (uint64_t i = 0; i < shard_sizes_[shards[k]]; ++i) {
@@ -353,8 +352,8 @@ std::vector<uint64_t> Sampler::GlobalOrder(uint64_t epoch) const {
 }
 
 std::vector<uint64_t> Sampler::EpochOrder(uint64_t epoch) const {
-  const auto shards = static_cast<uint64_t>(options_.num_shards);
-  const auto rank = static_cast<uint64_t>(options_.shard_id);
+  const auto shards = static_cast<uint64_t>(options_.world_size);
+  const auto rank = static_cast<uint64_t>(options_.rank);
   std::vector<uint64_t> mine;
   switch (options_.order) {
     case SampleOrder::kGlobal:

@@ -75,8 +75,8 @@ struct ProfileOptions {
   // Shuffled order with this seed (default true, 0).
   bool shuffle = true;
   uint64_t seed = 0;
-  // The rank whose loading is measured (SamplerOptions order / block_size / num_shards /
-  // shard_id, docs/SCALE.md): the loader reads only this rank's share of each epoch, so
+  // The rank whose loading is measured (SamplerOptions order / block_size / world_size /
+  // rank, docs/SCALE.md): the loader reads only this rank's share of each epoch, so
   // `epochs` measures this rank's epochs. Defaults: order kGlobal, block_size 4096, one rank
   // (rank 0 of world_size 1). Order kShards opens the dataset lazily and, with ram_cache, caches
   // per shard, as Loader::Open does (OpenLoaderDataset). 0 <= rank < world_size.

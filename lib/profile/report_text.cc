@@ -11,8 +11,7 @@ namespace dspipe::profile {
 namespace {
 
 bool PerSample(Stage s) {
-  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment ||
-         s == Stage::kTransform;
+  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kTransform || s == Stage::kSegment;
 }
 
 std::string Config(const ProfileResult& r) {
@@ -117,14 +116,14 @@ void AppendRun(const ProfileResult& r, std::string* out) {
 }  // namespace
 
 std::string RowName(const StageSummary& s) {
-  return s.stage == Stage::kTransform ? "transform" + std::to_string(s.row + 1)
-                                      : std::string(StageName(s.stage));
+  return s.stage == Stage::kSegment ? "transform" + std::to_string(s.row + 1)
+                                    : std::string(StageName(s.stage));
 }
 
 std::vector<StageRow> StageRows(const ProfileResult& r) {
-  double busy = 0;  // the transform rows break augment down: counted once
+  double busy = 0;  // the segment rows break transform down: counted once
   for (const StageSummary& s : r.stages) {
-    if (s.stage != Stage::kWait && s.stage != Stage::kTransform) busy += s.total_ms;
+    if (s.stage != Stage::kWait && s.stage != Stage::kSegment) busy += s.total_ms;
   }
   std::vector<StageRow> rows;
   for (const StageSummary& s : r.stages) {

@@ -84,8 +84,8 @@ SamplerOptions SamplerFor(const ProfileOptions& o) {
   so.seed = o.seed;
   so.order = o.order;
   so.block_size = o.block_size;
-  so.num_shards = o.world_size;
-  so.shard_id = o.rank;
+  so.world_size = o.world_size;
+  so.rank = o.rank;
   return so;
 }
 
@@ -417,10 +417,10 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   // How the images were decoded (decode router, docs/DECODE.md), one snapshot for both notes.
   const std::vector<DecodePathSummary> paths = stats.DecodePaths();
   // Samples on the loader's fused PNG path (pipeline/sample.h) are flipped and normalized
-  // inside their decode and record no augment span: say so, or augment and normalize read as
+  // inside their decode and record no transform span: say so, or transform and normalize read as
   // free (docs/STATS.md). Counted from the decode paths each sample records with its decode
-  // span, not from decode minus augment spans: a prefetch worker between its decode and its
-  // augment when the stats are read would count as fused.
+  // span, not from decode minus transform spans: a prefetch worker between its decode and its
+  // transform when the stats are read would count as fused.
   uint64_t decoded = 0, fused = 0;
   for (const DecodePathSummary& p : paths) {
     decoded += p.count;
@@ -430,7 +430,7 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
     const bool cpu_normalize = o.device != "cuda" && o.normalize;
     r->notes.push_back(std::to_string(fused) + " of " + std::to_string(decoded) +
                        " samples took the fused PNG path: their decode time includes their " +
-                       (cpu_normalize ? "flip and float32 normalize" : "flip") + "; augment" +
+                       (cpu_normalize ? "flip and float32 normalize" : "flip") + "; transform" +
                        (cpu_normalize ? " and normalize cover" : " covers") +
                        " only the other samples");
   }

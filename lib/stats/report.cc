@@ -11,8 +11,7 @@ namespace dspipe {
 namespace {
 
 bool PerSample(Stage s) {
-  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kAugment ||
-         s == Stage::kTransform;
+  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kTransform || s == Stage::kSegment;
 }
 
 }  // namespace
@@ -21,7 +20,7 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
   const int batch = std::max(1, batch_size);
   double busy_ms = 0;  // all stages but wait: the denominator of "share"
   for (const StageSummary& s : summaries) {
-    if (s.stage != Stage::kWait && s.stage != Stage::kTransform) busy_ms += s.total_ms;
+    if (s.stage != Stage::kWait && s.stage != Stage::kSegment) busy_ms += s.total_ms;
   }
   std::string out =
       fmt::format("{:<10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>7}\n", "stage", "count",
@@ -31,10 +30,9 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
     const std::string share = s.stage == Stage::kWait || busy_ms <= 0
                                   ? std::string("-")
                                   : fmt::format("{:.1f}%", 100.0 * s.total_ms / busy_ms);
-    // Transform rows (a breakdown of augment) are indented, numbered and labelled.
-    const std::string name = s.stage == Stage::kTransform
-                                 ? fmt::format(" transform{}", s.row + 1)
-                                 : std::string(StageName(s.stage));
+    // Segment rows (a breakdown of transform) are indented, numbered and labelled.
+    const std::string name = s.stage == Stage::kSegment ? fmt::format(" transform{}", s.row + 1)
+                                                        : std::string(StageName(s.stage));
     out += fmt::format("{:<10}{:>10}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>7}",
                        name, s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms,
                        per_batch, share);
@@ -45,7 +43,7 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
       label += fmt::format(" (+{} of {} samples fused into another stage, timed there)", s.folded,
                            s.folded + s.count);
     }
-    out += s.stage == Stage::kTransform ? "  " + label + "\n" : "\n";
+    out += s.stage == Stage::kSegment ? "  " + label + "\n" : "\n";
   }
   return out;
 }
@@ -56,7 +54,7 @@ nlohmann::json ToJson(const StageSummary& s) {
                    {"stddev_ms", s.stddev_ms},    {"min_ms", s.min_ms},
                    {"p50_ms", s.p50_ms},          {"p95_ms", s.p95_ms},
                    {"p99_ms", s.p99_ms},          {"max_ms", s.max_ms}};
-  if (s.stage == Stage::kTransform) {
+  if (s.stage == Stage::kSegment) {
     j["row"] = s.row;
     j["label"] = s.label;
     j["folded"] = s.folded;

@@ -76,8 +76,8 @@ const char* StageName(Stage stage) {
       return "read";
     case Stage::kDecode:
       return "decode";
-    case Stage::kAugment:
-      return "augment";
+    case Stage::kTransform:
+      return "transform";
     case Stage::kCollate:
       return "collate";
     case Stage::kH2D:
@@ -86,8 +86,8 @@ const char* StageName(Stage stage) {
       return "normalize";
     case Stage::kWait:
       return "wait";
-    case Stage::kTransform:
-      return "transform";
+    case Stage::kSegment:
+      return "segment";
     case Stage::kCount:
       break;
   }
@@ -178,7 +178,7 @@ void StageStats::RecordTransform(int row, uint64_t start_ns, uint64_t end_ns,
   if (n == 0 || row < 0) return;
   const uint64_t dur = end_ns > start_ns ? end_ns - start_ns : 0;
   RecordInto((*transform_rows_)[static_cast<size_t>(std::min(row, n - 1))], dur);
-  TraceSpan(Stage::kTransform, start_ns, dur, id);
+  TraceSpan(Stage::kSegment, start_ns, dur, id);
 }
 
 void StageStats::CountFoldedTransform(int row) noexcept {
@@ -192,11 +192,11 @@ StageSummary StageStats::TransformSummary(int row) const {
   const int n = transform_count_.load(std::memory_order_acquire);
   if (row < 0 || row >= n) {
     StageSummary empty;
-    empty.stage = Stage::kTransform;
+    empty.stage = Stage::kSegment;
     empty.row = row;
     return empty;
   }
-  StageSummary s = SummaryOf((*transform_rows_)[static_cast<size_t>(row)], Stage::kTransform);
+  StageSummary s = SummaryOf((*transform_rows_)[static_cast<size_t>(row)], Stage::kSegment);
   s.row = row;
   s.label = transform_labels_[static_cast<size_t>(row)];
   return s;
@@ -226,7 +226,7 @@ StageStats::TraceBuffer* StageStats::BufferForThisThread() {
 }
 
 StageSummary StageStats::Summary(Stage stage) const {
-  if (stage == Stage::kTransform || stage == Stage::kCount) {
+  if (stage == Stage::kSegment || stage == Stage::kCount) {
     StageSummary empty;
     empty.stage = stage;
     return empty;
@@ -287,7 +287,7 @@ std::vector<StageSummary> StageStats::Summaries() const {
   for (int i = 0; i < kNumStages; ++i) {
     StageSummary s = Summary(static_cast<Stage>(i));
     if (s.count > 0) out.push_back(s);
-    if (static_cast<Stage>(i) != Stage::kAugment) continue;
+    if (static_cast<Stage>(i) != Stage::kTransform) continue;
     const int rows = transform_count_.load(std::memory_order_acquire);
     for (int r = 0; r < rows; ++r) {
       StageSummary t = TransformSummary(r);

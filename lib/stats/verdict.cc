@@ -22,7 +22,7 @@ const char* BoundOf(Stage s) {
       return "io";
     case Stage::kDecode:
       return "decode";
-    case Stage::kAugment:
+    case Stage::kTransform:
       return "transform";
     case Stage::kCollate:
       return "collate";
@@ -41,7 +41,7 @@ const char* LabelOf(Stage s) {
       return "I/O-bound";
     case Stage::kDecode:
       return "Decode-bound";
-    case Stage::kAugment:
+    case Stage::kTransform:
       return "Transform-bound";
     case Stage::kCollate:
       return "Collate-bound";
@@ -172,7 +172,7 @@ Verdict Diagnose(const std::vector<StageSummary>& summaries, const LoaderShape& 
                  double compute_ms) {
   Inputs in;
   for (const StageSummary& s : summaries) {
-    // kTransform rows break augment down: counted in augment already.
+    // kSegment rows break transform down: counted in transform already.
     if (static_cast<int>(s.stage) < kNumStages) in.by_stage[static_cast<size_t>(s.stage)] = s;
   }
   auto at = [&](Stage st) -> const StageSummary& { return in.by_stage[static_cast<size_t>(st)]; };
@@ -191,7 +191,7 @@ Verdict Diagnose(const std::vector<StageSummary>& summaries, const LoaderShape& 
   }
   if (batches == 0) {
     uint64_t samples = 0;
-    for (Stage st : {Stage::kRead, Stage::kDecode, Stage::kAugment}) {
+    for (Stage st : {Stage::kRead, Stage::kDecode, Stage::kTransform}) {
       samples = std::max(samples, at(st).count);
     }
     batches = static_cast<double>(samples) / batch;

@@ -5,7 +5,7 @@
     dspipe.synth("data/src", count=64, size=(512, 512), seed=0)
     dspipe.build("data/src", "data/train.lmdb", store="raw", shuffle=True, on_error="skip")
     dspipe.verify("data/train.lmdb")          # raises dspipe.CorruptDataset naming bad keys
-    loader = dspipe.Loader("data/train.lmdb", batch_size=8, num_threads=2)
+    loader = dspipe.Loader("data/train.lmdb", batch_size=8, threads=2)
     for batch in loader:                      # dict of torch tensors
         x, y = batch["image"], batch["mask"]
 

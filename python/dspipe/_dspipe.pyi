@@ -31,6 +31,14 @@ class MeanStdSource(enum.Enum):
     dataset = ...
     identity = ...
 
+class ImageDtype(enum.Enum):
+    float32 = ...
+    float16 = ...
+
+class MaskDtype(enum.Enum):
+    int64 = ...
+    uint8 = ...
+
 class StoreMode(enum.Enum):
     encoded = ...
     raw = ...
@@ -51,8 +59,8 @@ class CheckLevel(enum.Enum):
 class SamplerOptions:
     shuffle: bool
     seed: int
-    num_shards: int
-    shard_id: int
+    world_size: int
+    rank: int
     remainder: RemainderRule
     order: SampleOrder
     block_size: int
@@ -62,8 +70,8 @@ class SamplerOptions:
     def __init__(self, other: SamplerOptions = ...) -> None: ...
 
 class AugmentOptions:
-    hflip_p: float
-    vflip_p: float
+    hflip: float
+    vflip: float
     crop_scale_min: float
     crop_scale_max: float
     crop_ratio_min: float
@@ -85,7 +93,7 @@ class PlainLmdbOptions:
 class DatasetOpenOptions:
     verify_crc: bool
     max_readers: int
-    readahead: bool
+    os_readahead: bool
     plain: PlainLmdbOptions
     lazy_shards: bool
     def __init__(self, other: DatasetOpenOptions = ...) -> None: ...
@@ -117,8 +125,8 @@ class LoaderOptions:
 
 class DeviceOptions:
     device: int
-    fp16: bool
-    masks_int64: bool
+    dtype: ImageDtype
+    mask_dtype: MaskDtype
     mean: list[float]
     std: list[float]
     slots: int
@@ -245,7 +253,6 @@ class Batch:
     device: int
     epoch: int
     number: int
-    fp16: bool
     has_masks: bool
     pinned: bool
     images_ptr: int

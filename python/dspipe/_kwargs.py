@@ -24,7 +24,7 @@ class _PlainArgs(TypedDict, total=False):
 
 class LoaderArgs(_PlainArgs, total=False):
     batch_size: int
-    num_threads: int
+    threads: int
     prefetch: int
     readahead: int
     shuffle: bool

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -154,15 +155,15 @@ PLAIN = {
 
 LOADER: dict[str, Kwarg] = {
     "batch_size": K("LoaderOptions::batch_size", "samples per batch"),
-    "num_threads": K("LoaderOptions::threads", "worker threads; 0 = the CPUs this process may use"),
+    "threads": K("LoaderOptions::threads", "worker threads; 0 = the CPUs this process may use"),
     "prefetch": K("LoaderOptions::prefetch", "batches produced ahead of the loop"),
     "readahead": K("LoaderOptions::readahead",
                    "samples read ahead along the order; -1 = prefetch x batch_size, 0 = off"),
     "shuffle": K("SamplerOptions::shuffle", "a fresh order every epoch, from (seed, epoch)"),
     "seed": K("SamplerOptions::seed", "order and augmentation seed"),
-    "world_size": K("SamplerOptions::num_shards",
+    "world_size": K("SamplerOptions::world_size",
                     "ranks; None = torch.distributed, then $WORLD_SIZE, then 1", shown="None"),
-    "rank": K("SamplerOptions::shard_id", "this rank; None = torch.distributed, then $RANK, then 0",
+    "rank": K("SamplerOptions::rank", "this rank; None = torch.distributed, then $RANK, then 0",
               shown="None"),
     "remainder": K("SamplerOptions::remainder",
                    "samples that do not divide across ranks: 'pad', 'drop', 'uneven'",
@@ -182,8 +183,8 @@ LOADER: dict[str, Kwarg] = {
     "size": K("LoaderOptions::height LoaderOptions::width",
               "output (height, width); None = the dataset's; others are resized", _size, "None"),
     "channels": K("LoaderOptions::channels", "image channels: 0 = the dataset's, 1 or 3 (converts)"),
-    "hflip": K("AugmentOptions::hflip_p", "horizontal flip probability (image and mask)"),
-    "vflip": K("AugmentOptions::vflip_p", "vertical flip probability (image and mask)"),
+    "hflip": K("AugmentOptions::hflip", "horizontal flip probability (image and mask)"),
+    "vflip": K("AugmentOptions::vflip", "vertical flip probability (image and mask)"),
     "crop_scale": K("AugmentOptions::crop_scale_min AugmentOptions::crop_scale_max",
                     "random resized crop: area fraction (min, max), e.g. (0.08, 1); (1, 1) = off",
                     _pair),
@@ -218,17 +219,17 @@ LOADER: dict[str, Kwarg] = {
                       "'shards'/'blocks': shards fetched at once ahead of the reader"),
     "verify_crc": K("DatasetOpenOptions::verify_crc", "check each record's CRC-32 on every read"),
     "max_readers": K("DatasetOpenOptions::max_readers", "LMDB reader slots per environment"),
-    "os_readahead": K("DatasetOpenOptions::readahead", "OS readahead on the LMDB map"),
+    "os_readahead": K("DatasetOpenOptions::os_readahead", "OS readahead on the LMDB map"),
     "lazy_shards": K("DatasetOpenOptions::lazy_shards",
                      "sharded datasets: open a shard at its first read (order='shards' does)"),
     **PLAIN,
     "device": K("DeviceOptions::device",
                 "'auto' (the current CUDA device, else the CPU), 'cpu', 'cuda', 'cuda:N', N",
                 shown="'auto'"),
-    "dtype": K("DeviceOptions::fp16", "images 'float32' or 'float16'",
-               _choice({"float32": False, "float16": True}), shown="'float32'"),
-    "mask_dtype": K("DeviceOptions::masks_int64", "masks 'int64' or 'uint8'",
-                    _choice({"int64": True, "uint8": False}), shown="'int64'"),
+    "dtype": K("DeviceOptions::dtype", "images 'float32' or 'float16'", _enum(E.ImageDtype),
+               shown="'float32'"),
+    "mask_dtype": K("DeviceOptions::mask_dtype", "masks 'int64' or 'uint8'", _enum(E.MaskDtype),
+                    shown="'int64'"),
     "slots": K("DeviceOptions::slots", "batch buffer sets made up front"),
     "max_slots": K("DeviceOptions::max_slots", "most batches held at once; 0 = no limit"),
     "pin_memory": K("DeviceOptions::pin_memory", "CPU path: page-locked batches for "
@@ -349,6 +350,29 @@ def option_names() -> dict[str, str]:
     names["LoaderOptions::mean_std=dataset"] = "normalize=True"
     names["LoaderOptions::mean_std=identity"] = "normalize=False"
     return names
+
+
+# Keywords renamed to the one vocabulary (docs/reference/glossary.md): call -> {old: new}. The
+# old name works for one release with a DeprecationWarning naming the new one.
+RENAMED: dict[str, dict[str, str]] = {
+    "dspipe.Loader": {"num_threads": "threads"},
+    "dspipe.ray.convert": {"num_shards": "shards"},
+}
+
+
+def renamed(call: str, given: dict[str, Any]) -> dict[str, Any]:
+    """given with each old keyword of call under its new name (a DeprecationWarning each); both
+    spellings at once is a TypeError."""
+    out = dict(given)
+    for old, new in RENAMED.get(call, {}).items():
+        if old not in out:
+            continue
+        if new in out:
+            raise TypeError(f"{call}: {old}= and {new}= are one option; write {new}= only")
+        warnings.warn(f"{call}({old}=) is deprecated: write {new}= (the same option); {old}= "
+                      "goes in the next release", DeprecationWarning, stacklevel=3)
+        out[new] = out.pop(old)
+    return out
 
 
 def refuse_unknown(call: str, given: Mapping[str, Any], known: list[str]) -> None:

@@ -169,11 +169,11 @@ def _state_options_v1(fp: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
             return str(int(v))
         return str(v)
-    keys = {"batch_size": "batch_size", "rank": "sampler.shard_id",
-            "world_size": "sampler.num_shards", "remainder": "sampler.remainder",
+    keys = {"batch_size": "batch_size", "rank": "sampler.rank",
+            "world_size": "sampler.world_size", "remainder": "sampler.remainder",
             "order": "sampler.order", "block_size": "sampler.block_size",
-            "drop_last": "drop_last", "shuffle": "sampler.shuffle", "hflip": "augment.hflip_p",
-            "vflip": "augment.vflip_p", "transform": "transform"}
+            "drop_last": "drop_last", "shuffle": "sampler.shuffle", "hflip": "augment.hflip",
+            "vflip": "augment.vflip", "transform": "transform"}
     # States saved before order/block_size/transform existed: the global order, no pipeline.
     fp = {"order": "global", "block_size": 4096, "transform": "", **fp}
     return [(keys[k], cpp(v)) for k, v in fp.items() if k in keys]
@@ -206,9 +206,9 @@ class Loader:
     """
 
     def __init__(self, path: str | os.PathLike[str], **options: Unpack[LoaderArgs]) -> None:
-        _options.refuse_unknown("dspipe.Loader", options,
+        values: dict[str, Any] = _options.renamed("dspipe.Loader", dict(options))
+        _options.refuse_unknown("dspipe.Loader", values,
                                 [*_options.LOADER, *_options.LOADER_PYTHON])
-        values: dict[str, Any] = dict(options)
         torch = _torch()
         output = values.pop("output", None)
         if output is None:
@@ -424,7 +424,7 @@ class Loader:
     # -- introspection ------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Per-stage timing: {stage: {count, total_ms, mean_ms, stddev_ms, min_ms, p50_ms,
-        p95_ms, p99_ms, max_ms}} for read, decode, augment, collate, h2d, normalize, wait
+        p95_ms, p99_ms, max_ms}} for read, decode, transform, collate, h2d, normalize, wait
         (docs/STATS.md), plus "elapsed_ms" and "compute_ms_per_batch" (the time your loop
         spent between batches), and "corrupt": the corrupt records met so far (max_corrupt),
         {"count": n, "records": [{"index", "key", "epoch", "reason", "source"}, ...],

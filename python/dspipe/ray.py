@@ -3,7 +3,7 @@
 
     import ray, dspipe.ray
     ray.init(num_cpus=2)                       # or ray.init(address="auto") on a cluster
-    dspipe.ray.convert("data/src", "data/train", num_shards=8, num_cpus_per_task=2,
+    dspipe.ray.convert("data/src", "data/train", shards=8, num_cpus_per_task=2,
                        store="raw", shuffle=True, seed=0)
 
 Each task runs `dspipe.build(src, out, shards=N, shard_index=i, resume=True)` (the C++ builder,
@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable
 
 import dspipe
-from . import _dspipe
+from . import _dspipe, _options
 from ._progress import Progress
 
 try:
@@ -94,13 +94,13 @@ def _assemble(out: str) -> dict:
     return dspipe.assemble(out)
 
 
-def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
+def convert(src: str | os.PathLike, out: str | os.PathLike, shards: int | None = None,
             num_cpus_per_task: float = 1, memory: int | None = None, max_retries: int = 3,
             overwrite: bool = False, progress: bool | Callable[[dict], Any] = True,
             report_every_s: float = 0.5, fresh_worker_per_task: bool = False,
             staging: str | os.PathLike | None = None, push_part_mb: int = 16,
             **build_options: Any) -> dict:
-    """Converts SRC into OUT (a sharded dataset, as `dsconvert build --shards num_shards`) with
+    """Converts SRC into OUT (a sharded dataset, as `dsconvert build --shards shards`) with
     one Ray task per shard, then assembles OUT/manifest.json. Needs ray.init() first (or starts a
     local Ray with Ray's defaults).
 
@@ -126,13 +126,18 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     Returns {"records", "shards", "skipped", "report_path", "seconds", "attempts":
     {shard: n}, "resumed": {shard: resumed_from}} (attempts > 1: the shard was retried).
     """
+    if "num_shards" in build_options:  # the old name: DeprecationWarning, then shards
+        given = {"num_shards": build_options.pop("num_shards")}
+        if shards is not None:
+            given["shards"] = shards
+        shards = _options.renamed("dspipe.ray.convert", given)["shards"]
     bad = _RESERVED & build_options.keys()
     if bad:
-        raise ValueError(f"dspipe.ray.convert sets {sorted(bad)} itself; pass num_shards")
+        raise ValueError(f"dspipe.ray.convert sets {sorted(bad)} itself; pass shards")
     if "overwrite" in build_options:
         raise ValueError("pass overwrite to convert(), not as a build option")
-    if not isinstance(num_shards, int) or num_shards < 2:
-        raise ValueError(f"num_shards must be an int >= 2, got {num_shards!r}")
+    if not isinstance(shards, int) or shards < 2:
+        raise ValueError(f"shards must be an int >= 2, got {shards!r}")
     url = os.fspath(out) if dspipe._dspipe.url_scheme(str(out)) == "s3" else None
     if url is not None:
         out = staging if staging is not None else os.path.join(
@@ -158,12 +163,12 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
         resources["memory"] = memory
     task = ray.remote(max_calls=1 if fresh_worker_per_task else 0)(_build_shard).options(
         max_retries=max_retries, retry_exceptions=[OSError], **resources)
-    refs = [task.remote(src, out, num_shards, i, board, report_every_s, options)
-            for i in range(num_shards)]
+    refs = [task.remote(src, out, shards, i, board, report_every_s, options)
+            for i in range(shards)]
 
     bar = None
     if progress is True:
-        bar = Progress(f"ray convert {out} ({num_shards} shards)")
+        bar = Progress(f"ray convert {out} ({shards} shards)")
     first_done = None
     pending = list(refs)
     try:
@@ -171,20 +176,20 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=report_every_s)
             if progress is False:
                 continue
-            shards = ray.get(board.snapshot.remote())
-            done = sum(s["done"] for s in shards.values())
+            board_now = ray.get(board.snapshot.remote())
+            done = sum(s["done"] for s in board_now.values())
             # Shards not started yet count with the share they will have.
-            known = [s["total"] for s in shards.values() if s["total"]]
-            total = sum(known) + (round(sum(known) / len(known) * (num_shards - len(known)))
+            known = [s["total"] for s in board_now.values() if s["total"]]
+            total = sum(known) + (round(sum(known) / len(known) * (shards - len(known)))
                                   if known else 0)  # shards differ by at most one sample
-            if first_done is None and shards:
+            if first_done is None and board_now:
                 first_done, t_first = done, time.monotonic()
             rate = ((done - first_done) / (time.monotonic() - t_first)
                     if first_done is not None and time.monotonic() > t_first else 0.0)
             if bar is not None:
                 bar(done, total)
             elif callable(progress):
-                progress({"done": done, "total": total, "rate": rate, "shards": shards})
+                progress({"done": done, "total": total, "rate": rate, "shards": board_now})
         try:
             results = ray.get(refs)  # raises the first task's error (after its retries)
         except Exception as e:
@@ -198,7 +203,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
     finally:
         if bar is not None:
             bar.close()
-    shards = ray.get(board.snapshot.remote())
+    board_now = ray.get(board.snapshot.remote())
     if os.path.isdir(out):  # the driver sees the shared storage: no worker to start
         joined = dspipe.assemble(out)
     else:
@@ -208,7 +213,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
               "skipped": joined["skipped"], "report_path": joined["report_path"],
               "seconds": time.monotonic() - t0,
               "task_seconds": {r["shard"]: r["seconds"] for r in results},
-              "attempts": {i: s["attempts"] for i, s in sorted(shards.items())},
+              "attempts": {i: s["attempts"] for i, s in sorted(board_now.items())},
               "resumed": {r["shard"]: r["resumed_from"] for r in results}}
     if url is not None:
         result["pushed"] = _dspipe.push(out, url, push_part_mb << 20, 8)
@@ -219,5 +224,5 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, num_shards: int,
 
 
 if __name__ == "__main__":  # pragma: no cover
-    print("usage: import dspipe.ray; dspipe.ray.convert(src, out, num_shards)", file=sys.stderr)
+    print("usage: import dspipe.ray; dspipe.ray.convert(src, out, shards)", file=sys.stderr)
     sys.exit(2)

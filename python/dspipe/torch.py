@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """dspipe.torch.IterableDataset: a dspipe.Loader for code that expects a torch DataLoader.
 
-    ds = dspipe.torch.IterableDataset("train.lmdb", batch_size=8, num_threads=2)
+    ds = dspipe.torch.IterableDataset("train.lmdb", batch_size=8, threads=2)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
 
 The loader already batches and runs its own threads, so the DataLoader must not: batch_size=None

@@ -168,6 +168,8 @@ inline void BindOptions(nb::module_& m) {
   BindEnum<Interpolation>(m);
   BindEnum<NormalizeMode>(m);
   BindEnum<MeanStdSource>(m);
+  BindEnum<ImageDtype>(m);
+  BindEnum<MaskDtype>(m);
   BindEnum<StoreMode>(m);
   BindEnum<Compression>(m);
   BindEnum<OnError>(m);

@@ -21,7 +21,7 @@ namespace {
 nb::handle g_corrupt_record;  // a strong reference, never dropped (module lifetime)
 
 // What Python calls each C++ option (python/dspipe/_options.py, set at import): messages name
-// the keyword argument, e.g. "num_threads" for {{LoaderOptions::threads}}.
+// the keyword argument, e.g. "threads" for {{LoaderOptions::threads}}.
 std::unordered_map<std::string, std::string>& PythonNames() {
   static auto* names = new std::unordered_map<std::string, std::string>();
   return *names;

@@ -21,6 +21,7 @@
 
 #include "bindings.h"
 #include "dspipe/device_loader.h"
+#include "dspipe/option_fields.h"
 #include "dspipe/stats.h"
 #include "errors.h"
 #include "pipeline/cache_copy.h"
@@ -57,7 +58,6 @@ class PyBatch {
   int device() const { return batch_.device(); }
   uint64_t epoch() const { return batch_.epoch(); }
   uint64_t number() const { return batch_.number(); }
-  bool fp16() const { return batch_.fp16(); }
   bool has_masks() const { return batch_.masks() != nullptr; }
   bool pinned() const { return batch_.pinned(); }
   uintptr_t images_ptr() const { return reinterpret_cast<uintptr_t>(batch_.images()); }
@@ -73,9 +73,9 @@ class PyBatch {
     }
     return nb::make_tuple(batch_.size(), batch_.height(), batch_.width());
   }
-  std::string images_dtype() const { return batch_.fp16() ? "float16" : "float32"; }
+  std::string images_dtype() const { return std::string(EnumName(batch_.dtype())); }
   std::string masks_dtype() const {
-    return batch_.mask_classes() > 0 ? "float32" : batch_.masks_int64() ? "int64" : "uint8";
+    return batch_.mask_classes() > 0 ? "float32" : std::string(EnumName(batch_.mask_dtype()));
   }
 
   // float32 / float16 [n][c][h][w].
@@ -85,7 +85,7 @@ class PyBatch {
         static_cast<size_t>(batch_.size()), static_cast<size_t>(batch_.channels()),
         static_cast<size_t>(batch_.height()), static_cast<size_t>(batch_.width())};
     const nb::dlpack::dtype dt =
-        batch_.fp16()
+        batch_.dtype() == ImageDtype::kFloat16
             ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}
             : nb::dtype<float>();
     return Export<Fw>(self, batch_.images(), 4, shape, dt);
@@ -103,7 +103,8 @@ class PyBatch {
     const size_t shape[3] = {static_cast<size_t>(batch_.size()),
                              static_cast<size_t>(batch_.height()),
                              static_cast<size_t>(batch_.width())};
-    const nb::dlpack::dtype dt = batch_.masks_int64() ? nb::dtype<int64_t>() : nb::dtype<uint8_t>();
+    const nb::dlpack::dtype dt =
+        batch_.mask_dtype() == MaskDtype::kInt64 ? nb::dtype<int64_t>() : nb::dtype<uint8_t>();
     return Export<Fw>(self, batch_.masks(), 3, shape, dt);
   }
   // Host arrays (small): copied into new lists.
@@ -209,7 +210,7 @@ class PyLoader {
   nb::dict stats() {
     nb::dict out;
     for (const StageSummary& m : loader_->stats().Summaries()) {
-      if (m.stage != Stage::kTransform) {
+      if (m.stage != Stage::kSegment) {
         out[StageName(m.stage)] = SummaryDict(m);
         continue;
       }
@@ -258,7 +259,6 @@ void RegisterLoader(nb::module_& m) {
       .def_prop_ro("device", &PyBatch::device)
       .def_prop_ro("epoch", &PyBatch::epoch)
       .def_prop_ro("number", &PyBatch::number)
-      .def_prop_ro("fp16", &PyBatch::fp16)
       .def_prop_ro("has_masks", &PyBatch::has_masks)
       .def_prop_ro("pinned", &PyBatch::pinned)
       .def_prop_ro("images_ptr", &PyBatch::images_ptr)

@@ -650,7 +650,7 @@ LoaderOptions OverlapLoaderOptions() {
   o.batch_size = 4;
   o.threads = 2;
   o.sampler.seed = 7;
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   return o;
 }
 

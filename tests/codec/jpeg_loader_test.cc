@@ -133,7 +133,7 @@ TEST(JpegLoader, RegionDecodeGivesTheFullDecodesBatches) {
   const std::string db = JpegDataset(root);
   AugmentOptions train;
   train.crop_scale_min = 0.08;
-  train.hflip_p = 0.5;
+  train.hflip = 0.5;
   AugmentOptions val;
   val.resize_shorter = 72;
   for (const AugmentOptions& aug : {train, val}) {

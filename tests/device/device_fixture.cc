@@ -49,8 +49,8 @@ LoaderOptions TestLoaderOptions() {
   o.batch_size = 4;
   o.threads = 2;
   o.sampler.seed = 7;
-  o.augment.hflip_p = 0.5;
-  o.augment.vflip_p = 0.5;
+  o.augment.hflip = 0.5;
+  o.augment.vflip = 0.5;
   return o;
 }
 

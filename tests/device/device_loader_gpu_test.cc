@@ -126,7 +126,7 @@ void CompareEpoch([[maybe_unused]] const LoaderOptions& lo, [[maybe_unused]] con
     EXPECT_EQ(std::vector<uint8_t>(b.hflip(), b.hflip() + b.size()), r.hflip);
     for (int i = 0; i < b.size(); ++i) mirrored += b.hflip()[i];
     const size_t n = r.images.size();
-    if (d.fp16) {
+    if (d.dtype == ImageDtype::kFloat16) {
       const auto got = ToHost<uint16_t>(b.images(), n);
       for (size_t i = 0; i < n; ++i) {
         const float g = HalfBitsToFloat(got[i]);
@@ -142,7 +142,7 @@ void CompareEpoch([[maybe_unused]] const LoaderOptions& lo, [[maybe_unused]] con
     }
     ASSERT_NE(b.masks(), nullptr);
     std::vector<int64_t> masks;
-    if (d.masks_int64) {
+    if (d.mask_dtype == MaskDtype::kInt64) {
       masks = ToHost<int64_t>(b.masks(), r.masks.size());
     } else {
       const auto m8 = ToHost<uint8_t>(b.masks(), r.masks.size());
@@ -172,8 +172,8 @@ TEST(DeviceLoaderGpu, Fp32EqualsCpuLoaderWithin1UlpAndMasksExactly) {
 TEST(DeviceLoaderGpu, Fp16WithinRelative1e3AndUint8Masks) {
   SKIP_WITHOUT_GPU();
   DeviceOptions d;
-  d.fp16 = true;
-  d.masks_int64 = false;
+  d.dtype = ImageDtype::kFloat16;
+  d.mask_dtype = MaskDtype::kUInt8;
   CompareEpoch(TestLoaderOptions(), d, 2);
 }
 

@@ -66,8 +66,8 @@ void ExpectEpochEqualsReference(DeviceLoader* loader, const LoaderOptions& lo, u
     EXPECT_EQ(std::vector<int32_t>(b.labels(), b.labels() + b.size()), r.labels);
     EXPECT_EQ(std::vector<uint8_t>(b.hflip(), b.hflip() + b.size()), r.hflip);
     for (int i = 0; i < b.size(); ++i) mirrored += b.hflip()[i];
-    EXPECT_EQ(b.fp16(), d.fp16);
-    if (d.fp16) {
+    EXPECT_EQ(b.dtype(), d.dtype);
+    if (d.dtype == ImageDtype::kFloat16) {
       const auto* half = static_cast<const uint16_t*>(b.images());
       for (size_t i = 0; i < r.images.size(); ++i) {
         ASSERT_EQ(half[i], FloatToHalfBits(r.images[i])) << "batch " << k << " element " << i;
@@ -77,10 +77,11 @@ void ExpectEpochEqualsReference(DeviceLoader* loader, const LoaderOptions& lo, u
           << "batch " << k;
     }
     ASSERT_NE(b.masks(), nullptr);
-    EXPECT_EQ(b.masks_int64(), d.masks_int64);
+    EXPECT_EQ(b.mask_dtype(), d.mask_dtype);
     for (size_t i = 0; i < r.masks.size(); ++i) {
-      const int64_t got = d.masks_int64 ? static_cast<const int64_t*>(b.masks())[i]
-                                        : static_cast<const uint8_t*>(b.masks())[i];
+      const int64_t got = d.mask_dtype == MaskDtype::kInt64
+                              ? static_cast<const int64_t*>(b.masks())[i]
+                              : static_cast<const uint8_t*>(b.masks())[i];
       ASSERT_EQ(got, r.masks[i]) << "batch " << k << " mask pixel " << i;
     }
   }
@@ -112,8 +113,8 @@ TEST(DeviceLoaderCpu, Fp16AndUint8MasksAndExplicitMeanStd) {
   LoaderOptions lo = TestLoaderOptions();
   DeviceOptions d;
   d.device = DeviceOptions::kCpu;
-  d.fp16 = true;
-  d.masks_int64 = false;
+  d.dtype = ImageDtype::kFloat16;
+  d.mask_dtype = MaskDtype::kUInt8;
   d.mean = {100.0};  // one value: every channel
   d.std = {50.0, 60.0, 70.0};
   auto loader = OpenOrDie(lo, d);

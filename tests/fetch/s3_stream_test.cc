@@ -480,8 +480,8 @@ TEST_F(S3StreamLimitTest, TwoRanksSharingOneCacheDirStreamThreeEpochsEachSampleO
   Rank ranks[2];
   for (int r = 0; r < 2; ++r) {
     LoaderOptions o = Options(cache, limit, SampleOrder::kShards);
-    o.sampler.num_shards = 2;
-    o.sampler.shard_id = r;
+    o.sampler.world_size = 2;
+    o.sampler.rank = r;
     ASSERT_OK(Loader::Open("s3://bkt/sixteen/", o, &ranks[r].loader));
     ASSERT_NE(cache::CacheStateOf(ranks[r].loader->dataset()).stream, nullptr);
     LoaderOptions local = o;

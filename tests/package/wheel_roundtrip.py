@@ -82,7 +82,7 @@ def run(*cmd):
 
 
 def epoch(path, **kw):
-    loader = dspipe.Loader(path, batch_size=4, num_threads=2, shuffle=False, device="cpu",
+    loader = dspipe.Loader(path, batch_size=4, threads=2, shuffle=False, device="cpu",
                            output="numpy", **kw)
     return loader, [np.array(b["image"]) for b in loader]
 

@@ -48,7 +48,7 @@ double Agreement(const cv::Mat& a, const cv::Mat& b) {
 
 TEST(AugmentTest, DrawIsAFunctionOfSeedEpochIndex) {
   AugmentOptions o;
-  o.hflip_p = o.vflip_p = 0.5;
+  o.hflip = o.vflip = 0.5;
   o.crop_scale_min = 0.2;
   auto same = [](const AugmentParams& a, const AugmentParams& b) {
     return a.crop_x == b.crop_x && a.crop_y == b.crop_y && a.crop_w == b.crop_w &&
@@ -69,8 +69,8 @@ TEST(AugmentTest, DrawIsAFunctionOfSeedEpochIndex) {
 
 TEST(AugmentTest, FlipProbabilitiesAndCropRanges) {
   AugmentOptions o;
-  o.hflip_p = 0.3;
-  o.vflip_p = 0.8;
+  o.hflip = 0.3;
+  o.vflip = 0.8;
   o.crop_scale_min = 0.25;
   o.crop_scale_max = 0.5;
   int h = 0, v = 0;
@@ -150,8 +150,8 @@ TEST(AugmentTest, MaskStaysAlignedWithImageUnderEveryAugmentation) {
                         {0.5, 0.5, 0.5, 61, 77}};
   for (const Case& c : cases) {
     AugmentOptions o;
-    o.hflip_p = c.hflip;
-    o.vflip_p = c.vflip;
+    o.hflip = c.hflip;
+    o.vflip = c.vflip;
     o.crop_scale_min = c.scale_min;
     for (uint64_t index = 0; index < 20; ++index) {
       const auto p = DrawAugment(o, 3, 1, index, src.image.rows, src.image.cols);
@@ -183,8 +183,8 @@ TEST(AugmentTest, MaskStaysAlignedWithImageUnderEveryAugmentation) {
 TEST(AugmentTest, ValidateNamesTheField) {
   AugmentOptions o;
   EXPECT_TRUE(o.Validate().ok());
-  o.hflip_p = 1.5;
-  EXPECT_NE(o.Validate().message().find("hflip_p"), std::string::npos);
+  o.hflip = 1.5;
+  EXPECT_NE(o.Validate().message().find("hflip"), std::string::npos);
   o = AugmentOptions();
   o.crop_scale_min = 0.0;
   EXPECT_NE(o.Validate().message().find("crop_scale"), std::string::npos);

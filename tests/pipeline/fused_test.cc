@@ -87,7 +87,7 @@ class FusedLoaderTest : public testing::EncodedLmdbTest {
     LoaderOptions o;
     o.batch_size = 4;
     o.threads = 2;
-    o.augment.hflip_p = 0.5;
+    o.augment.hflip = 0.5;
     o.normalize = NormalizeMode::kCpuFloat32;
     return o;
   }
@@ -195,10 +195,10 @@ TEST_F(FusedLoaderTest, DecodeStageHoldsTheFusedFlipAndNormalize) {
     EXPECT_EQ(st.Summary(Stage::kNormalize).count, 4u) << fused;  // one per batch
     if (fused) {
       // Every sample took the fused path: no separate flip, no separate normalize time.
-      EXPECT_EQ(st.Summary(Stage::kAugment).count, 0u);
+      EXPECT_EQ(st.Summary(Stage::kTransform).count, 0u);
       EXPECT_EQ(st.Summary(Stage::kNormalize).total_ms, 0.0);
     } else {
-      EXPECT_EQ(st.Summary(Stage::kAugment).count, static_cast<uint64_t>(kCount));
+      EXPECT_EQ(st.Summary(Stage::kTransform).count, static_cast<uint64_t>(kCount));
       EXPECT_GT(st.Summary(Stage::kNormalize).total_ms, 0.0);
     }
   }

@@ -5,6 +5,7 @@
 // batches_left counts down, and a state's identity is the data's content, not its path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -32,7 +33,7 @@ class LoaderStateTest : public testing::EncodedLmdbTest {
     o.batch_size = 4;
     o.threads = 2;
     o.sampler.seed = 7;
-    o.augment.hflip_p = 0.5;
+    o.augment.hflip = 0.5;
     return o;
   }
   std::unique_ptr<Loader> Open(const LoaderOptions& o, const std::string& path = "") {
@@ -184,7 +185,7 @@ TEST_F(LoaderStateTest, BatchesInNextPassIsWhatTheNextPassYields) {
   for (const bool drop_last : {false, true}) {
     LoaderOptions o = Options();
     o.drop_last = drop_last;
-    o.sampler.num_shards = 2;  // 5 samples per rank: 4 + 1, or 4 with drop_last
+    o.sampler.world_size = 2;  // 5 samples per rank: 4 + 1, or 4 with drop_last
     auto loader = Open(o);
     const uint64_t full = drop_last ? 1 : 2;
     EXPECT_EQ(loader->batches_in_next_pass(), full);
@@ -247,8 +248,8 @@ TEST_F(LoaderStateTest, IdentityIsTheContentNotThePath) {
   // Other options: each difference named (as its C++ field), the seed and threads free.
   LoaderOptions o = Options();
   o.batch_size = 5;
-  o.sampler.num_shards = 2;
-  o.sampler.shard_id = 1;
+  o.sampler.world_size = 2;
+  o.sampler.rank = 1;
   o.sampler.seed = 99;
   o.threads = 1;
   s = Open(o)->Restore(state);
@@ -256,17 +257,41 @@ TEST_F(LoaderStateTest, IdentityIsTheContentNotThePath) {
   EXPECT_NE(s.message().find("LoaderOptions::batch_size: state has 4, this loader 5"),
             std::string::npos)
       << s.ToString();
-  EXPECT_NE(s.message().find("SamplerOptions::shard_id: state has 0, this loader 1"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("SamplerOptions::rank: state has 0, this loader 1"), std::string::npos)
       << s.ToString();
-  EXPECT_NE(s.message().find("SamplerOptions::num_shards"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("SamplerOptions::world_size"), std::string::npos) << s.ToString();
   EXPECT_EQ(s.message().find("seed"), std::string::npos) << s.ToString();
   EXPECT_EQ(s.message().find("threads"), std::string::npos) << s.ToString();
   // Front ends render the options in their own names.
   const std::string python = s.Render([](std::string_view field, std::string_view) {
-    return field == "SamplerOptions::shard_id" ? std::string("rank") : std::string(field);
+    return field == "SamplerOptions::rank" ? std::string("rank") : std::string(field);
   });
   EXPECT_NE(python.find("rank: state has 0, this loader 1"), std::string::npos) << python;
+
+  // A state saved before the options were renamed (num_shards / shard_id / hflip_p / vflip_p
+  // to world_size / rank / hflip / vflip) restores into a loader with the same options, and is
+  // compared under the new names.
+  LoaderOptions ranked = Options();
+  ranked.sampler.world_size = 2;
+  ranked.sampler.rank = 1;
+  ranked.augment.vflip = 0.25;
+  LoaderState saved = Open(ranked)->state();
+  for (auto& [key, value] : saved.options) {
+    if (key == "sampler.world_size") key = "sampler.num_shards";
+    if (key == "sampler.rank") key = "sampler.shard_id";
+    if (key == "augment.hflip") key = "augment.hflip_p";
+    if (key == "augment.vflip") key = "augment.vflip_p";
+  }
+  ASSERT_EQ(std::count_if(saved.options.begin(), saved.options.end(),
+                          [](const auto& kv) { return kv.first == "sampler.shard_id"; }),
+            1);
+  EXPECT_TRUE(Open(ranked)->Restore(saved).ok());
+  s = Open(Options())->Restore(saved);
+  EXPECT_NE(s.message().find("SamplerOptions::rank: state has 1, this loader 0"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("AugmentOptions::vflip: state has 0.25, this loader 0"),
+            std::string::npos)
+      << s.ToString();
 
   // Issue 40 item 16: fields that go together (Python's size) are one entry, not "size: ...;
   // size: ..." twice.

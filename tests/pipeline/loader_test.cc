@@ -116,8 +116,8 @@ TEST_F(LoaderTest, EverySampleExactlyOncePerEpochAcrossShards) {
         size_t per_rank = 0;
         for (int rank = 0; rank < shards; ++rank) {
           LoaderOptions o = Options(4, 2);
-          o.sampler.num_shards = shards;
-          o.sampler.shard_id = rank;
+          o.sampler.world_size = shards;
+          o.sampler.rank = rank;
           o.sampler.remainder = rule;
           auto loader = Open(o);
           size_t mine = 0;
@@ -153,8 +153,8 @@ TEST_F(LoaderTest, SameSeedGivesIdenticalBatchesFor1To4Threads) {
     o.prefetch = 3;
     o.height = 32;
     o.width = 24;
-    o.augment.hflip_p = 0.5;
-    o.augment.vflip_p = 0.5;
+    o.augment.hflip = 0.5;
+    o.augment.vflip = 0.5;
     o.augment.crop_scale_min = 0.3;
     o.normalize = NormalizeMode::kCpuFloat32;
     auto loader = Open(o);
@@ -171,8 +171,8 @@ TEST_F(LoaderTest, SameSeedGivesIdenticalBatchesFor1To4Threads) {
   LoaderOptions o = Options(5, 2);
   o.height = 32;
   o.width = 24;
-  o.augment.hflip_p = 0.5;
-  o.augment.vflip_p = 0.5;
+  o.augment.hflip = 0.5;
+  o.augment.vflip = 0.5;
   o.augment.crop_scale_min = 0.3;
   o.normalize = NormalizeMode::kCpuFloat32;
   o.sampler.seed = 99;
@@ -202,8 +202,8 @@ TEST_F(LoaderTest, MaskStaysAlignedUnderEveryAugmentation) {
   };
   for (const Case& c : cases) {
     LoaderOptions o = Options(4, 2);
-    o.augment.hflip_p = c.hflip;
-    o.augment.vflip_p = c.vflip;
+    o.augment.hflip = c.hflip;
+    o.augment.vflip = c.vflip;
     o.augment.crop_scale_min = c.scale_min;
     o.augment.image_interpolation = c.interp;
     o.height = c.h;
@@ -243,7 +243,7 @@ TEST_F(LoaderTest, MaskStaysAlignedUnderEveryAugmentation) {
 
 TEST_F(LoaderTest, ResumeContinuesExactlyLikeAnUninterruptedRun) {
   LoaderOptions o = Options(4, 2);
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   o.augment.crop_scale_min = 0.5;
   o.height = o.width = 24;
   auto full = Open(o);
@@ -332,7 +332,7 @@ long ResidentKiB() {
 TEST_F(LoaderTest, MemoryDoesNotGrowOver20Epochs) {
   LoaderOptions o = Options(4, 2);
   o.prefetch = 2;
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   o.augment.crop_scale_min = 0.5;
   o.normalize = NormalizeMode::kCpuFloat32;
   auto loader = Open(o);
@@ -447,7 +447,7 @@ TEST_F(LoaderTest, EndOfEpochAdvancesAndSetEpochRestarts) {
 // defer_hflip: the flip is drawn and reported but left to the consumer (the GPU normalizer).
 TEST_F(LoaderTest, DeferredHflipLeavesPixelsAndReportsFlags) {
   LoaderOptions o = Options(4, 2);
-  o.augment.hflip_p = 1.0;
+  o.augment.hflip = 1.0;
   o.defer_hflip = true;
   auto loader = Open(o);
   const size_t n = static_cast<size_t>(kH) * kW;
@@ -490,14 +490,14 @@ TEST_F(LoaderTest, StatsCoverEveryStage) {
     ~Restore() { pipeline::SetFusedDecodeEnabled(true); }
   } restore;
   LoaderOptions o = Options(4, 2);
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   o.normalize = NormalizeMode::kCpuFloat32;
   auto loader = Open(o);
   testing::RunEpochs(loader.get(), 0, 1);
   StageStats& st = loader->stats();
   EXPECT_EQ(st.Summary(Stage::kRead).count, static_cast<uint64_t>(kCount));
   EXPECT_EQ(st.Summary(Stage::kDecode).count, static_cast<uint64_t>(kCount));
-  EXPECT_EQ(st.Summary(Stage::kAugment).count, static_cast<uint64_t>(kCount));
+  EXPECT_EQ(st.Summary(Stage::kTransform).count, static_cast<uint64_t>(kCount));
   EXPECT_EQ(st.Summary(Stage::kCollate).count, 6u);
   EXPECT_EQ(st.Summary(Stage::kNormalize).count, 6u);
   EXPECT_EQ(st.Summary(Stage::kWait).count, 6u);
@@ -512,7 +512,7 @@ TEST_F(LoaderTest, RawZstdAndShardedDatasetsGiveTheSamePixels) {
   const std::string sharded =
       testing::Build(*root_ + "/src", *root_ + "/sharded", StoreMode::kEncoded, 3);
   LoaderOptions o = Options(4, 2);
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   auto a = Open(o);
   const auto want = testing::RunEpochs(a.get(), 0, 1);
   for (const std::string& path : {raw, sharded}) {
@@ -530,10 +530,10 @@ TEST_F(LoaderTest, RejectsBadOptionsNamingTheField) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("batch_size"), std::string::npos) << s.ToString();
   o = LoaderOptions();
-  o.sampler.num_shards = 2;
-  o.sampler.shard_id = 5;
+  o.sampler.world_size = 2;
+  o.sampler.rank = 5;
   s = Loader::Open(*encoded_, o, &loader);
-  EXPECT_NE(s.message().find("shard_id"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("rank"), std::string::npos) << s.ToString();
   o = LoaderOptions();
   o.normalize = NormalizeMode::kCpuFloat32;
   o.mean = {1, 2};

@@ -48,8 +48,8 @@ class RankTest : public ::testing::Test {
     o.sampler.seed = 99;
     o.sampler.order = order;
     o.sampler.block_size = 5;
-    o.sampler.num_shards = kRanks;
-    o.sampler.shard_id = rank;
+    o.sampler.world_size = kRanks;
+    o.sampler.rank = rank;
     o.sampler.remainder = rule;
     o.drop_last = drop_last;
     return o;
@@ -415,7 +415,7 @@ TEST_F(RankTest, LazyShardsOpenOnceUnderConcurrentReadsAndNotAfterFork) {
 
 TEST_F(RankTest, FewerShardsThanRanksIsAClearError) {
   LoaderOptions o = Options(SampleOrder::kShards, 0, RemainderRule::kPad, false);
-  o.sampler.num_shards = kShards + 1;
+  o.sampler.world_size = kShards + 1;
   std::unique_ptr<Loader> loader;
   Status s = Loader::Open(*path_, o, &loader);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();

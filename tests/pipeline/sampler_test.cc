@@ -15,8 +15,8 @@ namespace {
 Sampler Make(uint64_t n, int shards, int rank, RemainderRule rule, bool shuffle = true,
              uint64_t seed = 7) {
   SamplerOptions o;
-  o.num_shards = shards;
-  o.shard_id = rank;
+  o.world_size = shards;
+  o.rank = rank;
   o.remainder = rule;
   o.shuffle = shuffle;
   o.seed = seed;
@@ -131,13 +131,13 @@ TEST(SamplerTest, RejectsBadOptions) {
   Sampler s;
   SamplerOptions o;
   EXPECT_EQ(Sampler::Create(0, o, &s).code(), Status::Code::kInvalidArgument);
-  o.num_shards = 2;
-  o.shard_id = 2;
+  o.world_size = 2;
+  o.rank = 2;
   Status st = Sampler::Create(10, o, &s);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(st.message().find("shard_id"), std::string::npos) << st.ToString();
-  o.num_shards = 4;
-  o.shard_id = 3;
+  EXPECT_NE(st.message().find("rank"), std::string::npos) << st.ToString();
+  o.world_size = 4;
+  o.rank = 3;
   o.remainder = RemainderRule::kDrop;
   EXPECT_FALSE(Sampler::Create(3, o, &s).ok());
   o.remainder = RemainderRule::kUneven;
@@ -153,8 +153,8 @@ SamplerOptions OrderOptions(SampleOrder order, int ranks, int rank, RemainderRul
   SamplerOptions o;
   o.order = order;
   o.block_size = block_size;
-  o.num_shards = ranks;
-  o.shard_id = rank;
+  o.world_size = ranks;
+  o.rank = rank;
   o.remainder = rule;
   o.seed = 11;
   return o;
@@ -375,8 +375,8 @@ Sampler Weighted(std::vector<double> w, uint64_t n, bool replacement, int shards
   o.weights = std::move(w);
   o.num_samples = n;
   o.replacement = replacement;
-  o.num_shards = shards;
-  o.shard_id = rank;
+  o.world_size = shards;
+  o.rank = rank;
   o.remainder = rule;
   Sampler s;
   const Status st = Sampler::Create(o.weights.size(), o, &s);

@@ -40,7 +40,7 @@ StageSummary Stage(dspipe::Stage st, uint64_t count, double total_ms, double p50
 std::set<std::string> AllSuggestions() {
   std::set<std::string> out;
   const dspipe::Stage heavy[] = {dspipe::Stage::kRead,      dspipe::Stage::kDecode,
-                                 dspipe::Stage::kAugment,   dspipe::Stage::kCollate,
+                                 dspipe::Stage::kTransform, dspipe::Stage::kCollate,
                                  dspipe::Stage::kH2D,       dspipe::Stage::kNormalize};
   for (dspipe::Stage h : heavy) {
     for (const char* store : {"encoded", "raw", "plain"}) {

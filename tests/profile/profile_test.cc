@@ -65,7 +65,7 @@ TEST(RunProfile, EndToEndOnSynthLmdb) {
   }
   // The synth PNGs take the fused path (flip + normalize inside decode, pipeline/sample.h): no
   // augment spans, and a note says what decode holds.
-  EXPECT_EQ(Find(r, Stage::kAugment), nullptr);
+  EXPECT_EQ(Find(r, Stage::kTransform), nullptr);
   // "N of N": every decoded sample took it (counted from the decode paths, one snapshot).
   const auto fused_note = std::find_if(r.notes.begin(), r.notes.end(), [](const std::string& n) {
     return n.find("samples took the fused PNG path") != std::string::npos;
@@ -85,13 +85,13 @@ TEST(RunProfile, EndToEndOnSynthLmdb) {
     const Status s = RunProfile(SmallDataset().lmdb, Small(), &unfused);
     pipeline::SetFusedDecodeEnabled(true);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_NE(Find(unfused, Stage::kAugment), nullptr);
+    ASSERT_NE(Find(unfused, Stage::kTransform), nullptr);
     // Every sample is decoded and then augmented, but the stats are reset after the warm-up and
     // snapshotted at the end while the prefetching workers run: a worker between its decode
     // and its augment at either moment makes the counts differ by one (54 augments against 53
     // decodes under ASan beside a busy build), so at most 2 x threads apart.
     const auto decoded = static_cast<int64_t>(Find(unfused, Stage::kDecode)->count);
-    const auto augmented = static_cast<int64_t>(Find(unfused, Stage::kAugment)->count);
+    const auto augmented = static_cast<int64_t>(Find(unfused, Stage::kTransform)->count);
     EXPECT_LE(std::abs(decoded - augmented), 2 * Small().threads) << decoded << " " << augmented;
     EXPECT_GE(augmented, 48 - 2 * 8);
     for (const std::string& n : unfused.notes) EXPECT_EQ(n.find("fused"), std::string::npos) << n;
@@ -348,8 +348,8 @@ TEST(FolderProfile, FolderBatchesEqualLmdbBatches) {
   EXPECT_EQ(folder->Files().size(), 48u);
   LoaderOptions lo;
   lo.threads = 2;
-  lo.augment.hflip_p = 0.5;
-  lo.augment.vflip_p = 0.5;
+  lo.augment.hflip = 0.5;
+  lo.augment.vflip = 0.5;
   std::unique_ptr<Loader> a, b;
   ASSERT_TRUE(Loader::Open(SmallDataset().lmdb, lo, &a).ok());
   ASSERT_TRUE(Loader::Create(std::shared_ptr<const Dataset>(std::move(folder)), lo, &b).ok());

@@ -41,7 +41,7 @@ ProfileResult Synthetic(double read, double decode, double augment, double wait,
   r.images_per_s = 400;
   r.mb_per_s = 12.5;
   r.stages = {Stat(Stage::kRead, 800, read), Stat(Stage::kDecode, 800, decode),
-              Stat(Stage::kAugment, 800, augment), Stat(Stage::kCollate, 100, 0.01),
+              Stat(Stage::kTransform, 800, augment), Stat(Stage::kCollate, 100, 0.01),
               Stat(Stage::kWait, 100, wait)};
   r.shape.batch_size = 8;
   r.shape.threads = 2;
@@ -212,7 +212,7 @@ TEST(ReportHtml, SelfContainedWithStagesVerdictAndCharts) {
   report.run = Synthetic(0.1, 2.0, 0.1, 1.0, 0);
   std::string html = ReportHtml(report);
   ExpectSelfContained(html);
-  for (const char* stage : {"read", "decode", "augment", "collate", "wait"}) {
+  for (const char* stage : {"read", "decode", "transform", "collate", "wait"}) {
     EXPECT_NE(html.find(std::string(">") + stage + "<"), std::string::npos) << stage;
   }
   EXPECT_NE(html.find("/data/&lt;train&gt;.lmdb"), std::string::npos);  // escaped

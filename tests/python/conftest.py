@@ -22,7 +22,7 @@ def dataset(tmp_path_factory):
 
 def cpu_loader(path, **kw):
     kw.setdefault("batch_size", 4)
-    kw.setdefault("num_threads", 2)
+    kw.setdefault("threads", 2)
     kw.setdefault("device", "cpu")
     return dspipe.Loader(path, **kw)
 

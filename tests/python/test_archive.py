@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 
 def batches(path):
-    loader = dspipe.Loader(path, batch_size=4, num_threads=1, device="cpu")
+    loader = dspipe.Loader(path, batch_size=4, threads=1, device="cpu")
     return [{k: v.clone() for k, v in b.items() if v is not None} for b in loader]
 
 

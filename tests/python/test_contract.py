@@ -181,7 +181,7 @@ def test_len_is_the_batches_of_the_pass_a_loop_would_make(dataset):
 def test_dataloader_adapter_refuses_rebatching(dataset):
     from dspipe.torch import IterableDataset
 
-    ds = IterableDataset(dataset, batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    ds = IterableDataset(dataset, batch_size=4, threads=2, device="cpu", shuffle=False)
     with pytest.raises(TypeError, match="batch_size=None"):
         next(iter(torch.utils.data.DataLoader(ds)))
     with pytest.raises(TypeError, match="2 at a time"):
@@ -195,7 +195,7 @@ def test_dataloader_adapter_refuses_rebatching(dataset):
     it = iter(dl)
     next(it)
     sd = ds.state_dict()
-    again = IterableDataset(dataset, batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    again = IterableDataset(dataset, batch_size=4, threads=2, device="cpu", shuffle=False)
     again.load_state_dict(sd)
     assert len(again) == 6
     rest = [b["index"].tolist() for b in torch.utils.data.DataLoader(again, batch_size=None)]

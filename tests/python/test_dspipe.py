@@ -37,7 +37,7 @@ def test_end_to_end_api(dataset, tmp_path):
     assert info["classes"] == 3 and len(info["mean"]) == 3 and len(info["std"]) == 3
     assert "records" in dspipe.describe(dataset) or str(COUNT) in dspipe.describe(dataset)
 
-    loader = dspipe.Loader(dataset, batch_size=8, shuffle=True, seed=0, num_threads=2,
+    loader = dspipe.Loader(dataset, batch_size=8, shuffle=True, seed=0, threads=2,
                            prefetch=2, device="auto", dtype="float32", normalize=True,
                            hflip=0.5, vflip=0.0, drop_last=True, rank=None, world_size=None)
     assert len(loader) == COUNT // 8
@@ -285,7 +285,7 @@ def run_python(code, *args, **kw):
 def test_keyboard_interrupt_stops_iteration(dataset):
     code = """
         import sys, dspipe
-        loader = dspipe.Loader(sys.argv[1], batch_size=4, num_threads=2, device="cpu")
+        loader = dspipe.Loader(sys.argv[1], batch_size=4, threads=2, device="cpu")
         first = True
         while True:
             for b in loader:
@@ -352,7 +352,7 @@ def test_cli_entry_points_installed(dataset):
 def test_torch_iterable_dataset(dataset):
     from dspipe.torch import IterableDataset
 
-    ds = IterableDataset(dataset, batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    ds = IterableDataset(dataset, batch_size=4, threads=2, device="cpu", shuffle=False)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
     indices = [i for b in dl for i in b["index"].tolist()]
     assert indices == list(range(COUNT))
@@ -366,7 +366,7 @@ needs_gpu = pytest.mark.skipif(
 @needs_gpu
 def test_gpu_auto_device_zero_copy_and_stream(dataset):
     dev = torch.cuda.current_device()
-    loader = dspipe.Loader(dataset, batch_size=4, num_threads=2, device="auto")
+    loader = dspipe.Loader(dataset, batch_size=4, threads=2, device="auto")
     assert loader.on_device
     raw = loader.next_raw()
     b = loader.convert(raw)
@@ -376,7 +376,7 @@ def test_gpu_auto_device_zero_copy_and_stream(dataset):
     cpu = next(iter(cpu_loader(dataset, shuffle=True)))
     assert torch.allclose(b["image"].cpu(), cpu["image"], atol=1e-5)
     s = torch.cuda.Stream()
-    dl = dspipe.Loader(dataset, batch_size=4, num_threads=2, device="cuda", output="dlpack")
+    dl = dspipe.Loader(dataset, batch_size=4, threads=2, device="cuda", output="dlpack")
     with torch.cuda.stream(s):
         x = torch.from_dlpack(next(iter(dl))["image"])  # __dlpack__(stream=s) waits on it
         assert float(x.abs().sum()) > 0

@@ -31,8 +31,8 @@ def test_errors_name_keyword_arguments_not_flags(dataset, tmp_path):
         dspipe.build(src, tmp_path / "x", resume=True, overwrite=True, progress=False)
     with pytest.raises(ValueError, match=r"shard_index must be 0\.\.2 and needs shards > 1"):
         dspipe.build(src, tmp_path / "x", shards=3, shard_index=5, progress=False)
-    with pytest.raises(ValueError, match=r"num_threads must be >= 0"):
-        cpu_loader(dataset, num_threads=-1)
+    with pytest.raises(ValueError, match=r"threads must be >= 0"):
+        cpu_loader(dataset, threads=-1)
     with pytest.raises(ValueError, match=r"batch_size must be >= 1"):
         cpu_loader(dataset, batch_size=0)
     with pytest.raises(ValueError, match=r"rank must be in \[0, world_size=2\), got 2"):
@@ -86,7 +86,7 @@ def test_cuda_without_cuda_is_a_clear_dspipe_error(dataset):
         assert f"device={device!r}" in msg and "Pass device='cpu'" in msg, msg
         assert dspipe.cuda_status()["reason"] in msg or "torch" in msg, msg
     assert isinstance(e.value, RuntimeError)
-    loader = dspipe.Loader(dataset, device="auto", batch_size=4, num_threads=2)
+    loader = dspipe.Loader(dataset, device="auto", batch_size=4, threads=2)
     assert not loader.on_device
     for _ in loader:
         pass
@@ -99,11 +99,11 @@ def test_cuda_without_cuda_is_a_clear_dspipe_error(dataset):
 def test_pin_memory_without_cuda_is_a_noop_with_one_log_line(dataset):
     code = """
         import sys, dspipe, torch
-        a = dspipe.Loader(sys.argv[1], batch_size=4, num_threads=2, device="cpu",
+        a = dspipe.Loader(sys.argv[1], batch_size=4, threads=2, device="cpu",
                           pin_memory=True, shuffle=False)
-        b = dspipe.Loader(sys.argv[1], batch_size=4, num_threads=2, device="cpu",
+        b = dspipe.Loader(sys.argv[1], batch_size=4, threads=2, device="cpu",
                           pin_memory=True, shuffle=False)
-        c = dspipe.Loader(sys.argv[1], batch_size=4, num_threads=2, device="cpu", shuffle=False)
+        c = dspipe.Loader(sys.argv[1], batch_size=4, threads=2, device="cpu", shuffle=False)
         for x, y, z in zip(a, b, c):
             assert torch.equal(x["image"], z["image"]) and torch.equal(y["mask"], z["mask"])
         assert not a.next_raw().pinned

@@ -184,7 +184,7 @@ def test_fetch_dataset_loads_like_the_local_one(tmp_path):
         assert dspipe.verify(tmp_path / "out" / "ds") == {"records": 20, "bad": 0}
 
         def epoch(path):
-            loader = dspipe.Loader(str(path), batch_size=5, num_threads=2, shuffle=False,
+            loader = dspipe.Loader(str(path), batch_size=5, threads=2, shuffle=False,
                                    device="cpu")
             return [b["image"].numpy().copy() for b in loader]
 
@@ -213,7 +213,7 @@ def test_loader_over_a_url_goes_through_the_cache(tmp_path, monkeypatch):
     server = Server(root)
     try:
         def epoch(path, **kw):
-            loader = dspipe.Loader(path, batch_size=5, num_threads=2, shuffle=False,
+            loader = dspipe.Loader(path, batch_size=5, threads=2, shuffle=False,
                                    device="cpu", **kw)
             return loader, [b["image"].numpy().copy() for b in loader]
 

@@ -631,7 +631,7 @@ def test_after_a_corrupt_record_the_same_iterator_goes_on_with_the_epoch(dataset
         key = (5).to_bytes(8, "big")
         txn.put(key, txn.get(key)[:40])  # a truncated record in the second batch
     env.close()
-    loader = dspipe.Loader(str(path), batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    loader = dspipe.Loader(str(path), batch_size=4, threads=2, device="cpu", shuffle=False)
     it = iter(loader)
     seen, errors = [], []
     while True:
@@ -656,7 +656,7 @@ def test_after_a_corrupt_record_the_same_iterator_goes_on_with_the_epoch(dataset
     torch = pytest.importorskip("torch")
     from dspipe.torch import IterableDataset
 
-    ds = IterableDataset(str(path), batch_size=4, num_threads=2, device="cpu", shuffle=False)
+    ds = IterableDataset(str(path), batch_size=4, threads=2, device="cpu", shuffle=False)
     it = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0))
     n = 0
     while True:
@@ -818,7 +818,7 @@ def test_batches_kept_then_released_give_their_buffers_back(dataset):
     # more epochs: the pool never shrank.
     import gc
 
-    loader = dspipe.Loader(dataset, batch_size=4, num_threads=2, device="cpu", prefetch=2)
+    loader = dspipe.Loader(dataset, batch_size=4, threads=2, device="cpu", prefetch=2)
     keep = list(loader)
     assert len(keep) == 7 and loader.pool_buffers() >= 7
     del keep

@@ -15,7 +15,7 @@ def test_next_raw_from_two_threads_delivers_every_sample_once(tmp_path):
     out = tmp_path / "ds.lmdb"
     dspipe.build(src, out, progress=False)
     for _ in range(3):
-        loader = dspipe.Loader(out, batch_size=4, device="cpu", output="numpy", num_threads=2)
+        loader = dspipe.Loader(out, batch_size=4, device="cpu", output="numpy", threads=2)
         loader.set_epoch(0)
         delivered: list[int] = []
         errors: list[str] = []

@@ -13,8 +13,10 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
+
 import pytest
 
 import dspipe
@@ -50,7 +52,7 @@ def test_bound_structs_have_the_cpp_defaults():
     assert (lo.batch_size, lo.prefetch, lo.readahead, lo.cache) == (8, 2, -1, "off")
     assert lo.sampler.remainder == _dspipe.RemainderRule.pad and lo.sampler.block_size == 4096
     assert lo.augment.crop_ratio_min == 0.75 and lo.dataset.plain.image_key == "{key}"
-    assert (d.device, d.slots, d.masks_int64, d.pin_memory) == (-1, 2, True, False)
+    assert (d.device, d.slots, d.mask_dtype.name, d.pin_memory) == (-1, 2, "int64", False)
     assert b.commit_bytes == 64 << 20 and b.on_error == _dspipe.OnError.fail
     lo.sampler.seed = 11  # nested structs are the loader's own, not copies
     assert lo.sampler.seed == 11
@@ -61,8 +63,8 @@ def test_bound_structs_have_the_cpp_defaults():
 
 
 def test_unknown_names_are_refused_listing_close_ones(dataset):
-    with pytest.raises(TypeError, match=r"'num_thread' \(did you mean 'num_threads'\?\)"):
-        dspipe.Loader(dataset, num_thread=2)
+    with pytest.raises(TypeError, match=r"'thread' \(did you mean 'threads'\?\)"):
+        dspipe.Loader(dataset, thread=2)
     with pytest.raises(TypeError, match="'hflip_p' .*'hflip'"):
         dspipe.Loader(dataset, hflip_p=0.5)
     with pytest.raises(TypeError, match="unknown keyword argument 'zzz'; help"):
@@ -73,6 +75,19 @@ def test_unknown_names_are_refused_listing_close_ones(dataset):
         dspipe.Loader(dataset, remainder="even")
     with pytest.raises(TypeError, match=r"batch_size='8'"):
         dspipe.Loader(dataset, batch_size="8")
+
+
+def test_a_renamed_keyword_works_for_a_release_with_a_warning_naming_the_new_one(dataset):
+    # threads= is the one name for worker threads (Loader, build, verify, the CLIs' --threads).
+    with pytest.warns(DeprecationWarning,
+                      match=r"dspipe.Loader\(num_threads=\) is deprecated: write threads="):
+        loader = dspipe.Loader(dataset, num_threads=1, device="cpu")
+    assert loader.options().threads == 1
+    with pytest.raises(TypeError, match="num_threads= and threads= are one option"):
+        dspipe.Loader(dataset, num_threads=1, threads=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dspipe.Loader(dataset, threads=2, device="cpu").options().threads == 2
 
 
 def test_typed_kwargs_match_the_tables():
@@ -173,7 +188,7 @@ def test_plain_lmdb_options_mean_std_and_labels(plain_lmdb):
     assert b["label"].tolist() == [0, 1, 0, 1]
     assert loader.mean == [127.5] * 3 and loader.std == [64.0] * 3
     o = loader.options()
-    assert (o.readahead, o.dataset.readahead, o.dataset.plain.image_key) == (0, True, "img_{id}")
+    assert (o.readahead, o.dataset.os_readahead, o.dataset.plain.image_key) == (0, True, "img_{id}")
 
 
 def test_size_crop_interpolation_channels_reach_the_loader(dataset):

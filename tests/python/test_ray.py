@@ -129,7 +129,7 @@ def expect_equal_to_reference(out: str, ref: str) -> None:
 def test_ray_convert_equals_single_machine_sharded_build(local_ray, source, tmp_path):
     src, ref = source
     conductor = Conductor()
-    r = dspipe.ray.convert(src, tmp_path / "out", num_shards=SHARDS, num_cpus_per_task=1,
+    r = dspipe.ray.convert(src, tmp_path / "out", shards=SHARDS, num_cpus_per_task=1,
                            progress=conductor, **RAY, **BUILD)
     assert r["records"] == COUNT and r["shards"] == SHARDS and r["skipped"] == 0
     assert r["attempts"] == {i: 1 for i in range(SHARDS)}
@@ -142,7 +142,7 @@ def test_ray_convert_equals_single_machine_sharded_build(local_ray, source, tmp_
 def test_task_killed_mid_shard_is_retried_and_resumes(local_ray, source, tmp_path):
     src, ref = source
     conductor = Conductor(kill={(1, 1)})
-    r = dspipe.ray.convert(src, tmp_path / "out", num_shards=SHARDS, num_cpus_per_task=1,
+    r = dspipe.ray.convert(src, tmp_path / "out", shards=SHARDS, num_cpus_per_task=1,
                            progress=conductor, **RAY, **BUILD)
     assert conductor.killed == [(1, 1)]
     assert r["attempts"][1] == 2 and all(r["attempts"][i] == 1 for i in (0, 2, 3))
@@ -159,13 +159,19 @@ def test_convert_continues_an_interrupted_run_and_refuses_bad_arguments(local_ra
     dspipe.build(src, out, shards=SHARDS, shard_index=2, progress=False, **BUILD)
     with pytest.raises(Exception, match="shard-00000.lmdb is missing"):
         dspipe.assemble(out)
-    r = dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
+    r = dspipe.ray.convert(src, out, shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
     assert r["records"] == COUNT
     expect_equal_to_reference(str(out), ref)
     with pytest.raises(ValueError, match="shard_index"):
-        dspipe.ray.convert(src, out, num_shards=SHARDS, shard_index=1)
-    with pytest.raises(ValueError, match="num_shards"):
-        dspipe.ray.convert(src, out, num_shards=1)
+        dspipe.ray.convert(src, out, shards=SHARDS, shard_index=1)
+    with pytest.raises(ValueError, match="shards must be an int >= 2, got 1"):
+        dspipe.ray.convert(src, out, shards=1)
+    # The old keyword still works for a release, with a warning naming the new one.
+    with pytest.warns(DeprecationWarning, match=r"num_shards=\) is deprecated: write shards="):
+        with pytest.raises(ValueError, match="shards must be an int >= 2, got 1"):
+            dspipe.ray.convert(src, out, num_shards=1)
+    with pytest.raises(TypeError, match="write shards= only"):
+        dspipe.ray.convert(src, out, 2, num_shards=2)
 
 
 def test_convert_says_so_when_the_source_changed_instead_of_returning_the_old_dataset(
@@ -173,15 +179,15 @@ def test_convert_says_so_when_the_source_changed_instead_of_returning_the_old_da
     src = tmp_path / "src"
     shutil.copytree(source[0], src)
     out = tmp_path / "out"
-    r = dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
+    r = dspipe.ray.convert(src, out, shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
     assert r["records"] == COUNT
     # Files added to SRC: converting again used to return the old dataset as complete.
     first = sorted(os.listdir(src / "images"))[0]
     shutil.copy(src / "images" / first, src / "images" / ("zz-added" + os.path.splitext(first)[1]))
     shutil.copy(src / "masks" / (os.path.splitext(first)[0] + ".png"), src / "masks" / "zz-added.png")
     with pytest.raises(ValueError, match=r"images/zz-added\S* is new.*overwrite=True"):
-        dspipe.ray.convert(src, out, num_shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
-    r = dspipe.ray.convert(src, out, num_shards=SHARDS, overwrite=True, progress=Conductor(),
+        dspipe.ray.convert(src, out, shards=SHARDS, progress=Conductor(), **RAY, **BUILD)
+    r = dspipe.ray.convert(src, out, shards=SHARDS, overwrite=True, progress=Conductor(),
                            **RAY, **BUILD)
     assert r["records"] == COUNT + 1
 
@@ -239,7 +245,7 @@ def test_three_ranks_read_every_sample_once_per_epoch(source, drop_last):
         for rank in range(3):
             loader = dspipe.Loader(ref, batch_size=batch, shuffle=True, seed=1, rank=rank,
                                    world_size=3, remainder="uneven", drop_last=drop_last,
-                                   device="cpu", output="numpy", num_threads=1)
+                                   device="cpu", output="numpy", threads=1)
             loader.set_epoch(epoch)
             mine = [int(i) for b in loader for i in b["index"]]
             per_rank = COUNT // 3  # 16 each: 3 full batches + 1 (dropped with drop_last)

@@ -114,7 +114,7 @@ def s3_endpoint():
 
 
 def _epoch(path, **kw):
-    loader = dspipe.Loader(path, batch_size=5, num_threads=2, shuffle=False, device="cpu", **kw)
+    loader = dspipe.Loader(path, batch_size=5, threads=2, shuffle=False, device="cpu", **kw)
     return loader, [b["image"].numpy().copy() for b in loader]
 
 
@@ -251,7 +251,7 @@ def test_a_streaming_limit_accepted_at_open_holds_for_every_epoch(s3_endpoint, t
     total = sum(p.stat().st_size for p in (tmp_path / "ds").rglob("*") if p.is_file())
     for order in ("shards", "blocks"):
         loader = dspipe.Loader("s3://bkt/q/", cache=str(tmp_path / ("c-" + order)),
-                               cache_limit=total // 4, batch_size=4, num_threads=2,
+                               cache_limit=total // 4, batch_size=4, threads=2,
                                device="cpu", order=order, block_size=4, seed=3)
         assert "streaming" in loader.reading_from, loader.reading_from
         for _ in range(2):
@@ -267,7 +267,7 @@ def test_order_blocks_streams_a_sharded_s3_dataset_within_its_limit(s3_endpoint,
     dspipe.build(tmp_path / "src", tmp_path / "ds", store="raw", shards=4, progress=False)
     _dspipe.push(str(tmp_path / "ds"), "s3://bkt/st/", 5 << 20, 8)
     shards = sorted((tmp_path / "ds").glob("shard-*/data.mdb"))
-    kw = dict(batch_size=4, num_threads=2, device="cpu", order="blocks", block_size=6, seed=2)
+    kw = dict(batch_size=4, threads=2, device="cpu", order="blocks", block_size=6, seed=2)
     # The least limit: two shards, each with what its entry holds beside its files (LMDB's
     # reader table, the records), which the limit counts too (issue 39 item 11).
     with pytest.raises(ValueError) as e:

@@ -78,7 +78,7 @@ def test_loader_takes_every_form_of_a_pipeline(dataset):
                                 A.RandomBrightnessContrast(), A.GaussNoise(), A.Normalize()]))
     want = None
     for form in forms:
-        loader = dspipe.Loader(dataset, batch_size=4, num_threads=2, device="cpu", seed=3,
+        loader = dspipe.Loader(dataset, batch_size=4, threads=2, device="cpu", seed=3,
                                transform=form)
         assert loader.mean == pytest.approx([0.485 * 255, 0.456 * 255, 0.406 * 255], rel=1e-6)
         got = batches(loader)
@@ -89,7 +89,9 @@ def test_loader_takes_every_form_of_a_pipeline(dataset):
         else:
             assert all(torch.equal(a[k], b[k]) for a, b in zip(want, got) for k in a)
     stats = loader.stats()
-    rows = sorted(k for k in stats if k.startswith("transform"))
+    # The stage is "transform" (named after the option); its segment rows are "transform<N>".
+    assert "transform" in stats and "augment" not in stats
+    rows = sorted(k for k in stats if k.startswith("transform") and k != "transform")
     # The row-wise tail (RandomBrightnessContrast, GaussNoise) and Normalize fold into the
     # normalize pass on the CPU path and are timed there (docs/STATS.md): their rows count those
     # samples as folded, so they do not look as if the transforms rarely ran.

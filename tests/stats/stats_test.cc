@@ -44,7 +44,7 @@ void ExpectPercentiles(const std::vector<uint64_t>& values) {
 }
 
 TEST(StageStatsTest, StageNames) {
-  const char* want[] = {"read", "decode", "augment", "collate", "h2d", "normalize", "wait"};
+  const char* want[] = {"read", "decode", "transform", "collate", "h2d", "normalize", "wait"};
   for (int i = 0; i < kNumStages; ++i) EXPECT_STREQ(StageName(static_cast<Stage>(i)), want[i]);
   EXPECT_STREQ(StageName(Stage::kCount), "none");
 }
@@ -98,10 +98,10 @@ TEST(StageStatsTest, SmallValuesAreExactAndHugeOnesClampToMax) {
 TEST(StageStatsTest, StddevFromHistogram) {
   StageStats stats;
   for (int i = 0; i < 500; ++i) {
-    stats.Record(Stage::kAugment, 1'000'000);
-    stats.Record(Stage::kAugment, 3'000'000);
+    stats.Record(Stage::kTransform, 1'000'000);
+    stats.Record(Stage::kTransform, 3'000'000);
   }
-  const StageSummary s = stats.Summary(Stage::kAugment);
+  const StageSummary s = stats.Summary(Stage::kTransform);
   EXPECT_DOUBLE_EQ(s.mean_ms, 2.0);
   EXPECT_NEAR(s.stddev_ms, 1.0, 1.0 * kBucketTolerance * 2);
 }
@@ -211,14 +211,14 @@ TEST(StageStatsTest, ScopedTimerRecordsItsScope) {
   StageStats stats;
   const auto outer_start = std::chrono::steady_clock::now();
   {
-    ScopedStageTimer timer(&stats, Stage::kAugment, 7);
+    ScopedStageTimer timer(&stats, Stage::kTransform, 7);
     std::this_thread::sleep_for(std::chrono::milliseconds(3));  // sleeps at least that long
   }
   const double outer_ms = std::chrono::duration<double, std::milli>(
                               std::chrono::steady_clock::now() - outer_start)
                               .count();
-  { ScopedStageTimer no_op(nullptr, Stage::kAugment); }
-  const StageSummary s = stats.Summary(Stage::kAugment);
+  { ScopedStageTimer no_op(nullptr, Stage::kTransform); }
+  const StageSummary s = stats.Summary(Stage::kTransform);
   EXPECT_EQ(s.count, 1u);
   EXPECT_GE(s.total_ms, 3.0);
   // Bounded by the time measured around the scope, not a wall-clock guess.

@@ -25,7 +25,7 @@ StageSummary S(Stage stage, uint64_t count, double mean_ms) {
 std::vector<StageSummary> Timings(double read, double decode, double augment, double wait_ms,
                                   double collate = 0.5) {
   std::vector<StageSummary> v = {S(Stage::kRead, 800, read), S(Stage::kDecode, 800, decode),
-                                 S(Stage::kAugment, 800, augment),
+                                 S(Stage::kTransform, 800, augment),
                                  S(Stage::kCollate, 100, collate)};
   if (wait_ms >= 0) v.push_back(S(Stage::kWait, 100, wait_ms));
   return v;
@@ -107,8 +107,8 @@ TEST(VerdictTest, DecodeBound) {
 TEST(VerdictTest, TransformBound) {
   Verdict v = Diagnose(Timings(0.2, 0.5, 3, 15), Shape(), 0);
   EXPECT_EQ(v.bound, "transform") << All(v);
-  EXPECT_EQ(v.limiting_stage, Stage::kAugment);
-  EXPECT_EQ(v.headline.rfind("Transform-bound: augment is", 0), 0u) << v.headline;
+  EXPECT_EQ(v.limiting_stage, Stage::kTransform);
+  EXPECT_EQ(v.headline.rfind("Transform-bound: transform is", 0), 0u) << v.headline;
   EXPECT_TRUE(Has(v, "Normalize on the GPU")) << All(v);
   EXPECT_TRUE(Has(v, "fewer or cheaper augmentations")) << All(v);
   v = Diagnose(Timings(0.2, 0.5, 3, 15), Shape(2, 4, "encoded", /*gpu=*/true), 0);

@@ -225,10 +225,10 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizes) {
 
 TEST_F(LoaderTransformTest, RefusedBeforeTheFirstBatch) {
   LoaderOptions o = Options(R"([{"__class_fullname__": "HorizontalFlip"}])");
-  o.augment.hflip_p = 0.5;
+  o.augment.hflip = 0.5;
   // The options named as markers (each front end renders them: --hflip, hflip).
   EXPECT_NE(OpenError(o).message().find(
-                "LoaderOptions::transform with AugmentOptions::hflip_p: set augment or transform"),
+                "LoaderOptions::transform with AugmentOptions::hflip: set augment or transform"),
             std::string::npos)
       << OpenError(o).ToString();
   // The augment's interpolation would be silently unused under a pipeline: refused too.
@@ -299,7 +299,7 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizesWithoutASizeAreRefusedNotSqua
                              "set the output size (LoaderOptions::height"),
             std::string::npos)
       << s.ToString();
-  o.augment.hflip_p = 0.5;  // flips do not fix a size
+  o.augment.hflip = 0.5;  // flips do not fix a size
   EXPECT_EQ(OpenError(o, varied).code(), Status::Code::kInvalidArgument);
   o.height = 30, o.width = 40;  // the fix
   EXPECT_TRUE(OpenError(o, varied).ok()) << OpenError(o, varied).ToString();
@@ -309,7 +309,7 @@ TEST_F(LoaderTransformTest, RecordsOfDifferentSizesWithoutASizeAreRefusedNotSqua
   testing::WritePlainLmdb(plain_path, plain);
   for (const bool with_transform : {false, true}) {
     o.height = o.width = 0;
-    o.augment.hflip_p = 0;
+    o.augment.hflip = 0;
     o.transform =
         with_transform ? MustParse(R"([{"__class_fullname__": "HorizontalFlip"}])") : nullptr;
     auto loader = Open(o, plain_path);
@@ -552,12 +552,12 @@ TEST_F(LoaderTransformTest, FlipsAndRowOpsKeepTheFusedPngPath) {
     EXPECT_TRUE(testing::RunEpochs(loader.get(), 0, 1) == unfused) << spec;
     StageStats& st = loader->stats();
     EXPECT_EQ(st.Summary(Stage::kDecode).count, static_cast<uint64_t>(kCount));
-    EXPECT_EQ(st.Summary(Stage::kAugment).count, 0u) << "every sample took the fused PNG path";
+    EXPECT_EQ(st.Summary(Stage::kTransform).count, 0u) << "every sample took the fused PNG path";
     EXPECT_EQ(st.Summary(Stage::kNormalize).total_ms, 0.0);
     // Their transform rows count them as fused into the decode (none timed on its own).
     bool gamma = false;
     for (const StageSummary& s : st.Summaries()) {
-      if (s.stage != Stage::kTransform) continue;
+      if (s.stage != Stage::kSegment) continue;
       EXPECT_EQ(s.count, 0u) << s.label;
       EXPECT_GT(s.folded, 0u) << s.label;
       if (s.label.find("RandomGamma") != std::string::npos) {
@@ -580,7 +580,7 @@ TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {
   uint64_t geometric = 0;
   std::vector<uint64_t> ran(3, 0);  // samples each segment ran for
   for (const StageSummary& s : rows) {
-    if (s.stage != Stage::kTransform) continue;
+    if (s.stage != Stage::kSegment) continue;
     labels.push_back(s.label);
     if (s.row == 0) geometric = s.count;
     EXPECT_EQ(s.folded, 0u) << s.label;
@@ -596,7 +596,7 @@ TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {
   EXPECT_NE(table.find(" transform1"), std::string::npos) << table;
   EXPECT_NE(table.find("geometric: SmallestMaxSize"), std::string::npos) << table;
   const Verdict v = Diagnose(rows, loader->loader_shape(), 0);
-  EXPECT_NE(v.limiting_stage, Stage::kTransform);
+  EXPECT_NE(v.limiting_stage, Stage::kSegment);
   // With CPU normalize the LUT and noise steps are folded into it: timed there, and counted in
   // their rows as folded, so a row never looks as if its transform rarely ran (the draws do not
   // depend on the normalize mode: the same samples ran each segment).
@@ -605,7 +605,7 @@ TEST_F(LoaderTransformTest, StageTableHasATransformRowPerSegment) {
   rows = loader->stats().Summaries();
   int seen = 0;
   for (const StageSummary& s : rows) {
-    if (s.stage != Stage::kTransform) continue;
+    if (s.stage != Stage::kSegment) continue;
     ++seen;
     if (s.row == 0) {
       EXPECT_EQ(s.count, ran[0]);

@@ -80,10 +80,10 @@ int main(int argc, char** argv) {
                  "simulated training step per batch (ms; the consumer sleeps)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--hflip", o.augment.hflip_p, "horizontal flip probability")
+  app.add_option("--hflip", o.augment.hflip, "horizontal flip probability")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--vflip", o.augment.vflip_p, "vertical flip probability")
+  app.add_option("--vflip", o.augment.vflip, "vertical flip probability")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   std::string crop_scale, crop_ratio, size, interpolation = "linear";
@@ -208,8 +208,8 @@ int main(int argc, char** argv) {
     return Usage(dspipe::cli::Describe(s));
   }
   if (transform->count() > 0) {
-    if (o.augment.hflip_p > 0 || o.augment.vflip_p > 0 || !crop_scale.empty() ||
-        !crop_ratio.empty() || o.augment.resize_shorter > 0 || interpolation != "linear") {
+    if (o.augment.hflip > 0 || o.augment.vflip > 0 || !crop_scale.empty() || !crop_ratio.empty() ||
+        o.augment.resize_shorter > 0 || interpolation != "linear") {
       return Usage(
           "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--resize-shorter/"
           "--interpolation: put the flips, crop, resize and interpolation in the pipeline");

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   if (s.ok()) s = dspipe::BuildDataset(bo, &br);
 
   dspipe::LoaderOptions opt;  // batch 8, threads = usable cores, prefetch 2, shuffled
-  opt.augment.hflip_p = 0.5;  // joint image+mask augmentation
+  opt.augment.hflip = 0.5;    // joint image+mask augmentation
   opt.normalize = dspipe::NormalizeMode::kCpuFloat32;  // mean/std from the manifest
   std::unique_ptr<dspipe::Loader> loader;
   if (s.ok()) s = dspipe::Loader::Open(bo.output, opt, &loader);
