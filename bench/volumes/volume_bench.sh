@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # NIfTI volumes to LMDB (issue 36): `dsconvert build` against the nibabel + lmdb script a user
 # writes, side by side in one run, then the loader on the volume build beside a build of the
-# same slices exported as 16-bit PNG files. docs/VOLUMES.md "Conversion speed" has the figures.
+# same slices exported as 16-bit PNG files. docs/MEASUREMENTS.md "Volume conversion in detail" has the figures.
 #
 #   bench/volumes/volume_bench.sh [--dir /tmp/dspipe-volume-bench] [--volumes 20] [--slices 100]
 #                                 [--size 512] [--rounds 3] [--stores raw,encoded]

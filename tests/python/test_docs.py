@@ -127,15 +127,19 @@ def test_every_public_header_has_a_cpp_reference_page():
 
 
 # ---- Every command block (```sh / ```bash) and Python example (```python) of README.md and
-# docs/*.md runs, or says on the line above it why it cannot: `<!-- docs-test: skip (why) -->`.
+# docs/**/*.md runs, or says on the line above it why it cannot: `<!-- docs-test: skip (why) -->`.
 # (docs/PYTHON.md's Python examples and the README's run above, in their own tests.) A page's
 # runnable blocks run in order, in one fresh directory holding the datasets the pages name
 # (train.lmdb, OUT.lmdb: small synthetic ones), Python with this interpreter, commands with
 # bash -euo pipefail and the built dsconvert / dsbench first on PATH (DSPIPE_TOOLS_DIR, default
 # build/tools; DSPIPE_TEST_DOC_COMMANDS=1, set by scripts/test.sh, makes them required).
 def doc_pages() -> list[str]:
-    docs = os.path.join(ROOT, "docs")
-    return ["README.md"] + sorted("docs/" + f for f in os.listdir(docs) if f.endswith(".md"))
+    """README.md and every page under docs/, its folders (guides/, reference/, ...) included."""
+    pages = []
+    for base, _, files in os.walk(os.path.join(ROOT, "docs")):
+        rel = os.path.relpath(base, ROOT).replace(os.sep, "/")
+        pages += [f"{rel}/{f}" for f in files if f.endswith(".md")]
+    return ["README.md"] + sorted(pages)
 
 
 def page_blocks(page: str) -> list[tuple[int, str, str, str | None]]:
