@@ -279,8 +279,12 @@ TEST(DsbenchCli, TransformPipelineFromAFile) {
   const nlohmann::json j = ReadJson(json);
   EXPECT_EQ(j["dataset"]["height"], 24) << "the batches are the pipeline's size";
   EXPECT_EQ(j["config"]["transform"]["transforms"][0]["__class_fullname__"], "RandomCrop");
-  int rows = 0;
-  for (const auto& s : j["stages"]) rows += s["stage"] == "transform";
+  int stage = 0, rows = 0;  // the transform stage, and its two segment rows under it
+  for (const auto& s : j["stages"]) {
+    stage += s["stage"] == "transform";
+    rows += s["stage"] == "segment";
+  }
+  EXPECT_EQ(stage, 1);
   EXPECT_EQ(rows, 2);
   std::ifstream c(csv);
   std::stringstream cs;
