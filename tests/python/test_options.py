@@ -336,4 +336,4 @@ def test_python_m_pydoc_runs():
     r = subprocess.run([sys.executable, "-c", "import dspipe; help(dspipe.Loader)"],
                        capture_output=True, text=True, timeout=120, env={**os.environ,
                                                                          "PAGER": "cat"})
-    assert r.returncode == 0 and "num_threads" in r.stdout, r.stderr
+    assert r.returncode == 0 and "threads [0] (LoaderOptions::threads)" in r.stdout, r.stderr
