@@ -36,6 +36,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 jobs=${JOBS:-$(nproc)}
+source scripts/lib/cuda.sh  # CUDACXX where a toolkit is installed but nvcc is not on PATH
 deps=${DSPIPE_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dspipe}
 opencv="$deps/opencv-4.6.0-min"
 dcmtk="$deps/dcmtk-3.6.7-min"

