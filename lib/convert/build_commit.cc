@@ -44,6 +44,21 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(shard), &own));
     env = own.get();
   }
+  bool finished = false;
+  DSPIPE_RETURN_IF_ERROR(ResumeShard(shard, env, acc, &finished));
+  if (finished) return Status::OK();
+  DSPIPE_RETURN_IF_ERROR(RunPipeline(shard, env, acc));
+  return SealShard(shard, env, *acc);
+}
+
+Builder::ShownProgress Builder::ShownProgressOf(int shard) const {
+  // One shard built alone counts its own samples; a whole build counts the whole plan.
+  const uint64_t begin = ShardBegin(shard), end = ShardBegin(shard + 1);
+  return {OneShard() ? begin : 0, OneShard() ? end - begin : plan_.size()};
+}
+
+Status Builder::ResumeShard(int shard, LmdbEnv* env, Accum* acc, bool* finished) {
+  *finished = false;
   const uint64_t begin = ShardBegin(shard), end = ShardBegin(shard + 1);
   std::string text;
   bool found = false;
@@ -55,6 +70,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
     if (!m.contains("accum")) return Status::Corruption(where + ": no \"accum\" field");
     DSPIPE_RETURN_IF_ERROR(ParseAccum(m["accum"], where, acc));
     done_ = acc->next_pos;
+    *finished = true;
     return Status::OK();
   }
   DSPIPE_RETURN_IF_ERROR(env->GetMeta(kCursorKey, &text, &found));
@@ -82,11 +98,14 @@ Status Builder::BuildShard(int shard, Accum* acc) {
   if (resuming_ && result_->resumed_from == 0) result_->resumed_from = acc->next_pos;
   resuming_ = false;
   done_ = acc->next_pos;
-  // One shard built alone counts its own samples; a whole build counts the whole plan.
-  const uint64_t shown_from = OneShard() ? begin : 0;
-  const uint64_t shown_total = OneShard() ? end - begin : plan_.size();
-  if (o_.progress) o_.progress(done_.load() - shown_from, shown_total);  // the starting point
+  const ShownProgress shown = ShownProgressOf(shard);
+  if (o_.progress) o_.progress(done_.load() - shown.from, shown.total);  // the starting point
+  return Status::OK();
+}
 
+Status Builder::RunPipeline(int shard, LmdbEnv* env, Accum* acc) {
+  const uint64_t end = ShardBegin(shard + 1);
+  const ShownProgress shown = ShownProgressOf(shard);
   const int threads = o_.threads > 0 ? o_.threads : UsableCpus();
   tbb::task_arena arena(threads);
   LmdbEnv::Writer writer(env);
@@ -203,7 +222,7 @@ Status Builder::BuildShard(int shard, Accum* acc) {
                   }
                   acc->next_pos = w->pos + 1;
                   ++done_;
-                  if (o_.progress) o_.progress(done_.load() - shown_from, shown_total);
+                  if (o_.progress) o_.progress(done_.load() - shown.from, shown.total);
                   if (o_.cancelled && o_.cancelled()) {
                     failure = Status::Cancelled("build interrupted at " + plan_[w->pos].image);
                     stop = true;
@@ -234,37 +253,45 @@ Status Builder::BuildShard(int shard, Accum* acc) {
       if (!s.ok()) return s.WithContext("build stopped at " + plan_[acc->next_pos].image);
     }
     const uint64_t written = write_failed ? committed_index : acc->next_index;
-    // The one call that continues it: resume with the same options (only on_error may change;
-    // CheckResumeOptions). on_error=skip alone would find the output there (AlreadyExists).
-    const std::string resume = Opt("BuildOptions::resume", "true");
-    const std::string same = " and the same options";
-    if (failure.code() == Status::Code::kCancelled) {
-      return failure.Append(" — build stopped after " + std::to_string(written) +
-                            " records (kept); rerun with " + resume + same + " to continue it");
-    }
-    return failure.Append(
-        " — build stopped after " + std::to_string(written) + " records (kept); " +
-        (failure.code() == Status::Code::kBadInput && o_.on_error == OnError::kFail
-             ? "to skip such files, rerun with " + resume + ", " +
-                   Opt("BuildOptions::on_error", "skip") + same +
-                   " (they are listed in rejected.tsv); or fix the input and rerun with " + resume +
-                   same
-             : "fix the cause and rerun with " + resume + same));
+    return Stopped(failure, written);
   }
-  DSPIPE_RETURN_IF_ERROR(commit());
+  return commit();
+}
+
+Status Builder::Stopped(const Status& failure, uint64_t written) const {
+  // The one call that continues it: resume with the same options (only on_error may change;
+  // CheckResumeOptions). on_error=skip alone would find the output there (AlreadyExists).
+  const std::string resume = Opt("BuildOptions::resume", "true");
+  const std::string same = " and the same options";
+  if (failure.code() == Status::Code::kCancelled) {
+    return failure.Append(" — build stopped after " + std::to_string(written) +
+                          " records (kept); rerun with " + resume + same + " to continue it");
+  }
+  return failure.Append(
+      " — build stopped after " + std::to_string(written) + " records (kept); " +
+      (failure.code() == Status::Code::kBadInput && o_.on_error == OnError::kFail
+           ? "to skip such files, rerun with " + resume + ", " +
+                 Opt("BuildOptions::on_error", "skip") + same +
+                 " (they are listed in rejected.tsv); or fix the input and rerun with " + resume +
+                 same
+           : "fix the cause and rerun with " + resume + same));
+}
+
+Status Builder::SealShard(int shard, LmdbEnv* env, const Accum& acc) {
   if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
   // Seal the shard: its manifest (with the totals so far, for the next shard) replaces the cursor.
   uint64_t count = 0;
   DSPIPE_RETURN_IF_ERROR(env->RecordCount(&count));
   if (o_.shards > 1) {
-    const uint64_t first = acc->next_index - count;
-    json m = Manifest(*acc, count);
+    const uint64_t first = acc.next_index - count;
+    json m = Manifest(acc, count);
     // The volumes table maps the dataset's records, not the shard's: a one-shard build keeps
     // the plan's list for AssembleDataset, which numbers the records of all shards.
     if (!OneShard()) m.erase("volumes");
-    m["shard"] = {{"index", shard}, {"of", o_.shards}, {"begin", first}, {"end", acc->next_index}};
-    m["accum"] = acc->ToJson();
+    m["shard"] = {{"index", shard}, {"of", o_.shards}, {"begin", first}, {"end", acc.next_index}};
+    m["accum"] = acc.ToJson();
     if (OneShard()) m["build"]["plan"] = PlanDigest();  // AssembleDataset: one source list
+    LmdbEnv::Writer writer(env);
     DSPIPE_RETURN_IF_ERROR(SealManifest(env, &writer, m, o_.sync));
   }
   return Status::OK();

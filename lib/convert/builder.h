@@ -221,7 +221,27 @@ class Builder {
                        uint64_t* empty);
 
   // build_commit.cc
+  // Builds shard `shard` from where its state says it stands: ResumeShard, RunPipeline, SealShard.
   Status BuildShard(int shard, Accum* acc);
+  // The resume checks: a finished shard (its manifest there) only carries its totals into *acc
+  // and sets *finished; otherwise *acc is its cursor (or the shard's start), checked against the
+  // shard's range and the records it holds, and the progress shows the starting point.
+  Status ResumeShard(int shard, LmdbEnv* env, Accum* acc, bool* finished);
+  // The oneTBB pipeline from acc->next_pos to the shard's end (serial read in plan order,
+  // parallel MakeRecord, serial in-order append), committed in batches of about
+  // BuildOptions::commit_bytes with the cursor, one commit in flight. On a failure the records
+  // before it are committed and the error says how to continue (Stopped).
+  Status RunPipeline(int shard, LmdbEnv* env, Accum* acc);
+  // `failure` with what a stopped build kept (`written` records) and the call that continues it.
+  Status Stopped(const Status& failure, uint64_t written) const;
+  // Syncs the shard (BuildOptions::sync) and, in a sharded build, seals it: its manifest (with
+  // the totals so far, for the next shard) replaces the cursor.
+  Status SealShard(int shard, LmdbEnv* env, const Accum& acc);
+  // How the progress counts shard `shard`'s samples: from `from`, of `total`.
+  struct ShownProgress {
+    uint64_t from, total;
+  };
+  ShownProgress ShownProgressOf(int shard) const;
   // Volume sources: when plan_[pos] is a volume's first item, starts reading the next volume of
   // the shard (items up to `end`) and its label in the background (VolumeCache::Prefetch).
   void PrefetchNextVolume(uint64_t pos, uint64_t end);

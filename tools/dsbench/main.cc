@@ -38,18 +38,27 @@ dspipe::Status Write(const std::string& path, const std::string& what, const std
   return s.ok() ? s : s.WithContext("writing the " + what);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "dsbench: run the dspipe loader over a dataset, time every stage and name the bottleneck.\n"
-      "  dsbench DB [options]              profile the LMDB dataset DB\n"
-      "  dsbench SRC_DIR --compare DB      the image/mask folder and its LMDB side by side"};
+// The flags as parsed; ToProfileOptions completes `o` from the rest.
+struct Args {
   std::string path, compare_db, json_path, csv_path, trace_path, report_path, sweep_text,
       timeline_csv, epochs_csv;
   pf::ProfileOptions o;
   bool no_normalize = false, no_shuffle = false, quiet = false;
-  app.add_option("path", path, "dataset (LMDB, sharded dir, plain LMDB), or SRC_DIR with --compare")
+  std::string crop_scale, crop_ratio, size, interpolation = "linear";
+  std::string transform_path;
+  std::string order = "global";
+  bool no_overlap = false;
+  bool no_detect_masks = false;
+  // To tell whether they were given.
+  CLI::Option* transform = nullptr;
+  CLI::Option* rank = nullptr;
+};
+
+// Declares every flag on `app`, parsed into *a.
+void AddOptions(CLI::App& app, Args* a) {
+  pf::ProfileOptions& o = a->o;
+  app.add_option("path", a->path,
+                 "dataset (LMDB, sharded dir, plain LMDB), or SRC_DIR with --compare")
       ->required();
   app.add_option("--batch", o.batch_size, "samples per batch")
       ->capture_default_str()
@@ -86,23 +95,22 @@ int main(int argc, char** argv) {
   app.add_option("--vflip", o.augment.vflip, "vertical flip probability")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  std::string crop_scale, crop_ratio, size, interpolation = "linear";
-  app.add_option("--crop-scale", crop_scale,
+  app.add_option("--crop-scale", a->crop_scale,
                  "random resized crop: area fraction MIN,MAX of the source, e.g. 0.08,1 "
                  "(default off: 1,1)");
-  app.add_option("--crop-ratio", crop_ratio,
+  app.add_option("--crop-ratio", a->crop_ratio,
                  "random resized crop: aspect ratio (w/h) range MIN,MAX (default 0.75,1.3333)");
   app.add_option("--resize-shorter", o.augment.resize_shorter,
                  "validation geometry: resize so the shorter side is N, then take the centred "
                  "--size window (torchvision Resize(N) + CenterCrop; not with --crop-scale)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--size", size,
+  app.add_option("--size", a->size,
                  "output size HxW: samples of another size are resized (default: the dataset's)");
   std::vector<std::string> interpolations;
   for (const auto& [name, value] : dspipe::EnumNames<dspipe::Interpolation>::kValues) {
     interpolations.emplace_back(name);
   }
-  app.add_option("--interpolation", interpolation, "image resampling when the size changes")
+  app.add_option("--interpolation", a->interpolation, "image resampling when the size changes")
       ->check(CLI::IsMember(interpolations))
       ->capture_default_str();
   app.add_option("--channels", o.channels, "output channels: 0 = the dataset's, 1 or 3 (converts)")
@@ -113,18 +121,16 @@ int main(int argc, char** argv) {
                  "default: the dataset's statistics")
       ->delimiter(',');
   app.add_option("--std", o.std, "per-channel std in pixel units, as --mean")->delimiter(',');
-  std::string transform_path;
-  auto* transform = app.add_option(
-      "--transform", transform_path,
+  a->transform = app.add_option(
+      "--transform", a->transform_path,
       "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) or a MONAI 1.6.1 "
       "config (a JSON list of dictionary transforms, docs/MONAI.md) applied to every sample "
       "instead of --hflip/--vflip/--crop-scale/--crop-ratio/--interpolation; the stage "
       "table gets a transform row per segment");
-  app.add_flag("--no-normalize", no_normalize, "skip the CPU float32 normalization (cpu)");
+  app.add_flag("--no-normalize", a->no_normalize, "skip the CPU float32 normalization (cpu)");
   app.add_option("--seed", o.seed, "shuffle seed")->capture_default_str();
-  app.add_flag("--no-shuffle", no_shuffle, "sequential order");
-  std::string order = "global";
-  app.add_option("--order", order,
+  app.add_flag("--no-shuffle", a->no_shuffle, "sequential order");
+  app.add_option("--order", a->order,
                  "how each epoch's order is cut across ranks (docs/SCALE.md): global, blocks or "
                  "shards (whole shard files per rank; a sharded dataset)")
       ->check(CLI::IsMember({"global", "blocks", "shards"}))
@@ -132,9 +138,9 @@ int main(int argc, char** argv) {
   app.add_option("--block-size", o.block_size, "--order blocks: indices per block")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  auto* rank = app.add_option("--rank", o.rank, "the rank whose loading is measured")
-                   ->capture_default_str()
-                   ->check(CLI::NonNegativeNumber);
+  a->rank = app.add_option("--rank", o.rank, "the rank whose loading is measured")
+                ->capture_default_str()
+                ->check(CLI::NonNegativeNumber);
   app.add_option("--world-size", o.world_size, "number of ranks the epoch is split across")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -155,122 +161,162 @@ int main(int argc, char** argv) {
                  "fetched at once ahead of the reader (the cache must hold this + 1)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  bool no_overlap = false;
-  app.add_flag("--cache-no-overlap", no_overlap,
+  app.add_flag("--cache-no-overlap", a->no_overlap,
                "make the copy before the run starts and read it (the copy is not overlapped "
                "with the first epoch)");
   app.add_option("--sample-ms", o.sample_ms,
                  "resource timeline period in ms (CPU, RSS, storage reads, faults, GPU); 0 = off")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--timeline-csv", timeline_csv, "write the resource timeline, one row per sample");
-  app.add_option("--epochs-csv", epochs_csv,
+  app.add_option("--timeline-csv", a->timeline_csv,
+                 "write the resource timeline, one row per sample");
+  app.add_option("--epochs-csv", a->epochs_csv,
                  "write one row per measured epoch (where it read from: in place or cache)");
-  app.add_option("--json", json_path, "write the results as JSON (docs/DSBENCH.md)");
-  app.add_option("--csv", csv_path, "write one CSV row per stage (per configuration with --sweep)");
-  app.add_option("--trace", trace_path, "write a Chrome trace (Perfetto / chrome://tracing)");
-  app.add_option("--report", report_path, "write a self-contained HTML report");
-  app.add_option("--sweep", sweep_text,
+  app.add_option("--json", a->json_path, "write the results as JSON (docs/DSBENCH.md)");
+  app.add_option("--csv", a->csv_path,
+                 "write one CSV row per stage (per configuration with --sweep)");
+  app.add_option("--trace", a->trace_path, "write a Chrome trace (Perfetto / chrome://tracing)");
+  app.add_option("--report", a->report_path, "write a self-contained HTML report");
+  app.add_option("--sweep", a->sweep_text,
                  "run every combination, e.g. \"threads=1,2 prefetch=1,2,4 batch=8,16\"");
-  app.add_option("--compare", compare_db, "PATH is an image/mask folder; compare it with this DB");
-  bool no_detect_masks = false;
+  app.add_option("--compare", a->compare_db,
+                 "PATH is an image/mask folder; compare it with this DB");
   app.add_option("--image-key", o.plain.image_key, "plain LMDB: image key pattern, e.g. img_{id}")
       ->capture_default_str();
   app.add_option("--mask-key", o.plain.mask_key,
                  "plain LMDB: mask key pattern, e.g. {key}_mask or mask_{id}");
   app.add_option("--masks", o.plain.masks, "plain LMDB: second LMDB holding the masks");
   app.add_option("--labels", o.plain.labels, "plain LMDB: key,label CSV file");
-  app.add_flag("--no-detect-masks", no_detect_masks,
+  app.add_flag("--no-detect-masks", a->no_detect_masks,
                "plain LMDB: don't pair keys like K_mask / mask_K automatically");
   app.add_option("--ignore-keys", o.plain.ignore_keys,
                  "plain LMDB: keys that are not samples, comma-separated globs (meta_*)");
-  app.add_flag("-q,--quiet", quiet, "no report on stdout");
+  app.add_flag("-q,--quiet", a->quiet, "no report on stdout");
+}
+
+// Checks the parsed flags and completes a->o from them. Returns 0, or the exit code: 2 (bad
+// usage, with a message) or 1 (a --transform that cannot be read).
+int ToProfileOptions(Args* a) {
+  pf::ProfileOptions& o = a->o;
+  o.normalize = !a->no_normalize;
+  if (!a->crop_scale.empty() &&
+      !ParsePair(a->crop_scale, &o.augment.crop_scale_min, &o.augment.crop_scale_max)) {
+    return Usage("--crop-scale " + a->crop_scale + ": expected MIN,MAX, e.g. 0.08,1");
+  }
+  if (!a->crop_ratio.empty() &&
+      !ParsePair(a->crop_ratio, &o.augment.crop_ratio_min, &o.augment.crop_ratio_max)) {
+    return Usage("--crop-ratio " + a->crop_ratio + ": expected MIN,MAX, e.g. 0.75,1.3333");
+  }
+  if (!a->size.empty() && !dspipe::cli::ParseHeightWidth(a->size, &o.height, &o.width)) {
+    return Usage("--size " + a->size + ": expected HxW, e.g. 256x256");
+  }
+  (void)dspipe::ParseEnum(a->interpolation, &o.augment.image_interpolation);  // checked above
+  if (dspipe::Status s = o.augment.Validate(); !s.ok()) {
+    return Usage(dspipe::cli::Describe(s));
+  }
+  if (a->transform->count() > 0) {
+    if (o.augment.hflip > 0 || o.augment.vflip > 0 || !a->crop_scale.empty() ||
+        !a->crop_ratio.empty() || o.augment.resize_shorter > 0 || a->interpolation != "linear") {
+      return Usage(
+          "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--resize-shorter/"
+          "--interpolation: put the flips, crop, resize and interpolation in the pipeline");
+    }
+    std::string text;
+    dspipe::Status s = dspipe::ReadFile(a->transform_path, &text);
+    if (s.ok()) s = dspipe::TransformPipeline::Parse(text, &o.transform);
+    if (!s.ok()) return Fail(s.WithContext("--transform " + a->transform_path));
+  }
+  o.plain.detect_masks = !a->no_detect_masks;
+  o.shuffle = !a->no_shuffle;
+  o.cache_overlap = !a->no_overlap;
+  o.order = a->order == "blocks"   ? dspipe::SampleOrder::kBlocks
+            : a->order == "shards" ? dspipe::SampleOrder::kShards
+                                   : dspipe::SampleOrder::kGlobal;
+  if (o.rank >= o.world_size) {
+    return Usage("--rank " + std::to_string(o.rank) + ": must be less than --world-size " +
+                 std::to_string(o.world_size));
+  }
+  if (!a->compare_db.empty() &&
+      (o.world_size > 1 || a->rank->count() > 0 || a->order != "global")) {
+    return Usage("--compare measures one whole dataset; drop --order/--rank/--world-size");
+  }
+  o.trace_path = a->trace_path;
+  if (!a->sweep_text.empty() && !a->compare_db.empty()) {
+    return Usage("--sweep and --compare: pick one");
+  }
+  if (!a->sweep_text.empty() && !a->trace_path.empty()) {
+    return Usage("--trace records one configuration; run it without --sweep");
+  }
+  return 0;
+}
+
+// --sweep: every configuration; the report's run is the best one.
+int MeasureSweep(const Args& a, pf::Report* report) {
+  pf::SweepSpec spec;
+  dspipe::Status s = pf::ParseSweep(a.sweep_text, &spec);
+  if (!s.ok()) return Usage(s.message());
+  pf::SweepResult sweep;
+  s = pf::RunSweep(a.path, a.o, spec, &sweep);
+  if (!s.ok()) return Fail(s);
+  report->run = sweep.runs[static_cast<size_t>(sweep.best)];
+  report->sweep = std::move(sweep);
+  return 0;
+}
+
+// --compare: the folder PATH, then its LMDB (the one the trace records).
+int MeasureCompare(const Args& a, pf::Report* report) {
+  pf::ProfileOptions folder_options = a.o;
+  folder_options.trace_path.clear();
+  pf::ProfileResult folder;
+  dspipe::Status s = pf::RunFolderProfile(a.path, folder_options, &folder);
+  if (!s.ok()) return Fail(s);
+  report->folder = std::move(folder);
+  s = pf::RunProfile(a.compare_db, a.o, &report->run);
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+// Runs the profile into *report: the --sweep, the --compare or one configuration.
+int Measure(const Args& a, pf::Report* report) {
+  if (!a.sweep_text.empty()) return MeasureSweep(a, report);
+  if (!a.compare_db.empty()) return MeasureCompare(a, report);
+  dspipe::Status s = pf::RunProfile(a.path, a.o, &report->run);
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+// Prints the report (unless --quiet) and writes the files asked for.
+int Output(const Args& a, const pf::Report& report) {
+  if (!a.quiet) std::cout << pf::ReportText(report) << std::flush;
+  for (const dspipe::Status& s :
+       {Write(a.json_path, "JSON", pf::ReportJson(report).dump(2) + "\n"),
+        Write(a.csv_path, "CSV", pf::ReportCsv(report)),
+        Write(a.timeline_csv, "timeline CSV", pf::ReportTimelineCsv(report)),
+        Write(a.epochs_csv, "epochs CSV", pf::ReportEpochsCsv(report)),
+        Write(a.report_path, "HTML report", pf::ReportHtml(report))}) {
+    if (!s.ok()) return Fail(s);
+  }
+  if (!a.quiet && !a.trace_path.empty()) std::cout << "trace: " << a.trace_path << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dsbench: run the dspipe loader over a dataset, time every stage and name the bottleneck.\n"
+      "  dsbench DB [options]              profile the LMDB dataset DB\n"
+      "  dsbench SRC_DIR --compare DB      the image/mask folder and its LMDB side by side"};
+  Args args;
+  AddOptions(app, &args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);  // prints help, or the error and a hint
     return rc == 0 ? 0 : 2;
   }
-  o.normalize = !no_normalize;
-  if (!crop_scale.empty() &&
-      !ParsePair(crop_scale, &o.augment.crop_scale_min, &o.augment.crop_scale_max)) {
-    return Usage("--crop-scale " + crop_scale + ": expected MIN,MAX, e.g. 0.08,1");
-  }
-  if (!crop_ratio.empty() &&
-      !ParsePair(crop_ratio, &o.augment.crop_ratio_min, &o.augment.crop_ratio_max)) {
-    return Usage("--crop-ratio " + crop_ratio + ": expected MIN,MAX, e.g. 0.75,1.3333");
-  }
-  if (!size.empty() && !dspipe::cli::ParseHeightWidth(size, &o.height, &o.width)) {
-    return Usage("--size " + size + ": expected HxW, e.g. 256x256");
-  }
-  (void)dspipe::ParseEnum(interpolation, &o.augment.image_interpolation);  // checked above
-  if (dspipe::Status s = o.augment.Validate(); !s.ok()) {
-    return Usage(dspipe::cli::Describe(s));
-  }
-  if (transform->count() > 0) {
-    if (o.augment.hflip > 0 || o.augment.vflip > 0 || !crop_scale.empty() || !crop_ratio.empty() ||
-        o.augment.resize_shorter > 0 || interpolation != "linear") {
-      return Usage(
-          "--transform and --hflip/--vflip/--crop-scale/--crop-ratio/--resize-shorter/"
-          "--interpolation: put the flips, crop, resize and interpolation in the pipeline");
-    }
-    std::string text;
-    dspipe::Status s = dspipe::ReadFile(transform_path, &text);
-    if (s.ok()) s = dspipe::TransformPipeline::Parse(text, &o.transform);
-    if (!s.ok()) return Fail(s.WithContext("--transform " + transform_path));
-  }
-  o.plain.detect_masks = !no_detect_masks;
-  o.shuffle = !no_shuffle;
-  o.cache_overlap = !no_overlap;
-  o.order = order == "blocks"   ? dspipe::SampleOrder::kBlocks
-            : order == "shards" ? dspipe::SampleOrder::kShards
-                                : dspipe::SampleOrder::kGlobal;
-  if (o.rank >= o.world_size) {
-    return Usage("--rank " + std::to_string(o.rank) + ": must be less than --world-size " +
-                 std::to_string(o.world_size));
-  }
-  if (!compare_db.empty() && (o.world_size > 1 || rank->count() > 0 || order != "global")) {
-    return Usage("--compare measures one whole dataset; drop --order/--rank/--world-size");
-  }
-  o.trace_path = trace_path;
-  if (!sweep_text.empty() && !compare_db.empty()) return Usage("--sweep and --compare: pick one");
-  if (!sweep_text.empty() && !trace_path.empty()) {
-    return Usage("--trace records one configuration; run it without --sweep");
-  }
-
+  if (int rc = ToProfileOptions(&args); rc != 0) return rc;
   pf::Report report;
-  if (!sweep_text.empty()) {
-    pf::SweepSpec spec;
-    dspipe::Status s = pf::ParseSweep(sweep_text, &spec);
-    if (!s.ok()) return Usage(s.message());
-    pf::SweepResult sweep;
-    s = pf::RunSweep(path, o, spec, &sweep);
-    if (!s.ok()) return Fail(s);
-    report.run = sweep.runs[static_cast<size_t>(sweep.best)];
-    report.sweep = std::move(sweep);
-  } else if (!compare_db.empty()) {
-    pf::ProfileOptions folder_options = o;
-    folder_options.trace_path.clear();
-    pf::ProfileResult folder;
-    dspipe::Status s = pf::RunFolderProfile(path, folder_options, &folder);
-    if (!s.ok()) return Fail(s);
-    report.folder = std::move(folder);
-    s = pf::RunProfile(compare_db, o, &report.run);
-    if (!s.ok()) return Fail(s);
-  } else {
-    dspipe::Status s = pf::RunProfile(path, o, &report.run);
-    if (!s.ok()) return Fail(s);
-  }
-
-  if (!quiet) std::cout << pf::ReportText(report) << std::flush;
-  for (const dspipe::Status& s :
-       {Write(json_path, "JSON", pf::ReportJson(report).dump(2) + "\n"),
-        Write(csv_path, "CSV", pf::ReportCsv(report)),
-        Write(timeline_csv, "timeline CSV", pf::ReportTimelineCsv(report)),
-        Write(epochs_csv, "epochs CSV", pf::ReportEpochsCsv(report)),
-        Write(report_path, "HTML report", pf::ReportHtml(report))}) {
-    if (!s.ok()) return Fail(s);
-  }
-  if (!quiet && !trace_path.empty()) std::cout << "trace: " << trace_path << "\n";
-  return 0;
+  if (int rc = Measure(args, &report); rc != 0) return rc;
+  return Output(args, report);
 }
