@@ -139,6 +139,29 @@ def test_every_keyword_is_documented_with_its_cpp_name():
         assert kw in loader, f"docs/PYTHON.md: no row for `{kw}`"
 
 
+def test_every_option_field_the_docs_name_exists():
+    """The one vocabulary: `Struct::field` of an options struct, wherever a page, the README or
+    ARCHITECTURE.md names it, is a field of that struct now (a rename leaves no page behind).
+    The glossary's "Older names" and the CHANGELOG name the old spellings on purpose."""
+    fields = {(s, f) for s, f, *_ in _dspipe.option_fields()}
+    structs = {s for s, _ in fields}
+    pages = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(ROOT, "docs"))
+             for n in names if n.endswith(".md")]
+    pages += [os.path.join(ROOT, n) for n in ("README.md", "ARCHITECTURE.md", "CONTRIBUTING.md")]
+    stale, named = [], 0
+    for page in pages:
+        text = open(page, encoding="utf-8").read()
+        if page.endswith("glossary.md"):
+            text = text[:text.index("## Older names")]
+        for m in re.finditer(r"\b([A-Z]\w*Options)::(\w+)", text):
+            if m.group(1) in structs:
+                named += 1
+                if (m.group(1), m.group(2)) not in fields:
+                    stale.append(f"{os.path.relpath(page, ROOT)}: {m.group(0)}")
+    assert named > 50
+    assert not stale, f"pages name options that are not fields: {stale}"
+
+
 def test_every_option_named_in_a_message_has_a_python_name():
     """Opt("Struct::field") in the C++ sources: each renders as a keyword in Python errors."""
     names = _options.option_names()
