@@ -215,7 +215,7 @@ def test_ray_convert_of_volumes_equals_the_sharded_build(local_ray, tmp_path):
     want = dspipe.build(src, ref, shards=2, progress=False, **options)
     assert want["records"] == sum(3 + i for i in range(5)) and want["empty_slices"] == 5
     out = tmp_path / "out"
-    r = dspipe.ray.convert(src, out, num_shards=2, progress=Conductor(), **RAY, **options)
+    r = dspipe.ray.convert(src, out, shards=2, progress=Conductor(), **RAY, **options)
     assert r["records"] == want["records"] and r["shards"] == 2
     got_m, want_m = manifest(str(out)), manifest(str(ref))
     # float32 samples: the shards' statistics are summed in another order than one process
