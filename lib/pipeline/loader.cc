@@ -200,11 +200,7 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
       // No slot reserved for an application thread: the consumer never joins the arena.
       arena_(std::make_unique<tbb::task_arena>(options_.threads, 0)),
       pid_(::getpid()),
-      origin_(dataset_),
-      // What OpenDatasetCached attached: a background copy or the per-shard cache.
-      cache_copy_(cache::CacheStateOf(*dataset_).copy),
-      shard_cache_(cache::CacheStateOf(*dataset_).shards),
-      stream_(cache::CacheStateOf(*dataset_).stream) {
+      data_(dataset_, options_.cache_overlap) {
   ctx_.dataset = dataset_.get();
   ctx_.options = &options_;
   ctx_.shape = shape_;
@@ -215,8 +211,7 @@ LoaderImpl::LoaderImpl(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
   stats_.SetTransformRows(ctx_.pipeline->segment_labels());
   epoch_end_ = EpochEnd(0);
   state_options_ = LoaderStateOptions(options_);
-  WantShards();
-  PlanStream();
+  data_.Plan(sampler_, 0);
 }
 
 LoaderImpl::~LoaderImpl() {
@@ -229,26 +224,10 @@ LoaderImpl::~LoaderImpl() {
 
 std::string LoaderImpl::reading_from() const {
   std::lock_guard<std::mutex> consumer(consumer_mu_);
-  const std::string& path = dataset_->info().path;
-  if (shard_cache_) return path + " (" + shard_cache_->Describe() + ")";
-  if (stream_) return path + " (" + stream_->Describe() + ")";
-  if (!cache_copy_) return path;
-  if (switched_) return path + " (cache, since epoch " + std::to_string(cache_epoch_) + ")";
-  switch (cache_copy_->state()) {
-    case CacheCopy::State::kCopying:
-      return path + " (in place, copying into the cache)";
-    case CacheCopy::State::kCached:
-      return path + " (in place, the cache's copy is ready: used from the next epoch)";
-    case CacheCopy::State::kInPlace:
-      break;
-  }
-  return path + " (in place: " + cache_copy_->result().reason + ")";
+  return data_.Describe();
 }
 
-void LoaderImpl::WaitForCacheCopy() const {
-  if (cache_copy_) (void)cache_copy_->Wait();
-  if (shard_cache_) shard_cache_->Wait();
-}
+void LoaderImpl::WaitForCacheCopy() const { data_.WaitForCopies(); }
 
 LoaderShape LoaderImpl::loader_shape() const {
   std::lock_guard<std::mutex> consumer(consumer_mu_);

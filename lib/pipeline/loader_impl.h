@@ -5,8 +5,9 @@
 //   loader.cc        options validation, Loader::Create / Open, OpenLoaderDataset, the oneTBB
 //                    parallelism lease, construction, and what the loader reports (stats, shape,
 //                    corrupt records, where it reads from)
-//   loader_run.cc    the pipeline: Next, epochs, the worker tasks and prefetch, read-ahead, the
-//                    switch to the cache's copy at epoch boundaries
+//   loader_run.cc    the pipeline: Next, epochs, the worker tasks and prefetch, read-ahead
+// and which dataset the tasks read (the cache's copy, shards reopened) is a DataSwitch
+// (data_switch.h), asked at each epoch's start.
 //   loader_state.cc  the resume identity: state(), Restore, CheckIdentity, the content sha256
 #pragma once
 
@@ -27,6 +28,7 @@
 #include "cache/cached_dataset.h"
 #include "dspipe/loader.h"
 #include "pipeline/batch_pool.h"
+#include "pipeline/data_switch.h"
 #include "pipeline/sample.h"
 
 namespace dspipe::pipeline {
@@ -141,16 +143,9 @@ class LoaderImpl final : public Loader {
   // The pending position (nothing taken since it was set) continues, at an epoch boundary's
   // cost: nothing in flight, so the background cache copy may be switched to.
   void ContinuePending();
-  // REQUIRES: no job in flight (after Drain): every place that starts an epoch.
+  // REQUIRES: no job in flight (after Drain): every place that starts an epoch. The epoch's
+  // tasks read what data_ switched to (the cache's copy, shards reopened).
   void SetEpochLocked(uint64_t epoch);
-  // An epoch boundary with nothing in flight: when the background copy into the cache has
-  // committed, the new epoch's tasks read the copy.
-  void SwitchToCacheIfReady();
-  // Order kShards with the per-shard cache: asks for this epoch's shards and the next epoch's.
-  void WantShards();
-  void PlanStream();
-  // An epoch boundary with nothing in flight: reopens the dataset when more shards are cached.
-  void SwitchShardsIfReady();
   // Submits batches until `prefetch` are in flight or the epoch's samples are all submitted.
   Status TopUp();
   // Advises the positions of this epoch's order not advised yet (Dataset::WillNeed).
@@ -190,17 +185,9 @@ class LoaderImpl final : public Loader {
   ParallelismLease parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
   const pid_t pid_;
-  // The dataset as opened (in place when a background cache copy is attached) and that copy.
-  const std::shared_ptr<const Dataset> origin_;
-  const std::shared_ptr<CacheCopy> cache_copy_;
-  bool switched_ = false;     // dataset_ is the cache's copy (consumer thread)
-  uint64_t cache_epoch_ = 0;  // the first epoch read from it
-  // Order kShards: the per-shard cache (cache::OpenMode::per_shard), and how many shards it had
-  // cached when dataset_ was opened (consumer thread).
-  const std::shared_ptr<ShardCache> shard_cache_;
-  const std::shared_ptr<ShardStream> stream_;  // OpenMode::stream: told the order and position
-  size_t shards_cached_at_open_ = 0;
-  std::vector<std::shared_ptr<const Dataset>> retired_;  // datasets reopened before dataset_
+  // The dataset as opened, the one dataset_ switches to at epoch starts (consumer thread), and
+  // the stream's plan.
+  DataSwitch data_;
 
   // Consumer-side state (single consumer thread).
   uint64_t epoch_ = 0;

@@ -57,7 +57,7 @@ Status LoaderImpl::Next(Batch* out) {
       return failed;
     }
     deliver_pos_ += job->indices.size();
-    if (stream_) stream_->Advance(deliver_pos_);
+    data_.Advance(deliver_pos_);
     taken_ = true;  // the position moved: set_epoch of this epoch restarts it
     Status s = Collect(*job);
     BatchBuffer* buffer = job->buffer;
@@ -123,7 +123,7 @@ void LoaderImpl::ContinuePending() {
   Drain();
   SetEpochLocked(epoch_);
   deliver_pos_ = submit_pos_ = advised_pos_ = position;
-  if (stream_) stream_->Advance(position);
+  data_.Advance(position);
 }
 
 void LoaderImpl::SetEpochLocked(uint64_t epoch) {
@@ -133,58 +133,10 @@ void LoaderImpl::SetEpochLocked(uint64_t epoch) {
   deliver_pos_ = submit_pos_ = advised_pos_ = 0;
   corrupt_in_epoch_ = delivered_in_epoch_ = 0;
   first_corrupt_in_epoch_ = Status::OK();
-  SwitchToCacheIfReady();
-  PlanStream();
-}
-
-// OpenMode::stream: the stream learns this epoch's order and the next's (it fetches along
-// them and evicts the shard used furthest ahead); Next tells it the position.
-void LoaderImpl::PlanStream() {
-  if (!stream_) return;
-  stream_->SetOrder(sampler_.EpochOrder(epoch_), sampler_.EpochOrder(epoch_ + 1));
-}
-
-// An epoch boundary with nothing in flight: when the background copy into the cache has
-// committed, the new epoch's tasks read the copy. It holds the same records (verified
-// against the same listing), so the batches are byte-identical; the in-place dataset stays
-// open (origin_) for dataset() references taken before.
-void LoaderImpl::SwitchToCacheIfReady() {
-  SwitchShardsIfReady();
-  if (!cache_copy_ || switched_ || cache_copy_->state() != CacheCopy::State::kCached) return;
-  std::shared_ptr<const Dataset> copy = cache_copy_->cached();
-  if (!copy || copy->size() != dataset_->size()) return;
-  dataset_ = std::move(copy);
-  ctx_.dataset = dataset_.get();
-  switched_ = true;
-  cache_epoch_ = epoch_;
-}
-
-// Order kShards with the per-shard cache: asks for this epoch's shards and the next epoch's
-// (copied in that order in the background; those already cached are leased at once).
-void LoaderImpl::WantShards() {
-  if (!shard_cache_) return;
-  shard_cache_->Want(sampler_.EpochShards(epoch_));
-  shard_cache_->Want(sampler_.EpochShards(epoch_ + 1));
-  // cache_overlap = false: the copies are made before the epoch reads, as without shards.
-  if (!options_.cache_overlap) shard_cache_->Wait();
-}
-
-// An epoch boundary with nothing in flight: a shard opened in place stays in place for the
-// dataset that opened it, so when more shards are cached than when dataset_ was opened, the
-// new epoch reads a dataset opened again (lazily: each shard from its entry when there).
-void LoaderImpl::SwitchShardsIfReady() {
-  if (!shard_cache_) return;
-  WantShards();
-  const size_t n = shard_cache_->cached_count();
-  if (n == shards_cached_at_open_) return;
-  std::shared_ptr<const Dataset> ds;
-  if (!shard_cache_->Reopen(&ds).ok() || ds->size() != dataset_->size()) return;
-  // Kept, as origin_ is: a dataset() reference taken before stays valid. At most one per
-  // shard (a reopen needs one more cached shard).
-  if (dataset_ != origin_) retired_.push_back(std::move(dataset_));
-  dataset_ = std::move(ds);
-  ctx_.dataset = dataset_.get();
-  shards_cached_at_open_ = n;
+  if (data_.StartEpoch(sampler_, epoch)) {
+    dataset_ = data_.current();
+    ctx_.dataset = dataset_.get();
+  }
 }
 
 Status LoaderImpl::TopUp() {

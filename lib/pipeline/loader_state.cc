@@ -127,8 +127,8 @@ LoaderState LoaderImpl::state() const {
   s.epoch = epoch_;
   s.position = deliver_pos_;
   s.dataset_sha256 = content_sha256_;
-  s.dataset_count = origin_->info().count;
-  s.dataset_path = origin_->info().path;
+  s.dataset_count = data_.origin().info().count;
+  s.dataset_path = data_.origin().info().path;
   for (const StateOption& o : state_options_) s.options.emplace_back(o.key, o.value);
   return s;
 }
@@ -159,13 +159,13 @@ Status LoaderImpl::Restore(const LoaderState& state) {
   }
   SetEpochLocked(state.epoch);
   deliver_pos_ = submit_pos_ = advised_pos_ = state.position;
-  if (stream_) stream_->Advance(state.position);
+  data_.Advance(state.position);
   return Status::OK();
 }
 
 Status LoaderImpl::CheckIdentity(const LoaderState& state) const {
   if (state.dataset_sha256.empty()) return Status::OK();
-  const DatasetInfo& info = origin_->info();
+  const DatasetInfo& info = data_.origin().info();
   if (state.dataset_sha256 != content_sha256_ || state.dataset_count != info.count) {
     return Status::InvalidArgument(
         "loader: the state is from another dataset: state has " +
