@@ -49,19 +49,19 @@ step "ctest -L gpu"
 
 step "no-GPU fallback (DSPIPE_DISABLE_CUDA=1)"
 DSPIPE_REQUIRE_GPU= DSPIPE_DISABLE_CUDA=1 timeout "$(budget 10)" \
-  "$build/tests/kernels/normalize_gpu_test" --gtest_filter='CudaRuntime.*'
+  "$build/tests/normalize/normalize_gpu_test" --gtest_filter='CudaRuntime.*'
 # Forces DSPIPE_DISABLE_CUDA itself: DeviceLoader's CPU path, explicit device -> Unsupported.
 DSPIPE_REQUIRE_GPU= timeout "$(budget 20)" "$build/tests/device/device_loader_test"
 
 step "gpu_bench"
-timeout "$(budget 30)" "$build/bench/kernels/gpu_bench"
+timeout "$(budget 30)" "$build/bench/normalize/gpu_bench"
 
 step "device_bench: end-to-end images/s, GPU path vs CPU path"
 # 256 synth 512x512 PNG images + masks (made once, under the build dir), batch 16, all cores.
-timeout "$(budget 60)" "$build/bench/kernels/device_bench" --dir "$build/device-bench" \
+timeout "$(budget 60)" "$build/bench/normalize/device_bench" --dir "$build/device-bench" \
   --count 256 --size 512 --batch 16 --epochs 2
 
 step "cpu normalize_bench (1 thread)"
-timeout "$(budget 20)" "$build/bench/kernels/normalize_bench" --reps 10
+timeout "$(budget 20)" "$build/bench/normalize/normalize_bench" --reps 10
 
 step "done"

@@ -130,7 +130,7 @@ cmake -S . -B build-tsan "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPIPE_
   -DDSPIPE_SANITIZE=thread -DDSPIPE_BUILD_BENCH=OFF -DDSPIPE_CUDA=OFF
 # fetch/s3_stream_test: the stream's fetch threads against the loader's reads (SeaweedFS from
 # the step above; about 30 s under TSan here).
-TSAN_TESTS=(pipeline/pipeline_unit_test pipeline/loader_test pipeline/rank_test cache/cache_test stats/stats_test
+TSAN_TESTS=(loader/loader_unit_test loader/loader_test loader/rank_test cache/cache_test stats/stats_test
   transforms/loader_transform_test fetch/s3_stream_test)
 cmake --build build-tsan -j "$JOBS" --target "${TSAN_TESTS[@]##*/}"
 for t in "${TSAN_TESTS[@]}"; do

@@ -13,7 +13,7 @@
 //    Then the unfiltering alone, per filter type and pixel size: plain loop, SSE2, AVX2.
 // 2. The loader over an encoded PNG LMDB (synth dataset, like loader_bench), --loader-rounds
 //    rounds, each: libspng (the fast path switched off: SetPngFastPathEnabled(false), as
-//    DSPIPE_PNG_DECODER=libspng does), fast unfused (pipeline::SetFusedDecodeEnabled(false):
+//    DSPIPE_PNG_DECODER=libspng does), fast unfused (loader::SetFusedDecodeEnabled(false):
 //    decode, then flip, then normalize) and fast fused (flip and normalize per row inside the
 //    decode), the order rotating by round. Per configuration: the single-thread read + decode
 //    (image and mask) rate x threads (the decode bound) and the loader's images/s (batch B,
@@ -23,9 +23,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -37,7 +37,7 @@
 #include "dspipe/loader.h"
 #include "dspipe/stats.h"
 #include "dspipe/synth.h"
-#include "pipeline/sample.h"
+#include "loader/sample.h"
 
 namespace {
 
@@ -263,7 +263,7 @@ void LoaderSideBySide(const std::string& dir, int count, int size, int batch, in
   Series series[kConfigs];
   auto run = [&](int config, uint64_t epoch) {
     codec::SetPngFastPathEnabled(config != 0);
-    pipeline::SetFusedDecodeEnabled(config == 2);
+    loader::SetFusedDecodeEnabled(config == 2);
     Series& s = series[config];
     double rate = 0, per_cpu = 0;
     DecodeRate(loader->dataset(), &rate, &per_cpu);
@@ -285,7 +285,7 @@ void LoaderSideBySide(const std::string& dir, int count, int size, int batch, in
     }
   }
   codec::SetPngFastPathEnabled(true);
-  pipeline::SetFusedDecodeEnabled(true);
+  loader::SetFusedDecodeEnabled(true);
   std::printf("\nLoader: %d x %dx%d RGB PNG + PNG mask (synth, encoded LMDB), batch %d, "
               "%d threads, hflip 0.5 + CPU float32 normalize, %d rounds interleaved\n",
               count, size, size, batch, threads, rounds);

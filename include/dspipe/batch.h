@@ -103,7 +103,7 @@ class Batch {
   const uint8_t* hflip() const { return hflip_; }
 
   // The loader's pool of batch buffers and one of its buffers: declared here, defined inside
-  // dspipe (lib/pipeline/batch_pool.h), which makes every Batch. Not for use outside dspipe.
+  // dspipe (lib/loader/batch_pool.h), which makes every Batch. Not for use outside dspipe.
   class Pool;
   struct Buffer;
 

@@ -63,7 +63,7 @@ bool PngFastPathEnabled();
 
 // Receives the finished rows of a DecodePngFast call one at a time, top to bottom, right after
 // each is written (while it is still in L1): the loader converts them to float32 there instead
-// of reading the whole image back from memory afterwards (pipeline/sample.cc).
+// of reading the whole image back from memory afterwards (loader/sample.cc).
 class PngRowSink {
  public:
   virtual ~PngRowSink() = default;

@@ -16,12 +16,12 @@ namespace dspipe {
 namespace {
 
 namespace fs = std::filesystem;
-using build::Accum;
-using build::CheckSameOptions;
-using build::json;
-using build::ParseAccum;
-using build::ParseStored;
-using build::StatsJson;
+using convert::Accum;
+using convert::CheckSameOptions;
+using convert::json;
+using convert::ParseAccum;
+using convert::ParseStored;
+using convert::StatsJson;
 
 struct ShardState {
   std::string name, path;
@@ -263,7 +263,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   std::vector<std::string> reader_files;
   for (const ShardState& st : shards) reader_files.push_back(st.name + "/data.mdb");
   std::string text;
-  DSPIPE_RETURN_IF_ERROR(build::TopManifestText(dir, m.dump(2), reader_files, nullptr, &text));
+  DSPIPE_RETURN_IF_ERROR(convert::TopManifestText(dir, m.dump(2), reader_files, nullptr, &text));
   std::string existing;
   if (fs::exists(top, ec) && ReadFile(top, &existing).ok() && existing == text) {
     result->already_complete = true;
@@ -273,7 +273,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   if (!total.rejected.empty()) {
     result->report_path = dir + "/rejected.tsv";
     DSPIPE_RETURN_IF_ERROR(
-        WriteFileAtomic(result->report_path, build::RejectedReport(total.rejected)));
+        WriteFileAtomic(result->report_path, convert::RejectedReport(total.rejected)));
   }
   return WriteFileAtomic(top, text);  // last: the dataset is complete from here on
 }

@@ -17,7 +17,7 @@
 #include "dspipe/cpus.h"
 #include "dspipe/log.h"
 
-namespace dspipe::build {
+namespace dspipe::convert {
 
 Status Builder::ReadArchiveItem(const SourceItem& item, SourceBytes* out) {
   DSPIPE_RETURN_IF_ERROR(archive_->Read(item.archive_image, item.image, &out->image));
@@ -297,4 +297,4 @@ Status Builder::SealShard(int shard, LmdbEnv* env, const Accum& acc) {
   return Status::OK();
 }
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

@@ -10,7 +10,7 @@
 #include "dspipe/log.h"
 #include "format/manifest.h"
 
-namespace dspipe::build {
+namespace dspipe::convert {
 
 Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool sync) {
   w->PutMeta(kManifestKey, manifest.dump(2));
@@ -168,4 +168,4 @@ Status Builder::Finish(const Accum& acc) {
   return Status::OK();
 }
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

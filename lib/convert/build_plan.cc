@@ -22,7 +22,7 @@
 #include "dspipe/log.h"
 #include "format/manifest.h"
 
-namespace dspipe::build {
+namespace dspipe::convert {
 
 namespace fs = std::filesystem;
 
@@ -694,4 +694,4 @@ Status Builder::CheckArchiveOrder() const {
                         Opt("BuildOptions::archive_buffer_bytes") + ", or extract it"));
 }
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

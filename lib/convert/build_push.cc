@@ -17,7 +17,7 @@
 #include "dspipe/log.h"
 #include "dspipe/push.h"
 
-namespace dspipe::build {
+namespace dspipe::convert {
 namespace {
 
 namespace fs = std::filesystem;
@@ -156,4 +156,4 @@ Status BuildAndPush(const BuildOptions& options, BuildResult* result) {
   return Status::OK();
 }
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

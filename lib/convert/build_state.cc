@@ -9,7 +9,7 @@
 #include "convert/builder.h"
 #include "format/manifest.h"
 
-namespace dspipe::build {
+namespace dspipe::convert {
 
 namespace fs = std::filesystem;
 
@@ -456,4 +456,4 @@ bool LooksLikeOutput(Env* env, const std::string& out) {
          env->FileExists(out + "/" + ShardDirName(0));
 }
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

@@ -13,7 +13,7 @@
 #include "format/manifest.h"
 
 namespace dspipe {
-namespace build {
+namespace convert {
 
 Status Builder::Run() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -74,7 +74,7 @@ Status Builder::Run() {
   return Status::OK();
 }
 
-}  // namespace build
+}  // namespace convert
 
 // Every check here reads the options alone (no file), so BuildDataset refuses bad ones before
 // it creates the output, and a front end (dsconvert) can call it as its own up-front check.
@@ -194,9 +194,9 @@ Status BuildDataset(const BuildOptions& options, BuildResult* result) {
   *result = BuildResult{};
   if (ClassifyUrl(options.output) == UrlScheme::kS3) {
     DSPIPE_RETURN_IF_ERROR(ValidateBuildOptions(options));
-    return build::BuildAndPush(options, result);  // build_push.cc: builds here first, then pushes
+    return convert::BuildAndPush(options, result);  // build_push.cc: builds here first, then pushes
   }
-  build::Builder b(options, result);
+  convert::Builder b(options, result);
   // The stored build state and cursor are JSON that a crash, a fault or a hand edit may have
   // damaged; their readers throw (nlohmann::json, std::vector::at). Found by
   // tests/fuzz/fuzz_build_state: report it, never terminate.

@@ -38,7 +38,7 @@
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
 
-namespace dspipe::build {
+namespace dspipe::convert {
 
 using json = nlohmann::json;
 
@@ -289,4 +289,4 @@ class Builder {
   bool resuming_ = false;  // set once the first shard that still has work is reached
 };
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

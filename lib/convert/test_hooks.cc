@@ -5,7 +5,7 @@
 #include <mutex>
 #include <utility>
 
-namespace dspipe::build {
+namespace dspipe::convert {
 namespace {
 
 std::mutex& HooksMu() {
@@ -40,4 +40,4 @@ void RunAfterRecordCommit() {
   if (hook) hook(commits);
 }
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace dspipe::build {
+namespace dspipe::convert {
 
 struct TestHooks {
   // Called on the committing thread right after a batch of records, with the cursor that
@@ -23,4 +23,4 @@ void SetTestHooks(TestHooks hooks);
 // Counts one record commit and calls after_record_commit, when installed.
 void RunAfterRecordCommit();
 
-}  // namespace dspipe::build
+}  // namespace dspipe::convert

@@ -164,7 +164,7 @@ class PosixEnv final : public Env {
     names->clear();
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) return OpenError(dir, errno);
-    return internal::ReadNamesAndClose(d, dir, names);
+    return core::ReadNamesAndClose(d, dir, names);
   }
 
   Status FileSize(const std::string& path, uint64_t* size) override {
@@ -233,12 +233,12 @@ class PosixEnv final : public Env {
 
   Status LockFile(const std::string& lock_path, bool wait,
                   std::unique_ptr<FileLock>* out) override {
-    return internal::LockAt(AT_FDCWD, lock_path, lock_path, /*exclusive=*/true, wait, out);
+    return core::LockAt(AT_FDCWD, lock_path, lock_path, /*exclusive=*/true, wait, out);
   }
 
   Status LockFileShared(const std::string& lock_path, bool wait,
                         std::unique_ptr<FileLock>* out) override {
-    return internal::LockAt(AT_FDCWD, lock_path, lock_path, /*exclusive=*/false, wait, out);
+    return core::LockAt(AT_FDCWD, lock_path, lock_path, /*exclusive=*/false, wait, out);
   }
 
   Status OpenDirectory(const std::string& path, std::unique_ptr<Directory>* out) override {
@@ -248,7 +248,7 @@ class PosixEnv final : public Env {
       if (errno == ENOENT) return Status::NotFound(p + ": no such directory");
       return Status::IOErrorErrno("open", p, errno);
     }
-    *out = internal::NewPosixDirectory(fd, p);
+    *out = core::NewPosixDirectory(fd, p);
     return Status::OK();
   }
 
@@ -263,7 +263,7 @@ class PosixEnv final : public Env {
   // NotFound for a missing file or directory (ENOENT), as FileSize and OpenDirectory; IOError
   // for every other open failure.
   static Status OpenError(const std::string& path, int err) {
-    return internal::OpenErrno("open", path, err);
+    return core::OpenErrno("open", path, err);
   }
 };
 
@@ -295,7 +295,7 @@ Status Env::OpenDirectory(const std::string& path, std::unique_ptr<Directory>* o
   return Status::Unsupported("open directory " + path + ": not supported by this Env");
 }
 
-namespace internal {
+namespace core {
 
 std::unique_ptr<RandomAccessFile> NewPosixRandomAccessFile(std::string path, int fd) {
   return std::make_unique<PosixRandomAccessFile>(std::move(path), fd);
@@ -305,7 +305,7 @@ std::unique_ptr<WritableFile> NewPosixWritableFile(std::string path, int fd, uin
   return std::make_unique<PosixWritableFile>(std::move(path), fd, size);
 }
 
-}  // namespace internal
+}  // namespace core
 
 Status Env::ReadFile(const std::string& path, std::string* out) {
   std::unique_ptr<RandomAccessFile> f;

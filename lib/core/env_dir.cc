@@ -14,7 +14,7 @@
 #include "core/env_internal.h"
 
 namespace dspipe {
-namespace internal {
+namespace core {
 
 // Defined in env.cc: the POSIX files over an open descriptor.
 std::unique_ptr<RandomAccessFile> NewPosixRandomAccessFile(std::string path, int fd);
@@ -66,7 +66,7 @@ Status ListFd(int fd, const std::string& shown, std::vector<std::string>* names)
     ::close(own);
     return Status::IOErrorErrno("opendir", shown, err);
   }
-  return internal::ReadNamesAndClose(d, shown, names);
+  return core::ReadNamesAndClose(d, shown, names);
 }
 
 // Removes name under dirfd (a directory's contents first), never following a link.
@@ -234,7 +234,7 @@ std::unique_ptr<Directory> NewPosixDirectory(int fd, std::string path) {
   return std::make_unique<PosixDirectory>(fd, std::move(path));
 }
 
-}  // namespace internal
+}  // namespace core
 
 Status Directory::ReadFile(const std::string& name, std::string* out) {
   std::unique_ptr<RandomAccessFile> f;
@@ -252,7 +252,7 @@ Status Directory::ReadFile(const std::string& name, std::string* out) {
 }
 
 Status Directory::WriteFileAtomic(const std::string& name, std::string_view data) {
-  const std::string tmp = name + ".tmp-" + internal::RandomHex16();
+  const std::string tmp = name + ".tmp-" + core::RandomHex16();
   Status s;
   {
     std::unique_ptr<WritableFile> f;

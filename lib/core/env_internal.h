@@ -10,7 +10,7 @@
 
 #include "dspipe/env.h"
 
-namespace dspipe::internal {
+namespace dspipe::core {
 
 // Opens (creating it, mode 0644, never through a symlink) and flocks the lock file `name`
 // relative to `dirfd` (AT_FDCWD: name is a path). When the file at `name` was removed or
@@ -35,4 +35,4 @@ Status OpenErrno(const char* op, const std::string& shown, int err);
 // The 16 lowercase hex digits of 64 random bits (std::random_device).
 std::string RandomHex16();
 
-}  // namespace dspipe::internal
+}  // namespace dspipe::core

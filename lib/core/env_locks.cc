@@ -17,7 +17,7 @@
 
 #include "core/env_internal.h"
 
-namespace dspipe::internal {
+namespace dspipe::core {
 namespace {
 
 class PosixFileLock;
@@ -136,4 +136,4 @@ std::string RandomHex16() {
   return out;
 }
 
-}  // namespace dspipe::internal
+}  // namespace dspipe::core

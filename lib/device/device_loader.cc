@@ -13,7 +13,7 @@
 #include "dspipe/cuda.h"
 #include "dspipe/log.h"
 #include "dspipe/normalize.h"
-#include "pipeline/loader_dataset.h"
+#include "loader/loader_dataset.h"
 
 namespace dspipe {
 namespace {
@@ -24,7 +24,7 @@ Status Invalid(const std::string& what) { return Status::InvalidArgument("Device
 // DeviceOptions, then LoaderOptions, then the manifest; one value applies to every channel.
 }  // namespace
 
-namespace internal {
+namespace device {
 
 CudaProbe ProbeCuda() {
   CudaProbe p;
@@ -57,7 +57,7 @@ Status PickDevice(const CudaProbe& probe, int requested, int* device) {
   return Status::OK();
 }
 
-}  // namespace internal
+}  // namespace device
 
 struct DeviceLoader::Impl {
   DeviceOptions options;
@@ -67,7 +67,7 @@ struct DeviceLoader::Impl {
   std::vector<double> mean, stdev;
   NormalizeParams norm;
   GpuNormalizerOptions gpu_options;  // GPU path: for the slots added when all are held
-  std::shared_ptr<internal::DeviceState> state = std::make_shared<internal::DeviceState>();
+  std::shared_ptr<device::DeviceState> state = std::make_shared<device::DeviceState>();
   std::unique_ptr<Loader> loader;
   // Serializes Next: a slot is chosen, filled and handed out by one call at a time, so two
   // threads calling Next get distinct batches in distinct slots.
@@ -237,8 +237,8 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   auto impl = std::make_unique<Impl>();
   impl->options = d;
   impl->label_classes = loader_options.transform ? loader_options.transform->label_classes() : 0;
-  const internal::CudaProbe probe = internal::ProbeCuda();
-  DSPIPE_RETURN_IF_ERROR(internal::PickDevice(probe, d.device, &impl->device));
+  const device::CudaProbe probe = device::ProbeCuda();
+  DSPIPE_RETURN_IF_ERROR(device::PickDevice(probe, d.device, &impl->device));
   impl->gpu = impl->device >= 0;
   const DatasetInfo& types = dataset->info();
   const bool float_pixels = loader_options.transform && loader_options.transform->float_pixels();
@@ -303,7 +303,7 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
       ResolveNormalization(info, channels, &impl->mean, &impl->stdev, &impl->norm)
           .WithContext("DeviceLoader"));
 
-  internal::DeviceState& st = *impl->state;
+  device::DeviceState& st = *impl->state;
   const auto slots = static_cast<size_t>(d.slots);
   st.held.assign(slots, false);
   st.device_batches.resize(slots);

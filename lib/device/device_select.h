@@ -7,7 +7,7 @@
 
 #include "dspipe/status.h"
 
-namespace dspipe::internal {
+namespace dspipe::device {
 
 // What the CUDA runtime says (CudaAvailable, CudaDeviceCount, CudaCurrentDevice).
 struct CudaProbe {
@@ -25,4 +25,4 @@ CudaProbe ProbeCuda();
 // data-parallel rank that is the rank's GPU, not GPU 0). Errors name the request.
 Status PickDevice(const CudaProbe& probe, int requested, int* device);
 
-}  // namespace dspipe::internal
+}  // namespace dspipe::device

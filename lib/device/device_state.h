@@ -15,7 +15,7 @@
 #include "dspipe/device_loader.h"
 #include "dspipe/stats.h"
 
-namespace dspipe::internal {
+namespace dspipe::device {
 
 // A reusable host buffer, grown on demand: page-locked (AllocPinned) when reserved pinned.
 class HostBuffer {
@@ -64,14 +64,14 @@ struct PendingRelease {
   void* event = nullptr;
 };
 
-}  // namespace dspipe::internal
+}  // namespace dspipe::device
 
 namespace dspipe {
 
-// TensorBatch::State (declared in dspipe/device_loader.h), internal::DeviceState below.
+// TensorBatch::State (declared in dspipe/device_loader.h), device::DeviceState below.
 struct TensorBatch::State {
-  using HostBuffer = internal::HostBuffer;
-  using PendingRelease = internal::PendingRelease;
+  using HostBuffer = device::HostBuffer;
+  using PendingRelease = device::PendingRelease;
   ~State() {
     for (PendingRelease& p : pending) CudaFreeEvent(p.event);
   }
@@ -133,8 +133,8 @@ struct TensorBatch::State {
   }
 };
 
-namespace internal {
+namespace device {
 using DeviceState = TensorBatch::State;
-}  // namespace internal
+}  // namespace device
 
 }  // namespace dspipe

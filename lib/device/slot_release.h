@@ -11,7 +11,7 @@
 #include "dspipe/cuda.h"
 #include "dspipe/status.h"
 
-namespace dspipe::internal {
+namespace dspipe::device {
 
 // The three GpuNormalizer calls a release makes for one DeviceBatch.
 class SlotReleaseOps {
@@ -36,4 +36,4 @@ class SlotReleaseOps {
 Status ReleaseDeviceSlot(DeviceState& state, size_t slot, SlotReleaseOps& ops,
                          void* consumer_stream, Batch* host, bool* set_aside);
 
-}  // namespace dspipe::internal
+}  // namespace dspipe::device

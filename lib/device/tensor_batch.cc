@@ -67,7 +67,7 @@ Status TensorBatch::WaitReady() const {
       ->WaitReady(state_->device_batches[static_cast<size_t>(slot_)]);
 }
 
-namespace internal {
+namespace device {
 
 Status ReleaseDeviceSlot(DeviceState& state, size_t slot, SlotReleaseOps& ops,
                          void* consumer_stream, Batch* host, bool* set_aside) {
@@ -98,12 +98,12 @@ Status ReleaseDeviceSlot(DeviceState& state, size_t slot, SlotReleaseOps& ops,
   return status;
 }
 
-}  // namespace internal
+}  // namespace device
 
 namespace {
 
 // The slot's GpuNormalizer answering for one DeviceBatch.
-class GpuSlotOps : public internal::SlotReleaseOps {
+class GpuSlotOps : public device::SlotReleaseOps {
  public:
   GpuSlotOps(GpuNormalizer* gpu, const DeviceBatch& db) : gpu_(gpu), db_(db) {}
   Status Release(void* consumer_stream) override { return gpu_->Release(db_, consumer_stream); }
@@ -129,7 +129,7 @@ Status TensorBatch::Release(void* consumer_stream) {
     const auto slot = static_cast<size_t>(slot_);
     if (on_device_) {
       GpuSlotOps ops(state_->gpu(slot), state_->device_batches[slot]);
-      status = internal::ReleaseDeviceSlot(*state_, slot, ops, consumer_stream, &host_, &set_aside);
+      status = device::ReleaseDeviceSlot(*state_, slot, ops, consumer_stream, &host_, &set_aside);
     } else if (void* event = state_->pin ? CudaRecordEvent(consumer_stream) : nullptr) {
       // pin_memory: a non_blocking copy out of this batch may still run on consumer_stream.
       state_->pending.push_back({slot, std::move(host_), event});

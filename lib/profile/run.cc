@@ -14,7 +14,7 @@
 #include "dspipe/cache.h"
 #include "dspipe/loader.h"
 #include "format/residency.h"
-#include "pipeline/loader_dataset.h"
+#include "loader/loader_dataset.h"
 #include "profile/profile.h"
 #include "profile/sources.h"
 #if DSPIPE_PROFILE_HAVE_DEVICE
@@ -416,7 +416,7 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
   if (src.stream) NetworkVerdict(*r, loader.options().threads, &r->verdict);
   // How the images were decoded (decode router, docs/DECODE.md), one snapshot for both notes.
   const std::vector<DecodePathSummary> paths = stats.DecodePaths();
-  // Samples on the loader's fused PNG path (pipeline/sample.h) are flipped and normalized
+  // Samples on the loader's fused PNG path (loader/sample.h) are flipped and normalized
   // inside their decode and record no transform span: say so, or transform and normalize read as
   // free (docs/STATS.md). Counted from the decode paths each sample records with its decode
   // span, not from decode minus transform spans: a prefetch worker between its decode and its

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // TransformPipeline's private state, shared by pipeline.cc and the loader's sample code
-// (pipeline/sample.cc reaches the plan through it). Internal to dspipe.
+// (loader/sample.cc reaches the plan through it). Internal to dspipe.
 #pragma once
 
 #include <memory>

@@ -3,7 +3,7 @@
 // (consecutive geometric steps fused into one resampling pass; LUT steps into one table), the
 // source region the first group needs (the ROI-decode contract), and the executor that runs the
 // groups from the decoded record into the batch slot. Internal to dspipe::transforms; the
-// loader (pipeline/sample.cc) and TransformPipeline::Apply both come through here.
+// loader (loader/sample.cc) and TransformPipeline::Apply both come through here.
 //
 // Fusion rules (docs/TRANSFORMS.md "Fusion"): a geometric step joins the current group unless
 //   - it needs the mask to draw (CropNonEmptyMaskIfExists: it starts a group),

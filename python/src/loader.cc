@@ -24,7 +24,7 @@
 #include "dspipe/option_fields.h"
 #include "dspipe/stats.h"
 #include "errors.h"
-#include "pipeline/cache_copy.h"
+#include "loader/cache_copy.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -191,7 +191,7 @@ class PyLoader {
     const BatchShape& s = loader().shape();
     return nb::make_tuple(s.batch_size, s.channels, s.height, s.width);
   }
-  // WaitForCacheCopy (pipeline/cache_copy.h), with the GIL released.
+  // WaitForCacheCopy (loader/cache_copy.h), with the GIL released.
   void wait_for_cache_copy() {
     nb::gil_scoped_release release;
     WaitForCacheCopy(loader());

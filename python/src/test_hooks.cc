@@ -18,13 +18,13 @@ namespace dspipe {
 
 void RegisterTestHooks(nanobind::module_& m) {
   m.def("_stop_after_commits_for_test", [](uint64_t n) {
-    build::TestHooks hooks;
+    convert::TestHooks hooks;
     if (n > 0) {
       hooks.after_record_commit = [n](uint64_t commits) {
         if (commits == n) ::raise(SIGSTOP);
       };
     }
-    build::SetTestHooks(std::move(hooks));
+    convert::SetTestHooks(std::move(hooks));
   });
 }
 

@@ -22,7 +22,7 @@
 #include "cache/test_hooks.h"
 #include "dspipe/cache.h"
 #include "dspipe/dataset.h"
-#include "pipeline/loader_fixture.h"
+#include "loader/loader_fixture.h"
 #include "tool_process.h"
 
 namespace dspipe::cachetest {

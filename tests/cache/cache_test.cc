@@ -27,14 +27,14 @@
 #include "cache/cached_dataset.h"
 #include "cache/populate.h"
 #include "cache/test_hooks.h"
-#include "core/fault_env.h"
 #include "cache_support.h"
+#include "core/fault_env.h"
 #include "dspipe/dataset.h"
 #include "dspipe/env.h"
 #include "dspipe/format.h"
 #include "dspipe/loader.h"
-#include "pipeline/cache_copy.h"
-#include "pipeline/loader_fixture.h"
+#include "loader/cache_copy.h"
+#include "loader/loader_fixture.h"
 #include "profile/profile.h"
 
 namespace dspipe {

@@ -31,7 +31,7 @@
 #include "dspipe/env.h"
 #include "dspipe/loader.h"
 #include "format/manifest.h"
-#include "pipeline/loader_fixture.h"
+#include "loader/loader_fixture.h"
 
 namespace dspipe {
 namespace {

@@ -21,7 +21,7 @@
 #include "dspipe/log.h"
 #include "fetch/http_server.h"
 #include "fetch/test_files.h"
-#include "pipeline/loader_dataset.h"
+#include "loader/loader_dataset.h"
 #include "profile/profile.h"
 
 namespace dspipe::testing {

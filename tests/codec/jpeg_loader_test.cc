@@ -161,7 +161,7 @@ std::string Compose(const std::string& list) {
 }
 
 // The transform pipeline's leading crop / resize is what tells the router which region and
-// scale to decode (pipeline/sample.cc, the decode call site): for each kind of leading group,
+// scale to decode (loader/sample.cc, the decode call site): for each kind of leading group,
 // the region decode at full scale gives the whole decode's batches byte for byte, the DCT
 // scales stay within a resize's tolerance, and PNG records are decoded whole.
 TEST(JpegLoader, TransformPipelinesGetRegionAndScaledDecodes) {

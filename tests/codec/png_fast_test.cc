@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <spng.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,11 +18,10 @@
 #include <map>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 #include "codec/image.h"
 #include "dspipe/normalize.h"
-#include "kernels/normalize_row.h"
+#include "normalize/normalize_row.h"
 #include "test_images.h"
 
 namespace dspipe::codec {
@@ -351,7 +351,7 @@ class NormalizingSink final : public PngRowSink {
   uint32_t rows() const { return next_; }
 
  private:
-  const kernels::RowNormalizerF32 norm_;
+  const normalize::RowNormalizerF32 norm_;
   const int h_, w_, channels_;
   const uint8_t* dst_;
   float* out_;

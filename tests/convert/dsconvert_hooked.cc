@@ -26,11 +26,11 @@ int main(int argc, char** argv) {
                    argv[2]);
       return 2;
     }
-    dspipe::build::TestHooks hooks;
+    dspipe::convert::TestHooks hooks;
     hooks.after_record_commit = [n](uint64_t commits) {
       if (commits == n) ::raise(SIGSTOP);
     };
-    dspipe::build::SetTestHooks(std::move(hooks));
+    dspipe::convert::SetTestHooks(std::move(hooks));
     argv[2] = argv[0];  // the program name, then the dsconvert arguments
     return dspipe::cli::DsconvertMain(argc - 2, argv + 2);
   }

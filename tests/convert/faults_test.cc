@@ -181,16 +181,16 @@ class StagingTest : public ::testing::Test {
 
 TEST_F(StagingTest, TheDefaultIsAPrivateDirectoryOfThisUser) {
   std::string staging;
-  ASSERT_TRUE(build::PrepareStaging(Env::Default(), url_, "", &staging).ok());
+  ASSERT_TRUE(convert::PrepareStaging(Env::Default(), url_, "", &staging).ok());
   EXPECT_EQ(fs::path(staging).parent_path(), fs::path(tmp_ / own_));
   EXPECT_TRUE(fs::is_directory(staging));
   EXPECT_EQ(Mode(staging), 0700u);
   EXPECT_EQ(Mode(tmp_ / own_), 0700u);
   std::string again;  // a rerun (resume) finds the same directory
-  ASSERT_TRUE(build::PrepareStaging(Env::Default(), url_, "", &again).ok());
+  ASSERT_TRUE(convert::PrepareStaging(Env::Default(), url_, "", &again).ok());
   EXPECT_EQ(again, staging);
   std::string other;
-  ASSERT_TRUE(build::PrepareStaging(Env::Default(), "s3://bkt/other/", "", &other).ok());
+  ASSERT_TRUE(convert::PrepareStaging(Env::Default(), "s3://bkt/other/", "", &other).ok());
   EXPECT_NE(other, staging);
 }
 
@@ -199,7 +199,7 @@ TEST_F(StagingTest, AParentOpenToOthersOrALinkIsRefused) {
   fs::create_directories(parent);
   ::chmod(parent.c_str(), 0777);  // pre-created by someone, open to all
   std::string staging;
-  Status s = build::PrepareStaging(Env::Default(), url_, "", &staging);
+  Status s = convert::PrepareStaging(Env::Default(), url_, "", &staging);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), parent + " has mode 0777")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "BuildOptions::staging")) << s.ToString();
@@ -207,7 +207,7 @@ TEST_F(StagingTest, AParentOpenToOthersOrALinkIsRefused) {
   fs::remove(parent);
   fs::create_directories(tmp_ / "elsewhere");
   fs::create_directory_symlink(tmp_ / "elsewhere", parent);
-  s = build::PrepareStaging(Env::Default(), url_, "", &staging);
+  s = convert::PrepareStaging(Env::Default(), url_, "", &staging);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "symlink")) << s.ToString();
   EXPECT_TRUE(fs::is_empty(tmp_ / "elsewhere"));
@@ -220,7 +220,7 @@ TEST_F(StagingTest, ADirectoryOwnedByAnotherUserIsRefused) {
   ::chmod(parent.c_str(), 0700);
   ASSERT_EQ(::chown(parent.c_str(), 65534, 65534), 0);
   std::string staging;
-  Status s = build::PrepareStaging(Env::Default(), url_, "", &staging);
+  Status s = convert::PrepareStaging(Env::Default(), url_, "", &staging);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "owned by uid 65534")) << s.ToString();
   // A staging directory the user names is checked the same way (a resume finds another's).
@@ -228,11 +228,11 @@ TEST_F(StagingTest, ADirectoryOwnedByAnotherUserIsRefused) {
   const std::string given = tmp_ / "given";
   fs::create_directories(given);
   ASSERT_EQ(::chown(given.c_str(), 65534, 65534), 0);
-  s = build::PrepareStaging(Env::Default(), url_, given, &staging);
+  s = convert::PrepareStaging(Env::Default(), url_, given, &staging);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), given + " is owned by uid 65534")) << s.ToString();
   // One of the user's own, missing: made 0700.
-  ASSERT_TRUE(build::PrepareStaging(Env::Default(), url_, tmp_ / "mine/stage", &staging).ok());
+  ASSERT_TRUE(convert::PrepareStaging(Env::Default(), url_, tmp_ / "mine/stage", &staging).ok());
   EXPECT_EQ(staging, tmp_ / "mine/stage");
   EXPECT_EQ(Mode(staging), 0700u);
 }

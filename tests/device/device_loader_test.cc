@@ -24,7 +24,7 @@
 #include "dspipe/cuda.h"
 #include "dspipe/normalize.h"
 #include "dspipe/stats.h"
-#include "pipeline/batch_pool.h"
+#include "loader/batch_pool.h"
 
 namespace dspipe {
 namespace {
@@ -138,36 +138,36 @@ TEST(DeviceLoaderCpu, ExplicitCudaDeviceWithoutGpuIsUnsupported) {
 
 // Device choice with mocked CUDA answers: 4 visible devices, this rank's current device 2.
 TEST(DevicePick, AutoTakesTheCallersCurrentDeviceNotDeviceZero) {
-  internal::CudaProbe four;
+  device::CudaProbe four;
   four.available = true;
   four.count = 4;
   four.current = 2;
   int device = -7;
-  ASSERT_TRUE(internal::PickDevice(four, DeviceOptions::kAuto, &device).ok());
+  ASSERT_TRUE(device::PickDevice(four, DeviceOptions::kAuto, &device).ok());
   EXPECT_EQ(device, 2);
   four.current = 3;
-  ASSERT_TRUE(internal::PickDevice(four, DeviceOptions::kAuto, &device).ok());
+  ASSERT_TRUE(device::PickDevice(four, DeviceOptions::kAuto, &device).ok());
   EXPECT_EQ(device, 3);
   // An explicit ordinal wins over the current device; kCpu is the CPU path.
-  ASSERT_TRUE(internal::PickDevice(four, 1, &device).ok());
+  ASSERT_TRUE(device::PickDevice(four, 1, &device).ok());
   EXPECT_EQ(device, 1);
-  ASSERT_TRUE(internal::PickDevice(four, DeviceOptions::kCpu, &device).ok());
+  ASSERT_TRUE(device::PickDevice(four, DeviceOptions::kCpu, &device).ok());
   EXPECT_EQ(device, -1);
-  Status s = internal::PickDevice(four, 4, &device);
+  Status s = device::PickDevice(four, 4, &device);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("only 4 visible"), std::string::npos) << s.ToString();
   four.current = 9;  // the runtime contradicting itself is an error, not device 0
-  EXPECT_EQ(internal::PickDevice(four, DeviceOptions::kAuto, &device).code(),
+  EXPECT_EQ(device::PickDevice(four, DeviceOptions::kAuto, &device).code(),
             Status::Code::kInternal);
 }
 
 TEST(DevicePick, NoDeviceMeansCpuForAutoAndAnErrorForAnOrdinal) {
-  internal::CudaProbe none;
+  device::CudaProbe none;
   none.why = "mocked: no device";
   int device = 5;
-  ASSERT_TRUE(internal::PickDevice(none, DeviceOptions::kAuto, &device).ok());
+  ASSERT_TRUE(device::PickDevice(none, DeviceOptions::kAuto, &device).ok());
   EXPECT_EQ(device, -1);
-  const Status s = internal::PickDevice(none, 0, &device);
+  const Status s = device::PickDevice(none, 0, &device);
   EXPECT_EQ(s.code(), Status::Code::kUnsupported);
   EXPECT_NE(s.message().find("mocked: no device"), std::string::npos) << s.ToString();
 }
@@ -175,7 +175,7 @@ TEST(DevicePick, NoDeviceMeansCpuForAutoAndAnErrorForAnOrdinal) {
 // Releasing a GPU-path batch with a mocked normalizer (issue 11 defect 6c): the host buffer
 // may go back to its pool only once its copy is known done. Each call answers as told and
 // counts itself.
-class MockSlotOps : public internal::SlotReleaseOps {
+class MockSlotOps : public device::SlotReleaseOps {
  public:
   Status release = Status::OK(), timings = Status::OK(), wait = Status::OK();
   int release_calls = 0, timings_calls = 0, wait_calls = 0;
@@ -202,14 +202,14 @@ struct HeldSlot {
     shape.batch_size = 2;
     shape.height = shape.width = 4;
     shape.channels = 3;
-    pool = internal::BatchPool::Create(shape, nullptr);
-    internal::BatchBuffer* buffer = nullptr;
+    pool = loader::BatchPool::Create(shape, nullptr);
+    loader::BatchBuffer* buffer = nullptr;
     EXPECT_TRUE(pool->Acquire(&buffer).ok());
     host = pool->Wrap(buffer, 2, 0, 0);
     state.held.assign(1, true);
   }
-  std::shared_ptr<internal::BatchPool> pool;
-  internal::DeviceState state;
+  std::shared_ptr<loader::BatchPool> pool;
+  device::DeviceState state;
   Batch host;
 };
 
@@ -219,7 +219,7 @@ TEST(SlotRelease, ReleaseAndTimingsFailingWaitsForTheCopyBeforeRecycling) {
   ops.release = Status::Internal("mocked: cudaEventRecord failed");
   ops.timings = Status::Internal("mocked: cudaEventSynchronize failed");
   bool set_aside = true;
-  const Status s = internal::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
+  const Status s = device::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
   // The copy was confirmed done by the wait, even though Release had already failed.
   EXPECT_EQ(ops.wait_calls, 1);
   EXPECT_FALSE(set_aside);
@@ -238,7 +238,7 @@ TEST(SlotRelease, CopyNotConfirmedSetsTheHostBufferAsideInsteadOfRecycling) {
   ops.timings = Status::Internal("mocked: cudaEventSynchronize failed");
   ops.wait = Status::Internal("mocked: cudaStreamSynchronize failed");
   bool set_aside = false;
-  const Status s = internal::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
+  const Status s = device::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
   EXPECT_TRUE(set_aside);
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(ops.wait_calls, 1);
@@ -252,7 +252,7 @@ TEST(SlotRelease, CopyNotConfirmedSetsTheHostBufferAsideInsteadOfRecycling) {
   // Release succeeding does not make an unconfirmed copy safe either; the error is the wait's.
   HeldSlot h2;
   ops.release = Status::OK();
-  const Status s2 = internal::ReleaseDeviceSlot(h2.state, 0, ops, nullptr, &h2.host, &set_aside);
+  const Status s2 = device::ReleaseDeviceSlot(h2.state, 0, ops, nullptr, &h2.host, &set_aside);
   EXPECT_TRUE(set_aside);
   EXPECT_NE(s2.message().find("cudaStreamSynchronize"), std::string::npos) << s2.ToString();
   EXPECT_EQ(h2.pool->in_use(), 1u);
@@ -265,7 +265,7 @@ TEST(SlotRelease, TimingsConfirmTheCopyAndAreRecorded) {
   h.state.stats = &stats;
   MockSlotOps ops;
   bool set_aside = true;
-  const Status s = internal::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
+  const Status s = device::ReleaseDeviceSlot(h.state, 0, ops, nullptr, &h.host, &set_aside);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_FALSE(set_aside);
   EXPECT_EQ(ops.release_calls, 1);

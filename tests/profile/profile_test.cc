@@ -17,7 +17,7 @@
 #include "dspipe/convert.h"
 #include "dspipe/loader.h"
 #include "dspipe/synth.h"
-#include "pipeline/sample.h"
+#include "loader/sample.h"
 #include "profile/sources.h"
 #include "test_dataset.h"
 
@@ -63,7 +63,7 @@ TEST(RunProfile, EndToEndOnSynthLmdb) {
   for (Stage s : {Stage::kRead, Stage::kDecode, Stage::kNormalize, Stage::kWait}) {
     ASSERT_NE(Find(r, s), nullptr) << StageName(s);
   }
-  // The synth PNGs take the fused path (flip + normalize inside decode, pipeline/sample.h): no
+  // The synth PNGs take the fused path (flip + normalize inside decode, loader/sample.h): no
   // augment spans, and a note says what decode holds.
   EXPECT_EQ(Find(r, Stage::kTransform), nullptr);
   // "N of N": every decoded sample took it (counted from the decode paths, one snapshot).
@@ -80,10 +80,10 @@ TEST(RunProfile, EndToEndOnSynthLmdb) {
             std::string::npos)
       << *fused_note;
   {
-    pipeline::SetFusedDecodeEnabled(false);
+    loader::SetFusedDecodeEnabled(false);
     ProfileResult unfused;
     const Status s = RunProfile(SmallDataset().lmdb, Small(), &unfused);
-    pipeline::SetFusedDecodeEnabled(true);
+    loader::SetFusedDecodeEnabled(true);
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_NE(Find(unfused, Stage::kTransform), nullptr);
     // Every sample is decoded and then augmented, but the stats are reset after the warm-up and

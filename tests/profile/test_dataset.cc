@@ -65,7 +65,7 @@ const std::string& ShardedDataset() {
 
 }  // namespace dspipe::profile::testing
 
-// ThreadSanitizer hook (unused in other builds), as in tests/pipeline/loader_fixture.cc: the
+// ThreadSanitizer hook (unused in other builds), as in tests/loader/loader_fixture.cc: the
 // reports suppressed are inside code dspipe does not own and TSan cannot see synchronize (GDAL's
 // mutexes under OpenCV's codec registry; oneTBB's small-object pool recycling task memory).
 extern "C" const char* __tsan_default_suppressions() {

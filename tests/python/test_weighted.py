@@ -2,7 +2,7 @@
 """order='weighted' from Python (SamplerOptions::weights, docs/PYTHON.md): weights= alone asks
 for it; draws follow the weights, deterministic by (seed, epoch); without replacement every
 sample of nonzero weight once. The chi-square, rank and resume tests are C++'s
-(tests/pipeline/sampler_test.cc, loader_test.cc)."""
+(tests/loader/sampler_test.cc, loader_test.cc)."""
 from __future__ import annotations
 
 import pytest

@@ -214,7 +214,7 @@ transforms::Region Shifted(int x, int y) {
   return r;
 }
 
-// The ROI-decode contract (plan.h, pipeline/sample.cc): decoding only plan.source_rect and
+// The ROI-decode contract (plan.h, loader/sample.cc): decoding only plan.source_rect and
 // telling Execute where it sits gives the whole decode's output, bit for bit (the same maps
 // read the same pixels); at half resolution (a DCT-scaled decode) within the resampling bound.
 TEST(TransformFusion, DecodingOnlyTheSourceRectGivesTheSameOutput) {

@@ -17,9 +17,9 @@
 #include "dspipe/loader.h"
 #include "dspipe/normalize.h"
 #include "dspipe/transforms.h"
+#include "loader/loader_fixture.h"
+#include "loader/sample.h"
 #include "must_parse.h"
-#include "pipeline/loader_fixture.h"
-#include "pipeline/sample.h"
 
 namespace dspipe {
 namespace {
@@ -38,8 +38,8 @@ const char* const kRecipe = R"([
 using testing::MustParse;
 
 struct FusedScope {
-  explicit FusedScope(bool on) { pipeline::SetFusedDecodeEnabled(on); }
-  ~FusedScope() { pipeline::SetFusedDecodeEnabled(true); }
+  explicit FusedScope(bool on) { loader::SetFusedDecodeEnabled(on); }
+  ~FusedScope() { loader::SetFusedDecodeEnabled(true); }
 };
 
 class LoaderTransformTest : public testing::EncodedLmdbTest {
