@@ -117,9 +117,9 @@ void AddOptions(CLI::App& app, Args* a) {
                  "fetched at once ahead of the reader (the cache must hold this + 1)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_flag("--cache-no-overlap", a->no_overlap,
+  app.add_flag("--no-cache-overlap,--cache-no-overlap", a->no_overlap,
                "make the copy before the run starts and read it (the copy is not overlapped "
-               "with the first epoch)");
+               "with the first epoch; --cache-no-overlap is its old name)");
   app.add_option("--sample-ms", o.sample_ms,
                  "resource timeline period in ms (CPU, RSS, storage reads, faults, GPU); 0 = off")
       ->capture_default_str()
@@ -145,6 +145,9 @@ void AddOptions(CLI::App& app, Args* a) {
   app.add_option("--labels", o.plain.labels, "plain LMDB: key,label CSV file");
   app.add_flag("--no-detect-masks", a->no_detect_masks,
                "plain LMDB: don't pair keys like K_mask / mask_K automatically");
+  app.add_flag("--scan-keys", o.plain.scan_keys,
+               "plain LMDB: list every key at open, even when they look like 0..N-1 (which are "
+               "otherwise checked by probes)");
   app.add_option("--ignore-keys", o.plain.ignore_keys,
                  "plain LMDB: keys that are not samples, comma-separated globs (meta_*)");
   app.add_flag("-q,--quiet", a->quiet, "no report on stdout");
