@@ -32,6 +32,7 @@ inline std::string OptionName(std::string_view field, std::string_view value) {
       {"BuildOptions::archive_buffer_bytes", "--archive-buffer-mb"},
       {"BuildOptions::commit_bytes", "--commit-mb"},
       {"BuildOptions::check", "--check"},
+      {"VerifyOptions::file_sha256", "--sha256"},  // dsconvert verify --no-sha256
   };
   std::string flag;
   for (const auto& [f, spelled] : kSpelled) {

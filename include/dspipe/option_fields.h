@@ -2,15 +2,21 @@
 // dspipe/option_fields.h: every field of the public options structs, by name, with a pointer to
 // it, and the names of the enums they use. Front ends walk these lists instead of restating the
 // fields: the Python binding binds each listed field as an attribute of the struct's class, the
-// loader builds its resume identity (LoaderState::options) from the fields marked kInState, and
-// the Python tests fail when a listed field has no keyword argument. So no option can be
-// missing from a front end without a test or the build saying so.
+// loader builds its resume identity (LoaderState::options) from the fields marked kInState,
+// the Python tests fail when a listed field has no keyword argument, and the CLI test when it
+// has no flag in a command that fills its struct. So no option can be missing from a front end
+// without a test or the build saying so.
 //
 // Adding a field to one of these structs: add one line to its list below, in declaration
 // order. A static_assert fails the build while a field is missing (it counts the aggregate's
 // fields), and another when a name or member is listed twice. Then give it a Python name
 // (python/dspipe/_options.py) and a row in docs/PYTHON.md; tests/python/test_options.py says
-// what is missing.
+// what is missing. And give it its flag in each command that fills the struct (dsbench:
+// tools/dsbench/flags.cc; dsconvert: tools/dsconvert/cli_*.cc), the one tools/option_names.h
+// names (the field with '-' for '_', a bool that defaults to true as --no-NAME, or that file's
+// table), or the reason it has none in kNoFlag, the one list of fields without a flag, in
+// tests/profile/cli_options_test.cc; that test says what is missing, and when a flag shows a
+// default other than the field's.
 //
 // Header-only; everything is constexpr. Thread-safe.
 #pragma once

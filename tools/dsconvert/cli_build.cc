@@ -185,6 +185,9 @@ CLI::App* AddBuild(CLI::App& app, BuildArgs* a) {
   build->add_option("--labels", bo.plain.labels, "plain LMDB SRC: key,label CSV file");
   build->add_flag("--no-detect-masks", a->no_detect_masks,
                   "plain LMDB SRC: don't pair keys like K_mask / mask_K automatically");
+  build->add_flag("--scan-keys", bo.plain.scan_keys,
+                  "plain LMDB SRC: list every key at open, even when they look like 0..N-1 "
+                  "(which are otherwise checked by probes)");
   build->add_option("--ignore-keys", bo.plain.ignore_keys,
                     "plain LMDB SRC: keys that are not samples, comma-separated globs (meta_*)");
   build->add_flag("-q,--quiet", a->quiet, "no progress output");
