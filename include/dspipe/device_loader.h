@@ -72,10 +72,6 @@ struct DeviceOptions {
   ImageDtype dtype = ImageDtype::kFloat32;
   // Masks' element type. Default kInt64. Ignored for datasets without masks.
   MaskDtype mask_dtype = MaskDtype::kInt64;
-  // Per-channel mean / std in pixel units [0, 255]; empty (default) = LoaderOptions::mean/std,
-  // and when those are empty too, the dataset manifest's statistics. One value = every channel.
-  std::vector<double> mean;
-  std::vector<double> std;
   // Device buffer sets (and host batches held back from the pool) made up front. 2 (default)
   // lets the copy of k overlap the consumer's work on k-1; each slot costs one normalized batch
   // of device memory. Minimum 1.

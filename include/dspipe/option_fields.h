@@ -332,9 +332,8 @@ struct OptionFields<DeviceOptions> {
   static constexpr std::string_view kName = "DeviceOptions";
   static constexpr auto kFields = std::make_tuple(
       Field("device", &S::device), Field("dtype", &S::dtype), Field("mask_dtype", &S::mask_dtype),
-      Field("mean", &S::mean), Field("std", &S::std), Field("slots", &S::slots),
-      Field("max_slots", &S::max_slots), Field("consumer_stream", &S::consumer_stream),
-      Field("pin_memory", &S::pin_memory));
+      Field("slots", &S::slots), Field("max_slots", &S::max_slots),
+      Field("consumer_stream", &S::consumer_stream), Field("pin_memory", &S::pin_memory));
 };
 
 template <>

@@ -283,22 +283,13 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
     lo.defer_hflip = true;  // mirrored for free by the normalize kernel
   } else {
     lo.normalize = NormalizeMode::kCpuFloat32;
-    if (!d.mean.empty() || !d.std.empty()) {
-      lo.mean = d.mean;
-      lo.std = d.std;
-    }
   }
   const DatasetInfo info = dataset->info();
   DSPIPE_RETURN_IF_ERROR(Loader::Create(std::move(dataset), lo, &impl->loader));
   const LoaderOptions& resolved = impl->loader->options();
   const int channels = impl->loader->shape().channels;
-  if (impl->gpu) {
-    impl->mean = !d.mean.empty() ? d.mean : resolved.mean;
-    impl->stdev = !d.std.empty() ? d.std : resolved.std;
-  } else {
-    impl->mean = resolved.mean;  // the loader resolved them
-    impl->stdev = resolved.std;
-  }
+  impl->mean = resolved.mean;  // the loader chose them (LoaderOptions, pipeline, or manifest)
+  impl->stdev = resolved.std;
   DSPIPE_RETURN_IF_ERROR(
       ResolveNormalization(info, channels, &impl->mean, &impl->stdev, &impl->norm)
           .WithContext("DeviceLoader"));

@@ -114,10 +114,10 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
     result->notes.push_back(ds->info().path +
                             " has no mean/std: normalizing with mean 0, std 1 (same cost)");
   }
+  lo.mean = mean;
+  lo.std = std;
   if (o.device == "cpu") {
     lo.normalize = o.normalize ? NormalizeMode::kCpuFloat32 : NormalizeMode::kNone;
-    lo.mean = mean;
-    lo.std = std;
     std::unique_ptr<Loader> loader;
     DSPIPE_RETURN_IF_ERROR(Loader::Create(std::move(ds), lo, &loader));
     *out = std::make_unique<CpuConsumer>(std::move(loader));
@@ -129,8 +129,6 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
 #if DSPIPE_PROFILE_HAVE_DEVICE
   DeviceOptions d;
   d.device = 0;  // a real device or an Unsupported error saying why; never a silent fallback
-  d.mean = mean;
-  d.std = std;
   std::unique_ptr<DeviceLoader> loader;
   Status s = DeviceLoader::Create(std::move(ds), lo, d, &loader);
   if (!s.ok()) return s.WithContext("--device cuda");

@@ -320,8 +320,6 @@ NOT_KWARGS = {
                                 "LoaderOptions::mean_std)",
     "LoaderOptions::allocator": "pin_memory chooses it",
     "DatasetOpenOptions::resolve_shard": "a callback the cache sets (order='shards')",
-    "DeviceOptions::mean": "mean= sets LoaderOptions::mean, which the DeviceLoader uses",
-    "DeviceOptions::std": "std= sets LoaderOptions::std, which the DeviceLoader uses",
     "DeviceOptions::consumer_stream": "the current torch CUDA stream at creation",
     "CacheOptions::mode": "cache=",
     "CacheOptions::cache_limit": "cache_limit=",

@@ -115,13 +115,12 @@ TEST(DeviceLoaderCpu, Fp16AndUint8MasksAndExplicitMeanStd) {
   d.device = DeviceOptions::kCpu;
   d.dtype = ImageDtype::kFloat16;
   d.mask_dtype = MaskDtype::kUInt8;
-  d.mean = {100.0};  // one value: every channel
-  d.std = {50.0, 60.0, 70.0};
+  lo.mean = {100.0};  // one value: every channel
+  lo.std = {50.0, 60.0, 70.0};
   auto loader = OpenOrDie(lo, d);
   ASSERT_NE(loader, nullptr);
   EXPECT_EQ(loader->mean(), (std::vector<double>{100, 100, 100}));
-  lo.mean = d.mean;
-  lo.std = d.std;
+  EXPECT_EQ(loader->std(), (std::vector<double>{50, 60, 70}));
   ExpectEpochEqualsReference(loader.get(), lo, 3, d);
 }
 
@@ -288,10 +287,10 @@ TEST(DeviceLoaderCpu, RejectsBadOptions) {
   s = DeviceLoader::Open(SynthDataset(), TestLoaderOptions(), d, &loader);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("slots"), std::string::npos) << s.ToString();
-  d = DeviceOptions{};
-  d.mean = {1, 2};
-  d.std = {1, 2};
-  s = DeviceLoader::Open(SynthDataset(), TestLoaderOptions(), d, &loader);
+  lo = TestLoaderOptions();
+  lo.mean = {1, 2};  // two values for three channels
+  lo.std = {1, 2};
+  s = DeviceLoader::Open(SynthDataset(), lo, DeviceOptions{}, &loader);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_EQ(loader, nullptr);
 }
