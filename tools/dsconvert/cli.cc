@@ -20,6 +20,15 @@ int Fail(const dspipe::Status& s) {
   return 1;
 }
 
+void AddDecodeLimits(CLI::App* sub, DecodeLimits* limits) {
+  sub->add_option("--max-image-side", limits->max_side,
+                  "refuse images wider or taller than this (pixels)")
+      ->capture_default_str();
+  sub->add_option("--max-image-pixels", limits->max_pixels,
+                  "refuse images with more pixels than this")
+      ->capture_default_str();
+}
+
 namespace {
 
 int Run(int argc, char** argv) {
@@ -40,17 +49,8 @@ int Run(int argc, char** argv) {
   CLI::App* verify = AddVerify(app, &verify_args);
   CLI::App* info = AddInfo(app, &info_args);
 
-  // Decode limits (dspipe/limits.h), for every subcommand: images whose headers declare more
-  // are refused with a message naming these flags.
   dspipe::DecodeLimits limits;
-  for (CLI::App* sub : {build, verify, info}) {
-    sub->add_option("--max-image-side", limits.max_side,
-                    "refuse images wider or taller than this (pixels)")
-        ->capture_default_str();
-    sub->add_option("--max-image-pixels", limits.max_pixels,
-                    "refuse images with more pixels than this")
-        ->capture_default_str();
-  }
+  for (CLI::App* sub : {build, verify, info}) AddDecodeLimits(sub, &limits);
 
   CLI::App* push = AddPush(app, &push_args);
   CLI::App* fetch = AddFetch(app, &fetch_args);

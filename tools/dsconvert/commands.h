@@ -14,6 +14,7 @@
 
 #include "dspipe/convert.h"
 #include "dspipe/fetch.h"
+#include "dspipe/limits.h"
 #include "dspipe/push.h"
 #include "dspipe/status.h"
 #include "dspipe/synth.h"
@@ -27,6 +28,10 @@ int Fail(const Status& s);
 // to an s3:// output). cli_transfer.cc
 void PrintPushed(const std::string& db, const std::string& url, const PushResult& r,
                  const char* nothing);
+
+// Decode limits (dspipe/limits.h) as flags of `sub` (build, verify, info): images whose headers
+// declare more are refused with a message naming these flags. cli.cc
+void AddDecodeLimits(CLI::App* sub, DecodeLimits* limits);
 
 // ---- synth (cli_build.cc)
 struct SynthArgs {
