@@ -23,12 +23,14 @@
 #include <vector>
 
 #include "dspipe/augment.h"
-#include "dspipe/transforms.h"
 #include "dspipe/dataset.h"
+#include "dspipe/device_loader.h"
+#include "dspipe/loader.h"
 #include "dspipe/sampler.h"
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 #include "dspipe/timeline.h"
+#include "dspipe/transforms.h"
 
 namespace dspipe::profile {
 
@@ -59,6 +61,25 @@ struct ProfileOptions {
   bool normalize = true;
   std::vector<double> mean;
   std::vector<double> std;
+  // Where the mean/std come from when `mean`/`std` are empty (LoaderOptions::mean_std): kAuto
+  // (default: the dataset's statistics; mean 0, std 1 for a dataset without them), kDataset or
+  // kIdentity (mean 0, std 1, e.g. for a dataset whose manifest gives a channel a std of 0).
+  MeanStdSource mean_std = MeanStdSource::kAuto;
+  // Corrupt records skipped per epoch (LoaderOptions::max_corrupt). Default 0: the run fails at
+  // the first, naming it.
+  int max_corrupt = 0;
+  // Dataset open options (DatasetOpenOptions): check each record's CRC on every read (default
+  // false), LMDB reader slots (default 512), OS readahead on the map (default false).
+  bool verify_crc = false;
+  unsigned max_readers = 512;
+  bool os_readahead = false;
+  // Device "cuda" only (DeviceOptions; device "cpu" ignores them): the batches' image and mask
+  // element types (default float32, int64) and device batch slots (default 2; max_slots, the
+  // most batches held at once, 0 = no limit).
+  ImageDtype dtype = ImageDtype::kFloat32;
+  MaskDtype mask_dtype = MaskDtype::kInt64;
+  int slots = 2;
+  int max_slots = 0;
   // How a plain LMDB's keys pair into samples (masks, labels); see dspipe/dataset.h.
   PlainLmdbOptions plain;
   // Per-sample augmentation (default none): flips, random resized crop, image interpolation.
@@ -84,6 +105,11 @@ struct ProfileOptions {
   uint64_t block_size = 4096;
   int rank = 0;
   int world_size = 1;
+  // When world_size does not divide the epoch (SamplerOptions::remainder): kPad (default),
+  // kDrop or kUneven. drop_last drops a rank's last batch of an epoch when it is short
+  // (LoaderOptions::drop_last; default false).
+  RemainderRule remainder = RemainderRule::kPad;
+  bool drop_last = false;
   // Evict the dataset's files from the page cache (posix_fadvise DONTNEED) before the run, to
   // measure cold I/O. Whether it worked is reported in ProfileResult::cache.
   bool drop_cache = false;

@@ -75,6 +75,16 @@ class DeviceConsumer : public Consumer {
   std::unique_ptr<DeviceLoader> loader_;
   TensorBatch batch_;
 };
+
+// The DeviceLoader's options from ProfileOptions (dtype, mask_dtype, slots, max_slots).
+DeviceOptions DeviceOptionsFor(const ProfileOptions& o) {
+  DeviceOptions d;
+  d.dtype = o.dtype;
+  d.mask_dtype = o.mask_dtype;
+  d.slots = o.slots;
+  d.max_slots = o.max_slots;
+  return d;
+}
 #endif
 
 // The rank's order (ProfileOptions order / block_size / rank / world_size, shuffle, seed).
@@ -86,6 +96,7 @@ SamplerOptions SamplerFor(const ProfileOptions& o) {
   so.block_size = o.block_size;
   so.world_size = o.world_size;
   so.rank = o.rank;
+  so.remainder = o.remainder;
   return so;
 }
 
@@ -105,10 +116,15 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
   // The per-shard cache's copies are made before each epoch reads (cache_overlap false), as
   // with Loader::Open.
   lo.cache_overlap = o.cache_overlap;
+  lo.drop_last = o.drop_last;
+  lo.mean_std = o.mean_std;
+  lo.max_corrupt = o.max_corrupt;
   std::vector<double> mean = o.mean, std = o.std;
   const bool normalizes = o.device == "cuda" || o.normalize;
   const bool pipeline_normalizes = o.transform && o.transform->has_normalize();
-  if (normalizes && mean.empty() && !ds->info().has_stats && !pipeline_normalizes) {
+  // kDataset and kIdentity are the loader's to resolve (or to refuse, naming the flag).
+  if (normalizes && mean.empty() && !ds->info().has_stats && !pipeline_normalizes &&
+      o.mean_std == MeanStdSource::kAuto) {
     mean = {0.0};
     std = {1.0};
     result->notes.push_back(ds->info().path +
@@ -127,7 +143,7 @@ Status MakeConsumer(std::shared_ptr<const Dataset> ds, const ProfileOptions& o,
     return Status::InvalidArgument("device '" + o.device + "': expected cpu or cuda");
   }
 #if DSPIPE_PROFILE_HAVE_DEVICE
-  DeviceOptions d;
+  DeviceOptions d = DeviceOptionsFor(o);
   d.device = 0;  // a real device or an Unsupported error saying why; never a silent fallback
   std::unique_ptr<DeviceLoader> loader;
   Status s = DeviceLoader::Create(std::move(ds), lo, d, &loader);
@@ -503,6 +519,9 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   lo.width = options.width;
   lo.channels = options.channels;
   lo.dataset.plain = options.plain;
+  lo.dataset.verify_crc = options.verify_crc;
+  lo.dataset.max_readers = options.max_readers;
+  lo.dataset.os_readahead = options.os_readahead;
   // Order kShards: lazy shards, and the per-shard cache (OpenLoaderDataset sets both).
   lo.sampler = SamplerFor(options);
   lo.cache = options.ram_cache;

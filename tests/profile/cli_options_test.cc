@@ -45,32 +45,20 @@ constexpr NoFlag kNoFlag[] = {
     // dsbench: LoaderOptions (and its SamplerOptions, DatasetOpenOptions), DeviceOptions and
     // CacheOptions. dsbench fills them from lib/profile's ProfileOptions, so a flag for a field
     // that has none there needs a ProfileOptions field first.
-    {"LoaderOptions::drop_last", "", "not in ProfileOptions: runs keep the default (false)"},
     {"LoaderOptions::defer_hflip", "", "the DeviceLoader sets it for its path"},
     {"LoaderOptions::normalize", "--no-normalize",
      "dsbench normalizes on the workers by default (kCpuFloat32, as a training loop needs); "
      "--no-normalize is kNone"},
-    {"LoaderOptions::mean_std", "",
-     "not in ProfileOptions: runs keep the default (auto: the dataset's statistics, else "
-     "--mean/--std)"},
-    {"LoaderOptions::max_corrupt", "",
-     "not in ProfileOptions: a run fails at the first corrupt record (the default, 0)"},
     {"LoaderOptions::allocator", "", "a C++ object (the DeviceLoader's pinned allocator)"},
-    {"SamplerOptions::remainder", "", "not in ProfileOptions: runs keep the default (pad)"},
     {"SamplerOptions::weights", "",
      "per-sample weights, an array (C++, Python weights=); dsbench has no --order weighted"},
     {"SamplerOptions::num_samples", "", "--order weighted only, which dsbench does not run"},
     {"SamplerOptions::replacement", "", "--order weighted only, which dsbench does not run"},
-    {"DatasetOpenOptions::verify_crc", "", "not in ProfileOptions: runs open with the default"},
-    {"DatasetOpenOptions::max_readers", "", "not in ProfileOptions: runs open with the default"},
-    {"DatasetOpenOptions::os_readahead", "", "not in ProfileOptions: runs open with the default"},
     {"DatasetOpenOptions::lazy_shards", "--order", "--order shards sets it, as Loader::Open does"},
     {"DatasetOpenOptions::resolve_shard", "", "a callback the cache sets (--order shards)"},
-    {"DeviceOptions::dtype", "", "not in ProfileOptions: --device cuda runs with the default"},
-    {"DeviceOptions::mask_dtype", "", "not in ProfileOptions: --device cuda runs with the default"},
-    {"DeviceOptions::slots", "", "not in ProfileOptions: --device cuda runs with the default"},
-    {"DeviceOptions::max_slots", "", "not in ProfileOptions: --device cuda runs with the default"},
-    {"DeviceOptions::pin_memory", "", "not in ProfileOptions: --device cuda runs with the default"},
+    {"DeviceOptions::pin_memory", "",
+     "the DeviceLoader's CPU path only; dsbench --device cuda runs the GPU path, which always "
+     "stages through pinned memory"},
     {"DeviceOptions::consumer_stream", "", "the consumer's CUDA stream, a pointer"},
     {"CacheOptions::mode", "--cache", "LoaderOptions::cache, which the loader passes on"},
     {"CacheOptions::margin", "", "the C++ default (512 MiB), as in the loader"},

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // The dsbench binary, run as a child process on the small synth dataset.
 #include <gtest/gtest.h>
+#include <lmdb.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <sstream>
 
+#include "dspipe/format.h"
 #include "test_dataset.h"
 
 namespace dspipe::profile {
@@ -31,6 +35,30 @@ int Dsbench(const std::string& args, std::string* output = nullptr) {
     *output = ss.str();
   }
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Garbles bytes 40..80 of record `index`'s payload in the dspipe LMDB at dir (its header stays
+// valid; the PNG no longer decodes, nor passes the CRC check).
+void GarbleRecord(const std::string& dir, uint64_t index) {
+  MDB_env* env = nullptr;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 8);
+  ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0644), 0) << dir;
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi = 0;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, kRecordsDb, 0, &dbi), 0);
+  uint8_t kb[kKeySize];
+  EncodeKey(index, kb);
+  MDB_val k{kKeySize, kb}, v;
+  ASSERT_EQ(mdb_get(txn, dbi, &k, &v), 0);
+  std::string value(static_cast<const char*>(v.mv_data), v.mv_size);
+  ASSERT_GT(value.size(), kRecordHeaderSize + 80);
+  for (size_t i = kRecordHeaderSize + 40; i < kRecordHeaderSize + 80; ++i) value[i] ^= 0x5A;
+  v = MDB_val{value.size(), value.data()};
+  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
 }
 
 nlohmann::json ReadJson(const std::string& path) {
@@ -201,6 +229,86 @@ TEST(DsbenchCli, UsageErrorsAndFailures) {
   EXPECT_NE(out.find("--order shards over 1 shard(s), --world-size 3"), std::string::npos) << out;
   EXPECT_EQ(Dsbench(d.dir + "/nope.lmdb -q", &out), 1);
   EXPECT_NE(out.find("nope.lmdb"), std::string::npos) << out;
+}
+
+// The library's messages name the options as dsbench flags; each flag they name exists, and
+// does what the message says. A corrupt record fails the run with a message naming
+// --max-corrupt 10, and with it the run skips the record and finishes the epoch.
+TEST(DsbenchCli, ACorruptRecordNamesMaxCorruptWhichSkipsIt) {
+  const auto& d = SmallDataset();
+  const std::string db = d.dir + "/corrupt.lmdb", json = d.dir + "/corrupt.json";
+  std::filesystem::remove_all(db);
+  std::filesystem::copy(d.lmdb, db, std::filesystem::copy_options::recursive);
+  GarbleRecord(db, 5);
+  const std::string run = db + " --epochs 1 --warmup 0 --batch 4 --threads 1 --sample-ms 0 -q";
+  std::string out;
+  EXPECT_EQ(Dsbench(run, &out), 1) << out;
+  EXPECT_NE(out.find("set --max-corrupt 10"), std::string::npos) << out;
+  ASSERT_EQ(Dsbench(run + " --max-corrupt 10 --json " + json, &out), 0) << out;
+  EXPECT_EQ(ReadJson(json)["throughput"]["images"], 23) << out;  // 24 less the corrupt one
+  // --verify-crc reads the same records (the garbled one fails its CRC check first).
+  EXPECT_EQ(Dsbench(run + " --verify-crc", &out), 1) << out;
+  EXPECT_NE(out.find("set --max-corrupt 10"), std::string::npos) << out;
+  ASSERT_EQ(Dsbench(run + " --verify-crc --max-corrupt 1 --max-readers 64 --os-readahead", &out), 0)
+      << out;
+  EXPECT_EQ(Dsbench(run + " --max-corrupt -1", &out), 2) << out;
+}
+
+// --remainder and --drop-last: 24 samples over 5 ranks, rank 4's share of one epoch.
+TEST(DsbenchCli, RemainderAndDropLastCutTheRanksShare) {
+  const auto& d = SmallDataset();
+  const std::string json = d.dir + "/remainder.json";
+  const auto images = [&](const std::string& flags) {
+    std::string out;
+    EXPECT_EQ(Dsbench(d.lmdb + " --world-size 5 --rank 4 --epochs 1 --warmup 0 --batch 2 " +
+                          "--threads 1 --sample-ms 0 -q --json " + json + flags,
+                      &out),
+              0)
+        << flags << ": " << out;
+    return ReadJson(json)["throughput"]["images"].get<int>();
+  };
+  EXPECT_EQ(images(""), 5);  // pad: ceil(24 / 5)
+  EXPECT_EQ(images(" --remainder pad"), 5);
+  EXPECT_EQ(images(" --remainder drop"), 4);    // 24 / 5
+  EXPECT_EQ(images(" --remainder uneven"), 4);  // ranks 0..3 get the 4 left over
+  EXPECT_EQ(images(" --drop-last"), 4);         // 5 = 2 + 2 + 1: the 1 is dropped
+  // More ranks than samples: the sampler's message names the flag as dsbench spells it.
+  std::string out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --world-size 30 --rank 29 --remainder drop -q", &out), 1) << out;
+  EXPECT_NE(out.find("nothing with --remainder drop"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(d.lmdb + " --remainder even", &out), 2) << out;
+}
+
+// A dataset whose manifest gives a channel a std of 0 (channel 1 holds 100 everywhere): the
+// run fails with a message naming --mean-std identity, which then runs it.
+TEST(DsbenchCli, AStdOfZeroNamesMeanStdIdentityWhichRunsIt) {
+  const auto& d = SmallDataset();
+  const std::string src = d.dir + "/flat", db = d.dir + "/flat.lmdb";
+  std::filesystem::create_directories(src + "/images");
+  cv::RNG rng(7);
+  for (int i = 0; i < 4; ++i) {
+    cv::Mat img(16, 16, CV_8UC3);
+    rng.fill(img, cv::RNG::UNIFORM, 0, 256);
+    for (int y = 0; y < img.rows; ++y) {
+      for (int x = 0; x < img.cols; ++x) img.at<cv::Vec3b>(y, x)[1] = 100;
+    }
+    ASSERT_TRUE(cv::imwrite(src + "/images/00000" + std::to_string(i) + ".png", img));
+  }
+  ASSERT_EQ(std::system(("TSAN_OPTIONS=report_bugs=0 " DSCONVERT_PATH " build " + src + " " + db +
+                         " --threads 1 --no-sync -q > /dev/null")
+                            .c_str()),
+            0);
+  const std::string run = db + " --batches 2 --warmup 0 --batch 2 --threads 1 --sample-ms 0 -q";
+  std::string out;
+  EXPECT_EQ(Dsbench(run, &out), 1) << out;
+  EXPECT_NE(out.find("a std of 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("pass --mean-std identity"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(run + " --mean-std identity", &out), 0) << out;
+  EXPECT_EQ(Dsbench(run + " --mean-std dataset", &out), 1) << out;
+  // identity is no normalization: with a mean and std of its own, a contradiction.
+  EXPECT_EQ(Dsbench(run + " --mean-std identity --mean 1 --std 1", &out), 1) << out;
+  EXPECT_NE(out.find("--mean-std identity"), std::string::npos) << out;
+  EXPECT_EQ(Dsbench(run + " --mean-std manifest", &out), 2) << out;
 }
 
 }  // namespace

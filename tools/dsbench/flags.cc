@@ -9,6 +9,25 @@
 #include "dspipe/option_fields.h"
 
 namespace dspipe::cli::dsbench {
+namespace {
+
+// The value names of enum E (dspipe/option_fields.h), for a flag's check.
+template <class E>
+std::vector<std::string> Names() {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : dspipe::EnumNames<E>::kValues) names.emplace_back(name);
+  return names;
+}
+
+// An enum flag bound to *text, whose default is `value`'s name.
+template <class E>
+CLI::Option* AddEnum(CLI::App& app, const std::string& flag, std::string* text, E value,
+                     const std::string& help) {
+  *text = std::string(dspipe::EnumName(value));
+  return app.add_option(flag, *text, help)->check(CLI::IsMember(Names<E>()))->capture_default_str();
+}
+
+}  // namespace
 
 // Declares every flag on `app`, parsed into *a.
 void AddOptions(CLI::App& app, Args* a) {
@@ -41,6 +60,20 @@ void AddOptions(CLI::App& app, Args* a) {
   app.add_option("--device", o.device, "cpu (Loader) or cuda (DeviceLoader: h2d + GPU normalize)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  AddEnum(app, "--dtype", &a->dtype, o.dtype,
+          "--device cuda only: the batches' image element type");
+  AddEnum(app, "--mask-dtype", &a->mask_dtype, o.mask_dtype,
+          "--device cuda only: the batches' mask element type (class ids)");
+  app.add_option("--slots", o.slots,
+                 "--device cuda only: device batch slots (the copy of one batch overlaps the "
+                 "step on another)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-slots", o.max_slots,
+                 "--device cuda only: most batches held at once (slots are added up to it); "
+                 "0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--compute-ms", o.compute_ms,
                  "simulated training step per batch (ms; the consumer sleeps)")
       ->capture_default_str()
@@ -77,6 +110,23 @@ void AddOptions(CLI::App& app, Args* a) {
                  "default: the dataset's statistics")
       ->delimiter(',');
   app.add_option("--std", o.std, "per-channel std in pixel units, as --mean")->delimiter(',');
+  AddEnum(app, "--mean-std", &a->mean_std, o.mean_std,
+          "where mean/std come from without --mean/--std: auto (the dataset's statistics, else "
+          "mean 0, std 1), dataset, or identity (mean 0, std 1: no normalization, e.g. for a "
+          "dataset whose manifest gives a channel a std of 0)");
+  app.add_option("--max-corrupt", o.max_corrupt,
+                 "corrupt records skipped per epoch (their batch comes out smaller); 0 = the run "
+                 "fails at the first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--verify-crc", o.verify_crc, "check each record's CRC-32 on every read");
+  app.add_option("--max-readers", o.max_readers,
+                 "LMDB reader slots per environment (more than the threads reading at once)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--os-readahead", o.os_readahead,
+               "OS readahead on the LMDB map (off by default: random reads over a dataset "
+               "larger than RAM thrash with it)");
   a->transform = app.add_option(
       "--transform", a->transform_path,
       "an albumentations 2.0.8 pipeline (A.to_dict JSON, docs/TRANSFORMS.md) or a MONAI 1.6.1 "
@@ -100,6 +150,11 @@ void AddOptions(CLI::App& app, Args* a) {
   app.add_option("--world-size", o.world_size, "number of ranks the epoch is split across")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  AddEnum(app, "--remainder", &a->remainder, o.remainder,
+          "when --world-size does not divide the epoch: pad (repeat samples so that every "
+          "rank gets as many), drop (drop the rest) or uneven (some ranks get one more)");
+  app.add_flag("--drop-last", o.drop_last,
+               "drop the rank's last batch of an epoch when it is short of --batch");
   app.add_flag("--drop-cache", o.drop_cache,
                "evict the dataset's files from the page cache first (cold I/O)");
   app.add_option("--cache", o.ram_cache,

@@ -20,6 +20,9 @@ struct Args {
   std::string crop_scale, crop_ratio, size, interpolation = "linear";
   std::string transform_path;
   std::string order = "global";
+  // Enum flags by their value names (dspipe/option_fields.h); AddOptions sets each to o's
+  // default, ToProfileOptions parses them into o.
+  std::string remainder, mean_std, dtype, mask_dtype;
   bool no_overlap = false;
   bool no_detect_masks = false;
   // To tell whether they were given.

@@ -74,6 +74,11 @@ int ToProfileOptions(Args* a) {
     if (s.ok()) s = dspipe::TransformPipeline::Parse(text, &o.transform);
     if (!s.ok()) return Fail(s.WithContext("--transform " + a->transform_path));
   }
+  // Checked by the flags (IsMember of the names).
+  (void)dspipe::ParseEnum(a->remainder, &o.remainder);
+  (void)dspipe::ParseEnum(a->mean_std, &o.mean_std);
+  (void)dspipe::ParseEnum(a->dtype, &o.dtype);
+  (void)dspipe::ParseEnum(a->mask_dtype, &o.mask_dtype);
   o.plain.detect_masks = !a->no_detect_masks;
   o.shuffle = !a->no_shuffle;
   o.cache_overlap = !a->no_overlap;
