@@ -71,6 +71,7 @@ CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/pip" wheel -q --no-build-isolation -
   -w "$raw" \
   --config-settings=build-dir="$work/cmake/{wheel_tag}" \
   --config-settings=cmake.define.DSPIPE_WHEEL=ON \
+  --config-settings=cmake.define.DSPIPE_UNITY=ON \
   --config-settings=cmake.define.DSPIPE_CUDA="$cuda" \
   --config-settings=cmake.define.OpenCV_DIR="$opencv/lib/cmake/opencv4" \
   --config-settings=cmake.define.DCMTK_DIR="$dcmtk/lib/cmake/dcmtk" \

@@ -176,13 +176,6 @@ Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) 
   return Status::OK();
 }
 
-// Reuses *out when it already has the size and type (decoding straight into a caller's buffer).
-void FitMat(int h, int w, int type, cv::Mat* out) {
-  if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {
-    out->create(h, w, type);
-  }
-}
-
 // The fast path (png_fast.h) for a PNG ChoosePngDecoder routed there; same outputs as the
 // libspng path below.
 Status DecodePngFastTo(std::span<const uint8_t> bytes, const PngHeader& hdr, int channels,

@@ -45,6 +45,14 @@ Status Probe(std::span<const uint8_t> bytes, ImageProbe* out);
 // BadInput when width x height exceeds the process's DecodeLimits (dspipe/limits.h); the message
 // starts with `what` ("PNG header") and names the limit and the flag that raises it.
 Status CheckImageSize(const char* what, uint64_t width, uint64_t height);
+
+// Makes *out an h x w matrix of `type`, reusing its buffer when it already is one (so a decode
+// goes straight into a caller's buffer).
+inline void FitMat(int h, int w, int type, cv::Mat* out) {
+  if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {
+    out->create(h, w, type);
+  }
+}
 // Plain LMDBs and dsbench's folder source are read as 8-bit pixels: OK for an image of at most
 // 8 bits per sample, else BadInput "a 16-bit image, and this source is read as 8-bit pixels
 // (only the high byte would be kept); ..."

@@ -25,13 +25,6 @@ std::atomic<bool>& RegionFlag() {
   return on;
 }
 
-// Reuses *out when it already has the size and type (decoding straight into a caller's buffer).
-void FitMat(int h, int w, int type, cv::Mat* out) {
-  if (!(out->rows == h && out->cols == w && out->type() == type && out->isContinuous())) {
-    out->create(h, w, type);
-  }
-}
-
 // Record payloads were validated when they were written: a decoder's complaint is corruption.
 Status AsCorruption(const Status& s) {
   return s.code() == Status::Code::kBadInput ? Status::Corruption(s.message()) : s;

@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,17 @@
 #include "dspipe/fetch.h"
 
 namespace dspipe {
+
+// ASCII lower case; surrounding white space removed (header names and values).
+inline std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+inline std::string Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
 
 // Sleeps `seconds`, polling o.cancelled every 0.1 s; false when it said stop.
 bool SleepUnlessCancelled(const FetchOptions& o, double seconds);

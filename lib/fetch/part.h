@@ -23,17 +23,6 @@
 
 namespace dspipe {
 
-// ASCII lower case; surrounding white space removed (header names and values).
-inline std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-inline std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
 // ---- sha256 of DEST.part's bytes, as they are written
 
 // A Sha256 fed on its own thread, so that hashing overlaps receiving and writing instead of

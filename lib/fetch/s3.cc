@@ -14,18 +14,6 @@
 namespace dspipe::s3 {
 namespace {
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
-
-std::string Trim(std::string_view s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string_view::npos) return "";
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(a, b - a + 1));
-}
-
 // A bucket name that can be the first label of a host name (virtual-host addressing).
 bool DnsCompatible(const std::string& b) {
   if (b.size() < 3 || b.size() > 63) return false;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "dspipe/fetch.h"
+#include "fetch/internal.h"
 
 namespace dspipe::s3 {
 namespace {
@@ -17,18 +18,6 @@ namespace {
 // section -> key -> value, keys lower-cased. A nested block ("s3 =" followed by indented
 // "key = value" lines, the AWS config's service settings) is stored as "s3.key".
 using Ini = std::map<std::string, std::map<std::string, std::string>>;
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
-
-std::string Trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return s.substr(a, b - a + 1);
-}
 
 int OnIniValue(void* user, const char* section, const char* name, const char* value) {
   auto* ini = static_cast<Ini*>(user);

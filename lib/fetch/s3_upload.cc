@@ -8,17 +8,11 @@
 #include <pugixml.hpp>
 #include <set>
 
+#include "fetch/internal.h"
 #include "fetch/s3.h"
 
 namespace dspipe::s3 {
 namespace {
-
-std::string Trim(std::string_view s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string_view::npos) return "";
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(a, b - a + 1));
-}
 
 std::string Text(const pugi::xml_node& node, const char* name) {
   return Trim(node.child(name).text().as_string());

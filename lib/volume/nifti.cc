@@ -396,7 +396,8 @@ int BytesPer(int dt) {
   return nbyper;
 }
 
-std::string Num(double v) {
+// 9 significant digits: a float32 header field as it is.
+std::string Num9(double v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.9g", v);
   return b;
@@ -613,9 +614,9 @@ Status ReadNifti(const std::string& path, bool label, Volume* out) {
     if (bad != UINT64_MAX || lo < 0 || hi > 65535) {
       std::string what;
       if (bad != UINT64_MAX) {
-        what = voxel(bad) + " holds " + Num(bad_value) + ", not an integer";
+        what = voxel(bad) + " holds " + Num9(bad_value) + ", not an integer";
       } else {
-        what = "its values run from " + Num(lo) + " to " + Num(hi) + ", outside 0..65535";
+        what = "its values run from " + Num9(lo) + " to " + Num9(hi) + ", outside 0..65535";
       }
       return Status::BadInput(Where(path) + "not a label map: " + what +
                               " (labels are class ids 0..65535)");
