@@ -213,9 +213,9 @@ int main(int argc, char** argv) {
   g_server_pid = a.server_pid;
   std::string text;
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   Check(ReadFile(a.local + "/manifest.json", &text), "manifest");
-  Check(ParseManifest(text, a.local, &info, &ranges), "manifest");
+  Check(format::ParseManifest(text, a.local, &info, &ranges), "manifest");
   const std::vector<std::string> files = DataFiles(a.local);
   uint64_t total = 0;
   for (const std::string& f : files) total += fs::file_size(f);

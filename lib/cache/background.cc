@@ -386,12 +386,12 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
     // One entry per shard, asked for by the reader (ShardCache::Want); nothing copied yet.
     std::string text;
     DatasetInfo info;
-    std::vector<ShardRange> ranges;
-    const std::string manifest = path + "/" + kTopManifestFile;
+    std::vector<format::ShardRange> ranges;
+    const std::string manifest = path + "/" + format::kTopManifestFile;
     DSPIPE_RETURN_IF_ERROR(ReadFile(manifest, &text));
-    DSPIPE_RETURN_IF_ERROR(ParseManifest(text, manifest, &info, &ranges));
+    DSPIPE_RETURN_IF_ERROR(format::ParseManifest(text, manifest, &info, &ranges));
     std::vector<std::string> shard_paths;
-    for (const ShardRange& range : ranges) shard_paths.push_back(path + "/" + range.name);
+    for (const format::ShardRange& range : ranges) shard_paths.push_back(path + "/" + range.name);
     auto sc =
         std::make_shared<ShardCacheImpl>(path, cache_options, open_options, std::move(shard_paths));
     DSPIPE_RETURN_IF_ERROR(sc->Reopen(out));

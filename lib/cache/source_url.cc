@@ -76,11 +76,11 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   // entry), and holds no secret.
   out->source = StripTrailingSlashes(UrlIdentity(url));
   out->is_dir = true;
-  const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
+  const std::string manifest_url = UrlAppendPath(url, format::kTopManifestFile);
   const std::string shown_manifest = RedactUrl(manifest_url);
   TempDir tmp;
   DSPIPE_RETURN_IF_ERROR(tmp.Make());
-  const std::string local = tmp.path() + "/" + kTopManifestFile;
+  const std::string local = tmp.path() + "/" + format::kTopManifestFile;
   FetchOptions fo;
   fo.lock = false;  // a private temp dir
   fo.env = env;
@@ -90,12 +90,13 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
                          " (its manifest.json)");
   }
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(local, &out->manifest));
-  std::vector<ShardRange> ranges;
-  DSPIPE_RETURN_IF_ERROR(ParseManifest(out->manifest, shown_manifest, &out->info, &ranges));
-  std::vector<ManifestFile> files;
+  std::vector<format::ShardRange> ranges;
+  DSPIPE_RETURN_IF_ERROR(format::ParseManifest(out->manifest, shown_manifest, &out->info, &ranges));
+  std::vector<format::ManifestFile> files;
   bool present = false;
   // Sizes are checked there: each below 2^63 and their sum too (never a sum that wraps).
-  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(out->manifest, shown_manifest, &files, &present));
+  DSPIPE_RETURN_IF_ERROR(
+      format::ParseManifestFiles(out->manifest, shown_manifest, &files, &present));
   if (!present) {
     return Status::Unsupported(
         shown_manifest +
@@ -105,11 +106,11 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   out->manifest_sha256 = Sha256Hex(out->manifest);
   // manifest.json is part of the copy too (FetchDataset keeps it beside the files).
   SourceFile m;
-  m.rel = kTopManifestFile;
+  m.rel = format::kTopManifestFile;
   m.size = out->manifest.size();
   out->bytes = m.size;
   out->files.push_back(std::move(m));
-  for (const ManifestFile& f : files) {
+  for (const format::ManifestFile& f : files) {
     SourceFile sf;
     sf.rel = f.path;
     sf.size = f.size;
@@ -167,7 +168,7 @@ Status PopulateFromUrl(const SourceListing& listing, Directory* tmp, const std::
   std::unique_ptr<Directory> copy;
   DSPIPE_RETURN_IF_ERROR(tmp->OpenDir(base, false, 0, &copy));
   std::string fetched;
-  DSPIPE_RETURN_IF_ERROR(copy->ReadFile(kTopManifestFile, &fetched));
+  DSPIPE_RETURN_IF_ERROR(copy->ReadFile(format::kTopManifestFile, &fetched));
   if (fetched != listing.manifest) {
     return Status::Corruption("cache: the dataset at " + RedactUrl(listing.url) +
                               " changed on the server while it was fetched (its manifest.json "

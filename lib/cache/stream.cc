@@ -33,7 +33,7 @@ namespace {
 constexpr size_t kNever = std::numeric_limits<size_t>::max();
 
 struct ShardSpec {
-  ShardRange range;
+  format::ShardRange range;
   SourceListing listing;  // its files, fetched one by one (fetch_files)
   std::string entry;      // its entry's name in the cache dir
   uint64_t charge = 0;    // what it counts against the limit: its files + EntryOverhead
@@ -88,7 +88,7 @@ class StreamImpl final : public ShardStream {
     for (Slot& s : slots_) s.ds.reset();
   }
 
-  const ShardRange& range(size_t i) const { return shards_[i].range; }
+  const format::ShardRange& range(size_t i) const { return shards_[i].range; }
 
   // The shard that holds dataset index `index`.
   size_t ShardOf(uint64_t index) const {
@@ -482,7 +482,7 @@ class StreamingDataset final : public Dataset {
 
   std::string KeyName(uint64_t index) const override {
     if (index >= info_.count) return dspipe::KeyName(index);
-    const ShardRange& r = stream_->range(stream_->ShardOf(index));
+    const format::ShardRange& r = stream_->range(stream_->ShardOf(index));
     return dspipe::KeyName(index - r.begin + r.key_begin);
   }
 
@@ -495,9 +495,9 @@ class StreamingDataset final : public Dataset {
 
 bool IsShardedManifest(const SourceListing& listing) {
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
-  return ParseManifest(listing.manifest, "manifest.json", &info, &ranges).ok() && !ranges.empty() &&
-         !ranges[0].name.empty();
+  std::vector<format::ShardRange> ranges;
+  return format::ParseManifest(listing.manifest, "manifest.json", &info, &ranges).ok() &&
+         !ranges.empty() && !ranges[0].name.empty();
 }
 
 Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_options,
@@ -505,17 +505,18 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
                   CacheResult* result) {
   const std::string& url = listing.url;
   const std::string shown = RedactUrl(url);
-  const std::string shown_manifest = RedactUrl(UrlAppendPath(url, kTopManifestFile));
+  const std::string shown_manifest = RedactUrl(UrlAppendPath(url, format::kTopManifestFile));
   if (ahead < 1) {
     return Status::InvalidArgument("streaming " + shown + ": shards ahead must be >= 1, got " +
                                    std::to_string(ahead));
   }
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
-  DSPIPE_RETURN_IF_ERROR(ParseManifest(listing.manifest, shown_manifest, &info, &ranges));
-  std::vector<ManifestFile> files;
+  std::vector<format::ShardRange> ranges;
+  DSPIPE_RETURN_IF_ERROR(format::ParseManifest(listing.manifest, shown_manifest, &info, &ranges));
+  std::vector<format::ManifestFile> files;
   bool present = false;
-  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(listing.manifest, shown_manifest, &files, &present));
+  DSPIPE_RETURN_IF_ERROR(
+      format::ParseManifestFiles(listing.manifest, shown_manifest, &files, &present));
 
   // The cache: "off" means "auto" for a URL, as for a whole fetch.
   CacheOptions co = cache_options;
@@ -538,9 +539,9 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   // Each shard: its files from the dataset's manifest, one entry of the cache.
   // The files by shard in one pass (the list and the shards may both be long): a file
   // "NAME/rest" belongs to shard NAME.
-  std::map<std::string_view, std::vector<const ManifestFile*>> by_shard;
-  for (const ShardRange& range : ranges) by_shard[range.name];
-  for (const ManifestFile& f : files) {
+  std::map<std::string_view, std::vector<const format::ManifestFile*>> by_shard;
+  for (const format::ShardRange& range : ranges) by_shard[range.name];
+  for (const format::ManifestFile& f : files) {
     const size_t slash = f.path.find('/');
     if (slash == std::string::npos) continue;
     const auto it = by_shard.find(std::string_view(f.path).substr(0, slash));
@@ -548,7 +549,7 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   }
   std::vector<ShardSpec> shards;
   uint64_t largest = 0, total = 0;
-  for (const ShardRange& range : ranges) {
+  for (const format::ShardRange& range : ranges) {
     ShardSpec spec;
     spec.range = range;
     SourceListing& l = spec.listing;
@@ -558,7 +559,7 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     l.fetch_files = true;
     l.is_dir = true;
     l.info = info;
-    for (const ManifestFile* f : by_shard[range.name]) {
+    for (const format::ManifestFile* f : by_shard[range.name]) {
       SourceFile sf;
       sf.rel = f->path.substr(range.name.size() + 1);
       sf.size = f->size;
@@ -616,7 +617,7 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
   info.kind = DatasetKind::kSharded;
   info.path = shown;
   info.shard_sizes.clear();
-  for (const ShardRange& r : ranges) info.shard_sizes.push_back(r.end - r.begin);
+  for (const format::ShardRange& r : ranges) info.shard_sizes.push_back(r.end - r.begin);
   const size_t n = shards.size();
   auto stream = std::make_shared<StreamImpl>(url, co, open_options, std::move(shards),
                                              std::move(cd), limit, ahead);

@@ -35,12 +35,12 @@ struct ShardState {
 
 void ReadShard(const std::string& dir, int index, ShardState* st) {
   std::error_code ec;
-  st->name = ShardDirName(index);
+  st->name = format::ShardDirName(index);
   st->path = dir + "/" + st->name;
   st->present = fs::exists(st->path, ec);
   if (!st->present || !fs::exists(st->path + "/data.mdb", ec)) return;
-  std::unique_ptr<LmdbEnv> env;
-  Status s = LmdbEnv::OpenReadOnly(st->path, 16, false, &env);
+  std::unique_ptr<format::LmdbEnv> env;
+  Status s = format::LmdbEnv::OpenReadOnly(st->path, 16, false, &env);
   if (s.ok() && !env->has_dspipe_dbs()) return;  // created, nothing committed yet
   std::string text;
   bool found = false;
@@ -71,9 +71,9 @@ Status InspectShards(const std::string& dir, std::vector<ShardState>* shards,
     const std::string n = e.path().filename().string();
     int i = -1;
     char tail[8] = {0};
-    if (n.size() == ShardDirName(0).size() &&
+    if (n.size() == format::ShardDirName(0).size() &&
         std::sscanf(n.c_str(), "shard-%5d%7s", &i, tail) == 2 && std::string(tail) == ".lmdb" &&
-        i >= 0 && ShardDirName(i) == n) {
+        i >= 0 && format::ShardDirName(i) == n) {
       found.push_back(i);
     }
   }
@@ -257,7 +257,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   result->shards = n;
   result->records = first;
   result->skipped = total.rejected.size();
-  const std::string top = dir + "/" + kTopManifestFile;
+  const std::string top = dir + "/" + format::kTopManifestFile;
   // Like a whole --shards N build's manifest.json: every shard's data.mdb with size + sha256
   // (FetchDataset and verify need the list; docs/FORMAT.md "files").
   std::vector<std::string> reader_files;
@@ -292,7 +292,7 @@ Status AssembleDataset(const std::string& output, AssembleResult* result) {
 Status DiagnoseUnassembled(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec) || fs::exists(path + "/data.mdb", ec) ||
-      fs::exists(path + "/" + kTopManifestFile, ec)) {
+      fs::exists(path + "/" + format::kTopManifestFile, ec)) {
     return Status::OK();
   }
   std::vector<ShardState> shards;

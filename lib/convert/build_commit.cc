@@ -38,10 +38,10 @@ void Builder::PrefetchNextVolume(uint64_t pos, uint64_t end) {
 }
 
 Status Builder::BuildShard(int shard, Accum* acc) {
-  std::unique_ptr<LmdbEnv> own;
-  LmdbEnv* env = env0_.get();
+  std::unique_ptr<format::LmdbEnv> own;
+  format::LmdbEnv* env = env0_.get();
   if (shard != StateShard()) {
-    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(shard), &own));
+    DSPIPE_RETURN_IF_ERROR(format::LmdbEnv::OpenForWrite(ShardPath(shard), &own));
     env = own.get();
   }
   bool finished = false;
@@ -57,7 +57,7 @@ Builder::ShownProgress Builder::ShownProgressOf(int shard) const {
   return {OneShard() ? begin : 0, OneShard() ? end - begin : plan_.size()};
 }
 
-Status Builder::ResumeShard(int shard, LmdbEnv* env, Accum* acc, bool* finished) {
+Status Builder::ResumeShard(int shard, format::LmdbEnv* env, Accum* acc, bool* finished) {
   *finished = false;
   const uint64_t begin = ShardBegin(shard), end = ShardBegin(shard + 1);
   std::string text;
@@ -103,12 +103,12 @@ Status Builder::ResumeShard(int shard, LmdbEnv* env, Accum* acc, bool* finished)
   return Status::OK();
 }
 
-Status Builder::RunPipeline(int shard, LmdbEnv* env, Accum* acc) {
+Status Builder::RunPipeline(int shard, format::LmdbEnv* env, Accum* acc) {
   const uint64_t end = ShardBegin(shard + 1);
   const ShownProgress shown = ShownProgressOf(shard);
   const int threads = o_.threads > 0 ? o_.threads : UsableCpus();
   tbb::task_arena arena(threads);
-  LmdbEnv::Writer writer(env);
+  format::LmdbEnv::Writer writer(env);
   std::atomic<bool> stop{false};
   Status failure;
   bool write_failed = false;
@@ -144,7 +144,7 @@ Status Builder::RunPipeline(int shard, LmdbEnv* env, Accum* acc) {
       if (s.ok()) RunAfterRecordCommit();            // tests stop here (test_hooks.h)
       return s;
     });
-    writer = LmdbEnv::Writer(env);
+    writer = format::LmdbEnv::Writer(env);
     return Status::OK();
   };
   auto commit = [&]() -> Status {
@@ -277,7 +277,7 @@ Status Builder::Stopped(const Status& failure, uint64_t written) const {
            : "fix the cause and rerun with " + resume + same));
 }
 
-Status Builder::SealShard(int shard, LmdbEnv* env, const Accum& acc) {
+Status Builder::SealShard(int shard, format::LmdbEnv* env, const Accum& acc) {
   if (o_.sync) DSPIPE_RETURN_IF_ERROR(env->Sync());
   // Seal the shard: its manifest (with the totals so far, for the next shard) replaces the cursor.
   uint64_t count = 0;
@@ -291,7 +291,7 @@ Status Builder::SealShard(int shard, LmdbEnv* env, const Accum& acc) {
     m["shard"] = {{"index", shard}, {"of", o_.shards}, {"begin", first}, {"end", acc.next_index}};
     m["accum"] = acc.ToJson();
     if (OneShard()) m["build"]["plan"] = PlanDigest();  // AssembleDataset: one source list
-    LmdbEnv::Writer writer(env);
+    format::LmdbEnv::Writer writer(env);
     DSPIPE_RETURN_IF_ERROR(SealManifest(env, &writer, m, o_.sync));
   }
   return Status::OK();

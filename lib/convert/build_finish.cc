@@ -12,7 +12,8 @@
 
 namespace dspipe::convert {
 
-Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool sync) {
+Status SealManifest(format::LmdbEnv* env, format::LmdbEnv::Writer* w, const json& manifest,
+                    bool sync) {
   w->PutMeta(kManifestKey, manifest.dump(2));
   w->DeleteMeta(kCursorKey);
   DSPIPE_RETURN_IF_ERROR(w->Commit());
@@ -22,9 +23,9 @@ Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool
 
 Status TopManifestText(const std::string& dir, const std::string& manifest,
                        const std::vector<std::string>& reader_files, Env* env, std::string* text) {
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   DSPIPE_RETURN_IF_ERROR(DescribeDatasetFiles(dir, reader_files, &files, env));
-  return SetManifestFiles(manifest, files, text);
+  return format::SetManifestFiles(manifest, files, text);
 }
 
 std::string RejectedReport(const std::vector<std::pair<std::string, std::string>>& rejected) {
@@ -84,7 +85,7 @@ json VolumeRecords(json volumes, const Accum& acc) {
 json Builder::Manifest(const Accum& acc, uint64_t count) const {
   const int channels = o_.gray ? 1 : 3;
   json m = {{"format", "dspipe"},
-            {"format_version", kManifestVersion},
+            {"format_version", format::kManifestVersion},
             {"complete", true},
             {"count", count},
             {"store", StoreName(o_.store)},
@@ -116,7 +117,7 @@ Status Builder::WriteFileList(const std::string& manifest,
                               const std::vector<std::string>& reader_files) {
   std::string text;
   DSPIPE_RETURN_IF_ERROR(TopManifestText(o_.output, manifest, reader_files, env_, &text));
-  return env_->WriteFileAtomic(o_.output + "/" + kTopManifestFile, text);
+  return env_->WriteFileAtomic(o_.output + "/" + format::kTopManifestFile, text);
 }
 
 Status Builder::Finish(const Accum& acc) {
@@ -136,7 +137,7 @@ Status Builder::Finish(const Accum& acc) {
   json m = Manifest(acc, acc.next_index);
   std::vector<std::string> reader_files;  // what a reader needs: listed with size + sha256
   if (o_.shards == 1) {
-    LmdbEnv::Writer w(env0_.get());
+    format::LmdbEnv::Writer w(env0_.get());
     DSPIPE_RETURN_IF_ERROR(SealManifest(env0_.get(), &w, m, o_.sync));
     reader_files.push_back("data.mdb");
   } else {
@@ -144,15 +145,17 @@ Status Builder::Finish(const Accum& acc) {
     uint64_t first = 0;
     for (int s = 0; s < o_.shards; ++s) {
       // Shard 0 is still open for writing here; LMDB forbids a second open in this process.
-      std::unique_ptr<LmdbEnv> env;
-      if (s > 0) DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(s), 16, false, &env));
+      std::unique_ptr<format::LmdbEnv> env;
+      if (s > 0)
+        DSPIPE_RETURN_IF_ERROR(format::LmdbEnv::OpenReadOnly(ShardPath(s), 16, false, &env));
       uint64_t n = 0;
       DSPIPE_RETURN_IF_ERROR((s == 0 ? env0_.get() : env.get())->RecordCount(&n));
-      shards.push_back({{"name", ShardDirName(s)}, {"begin", first}, {"end", first + n}});
+      shards.push_back({{"name", format::ShardDirName(s)}, {"begin", first}, {"end", first + n}});
       first += n;
     }
     m["shards"] = shards;
-    for (int s = 0; s < o_.shards; ++s) reader_files.push_back(ShardDirName(s) + "/data.mdb");
+    for (int s = 0; s < o_.shards; ++s)
+      reader_files.push_back(format::ShardDirName(s) + "/data.mdb");
   }
   // manifest.json (a sharded dataset's top manifest; beside a lone LMDB's data.mdb, which cannot
   // hold its own hash) lists every file with its size and sha256, hashed once the LMDBs are

@@ -39,7 +39,7 @@ Status Builder::Validate() {
 
 // "shard-NNNNN.lmdb": a shard a sharded build writes (ShardDirName).
 bool IsShardDirName(const std::string& name) {
-  const std::string prefix = kShardPrefix, suffix = ".lmdb";
+  const std::string prefix = format::kShardPrefix, suffix = ".lmdb";
   if (name.size() != prefix.size() + 5 + suffix.size() || name.rfind(prefix, 0) != 0 ||
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
     return false;
@@ -51,20 +51,20 @@ bool IsShardDirName(const std::string& name) {
 
 bool IsBuildFile(const std::string& name) {
   std::string of;
-  if (IsAtomicTempName(name, &of)) return of == kTopManifestFile || of == "rejected.tsv";
-  return name == "data.mdb" || name == "lock.mdb" || name == kTopManifestFile ||
+  if (IsAtomicTempName(name, &of)) return of == format::kTopManifestFile || of == "rejected.tsv";
+  return name == "data.mdb" || name == "lock.mdb" || name == format::kTopManifestFile ||
          name == "rejected.tsv";
 }
 
 Status CheckOwnManifest(Env* env, const std::string& dir) {
-  const std::string path = dir + "/" + kTopManifestFile;
+  const std::string path = dir + "/" + format::kTopManifestFile;
   if (!env->FileExists(path)) return Status::OK();
   std::string text;
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(path, &text));
   const json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!m.is_object() || !m.contains("format") || m.at("format") != "dspipe") {
     return Status::AlreadyExists(
-        dir + " holds a " + kTopManifestFile +
+        dir + " holds a " + format::kTopManifestFile +
         " that is not a dspipe manifest (no \"format\": \"dspipe\"), so it is not a dspipe "
         "dataset; refusing to delete anything in it: choose another output directory");
   }
@@ -110,7 +110,7 @@ Status Builder::PrepareOutput(bool* fresh) {
       DSPIPE_RETURN_IF_ERROR(CheckOwnManifest(env_, o_.output));
       // A joined manifest would describe the shard about to be (re)written: drop it first, so
       // that the dataset reads as unfinished until `dsconvert assemble` runs again.
-      DSPIPE_RETURN_IF_ERROR(env_->RemoveFile(o_.output + "/" + kTopManifestFile));
+      DSPIPE_RETURN_IF_ERROR(env_->RemoveFile(o_.output + "/" + format::kTopManifestFile));
     }
   }
   if (!non_empty) return Status::OK();
@@ -421,7 +421,7 @@ Status Builder::Plan(bool fresh) {
   std::string text;
   bool found = false;
   if (!fresh) {
-    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
+    DSPIPE_RETURN_IF_ERROR(format::LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
     DSPIPE_RETURN_IF_ERROR(env0_->GetMeta(kBuildStateKey, &text, &found));
   }
   if (!fresh && found) {
@@ -518,7 +518,7 @@ Status Builder::Plan(bool fresh) {
   }
   if (archive_ != nullptr) DSPIPE_RETURN_IF_ERROR(CheckArchiveOrder());
   if (env0_ == nullptr)
-    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
+    DSPIPE_RETURN_IF_ERROR(format::LmdbEnv::OpenForWrite(ShardPath(StateShard()), &env0_));
   plan_meta_ = {{"kind", sources_.kind},
                 {"has_masks", sources_.has_masks},
                 {"has_labels", sources_.has_labels},
@@ -537,7 +537,7 @@ Status Builder::Plan(bool fresh) {
   // What was read from SRC, so that a later --resume can tell whether it changed since.
   std::vector<SourceStamp> stamps;
   DSPIPE_RETURN_IF_ERROR(StampSources(o_.source, o_.plain, sources_, &stamps));
-  LmdbEnv::Writer w(env0_.get());
+  format::LmdbEnv::Writer w(env0_.get());
   w.PutMeta(
       kBuildStateKey,
       json{{"options", want}, {"plan", p}, {"meta", plan_meta_}, {"sources", StampsJson(stamps)}}
@@ -612,18 +612,18 @@ Status Builder::CheckSourceUnchanged(const json& state, const SourceList* curren
   // Not built from yet: the new bytes will be. The stored stamps become today's.
   json updated = state;
   updated["sources"] = StampsJson(now);
-  LmdbEnv::Writer w(env0_.get());
+  format::LmdbEnv::Writer w(env0_.get());
   w.PutMeta(kBuildStateKey, updated.dump());
   return w.Commit();
 }
 
 Status Builder::CommittedEnd(int shard, uint64_t* end) {
   *end = ShardBegin(shard);
-  std::unique_ptr<LmdbEnv> own;
-  LmdbEnv* env = env0_.get();
+  std::unique_ptr<format::LmdbEnv> own;
+  format::LmdbEnv* env = env0_.get();
   if (shard != StateShard()) {
     if (!env_->FileExists(ShardPath(shard) + "/data.mdb")) return Status::OK();  // not begun
-    DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(shard), 16, false, &own));
+    DSPIPE_RETURN_IF_ERROR(format::LmdbEnv::OpenReadOnly(ShardPath(shard), 16, false, &own));
     if (!own->has_dspipe_dbs()) return Status::OK();
     env = own.get();
   }
@@ -654,8 +654,8 @@ Status Builder::CheckFinishedSourceUnchanged() {
                              " is gone, so --resume could not check it unchanged");
     return Status::OK();
   }
-  std::unique_ptr<LmdbEnv> env;
-  DSPIPE_RETURN_IF_ERROR(LmdbEnv::OpenReadOnly(ShardPath(StateShard()), 16, false, &env));
+  std::unique_ptr<format::LmdbEnv> env;
+  DSPIPE_RETURN_IF_ERROR(format::LmdbEnv::OpenReadOnly(ShardPath(StateShard()), 16, false, &env));
   std::string text;
   bool found = false;
   DSPIPE_RETURN_IF_ERROR(env->GetMeta(kBuildStateKey, &text, &found));

@@ -242,7 +242,7 @@ void SetTypeFields(const Accum& acc, json* m) {
   (*m)["sample_type"] = SampleTypeName(type);
   (*m)["mask_type"] = SampleTypeName(mask);
   const bool typed = type != SampleType::kUint8 || mask != SampleType::kUint8;
-  (*m)["format_version"] = typed ? kManifestVersion : 1;
+  (*m)["format_version"] = typed ? format::kManifestVersion : 1;
 }
 
 namespace {
@@ -452,8 +452,9 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
 }
 
 bool LooksLikeOutput(Env* env, const std::string& out) {
-  return env->FileExists(out + "/data.mdb") || env->FileExists(out + "/" + kTopManifestFile) ||
-         env->FileExists(out + "/" + ShardDirName(0));
+  return env->FileExists(out + "/data.mdb") ||
+         env->FileExists(out + "/" + format::kTopManifestFile) ||
+         env->FileExists(out + "/" + format::ShardDirName(0));
 }
 
 }  // namespace dspipe::convert

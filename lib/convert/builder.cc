@@ -45,7 +45,7 @@ Status Builder::Run() {
       result_->records = records;
       // One shard, killed after its final commit but before manifest.json: write it now. (Not
       // a shard built alone with --shard-index: assemble writes the dataset's manifest.json.)
-      if (one_lmdb && !env_->FileExists(o_.output + "/" + kTopManifestFile)) {
+      if (one_lmdb && !env_->FileExists(o_.output + "/" + format::kTopManifestFile)) {
         DSPIPE_RETURN_IF_ERROR(WriteFileList(manifest, {"data.mdb"}));
       }
       return Status::OK();

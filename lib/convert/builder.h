@@ -160,7 +160,8 @@ Status RemoveBuildFiles(Env* env, const std::string& dir, std::vector<std::strin
 // Seals an LMDB: in one transaction (after what `w` already holds) its meta "manifest" becomes
 // `manifest` and the build cursor is deleted; synced when `sync`. The one writer of the meta
 // manifest (a whole dataset's lone LMDB, or one shard of a sharded build).
-Status SealManifest(LmdbEnv* env, LmdbEnv::Writer* w, const json& manifest, bool sync);
+Status SealManifest(format::LmdbEnv* env, format::LmdbEnv::Writer* w, const json& manifest,
+                    bool sync);
 
 // The text of dir/manifest.json: `manifest` plus the "files" list of reader_files (relative to
 // dir), each with its size and sha256, hashed now through env (nullptr = Env::Default()). The
@@ -226,17 +227,17 @@ class Builder {
   // The resume checks: a finished shard (its manifest there) only carries its totals into *acc
   // and sets *finished; otherwise *acc is its cursor (or the shard's start), checked against the
   // shard's range and the records it holds, and the progress shows the starting point.
-  Status ResumeShard(int shard, LmdbEnv* env, Accum* acc, bool* finished);
+  Status ResumeShard(int shard, format::LmdbEnv* env, Accum* acc, bool* finished);
   // The oneTBB pipeline from acc->next_pos to the shard's end (serial read in plan order,
   // parallel MakeRecord, serial in-order append), committed in batches of about
   // BuildOptions::commit_bytes with the cursor, one commit in flight. On a failure the records
   // before it are committed and the error says how to continue (Stopped).
-  Status RunPipeline(int shard, LmdbEnv* env, Accum* acc);
+  Status RunPipeline(int shard, format::LmdbEnv* env, Accum* acc);
   // `failure` with what a stopped build kept (`written` records) and the call that continues it.
   Status Stopped(const Status& failure, uint64_t written) const;
   // Syncs the shard (BuildOptions::sync) and, in a sharded build, seals it: its manifest (with
   // the totals so far, for the next shard) replaces the cursor.
-  Status SealShard(int shard, LmdbEnv* env, const Accum& acc);
+  Status SealShard(int shard, format::LmdbEnv* env, const Accum& acc);
   // How the progress counts shard `shard`'s samples: from `from`, of `total`.
   struct ShownProgress {
     uint64_t from, total;
@@ -255,7 +256,7 @@ class Builder {
   json Manifest(const Accum& acc, uint64_t count) const;
 
   std::string ShardPath(int s) const {
-    return o_.shards == 1 ? o_.output : o_.output + "/" + ShardDirName(s);
+    return o_.shards == 1 ? o_.output : o_.output + "/" + format::ShardDirName(s);
   }
   bool OneShard() const { return o_.shard_index >= 0; }
   // The shard whose meta db holds the build state (plan): shard 0, or the one being built.
@@ -284,7 +285,7 @@ class Builder {
   // "foreground/KEY", convert/volume_slices.h). Set by the plan (a build begun before the table
   // existed keeps going without it).
   bool foreground_table_ = false;
-  std::unique_ptr<LmdbEnv> env0_;
+  std::unique_ptr<format::LmdbEnv> env0_;
   std::atomic<uint64_t> done_{0};
   bool resuming_ = false;  // set once the first shard that still has work is reached
 };

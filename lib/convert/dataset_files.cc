@@ -9,11 +9,11 @@
 namespace dspipe {
 
 Status DescribeDatasetFiles(const std::string& dir, const std::vector<std::string>& rel_paths,
-                            std::vector<ManifestFile>* files, Env* env) {
+                            std::vector<format::ManifestFile>* files, Env* env) {
   if (env == nullptr) env = Env::Default();
   files->clear();
   for (const std::string& rel : rel_paths) {
-    ManifestFile f;
+    format::ManifestFile f;
     f.path = rel;
     const std::string full = dir + "/" + rel;
     DSPIPE_RETURN_IF_ERROR(env->FileSize(full, &f.size));
@@ -23,10 +23,10 @@ Status DescribeDatasetFiles(const std::string& dir, const std::vector<std::strin
   return Status::OK();
 }
 
-Status CheckDatasetFiles(const std::string& dir, const std::vector<ManifestFile>& files,
+Status CheckDatasetFiles(const std::string& dir, const std::vector<format::ManifestFile>& files,
                          bool check_sha256, std::vector<std::string>* problems) {
   Env* env = Env::Default();
-  for (const ManifestFile& f : files) {
+  for (const format::ManifestFile& f : files) {
     const std::string full = dir + "/" + f.path;
     if (!env->FileExists(full)) {
       problems->push_back("file " + f.path + ": missing (the manifest lists it)");
@@ -49,17 +49,18 @@ Status CheckDatasetFiles(const std::string& dir, const std::vector<ManifestFile>
   return Status::OK();
 }
 
-Status LoadDatasetFiles(const std::string& dir, std::vector<ManifestFile>* files, bool* present) {
+Status LoadDatasetFiles(const std::string& dir, std::vector<format::ManifestFile>* files,
+                        bool* present) {
   files->clear();
   *present = false;
   std::error_code ec;
-  const std::string manifest = dir + "/" + kTopManifestFile;
+  const std::string manifest = dir + "/" + format::kTopManifestFile;
   if (!std::filesystem::is_directory(dir, ec) || !std::filesystem::exists(manifest, ec)) {
     return Status::OK();
   }
   std::string text;
   DSPIPE_RETURN_IF_ERROR(ReadFile(manifest, &text));
-  return ParseManifestFiles(text, manifest, files, present);
+  return format::ParseManifestFiles(text, manifest, files, present);
 }
 
 }  // namespace dspipe

@@ -86,8 +86,8 @@ Status ReadTable(const Dataset& ds, SliceTable* out) {
   out->foreground.assign(entries, 0);
   std::vector<uint8_t> seen(count, 0);
   std::vector<std::pair<uint32_t, uint32_t>> counts;
-  DSPIPE_RETURN_IF_ERROR(
-      ds.ReadRecordTable(kForegroundTable, [&](uint64_t index, std::string_view value) -> Status {
+  DSPIPE_RETURN_IF_ERROR(ds.ReadRecordTable(
+      format::kForegroundTable, [&](uint64_t index, std::string_view value) -> Status {
         if (!ParseClassCounts(value, &counts)) {
           return Status::Corruption(path + ": record " + std::to_string(index) +
                                     "'s foreground entry is malformed (" +
@@ -135,10 +135,11 @@ Status ReadRecordSources(const std::string& path, std::vector<std::string>* out)
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
   out->assign(ds->info().count, std::string());
-  return ds->ReadRecordTable(kSourceTable, [&](uint64_t index, std::string_view value) -> Status {
-    (*out)[index] = std::string(value);
-    return Status::OK();
-  });
+  return ds->ReadRecordTable(format::kSourceTable,
+                             [&](uint64_t index, std::string_view value) -> Status {
+                               (*out)[index] = std::string(value);
+                               return Status::OK();
+                             });
 }
 
 }  // namespace dspipe

@@ -26,8 +26,8 @@ Status OpenPlainSource(const std::string& source, const PlainLmdbOptions& plain,
   DatasetOpenOptions o;
   o.plain = plain;
   o.max_readers = 1024;
-  std::unique_ptr<PlainLmdbDataset> ds;
-  Status s = OpenPlainLmdb(source, o, &ds);
+  std::unique_ptr<format::PlainLmdbDataset> ds;
+  Status s = format::OpenPlainLmdb(source, o, &ds);
   if (!s.ok()) return s.WithContext("source " + source);
   *out = std::move(ds);
   return Status::OK();
@@ -36,7 +36,7 @@ Status OpenPlainSource(const std::string& source, const PlainLmdbOptions& plain,
 Status ScanPlainLmdb(const std::string& source, const PlainLmdbOptions& plain, SourceList* out) {
   out->kind = "plain-lmdb";
   DSPIPE_RETURN_IF_ERROR(OpenPlainSource(source, plain, &out->plain));
-  const auto& ds = static_cast<const PlainLmdbDataset&>(*out->plain);
+  const auto& ds = static_cast<const format::PlainLmdbDataset&>(*out->plain);
   const DatasetInfo& info = ds.info();
   out->has_masks = info.has_masks;
   out->has_labels = info.has_labels;

@@ -73,7 +73,7 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   DatasetOpenOptions oo;
   oo.verify_crc = true;
   DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   DSPIPE_RETURN_IF_ERROR(LoadDatasetFiles(path, &files, &out->files_listed));
   std::vector<std::string> file_problems;
   DSPIPE_RETURN_IF_ERROR(CheckDatasetFiles(path, files, options.file_sha256, &file_problems));

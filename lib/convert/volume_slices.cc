@@ -6,11 +6,11 @@
 namespace dspipe {
 
 std::string ForegroundKey(uint64_t record_key) {
-  return std::string(kForegroundTable) + "/" + KeyName(record_key);
+  return std::string(format::kForegroundTable) + "/" + KeyName(record_key);
 }
 
 std::string SourceKey(uint64_t record_key) {
-  return std::string(kSourceTable) + "/" + KeyName(record_key);
+  return std::string(format::kSourceTable) + "/" + KeyName(record_key);
 }
 
 Status CheckContextChannels(const std::string& file, int context, int channels) {

@@ -42,16 +42,16 @@ bool SignedRefusal(const std::string& url, const FetchResult& r) {
 // dest_dir is complete when its manifest.json lists files that are all there with their sizes
 // (their sha256 was checked when they were fetched; `dsconvert verify` rechecks it).
 Status CheckComplete(Env* env, const std::string& dir, uint64_t* bytes) {
-  const std::string manifest = dir + "/" + kTopManifestFile;
+  const std::string manifest = dir + "/" + format::kTopManifestFile;
   if (!env->FileExists(manifest)) return Status::Corruption(manifest + " is missing");
   std::string text;
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(manifest, &text));
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   bool present = false;
-  DSPIPE_RETURN_IF_ERROR(ParseManifestFiles(text, manifest, &files, &present));
+  DSPIPE_RETURN_IF_ERROR(format::ParseManifestFiles(text, manifest, &files, &present));
   if (!present) return Status::Corruption(manifest + " has no \"files\" list");
   *bytes = 0;
-  for (const ManifestFile& f : files) {
+  for (const format::ManifestFile& f : files) {
     uint64_t size = 0;
     const std::string path = dir + "/" + f.path;
     if (!env->FileExists(path)) return Status::Corruption(path + " is missing");
@@ -96,7 +96,7 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   // The manifest, fetched anew on every call (it is small): a resumed download continues only
   // when the server still serves the same one.
   const std::string shown = RedactUrl(url);  // the query may be a secret: never in a message
-  const std::string manifest_url = UrlAppendPath(url, kTopManifestFile);
+  const std::string manifest_url = UrlAppendPath(url, format::kTopManifestFile);
   const std::string shown_manifest = RedactUrl(manifest_url);
   for (const std::string& stale : {fresh, fresh + ".part", fresh + ".part.json"}) {
     DSPIPE_RETURN_IF_ERROR(env->RemoveFile(stale));
@@ -111,7 +111,7 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
                                      " a dspipe dataset directory?): " + s.message()));
   }
   if (!s.ok() && SignedRefusal(url, mr)) {
-    return drop_tmp(SignedDatasetError(s, shown, kTopManifestFile));
+    return drop_tmp(SignedDatasetError(s, shown, format::kTopManifestFile));
   }
   if (!s.ok()) return drop_tmp(s);
   res->attempts += mr.attempts;
@@ -119,11 +119,11 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   std::string text;
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(fresh, &text));
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
-  std::vector<ManifestFile> files;
+  std::vector<format::ShardRange> ranges;
+  std::vector<format::ManifestFile> files;
   bool present = false;
-  s = ParseManifest(text, shown_manifest, &info, &ranges);
-  if (s.ok()) s = ParseManifestFiles(text, shown_manifest, &files, &present);
+  s = format::ParseManifest(text, shown_manifest, &info, &ranges);
+  if (s.ok()) s = format::ParseManifestFiles(text, shown_manifest, &files, &present);
   if (s.ok() && !present) {
     s = Status::Unsupported(
         shown_manifest +
@@ -132,7 +132,7 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
         "the dataset with this dspipe's `dsconvert build`");
   }
   std::set<std::string_view> paths;  // n log n: the list may be long
-  for (const ManifestFile& f : files) paths.insert(f.path);
+  for (const format::ManifestFile& f : files) paths.insert(f.path);
   for (size_t i = 0; s.ok() && i < ranges.size(); ++i) {
     // Every LMDB the manifest names must be in the list, or the copy would not open.
     const std::string need =
@@ -143,7 +143,7 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
     }
   }
   if (!s.ok()) return drop_tmp(s);
-  const std::string kept = tmp + "/" + kTopManifestFile;
+  const std::string kept = tmp + "/" + format::kTopManifestFile;
   if (env->FileExists(kept)) {
     std::string old;
     DSPIPE_RETURN_IF_ERROR(env->ReadFile(kept, &old));
@@ -151,15 +151,15 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
       // The dataset changed on the server since the interrupted call: the files fetched for the
       // old manifest go, and only those (what the old manifest lists, their .part and sidecar):
       // we remove only what we made.
-      std::vector<ManifestFile> old_files;
+      std::vector<format::ManifestFile> old_files;
       bool old_present = false;
-      if (!ParseManifestFiles(old, kept, &old_files, &old_present).ok() || !old_present) {
+      if (!format::ParseManifestFiles(old, kept, &old_files, &old_present).ok() || !old_present) {
         return Status::Corruption(kept +
                                   " (kept from an interrupted fetch) cannot be read, so "
                                   "the files fetched for it cannot be told apart; remove " +
                                   tmp + " to fetch again");
       }
-      for (const ManifestFile& f : old_files) {
+      for (const format::ManifestFile& f : old_files) {
         for (const std::string& p : {tmp + "/" + f.path, tmp + "/" + f.path + ".part",
                                      tmp + "/" + f.path + ".part.json"}) {
           DSPIPE_RETURN_IF_ERROR(env->RemoveFile(p));
@@ -171,9 +171,9 @@ Status FetchDatasetLocked(const std::string& url, const std::string& dest,
   DSPIPE_RETURN_IF_ERROR(env->RenameFile(fresh, kept));
 
   uint64_t total = 0;  // ParseManifestFiles refused sizes whose sum overflows
-  for (const ManifestFile& f : files) total += f.size;
+  for (const format::ManifestFile& f : files) total += f.size;
   uint64_t done = 0;
-  for (const ManifestFile& f : files) {
+  for (const format::ManifestFile& f : files) {
     FetchOptions fo = options;
     fo.sha256 = f.sha256;
     fo.size = static_cast<int64_t>(f.size);

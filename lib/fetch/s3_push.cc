@@ -58,7 +58,7 @@ class Pusher {
 
   // The ETag the file has at PREFIX when it holds exactly the local bytes (also checks the
   // file's sha256 against the manifest on the way).
-  Status LocalEtag(const ManifestFile& f, std::string* etag) {
+  Status LocalEtag(const format::ManifestFile& f, std::string* etag) {
     std::unique_ptr<RandomAccessFile> in;
     DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
     const uint64_t ps = PartSize(o_.part_size, f.size);
@@ -77,7 +77,7 @@ class Pusher {
     return Status::OK();
   }
 
-  Status CheckSha(const ManifestFile& f, const std::string& got) {
+  Status CheckSha(const format::ManifestFile& f, const std::string& got) {
     if (got == f.sha256) return Status::OK();
     return Status::Corruption(dir_ + "/" + f.path + ": sha256 " + got + ", the manifest says " +
                               f.sha256 +
@@ -91,7 +91,7 @@ class Pusher {
   // when there is none), an object at one of the dataset's names that does not hold its bytes,
   // an object at any other name. Objects a killed push of this dataset completed hold its
   // bytes: they are ours.
-  Status Foreign(const std::vector<ManifestFile>& files, const std::string* remote,
+  Status Foreign(const std::vector<format::ManifestFile>& files, const std::string* remote,
                  std::string* foreign) {
     foreign->clear();
     if (remote != nullptr) {
@@ -107,8 +107,8 @@ class Pusher {
     // makes it; one that does not answers the first upload with NoSuchBucket).
     if (listed.code() == Status::Code::kNotFound) return Status::OK();
     DSPIPE_RETURN_IF_ERROR(listed);
-    std::map<std::string, const ManifestFile*> ours;
-    for (const ManifestFile& f : files) ours[f.path] = &f;
+    std::map<std::string, const format::ManifestFile*> ours;
+    for (const format::ManifestFile& f : files) ours[f.path] = &f;
     size_t others = 0;
     std::string first;
     for (const s3::ObjectInfo& o : objects) {
@@ -139,7 +139,7 @@ class Pusher {
   }
 
   // Uploads f unless PREFIX already holds exactly its bytes.
-  Status File(const ManifestFile& f) {
+  Status File(const format::ManifestFile& f) {
     const std::string url = prefix_ + f.path;
     s3::ObjectInfo info;
     Status h = client_.Head(url, &info);
@@ -157,7 +157,7 @@ class Pusher {
     return f.size <= PartSize(o_.part_size, f.size) ? Single(f, url) : Multipart(f, url);
   }
 
-  Status Single(const ManifestFile& f, const std::string& url) {
+  Status Single(const format::ManifestFile& f, const std::string& url) {
     std::unique_ptr<RandomAccessFile> in;
     DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
     std::string buf;
@@ -172,7 +172,7 @@ class Pusher {
     return Verify(f, url, "\"" + s3::Md5Hex(buf) + "\"");
   }
 
-  Status Multipart(const ManifestFile& f, const std::string& url) {
+  Status Multipart(const format::ManifestFile& f, const std::string& url) {
     const uint64_t ps = PartSize(o_.part_size, f.size);
     const int count = static_cast<int>((f.size + ps - 1) / ps);
     // An unfinished upload of this object (a killed push): the newest one is continued.
@@ -227,7 +227,8 @@ class Pusher {
   }
 
   // The object as the server holds it now: the size and the ETag of the bytes sent.
-  Status Verify(const ManifestFile& f, const std::string& url, const std::string& want_etag) {
+  Status Verify(const format::ManifestFile& f, const std::string& url,
+                const std::string& want_etag) {
     s3::ObjectInfo info;
     DSPIPE_RETURN_IF_ERROR(client_.Head(url, &info).WithContext("checking the upload"));
     if (info.size != f.size) {
@@ -274,13 +275,13 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   if (prefix.back() != '/') prefix += '/';
   s3::Location loc;
   DSPIPE_RETURN_IF_ERROR(s3::ParseUrl(prefix, &loc).WithContext(ctx));
-  const std::string manifest_path = dir + "/" + kTopManifestFile;
+  const std::string manifest_path = dir + "/" + format::kTopManifestFile;
   std::string text;
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(manifest_path, &text).WithContext(ctx));
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   bool present = false;
   DSPIPE_RETURN_IF_ERROR(
-      ParseManifestFiles(text, manifest_path, &files, &present).WithContext(ctx));
+      format::ParseManifestFiles(text, manifest_path, &files, &present).WithContext(ctx));
   if (!present) {
     return Status::Unsupported(ctx + ": " + manifest_path +
                                " has no \"files\" list (each file's size and sha256), so its "
@@ -288,11 +289,11 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
                                "dspipe's `dsconvert build`");
   }
   res->files = files.size();
-  for (const ManifestFile& f : files) res->bytes += f.size;
+  for (const format::ManifestFile& f : files) res->bytes += f.size;
 
   std::unique_ptr<s3::Client> client;
   DSPIPE_RETURN_IF_ERROR(s3::Client::Make(options.fetch, &client).WithContext(ctx));
-  const std::string manifest_url = prefix + kTopManifestFile;
+  const std::string manifest_url = prefix + format::kTopManifestFile;
   std::string remote;
   Status g = client->Get(manifest_url, &remote);
   if (!g.ok() && g.code() != Status::Code::kNotFound) return g.WithContext(ctx);
@@ -319,7 +320,7 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
         "dsconvert push: " + manifest_url + " holds another manifest: deleting it first");
     DSPIPE_RETURN_IF_ERROR(client->Delete(manifest_url).WithContext(ctx));
   }
-  for (const ManifestFile& f : files) {
+  for (const format::ManifestFile& f : files) {
     DSPIPE_RETURN_IF_ERROR(pusher.File(f).WithContext(ctx + ": file " + f.path));
   }
   if (same && res->files_uploaded == 0) {

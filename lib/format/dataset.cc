@@ -21,16 +21,16 @@ namespace {
 namespace fs = std::filesystem;
 
 // Runs fn on the value under `key` inside a short read-only transaction.
-Status ReadValue(const LmdbEnv& env, MDB_val key, const std::string& key_name,
+Status ReadValue(const format::LmdbEnv& env, MDB_val key, const std::string& key_name,
                  const std::function<Status(std::span<const uint8_t>)>& fn) {
   DSPIPE_RETURN_IF_ERROR(env.CheckPid());
-  LmdbTxn t;
+  format::LmdbTxn t;
   int rc = mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn);
-  if (rc != 0) return LmdbError("mdb_txn_begin", env.path(), rc);
+  if (rc != 0) return format::LmdbError("mdb_txn_begin", env.path(), rc);
   MDB_val v;
   rc = mdb_get(t.txn, env.records(), &key, &v);
   if (rc == MDB_NOTFOUND) return Status::NotFound("key " + key_name + " not in " + env.path());
-  if (rc != 0) return LmdbError("read key " + key_name + " of", env.path(), rc);
+  if (rc != 0) return format::LmdbError("read key " + key_name + " of", env.path(), rc);
   // The record's I/O belongs to `read`: without this, with MDB_NORDAHEAD, its pages would fault
   // in 4 KiB at a time while the decoder touches them (format/residency.h).
   format::FaultIn(v.mv_data, v.mv_size);
@@ -40,9 +40,9 @@ Status ReadValue(const LmdbEnv& env, MDB_val key, const std::string& key_name,
 // Read-ahead of the values under `keys` in one read-only transaction: WILLNEED on each value's
 // range. The mapping stays valid after the transaction ends (read-only env, pages of a
 // committed snapshot); a page freed and reused by a later writer only wastes the hint.
-void AdviseValues(const LmdbEnv& env, std::span<const MDB_val> keys) {
+void AdviseValues(const format::LmdbEnv& env, std::span<const MDB_val> keys) {
   if (keys.empty() || !env.CheckPid().ok()) return;
-  LmdbTxn t;
+  format::LmdbTxn t;
   if (mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn) != 0) return;
   for (MDB_val key : keys) {
     MDB_val v;
@@ -59,7 +59,7 @@ class DspipeDataset final : public Dataset {
     uint64_t begin = 0, end = 0;  // indices this dataset exposes
     uint64_t key_begin = 0;       // key stored for index `begin`
     mutable std::once_flag once;
-    mutable std::unique_ptr<LmdbEnv> env;
+    mutable std::unique_ptr<format::LmdbEnv> env;
     mutable Status open_status;
   };
   DspipeDataset(DatasetInfo info, std::vector<std::unique_ptr<Shard>> shards,
@@ -74,13 +74,14 @@ class DspipeDataset final : public Dataset {
   static Status OpenShard(const DatasetOpenOptions& options, const Shard* sh,
                           const std::string& from) {
     DSPIPE_RETURN_IF_ERROR(
-        LmdbEnv::OpenReadOnly(from, options.max_readers, options.os_readahead, &sh->env));
+        format::LmdbEnv::OpenReadOnly(from, options.max_readers, options.os_readahead, &sh->env));
     uint64_t n = 0;
     DSPIPE_RETURN_IF_ERROR(sh->env->RecordCount(&n));
     if (n != sh->end - sh->begin) {
       sh->env.reset();
       return Status::Corruption(from + ": holds " + std::to_string(n) + " records, " +
-                                kTopManifestFile + " says " + std::to_string(sh->end - sh->begin));
+                                format::kTopManifestFile + " says " +
+                                std::to_string(sh->end - sh->begin));
     }
     return Status::OK();
   }
@@ -98,7 +99,7 @@ class DspipeDataset final : public Dataset {
     std::vector<MDB_val> keys;
     keys.reserve(indices.size());
     const Shard* shard = nullptr;
-    const LmdbEnv* env = nullptr;
+    const format::LmdbEnv* env = nullptr;
     size_t n = 0;
     for (uint64_t index : indices) {
       const Shard* it = Find(index);
@@ -125,7 +126,7 @@ class DspipeDataset final : public Dataset {
     }
     const Shard* it = Find(index);
     if (it == nullptr) return Status::Internal("no shard holds index " + std::to_string(index));
-    const LmdbEnv* env = nullptr;
+    const format::LmdbEnv* env = nullptr;
     DSPIPE_RETURN_IF_ERROR(ShardEnv(*it, &env));
     uint8_t kb[kKeySize];
     const uint64_t key = index - it->begin + it->key_begin;
@@ -146,7 +147,7 @@ class DspipeDataset final : public Dataset {
     *found = false;
     const Shard* sh = Find(index);
     if (sh == nullptr) return Status::OK();
-    const LmdbEnv* env = nullptr;
+    const format::LmdbEnv* env = nullptr;
     DSPIPE_RETURN_IF_ERROR(ShardEnv(*sh, &env));
     return env->GetMeta(
         std::string(table) + "/" + dspipe::KeyName(index - sh->begin + sh->key_begin), value,
@@ -158,7 +159,7 @@ class DspipeDataset final : public Dataset {
       const std::function<Status(uint64_t index, std::string_view value)>& fn) const override {
     const std::string prefix = std::string(table) + "/";
     for (const auto& sh : shards_) {
-      const LmdbEnv* env = nullptr;
+      const format::LmdbEnv* env = nullptr;
       DSPIPE_RETURN_IF_ERROR(ShardEnv(*sh, &env));
       DSPIPE_RETURN_IF_ERROR(
           env->ScanMeta(prefix, [&](std::string_view key, std::string_view value) -> Status {
@@ -195,7 +196,7 @@ class DspipeDataset final : public Dataset {
   }
 
   // The shard's environment, opened on first use when lazy (once; a failure sticks).
-  Status ShardEnv(const Shard& sh, const LmdbEnv** env) const {
+  Status ShardEnv(const Shard& sh, const format::LmdbEnv** env) const {
     std::call_once(sh.once, [&] {
       if (sh.env != nullptr) return;  // opened eagerly
       // Like every env's CheckPid: a Dataset opened before fork() is not used after it, even
@@ -271,13 +272,14 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
                      std::unique_ptr<Dataset>* out) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such dataset");
-  const std::string top_manifest = path + "/" + kTopManifestFile;
+  const std::string top_manifest = path + "/" + format::kTopManifestFile;
   if (fs::is_directory(path, ec) && !fs::exists(path + "/data.mdb", ec)) {
     // Sharded dataset: manifest.json names the shards.
     if (!fs::exists(top_manifest, ec)) {
-      if (fs::exists(path + "/" + ShardDirName(0), ec)) {
-        return Status::Corruption(path + ": interrupted sharded build (no " + kTopManifestFile +
-                                  "); rerun the build with " + Opt("BuildOptions::resume", "true"));
+      if (fs::exists(path + "/" + format::ShardDirName(0), ec)) {
+        return Status::Corruption(path + ": interrupted sharded build (no " +
+                                  format::kTopManifestFile + "); rerun the build with " +
+                                  Opt("BuildOptions::resume", "true"));
       }
       const std::string source = SourceFolderKind(path);
       if (!source.empty()) {
@@ -287,17 +289,17 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
             "\", OUT) in Python or `dsconvert build " + path + " OUT`, then open OUT");
       }
       return Status::NotFound(path + ": neither an LMDB (data.mdb) nor a sharded dataset (" +
-                              kTopManifestFile + ")");
+                              format::kTopManifestFile + ")");
     }
     std::string text;
     DSPIPE_RETURN_IF_ERROR(ReadFile(top_manifest, &text));
     DatasetInfo info;
-    std::vector<ShardRange> ranges;
-    DSPIPE_RETURN_IF_ERROR(ParseManifest(text, top_manifest, &info, &ranges));
+    std::vector<format::ShardRange> ranges;
+    DSPIPE_RETURN_IF_ERROR(format::ParseManifest(text, top_manifest, &info, &ranges));
     info.kind = DatasetKind::kSharded;
     info.path = path;
     std::vector<std::unique_ptr<DspipeDataset::Shard>> shards;
-    for (const ShardRange& r : ranges) {
+    for (const format::ShardRange& r : ranges) {
       auto sh = std::make_unique<DspipeDataset::Shard>();
       sh->path = path + "/" + r.name;
       sh->name = r.name;
@@ -314,12 +316,12 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
     return Status::OK();
   }
 
-  std::unique_ptr<LmdbEnv> env;
+  std::unique_ptr<format::LmdbEnv> env;
   DSPIPE_RETURN_IF_ERROR(
-      LmdbEnv::OpenReadOnly(path, options.max_readers, options.os_readahead, &env));
+      format::LmdbEnv::OpenReadOnly(path, options.max_readers, options.os_readahead, &env));
   if (!env->has_dspipe_dbs()) {
-    std::unique_ptr<PlainLmdbDataset> plain;
-    DSPIPE_RETURN_IF_ERROR(OpenPlainLmdb(path, std::move(env), options, &plain));
+    std::unique_ptr<format::PlainLmdbDataset> plain;
+    DSPIPE_RETURN_IF_ERROR(format::OpenPlainLmdb(path, std::move(env), options, &plain));
     *out = std::move(plain);
     return Status::OK();
   }
@@ -335,8 +337,8 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
                               Opt("BuildOptions::resume", "true") + " to finish it");
   }
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
-  DSPIPE_RETURN_IF_ERROR(ParseManifest(text, path + " (manifest)", &info, &ranges));
+  std::vector<format::ShardRange> ranges;
+  DSPIPE_RETURN_IF_ERROR(format::ParseManifest(text, path + " (manifest)", &info, &ranges));
   info.kind = DatasetKind::kDspipe;
   info.path = path;
   uint64_t n = 0;

@@ -14,7 +14,7 @@
 
 #include "dspipe/format.h"
 
-namespace dspipe {
+namespace dspipe::format {
 namespace {
 
 constexpr uint64_t kInitialMapSize = uint64_t{64} << 20;  // grows on demand
@@ -345,4 +345,4 @@ Status LmdbEnv::Writer::Commit() {
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::format

@@ -20,7 +20,7 @@
 
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::format {
 
 Status LmdbError(std::string_view op, const std::string& path, int rc);
 
@@ -115,4 +115,4 @@ class LmdbEnv {
   ino_t ino_ = 0;
 };
 
-}  // namespace dspipe
+}  // namespace dspipe::format

@@ -12,7 +12,7 @@
 
 #include "core/checksum.h"
 
-namespace dspipe {
+namespace dspipe::format {
 namespace {
 
 using nlohmann::json;
@@ -252,4 +252,4 @@ Status SetManifestFiles(const std::string& manifest_text, const std::vector<Mani
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::format

@@ -9,7 +9,7 @@
 #include "dspipe/dataset.h"
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::format {
 
 inline constexpr const char* kTopManifestFile = "manifest.json";  // sharded datasets
 inline constexpr const char* kShardPrefix = "shard-";
@@ -65,4 +65,4 @@ Status ParseManifestFiles(const std::string& text, const std::string& where,
 Status SetManifestFiles(const std::string& manifest_text, const std::vector<ManifestFile>& files,
                         std::string* out);
 
-}  // namespace dspipe
+}  // namespace dspipe::format

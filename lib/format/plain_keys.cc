@@ -93,7 +93,8 @@ Status Exists(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const std::stri
               bool* found) {
   MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
   const int rc = mdb_get(txn, dbi, &k, &v);
-  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("read key " + Quote(key) + " of", path, rc);
+  if (rc != 0 && rc != MDB_NOTFOUND)
+    return format::LmdbError("read key " + Quote(key) + " of", path, rc);
   *found = rc == 0;
   return Status::OK();
 }

@@ -100,8 +100,8 @@ struct Layout {
 // under `o`. *pairing: the line saying how masks were paired ("" when not); *warnings: one line
 // each. Errors: kBadInput naming the offending key or CSV line, kInvalidArgument for bad
 // patterns.
-Status FindLayout(const std::string& path, const LmdbEnv& env, const LmdbEnv* mask_env,
-                  const PlainLmdbOptions& o, Layout* out, std::string* pairing,
-                  std::vector<std::string>* warnings);
+Status FindLayout(const std::string& path, const format::LmdbEnv& env,
+                  const format::LmdbEnv* mask_env, const PlainLmdbOptions& o, Layout* out,
+                  std::string* pairing, std::vector<std::string>* warnings);
 
 }  // namespace dspipe::plain

@@ -29,7 +29,7 @@ bool IsMetadataKey(std::string_view k) {
 // Works out the layout of one plain LMDB (+ optional masks LMDB) under PlainLmdbOptions.
 class Opener {
  public:
-  Opener(const std::string& path, const LmdbEnv& env, const LmdbEnv* mask_env,
+  Opener(const std::string& path, const format::LmdbEnv& env, const format::LmdbEnv* mask_env,
          const PlainLmdbOptions& o)
       : path_(path), env_(env), mask_env_(mask_env), o_(o) {}
 
@@ -40,7 +40,7 @@ class Opener {
 
   Status TryDense(bool* done);
   Status Scan();
-  Status ListKeys(const LmdbEnv& env, std::vector<std::string>* keys);
+  Status ListKeys(const format::LmdbEnv& env, std::vector<std::string>* keys);
   Status Order(std::vector<std::string>* ids);
   Status PairScanned(const std::unordered_set<std::string>& mask_keys);
   Status AttachLabels();
@@ -51,8 +51,8 @@ class Opener {
   std::string SkippedNote() const;
 
   const std::string& path_;
-  const LmdbEnv& env_;
-  const LmdbEnv* mask_env_;
+  const format::LmdbEnv& env_;
+  const format::LmdbEnv* mask_env_;
   const PlainLmdbOptions& o_;
   Mode mode_ = Mode::kOff;
   bool explicit_image_ = false;
@@ -132,12 +132,12 @@ Status Opener::Run(Layout* out, std::string* pairing, std::vector<std::string>* 
 // last keys, and 64 evenly spaced probes (plus their masks). Anything else: *done = false.
 Status Opener::TryDense(bool* done) {
   *done = false;
-  LmdbTxn t;
+  format::LmdbTxn t;
   int rc = mdb_txn_begin(env_.env(), nullptr, MDB_RDONLY, &t.txn);
-  if (rc != 0) return LmdbError("mdb_txn_begin", path_, rc);
+  if (rc != 0) return format::LmdbError("mdb_txn_begin", path_, rc);
   MDB_stat st;
   rc = mdb_stat(t.txn, env_.records(), &st);
-  if (rc != 0) return LmdbError("mdb_stat", path_, rc);
+  if (rc != 0) return format::LmdbError("mdb_stat", path_, rc);
   const uint64_t entries = st.ms_entries;
   bool found = false;
   // Keys to skip are found by listing: with ignore_keys set, or a metadata key present.
@@ -184,14 +184,14 @@ Status Opener::TryDense(bool* done) {
     *ok = false;
     MDB_cursor* cur = nullptr;
     int r = mdb_cursor_open(txn, dbi, &cur);
-    if (r != 0) return LmdbError("mdb_cursor_open", where, r);
+    if (r != 0) return format::LmdbError("mdb_cursor_open", where, r);
     bool good = true;
     for (MDB_cursor_op op : {MDB_FIRST, MDB_LAST}) {
       MDB_val k, v;
       r = mdb_cursor_get(cur, &k, &v, op);
       if (r != 0) {
         mdb_cursor_close(cur);
-        return r == MDB_NOTFOUND ? Status::OK() : LmdbError("read the keys of", where, r);
+        return r == MDB_NOTFOUND ? Status::OK() : format::LmdbError("read the keys of", where, r);
       }
       bool any = false;
       for (const KeyPattern* p : patterns) {
@@ -210,11 +210,11 @@ Status Opener::TryDense(bool* done) {
   DSPIPE_RETURN_IF_ERROR(ends_ok(t.txn, env_.records(), path_, pats, &ok));
   if (!ok) return Status::OK();
   if (mode_ == Mode::kSecondDb) {
-    LmdbTxn mt;
+    format::LmdbTxn mt;
     rc = mdb_txn_begin(mask_env_->env(), nullptr, MDB_RDONLY, &mt.txn);
-    if (rc != 0) return LmdbError("mdb_txn_begin", mask_env_->path(), rc);
+    if (rc != 0) return format::LmdbError("mdb_txn_begin", mask_env_->path(), rc);
     rc = mdb_stat(mt.txn, mask_env_->records(), &st);
-    if (rc != 0) return LmdbError("mdb_stat", mask_env_->path(), rc);
+    if (rc != 0) return format::LmdbError("mdb_stat", mask_env_->path(), rc);
     if (st.ms_entries != n) return Status::OK();
     for (uint64_t id : probes) {
       DSPIPE_RETURN_IF_ERROR(Exists(mt.txn, mask_env_->records(), mask.Make(std::to_string(id)),
@@ -238,13 +238,13 @@ Status Opener::TryDense(bool* done) {
   return Status::OK();
 }
 
-Status Opener::ListKeys(const LmdbEnv& env, std::vector<std::string>* keys) {
-  LmdbTxn t;
+Status Opener::ListKeys(const format::LmdbEnv& env, std::vector<std::string>* keys) {
+  format::LmdbTxn t;
   int rc = mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &t.txn);
-  if (rc != 0) return LmdbError("mdb_txn_begin", env.path(), rc);
+  if (rc != 0) return format::LmdbError("mdb_txn_begin", env.path(), rc);
   MDB_cursor* cur = nullptr;
   rc = mdb_cursor_open(t.txn, env.records(), &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", env.path(), rc);
+  if (rc != 0) return format::LmdbError("mdb_cursor_open", env.path(), rc);
   MDB_stat st;
   if (mdb_stat(t.txn, env.records(), &st) == 0) keys->reserve(st.ms_entries);
   MDB_val k, v;
@@ -263,7 +263,7 @@ Status Opener::ListKeys(const LmdbEnv& env, std::vector<std::string>* keys) {
     keys->push_back(std::move(key));
   }
   mdb_cursor_close(cur);
-  if (rc != MDB_NOTFOUND) return LmdbError("iterate keys of", env.path(), rc);
+  if (rc != MDB_NOTFOUND) return format::LmdbError("iterate keys of", env.path(), rc);
   return Status::OK();
 }
 
@@ -504,9 +504,9 @@ Status Opener::AttachLabels() {
 
 }  // namespace
 
-Status FindLayout(const std::string& path, const LmdbEnv& env, const LmdbEnv* mask_env,
-                  const PlainLmdbOptions& o, Layout* out, std::string* pairing,
-                  std::vector<std::string>* warnings) {
+Status FindLayout(const std::string& path, const format::LmdbEnv& env,
+                  const format::LmdbEnv* mask_env, const PlainLmdbOptions& o, Layout* out,
+                  std::string* pairing, std::vector<std::string>* warnings) {
   Opener opener(path, env, mask_env, o);
   return opener.Run(out, pairing, warnings);
 }

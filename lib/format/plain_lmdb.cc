@@ -12,7 +12,7 @@
 #include "format/plain_keys.h"
 #include "format/residency.h"
 
-namespace dspipe {
+namespace dspipe::format {
 namespace {
 
 using plain::Escape;
@@ -181,4 +181,4 @@ Status OpenPlainLmdb(const std::string& path, const DatasetOpenOptions& options,
   return OpenPlainLmdb(path, std::move(env), options, out);
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::format

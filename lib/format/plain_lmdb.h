@@ -11,7 +11,7 @@
 #include "dspipe/dataset.h"
 #include "format/lmdb_env.h"
 
-namespace dspipe {
+namespace dspipe::format {
 
 class PlainLmdbDataset : public Dataset {
  public:
@@ -33,4 +33,4 @@ Status OpenPlainLmdb(const std::string& path, std::unique_ptr<LmdbEnv> env,
 Status OpenPlainLmdb(const std::string& path, const DatasetOpenOptions& options,
                      std::unique_ptr<PlainLmdbDataset>* out);
 
-}  // namespace dspipe
+}  // namespace dspipe::format

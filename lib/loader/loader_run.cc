@@ -282,8 +282,8 @@ Status LoaderImpl::WithSourceFile(uint64_t index, const Status& s) const {
   std::string source;
   bool found = false;
   // The lookup's own failure leaves the record's error as it is: it is the one to report.
-  if (!dataset_->ReadRecordTableEntry(kSourceTable, index, &source, &found).ok() || !found ||
-      source.empty()) {
+  if (!dataset_->ReadRecordTableEntry(format::kSourceTable, index, &source, &found).ok() ||
+      !found || source.empty()) {
     return s;
   }
   return s.Append(" (record made from " + source + ")").WithPath(source);

@@ -154,7 +154,7 @@ TEST_F(SafetyTest, SymlinkedShardFoldersAreEnteredAndTheLoaderReadsTheCopy) {
   fs::create_directories(store);
   fs::copy_file(built + "/manifest.json", linked + "/manifest.json");
   for (int i = 0; i < 3; ++i) {
-    const std::string shard = ShardDirName(i);
+    const std::string shard = format::ShardDirName(i);
     fs::copy(built + "/" + shard, store + "/" + shard, fs::copy_options::recursive);
     fs::create_symlink(store + "/" + shard, linked + "/" + shard);
   }
@@ -167,9 +167,10 @@ TEST_F(SafetyTest, SymlinkedShardFoldersAreEnteredAndTheLoaderReadsTheCopy) {
   ASSERT_TRUE(r.cached) << r.reason;
   EXPECT_EQ(Records(r.path), Records(built));
   for (int i = 0; i < 3; ++i) {
-    const std::string copy = r.path + "/" + ShardDirName(i);
+    const std::string copy = r.path + "/" + format::ShardDirName(i);
     EXPECT_TRUE(fs::is_directory(fs::symlink_status(copy))) << copy;
-    EXPECT_EQ(ReadAll(copy + "/data.mdb"), ReadAll(store + "/" + ShardDirName(i) + "/data.mdb"));
+    EXPECT_EQ(ReadAll(copy + "/data.mdb"),
+              ReadAll(store + "/" + format::ShardDirName(i) + "/data.mdb"));
   }
   lease.reset();
   // Through the Loader, copy first: the same batches as in place, never a failed open.
@@ -622,7 +623,7 @@ TEST_F(SafetyTest, WantNeverCopiesOnTheCallingThreadEvenWhenTheEntryGoesMeanwhil
   {  // shard 0's entry is there at first
     CacheResult r;
     std::unique_ptr<CacheLease> lease;
-    ASSERT_TRUE(AcquireCache(src + "/" + ShardDirName(0), Options(root), &r, &lease).ok());
+    ASSERT_TRUE(AcquireCache(src + "/" + format::ShardDirName(0), Options(root), &r, &lease).ok());
     ASSERT_TRUE(r.cached) << r.reason;
   }
   std::mutex mu;

@@ -135,8 +135,8 @@ TEST_P(BadInput, FailStopsWithTheFileAndReason) {
   EXPECT_EQ(open.code(), Status::Code::kCorruption) << open.ToString();
   EXPECT_TRUE(Contains(open.message(), "interrupted")) << open.ToString();
   EXPECT_TRUE(Contains(open.message(), "BuildOptions::resume")) << open.ToString();
-  std::unique_ptr<LmdbEnv> env;
-  ASSERT_TRUE(LmdbEnv::OpenReadOnly(o.output, 8, false, &env).ok());
+  std::unique_ptr<format::LmdbEnv> env;
+  ASSERT_TRUE(format::LmdbEnv::OpenReadOnly(o.output, 8, false, &env).ok());
   uint64_t n = 0;
   ASSERT_TRUE(env->RecordCount(&n).ok());
   EXPECT_EQ(n, static_cast<uint64_t>(kBad));

@@ -18,9 +18,9 @@ namespace dspipe::testing {
 namespace {
 
 uint64_t CommittedRecords(const std::string& path) {
-  std::unique_ptr<LmdbEnv> env;
+  std::unique_ptr<format::LmdbEnv> env;
   uint64_t n = 0;
-  EXPECT_TRUE(LmdbEnv::OpenReadOnly(path, 8, false, &env).ok());
+  EXPECT_TRUE(format::LmdbEnv::OpenReadOnly(path, 8, false, &env).ok());
   if (env) {
     EXPECT_TRUE(env->RecordCount(&n).ok());
   }
@@ -130,7 +130,7 @@ TEST_F(OutputTest, OverwriteRemovesOnlyWhatABuildWrote) {
     WriteAll(out + "/extra/labels.csv", "a,1");
     WriteAll(tmp_ / "outside.txt", "outside");
     fs::create_symlink(tmp_ / "outside.txt", out + "/link.txt");
-    if (shards > 1) WriteAll(out + "/" + ShardDirName(1) + "/mine.txt", "in a shard");
+    if (shards > 1) WriteAll(out + "/" + format::ShardDirName(1) + "/mine.txt", "in a shard");
     o.gray = true;
     o.overwrite = true;
     const Status s = BuildDataset(o, &r);
@@ -144,7 +144,7 @@ TEST_F(OutputTest, OverwriteRemovesOnlyWhatABuildWrote) {
     EXPECT_TRUE(fs::is_symlink(out + "/link.txt"));
     EXPECT_EQ(ReadAll(tmp_ / "outside.txt"), "outside");
     if (shards > 1) {
-      EXPECT_EQ(ReadAll(out + "/" + ShardDirName(1) + "/mine.txt"), "in a shard");
+      EXPECT_EQ(ReadAll(out + "/" + format::ShardDirName(1) + "/mine.txt"), "in a shard");
     }
   }
 }
@@ -323,9 +323,9 @@ TEST_F(OutputTest, ResumeOnAFinishedOutputStillChecksTheOptions) {
 
 // Writes a meta key of an (interrupted) output directly, as a hand edit or corruption would.
 void PutMeta(const std::string& path, const std::string& key, const std::string& value) {
-  std::unique_ptr<LmdbEnv> env;
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
-  LmdbEnv::Writer w(env.get());
+  std::unique_ptr<format::LmdbEnv> env;
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &env).ok());
+  format::LmdbEnv::Writer w(env.get());
   w.PutMeta(key, value);
   ASSERT_TRUE(w.Commit().ok());
 }

@@ -170,11 +170,12 @@ TEST_F(PlainSourceTest, SuffixKeysPairAutomaticallyAndConvertLikeTheFolder) {
   ExpectPairs(*ds, true, false);
   EXPECT_TRUE(Contains(ds->info().pairing, "suffix '_mask'")) << ds->info().pairing;
   EXPECT_TRUE(ds->info().warnings.empty());
-  EXPECT_TRUE(static_cast<const PlainLmdbDataset&>(*ds).dense()) << "0..N-1: no key listing";
+  EXPECT_TRUE(static_cast<const format::PlainLmdbDataset&>(*ds).dense())
+      << "0..N-1: no key listing";
   PlainLmdbOptions scan;
   scan.scan_keys = true;  // the listing path pairs the same way
   auto listed = Open(db, scan);
-  EXPECT_FALSE(static_cast<const PlainLmdbDataset&>(*listed).dense());
+  EXPECT_FALSE(static_cast<const format::PlainLmdbDataset&>(*listed).dense());
   ExpectPairs(*listed, true, false);
   PlainLmdbOptions given;
   given.mask_key = "{key}_mask";
@@ -236,7 +237,7 @@ TEST_F(PlainSourceTest, PrefixKeysPairAutomaticallyAndConvertLikeTheFolder) {
   given.mask_key = "mask_{id}";
   auto explicit_ds = Open(db, given);
   ExpectPairs(*explicit_ds, true, false);
-  EXPECT_TRUE(static_cast<const PlainLmdbDataset&>(*explicit_ds).dense());
+  EXPECT_TRUE(static_cast<const format::PlainLmdbDataset&>(*explicit_ds).dense());
   ExpectSameBuild(db, given, t_ / "src");
 }
 

@@ -76,7 +76,8 @@ TEST_F(ShardIndexTest, ShardsBuiltAloneAndAssembledEqualOneShardedBuild) {
   ExpectSameRecords(parts, tmp_ / "whole");
   // Each shard holds the same records as the same shard of the whole build.
   for (int i = 0; i < kShards; ++i) {
-    ExpectSameRecords(parts + "/" + ShardDirName(i), tmp_ / ("whole/" + ShardDirName(i)));
+    ExpectSameRecords(parts + "/" + format::ShardDirName(i),
+                      tmp_ / ("whole/" + format::ShardDirName(i)));
   }
   VerifyResult v;
   ASSERT_TRUE(VerifyDataset(parts, {}, &v).ok());

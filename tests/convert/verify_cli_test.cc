@@ -136,9 +136,9 @@ TEST(Verify, UndecodablePayloadWithAValidChecksum) {
   // one whose raw payload size disagrees with its shape: verify decodes, so both are found.
   TempDir tmp;
   const std::string path = tmp / "hand.lmdb";
-  std::unique_ptr<LmdbEnv> env;
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
-  LmdbEnv::Writer w(env.get());
+  std::unique_ptr<format::LmdbEnv> env;
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &env).ok());
+  format::LmdbEnv::Writer w(env.get());
   for (uint64_t i = 0; i < 4; ++i) {
     RecordHeader h;
     h.channels = 3;

@@ -24,10 +24,10 @@ class BadBuildState : public ::testing::Test {
     BuildResult r;
     const BuildOptions o = Options(src_, tmp_ / "done");
     ASSERT_TRUE(BuildDataset(o, &r).ok());
-    std::unique_ptr<LmdbEnv> env;
+    std::unique_ptr<format::LmdbEnv> env;
     std::string manifest;
     bool found = false;
-    ASSERT_TRUE(LmdbEnv::OpenReadOnly(o.output, 4, false, &env).ok());
+    ASSERT_TRUE(format::LmdbEnv::OpenReadOnly(o.output, 4, false, &env).ok());
     ASSERT_TRUE(env->GetMeta(kManifestKey, &manifest, &found).ok() && found);
     options_ = json::parse(manifest).at("build").at("options");
   }
@@ -43,9 +43,9 @@ class BadBuildState : public ::testing::Test {
   Status Resume(const std::string& name, const std::string& state, const std::string& cursor) {
     const std::string out = tmp_ / name;
     {
-      std::unique_ptr<LmdbEnv> env;
-      EXPECT_TRUE(LmdbEnv::OpenForWrite(out, &env).ok());
-      LmdbEnv::Writer w(env.get());
+      std::unique_ptr<format::LmdbEnv> env;
+      EXPECT_TRUE(format::LmdbEnv::OpenForWrite(out, &env).ok());
+      format::LmdbEnv::Writer w(env.get());
       w.PutMeta(kBuildStateKey, state);
       if (!cursor.empty()) w.PutMeta("cursor", cursor);
       EXPECT_TRUE(w.Commit().ok());
@@ -128,8 +128,8 @@ TEST_F(BadBuildState, TheHarnessStateIsValidAndResumes) {
 // binding to null pointer).
 TEST(BadManifest, EmptyShardListIsAnError) {
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
-  const Status s = ParseManifest(
+  std::vector<format::ShardRange> ranges;
+  const Status s = format::ParseManifest(
       R"({"format":"dspipe","format_version":1,"complete":true,"count":0,"store":"raw",)"
       R"("channels":3,"shards":[]})",
       "top/manifest.json", &info, &ranges);
@@ -150,8 +150,8 @@ TEST(BadManifest, IntegerFieldsMustBeIntegersInRange) {
         std::string(R"("format_version":1,"count":1,"channels":3,"width":4294967296})"),
         std::string(R"("format_version":1,"count":2,"channels":3,"shard":{"begin":0,"end":1e30}})")}) {
     DatasetInfo info;
-    std::vector<ShardRange> ranges;
-    const Status s = ParseManifest(head + fields, "m.json", &info, &ranges);
+    std::vector<format::ShardRange> ranges;
+    const Status s = format::ParseManifest(head + fields, "m.json", &info, &ranges);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << fields << ": " << s.ToString();
     EXPECT_TRUE(Contains(s.message(), "m.json: bad manifest field: '")) << s.ToString();
   }

@@ -66,9 +66,9 @@ std::string ManifestJson(uint64_t count) {
 
 // Writes `n` records (record `bad` with a broken CRC) and, when count >= 0, a manifest.
 void WriteDspipe(const std::string& path, uint64_t n, int64_t manifest_count, int64_t bad = -1) {
-  std::unique_ptr<LmdbEnv> env;
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
-  LmdbEnv::Writer w(env.get());
+  std::unique_ptr<format::LmdbEnv> env;
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &env).ok());
+  format::LmdbEnv::Writer w(env.get());
   for (uint64_t i = 0; i < n; ++i) w.PutRecord(Key(i), Value(i, static_cast<int64_t>(i) == bad));
   if (manifest_count >= 0) w.PutMeta(kManifestKey, ManifestJson(manifest_count));
   ASSERT_TRUE(w.Commit().ok());
@@ -108,7 +108,7 @@ TEST(Dataset, RefusesAnInterruptedBuild) {
   EXPECT_NE(s.message().find("BuildOptions::resume"), std::string::npos) << s.ToString();
   // A sharded directory whose manifest.json was never written.
   fs::create_directories(t / "sharded");
-  WriteDspipe(t / ("sharded/" + ShardDirName(0)), 2, -1);
+  WriteDspipe(t / ("sharded/" + format::ShardDirName(0)), 2, -1);
   s = Dataset::Open(t / "sharded", {}, &ds);
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_NE(s.message().find("interrupted sharded build"), std::string::npos) << s.ToString();
@@ -237,29 +237,29 @@ TEST(Dataset, PlainLmdbWithDecimalKeysIsReadInNumericOrder) {
 TEST(LmdbEnv, SecondOpenOfAnEnvironmentOpenForWritingIsRefused) {
   TempDir t;
   const std::string path = t / "w.lmdb";
-  std::unique_ptr<LmdbEnv> writer, second;
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &writer).ok());
-  Status s = LmdbEnv::OpenReadOnly(path, 4, false, &second);
+  std::unique_ptr<format::LmdbEnv> writer, second;
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &writer).ok());
+  Status s = format::LmdbEnv::OpenReadOnly(path, 4, false, &second);
   EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
   EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("already open for writing"), std::string::npos) << s.ToString();
   EXPECT_EQ(second, nullptr);
-  s = LmdbEnv::OpenForWrite(path, &second);
+  s = format::LmdbEnv::OpenForWrite(path, &second);
   EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
   // Closed, it opens again (read-only, then for writing).
   writer.reset();
-  ASSERT_TRUE(LmdbEnv::OpenReadOnly(path, 4, false, &second).ok());
+  ASSERT_TRUE(format::LmdbEnv::OpenReadOnly(path, 4, false, &second).ok());
   second.reset();
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &writer).ok());
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &writer).ok());
 }
 
 TEST(LmdbEnv, MapGrowsPastTheInitialSize) {
   TempDir t;
   const std::string path = t / "big.lmdb";
-  std::unique_ptr<LmdbEnv> env;
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
+  std::unique_ptr<format::LmdbEnv> env;
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &env).ok());
   {
-    LmdbEnv::Writer w(env.get());
+    format::LmdbEnv::Writer w(env.get());
     for (uint64_t i = 0; i < 80; ++i) w.PutRecord(Key(i), std::string(1 << 20, char('A' + i % 26)));
     Status s = w.Commit();  // 80 MiB in one transaction: more than the 64 MiB initial map
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -270,8 +270,8 @@ TEST(LmdbEnv, MapGrowsPastTheInitialSize) {
   env.reset();
   EXPECT_GT(fs::file_size(path + "/data.mdb"), uint64_t{80} << 20);
   // Reopened (map sized from the file), it takes more.
-  ASSERT_TRUE(LmdbEnv::OpenForWrite(path, &env).ok());
-  LmdbEnv::Writer w(env.get());
+  ASSERT_TRUE(format::LmdbEnv::OpenForWrite(path, &env).ok());
+  format::LmdbEnv::Writer w(env.get());
   for (uint64_t i = 80; i < 150; ++i) w.PutRecord(Key(i), std::string(1 << 20, 'z'));
   Status s = w.Commit();
   ASSERT_TRUE(s.ok()) << s.ToString();

@@ -29,13 +29,13 @@ json Lone() {
           {"stats", {{"mean", {1.5, 2.5, 3.5}}, {"std", {4, 5, 6}}}}};
 }
 
-Status Parse(const json& j, DatasetInfo* info, std::vector<ShardRange>* ranges) {
-  return ParseManifest(j.dump(), "WHERE/x.lmdb", info, ranges);
+Status Parse(const json& j, DatasetInfo* info, std::vector<format::ShardRange>* ranges) {
+  return format::ParseManifest(j.dump(), "WHERE/x.lmdb", info, ranges);
 }
 
 TEST(Manifest, ParsesEveryField) {
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   ASSERT_TRUE(Parse(Lone(), &info, &ranges).ok());
   EXPECT_EQ(info.count, 10u);
   EXPECT_EQ(info.store, "raw");
@@ -58,7 +58,7 @@ TEST(Manifest, StatsWithTheWrongChannelCountAreIgnored) {
   json j = Lone();
   j["stats"]["mean"] = {1.0};
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   ASSERT_TRUE(Parse(j, &info, &ranges).ok());
   EXPECT_FALSE(info.has_stats);
 }
@@ -68,7 +68,7 @@ TEST(Manifest, ShardedRangesMustBeContiguousAndCoverCount) {
   j["shards"] = {{{"name", "shard-00000.lmdb"}, {"begin", 0}, {"end", 4}},
                  {{"name", "shard-00001.lmdb"}, {"begin", 4}, {"end", 10}}};
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   ASSERT_TRUE(Parse(j, &info, &ranges).ok());
   ASSERT_EQ(ranges.size(), 2u);
   EXPECT_EQ(ranges[1].name, "shard-00001.lmdb");
@@ -91,7 +91,7 @@ TEST(Manifest, EmptyShardListIsCorruption) {
   j["count"] = 0;
   j["shards"] = json::array();
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   Status s = Parse(j, &info, &ranges);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("WHERE/x.lmdb"), std::string::npos) << s.ToString();
@@ -106,7 +106,7 @@ TEST(Manifest, ShardNamesCannotEscapeTheDatasetDirectory) {
     json j = Lone();
     j["shards"] = {{{"name", name}, {"begin", 0}, {"end", 10}}};
     DatasetInfo info;
-    std::vector<ShardRange> ranges;
+    std::vector<format::ShardRange> ranges;
     Status s = Parse(j, &info, &ranges);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << name << ": " << s.ToString();
     EXPECT_NE(s.message().find("not a directory name inside the dataset"), std::string::npos)
@@ -119,7 +119,7 @@ TEST(Manifest, OneShardOfASetGivesItsGlobalRange) {
   j["count"] = 6;
   j["shard"] = {{"index", 1}, {"of", 2}, {"begin", 4}, {"end", 10}};
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   // A shard's own manifest: its one range starts at its global begin (4), not at 0.
   Status s = Parse(j, &info, &ranges);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -166,8 +166,8 @@ TEST(Manifest, ErrorsNameTheFileAndTheReason) {
   };
   for (const Case& c : cases) {
     DatasetInfo info;
-    std::vector<ShardRange> ranges;
-    Status s = ParseManifest(c.text, "WHERE/x.lmdb", &info, &ranges);
+    std::vector<format::ShardRange> ranges;
+    Status s = format::ParseManifest(c.text, "WHERE/x.lmdb", &info, &ranges);
     EXPECT_EQ(s.code(), c.code) << c.name << ": " << s.ToString();
     EXPECT_NE(s.message().find("WHERE/x.lmdb"), std::string::npos)
         << c.name << ": " << s.ToString();
@@ -176,9 +176,9 @@ TEST(Manifest, ErrorsNameTheFileAndTheReason) {
 }
 
 TEST(Manifest, ShardDirName) {
-  EXPECT_EQ(ShardDirName(0), "shard-00000.lmdb");
-  EXPECT_EQ(ShardDirName(3), "shard-00003.lmdb");
-  EXPECT_EQ(ShardDirName(4095), "shard-04095.lmdb");
+  EXPECT_EQ(format::ShardDirName(0), "shard-00000.lmdb");
+  EXPECT_EQ(format::ShardDirName(3), "shard-00003.lmdb");
+  EXPECT_EQ(format::ShardDirName(4095), "shard-04095.lmdb");
 }
 
 json WithFiles() {
@@ -192,9 +192,9 @@ json WithFiles() {
 }
 
 TEST(ManifestFiles, ParsesTheListLowercasingTheHashes) {
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   bool present = false;
-  ASSERT_TRUE(ParseManifestFiles(WithFiles().dump(), "WHERE", &files, &present).ok());
+  ASSERT_TRUE(format::ParseManifestFiles(WithFiles().dump(), "WHERE", &files, &present).ok());
   EXPECT_TRUE(present);
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[0].path, "data.mdb");
@@ -203,14 +203,14 @@ TEST(ManifestFiles, ParsesTheListLowercasingTheHashes) {
   EXPECT_EQ(files[1].path, "shard-00001.lmdb/data.mdb");
   // The other fields are untouched by the list, and the manifest still parses.
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
+  std::vector<format::ShardRange> ranges;
   EXPECT_TRUE(Parse(WithFiles(), &info, &ranges).ok());
 }
 
 TEST(ManifestFiles, AnOldManifestHasNoListAndNoError) {
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   bool present = true;
-  ASSERT_TRUE(ParseManifestFiles(Lone().dump(), "WHERE", &files, &present).ok());
+  ASSERT_TRUE(format::ParseManifestFiles(Lone().dump(), "WHERE", &files, &present).ok());
   EXPECT_FALSE(present);
   EXPECT_TRUE(files.empty());
 }
@@ -219,9 +219,9 @@ TEST(ManifestFiles, BadEntriesAreNamedErrors) {
   auto error = [](const std::function<void(json&)>& edit) {
     json j = WithFiles();
     edit(j);
-    std::vector<ManifestFile> files;
+    std::vector<format::ManifestFile> files;
     bool present = false;
-    const Status s = ParseManifestFiles(j.dump(), "WHERE/manifest.json", &files, &present);
+    const Status s = format::ParseManifestFiles(j.dump(), "WHERE/manifest.json", &files, &present);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << j.dump();
     EXPECT_NE(s.message().find("WHERE/manifest.json"), std::string::npos) << s.ToString();
     return s.message();
@@ -268,35 +268,35 @@ TEST(ManifestFiles, ALongListIsCheckedForRepeatsAndTheRepeatIsNamed) {
     }
     return text + "]}";
   };
-  std::vector<ManifestFile> files;
+  std::vector<format::ManifestFile> files;
   bool present = false;
-  ASSERT_TRUE(ParseManifestFiles(manifest(-1, 0, kFiles), "W", &files, &present).ok());
+  ASSERT_TRUE(format::ParseManifestFiles(manifest(-1, 0, kFiles), "W", &files, &present).ok());
   EXPECT_EQ(files.size(), static_cast<size_t>(kFiles));
   EXPECT_EQ(files.back().path, path(kFiles - 1));
 
-  Status s = ParseManifestFiles(manifest(kFiles - 1, 0, kFiles), "W", &files, &present);
+  Status s = format::ParseManifestFiles(manifest(kFiles - 1, 0, kFiles), "W", &files, &present);
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_NE(s.message().find("\"" + path(0) + "\" is listed twice"), std::string::npos)
       << s.ToString();
-  s = ParseManifestFiles(manifest(501, 500, 1000), "W", &files, &present);
+  s = format::ParseManifestFiles(manifest(501, 500, 1000), "W", &files, &present);
   EXPECT_NE(s.message().find("\"" + path(500) + "\" is listed twice"), std::string::npos)
       << s.ToString();
 }
 
 TEST(ManifestFiles, SetThenParseRoundTrips) {
-  std::vector<ManifestFile> in = {{"data.mdb", 12345, std::string(64, 'c')}};
+  std::vector<format::ManifestFile> in = {{"data.mdb", 12345, std::string(64, 'c')}};
   std::string text;
-  ASSERT_TRUE(SetManifestFiles(Lone().dump(), in, &text).ok());
-  std::vector<ManifestFile> out;
+  ASSERT_TRUE(format::SetManifestFiles(Lone().dump(), in, &text).ok());
+  std::vector<format::ManifestFile> out;
   bool present = false;
-  ASSERT_TRUE(ParseManifestFiles(text, "W", &out, &present).ok());
+  ASSERT_TRUE(format::ParseManifestFiles(text, "W", &out, &present).ok());
   ASSERT_TRUE(present);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].path, "data.mdb");
   EXPECT_EQ(out[0].size, 12345u);
   EXPECT_EQ(out[0].sha256, std::string(64, 'c'));
   EXPECT_EQ(json::parse(text).at("count"), 10);
-  EXPECT_FALSE(SetManifestFiles("[1]", in, &text).ok());
+  EXPECT_FALSE(format::SetManifestFiles("[1]", in, &text).ok());
 }
 
 }  // namespace

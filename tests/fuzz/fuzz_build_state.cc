@@ -49,10 +49,10 @@ Fixture& Fix() {
     x->build.on_error = OnError::kSkip;
     BuildResult r;
     Status s = BuildDataset(x->build, &r);
-    std::unique_ptr<LmdbEnv> env;
+    std::unique_ptr<format::LmdbEnv> env;
     std::string manifest;
     bool found = false;
-    if (s.ok()) s = LmdbEnv::OpenReadOnly(x->out, 4, false, &env);
+    if (s.ok()) s = format::LmdbEnv::OpenReadOnly(x->out, 4, false, &env);
     if (s.ok()) s = env->GetMeta(kManifestKey, &manifest, &found);
     if (!s.ok() || !found) {
       std::fprintf(stderr, "harness setup: %s\n", s.ToString().c_str());
@@ -100,9 +100,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fuzz::ResetDir(f.out);
   {
-    std::unique_ptr<LmdbEnv> env;
-    if (!LmdbEnv::OpenForWrite(f.out, &env).ok()) std::abort();
-    LmdbEnv::Writer w(env.get());
+    std::unique_ptr<format::LmdbEnv> env;
+    if (!format::LmdbEnv::OpenForWrite(f.out, &env).ok()) std::abort();
+    format::LmdbEnv::Writer w(env.get());
     w.PutMeta(kBuildStateKey, state);
     if (with_cursor) w.PutMeta("cursor", cursor);
     if (!w.Commit().ok()) std::abort();

@@ -13,15 +13,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dspipe;
   const std::string text(reinterpret_cast<const char*>(data), size);
   DatasetInfo info;
-  std::vector<ShardRange> ranges;
-  std::vector<ManifestFile> files;
+  std::vector<format::ShardRange> ranges;
+  std::vector<format::ManifestFile> files;
   bool listed = false;
-  const Status fs = ParseManifestFiles(text, "fuzz.json", &files, &listed);
+  const Status fs = format::ParseManifestFiles(text, "fuzz.json", &files, &listed);
   if (!fs.ok()) {
     DSPIPE_FUZZ_CHECK(fs.message().find("fuzz.json") != std::string::npos);
   } else {
     DSPIPE_FUZZ_CHECK(listed == !files.empty());
-    for (const ManifestFile& f : files) {
+    for (const format::ManifestFile& f : files) {
       // Every accepted path stays inside the dataset directory.
       DSPIPE_FUZZ_CHECK(!f.path.empty() && f.path[0] != '/');
       for (size_t b = 0; b <= f.path.size();) {
@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       DSPIPE_FUZZ_CHECK(f.sha256.size() == 64);
     }
   }
-  const Status s = ParseManifest(text, "fuzz.json", &info, &ranges);
+  const Status s = format::ParseManifest(text, "fuzz.json", &info, &ranges);
   if (!s.ok()) {
     DSPIPE_FUZZ_CHECK(s.message().find("fuzz.json") != std::string::npos);
     return 0;

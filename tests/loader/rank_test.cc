@@ -153,7 +153,8 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
   std::set<uint64_t> removed;
   for (uint64_t k = 0; k < sizes.size(); ++k) {
     if (std::find(mine.begin(), mine.end(), k) != mine.end()) continue;
-    ASSERT_TRUE(fs::remove(partial + "/" + ShardDirName(static_cast<int>(k)) + "/data.mdb"));
+    ASSERT_TRUE(
+        fs::remove(partial + "/" + format::ShardDirName(static_cast<int>(k)) + "/data.mdb"));
     removed.insert(k);
   }
 
@@ -184,7 +185,7 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
   // Which removed shard the error names depends on the shuffled order; it must name one.
   bool named = false;
   for (uint64_t k : removed) {
-    named |= failed.message().find(ShardDirName(static_cast<int>(k))) != std::string::npos;
+    named |= failed.message().find(format::ShardDirName(static_cast<int>(k))) != std::string::npos;
   }
   EXPECT_TRUE(named) << failed.ToString();
   EXPECT_NE(failed.message().find(partial), std::string::npos) << failed.ToString();
@@ -204,7 +205,8 @@ TEST_F(RankTest, ARankReadsOnlyItsShards) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     s = ds->Read(index, nop);
     EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("shard " + ShardDirName(static_cast<int>(first))), std::string::npos)
+    EXPECT_NE(s.message().find("shard " + format::ShardDirName(static_cast<int>(first))),
+              std::string::npos)
         << s.ToString();
   }
 }
@@ -222,7 +224,7 @@ std::set<std::string> Entries(const std::string& dir) {
 // The shard k an entry name "<shard dir>-<16 hex>" is a copy of.
 uint64_t ShardOfEntry(const std::string& name) {
   for (uint64_t k = 0; k < static_cast<uint64_t>(kShards); ++k) {
-    if (name.starts_with(ShardDirName(static_cast<int>(k)) + "-")) return k;
+    if (name.starts_with(format::ShardDirName(static_cast<int>(k)) + "-")) return k;
   }
   ADD_FAILURE() << "entry " << name << " is not a shard's";
   return ~uint64_t{0};
@@ -260,7 +262,7 @@ TEST_F(RankTest, WithTheCacheARankCopiesOnlyItsShards) {
         << loader->reading_from();
     // The copies are what the loader reads: the sources of those shards are gone.
     for (uint64_t k : want) {
-      ASSERT_TRUE(fs::remove(src + "/" + ShardDirName(static_cast<int>(k)) + "/data.mdb"));
+      ASSERT_TRUE(fs::remove(src + "/" + format::ShardDirName(static_cast<int>(k)) + "/data.mdb"));
     }
     EXPECT_EQ(testing::RunEpochs(loader.get(), 0, 2), testing::RunEpochs(plain.get(), 0, 2))
         << "rank " << r;
@@ -310,7 +312,7 @@ TEST_F(RankTest, ShardEntriesAreLeasedAndEvictedOneByOne) {
   co.margin = 0;
   CacheResult probe;
   std::unique_ptr<CacheLease> lease;
-  const std::string other_path = *path_ + "/" + ShardDirName(static_cast<int>(other));
+  const std::string other_path = *path_ + "/" + format::ShardDirName(static_cast<int>(other));
   // How big the other shard's entry is, found in a scratch cache dir.
   CacheOptions scratch = co;
   scratch.mode = *root_ + "/cache-scratch";
