@@ -8,7 +8,7 @@
 // .tar, .tar.gz, .tar.zst and .zip with libarchive. Each repeat builds from the folder and from
 // each archive, in turn, in one run; the ratio is folder seconds / archive seconds of the same
 // repeat (> 1: the archive build is faster; the archives' order rotates). Warm page cache
-// unless --cold: before each build, its source's pages are dropped (dspipe::DropFileCache:
+// unless --cold: before each build, its source's pages are dropped (dspipe::core::DropFileCache:
 // fdatasync + posix_fadvise DONTNEED on every file of the folder, or on the archive) and the
 // drop is checked with mincore (format::ResidentFraction) on the archive, or on every 16th file
 // of the folder; the mean resident fraction after the drops is printed per source (a
@@ -66,7 +66,7 @@ void WriteArchive(const std::string& path, const std::string& kind, const std::s
   }
   std::string data;
   for (const std::string& r : rel) {
-    Check(dspipe::ReadFile(src + "/" + r, &data));
+    Check(dspipe::core::ReadFile(src + "/" + r, &data));
     archive_entry* e = archive_entry_new();
     archive_entry_set_pathname(e, r.c_str());
     archive_entry_set_filetype(e, AE_IFREG);
@@ -145,10 +145,10 @@ int main(int argc, char** argv) {
     if (cold) {
       std::vector<std::string> sample;
       if (source == src) {
-        for (const std::string& f : files) dspipe::DropFileCache(f);
+        for (const std::string& f : files) dspipe::core::DropFileCache(f);
         for (size_t i = 0; i < files.size(); i += 16) sample.push_back(files[i]);
       } else {
-        dspipe::DropFileCache(source);
+        dspipe::core::DropFileCache(source);
         sample.push_back(source);
       }
       double sum = 0;

@@ -5,11 +5,11 @@
 //
 // One thread, one buffer of --mib MiB of pseudo-random bytes (the size of the stream bench's
 // dataset), --rounds rounds; each round computes, in an order that rotates by round: zlib's
-// crc32 (what dspipe used before), dspipe::Crc32 (libdeflate's, lib/core/checksum.cc: the cache's
-// completion-record read-back and the record checksum), and dspipe::Sha256 (OpenSSL: every
-// fetched byte is hashed against the manifest). Prints GB/s of thread CPU time (other processes
-// sharing the cores do not inflate it) as median (min-max) and the per-round ratio
-// Crc32 / zlib. Checks that both CRCs agree.
+// crc32 (what dspipe used before), dspipe::core::Crc32 (libdeflate's, lib/core/checksum.cc: the
+// cache's completion-record read-back and the record checksum), and dspipe::core::Sha256 (OpenSSL:
+// every fetched byte is hashed against the manifest). Prints GB/s of thread CPU time (other
+// processes sharing the cores do not inflate it) as median (min-max) and the per-round ratio Crc32
+// / zlib. Checks that both CRCs agree.
 #include <zlib.h>
 
 #include <CLI/CLI.hpp>
@@ -46,15 +46,19 @@ int main(int argc, char** argv) {
     Series gbs;
   };
   std::vector<Row> rows = {
-      {"zlib crc32", [&] {
+      {"zlib crc32",
+       [&] {
          crc_zlib = static_cast<uint32_t>(crc32(0, buf.data(), static_cast<uInt>(buf.size())));
-       }, {}},
-      {"dspipe::Crc32 (libdeflate)", [&] { crc_dspipe = dspipe::Crc32(buf); }, {}},
-      {"dspipe::Sha256 (OpenSSL)", [&] {
-         dspipe::Sha256 h;
+       },
+       {}},
+      {"dspipe::Crc32 (libdeflate)", [&] { crc_dspipe = dspipe::core::Crc32(buf); }, {}},
+      {"dspipe::Sha256 (OpenSSL)",
+       [&] {
+         dspipe::core::Sha256 h;
          h.Update(reinterpret_cast<const char*>(buf.data()), buf.size());
          sha = h.HexDigest();
-       }, {}},
+       },
+       {}},
   };
   Series ratio;
   for (int r = 0; r < rounds; ++r) {

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   auto drop = [&] {
     if (warm) return true;
     bool ok = true;
-    for (auto& f : files) ok = dspipe::DropFileCache(f) && ok;
+    for (auto& f : files) ok = dspipe::core::DropFileCache(f) && ok;
     return ok;
   };
   std::printf("convert_bench: %d samples %dx%d, %zu files, %.1f MB, %s cache, %d repeats\n",
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     std::string buf;
     uint64_t n = 0;
     for (auto& f : files) {
-      Check(dspipe::ReadFile(f, &buf));
+      Check(dspipe::core::ReadFile(f, &buf));
       n += buf.size();
     }
     const double read_s = std::chrono::duration<double>(Clock::now() - t0).count();

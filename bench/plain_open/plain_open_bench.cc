@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     for (bool cold : {false, true}) {
       std::vector<double> secs;
       for (int r = 0; r < a.repeats; ++r) {
-        if (cold && !DropFileCache(path + "/data.mdb")) {
+        if (cold && !core::DropFileCache(path + "/data.mdb")) {
           Die("could not drop " + path + "/data.mdb from the page cache");
         }
         DatasetOpenOptions o;

@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
   std::string text;
   DatasetInfo info;
   std::vector<format::ShardRange> ranges;
-  Check(ReadFile(a.local + "/manifest.json", &text), "manifest");
+  Check(core::ReadFile(a.local + "/manifest.json", &text), "manifest");
   Check(format::ParseManifest(text, a.local, &info, &ranges), "manifest");
   const std::vector<std::string> files = DataFiles(a.local);
   uint64_t total = 0;

@@ -388,7 +388,7 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
     DatasetInfo info;
     std::vector<format::ShardRange> ranges;
     const std::string manifest = path + "/" + format::kTopManifestFile;
-    DSPIPE_RETURN_IF_ERROR(ReadFile(manifest, &text));
+    DSPIPE_RETURN_IF_ERROR(core::ReadFile(manifest, &text));
     DSPIPE_RETURN_IF_ERROR(format::ParseManifest(text, manifest, &info, &ranges));
     std::vector<std::string> shard_paths;
     for (const format::ShardRange& range : ranges) shard_paths.push_back(path + "/" + range.name);

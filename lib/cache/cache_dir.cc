@@ -96,7 +96,7 @@ Status CacheDir::Open(const std::string& root, Env* env, std::unique_ptr<CacheDi
       return Status::OK();
     }
     DSPIPE_RETURN_IF_ERROR(parent->OpenDir(p.filename().string(), true, 0700, &rootdir));
-    if (Status s = CheckPrivateDir(rootdir.get()); !s.ok()) {
+    if (Status s = core::CheckPrivateDir(rootdir.get()); !s.ok()) {
       *untrusted = s.message();
       return Status::OK();
     }
@@ -113,7 +113,7 @@ Status CacheDir::Open(const std::string& root, Env* env, std::unique_ptr<CacheDi
   }
   std::unique_ptr<Directory> own;
   DSPIPE_RETURN_IF_ERROR(rootdir->OpenDir(kOwnDirName, true, 0700, &own));
-  if (Status s = CheckPrivateDir(own.get()); !s.ok()) {
+  if (Status s = core::CheckPrivateDir(own.get()); !s.ok()) {
     *untrusted = s.message();
     return Status::OK();
   }

@@ -84,7 +84,7 @@ Status KernelCopy(const std::string& from, int out, const std::string& to, uint6
   uint64_t off = 0;
   while (off < size) {
     DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, from));
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, size - off));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(core::kCopyChunk, size - off));
     ssize_t n;
     if (!use_sendfile) {
       auto in_off = static_cast<off_t>(off), out_off = static_cast<off_t>(off);
@@ -125,14 +125,14 @@ Status CopyFile(const std::string& from, uint64_t size, WritableFile* w, Env* en
     if (!refused) return w->Close();
   }
   last_method = "read/write";
-  if (buf->empty()) buf->assign(kCopyChunk, '\0');
+  if (buf->empty()) buf->assign(core::kCopyChunk, '\0');
   std::unique_ptr<RandomAccessFile> in;
   DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(from, &in));
   uint64_t off = 0;
   while (off < size) {
     DSPIPE_RETURN_IF_ERROR(CheckCancel(cancel, from));
     size_t got = 0;
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, size - off));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(core::kCopyChunk, size - off));
     DSPIPE_RETURN_IF_ERROR(in->Read(off, want, buf->data(), &got));
     if (got == 0) return SourceChanged(from, off, size);
     DSPIPE_RETURN_IF_ERROR(w->Append(std::string_view(buf->data(), got)));

@@ -33,7 +33,7 @@ Status OpenParent(Directory* root, const std::string& path, std::unique_ptr<Dire
   *name = slash == std::string::npos ? path : path.substr(slash + 1);
   *dir = root;
   if (slash == std::string::npos) return Status::OK();
-  DSPIPE_RETURN_IF_ERROR(OpenDirPath(root, path.substr(0, slash), false, holder));
+  DSPIPE_RETURN_IF_ERROR(core::OpenDirPath(root, path.substr(0, slash), false, holder));
   *dir = holder->get();
   return Status::OK();
 }
@@ -119,7 +119,7 @@ Status ReadBack(Directory* root, EntryFile* f) {
     size_t got = 0;
     DSPIPE_RETURN_IF_ERROR(in->Read(off, buf.size(), buf.data(), &got));
     if (got == 0) break;
-    crc = Crc32({reinterpret_cast<const uint8_t*>(buf.data()), got}, crc);
+    crc = core::Crc32({reinterpret_cast<const uint8_t*>(buf.data()), got}, crc);
     off += got;
   }
   if (off != f->size) {

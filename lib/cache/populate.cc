@@ -175,7 +175,7 @@ std::string EntryName(const SourceListing& listing) {
       for (const SourceFile& f : side.files) id += FileLine(f);
     }
   }
-  return CopyBase(listing) + "-" + Sha256Hex(id).substr(0, 16);
+  return CopyBase(listing) + "-" + core::Sha256Hex(id).substr(0, 16);
 }
 
 std::vector<EntryFile> ExpectedFiles(const SourceListing& listing, const std::string& base) {

@@ -52,9 +52,9 @@ std::function<void(const FetchProgress&)>& FetchHook() {
 }  // namespace
 
 std::string UrlBaseName(const std::string& url) {
-  std::string u = StripTrailingSlashes(url);
+  std::string u = core::StripTrailingSlashes(url);
   const size_t q = u.find_first_of("?#");
-  if (q != std::string::npos) u = StripTrailingSlashes(u.substr(0, q));
+  if (q != std::string::npos) u = core::StripTrailingSlashes(u.substr(0, q));
   const size_t slash = u.rfind('/');
   const std::string last = slash == std::string::npos ? u : u.substr(slash + 1);
   // "http://host" alone has no path: the host names it.
@@ -74,7 +74,7 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
   out->url = url;
   // The key ignores the query (a signature or token, which changes when re-signed: the same
   // entry), and holds no secret.
-  out->source = StripTrailingSlashes(UrlIdentity(url));
+  out->source = core::StripTrailingSlashes(UrlIdentity(url));
   out->is_dir = true;
   const std::string manifest_url = UrlAppendPath(url, format::kTopManifestFile);
   const std::string shown_manifest = RedactUrl(manifest_url);
@@ -103,7 +103,7 @@ Status ListUrlSource(const std::string& url, Env* env, SourceListing* out) {
         ": the manifest has no \"files\" list (each file's size and sha256), so the dataset "
         "cannot be fetched into the cache; rebuild it with this dspipe's `dsconvert build`");
   }
-  out->manifest_sha256 = Sha256Hex(out->manifest);
+  out->manifest_sha256 = core::Sha256Hex(out->manifest);
   // manifest.json is part of the copy too (FetchDataset keeps it beside the files).
   SourceFile m;
   m.rel = format::kTopManifestFile;

@@ -554,7 +554,7 @@ Status OpenStream(const SourceListing& listing, const DatasetOpenOptions& open_o
     spec.range = range;
     SourceListing& l = spec.listing;
     l.url = UrlAppendPath(url, range.name);
-    l.source = StripTrailingSlashes(UrlIdentity(l.url));
+    l.source = core::StripTrailingSlashes(UrlIdentity(l.url));
     l.manifest_sha256 = listing.manifest_sha256;  // a rebuilt dataset's shards: new entries
     l.fetch_files = true;
     l.is_dir = true;

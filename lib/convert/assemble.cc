@@ -265,7 +265,7 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   std::string text;
   DSPIPE_RETURN_IF_ERROR(convert::TopManifestText(dir, m.dump(2), reader_files, nullptr, &text));
   std::string existing;
-  if (fs::exists(top, ec) && ReadFile(top, &existing).ok() && existing == text) {
+  if (fs::exists(top, ec) && core::ReadFile(top, &existing).ok() && existing == text) {
     result->already_complete = true;
     if (!total.rejected.empty()) result->report_path = dir + "/rejected.tsv";
     return Status::OK();
@@ -273,9 +273,9 @@ Status Assemble(const std::string& dir, AssembleResult* result) {
   if (!total.rejected.empty()) {
     result->report_path = dir + "/rejected.tsv";
     DSPIPE_RETURN_IF_ERROR(
-        WriteFileAtomic(result->report_path, convert::RejectedReport(total.rejected)));
+        core::WriteFileAtomic(result->report_path, convert::RejectedReport(total.rejected)));
   }
-  return WriteFileAtomic(top, text);  // last: the dataset is complete from here on
+  return core::WriteFileAtomic(top, text);  // last: the dataset is complete from here on
 }
 
 }  // namespace

@@ -402,7 +402,7 @@ void Builder::SetPlanCounts() {
 std::string Builder::PlanDigest() const {
   uint32_t crc = 0;
   auto add = [&crc](const std::string& v) {
-    crc = Crc32({reinterpret_cast<const uint8_t*>(v.data()), v.size() + 1}, crc);  // with NUL
+    crc = core::Crc32({reinterpret_cast<const uint8_t*>(v.data()), v.size() + 1}, crc);  // with NUL
   };
   for (const SourceItem& it : plan_) {
     add(it.image);

@@ -108,7 +108,7 @@ Status PrepareStaging(Env* env, const std::string& url, const std::string& given
   DSPIPE_RETURN_IF_ERROR(env->OpenDirectory(tmp.string(), &temp));
   const std::string own = "dspipe-" + std::to_string(::geteuid());
   DSPIPE_RETURN_IF_ERROR(OwnDir(temp.get(), own, /*private_mode=*/true, &mine));
-  const std::string name = "build-" + Sha256Hex(url).substr(0, 16);
+  const std::string name = "build-" + core::Sha256Hex(url).substr(0, 16);
   DSPIPE_RETURN_IF_ERROR(OwnDir(mine.get(), name, /*private_mode=*/true, &dir));
   *staging = (tmp / own / name).string();
   return Status::OK();

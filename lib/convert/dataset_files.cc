@@ -59,7 +59,7 @@ Status LoadDatasetFiles(const std::string& dir, std::vector<format::ManifestFile
     return Status::OK();
   }
   std::string text;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(manifest, &text));
+  DSPIPE_RETURN_IF_ERROR(core::ReadFile(manifest, &text));
   return format::ParseManifestFiles(text, manifest, files, present);
 }
 

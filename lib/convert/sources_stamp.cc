@@ -52,7 +52,7 @@ Status StampSources(const std::string& source, const PlainLmdbOptions& plain,
     for (const auto& [path, m] : ar.files()) {
       members += path + "\t" + std::to_string(m.size) + "\t" + std::to_string(m.ordinal) + "\n";
     }
-    s.members = Sha256Hex(members);
+    s.members = core::Sha256Hex(members);
     out->push_back(std::move(s));
     return Status::OK();
   }

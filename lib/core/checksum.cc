@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
-namespace dspipe {
+namespace dspipe::core {
 namespace {
 
 // A digest in lowercase hex.
@@ -67,4 +67,4 @@ std::string Sha256::HexDigest() {
   return Hex(md, len);
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::core

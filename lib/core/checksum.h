@@ -13,7 +13,7 @@
 
 struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX (openssl/types.h)
 
-namespace dspipe {
+namespace dspipe::core {
 
 // Continues a CRC: Crc32(b, Crc32(a)) == Crc32(a + b). Start with crc = 0.
 uint32_t Crc32(std::span<const uint8_t> data, uint32_t crc = 0);
@@ -46,4 +46,4 @@ class Sha256 {
   uint64_t bytes_ = 0;
 };
 
-}  // namespace dspipe
+}  // namespace dspipe::core

@@ -4,7 +4,7 @@
 
 #include "core/fault_env.h"
 
-namespace dspipe {
+namespace dspipe::core {
 
 class FaultRandomAccessFile final : public RandomAccessFile {
  public:
@@ -151,4 +151,4 @@ Status FaultEnv::FreeSpace(const std::string& path, uint64_t* bytes) {
   return base_->FreeSpace(path, bytes);
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::core

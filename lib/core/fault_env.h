@@ -13,7 +13,7 @@
 #include "dspipe/env.h"
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::core {
 
 // An Env that forwards to a base Env and injects faults on command, for tests. Counters are
 // 1-based and count calls through this Env only; each fault fires once (set it again to repeat)
@@ -87,4 +87,4 @@ class FaultEnv : public Env {
   std::atomic<uint64_t> allocate_limit_{UINT64_MAX};
 };
 
-}  // namespace dspipe
+}  // namespace dspipe::core

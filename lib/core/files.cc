@@ -8,7 +8,7 @@
 
 #include "dspipe/env.h"
 
-namespace dspipe {
+namespace dspipe::core {
 
 Status ReadFile(const std::string& path, std::string* out) {
   return Env::Default()->ReadFile(path, out);
@@ -76,4 +76,4 @@ std::string StripTrailingSlashes(std::string path) {
   return path;
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::core

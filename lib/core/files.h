@@ -10,7 +10,7 @@
 #include "dspipe/env.h"
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::core {
 
 // The size of one piece of a file copy or a file's hash: a cache copy's kernel copy or
 // read/write (a cancel is seen within one), fetch's local copy and resumed-prefix hash, and
@@ -46,4 +46,4 @@ Status FsyncDir(const std::string& dir);
 // the pages could not be dropped (e.g. dirty pages, or an unsupported filesystem).
 bool DropFileCache(const std::string& path);
 
-}  // namespace dspipe
+}  // namespace dspipe::core

@@ -223,7 +223,7 @@ Status FetchDataset(const std::string& url, const std::string& dest_dir,
         "fetch dataset " + RedactUrl(url) +
         ": sha256 and size are per file and come from the dataset's manifest; leave them unset");
   }
-  const std::string dest = StripTrailingSlashes(dest_dir);
+  const std::string dest = core::StripTrailingSlashes(dest_dir);
   const std::string ctx = "fetch dataset " + RedactUrl(url) + " -> " + dest;
   const std::string parent = fs::path(dest).parent_path().string();
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));

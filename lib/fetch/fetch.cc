@@ -130,8 +130,8 @@ Status Sha256File(const std::string& path, std::string* hex, Env* env) {
   if (env == nullptr) env = Env::Default();
   std::unique_ptr<RandomAccessFile> f;
   DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &f));
-  Sha256 h;
-  std::string buf(kCopyChunk, '\0');
+  core::Sha256 h;
+  std::string buf(core::kCopyChunk, '\0');
   uint64_t off = 0;
   for (;;) {
     size_t got = 0;
@@ -151,7 +151,7 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
   *res = FetchResult{};
   Env* env = options.env ? options.env : Env::Default();
   if (url.empty() || dest.empty()) return Status::InvalidArgument("fetch: empty URL or DEST");
-  if (!options.sha256.empty() && !IsHex64(options.sha256))
+  if (!options.sha256.empty() && !core::IsHex64(options.sha256))
     return Status::InvalidArgument("fetch: --sha256 must be 64 hex digits, got '" + options.sha256 +
                                    "'");
   if (options.retries < 0) return Status::InvalidArgument("fetch: retries must be >= 0");

@@ -40,7 +40,8 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
     Status s = in ? Status::OK() : env->NewRandomAccessFile(src, &in);
     size_t got = 0;
     if (s.ok()) {
-      buf.resize(static_cast<size_t>(std::min<uint64_t>(kCopyChunk, *src_size - part->size())));
+      buf.resize(
+          static_cast<size_t>(std::min<uint64_t>(core::kCopyChunk, *src_size - part->size())));
       s = in->Read(part->size(), buf.size(), buf.data(), &got);
       if (s.ok() && got == 0)
         s = Status::IOError(src + ": shorter than its size " + std::to_string(*src_size));

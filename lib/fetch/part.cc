@@ -94,7 +94,7 @@ Status HashPrefix(Env* env, const std::string& path, uint64_t n, HashThread* h) 
   DSPIPE_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &f));
   std::string buf;
   for (uint64_t off = 0; off < n;) {
-    buf.resize(static_cast<size_t>(std::min<uint64_t>(kCopyChunk, n - off)));
+    buf.resize(static_cast<size_t>(std::min<uint64_t>(core::kCopyChunk, n - off)));
     size_t got = 0;
     DSPIPE_RETURN_IF_ERROR(f->Read(off, buf.size(), buf.data(), &got));
     if (got == 0) return Status::IOError(path + ": shorter than " + std::to_string(n) + " bytes");

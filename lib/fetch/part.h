@@ -57,7 +57,7 @@ class HashThread {
 
   const bool enabled_;
   uint64_t submitted_ = 0;  // producer thread only
-  Sha256 sha_;              // the hasher thread's, or the producer's while the queue is drained
+  core::Sha256 sha_;        // the hasher thread's, or the producer's while the queue is drained
   std::mutex mu_;
   std::condition_variable work_, room_, idle_;
   std::deque<std::string> queue_;  // chunks to hash, in order

@@ -266,7 +266,7 @@ Status Client::Call(const Location& loc, const Request& rq, Response* r) const {
   GlobalInit();
   const std::string url = HttpUrl(config_, loc, CanonicalQuery(rq.query));
   const std::string shown = rq.method + " s3://" + loc.bucket + "/" + loc.key;
-  const std::string payload_sha = rq.body.empty() ? kEmptySha256 : Sha256Hex(rq.body);
+  const std::string payload_sha = rq.body.empty() ? kEmptySha256 : core::Sha256Hex(rq.body);
   FetchResult fr;
   Retrier retrier(options_, &fr);
   std::string last_error;

@@ -62,7 +62,7 @@ class Pusher {
     std::unique_ptr<RandomAccessFile> in;
     DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
     const uint64_t ps = PartSize(o_.part_size, f.size);
-    Sha256 sha;
+    core::Sha256 sha;
     std::vector<std::string> md5s;
     std::string buf;
     uint64_t off = 0;
@@ -162,7 +162,7 @@ class Pusher {
     DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
     std::string buf;
     DSPIPE_RETURN_IF_ERROR(ReadExact(*in, 0, f.size, &buf));
-    Sha256 sha;
+    core::Sha256 sha;
     sha.Update(buf.data(), buf.size());
     DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.HexDigest()));
     DSPIPE_RETURN_IF_ERROR(client_.Put(url, buf));
@@ -190,7 +190,7 @@ class Pusher {
     }
     std::unique_ptr<RandomAccessFile> in;
     DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
-    Sha256 sha;
+    core::Sha256 sha;
     std::vector<std::string> md5s;
     std::vector<s3::PartInfo> done;
     std::string buf;

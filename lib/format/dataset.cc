@@ -292,7 +292,7 @@ Status Dataset::Open(const std::string& path, const DatasetOpenOptions& options,
                               format::kTopManifestFile + ")");
     }
     std::string text;
-    DSPIPE_RETURN_IF_ERROR(ReadFile(top_manifest, &text));
+    DSPIPE_RETURN_IF_ERROR(core::ReadFile(top_manifest, &text));
     DatasetInfo info;
     std::vector<format::ShardRange> ranges;
     DSPIPE_RETURN_IF_ERROR(format::ParseManifest(text, top_manifest, &info, &ranges));

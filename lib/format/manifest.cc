@@ -217,7 +217,7 @@ Status ParseManifestFiles(const std::string& text, const std::string& where,
       }
       total += mf.size;
       mf.sha256 = f.at("sha256").get<std::string>();
-      if (!IsHex64(mf.sha256)) {
+      if (!core::IsHex64(mf.sha256)) {
         return Status::Corruption(where + ": sha256 of \"" + mf.path + "\" is not 64 hex digits");
       }
       for (char& c : mf.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -103,7 +103,7 @@ Status Exists(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const std::stri
 Status ReadLabels(const std::string& file, std::vector<std::pair<std::string, int32_t>>* labels,
                   std::vector<size_t>* lines) {
   std::string text;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(file, &text));
+  DSPIPE_RETURN_IF_ERROR(core::ReadFile(file, &text));
   csv_parser p;
   if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
     return Status::Internal("csv_init failed");

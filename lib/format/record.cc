@@ -95,9 +95,9 @@ void EncodeRecord(RecordHeader h, std::span<const uint8_t> image, std::span<cons
   PutU32(hdr + 16, static_cast<uint32_t>(h.label));
   PutU32(hdr + 20, static_cast<uint32_t>(image.size()));
   PutU32(hdr + 24, static_cast<uint32_t>(mask.size()));
-  uint32_t crc = Crc32({hdr, 28});
-  crc = Crc32(image, crc);
-  crc = Crc32(mask, crc);
+  uint32_t crc = core::Crc32({hdr, 28});
+  crc = core::Crc32(image, crc);
+  crc = core::Crc32(mask, crc);
   PutU32(hdr + 28, crc);
   out->append(reinterpret_cast<const char*>(hdr), kRecordHeaderSize);
   out->append(reinterpret_cast<const char*>(image.data()), image.size());
@@ -155,7 +155,8 @@ Status DecodeRecord(std::span<const uint8_t> value, bool verify_crc, RecordView*
   out->image = value.subspan(kRecordHeaderSize, h.image_size);
   out->mask = value.subspan(kRecordHeaderSize + h.image_size, h.mask_size);
   if (verify_crc) {
-    const uint32_t crc = Crc32(value.subspan(kRecordHeaderSize), Crc32(value.first(28)));
+    const uint32_t crc =
+        core::Crc32(value.subspan(kRecordHeaderSize), core::Crc32(value.first(28)));
     if (crc != h.crc) {
       char buf[96];
       std::snprintf(buf, sizeof buf, "checksum mismatch (stored %08x, computed %08x)", h.crc,

@@ -34,7 +34,7 @@ std::string FormatOption(const T& v) {
     // A per-sample list (SamplerOptions::weights): its count and the sha256 of its values.
     if (v.empty()) return "";
     return std::to_string(v.size()) + " values, sha256 " +
-           Sha256Hex({reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double)})
+           core::Sha256Hex({reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double)})
                .substr(0, 16);
   } else if constexpr (std::is_same_v<T, std::shared_ptr<const TransformPipeline>>) {
     return v ? v->ToJson() : "";  // the pipeline as A.to_dict JSON; "" = augment's
@@ -99,19 +99,19 @@ std::string_view CurrentStateKey(std::string_view saved) {
 
 std::string ContentSha256(const Dataset& ds) {
   const DatasetInfo& info = ds.info();
-  if (!info.manifest_json.empty()) return Sha256Hex(info.manifest_json);
+  if (!info.manifest_json.empty()) return core::Sha256Hex(info.manifest_json);
   std::string id = "plain LMDB\n" + std::to_string(info.count) + "\n" + info.pairing + "\n";
   for (const uint64_t i : {uint64_t{0}, info.count - 1}) {
     if (info.count == 0) break;
     id += ds.KeyName(i) + "\n";
     const Status s = ds.Read(i, [&id](const RecordView& r) {
-      id += Sha256Hex({reinterpret_cast<const char*>(r.image.data()), r.image.size()}) + "\n";
-      id += Sha256Hex({reinterpret_cast<const char*>(r.mask.data()), r.mask.size()}) + "\n";
+      id += core::Sha256Hex({reinterpret_cast<const char*>(r.image.data()), r.image.size()}) + "\n";
+      id += core::Sha256Hex({reinterpret_cast<const char*>(r.mask.data()), r.mask.size()}) + "\n";
       return Status::OK();
     });
     if (!s.ok()) id += std::string("unreadable: ") + Status::CodeName(s.code()) + "\n";
   }
-  return Sha256Hex(id);
+  return core::Sha256Hex(id);
 }
 
 std::vector<StateOption> LoaderStateOptions(const LoaderOptions& options) {

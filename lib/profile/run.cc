@@ -164,7 +164,7 @@ void DropCache(const std::vector<std::string>& files, CacheDrop* cache) {
   for (const std::string& f : files) {
     // posix_fadvise succeeds even where the filesystem ignores it: check what stayed cached
     // (-1 = cannot tell, trust the call).
-    if (DropFileCache(f) && format::ResidentFraction(f) <= 0.05) {
+    if (core::DropFileCache(f) && format::ResidentFraction(f) <= 0.05) {
       ++cache->dropped;
     } else if (failed.empty()) {
       failed = f;
@@ -190,7 +190,7 @@ uint64_t TotalSize(const std::vector<std::string>& files) {
   uint64_t total = 0;
   for (const std::string& f : files) {
     uint64_t size = 0;
-    if (FileSize(f, &size).ok()) total += size;
+    if (core::FileSize(f, &size).ok()) total += size;
   }
   return total;
 }
@@ -199,7 +199,7 @@ uint64_t TotalSize(const std::vector<std::string>& files) {
 Status AddTraceCounters(const std::string& path, const std::vector<ResourceSample>& samples,
                         uint64_t timeline_start_ns, uint64_t origin_ns) {
   std::string text;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(path, &text));
+  DSPIPE_RETURN_IF_ERROR(core::ReadFile(path, &text));
   nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!trace.is_object() || !trace.contains("traceEvents")) {
     return Status::Internal(path + ": not the trace just written");
@@ -222,7 +222,7 @@ Status AddTraceCounters(const std::string& path, const std::vector<ResourceSampl
     if (s.gpu_util_pct) counter("gpu %", {{"util", *s.gpu_util_pct}});
     if (s.gpu_mem_used_mb) counter("gpu memory MB", {{"used", *s.gpu_mem_used_mb}});
   }
-  Status w = WriteFileAtomic(path, trace.dump());
+  Status w = core::WriteFileAtomic(path, trace.dump());
   return w.ok() ? w : w.WithContext("adding the timeline to the trace");
 }
 

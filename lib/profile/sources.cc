@@ -147,7 +147,7 @@ Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset
   // the batch size unless one is given (the size is left unknown here, so the loader refuses an
   // image of another size by name instead of resizing it to the first one's).
   std::string bytes;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(ds->items_[0].image, &bytes));
+  DSPIPE_RETURN_IF_ERROR(core::ReadFile(ds->items_[0].image, &bytes));
   codec::ImageProbe probe;
   Status s = codec::Probe(Bytes(bytes), &probe);
   if (!s.ok()) return s.WithContext(ds->items_[0].image);
@@ -176,8 +176,8 @@ Status FolderDataset::Read(uint64_t index,
   const Item& item = items_[index];
   // Per-thread buffers: grow to the largest file and are reused.
   thread_local std::string image, mask;
-  DSPIPE_RETURN_IF_ERROR(ReadFile(item.image, &image));
-  if (!item.mask.empty()) DSPIPE_RETURN_IF_ERROR(ReadFile(item.mask, &mask));
+  DSPIPE_RETURN_IF_ERROR(core::ReadFile(item.image, &image));
+  if (!item.mask.empty()) DSPIPE_RETURN_IF_ERROR(core::ReadFile(item.mask, &mask));
   codec::ImageProbe probe;
   Status s = codec::Probe(Bytes(image), &probe);
   if (!s.ok()) return Status::BadInput(item.image + ": " + s.message());

@@ -44,8 +44,8 @@ inline uint32_t DatasetDigest(const std::string& path) {
     std::ifstream f(r.empty() ? path : path + "/" + r, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     const std::string head = r + std::string(1, '\0');
-    crc = Crc32({reinterpret_cast<const uint8_t*>(head.data()), head.size()}, crc);
-    crc = Crc32({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, crc);
+    crc = core::Crc32({reinterpret_cast<const uint8_t*>(head.data()), head.size()}, crc);
+    crc = core::Crc32({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, crc);
   }
   return crc;
 }

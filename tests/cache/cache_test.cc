@@ -142,7 +142,7 @@ TEST_F(CacheTest, TinyCapacityOrBudgetFallsBackInPlaceWithTheReason) {
   EXPECT_TRUE(Contains(r.reason, "budget 0 B")) << r.reason;
 
   // Little free space on the cache's filesystem (reported by a FaultEnv).
-  FaultEnv fe;
+  core::FaultEnv fe;
   fe.SetFreeSpace(4096);
   o = Options(root);
   o.env = &fe;
@@ -171,7 +171,7 @@ TEST_F(CacheTest, TinyCapacityOrBudgetFallsBackInPlaceWithTheReason) {
 // the reservation fails: an ENOSPC naming the file before a single byte is copied.
 // writes_after_reserved() counts the writes made after the reservation step (the cache's own
 // records before it, the marker and the reservation, are not data).
-class FullAfterCheckEnv : public FaultEnv {
+class FullAfterCheckEnv : public core::FaultEnv {
  public:
   FullAfterCheckEnv() {
     cache::SetStepHookForTest(
@@ -697,7 +697,7 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   LoaderOptions lo = OverlapLoaderOptions();
   std::unique_ptr<Loader> off, loader;
   ASSERT_TRUE(Loader::Open(src, lo, &off).ok());
-  FaultEnv fe;  // not the default Env: the copy goes through its writes, the first one fails
+  core::FaultEnv fe;  // not the default Env: the copy goes through its writes, the first one fails
   fe.FailWriteWithEnospc(1);
   CacheOptions co = Options(root);
   co.env = &fe;

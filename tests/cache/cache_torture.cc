@@ -96,9 +96,9 @@ std::map<std::string, std::string> Listing(const std::string& dir, const std::st
       out[rel] = "dir";
     } else {
       const std::string b = ReadAll(it->path().string());
-      out[rel] =
-          "file " + std::to_string(b.size()) + " " +
-          std::to_string(dspipe::Crc32({reinterpret_cast<const uint8_t*>(b.data()), b.size()}));
+      out[rel] = "file " + std::to_string(b.size()) + " " +
+                 std::to_string(
+                     dspipe::core::Crc32({reinterpret_cast<const uint8_t*>(b.data()), b.size()}));
     }
   }
   return out;

@@ -587,18 +587,18 @@ TEST_F(SafetyTest, FourProcessesCopyingFourDatasetsAtOnceNeverExceedTheLimit) {
 // An Env whose first look at the cache after arm() evicts every entry under the root (another
 // process's eviction landing between any check and the entry's lock): the old Want checked that
 // the entry existed, then took its lock and copied the shard on the training thread.
-class EvictingEnv : public FaultEnv {
+class EvictingEnv : public core::FaultEnv {
  public:
   explicit EvictingEnv(std::string root) : root_(std::move(root)) {}
   void arm() { armed_ = true; }
   bool FileExists(const std::string& path) override {
-    const bool there = FaultEnv::FileExists(path);
+    const bool there = core::FaultEnv::FileExists(path);
     Evict();
     return there;
   }
   Status OpenDirectory(const std::string& path, std::unique_ptr<Directory>* out) override {
     Evict();
-    return FaultEnv::OpenDirectory(path, out);
+    return core::FaultEnv::OpenDirectory(path, out);
   }
 
  private:

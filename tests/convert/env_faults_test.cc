@@ -45,7 +45,7 @@ class EnvBuildTest : public ::testing::Test {
 
   TempDir tmp_;
   std::string src_ = tmp_ / "src";
-  FaultEnv env_;
+  core::FaultEnv env_;
 };
 
 TEST_F(EnvBuildTest, ReadErrorInASourceFileNamesItAndResumeCompletes) {

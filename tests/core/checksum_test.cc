@@ -15,9 +15,9 @@ constexpr const char* kAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb4
 constexpr const char* kEmpty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 TEST(ChecksumTest, Sha256InPiecesEqualsSha256HexOfTheWhole) {
-  EXPECT_EQ(Sha256Hex("abc"), kAbc);
-  EXPECT_EQ(Sha256Hex(""), kEmpty);
-  Sha256 h;
+  EXPECT_EQ(core::Sha256Hex("abc"), kAbc);
+  EXPECT_EQ(core::Sha256Hex(""), kEmpty);
+  core::Sha256 h;
   EXPECT_EQ(h.bytes(), 0u);
   h.Update("a", 1);
   h.Update("bc", 2);
@@ -31,18 +31,18 @@ TEST(ChecksumTest, Sha256InPiecesEqualsSha256HexOfTheWhole) {
   for (size_t off = 0; off < big.size(); off += 1000) {
     h.Update(big.data() + off, std::min<size_t>(1000, big.size() - off));
   }
-  EXPECT_EQ(h.HexDigest(), Sha256Hex(big));
+  EXPECT_EQ(h.HexDigest(), core::Sha256Hex(big));
 }
 
 TEST(ChecksumTest, IsHex64) {
-  EXPECT_TRUE(IsHex64(kAbc));
-  EXPECT_TRUE(IsHex64(std::string(64, 'F')));  // either case: compared lowercased
-  EXPECT_FALSE(IsHex64(""));
-  EXPECT_FALSE(IsHex64(std::string(63, 'a')));
-  EXPECT_FALSE(IsHex64(std::string(65, 'a')));
-  EXPECT_FALSE(IsHex64(std::string(63, 'a') + "g"));
-  EXPECT_FALSE(IsHex64(std::string(63, 'a') + " "));
-  EXPECT_FALSE(IsHex64("0x" + std::string(62, 'a')));
+  EXPECT_TRUE(core::IsHex64(kAbc));
+  EXPECT_TRUE(core::IsHex64(std::string(64, 'F')));  // either case: compared lowercased
+  EXPECT_FALSE(core::IsHex64(""));
+  EXPECT_FALSE(core::IsHex64(std::string(63, 'a')));
+  EXPECT_FALSE(core::IsHex64(std::string(65, 'a')));
+  EXPECT_FALSE(core::IsHex64(std::string(63, 'a') + "g"));
+  EXPECT_FALSE(core::IsHex64(std::string(63, 'a') + " "));
+  EXPECT_FALSE(core::IsHex64("0x" + std::string(62, 'a')));
 }
 
 }  // namespace

@@ -191,7 +191,7 @@ TEST_F(EnvTest, SharedLocksCoexistAndExcludeAnExclusiveOne) {
   s = env_->LockFileShared(P("lease"), false, &r1);
   EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
   // Through a FaultEnv too (it forwards).
-  FaultEnv fe;
+  core::FaultEnv fe;
   s = fe.LockFileShared(P("lease"), false, &r1);
   EXPECT_EQ(s.code(), Status::Code::kAborted) << s.ToString();
   w.reset();
@@ -205,7 +205,7 @@ TEST_F(EnvTest, RemoveTreeRemovesEverythingAndAcceptsMissing) {
   ASSERT_TRUE(env_->RemoveTree(P("t")).ok());
   EXPECT_FALSE(env_->FileExists(P("t")));
   EXPECT_TRUE(env_->RemoveTree(P("t")).ok());
-  FaultEnv fe;
+  core::FaultEnv fe;
   ASSERT_TRUE(fe.CreateDirs(P("u/v")).ok());
   EXPECT_TRUE(fe.RemoveTree(P("u")).ok());
   EXPECT_FALSE(env_->FileExists(P("u")));
@@ -217,7 +217,7 @@ TEST_F(EnvTest, GetFileKindFollowsSymlinksAndReportsMissing) {
   fs::create_symlink(P("d"), P("link-to-d"));
   fs::create_symlink(P("gone"), P("dangling"));
   ASSERT_EQ(::mkfifo(P("fifo").c_str(), 0600), 0);
-  FaultEnv fe;  // forwards to the default Env
+  core::FaultEnv fe;  // forwards to the default Env
   for (Env* e : {env_, static_cast<Env*>(&fe)}) {
     FileKind k = FileKind::kOther;
     ASSERT_TRUE(e->GetFileKind(P("d"), &k).ok());
@@ -238,7 +238,7 @@ TEST_F(EnvTest, GetFileKindFollowsSymlinksAndReportsMissing) {
 }
 
 TEST_F(EnvTest, FaultEnvEnospcAtNthWrite) {
-  FaultEnv fenv;
+  core::FaultEnv fenv;
   std::unique_ptr<WritableFile> w;
   ASSERT_TRUE(fenv.NewWritableFile(P("f"), true, &w).ok());
   fenv.FailWriteWithEnospc(2);
@@ -261,7 +261,7 @@ TEST_F(EnvTest, FaultEnvEnospcAtNthWrite) {
 }
 
 TEST_F(EnvTest, FaultEnvShortWriteIsAnErrorAndNeverATornFile) {
-  FaultEnv fenv;
+  core::FaultEnv fenv;
   ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "old").ok());
   fenv.ShortWrite(1);
   Status s = fenv.WriteFileAtomic(P("g"), "0123456789");
@@ -278,7 +278,7 @@ TEST_F(EnvTest, FaultEnvShortWriteIsAnErrorAndNeverATornFile) {
 }
 
 TEST_F(EnvTest, FaultEnvFailingFsyncKeepsTheOldFile) {
-  FaultEnv fenv;
+  core::FaultEnv fenv;
   ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "old").ok());
   fenv.FailSync(true);
   Status s = fenv.WriteFileAtomic(P("g"), "new");
@@ -292,7 +292,7 @@ TEST_F(EnvTest, FaultEnvFailingFsyncKeepsTheOldFile) {
 }
 
 TEST_F(EnvTest, FaultEnvEioOnReadThenRecovers) {
-  FaultEnv fenv;
+  core::FaultEnv fenv;
   ASSERT_TRUE(fenv.WriteFileAtomic(P("g"), "abcdef").ok());
   std::unique_ptr<RandomAccessFile> r;
   ASSERT_TRUE(fenv.NewRandomAccessFile(P("g"), &r).ok());
@@ -326,7 +326,7 @@ TEST_F(EnvTest, ADirectoryTakesOneNameAndNeverFollowsALink) {
   fs::create_symlink(P("outside"), P("d/dirlink"));
   fs::create_symlink(P("outside"), P("d/sub/inner-link"));
   for (Env* e : {env_, static_cast<Env*>(nullptr)}) {
-    FaultEnv fe;
+    core::FaultEnv fe;
     Env* env = e ? e : &fe;
     std::unique_ptr<Directory> d;
     ASSERT_TRUE(env->OpenDirectory(P("d"), &d).ok());

@@ -9,15 +9,15 @@ namespace dspipe {
 namespace {
 
 TEST(FilesTest, StripTrailingSlashesKeepsTheRoot) {
-  EXPECT_EQ(StripTrailingSlashes("out/ds/"), "out/ds");
-  EXPECT_EQ(StripTrailingSlashes("out/ds///"), "out/ds");
-  EXPECT_EQ(StripTrailingSlashes("out/ds"), "out/ds");
-  EXPECT_EQ(StripTrailingSlashes("/"), "/");
-  EXPECT_EQ(StripTrailingSlashes("///"), "/");
-  EXPECT_EQ(StripTrailingSlashes(""), "");
-  EXPECT_EQ(StripTrailingSlashes("http://host/train/"), "http://host/train");
-  EXPECT_EQ(StripTrailingSlashes("s3://bucket/prefix//"), "s3://bucket/prefix");
-  EXPECT_EQ(StripTrailingSlashes("http://host/"), "http://host");
+  EXPECT_EQ(core::StripTrailingSlashes("out/ds/"), "out/ds");
+  EXPECT_EQ(core::StripTrailingSlashes("out/ds///"), "out/ds");
+  EXPECT_EQ(core::StripTrailingSlashes("out/ds"), "out/ds");
+  EXPECT_EQ(core::StripTrailingSlashes("/"), "/");
+  EXPECT_EQ(core::StripTrailingSlashes("///"), "/");
+  EXPECT_EQ(core::StripTrailingSlashes(""), "");
+  EXPECT_EQ(core::StripTrailingSlashes("http://host/train/"), "http://host/train");
+  EXPECT_EQ(core::StripTrailingSlashes("s3://bucket/prefix//"), "s3://bucket/prefix");
+  EXPECT_EQ(core::StripTrailingSlashes("http://host/"), "http://host");
 }
 
 }  // namespace

@@ -354,7 +354,7 @@ TEST_F(FetchTest, TheSha256OfAResumedTransferCoversThePrefix) {
   };
   // Resumes it through a FaultEnv (counting reads), with or without the sha256.
   auto resume = [&](const std::string& want_sha, FetchResult* r) {
-    FaultEnv env;
+    core::FaultEnv env;
     FetchOptions o = opts_;
     o.env = &env;
     o.sha256 = want_sha;
@@ -376,7 +376,7 @@ TEST_F(FetchTest, TheSha256OfAResumedTransferCoversThePrefix) {
   EXPECT_EQ(r.refetches, 0);
   EXPECT_EQ(r.sha256, sha);
   EXPECT_EQ(reads_with_sha - reads_without_sha,
-            static_cast<int>((1500000 + kCopyChunk - 1) / kCopyChunk))
+            static_cast<int>((1500000 + core::kCopyChunk - 1) / core::kCopyChunk))
       << "the prefix, in kCopyChunk reads; nothing more";
   ASSERT_TRUE(fs::remove(Dest()));
 
@@ -408,7 +408,7 @@ TEST_F(FetchTest, AStallIsCaughtByTheLowSpeedLimitAndResumed) {
 }
 
 TEST_F(FetchTest, DiskFullIsAnImmediateClearErrorWithoutRetries) {
-  FaultEnv env;
+  core::FaultEnv env;
   // The sidecar is written first (write 1) and again with the response's validator (write 2),
   // the first 1 MiB of body is write 3: the second MiB fails.
   env.FailWriteWithEnospc(4);
@@ -432,7 +432,7 @@ TEST_F(FetchTest, DiskFullIsAnImmediateClearErrorWithoutRetries) {
 }
 
 TEST_F(FetchTest, AFailingFsyncNeverYieldsDest) {
-  FaultEnv env;
+  core::FaultEnv env;
   env.FailSync(true);
   opts_.env = &env;
   Status s = Fetch(server_->Url("f.bin"), Dest(), opts_);
@@ -534,9 +534,9 @@ TEST_F(FetchTest, TwoProcessesMakeOneDownloadAndBothGetTheFile) {
 TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
   const std::string src = dir_ + "/flaky/big.bin";
   fs::create_directories(dir_ + "/flaky");
-  const std::string data = RandomBytes(3 * kCopyChunk + 12345, 9);
+  const std::string data = RandomBytes(3 * core::kCopyChunk + 12345, 9);
   WriteAll(src, data);
-  FaultEnv env;
+  core::FaultEnv env;
   opts_.env = &env;
   env.FailReadWithEio(2);  // "Input/output error" on the second chunk's read (a Drive mount)
   FetchResult r;
@@ -552,10 +552,10 @@ TEST_F(FetchTest, LocalCopyRetriesAFailedReadAtItsOffset) {
   s = Fetch("file://" + src, Dest(), opts_, &r);
   EXPECT_TRUE(Contains(s.message(), "Input/output error")) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), src)) << s.ToString();
-  EXPECT_EQ(fs::file_size(Dest() + ".part"), kCopyChunk);
+  EXPECT_EQ(fs::file_size(Dest() + ".part"), core::kCopyChunk);
   s = Fetch("file://" + src, Dest(), opts_, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.resumed_from, kCopyChunk);
+  EXPECT_EQ(r.resumed_from, core::kCopyChunk);
   ExpectComplete(data);
   EXPECT_EQ(Fetch(dir_ + "/nope", dir_ + "/out/nope", opts_, &r).code(), Status::Code::kNotFound);
 }
@@ -661,7 +661,7 @@ TEST_F(FetchTest, NoMoreThanTheDeclaredSizeIsEverWritten) {
 // Item 6: the declared size (or the server's length) is reserved before the body arrives, so a
 // full disk (a tmpfs: RAM) is an error naming DEST.part before any byte is written.
 TEST_F(FetchTest, TheSizeIsReservedBeforeTheFirstByte) {
-  FaultEnv env;
+  core::FaultEnv env;
   env.SetAllocateLimit(1 << 20);  // less than big.bin
   opts_.env = &env;
   for (int64_t size : {int64_t{-1}, static_cast<int64_t>(big_.size())}) {

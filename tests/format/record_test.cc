@@ -204,14 +204,14 @@ TEST(Crc32, MatchesZlibAndContinues) {
   const std::string a = "hello, ", b = "dspipe world";
   const uint32_t zlib_crc = static_cast<uint32_t>(
       crc32(0, reinterpret_cast<const Bytef*>((a + b).data()), (a + b).size()));
-  EXPECT_EQ(Crc32(B(a + b)), zlib_crc);
-  EXPECT_EQ(Crc32(B(b), Crc32(B(a))), zlib_crc);
-  EXPECT_EQ(Crc32(B("123456789")), 0xCBF43926u);  // the standard check value
-  EXPECT_EQ(Crc32({}), 0u);
+  EXPECT_EQ(core::Crc32(B(a + b)), zlib_crc);
+  EXPECT_EQ(core::Crc32(B(b), core::Crc32(B(a))), zlib_crc);
+  EXPECT_EQ(core::Crc32(B("123456789")), 0xCBF43926u);  // the standard check value
+  EXPECT_EQ(core::Crc32({}), 0u);
   // An empty piece (a null data()) continues the running CRC unchanged: libdeflate's crc32
   // returns 0 for a null buffer, whatever the running value.
-  EXPECT_EQ(Crc32({}, zlib_crc), zlib_crc);
-  EXPECT_EQ(Crc32(std::span<const uint8_t>(), Crc32(B(a + b))), zlib_crc);
+  EXPECT_EQ(core::Crc32({}, zlib_crc), zlib_crc);
+  EXPECT_EQ(core::Crc32(std::span<const uint8_t>(), core::Crc32(B(a + b))), zlib_crc);
 }
 
 // Crc32 is computed by libdeflate, not zlib: on a buffer large enough for its folded (SIMD) path,
@@ -221,7 +221,7 @@ TEST(Crc32, LargeBufferAndOddChunksMatchZlib) {
   std::mt19937 rng(23);
   for (uint8_t& b : buf) b = static_cast<uint8_t>(rng() & 0xFF);
   const uint32_t want = static_cast<uint32_t>(crc32(0, buf.data(), static_cast<uInt>(buf.size())));
-  EXPECT_EQ(Crc32(buf), want);
+  EXPECT_EQ(core::Crc32(buf), want);
   const std::span<const uint8_t> all(buf);
   for (const size_t chunk : {size_t{1}, size_t{7}, size_t{63}, size_t{4097}, size_t{1} << 20}) {
     // Pieces of `chunk` bytes over a prefix (64 KiB for the tiny ones, else the whole buffer),
@@ -229,8 +229,8 @@ TEST(Crc32, LargeBufferAndOddChunksMatchZlib) {
     const size_t prefix = chunk < 64 ? size_t{64} << 10 : all.size();
     uint32_t c = 0;
     size_t off = 0;
-    for (; off + chunk <= prefix; off += chunk) c = Crc32(all.subspan(off, chunk), c);
-    c = Crc32(all.subspan(off), c);
+    for (; off + chunk <= prefix; off += chunk) c = core::Crc32(all.subspan(off, chunk), c);
+    c = core::Crc32(all.subspan(off), c);
     EXPECT_EQ(c, want) << "chunk " << chunk;
   }
 }

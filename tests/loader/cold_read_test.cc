@@ -50,7 +50,7 @@ class ColdReadTest : public ::testing::Test {
 
   // Drops data.mdb from the page cache; false (with the reason in *why) when it stayed.
   static bool DropCache(std::string* why) {
-    DropFileCache(DataFile());
+    core::DropFileCache(DataFile());
     const double resident = format::ResidentFraction(DataFile());
     if (resident < 0 || resident > 0.05) {
       *why = "posix_fadvise(DONTNEED) left " + std::to_string(resident * 100) + "% of " +

@@ -38,7 +38,7 @@ int Usage(const std::string& why) {
 
 dspipe::Status Write(const std::string& path, const std::string& what, const std::string& data) {
   if (path.empty()) return dspipe::Status::OK();
-  dspipe::Status s = dspipe::WriteFileAtomic(path, data);
+  dspipe::Status s = dspipe::core::WriteFileAtomic(path, data);
   return s.ok() ? s : s.WithContext("writing the " + what);
 }
 
@@ -70,7 +70,7 @@ int ToProfileOptions(Args* a) {
           "--interpolation: put the flips, crop, resize and interpolation in the pipeline");
     }
     std::string text;
-    dspipe::Status s = dspipe::ReadFile(a->transform_path, &text);
+    dspipe::Status s = dspipe::core::ReadFile(a->transform_path, &text);
     if (s.ok()) s = dspipe::TransformPipeline::Parse(text, &o.transform);
     if (!s.ok()) return Fail(s.WithContext("--transform " + a->transform_path));
   }
