@@ -208,7 +208,7 @@ DeviceLoader::~DeviceLoader() = default;
 Status DeviceLoader::Open(const std::string& path, const LoaderOptions& loader_options,
                           const DeviceOptions& device_options, std::unique_ptr<DeviceLoader>* out) {
   std::shared_ptr<const Dataset> ds;
-  DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, loader_options, &ds));
+  DSPIPE_RETURN_IF_ERROR(loader::OpenLoaderDataset(path, loader_options, &ds));
   return Create(std::move(ds), loader_options, device_options, out);
 }
 
@@ -291,7 +291,7 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   impl->mean = resolved.mean;  // the loader chose them (LoaderOptions, pipeline, or manifest)
   impl->stdev = resolved.std;
   DSPIPE_RETURN_IF_ERROR(
-      ResolveNormalization(info, channels, &impl->mean, &impl->stdev, &impl->norm)
+      loader::ResolveNormalization(info, channels, &impl->mean, &impl->stdev, &impl->norm)
           .WithContext("DeviceLoader"));
 
   device::DeviceState& st = *impl->state;

@@ -6,11 +6,11 @@
 
 #include "dspipe/loader.h"
 
-namespace dspipe {
+namespace dspipe::loader {
 
 // Blocks until `loader`'s background cache copy (LoaderOptions::cache, cache_overlap) has
 // committed or failed (at once when there is none, or for a Loader not made by Loader::Create /
 // Open); the loader switches to it at the next epoch boundary.
 void WaitForCacheCopy(const Loader& loader);
 
-}  // namespace dspipe
+}  // namespace dspipe::loader

@@ -256,14 +256,15 @@ CorruptReport LoaderImpl::corrupt_records() const {
 
 }  // namespace loader
 
-void WaitForCacheCopy(const Loader& loader) {
+void loader::WaitForCacheCopy(const Loader& loader) {
   if (const auto* impl = dynamic_cast<const loader::LoaderImpl*>(&loader)) {
     impl->WaitForCacheCopy();
   }
 }
 
-Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
-                            std::vector<double>* std, NormalizeParams* params) {
+Status loader::ResolveNormalization(const DatasetInfo& info, int channels,
+                                    std::vector<double>* mean, std::vector<double>* std,
+                                    NormalizeParams* params) {
   if (mean->empty() != std->empty()) {
     return Status::InvalidArgument("set both " + Opt("LoaderOptions::mean") + " and " +
                                    Opt("LoaderOptions::std") + ", or neither");
@@ -431,7 +432,8 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   NormalizeParams norm;
   if (shape.normalized) {
     DSPIPE_RETURN_IF_ERROR(
-        ResolveNormalization(info, shape.channels, &o.mean, &o.std, &norm).WithContext("loader"));
+        loader::ResolveNormalization(info, shape.channels, &o.mean, &o.std, &norm)
+            .WithContext("loader"));
   }
 
   Sampler sampler;
@@ -449,8 +451,8 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   return Status::OK();
 }
 
-Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
-                         std::shared_ptr<const Dataset>* out, CacheResult* cache) {
+Status loader::OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
+                                 std::shared_ptr<const Dataset>* out, CacheResult* cache) {
   CacheOptions co;
   co.mode = options.cache;
   co.cache_limit = options.cache_limit;
@@ -500,7 +502,7 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
 Status Loader::Open(const std::string& path, const LoaderOptions& options,
                     std::unique_ptr<Loader>* out) {
   std::shared_ptr<const Dataset> ds;
-  DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, options, &ds));
+  DSPIPE_RETURN_IF_ERROR(loader::OpenLoaderDataset(path, options, &ds));
   return Create(std::move(ds), options, out);
 }
 

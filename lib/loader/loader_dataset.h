@@ -14,7 +14,7 @@
 #include "dspipe/normalize.h"
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::loader {
 
 // Opens the dataset at `path` for a loader made with `options`: in place, or through the cache
 // when options.cache is not "off" or path is an http(s):// dataset URL (the copy's lease lives
@@ -29,4 +29,4 @@ Status OpenLoaderDataset(const std::string& path, const LoaderOptions& options,
 Status ResolveNormalization(const DatasetInfo& info, int channels, std::vector<double>* mean,
                             std::vector<double>* std, NormalizeParams* params);
 
-}  // namespace dspipe
+}  // namespace dspipe::loader

@@ -530,7 +530,7 @@ Status RunProfile(const std::string& path, const ProfileOptions& options, Profil
   lo.stream_ahead = options.stream_ahead;
   std::shared_ptr<const Dataset> ds;
   CacheResult cr;
-  DSPIPE_RETURN_IF_ERROR(OpenLoaderDataset(path, lo, &ds, &cr));
+  DSPIPE_RETURN_IF_ERROR(loader::OpenLoaderDataset(path, lo, &ds, &cr));
   out->ram_cache.mode = options.ram_cache;
   out->ram_cache.cached = cr.cached;
   out->ram_cache.copied = cr.copied;

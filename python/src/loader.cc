@@ -194,7 +194,7 @@ class PyLoader {
   // WaitForCacheCopy (loader/cache_copy.h), with the GIL released.
   void wait_for_cache_copy() {
     nb::gil_scoped_release release;
-    WaitForCacheCopy(loader());
+    loader::WaitForCacheCopy(loader());
   }
 
   nb::dict dataset() {

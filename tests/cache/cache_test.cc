@@ -476,7 +476,7 @@ TEST_F(CacheTest, LoaderReadsTheCopyAndGivesTheSameBatches) {
   o.cache = root;
   Status s = Loader::Open(src, o, &cached);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  WaitForCacheCopy(*cached);  // the copy is made in the background; epoch 0 then reads it
+  loader::WaitForCacheCopy(*cached);  // the copy is made in the background; epoch 0 then reads it
   EXPECT_EQ(testing::RunEpochs(cached.get(), 0, 2), testing::RunEpochs(in_place.get(), 0, 2));
   EXPECT_EQ(cached->dataset().info().path.rfind(root + "/", 0), 0u)
       << cached->dataset().info().path;
@@ -672,7 +672,7 @@ TEST_F(CacheTest, LoaderReadsInPlaceWhileCopyingThenSwitchesToTheCacheAtAnEpochB
   EXPECT_TRUE(Named(root, ".used").empty()) << "an entry before the copy was let go on";
   EXPECT_EQ(cached->dataset().info().path, src);
   gate.Release();
-  WaitForCacheCopy(*cached);
+  loader::WaitForCacheCopy(*cached);
   ASSERT_EQ(Named(root, ".used").size(), 1u);
   EXPECT_TRUE(Contains(cached->reading_from(), "the cache's copy is ready"))
       << cached->reading_from();
@@ -711,7 +711,7 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   EXPECT_FALSE(r.cached);
   ASSERT_NE(cache::CacheStateOf(*ds).copy, nullptr);
   ASSERT_TRUE(Loader::Create(ds, lo, &loader).ok());
-  WaitForCacheCopy(*loader);
+  loader::WaitForCacheCopy(*loader);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(cache::CacheStateOf(*ds).copy->state(), CacheCopy::State::kInPlace);
   EXPECT_TRUE(Contains(cache::CacheStateOf(*ds).copy->result().reason, "No space left on device"))
@@ -769,7 +769,7 @@ TEST_F(CacheTest, DestroyingTheLoaderMidCopyCancelsItAndTheNextOpenCopiesAgain) 
   }
   std::unique_ptr<Loader> again;
   ASSERT_TRUE(Loader::Open(src, o, &again).ok());
-  WaitForCacheCopy(*again);
+  loader::WaitForCacheCopy(*again);
   EXPECT_EQ(Named(root, ".used").size(), 1u);
   again->set_epoch(0);
   EXPECT_EQ(again->dataset().info().path.rfind(root + "/", 0), 0u) << again->dataset().info().path;
@@ -793,7 +793,7 @@ TEST_F(CacheTest, AnotherProcessCopyingDoesNotBlockTheFirstEpoch) {
   int code = 0;
   const std::string a_text = Finish(&a, &code);
   ASSERT_EQ(code, 0) << a_text;
-  WaitForCacheCopy(*loader);
+  loader::WaitForCacheCopy(*loader);
   for (const testing::BatchCopy& b : testing::RunEpochs(loader.get(), 1, 1)) got.push_back(b);
   EXPECT_TRUE(Contains(loader->reading_from(), "(cache, since epoch 1)")) << loader->reading_from();
   EXPECT_EQ(got, testing::RunEpochs(off.get(), 0, 2));
@@ -915,7 +915,7 @@ TEST_F(PlainCacheTest, TheMasksLmdbIsCachedInTheSameEntryAndTheLoaderReadsIt) {
     EXPECT_EQ(cached->dataset().info().path, images_);
     EXPECT_TRUE(Named(root, ".used").empty());
     gate.Release();
-    WaitForCacheCopy(*cached);
+    loader::WaitForCacheCopy(*cached);
     for (const testing::BatchCopy& b : testing::RunEpochs(cached.get(), 1, 2)) got.push_back(b);
     EXPECT_TRUE(Contains(cached->reading_from(), "(cache, since epoch 1)"))
         << cached->reading_from();

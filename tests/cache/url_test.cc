@@ -98,7 +98,7 @@ TEST_F(CacheUrlTest, AUrlOpensThroughTheCacheLikeTheLocalDatasetAndReusesTheEntr
   // Second open: the entry is found; only manifest.json is asked for (its identity).
   std::shared_ptr<const Dataset> ds;
   CacheResult r;
-  Status s = OpenLoaderDataset(url, o, &ds, &r);
+  Status s = loader::OpenLoaderDataset(url, o, &ds, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(r.cached);
   EXPECT_FALSE(r.copied);

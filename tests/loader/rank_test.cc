@@ -246,7 +246,7 @@ TEST_F(RankTest, WithTheCacheARankCopiesOnlyItsShards) {
     fs::remove_all(o.cache);
     auto loader = Open(o, src);
     ASSERT_TRUE(loader);
-    WaitForCacheCopy(*loader);
+    loader::WaitForCacheCopy(*loader);
     Sampler sampler;
     ASSERT_TRUE(Sampler::Create(plain->dataset().info().shard_sizes, o.sampler, &sampler).ok());
     std::set<uint64_t> want;
@@ -298,7 +298,7 @@ TEST_F(RankTest, ShardEntriesAreLeasedAndEvictedOneByOne) {
   fs::remove_all(o.cache);
   auto loader = Open(o, *path_);
   ASSERT_TRUE(loader);
-  WaitForCacheCopy(*loader);
+  loader::WaitForCacheCopy(*loader);
   const std::set<std::string> held = Entries(o.cache);
   ASSERT_FALSE(held.empty());
   std::set<uint64_t> held_shards;
