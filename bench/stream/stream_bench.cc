@@ -130,17 +130,17 @@ struct EpochRun {
 // `open_s` (optional): the seconds Loader::Open took (for a URL: the manifest's fetch).
 std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, uint64_t count,
                           const std::function<void()>& sample = nullptr,
-                          StreamStats* final_stats = nullptr, double* open_s = nullptr) {
+                          cache::StreamStats* final_stats = nullptr, double* open_s = nullptr) {
   std::unique_ptr<Loader> loader;
   const auto t_open = std::chrono::steady_clock::now();
   Check(Loader::Open(path, o, &loader), "open " + path);
   if (open_s) {
     *open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
   }
-  std::shared_ptr<ShardStream> stream = cache::CacheStateOf(loader->dataset()).stream;
+  std::shared_ptr<cache::ShardStream> stream = cache::CacheStateOf(loader->dataset()).stream;
   if (o.cache != "off" && !stream) Die(path + ": not streamed (" + loader->reading_from() + ")");
   std::vector<EpochRun> out;
-  StreamStats before = stream ? stream->stats() : StreamStats();
+  cache::StreamStats before = stream ? stream->stats() : cache::StreamStats();
   for (int e = 0; e < epochs; ++e) {
     std::vector<uint64_t> seen;
     const auto t0 = std::chrono::steady_clock::now();
@@ -164,7 +164,7 @@ std::vector<EpochRun> Run(const std::string& path, LoaderOptions o, int epochs, 
     r.exactly_once = seen.size() == count;
     for (uint64_t i = 0; r.exactly_once && i < count; ++i) r.exactly_once = seen[i] == i;
     if (stream) {
-      const StreamStats now = stream->stats();
+      const cache::StreamStats now = stream->stats();
       r.fetched = now.fetched_bytes - before.fetched_bytes;
       r.wait_s = now.wait_seconds - before.wait_seconds;
       before = now;
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
     LoaderOptions q = s;
     q.cache_limit = quarter_limit;
     q.stream_ahead = 1;
-    StreamStats qs;
+    cache::StreamStats qs;
     const std::vector<EpochRun> qr = Run(
         a.url, q, a.epochs, info.count, [&] { most = std::max(most, CacheDataBytes(a.cache)); },
         &qs);

@@ -55,7 +55,7 @@ constexpr const char* kForkedReason =
     "a process forked from the one copying does not share its copy (it reads in place)";
 
 // OpenMode::overlap: AcquireImpl + opening the copy, on a thread of its own.
-class BackgroundCopy final : public CacheCopy {
+class BackgroundCopy final : public cache::CacheCopy {
  public:
   BackgroundCopy(std::string source, CacheOptions options, cache::SourceListing listing,
                  DatasetOpenOptions open_options)
@@ -163,7 +163,7 @@ class BackgroundCopy final : public CacheCopy {
 };
 
 // OpenMode::per_shard: one entry per shard directory, made on demand on one thread.
-class ShardCacheImpl final : public ShardCache,
+class ShardCacheImpl final : public cache::ShardCache,
                              public std::enable_shared_from_this<ShardCacheImpl> {
  public:
   // `resolved`: shard path -> its entry's copy, read by the datasets' resolve_shard.

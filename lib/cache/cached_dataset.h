@@ -17,7 +17,7 @@
 #include "dspipe/dataset.h"
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::cache {
 
 // The copy of a dataset into the cache made on a background thread while the dataset is read in
 // place (OpenMode::overlap). It belongs to the in-place dataset OpenDatasetCached returned:
@@ -101,8 +101,6 @@ class ShardStream {
   virtual std::string Describe() const = 0;
 };
 
-namespace cache {
-
 // What a dataset read in place carries from the cache: at most one of them is set.
 struct CacheState {
   std::shared_ptr<CacheCopy> copy;      // OpenMode::overlap: the copy being made
@@ -180,5 +178,4 @@ Status OpenDatasetCached(const std::string& path, const DatasetOpenOptions& open
                          const std::function<uint64_t(const DatasetInfo&)>& pipeline_bytes,
                          std::shared_ptr<const Dataset>* out, CacheResult* result = nullptr);
 
-}  // namespace cache
-}  // namespace dspipe
+}  // namespace dspipe::cache

@@ -36,7 +36,7 @@ void DataSwitch::Advance(uint64_t position) {
 // The copy holds the same records (verified against the same listing), so the batches are
 // byte-identical; the in-place dataset stays open (origin_).
 bool DataSwitch::SwitchToCopyIfReady(uint64_t epoch) {
-  if (!copy_ || on_copy_ || copy_->state() != CacheCopy::State::kCached) return false;
+  if (!copy_ || on_copy_ || copy_->state() != cache::CacheCopy::State::kCached) return false;
   std::shared_ptr<const Dataset> copy = copy_->cached();
   if (!copy || copy->size() != current_->size()) return false;
   current_ = std::move(copy);
@@ -79,11 +79,11 @@ std::string DataSwitch::Describe() const {
   if (!copy_) return path;
   if (on_copy_) return path + " (cache, since epoch " + std::to_string(copy_epoch_) + ")";
   switch (copy_->state()) {
-    case CacheCopy::State::kCopying:
+    case cache::CacheCopy::State::kCopying:
       return path + " (in place, copying into the cache)";
-    case CacheCopy::State::kCached:
+    case cache::CacheCopy::State::kCached:
       return path + " (in place, the cache's copy is ready: used from the next epoch)";
-    case CacheCopy::State::kInPlace:
+    case cache::CacheCopy::State::kInPlace:
       break;
   }
   return path + " (in place: " + copy_->result().reason + ")";

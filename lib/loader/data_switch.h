@@ -59,12 +59,12 @@ class DataSwitch {
   const std::shared_ptr<const Dataset> origin_;
   std::shared_ptr<const Dataset> current_;
   const bool cache_overlap_;
-  const std::shared_ptr<CacheCopy> copy_;
+  const std::shared_ptr<cache::CacheCopy> copy_;
   bool on_copy_ = false;     // current_ is the cache's copy
   uint64_t copy_epoch_ = 0;  // the first epoch read from it
-  const std::shared_ptr<ShardCache> shards_;
+  const std::shared_ptr<cache::ShardCache> shards_;
   size_t shards_cached_at_open_ = 0;  // shards cached when current_ was opened
-  const std::shared_ptr<ShardStream> stream_;
+  const std::shared_ptr<cache::ShardStream> stream_;
   std::vector<std::shared_ptr<const Dataset>> retired_;  // reopened before current_
 };
 

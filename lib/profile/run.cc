@@ -232,8 +232,8 @@ struct Counted {
   std::shared_ptr<const Dataset> dataset;
   std::shared_ptr<ReadCounters> in_place = std::make_shared<ReadCounters>();
   std::shared_ptr<ReadCounters> cache = std::make_shared<ReadCounters>();
-  std::shared_ptr<CacheCopy> copy;
-  std::shared_ptr<ShardStream> stream;  // a remote dataset streamed through the cache
+  std::shared_ptr<cache::CacheCopy> copy;
+  std::shared_ptr<cache::ShardStream> stream;  // a remote dataset streamed through the cache
   uint64_t records() const {
     return in_place->records.load(std::memory_order_relaxed) +
            cache->records.load(std::memory_order_relaxed);
@@ -248,7 +248,7 @@ struct Counted {
 struct EpochMark {
   uint64_t ns = 0, records_in_place = 0, bytes_in_place = 0, records_cache = 0, bytes_cache = 0;
   uint64_t batches = 0, images = 0;  // delivered so far in this epoch
-  StreamStats stream;                // the stream's counters (when streamed)
+  cache::StreamStats stream;         // the stream's counters (when streamed)
 };
 
 EpochMark MarkEpoch(const Counted& src, uint64_t ns) {
@@ -381,7 +381,7 @@ Status Measure(const Counted& src, const ProfileOptions& o, ProfileResult* r, do
       ++epochs_ended;
       const bool more = o.epochs == 0 || epochs_ended < o.epochs;
       if (o.cache_wait && epochs_ended == 1 && more && src.copy &&
-          src.copy->state() == CacheCopy::State::kCopying) {
+          src.copy->state() == cache::CacheCopy::State::kCopying) {
         // Wait for the copy, then start the new epoch again (nothing of it read yet): it
         // reads the copy once committed.
         const uint64_t t0 = NowNs();

@@ -33,9 +33,9 @@ namespace {
 // The inner dataset's background copy seen through the counting wrapper: the same state, result
 // and wait; cached() is a CountingDataset over the copy (made once, so the Loader and the
 // report see one object). Thread-safe.
-class CountingCacheCopy final : public CacheCopy {
+class CountingCacheCopy final : public cache::CacheCopy {
  public:
-  CountingCacheCopy(std::shared_ptr<CacheCopy> inner, std::shared_ptr<ReadCounters> counters)
+  CountingCacheCopy(std::shared_ptr<cache::CacheCopy> inner, std::shared_ptr<ReadCounters> counters)
       : inner_(std::move(inner)), counters_(std::move(counters)) {}
   State state() const override { return inner_->state(); }
   std::shared_ptr<const Dataset> cached() const override {
@@ -50,7 +50,7 @@ class CountingCacheCopy final : public CacheCopy {
   State Wait() const override { return inner_->Wait(); }
 
  private:
-  const std::shared_ptr<CacheCopy> inner_;
+  const std::shared_ptr<cache::CacheCopy> inner_;
   const std::shared_ptr<ReadCounters> counters_;
   mutable std::mutex mu_;
   mutable std::shared_ptr<const Dataset> cached_;  // guarded by mu_
@@ -59,10 +59,11 @@ class CountingCacheCopy final : public CacheCopy {
 // The per-shard cache seen through the counting wrapper: the same requests and state; each
 // dataset Reopen makes (some shards read from their entries) is a CountingDataset counting into
 // `cache`. Thread-safe.
-class CountingShardCache final : public ShardCache,
+class CountingShardCache final : public cache::ShardCache,
                                  public std::enable_shared_from_this<CountingShardCache> {
  public:
-  CountingShardCache(std::shared_ptr<ShardCache> inner, std::shared_ptr<ReadCounters> counters)
+  CountingShardCache(std::shared_ptr<cache::ShardCache> inner,
+                     std::shared_ptr<ReadCounters> counters)
       : inner_(std::move(inner)), counters_(std::move(counters)) {}
   void Want(const std::vector<uint64_t>& shards) override { inner_->Want(shards); }
   void Wait() const override { inner_->Wait(); }
@@ -81,7 +82,7 @@ class CountingShardCache final : public ShardCache,
   std::string Describe() const override { return inner_->Describe(); }
 
  private:
-  const std::shared_ptr<ShardCache> inner_;
+  const std::shared_ptr<cache::ShardCache> inner_;
   const std::shared_ptr<ReadCounters> counters_;
 };
 
@@ -108,7 +109,7 @@ std::shared_ptr<const Dataset> CountReads(std::shared_ptr<const Dataset> inner,
     return std::make_shared<cache::CachedDataset>(
         std::make_shared<CountingDataset>(std::move(inner), std::move(in_place)), std::move(state));
   }
-  std::shared_ptr<CacheCopy> copy = inner_state.copy;
+  std::shared_ptr<cache::CacheCopy> copy = inner_state.copy;
   auto counting = std::make_shared<CountingDataset>(std::move(inner), std::move(in_place));
   if (!copy) return counting;
   // The wrapper carries an adapter of the copy, as OpenDatasetCached's dataset carries the copy.

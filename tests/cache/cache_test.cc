@@ -713,7 +713,7 @@ TEST_F(CacheTest, AFailedBackgroundCopyKeepsTheLoaderInPlaceWithOneLogLine) {
   ASSERT_TRUE(Loader::Create(ds, lo, &loader).ok());
   loader::WaitForCacheCopy(*loader);
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(cache::CacheStateOf(*ds).copy->state(), CacheCopy::State::kInPlace);
+  EXPECT_EQ(cache::CacheStateOf(*ds).copy->state(), cache::CacheCopy::State::kInPlace);
   EXPECT_TRUE(Contains(cache::CacheStateOf(*ds).copy->result().reason, "No space left on device"))
       << cache::CacheStateOf(*ds).copy->result().reason;
   EXPECT_EQ(testing::RunEpochs(loader.get(), 0, 2), testing::RunEpochs(off.get(), 0, 2));

@@ -389,7 +389,7 @@ TEST_F(SafetyTest, AForkedChildNeitherHoldsTheEntryLockNorWaitsForTheCopy) {
   CacheResult r;
   Status s = cache::OpenDatasetCached(src, DatasetOpenOptions(), co, mode, nullptr, &ds, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  std::shared_ptr<CacheCopy> copy = cache::CacheStateOf(*ds).copy;
+  std::shared_ptr<cache::CacheCopy> copy = cache::CacheStateOf(*ds).copy;
   ASSERT_NE(copy, nullptr);
   gate.WaitHeld();  // the copy thread holds the entry's lock, its temp dir half full
   int to_child[2], from_child[2];
@@ -398,11 +398,12 @@ TEST_F(SafetyTest, AForkedChildNeitherHoldsTheEntryLockNorWaitsForTheCopy) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    const bool in_place = copy->state() == CacheCopy::State::kInPlace;
+    const bool in_place = copy->state() == cache::CacheCopy::State::kInPlace;
     char c = in_place ? 'i' : 'c';
     if (::write(from_child[1], &c, 1) != 1) ::_exit(2);
     if (in_place) {  // an old child would wait here forever: ask only when it says in place
-      c = copy->Wait() == CacheCopy::State::kInPlace && copy->cached() == nullptr ? 'w' : 'x';
+      c = copy->Wait() == cache::CacheCopy::State::kInPlace && copy->cached() == nullptr ? 'w'
+                                                                                         : 'x';
       if (::write(from_child[1], &c, 1) != 1) ::_exit(2);
     }
     if (::read(to_child[0], &c, 1) != 1) ::_exit(2);  // stays alive until told
@@ -418,7 +419,7 @@ TEST_F(SafetyTest, AForkedChildNeitherHoldsTheEntryLockNorWaitsForTheCopy) {
     EXPECT_EQ(c, 'w') << "the child's Wait()";
   }
   gate.Release();
-  EXPECT_EQ(copy->Wait(), CacheCopy::State::kCached);
+  EXPECT_EQ(copy->Wait(), cache::CacheCopy::State::kCached);
   // The parent's copy committed and let the lock go; the child is alive. Another process's open
   // must find the entry at once, not wait for the lock.
   Child b = StartTool({src, root}, {"DSPIPE_LOG_LEVEL=info"});
@@ -644,7 +645,7 @@ TEST_F(SafetyTest, WantNeverCopiesOnTheCallingThreadEvenWhenTheEntryGoesMeanwhil
   std::shared_ptr<const Dataset> ds;
   Status s = cache::OpenDatasetCached(src, oo, co, mode, nullptr, &ds);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  std::shared_ptr<ShardCache> sc = cache::CacheStateOf(*ds).shards;
+  std::shared_ptr<cache::ShardCache> sc = cache::CacheStateOf(*ds).shards;
   ASSERT_NE(sc, nullptr);
   env.arm();
   sc->Want({0});

@@ -161,7 +161,7 @@ class S3StreamTest : public SeaweedProxyTest {
     if (at == std::string::npos) return total_ / 4;
     return std::max<uint64_t>(total_ / 4, std::stoull(s.message().substr(at + key.size())));
   }
-  static std::shared_ptr<ShardStream> StreamOf(const Loader& l) {
+  static std::shared_ptr<cache::ShardStream> StreamOf(const Loader& l) {
     return cache::CacheStateOf(l.dataset()).stream;
   }
 
@@ -176,7 +176,7 @@ TEST_F(S3StreamTest, EveryEpochSeesEverySampleOnceWithinAQuarterOfTheDatasetFetc
   std::unique_ptr<Loader> l;
   const std::string cache = dir_ + "/cache";
   ASSERT_OK(Loader::Open("s3://bkt/train/", Options(cache, limit), &l));
-  std::shared_ptr<ShardStream> stream = StreamOf(*l);
+  std::shared_ptr<cache::ShardStream> stream = StreamOf(*l);
   ASSERT_NE(stream, nullptr) << l->reading_from();
   EXPECT_NE(l->reading_from().find("streaming: "), std::string::npos) << l->reading_from();
   uint64_t most = 0, fetched = 0;
@@ -191,13 +191,13 @@ TEST_F(S3StreamTest, EveryEpochSeesEverySampleOnceWithinAQuarterOfTheDatasetFetc
     std::vector<uint64_t> all(kSamples);
     std::iota(all.begin(), all.end(), uint64_t{0});
     EXPECT_EQ(sorted, all) << "epoch " << epoch;
-    const StreamStats st = stream->stats();
+    const cache::StreamStats st = stream->stats();
     // Belady over an order that reads shard after shard: each shard about once per epoch.
     EXPECT_LE(st.fetched_bytes - fetched, total_ + total_ / 20) << "epoch " << epoch;
     EXPECT_GE(st.fetched_bytes - fetched, total_ / 2) << "epoch " << epoch;  // a quarter cached
     fetched = st.fetched_bytes;
   }
-  const StreamStats st = stream->stats();
+  const cache::StreamStats st = stream->stats();
   EXPECT_LE(st.peak_held_bytes, limit);
   EXPECT_LE(most, limit);
   EXPECT_GT(most, 0u);
@@ -310,7 +310,7 @@ TEST_F(S3StreamTest, EvictionDeletesWithoutTheLockAndAForkedChildTouchesNothingO
   const std::vector<Epoch> ref = Reference(1);
   std::unique_ptr<Loader> l;
   ASSERT_OK(Loader::Open("s3://bkt/train/", Options(dir_ + "/cache", Limit()), &l));
-  std::shared_ptr<ShardStream> stream = StreamOf(*l);
+  std::shared_ptr<cache::ShardStream> stream = StreamOf(*l);
   ASSERT_NE(stream, nullptr);
   const Dataset* ds = &l->dataset();
   std::atomic<bool> once{false};
@@ -328,7 +328,7 @@ TEST_F(S3StreamTest, EvictionDeletesWithoutTheLockAndAForkedChildTouchesNothingO
         };
         auto sh = std::make_shared<Shared>();
         std::thread([sh, stream] {  // detached: on the old code it returns only after the hook
-          const StreamStats st = stream->stats();
+          const cache::StreamStats st = stream->stats();
           const std::string d = stream->Describe();
           std::lock_guard<std::mutex> g(sh->m);
           sh->describe = d + " / " + std::to_string(st.fetches) + " fetched";
@@ -348,7 +348,7 @@ TEST_F(S3StreamTest, EvictionDeletesWithoutTheLockAndAForkedChildTouchesNothingO
           int bad = 0;
           stream->SetOrder({0, 1, 2}, {});
           stream->Advance(1);
-          const StreamStats st = stream->stats();
+          const cache::StreamStats st = stream->stats();
           if (st.fetches != 0 || st.held_bytes != 0) bad |= 1;
           if (stream->Describe().find("fork()") == std::string::npos) bad |= 2;
           const Status r = ds->Read(0, [](const RecordView&) { return Status::OK(); });
@@ -443,7 +443,7 @@ TEST_F(S3StreamLimitTest, ALimitAcceptedAtOpenHoldsForEveryEpochInShardsAndBlock
     const std::string cache = dir_ + (order == SampleOrder::kShards ? "/cache-s" : "/cache-b");
     std::unique_ptr<Loader> l;
     ASSERT_OK(Loader::Open("s3://bkt/sixteen/", Options(cache, limit, order), &l));
-    std::shared_ptr<ShardStream> stream = cache::CacheStateOf(l->dataset()).stream;
+    std::shared_ptr<cache::ShardStream> stream = cache::CacheStateOf(l->dataset()).stream;
     ASSERT_NE(stream, nullptr) << l->reading_from();
     uint64_t most = 0;
     for (int epoch = 0; epoch < 2; ++epoch) {
@@ -455,7 +455,7 @@ TEST_F(S3StreamLimitTest, ALimitAcceptedAtOpenHoldsForEveryEpochInShardsAndBlock
       std::iota(all.begin(), all.end(), uint64_t{0});
       EXPECT_EQ(sorted, all) << "epoch " << epoch;
     }
-    const StreamStats st = stream->stats();
+    const cache::StreamStats st = stream->stats();
     EXPECT_LE(st.peak_held_bytes, limit);
     EXPECT_GT(st.evictions, 0u);
     EXPECT_LE(most, limit) << "the cache directory held more than the limit";
