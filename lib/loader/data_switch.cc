@@ -17,16 +17,18 @@ DataSwitch::DataSwitch(std::shared_ptr<const Dataset> opened, bool cache_overlap
 
 void DataSwitch::Plan(const Sampler& sampler, uint64_t epoch) {
   WantShards(sampler, epoch);
-  // The stream fetches along this epoch's order and the next's, and evicts the shard used
-  // furthest ahead; Advance tells it the position.
-  if (stream_) stream_->SetOrder(sampler.EpochOrder(epoch), sampler.EpochOrder(epoch + 1));
+  OrderStream(sampler, epoch);
 }
 
 bool DataSwitch::StartEpoch(const Sampler& sampler, uint64_t epoch) {
   const bool reopened = SwitchShardsIfReady(sampler, epoch);
   const bool copied = SwitchToCopyIfReady(epoch);
-  if (stream_) stream_->SetOrder(sampler.EpochOrder(epoch), sampler.EpochOrder(epoch + 1));
+  OrderStream(sampler, epoch);
   return reopened || copied;
+}
+
+void DataSwitch::OrderStream(const Sampler& sampler, uint64_t epoch) {
+  if (stream_) stream_->SetOrder(sampler.EpochOrder(epoch), sampler.EpochOrder(epoch + 1));
 }
 
 void DataSwitch::Advance(uint64_t position) {

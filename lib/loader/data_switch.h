@@ -52,6 +52,9 @@ class DataSwitch {
   void WaitForCopies() const;
 
  private:
+  // The stream fetches along this epoch's order and the next's, and evicts the shard used
+  // furthest ahead; Advance tells it the position. Nothing without a stream.
+  void OrderStream(const Sampler& sampler, uint64_t epoch);
   void WantShards(const Sampler& sampler, uint64_t epoch);
   bool SwitchShardsIfReady(const Sampler& sampler, uint64_t epoch);
   bool SwitchToCopyIfReady(uint64_t epoch);

@@ -24,13 +24,15 @@ if [ "$soname" != "libdspipe.so.$major" ]; then
 fi
 echo "SONAME: $soname"
 
-# The demangled names of the dspipe namespace and the compiler's objects for it.
-ours='^(((vtable|typeinfo|typeinfo name|VTT|guard variable|TLS init function|TLS wrapper function) for )|((non-virtual |virtual |covariant return )thunk to )|(construction vtable for .*-in-))?dspipe::'
+# A demangled name, optionally behind the compiler object made for it ("vtable for "), then:
+# the dspipe namespace (ours), or one of its internal namespaces.
+objects='^(((vtable|typeinfo|typeinfo name|VTT|guard variable|TLS init function|TLS wrapper function) for )|((non-virtual |virtual |covariant return )thunk to )|(construction vtable for .*-in-))?'
+ours="${objects}dspipe::"
 defined() {  # nm's demangled names of the defined symbols, one each
   nm "$@" --defined-only -C | sed -nE 's/^[0-9a-f]+ [A-Za-z] //p' | sort -u
 }
 # An internal namespace: dspipe:: then a lower-case name and :: (the API is CamelCase).
-internal='^(((vtable|typeinfo|typeinfo name|VTT|guard variable|TLS init function|TLS wrapper function) for )|((non-virtual |virtual |covariant return )thunk to )|(construction vtable for .*-in-))?dspipe::[a-z_][a-z_0-9]*::'
+internal="${objects}dspipe::[a-z_][a-z_0-9]*::"
 exported=$(defined -D "$so")
 count=$(grep -c . <<<"$exported" || true)
 others=$(grep -vE "$ours" <<<"$exported" || true)

@@ -95,12 +95,8 @@ void AddOptions(CLI::App& app, Args* a) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--size", a->size,
                  "output size HxW: samples of another size are resized (default: the dataset's)");
-  std::vector<std::string> interpolations;
-  for (const auto& [name, value] : dspipe::EnumNames<dspipe::Interpolation>::kValues) {
-    interpolations.emplace_back(name);
-  }
   app.add_option("--interpolation", a->interpolation, "image resampling when the size changes")
-      ->check(CLI::IsMember(interpolations))
+      ->check(CLI::IsMember(Names<dspipe::Interpolation>()))
       ->capture_default_str();
   app.add_option("--channels", o.channels, "output channels: 0 = the dataset's, 1 or 3 (converts)")
       ->check(CLI::IsMember({0, 1, 3}))
