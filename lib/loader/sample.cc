@@ -98,16 +98,14 @@ class NormalizeRows final : public codec::PngRowSink {
 // NormalizeTyped's formula: bit-identical to it).
 class NormalizeRows16 final : public codec::PngRowSink {
  public:
-  NormalizeRows16(const NormalizeParams& p, float* dst, int w)
-      : mean_(p.mean[0]), inv_(1.0f / p.std[0]), dst_(dst), width_(w) {}
+  NormalizeRows16(const NormalizeParams& p, float* dst, int w) : norm_(p), dst_(dst), width_(w) {}
   void Row(uint32_t y, const uint8_t* row) override {
-    const auto* v = reinterpret_cast<const uint16_t*>(row);
-    float* out = dst_ + size_t{y} * static_cast<size_t>(width_);
-    for (int x = 0; x < width_; ++x) out[x] = (static_cast<float>(v[x]) - mean_) * inv_;
+    norm_.Row(reinterpret_cast<const uint16_t*>(row), width_,
+              dst_ + size_t{y} * static_cast<size_t>(width_), 0);
   }
 
  private:
-  const float mean_, inv_;
+  const normalize::RowNormalizerF32 norm_;
   float* const dst_;
   const int width_;
 };

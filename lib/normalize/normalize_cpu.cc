@@ -91,7 +91,8 @@ Status CheckArgs(int n, int h, int w, const NormalizeParams& p, const char* fn) 
 }
 
 // RowNormalizerF32's plain loop; also the tail of the AVX2 one. Pixels [0, from) are done.
-void RowPlain(const uint8_t* src, int channels, int width, const float* mean, const float* inv_std,
+template <typename T>
+void RowPlain(const T* src, int channels, int width, const float* mean, const float* inv_std,
               float* dst, size_t plane, int from) {
   for (int c = 0; c < channels; ++c) {
     float* out = dst + static_cast<size_t>(c) * plane;
@@ -147,6 +148,20 @@ __attribute__((target("avx2"))) int Gray8(const uint8_t* src, int width, float m
   return x;
 }
 
+// 16-bit gray, 8 pixels a step: widened to int32 (exact), converted to float (exact below
+// 2^24), then the same sub and mul.
+__attribute__((target("avx2"))) int Gray16(const uint16_t* src, int width, float mean,
+                                           float inv_std, float* out) {
+  const __m256 m = _mm256_set1_ps(mean), inv = _mm256_set1_ps(inv_std);
+  int x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + x));
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(v));
+    _mm256_storeu_ps(out + x, _mm256_mul_ps(_mm256_sub_ps(f, m), inv));
+  }
+  return x;
+}
+
 // (Streaming stores for the float rows were measured slower in the loader: png_bench per
 // CPU-second 0.88-0.90 of the decode bound against 0.92-0.93 with these plain stores.)
 void RowAvx2(const uint8_t* src, int channels, int width, const float* mean, const float* inv_std,
@@ -187,6 +202,14 @@ void RowNormalizerF32::Row(const uint8_t* src, int width, float* dst, size_t pla
   }
 #endif
   RowPlain(src, channels_, width, mean_, inv_std_, dst, plane, 0);
+}
+
+void RowNormalizerF32::Row(const uint16_t* src, int width, float* dst, size_t plane) const {
+  int x = 0;
+#ifdef DSPIPE_NORMALIZE_X86
+  if (avx2_ && channels_ == 1) x = Gray16(src, width, mean_[0], inv_std_[0], dst);
+#endif
+  RowPlain(src, channels_, width, mean_, inv_std_, dst, plane, x);
 }
 
 }  // namespace normalize

@@ -25,6 +25,9 @@ class RowNormalizerF32 {
   // src: `width` pixels of p.channels interleaved uint8 (no reads past them). Writes channel c
   // of the row to dst + c * plane, width floats each (planar: NCHW with plane = height * width).
   void Row(const uint8_t* src, int width, float* dst, size_t plane) const;
+  // The same for `width` pixels of p.channels interleaved uint16 (typed samples; AVX2 for one
+  // channel). Bit for bit NormalizeTyped's (float(x) - mean) * (1.0f / std).
+  void Row(const uint16_t* src, int width, float* dst, size_t plane) const;
   // True when Row runs the AVX2 code (1 or 3 channels on an AVX2 CPU, not `plain`).
   bool simd() const { return avx2_; }
 
