@@ -496,14 +496,16 @@ int CvDepth(SampleType t) {
 Status DecodeTyped(std::span<const uint8_t> bytes, SampleType type, bool mask, cv::Mat* out) {
   try {
     if (bytes.empty()) return Status::BadInput("empty file (0 bytes)");
-    if (type == SampleType::kUint16) {  // 16-bit gray PNGs (CT / MR slices, id maps): fast path
-      if (const PngRoute route = ChoosePng16Decoder(bytes); route.decoder == PngDecoder::kFast) {
+    // 16-bit PNGs (CT / MR slices, id maps; RGB(A) images, not masks): the fast path.
+    if (type == SampleType::kUint16) {
+      if (const PngRoute route = ChoosePng16Decoder(bytes);
+          route.decoder == PngDecoder::kFast && (route.header.channels == 1 || !mask)) {
         // The header sizes the allocation: the decode limits first (a 16-bit PNG bomb).
         DSPIPE_RETURN_IF_ERROR(
             CheckImageSize("PNG header", route.header.width, route.header.height));
         FitMat(static_cast<int>(route.header.height), static_cast<int>(route.header.width),
-               CV_16UC1, out);
-        return DecodePngFast(bytes, route.header, 1, out->data);
+               CV_16UC(route.header.channels), out);
+        return DecodePngFast(bytes, route.header, route.header.channels, out->data);
       }
     }
     if (mask) {

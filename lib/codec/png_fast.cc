@@ -73,10 +73,24 @@ Scratch& ThreadScratch() {
   return s;
 }
 
-// A 16-bit gray row from PNG's big-endian samples to host uint16 (mirrored when asked).
-// SSE2 (x86-64's baseline): 8 samples a step, bytes swapped by two shifts, lanes reversed by
-// three shuffles when mirrored.
-void Row16ToHost(const uint8_t* row, uint32_t width, bool mirror, uint16_t* out) {
+// A 16-bit row of `channels` samples per pixel from PNG's big-endian samples to host uint16
+// (pixels mirrored when asked). SSE2 (x86-64's baseline): 8 samples a step, bytes swapped by two
+// shifts, lanes reversed by three shuffles for mirrored gray; mirrored color pixel by pixel.
+void Row16ToHost(const uint8_t* row, uint32_t width, int channels, bool mirror, uint16_t* out) {
+  if (channels != 1) {
+    const size_t c = static_cast<size_t>(channels);
+    if (mirror) {
+      for (uint32_t x = 0; x < width; ++x) {
+        const uint8_t* in = row + size_t{x} * c * 2;
+        uint16_t* px = out + size_t{width - 1 - x} * c;
+        for (size_t k = 0; k < c; ++k) {
+          px[k] = static_cast<uint16_t>((in[2 * k] << 8) | in[2 * k + 1]);
+        }
+      }
+      return;
+    }
+    width *= static_cast<uint32_t>(channels);  // the samples in a row, swapped as gray's are
+  }
   uint32_t x = 0;
 #if defined(__SSE2__)
   for (; x + 8 <= width; x += 8) {
@@ -213,7 +227,7 @@ PngRoute Route(std::span<const uint8_t> bytes, int depth) {
   if (r.header.bit_depth != depth) {
     return Libspng(depth == 8 ? "bit depth is not 8" : "bit depth is not 16");
   }
-  if (depth == 16 && r.header.color_type != 0) return Libspng("16-bit color");
+  if (depth == 16 && r.header.color_type == 4) return Libspng("16-bit gray+alpha");
   switch (r.header.color_type) {
     case 0: r.header.channels = 1; break;
     case 2: r.header.channels = 3; break;
@@ -243,11 +257,14 @@ PngRoute Route(std::span<const uint8_t> bytes, int depth) {
 Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
                      uint8_t* dst, const PngFastOptions& options) {
   DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", header.width, header.height));
-  const bool wide = header.bit_depth == 16;  // ChoosePng16Decoder: gray, into host uint16
-  if (wide && (out_channels != 1 || header.channels != 1)) {
-    return Status::InvalidArgument("PNG fast path: 16-bit gray decodes to 1 channel");
+  const bool wide = header.bit_depth == 16;  // ChoosePng16Decoder: into host uint16
+  if (wide && (out_channels != header.channels || header.channels == 2)) {
+    return Status::InvalidArgument("PNG fast path: a 16-bit PNG of " +
+                                   std::to_string(header.channels) + " channels decodes to " +
+                                   "as many (gray, RGB or RGBA), not " +
+                                   std::to_string(out_channels));
   }
-  if (out_channels != 3 && !(out_channels == 1 && header.channels == 1)) {
+  if (!wide && out_channels != 3 && !(out_channels == 1 && header.channels == 1)) {
     return Status::InvalidArgument("PNG fast path: " + std::to_string(out_channels) +
                                    " output channels from " + std::to_string(header.channels));
   }
@@ -392,7 +409,8 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
       const uint8_t* prev = y == 0 ? s.zeros.data() : row - stride + 1;
       UnfilterRow(isa, filter, row + 1, prev, row + 1, row_bytes, static_cast<int>(bpp));
       if (wide) {
-        Row16ToHost(row + 1, header.width, mirror, reinterpret_cast<uint16_t*>(out));
+        Row16ToHost(row + 1, header.width, header.channels, mirror,
+                    reinterpret_cast<uint16_t*>(out));
       } else {
         RowToRgb(row + 1, header.channels, header.width, mirror, out);
       }

@@ -50,10 +50,11 @@ struct PngRoute {
 // them too. Broken files that fail the rule (bad IHDR, truncated before IDAT) go to libspng,
 // which reports them as before. Reads only chunk headers: no CRC, no inflate.
 PngRoute ChoosePngDecoder(std::span<const uint8_t> bytes);
-// The same rule for 16-bit gray PNGs (CT and MR slices): bit depth 16 and color type 0 instead
-// of bit depth 8. DecodePngFast then writes header.height * header.width host-order uint16
-// samples (out_channels 1; mirror as for 8-bit; the sink gets each row as those uint16 samples).
-// 16-bit color stays with libspng.
+// The same rule for 16-bit PNGs (CT and MR slices, 16-bit RGB(A) microscopy): bit depth 16 and
+// color type 0 (gray), 2 (RGB) or 6 (RGBA) instead of bit depth 8. DecodePngFast then writes
+// header.height * header.width pixels of header.channels host-order uint16 samples, RGB(A)
+// order (out_channels == header.channels; mirror as for 8-bit; the sink gets each row as those
+// uint16 samples). 16-bit gray+alpha stays with libspng.
 PngRoute ChoosePng16Decoder(std::span<const uint8_t> bytes);
 
 // Process-wide switch (default on, unless DSPIPE_PNG_DECODER=libspng was set at start-up).
@@ -82,9 +83,10 @@ struct PngFastOptions {
 // Decodes a PNG that ChoosePngDecoder routed to kFast (header is its PngRoute::header) into dst,
 // which holds header.height * header.width * out_channels bytes. out_channels is 3 (RGB: gray
 // is replicated, alpha dropped, exactly as libspng's SPNG_FMT_RGB8) or 1 (only for color type
-// 0: the gray samples). Checks the DecodeLimits first. Errors are kBadInput with the reason
-// (chunk, byte offset, CRC or zlib failure); the caller adds the file name or key. On an error
-// dst may be partly written.
+// 0: the gray samples). For a PNG ChoosePng16Decoder routed, out_channels is header.channels
+// and dst holds twice the bytes (uint16 samples). Checks the DecodeLimits first. Errors are
+// kBadInput with the reason (chunk, byte offset, CRC or zlib failure); the caller adds the file
+// name or key. On an error dst may be partly written.
 Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, int out_channels,
                      uint8_t* dst, const PngFastOptions& options = {});
 
@@ -95,7 +97,7 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
 void MirrorRow(const uint8_t* src, int bpp, uint32_t width, uint8_t* dst, bool plain = false);
 
 // Row unfiltering (PNG filter types 0-4) of one scanline of n bytes at bpp bytes per pixel
-// (1..4): out[i] = src[i] + predictor(out[i - bpp], prev[i], prev[i - bpp]). prev is the
+// (1..4, 6 or 8): out[i] = src[i] + predictor(out[i - bpp], prev[i], prev[i - bpp]). prev is the
 // previous unfiltered row (all zeros for the first row). out may equal src (in place); prev
 // must not overlap out. Exposed so tests compare the SIMD versions with the plain one.
 enum class UnfilterIsa { kScalar, kSse2, kAvx2 };

@@ -307,6 +307,9 @@ UnfilterIsa BestUnfilterIsa() {
 
 void UnfilterRow(UnfilterIsa isa, int filter, const uint8_t* src, const uint8_t* prev,
                  uint8_t* out, size_t n, int bpp) {
+  // 16-bit RGB and RGBA (6 and 8 bytes a pixel): the SIMD code has None and Up, which do not
+  // depend on the pixel size; Sub, Average and Paeth run the plain loop.
+  if (bpp > 4 && filter != 0 && filter != 2) isa = UnfilterIsa::kScalar;
 #ifdef DSPIPE_PNG_X86
   if (isa == UnfilterIsa::kAvx2 && BestUnfilterIsa() == UnfilterIsa::kAvx2) {
     return UnfilterAvx2(filter, src, prev, out, n, bpp);

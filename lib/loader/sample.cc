@@ -94,20 +94,22 @@ class NormalizeRows final : public codec::PngRowSink {
   std::vector<uint8_t>* row_;
 };
 
-// The float32 normalize of each 16-bit gray row the PNG fast path finishes (typed samples,
-// NormalizeTyped's formula: bit-identical to it).
+// The float32 normalize of each 16-bit row (gray, RGB or RGBA) the PNG fast path finishes into
+// the planar slot (typed samples, NormalizeTyped's formula: bit-identical to it).
 class NormalizeRows16 final : public codec::PngRowSink {
  public:
-  NormalizeRows16(const NormalizeParams& p, float* dst, int w) : norm_(p), dst_(dst), width_(w) {}
+  NormalizeRows16(const NormalizeParams& p, float* dst, int h, int w)
+      : norm_(p), dst_(dst), width_(w), plane_(static_cast<size_t>(h) * static_cast<size_t>(w)) {}
   void Row(uint32_t y, const uint8_t* row) override {
     norm_.Row(reinterpret_cast<const uint16_t*>(row), width_,
-              dst_ + size_t{y} * static_cast<size_t>(width_), 0);
+              dst_ + size_t{y} * static_cast<size_t>(width_), plane_);
   }
 
  private:
   const normalize::RowNormalizerF32 norm_;
   float* const dst_;
   const int width_;
+  const size_t plane_;
 };
 
 // The row ops on every row of the uint8 image, in order.
@@ -309,21 +311,24 @@ class SampleJob {
     // Horizontal flips only (augment's hflip, the common case).
     bool mirror = false, flips_only = transforms::FlipsAndRowOpsOnly(plan, &mirror);
     for (const transforms::Step& st : plan.steps) flips_only &= st.leaf->name == "HorizontalFlip";
-    // A 16-bit gray PNG at the batch size: decoded mirrored straight into the slot, each row
-    // normalized as it is finished (as the 8-bit fused path does): DecodePath::kFused.
-    if (flips_only && shape.image_type == SampleType::kUint16 && shape.channels == 1 &&
+    // A 16-bit gray, RGB or RGBA PNG at the batch size: decoded mirrored straight into the
+    // slot, each row normalized as it is finished (as the 8-bit fused path does):
+    // DecodePath::kFused.
+    if (flips_only && shape.image_type == SampleType::kUint16 &&
+        (shape.channels == 1 || shape.channels == 3 || shape.channels == 4) &&
         src_h == shape.height && src_w == shape.width && h.image_codec == Codec::kPng &&
         FusedDecodeEnabled()) {
       if (const codec::PngRoute route = codec::ChoosePng16Decoder(rec.image);
           route.decoder == codec::PngDecoder::kFast && route.header.height == h.height &&
-          route.header.width == h.width) {
+          route.header.width == h.width && route.header.channels == shape.channels &&
+          (!shape.normalized || ctx_.normalize.channels == shape.channels)) {
         const uint64_t t0 = NowNs();
         std::optional<NormalizeRows16> rows;
-        if (shape.normalized) rows.emplace(ctx_.normalize, slot_.normalized, src_w);
+        if (shape.normalized) rows.emplace(ctx_.normalize, slot_.normalized, src_h, src_w);
         codec::PngFastOptions po;
         po.mirror = mirror;
         po.sink = rows ? &*rows : nullptr;
-        Status s = codec::DecodePngFast(rec.image, route.header, 1, slot_.image, po);
+        Status s = codec::DecodePngFast(rec.image, route.header, shape.channels, slot_.image, po);
         if (!s.ok()) return Context(Status::Corruption(s.message()), "image");
         if (shape.masks) {
           cv::Mat ids;

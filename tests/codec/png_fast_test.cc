@@ -168,7 +168,7 @@ TEST(PngUnfilter, SimdMatchesPlainForEveryFilterAndPixelSize) {
   std::mt19937 rng(7);
   std::vector<UnfilterIsa> isas = {UnfilterIsa::kSse2};
   if (BestUnfilterIsa() == UnfilterIsa::kAvx2) isas.push_back(UnfilterIsa::kAvx2);
-  for (int bpp = 1; bpp <= 4; ++bpp) {
+  for (int bpp : {1, 2, 3, 4, 6, 8}) {  // 6, 8: 16-bit RGB, RGBA
     for (size_t px = 1; px <= 80; ++px) {
       const size_t n = px * bpp;
       for (int filter = 0; filter <= 4; ++filter) {
@@ -577,54 +577,72 @@ TEST(PngFastExact, LibspngEncodesWithEveryFilterForced) {
   EXPECT_EQ(fast, total);  // every one of these is a fast-path file
 }
 
-// 16-bit gray PNGs (CT / MR slices, instance maps; issue 35) take the fast path through
-// DecodeTyped: the same samples as libpng's decode (OpenCV imdecode) for every filter, width and
-// content, mirrored rows as cv::flip; 16-bit color and 8-bit files are not routed to it.
-TEST(PngFastExact, SixteenBitGrayWithEveryFilterForcedEqualsLibpng) {
+// 16-bit gray, RGB and RGBA PNGs (CT / MR slices, instance maps, 16-bit color) take the fast
+// path through DecodeTyped: the same samples as libpng's decode (OpenCV imdecode; RGB(A) order)
+// for every filter, width and content, mirrored rows as cv::flip; 16-bit gray+alpha and 8-bit
+// files are not routed to it.
+TEST(PngFastExact, SixteenBitGrayAndColorWithEveryFilterForcedEqualsLibpng) {
   const int choices[] = {SPNG_DISABLE_FILTERING, SPNG_FILTER_CHOICE_NONE, SPNG_FILTER_CHOICE_SUB,
                          SPNG_FILTER_CHOICE_UP,  SPNG_FILTER_CHOICE_AVG,  SPNG_FILTER_CHOICE_PAETH,
                          SPNG_FILTER_CHOICE_ALL};
+  const std::pair<int, int> types[] = {{0, 1}, {2, 3}, {6, 4}};  // color type, channels
   int files = 0;
-  for (int w : {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 130}) {
-    for (int h : {1, 4}) {
-      cv::Mat noisy(h, w, CV_16UC1), smooth(h, w, CV_16UC1);
-      cv::randu(noisy, 0, 65536);
-      for (int i = 0; i < static_cast<int>(smooth.total()); ++i) {
-        smooth.at<uint16_t>(i) = static_cast<uint16_t>(i * 97 % 4096);
-      }
-      for (const cv::Mat* img : {&noisy, &smooth}) {
-        for (int choice : choices) {
-          const std::string png = SpngEncode(*img, 0, choice, choice % 10, 16);
-          const std::string what =
-              std::to_string(w) + "x" + std::to_string(h) + " choice " + std::to_string(choice);
-          const PngRoute route = ChoosePng16Decoder(AsBytes(png));
-          ASSERT_EQ(route.decoder, PngDecoder::kFast) << what << ": " << route.reason;
-          const cv::Mat want = cv::imdecode(
-              cv::Mat(1, static_cast<int>(png.size()), CV_8UC1, const_cast<char*>(png.data())),
-              cv::IMREAD_UNCHANGED);
-          ASSERT_EQ(want.type(), CV_16UC1) << what;
-          cv::Mat got;
-          ASSERT_TRUE(DecodeTyped(AsBytes(png), SampleType::kUint16, false, &got).ok()) << what;
-          EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << what;
-          cv::Mat ids;
-          ASSERT_TRUE(DecodeTyped(AsBytes(png), SampleType::kUint16, true, &ids).ok()) << what;
-          EXPECT_EQ(cv::norm(ids, want, cv::NORM_INF), 0) << what << " (mask)";
-          cv::Mat mirrored(h, w, CV_16UC1), flipped;
-          PngFastOptions o;
-          o.mirror = true;
-          ASSERT_TRUE(DecodePngFast(AsBytes(png), route.header, 1, mirrored.data, o).ok());
-          cv::flip(want, flipped, 1);
-          EXPECT_EQ(cv::norm(mirrored, flipped, cv::NORM_INF), 0) << what << " (mirrored)";
-          ++files;
+  for (const auto& [color, channels] : types) {
+    for (int w : {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 130}) {
+      for (int h : {1, 4}) {
+        const int type = CV_16UC(channels);
+        cv::Mat noisy(h, w, type), smooth(h, w, type);
+        cv::randu(noisy, 0, 65536);
+        auto* sm = reinterpret_cast<uint16_t*>(smooth.data);
+        for (size_t i = 0; i < smooth.total() * static_cast<size_t>(channels); ++i) {
+          sm[i] = static_cast<uint16_t>(i * 97 % 4096);
+        }
+        for (const cv::Mat* img : {&noisy, &smooth}) {
+          for (int choice : choices) {
+            const std::string png = SpngEncode(*img, color, choice, choice % 10, 16);
+            const std::string what = std::to_string(channels) + " channels " + std::to_string(w) +
+                                     "x" + std::to_string(h) + " choice " + std::to_string(choice);
+            const PngRoute route = ChoosePng16Decoder(AsBytes(png));
+            ASSERT_EQ(route.decoder, PngDecoder::kFast) << what << ": " << route.reason;
+            cv::Mat want = cv::imdecode(
+                cv::Mat(1, static_cast<int>(png.size()), CV_8UC1, const_cast<char*>(png.data())),
+                cv::IMREAD_UNCHANGED);
+            ASSERT_EQ(want.type(), type) << what;
+            if (channels == 3) cv::cvtColor(want, want, cv::COLOR_BGR2RGB);
+            if (channels == 4) cv::cvtColor(want, want, cv::COLOR_BGRA2RGBA);
+            EXPECT_EQ(cv::norm(want, *img, cv::NORM_INF), 0) << what << " (libpng)";
+            cv::Mat got;
+            ASSERT_TRUE(DecodeTyped(AsBytes(png), SampleType::kUint16, false, &got).ok()) << what;
+            ASSERT_EQ(got.type(), type) << what;
+            EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << what;
+            if (channels == 1) {
+              cv::Mat ids;
+              ASSERT_TRUE(DecodeTyped(AsBytes(png), SampleType::kUint16, true, &ids).ok()) << what;
+              EXPECT_EQ(cv::norm(ids, want, cv::NORM_INF), 0) << what << " (mask)";
+            }
+            cv::Mat mirrored(h, w, type), flipped;
+            PngFastOptions o;
+            o.mirror = true;
+            ASSERT_TRUE(DecodePngFast(AsBytes(png), route.header, channels, mirrored.data, o).ok());
+            cv::flip(want, flipped, 1);
+            EXPECT_EQ(cv::norm(mirrored, flipped, cv::NORM_INF), 0) << what << " (mirrored)";
+            // Another channel count is refused, not written past dst.
+            EXPECT_FALSE(
+                DecodePngFast(AsBytes(png), route.header, channels == 1 ? 3 : 1, mirrored.data, o)
+                    .ok())
+                << what;
+            ++files;
+          }
         }
       }
     }
   }
-  EXPECT_EQ(files, 11 * 2 * 2 * 7);
+  EXPECT_EQ(files, 3 * 11 * 2 * 2 * 7);
   cv::Mat rgb16(4, 5, CV_16UC3, cv::Scalar(1000, 2000, 3000));
-  EXPECT_EQ(
-      ChoosePng16Decoder(AsBytes(SpngEncode(rgb16, 2, SPNG_FILTER_CHOICE_ALL, 6, 16))).decoder,
-      PngDecoder::kLibspng);
+  cv::Mat gray_alpha16(4, 5, CV_16UC2, cv::Scalar(1000, 2000));
+  EXPECT_EQ(ChoosePng16Decoder(AsBytes(SpngEncode(gray_alpha16, 4, SPNG_FILTER_CHOICE_ALL, 6, 16)))
+                .reason,
+            "16-bit gray+alpha");
   cv::Mat gray8(4, 5, CV_8UC1, cv::Scalar(7));
   EXPECT_EQ(ChoosePng16Decoder(AsBytes(SpngEncode(gray8, 0, SPNG_FILTER_CHOICE_ALL, 6))).decoder,
             PngDecoder::kLibspng);

@@ -244,6 +244,66 @@ TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
   }
 }
 
+// 16-bit RGB and RGBA PNGs take the fast PNG path (DecodePath::kFused: decoded, mirrored and
+// normalized row by row into the slot) and give exactly the unfused path's batches and the
+// source's values, channels in RGB(A) order.
+TEST(TypedSamples, SixteenBitColorPngsTakeTheFusedPathAndKeepEveryValue) {
+  for (int channels : {3, 4}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels");
+    TempDir tmp;
+    std::vector<cv::Mat> images;
+    for (int i = 0; i < 3; ++i) {
+      cv::Mat m(kH, kW, CV_16UC(channels));
+      cv::randu(m, 0, 65536);
+      images.push_back(m);
+      const std::string name = "/" + std::to_string(i) + ".png";
+      Write(tmp / ("src/images" + name), m);
+      Write(tmp / ("src/masks" + name), cv::Mat(kH, kW, CV_8UC1, cv::Scalar(i)));
+    }
+    const std::string out = tmp / "ds";
+    BuildResult r;
+    const Status built = BuildDataset(Options(tmp / "src", out, StoreMode::kEncoded), &r);
+    ASSERT_TRUE(built.ok()) << built.ToString();
+
+    // Source values (no flip), then the fused path against the unfused one with flips.
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(out, Sequential(3), &loader).ok());
+    Batch b;
+    ASSERT_TRUE(loader->Next(&b).ok());
+    ASSERT_EQ(b.channels(), channels);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(cv::norm(FloatImage(b, i), AsFloat(images[i]), cv::NORM_INF), 0) << i;
+      const cv::Mat raw(kH, kW, CV_16UC(channels), b.image(i).data());
+      EXPECT_EQ(cv::norm(raw, images[i], cv::NORM_INF), 0) << i;
+    }
+    LoaderOptions norm = Sequential(3);
+    norm.augment.hflip = 0.5;
+    norm.normalize = NormalizeMode::kCpuFloat32;
+    norm.sampler.seed = 4;
+    std::vector<float> got[2];
+    std::vector<uint8_t> raw[2];
+    for (bool on : {true, false}) {
+      loader::SetFusedDecodeEnabled(on);
+      std::unique_ptr<Loader> l;
+      ASSERT_TRUE(Loader::Open(out, norm, &l).ok());
+      Batch nb;
+      ASSERT_TRUE(l->Next(&nb).ok());
+      got[on].assign(nb.normalized(), nb.normalized() + size_t{3} * kH * kW * channels);
+      for (int i = 0; i < 3; ++i) {
+        raw[on].insert(raw[on].end(), nb.image(i).begin(), nb.image(i).end());
+      }
+      bool fused = false;
+      for (const DecodePathSummary& p : l->stats().DecodePaths()) {
+        fused |= p.path == DecodePath::kFused && p.count > 0;
+      }
+      EXPECT_EQ(fused, on);
+    }
+    loader::SetFusedDecodeEnabled(true);
+    EXPECT_EQ(got[1], got[0]);
+    EXPECT_EQ(raw[1], raw[0]);
+  }
+}
+
 // numpy.percentile(values, q) with its default linear interpolation, term for term.
 double NumpyPercentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
