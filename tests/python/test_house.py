@@ -56,3 +56,26 @@ def test_every_source_file_says_its_licence():
             missing.append(name)
     assert checked > 400
     assert not missing, f"{len(missing)} files lack the SPDX line, e.g. {missing[:5]}"
+
+
+def test_the_readme_is_short_and_its_main_job_installs_only_what_it_builds():
+    # The README is the front page: at most 150 lines, the details are in docs/. Its first
+    # command installs with --tools (the library and the two tools' packages only, measured by
+    # bench/first_command/fresh_debian.sh), and that list is the full list's build part: a
+    # package the full list has for the library but --tools lacks breaks the main job.
+    readme = _read("README.md")
+    assert len(readme.splitlines()) <= 150, f"README.md has {len(readme.splitlines())} lines"
+    main_job = re.search(r"\*\*Run the main job\*\*.*?```sh\n(.*?)\n```", readme, re.S)
+    assert main_job and main_job.group(1).startswith(
+        "bash scripts/install-deps.sh --tools && cmake --preset tools"), main_job
+    script = _read("scripts/install-deps.sh")
+
+    def packages(name):
+        return set(re.search(name + r"=\(\n(.*?)\n\)", script, re.S).group(1).split())
+    tools, full = packages("TOOLS"), packages("PKGS")
+    opencv_modules = {"libopencv-core-dev", "libopencv-imgproc-dev", "libopencv-imgcodecs-dev"}
+    assert tools - full == opencv_modules  # libopencv-dev depends on them
+    test_only = {"git", "ccache", "lmdb-utils", "zstd", "libopencv-dev", "libgtest-dev",
+                 "libgmock-dev", "imagemagick", "clang-14", "libclang-rt-14-dev"}
+    assert full - tools - test_only == {p for p in full if p.startswith("python3")}, \
+        "a package in install-deps.sh's full list is missing from --tools (or from test_only)"
