@@ -142,7 +142,7 @@ int RunLoader(const LoaderArgs& a) {
                                 {"images_per_s", static_cast<double>(images) / wall},
                                 {"images_per_cpu_s", static_cast<double>(images) / cpu},
                                 {"decode_paths", jp},
-                                {"stages", ToJson(stages)}};
+                                {"stages", stats::ToJson(stages)}};
     std::ofstream(a.json) << doc.dump(2) << "\n";
   }
   return 0;

@@ -128,7 +128,7 @@ Status ShardProblems(const std::string& dir, const std::vector<ShardState>& shar
 Status MergeAccum(const Accum& a, const std::string& where, Accum* total) {
   if (a.image_type >= 0 && total->image_type >= 0 &&
       (a.image_type != total->image_type || a.channels != total->channels)) {
-    MadeRecord r;
+    convert::MadeRecord r;
     r.header.image_type = static_cast<SampleType>(a.image_type);
     r.header.channels = static_cast<uint8_t>(a.channels);
     return total->Check(r, a.type_from).WithContext(where + ": its first image " + a.type_from);
@@ -147,7 +147,7 @@ Status MergeAccum(const Accum& a, const std::string& where, Accum* total) {
   for (int k = 0; k < kMaxChannels; ++k) {
     total->sum[k] += a.sum[k], total->sumsq[k] += a.sumsq[k];
     if (!a.fhist[k].empty()) {
-      std::vector<FloatBin> bins;
+      std::vector<convert::FloatBin> bins;
       for (const auto& [b, f] : a.fhist[k]) bins.push_back(f);
       total->AddFloatBins(k, bins);
     }
@@ -289,7 +289,7 @@ Status AssembleDataset(const std::string& output, AssembleResult* result) {
   }
 }
 
-Status DiagnoseUnassembled(const std::string& path) {
+Status convert::DiagnoseUnassembled(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec) || fs::exists(path + "/data.mdb", ec) ||
       fs::exists(path + "/" + format::kTopManifestFile, ec)) {

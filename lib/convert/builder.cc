@@ -103,7 +103,7 @@ Status ValidateBuildOptions(const BuildOptions& o) {
   }
   if (!o.mask_map.empty()) {
     uint8_t lut[256];
-    DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));
+    DSPIPE_RETURN_IF_ERROR(convert::ParseMaskMap(o.mask_map, lut));
   }
   volume::SliceAxis axis;
   if (!volume::ParseSliceAxis(o.slice_axis, &axis).ok()) {

@@ -6,7 +6,7 @@
 #include "core/files.h"
 #include "dspipe/fetch.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 Status DescribeDatasetFiles(const std::string& dir, const std::vector<std::string>& rel_paths,
                             std::vector<format::ManifestFile>* files, Env* env) {
@@ -63,4 +63,4 @@ Status LoadDatasetFiles(const std::string& dir, std::vector<format::ManifestFile
   return format::ParseManifestFiles(text, manifest, files, present);
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -10,7 +10,7 @@
 #include "dspipe/status.h"
 #include "format/manifest.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 // Size and sha256 of each of rel_paths (relative to dir), in that order, read through env
 // (nullptr = Env::Default()).
@@ -28,4 +28,4 @@ Status CheckDatasetFiles(const std::string& dir, const std::vector<format::Manif
 Status LoadDatasetFiles(const std::string& dir, std::vector<format::ManifestFile>* files,
                         bool* present);
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -13,7 +13,7 @@
 #include "codec/tiff.h"
 #include "convert/volume_slices.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 namespace {
 
 std::span<const uint8_t> Bytes(const std::string& s) {
@@ -631,4 +631,4 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

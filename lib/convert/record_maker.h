@@ -13,7 +13,7 @@
 #include "dspipe/format.h"
 #include "volume/cache.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 // Float32 samples' statistics keep, per channel, their values in bins: the float's bits mapped
 // to an order-preserving 32-bit key, its top kFloatBinBits bits the bin. A bin spans at most
@@ -79,4 +79,4 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& options, bool want
                   MadeRecord* out, const Dataset* plain = nullptr, SourceBytes* given = nullptr,
                   volume::VolumeCache* volumes = nullptr);
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -7,11 +7,11 @@
 
 #include "dspipe/status.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 // OK when `path` is not an unjoined one-shard-at-a-time build (then Dataset::Open says what it
 // is). Otherwise an error naming each missing or unfinished shard, or, when every shard is
 // finished, one saying to run `dsconvert assemble`.
 Status DiagnoseUnassembled(const std::string& path);
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

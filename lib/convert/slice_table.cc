@@ -88,7 +88,7 @@ Status ReadTable(const Dataset& ds, SliceTable* out) {
   std::vector<std::pair<uint32_t, uint32_t>> counts;
   DSPIPE_RETURN_IF_ERROR(ds.ReadRecordTable(
       format::kForegroundTable, [&](uint64_t index, std::string_view value) -> Status {
-        if (!ParseClassCounts(value, &counts)) {
+        if (!convert::ParseClassCounts(value, &counts)) {
           return Status::Corruption(path + ": record " + std::to_string(index) +
                                     "'s foreground entry is malformed (" +
                                     std::to_string(value.size()) + " bytes)");

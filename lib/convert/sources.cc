@@ -12,7 +12,7 @@
 #include "convert/sources_archive.h"
 #include "volume/volume.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 namespace {
 
 namespace fs = std::filesystem;
@@ -413,4 +413,4 @@ Status ScanSources(const std::string& source, const PlainLmdbOptions& plain, Sou
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

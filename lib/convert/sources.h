@@ -14,7 +14,7 @@
 #include "dspipe/status.h"
 #include "volume/volume.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 class ArchiveSource;  // convert/sources_archive.h
 
@@ -128,4 +128,4 @@ struct SourceChanges {
 SourceChanges CompareSourceStamps(const std::string& source, const std::vector<SourceStamp>& was,
                                   const std::vector<SourceStamp>& now);
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -17,7 +17,7 @@
 #include "dspipe/env.h"
 #include "dspipe/limits.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 namespace archive_internal {
 
@@ -326,4 +326,4 @@ Status ArchiveSource::Open(const std::string& source, uint64_t buffer_bytes,
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -30,7 +30,7 @@
 
 struct archive;
 
-namespace dspipe {
+namespace dspipe::convert {
 
 // Passes over the archive that a build may make (readers opened from the start).
 inline constexpr int kMaxArchivePasses = 4;
@@ -178,4 +178,4 @@ class ArchiveSource {
   uint64_t member_limit_ = 0;  // the most bytes Read gives for one member (Open: from DecodeLimits)
 };
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -11,7 +11,7 @@
 
 struct archive;
 
-namespace dspipe::archive_internal {
+namespace dspipe::convert::archive_internal {
 
 bool EndsWith(const std::string& s, const std::string& suffix);
 
@@ -20,4 +20,4 @@ bool EndsWith(const std::string& s, const std::string& suffix);
 // Returns false on a read error or when more than `limit` bytes arrive (*over set).
 bool ReadEntry(::archive* a, uint64_t declared, uint64_t limit, std::string* out, bool* over);
 
-}  // namespace dspipe::archive_internal
+}  // namespace dspipe::convert::archive_internal

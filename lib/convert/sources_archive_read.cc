@@ -14,7 +14,7 @@
 #include "convert/sources_archive.h"
 #include "convert/sources_archive_internal.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 namespace {
 
 using archive_internal::EndsWith;
@@ -213,4 +213,4 @@ Status ArchiveSource::ReadWith(Cursor* cur, int64_t k, const std::string& name,
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

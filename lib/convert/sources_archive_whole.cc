@@ -19,7 +19,7 @@
 #include "convert/sources_archive.h"
 #include "dspipe/env.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 // Anonymous memory for a whole archive, in transparent huge pages where the kernel allows
 // (madvise mode, the common default): a 4 KiB page fault per 4 KiB of a 100 MB buffer costs a
@@ -188,4 +188,4 @@ Status ArchiveSource::LoadWhole(uint64_t buffer_bytes) {
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -6,7 +6,7 @@
 #include "convert/sources.h"
 #include "format/plain_lmdb.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 bool IsLmdbSource(const std::string& source) {
   namespace fs = std::filesystem;
@@ -64,4 +64,4 @@ Status ReadPlainItem(const Dataset& plain, const SourceItem& item, std::string* 
   return Status::BadInput(s.message());  // missing/empty values: bad data, named by key
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

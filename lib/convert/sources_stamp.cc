@@ -13,7 +13,7 @@
 #include "convert/sources_archive.h"
 #include "core/checksum.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 namespace {
 
 namespace fs = std::filesystem;
@@ -135,4 +135,4 @@ SourceChanges CompareSourceStamps(const std::string& source, const std::vector<S
   return c;
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -9,7 +9,7 @@
 
 #include "convert/sources.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -356,4 +356,4 @@ Status ScanVolumes(Env* env, const std::string& source, volume::SliceAxis axis, 
   return Status::OK();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -72,11 +72,12 @@ Status VerifyDataset(const std::string& path, const VerifyOptions& options, Veri
   *out = VerifyResult{};
   DatasetOpenOptions oo;
   oo.verify_crc = true;
-  DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
+  DSPIPE_RETURN_IF_ERROR(convert::DiagnoseUnassembled(path));  // names a missing/unfinished shard
   std::vector<format::ManifestFile> files;
-  DSPIPE_RETURN_IF_ERROR(LoadDatasetFiles(path, &files, &out->files_listed));
+  DSPIPE_RETURN_IF_ERROR(convert::LoadDatasetFiles(path, &files, &out->files_listed));
   std::vector<std::string> file_problems;
-  DSPIPE_RETURN_IF_ERROR(CheckDatasetFiles(path, files, options.file_sha256, &file_problems));
+  DSPIPE_RETURN_IF_ERROR(
+      convert::CheckDatasetFiles(path, files, options.file_sha256, &file_problems));
   out->files = files.size();
   out->bad_files = file_problems.size();
   std::unique_ptr<Dataset> ds;
@@ -191,7 +192,7 @@ void DescribeVolumes(const nlohmann::json& v, int64_t empty_slices, std::ostream
 }  // namespace
 
 Status DescribeDataset(const std::string& path, std::string* text) {
-  DSPIPE_RETURN_IF_ERROR(DiagnoseUnassembled(path));  // names a missing/unfinished shard
+  DSPIPE_RETURN_IF_ERROR(convert::DiagnoseUnassembled(path));  // names a missing/unfinished shard
   std::unique_ptr<Dataset> ds;
   DSPIPE_RETURN_IF_ERROR(Dataset::Open(path, DatasetOpenOptions{}, &ds));
   const DatasetInfo& i = ds->info();

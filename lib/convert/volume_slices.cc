@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace dspipe {
+namespace dspipe::convert {
 
 std::string ForegroundKey(uint64_t record_key) {
   return std::string(format::kForegroundTable) + "/" + KeyName(record_key);
@@ -160,4 +160,4 @@ bool ParseClassCounts(std::string_view entry, std::vector<std::pair<uint32_t, ui
   return true;
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

@@ -15,7 +15,7 @@
 #include "format/manifest.h"
 #include "volume/volume.h"
 
-namespace dspipe {
+namespace dspipe::convert {
 
 // The meta keys of record key k in the per-record tables (format/manifest.h kForegroundTable,
 // kSourceTable): the table's name, "/", k's 16 hex digits.
@@ -48,4 +48,4 @@ std::string ClassCountsOf(const std::vector<uint32_t>& counts);
 // An entry read back; false when its length is not a multiple of 8 or its ids do not ascend.
 bool ParseClassCounts(std::string_view entry, std::vector<std::pair<uint32_t, uint32_t>>* out);
 
-}  // namespace dspipe
+}  // namespace dspipe::convert

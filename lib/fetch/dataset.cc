@@ -229,10 +229,11 @@ Status FetchDataset(const std::string& url, const std::string& dest_dir,
   if (!parent.empty()) DSPIPE_RETURN_IF_ERROR(env->CreateDirs(parent).WithContext(ctx));
   std::unique_ptr<FileLock> lock;
   if (options.lock) {
-    DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
+    DSPIPE_RETURN_IF_ERROR(
+        fetch::LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
   Status s = FetchDatasetLocked(url, dest, options, env, res).WithContext(ctx);
-  ReleaseFetchLock(env, dest + ".lock", &lock);
+  fetch::ReleaseFetchLock(env, dest + ".lock", &lock);
   return s;
 }
 

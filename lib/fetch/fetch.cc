@@ -16,7 +16,7 @@
 
 #include "fetch/part.h"
 
-namespace dspipe {
+namespace dspipe::fetch {
 namespace {
 
 Status FetchUnlocked(const std::string& url, const std::string& dest, const FetchOptions& o,
@@ -126,6 +126,10 @@ Status LockForFetch(Env* env, const std::string& lock_path, const FetchOptions& 
   }
 }
 
+}  // namespace dspipe::fetch
+
+namespace dspipe {
+
 Status Sha256File(const std::string& path, std::string* hex, Env* env) {
   if (env == nullptr) env = Env::Default();
   std::unique_ptr<RandomAccessFile> f;
@@ -161,10 +165,11 @@ Status Fetch(const std::string& url, const std::string& dest, const FetchOptions
   const bool existed = env->FileExists(dest);
   std::unique_ptr<FileLock> lock;
   if (options.lock) {
-    DSPIPE_RETURN_IF_ERROR(LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
+    DSPIPE_RETURN_IF_ERROR(
+        fetch::LockForFetch(env, dest + ".lock", options, &lock).WithContext(ctx));
   }
-  Status s = FetchLocked(url, dest, options, env, res, existed).WithContext(ctx);
-  ReleaseFetchLock(env, dest + ".lock", &lock);
+  Status s = fetch::FetchLocked(url, dest, options, env, res, existed).WithContext(ctx);
+  fetch::ReleaseFetchLock(env, dest + ".lock", &lock);
   return s;
 }
 

@@ -17,7 +17,7 @@
 #include "fetch/part.h"
 #include "fetch/s3.h"
 
-namespace dspipe {
+namespace dspipe::fetch {
 namespace {
 
 // ---- one HTTP request
@@ -467,4 +467,4 @@ Status DownloadHttp(const std::string& url, const std::string& part_path,
                          part_path + " is kept: run again to resume");
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::fetch

@@ -21,7 +21,7 @@
 #include "dspipe/env.h"
 #include "dspipe/fetch.h"
 
-namespace dspipe {
+namespace dspipe::fetch {
 
 // ASCII lower case; surrounding white space removed (header names and values).
 inline std::string Lower(std::string s) {
@@ -123,4 +123,4 @@ struct CurlHandle {
   }
 };
 
-}  // namespace dspipe
+}  // namespace dspipe::fetch

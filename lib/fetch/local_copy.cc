@@ -9,7 +9,7 @@
 
 #include "fetch/part.h"
 
-namespace dspipe {
+namespace dspipe::fetch {
 
 Status CopyLocal(const std::string& src, const std::string& part_path,
                  const std::string& sidecar_path, const FetchOptions& o, Env* env, FetchResult* res,
@@ -74,4 +74,4 @@ Status CopyLocal(const std::string& src, const std::string& part_path,
   return part->Close();
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::fetch

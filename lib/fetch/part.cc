@@ -9,7 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-namespace dspipe {
+namespace dspipe::fetch {
 
 using json = nlohmann::json;
 
@@ -179,4 +179,4 @@ void RemoveEmptyPart(Env* env, const std::string& part, const std::string& sidec
   (void)env->RemoveFile(sidecar);
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::fetch

@@ -21,7 +21,7 @@
 #include "dspipe/fetch.h"
 #include "fetch/internal.h"
 
-namespace dspipe {
+namespace dspipe::fetch {
 
 // ---- sha256 of DEST.part's bytes, as they are written
 
@@ -120,4 +120,4 @@ Status CheckPartIsOurs(Env* env, const std::string& dest, const std::string& par
 // After a failure: a DEST.part that holds nothing to resume goes, with its sidecar (both ours).
 void RemoveEmptyPart(Env* env, const std::string& part, const std::string& sidecar);
 
-}  // namespace dspipe
+}  // namespace dspipe::fetch

@@ -13,7 +13,7 @@
 
 #include "fetch/internal.h"
 
-namespace dspipe {
+namespace dspipe::fetch {
 
 // ---- cancellation (FetchOptions::cancelled)
 bool Cancelled(const FetchOptions& o) { return o.cancelled && o.cancelled(); }
@@ -66,4 +66,4 @@ double ParseRetryAfter(const std::string& v) {
   return std::max(0.0, std::difftime(when, std::time(nullptr)));
 }
 
-}  // namespace dspipe
+}  // namespace dspipe::fetch

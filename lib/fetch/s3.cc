@@ -11,7 +11,7 @@
 
 #include "fetch/internal.h"
 
-namespace dspipe::s3 {
+namespace dspipe::fetch::s3 {
 namespace {
 
 // A bucket name that can be the first label of a host name (virtual-host addressing).
@@ -507,4 +507,4 @@ Status Client::Delete(const std::string& url) const {
   return Expect2xx(url, r);
 }
 
-}  // namespace dspipe::s3
+}  // namespace dspipe::fetch::s3

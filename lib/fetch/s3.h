@@ -34,7 +34,7 @@
 #include "dspipe/status.h"
 #include "fetch/s3_config.h"
 
-namespace dspipe::s3 {
+namespace dspipe::fetch::s3 {
 
 // sha256 of the empty string: the payload hash of a request without a body.
 inline constexpr const char* kEmptySha256 =
@@ -193,4 +193,4 @@ std::string Md5Base64(std::string_view data);
 // The ETag S3 gives an object made of parts with these MD5s: "\"md5(concat)-N\"".
 std::string MultipartEtag(const std::vector<std::string>& part_md5_hex);
 
-}  // namespace dspipe::s3
+}  // namespace dspipe::fetch::s3

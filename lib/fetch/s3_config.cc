@@ -12,7 +12,7 @@
 #include "dspipe/fetch.h"
 #include "fetch/internal.h"
 
-namespace dspipe::s3 {
+namespace dspipe::fetch::s3 {
 namespace {
 
 // section -> key -> value, keys lower-cased. A nested block ("s3 =" followed by indented
@@ -215,4 +215,4 @@ Status ResolveConfig(const GetEnv& env, Config* out) {
   return Status::OK();
 }
 
-}  // namespace dspipe::s3
+}  // namespace dspipe::fetch::s3

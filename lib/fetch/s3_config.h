@@ -17,7 +17,7 @@
 
 #include "dspipe/status.h"
 
-namespace dspipe::s3 {
+namespace dspipe::fetch::s3 {
 
 enum class AddressingStyle {
   kAuto,     // virtual-host for AWS's own endpoints (bucket names that fit a host name), else path
@@ -63,4 +63,4 @@ GetEnv SystemEnv();
 // endpoint; no credentials anywhere names every place looked. Never a secret in a message.
 Status ResolveConfig(const GetEnv& env, Config* out);
 
-}  // namespace dspipe::s3
+}  // namespace dspipe::fetch::s3

@@ -53,7 +53,7 @@ Status ReadExact(const RandomAccessFile& f, uint64_t off, uint64_t n, std::strin
 class Pusher {
  public:
   Pusher(const std::string& dir, const std::string& prefix, const PushOptions& o, Env* env,
-         const s3::Client& client, PushResult* res)
+         const fetch::s3::Client& client, PushResult* res)
       : dir_(dir), prefix_(prefix), o_(o), env_(env), client_(client), res_(res) {}
 
   // The ETag the file has at PREFIX when it holds exactly the local bytes (also checks the
@@ -69,11 +69,11 @@ class Pusher {
     do {  // an empty file is one empty part
       DSPIPE_RETURN_IF_ERROR(ReadExact(*in, off, std::min(ps, f.size - off), &buf));
       sha.Update(buf.data(), buf.size());
-      md5s.push_back(s3::Md5Hex(buf));
+      md5s.push_back(fetch::s3::Md5Hex(buf));
       off += ps;
     } while (off < f.size);
     DSPIPE_RETURN_IF_ERROR(CheckSha(f, sha.HexDigest()));
-    *etag = f.size <= ps ? "\"" + md5s[0] + "\"" : s3::MultipartEtag(md5s);
+    *etag = f.size <= ps ? "\"" + md5s[0] + "\"" : fetch::s3::MultipartEtag(md5s);
     return Status::OK();
   }
 
@@ -101,7 +101,7 @@ class Pusher {
                         : "holds a manifest.json that is not a dspipe manifest";
       return Status::OK();
     }
-    std::vector<s3::ObjectInfo> objects;
+    std::vector<fetch::s3::ObjectInfo> objects;
     const Status listed = client_.List(prefix_, &objects);
     // No bucket: nothing is there to be foreign (a server that makes buckets on the first PUT
     // makes it; one that does not answers the first upload with NoSuchBucket).
@@ -111,7 +111,7 @@ class Pusher {
     for (const format::ManifestFile& f : files) ours[f.path] = &f;
     size_t others = 0;
     std::string first;
-    for (const s3::ObjectInfo& o : objects) {
+    for (const fetch::s3::ObjectInfo& o : objects) {
       const std::string name = RelativeKey(o.key);
       const auto it = ours.find(name);
       bool mine = false;
@@ -141,7 +141,7 @@ class Pusher {
   // Uploads f unless PREFIX already holds exactly its bytes.
   Status File(const format::ManifestFile& f) {
     const std::string url = prefix_ + f.path;
-    s3::ObjectInfo info;
+    fetch::s3::ObjectInfo info;
     Status h = client_.Head(url, &info);
     if (!h.ok() && h.code() != Status::Code::kNotFound) return h;
     if (h.ok() && info.size == f.size) {
@@ -169,7 +169,7 @@ class Pusher {
     ++res_->parts_uploaded;
     res_->bytes_uploaded += f.size;
     Progress(f.size);
-    return Verify(f, url, "\"" + s3::Md5Hex(buf) + "\"");
+    return Verify(f, url, "\"" + fetch::s3::Md5Hex(buf) + "\"");
   }
 
   Status Multipart(const format::ManifestFile& f, const std::string& url) {
@@ -179,12 +179,12 @@ class Pusher {
     std::vector<std::string> uploads;
     DSPIPE_RETURN_IF_ERROR(client_.ListUploads(url, &uploads));
     std::string id;
-    std::map<int, s3::PartInfo> have;
+    std::map<int, fetch::s3::PartInfo> have;
     if (!uploads.empty()) {
       id = uploads.back();
-      std::vector<s3::PartInfo> parts;
+      std::vector<fetch::s3::PartInfo> parts;
       DSPIPE_RETURN_IF_ERROR(client_.ListParts(url, id, &parts));
-      for (s3::PartInfo& p : parts) have[p.number] = std::move(p);
+      for (fetch::s3::PartInfo& p : parts) have[p.number] = std::move(p);
     } else {
       DSPIPE_RETURN_IF_ERROR(client_.CreateMultipart(url, &id));
     }
@@ -192,16 +192,16 @@ class Pusher {
     DSPIPE_RETURN_IF_ERROR(env_->NewRandomAccessFile(dir_ + "/" + f.path, &in));
     core::Sha256 sha;
     std::vector<std::string> md5s;
-    std::vector<s3::PartInfo> done;
+    std::vector<fetch::s3::PartInfo> done;
     std::string buf;
     for (int n = 1; n <= count; ++n) {
       const uint64_t off = static_cast<uint64_t>(n - 1) * ps;
       const uint64_t len = std::min(ps, f.size - off);
       DSPIPE_RETURN_IF_ERROR(ReadExact(*in, off, len, &buf));
       sha.Update(buf.data(), buf.size());
-      const std::string md5 = s3::Md5Hex(buf);
+      const std::string md5 = fetch::s3::Md5Hex(buf);
       md5s.push_back(md5);
-      s3::PartInfo part{n, len, "\"" + md5 + "\""};
+      fetch::s3::PartInfo part{n, len, "\"" + md5 + "\""};
       auto it = have.find(n);
       if (it != have.end() && it->second.size == len && it->second.etag == part.etag) {
         ++res_->parts_resumed;  // uploaded by an earlier push, and it is these bytes
@@ -223,13 +223,13 @@ class Pusher {
     for (size_t i = 0; i + 1 < uploads.size(); ++i) {
       (void)client_.AbortMultipart(url, uploads[i]);  // best effort: storage, not correctness
     }
-    return Verify(f, url, s3::MultipartEtag(md5s));
+    return Verify(f, url, fetch::s3::MultipartEtag(md5s));
   }
 
   // The object as the server holds it now: the size and the ETag of the bytes sent.
   Status Verify(const format::ManifestFile& f, const std::string& url,
                 const std::string& want_etag) {
-    s3::ObjectInfo info;
+    fetch::s3::ObjectInfo info;
     DSPIPE_RETURN_IF_ERROR(client_.Head(url, &info).WithContext("checking the upload"));
     if (info.size != f.size) {
       return Status::Corruption(url + ": the server holds " + std::to_string(info.size) +
@@ -254,7 +254,7 @@ class Pusher {
   const std::string dir_, prefix_;
   const PushOptions& o_;
   Env* env_;
-  const s3::Client& client_;
+  const fetch::s3::Client& client_;
   PushResult* res_;
   uint64_t done_ = 0;
 };
@@ -268,13 +268,13 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   *res = PushResult();
   Env* env = options.env ? options.env : Env::Default();
   const std::string ctx = "push " + dir + " -> " + url;
-  if (!s3::IsS3Url(url)) {
+  if (!fetch::s3::IsS3Url(url)) {
     return Status::InvalidArgument(ctx + ": the destination must be an s3://bucket/prefix/ URL");
   }
   std::string prefix = url;
   if (prefix.back() != '/') prefix += '/';
-  s3::Location loc;
-  DSPIPE_RETURN_IF_ERROR(s3::ParseUrl(prefix, &loc).WithContext(ctx));
+  fetch::s3::Location loc;
+  DSPIPE_RETURN_IF_ERROR(fetch::s3::ParseUrl(prefix, &loc).WithContext(ctx));
   const std::string manifest_path = dir + "/" + format::kTopManifestFile;
   std::string text;
   DSPIPE_RETURN_IF_ERROR(env->ReadFile(manifest_path, &text).WithContext(ctx));
@@ -291,8 +291,8 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   res->files = files.size();
   for (const format::ManifestFile& f : files) res->bytes += f.size;
 
-  std::unique_ptr<s3::Client> client;
-  DSPIPE_RETURN_IF_ERROR(s3::Client::Make(options.fetch, &client).WithContext(ctx));
+  std::unique_ptr<fetch::s3::Client> client;
+  DSPIPE_RETURN_IF_ERROR(fetch::s3::Client::Make(options.fetch, &client).WithContext(ctx));
   const std::string manifest_url = prefix + format::kTopManifestFile;
   std::string remote;
   Status g = client->Get(manifest_url, &remote);

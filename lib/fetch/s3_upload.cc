@@ -11,7 +11,7 @@
 #include "fetch/internal.h"
 #include "fetch/s3.h"
 
-namespace dspipe::s3 {
+namespace dspipe::fetch::s3 {
 namespace {
 
 std::string Text(const pugi::xml_node& node, const char* name) {
@@ -227,4 +227,4 @@ Status Client::AbortMultipart(const std::string& url, const std::string& upload_
   return Expect2xx("aborting the multipart upload of " + url, r);
 }
 
-}  // namespace dspipe::s3
+}  // namespace dspipe::fetch::s3

@@ -62,7 +62,7 @@ json ThroughputJson(const ProfileResult& r) {
 json StagesJson(const ProfileResult& r) {
   json stages = json::array();
   for (const StageRow& row : StageRows(r)) {
-    json s = ToJson(row.summary);
+    json s = stats::ToJson(row.summary);
     s["ms_per_batch"] = row.ms_per_batch;
     s["share"] = row.share;
     stages.push_back(std::move(s));
@@ -137,7 +137,7 @@ json RunJson(const ProfileResult& r) {
           {"throughput", ThroughputJson(r)},
           {"stages", StagesJson(r)},
           {"epochs", EpochsJson(r)},
-          {"verdict", ToJson(r.verdict)},
+          {"verdict", stats::ToJson(r.verdict)},
           {"notes", r.notes},
           {"timeline", TimelineJson(r)}};
 }

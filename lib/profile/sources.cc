@@ -127,16 +127,16 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }  // namespace
 
 Status FolderDataset::Open(const std::string& src, std::unique_ptr<FolderDataset>* out) {
-  if (IsLmdbSource(src)) {
+  if (convert::IsLmdbSource(src)) {
     return Status::InvalidArgument(src + ": an LMDB; --compare takes the image folder first");
   }
-  if (IsArchiveSource(src)) {
+  if (convert::IsArchiveSource(src)) {
     return Status::InvalidArgument(src + ": an archive; --compare takes an extracted image folder");
   }
-  SourceList list;
-  DSPIPE_RETURN_IF_ERROR(ScanSources(src, PlainLmdbOptions{}, &list));
+  convert::SourceList list;
+  DSPIPE_RETURN_IF_ERROR(convert::ScanSources(src, PlainLmdbOptions{}, &list));
   auto ds = std::unique_ptr<FolderDataset>(new FolderDataset());
-  for (const SourceItem& it : list.items) {
+  for (const convert::SourceItem& it : list.items) {
     if (!it.error.empty()) {
       ++ds->skipped_;
       continue;

@@ -8,7 +8,7 @@
 
 #include "dspipe/stats.h"
 
-namespace dspipe {
+namespace dspipe::stats {
 
 // JSON with the field names of StageSummary / Verdict (documented in docs/STATS.md). Pure
 // functions.
@@ -16,4 +16,4 @@ nlohmann::json ToJson(const StageSummary& summary);
 nlohmann::json ToJson(const std::vector<StageSummary>& summaries);
 nlohmann::json ToJson(const Verdict& verdict);
 
-}  // namespace dspipe
+}  // namespace dspipe::stats

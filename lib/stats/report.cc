@@ -48,6 +48,8 @@ std::string FormatTable(const std::vector<StageSummary>& summaries, int batch_si
   return out;
 }
 
+namespace stats {
+
 nlohmann::json ToJson(const StageSummary& s) {
   nlohmann::json j{{"stage", StageName(s.stage)}, {"count", s.count},
                    {"total_ms", s.total_ms},      {"mean_ms", s.mean_ms},
@@ -80,4 +82,5 @@ nlohmann::json ToJson(const Verdict& v) {
                         {"suggestions", v.suggestions}};
 }
 
+}  // namespace stats
 }  // namespace dspipe

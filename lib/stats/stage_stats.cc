@@ -111,7 +111,7 @@ void SetThreadName(std::string_view name) {
   Names()[tid] = std::string(name);
 }
 
-std::string ThreadNameOf(int tid) {
+std::string stats::ThreadNameOf(int tid) {
   std::lock_guard<std::mutex> lock(NamesMutex());
   auto it = Names().find(tid);
   return it != Names().end() ? it->second : "thread-" + std::to_string(tid);
@@ -148,7 +148,7 @@ void StageStats::TraceSpan(Stage stage, uint64_t start_ns, uint64_t dur, uint64_
   } catch (...) {  // out of memory for the buffer: lose the event, never the run
     return;
   }
-  buffer->Append(TraceEvent{start_ns, dur, id, stage});
+  buffer->Append(stats::TraceEvent{start_ns, dur, id, stage});
 }
 
 void StageStats::RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uint64_t id) noexcept {

@@ -85,7 +85,7 @@ Status StageStats::WriteChromeTrace(const std::string& path) const {
                "\"args\":{{\"name\":\"dspipe\"}}}}",
                pid);
     for (const TraceBuffer* b : buffers) {
-      const nlohmann::json name = ThreadNameOf(b->tid);
+      const nlohmann::json name = stats::ThreadNameOf(b->tid);
       fmt::print(f,
                  ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
                  "\"args\":{{\"name\":{}}}}}",
@@ -93,7 +93,7 @@ Status StageStats::WriteChromeTrace(const std::string& path) const {
       dropped += b->dropped.load(std::memory_order_relaxed);
       const size_t n = b->size.load(std::memory_order_acquire);
       for (size_t i = 0; i < n; ++i) {
-        const TraceEvent& e = b->events[i];
+        const stats::TraceEvent& e = b->events[i];
         const double ts_us =
             static_cast<double>(static_cast<int64_t>(e.start_ns - origin_ns_)) / 1e3;
         fmt::print(f,

@@ -10,6 +10,7 @@
 #include "dspipe/stats.h"
 
 namespace dspipe {
+namespace stats {
 
 struct TraceEvent {
   uint64_t start_ns;
@@ -18,13 +19,17 @@ struct TraceEvent {
   Stage stage;
 };
 
+}  // namespace stats
+
 // Single writer (the owning thread) appends; readers take size with acquire and read [0, size).
 // Events are never overwritten, so a reader never sees a half-written event.
 struct StageStats::TraceBuffer {
   TraceBuffer(int thread_id, size_t cap)
-      : tid(thread_id), capacity(cap), events(std::make_unique_for_overwrite<TraceEvent[]>(cap)) {}
+      : tid(thread_id),
+        capacity(cap),
+        events(std::make_unique_for_overwrite<stats::TraceEvent[]>(cap)) {}
 
-  void Append(const TraceEvent& e) noexcept {
+  void Append(const stats::TraceEvent& e) noexcept {
     const size_t n = size.load(std::memory_order_relaxed);  // only this thread writes it
     if (n >= capacity) {
       dropped.fetch_add(1, std::memory_order_relaxed);
@@ -36,12 +41,16 @@ struct StageStats::TraceBuffer {
 
   const int tid;
   const size_t capacity;
-  std::unique_ptr<TraceEvent[]> events;
+  std::unique_ptr<stats::TraceEvent[]> events;
   std::atomic<size_t> size{0};
   std::atomic<uint64_t> dropped{0};
 };
 
+namespace stats {
+
 // Name of a thread id set by SetThreadName, or "thread-<id>".
 std::string ThreadNameOf(int tid);
+
+}  // namespace stats
 
 }  // namespace dspipe

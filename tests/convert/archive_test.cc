@@ -17,6 +17,9 @@
 namespace dspipe::testing {
 namespace {
 
+using dspipe::convert::ArchiveSource;
+using dspipe::convert::MapsArchivesOn;
+
 struct Member {
   Member(std::string p, std::string d, mode_t t = AE_IFREG, std::string l = "")
       : path(std::move(p)), data(std::move(d)), type(t), link(std::move(l)) {}

@@ -103,14 +103,14 @@ TEST_F(RedirectTest, DatasetFetchOfAnS3UrlFollowsNoRedirect) {
 }
 
 TEST_F(RedirectTest, EveryS3ClientRequestFollowsNoRedirect) {
-  std::unique_ptr<s3::Client> c;
-  ASSERT_TRUE(s3::Client::Make(opts_, &c).ok());
-  s3::ObjectInfo info;
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_TRUE(fetch::s3::Client::Make(opts_, &c).ok());
+  fetch::s3::ObjectInfo info;
   ExpectRefused(c->Head("s3://bkt/k", &info));
   std::string body;
   ExpectRefused(c->Get("s3://bkt/k", &body));
   ExpectRefused(c->GetRange("s3://bkt/k", 0, 10, "", &body));
-  std::vector<s3::ObjectInfo> list;
+  std::vector<fetch::s3::ObjectInfo> list;
   ExpectRefused(c->List("s3://bkt/p/", &list));
   ExpectRefused(c->Put("s3://bkt/k", "bytes"));
   ExpectRefused(c->Delete("s3://bkt/k"));
@@ -200,19 +200,19 @@ TEST_F(HostileTest, NoSecretInAnyMessageOrLogLine) {
   const LogLevel level = GetLogLevel();
   SetLogLevel(LogLevel::kDebug);
   CaptureStderr err(dir_ + "/stderr.txt");
-  std::unique_ptr<s3::Client> c;
-  ASSERT_TRUE(s3::Client::Make(opts_, &c).ok());
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_TRUE(fetch::s3::Client::Make(opts_, &c).ok());
   for (const auto& [name, q] : faults) {
     const std::string url = "s3://bkt/" + name;
     note(Fetch(url, dir_ + "/out/" + name, opts_));
-    s3::ObjectInfo info;
+    fetch::s3::ObjectInfo info;
     note(c->Head(url, &info));
     std::string body;
     note(c->Get(url, &body));
     note(c->GetRange(url, 0, 4, "\"e\"", &body));
     note(c->Put(url, "bytes"));
   }
-  std::vector<s3::ObjectInfo> list;
+  std::vector<fetch::s3::ObjectInfo> list;
   note(c->List("s3://bkt/p/", &list));
   note(FetchDataset("s3://bkt/ds/", dir_ + "/ds", opts_));
   // An endpoint nobody listens on, and one that is not http(s).
@@ -220,14 +220,14 @@ TEST_F(HostileTest, NoSecretInAnyMessageOrLogLine) {
     S3Env down("http://dspipe:" + std::string(kPassword) + "@127.0.0.1:1");
     down.Set("AWS_SESSION_TOKEN", kToken);
     note(Fetch("s3://bkt/x", dir_ + "/out/x", opts_));
-    std::unique_ptr<s3::Client> d;
-    ASSERT_TRUE(s3::Client::Make(opts_, &d).ok());
+    std::unique_ptr<fetch::s3::Client> d;
+    ASSERT_TRUE(fetch::s3::Client::Make(opts_, &d).ok());
     note(d->Delete("s3://bkt/x"));
   }
   {
     S3Env bad("ftp://dspipe:" + std::string(kPassword) + "@127.0.0.1:1");
-    std::unique_ptr<s3::Client> d;
-    note(s3::Client::Make(opts_, &d));
+    std::unique_ptr<fetch::s3::Client> d;
+    note(fetch::s3::Client::Make(opts_, &d));
   }
   // A pre-signed https-style URL with userinfo, refused and missing.
   const std::string signed_query = "X-Amz-Credential=AKID%2Fscope&X-Amz-Signature=wrong" +
@@ -266,19 +266,19 @@ TEST_F(HostileTest, ListingsStopWhenTheServerRepeatsItsMarker) {
   S3Env env("http://127.0.0.1:" + std::to_string(s3.port()));
   int polls = 0;
   opts_.cancelled = [&polls] { return ++polls > 20000; };
-  std::unique_ptr<s3::Client> c;
-  ASSERT_TRUE(s3::Client::Make(opts_, &c).ok());
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_TRUE(fetch::s3::Client::Make(opts_, &c).ok());
   auto expect = [&](const Status& s, const std::string& marker) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
     EXPECT_NE(s.message().find("marker '" + marker + "' again"), std::string::npos) << s.ToString();
     EXPECT_LE(s3.Requests().size(), 3u);  // pages m0, m1, then m0 again: stopped there
   };
-  std::vector<s3::ObjectInfo> objects;
+  std::vector<fetch::s3::ObjectInfo> objects;
   expect(c->List("s3://bkt/p/", &objects), "m0");
   std::vector<std::string> uploads;
   expect(c->ListUploads("s3://bkt/k", &uploads), "m0' / 'm0");
-  std::vector<s3::PartInfo> parts;
+  std::vector<fetch::s3::PartInfo> parts;
   expect(c->ListParts("s3://bkt/k", "u1", &parts), "1");
 }
 

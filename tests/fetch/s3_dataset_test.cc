@@ -89,9 +89,9 @@ TEST_F(S3DatasetTest, APushedDatasetReadsEverywhereLikeTheLocalOneAndARePushUplo
   EXPECT_EQ(static_cast<uint64_t>(parts), r.parts_uploaded);
 
   // The objects, listed.
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
-  std::vector<s3::ObjectInfo> objs;
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
+  std::vector<fetch::s3::ObjectInfo> objs;
   ASSERT_OK(c->List("s3://bkt/train/", &objs));
   EXPECT_EQ(objs.size(), r.files + 1);
 
@@ -240,9 +240,9 @@ TEST_F(S3DatasetTest, ALocalFileThatDoesNotMatchItsManifestIsNeverMadeVisible) {
   const Status s = PushDataset(ds, "s3://bkt/bad/", Small());
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_TRUE(Contains(s.message(), "shard-00001.lmdb/data.mdb: sha256")) << s.ToString();
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
-  s3::ObjectInfo info;
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
+  fetch::s3::ObjectInfo info;
   EXPECT_EQ(c->Head("s3://bkt/bad/manifest.json", &info).code(), Status::Code::kNotFound);
   EXPECT_EQ(c->Head("s3://bkt/bad/shard-00001.lmdb/data.mdb", &info).code(),
             Status::Code::kNotFound);
@@ -388,8 +388,8 @@ TEST_F(S3DatasetTest, APushOverWhatIsNotThisDatasetIsRefusedAndOverwriteReplaces
       << out;
   ASSERT_EQ(RunDsconvert({"build", src, ds, "--threads", "1", "-q"}, &out), 0) << out;
   ASSERT_EQ(RunDsconvert({"build", src, other, "--gray", "--threads", "1", "-q"}, &out), 0) << out;
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
   const std::string web = R"({"name": "my app", "icons": []})";
   ASSERT_OK(c->Put("s3://bkt/web/manifest.json", web));
   ASSERT_OK(c->Put("s3://bkt/web/important.txt", "keep me"));

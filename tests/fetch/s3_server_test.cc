@@ -55,14 +55,14 @@ class S3ServerTest : public ::testing::Test {
     env_ = std::make_unique<S3Env>("http://127.0.0.1:" + std::to_string(proxy_->port()));
   }
   // A client straight to weed (for setting up objects behind the proxy's back).
-  s3::Client DirectClient() const {
-    s3::Config c;
+  fetch::s3::Client DirectClient() const {
+    fetch::s3::Config c;
     c.access_key = kAccessKey;
     c.secret_key = kSecretKey;
     c.region = "us-east-1";
     c.endpoint = weed_->Endpoint();
     c.credentials_source = "the test";
-    return s3::Client(c, FetchOptions());
+    return fetch::s3::Client(c, FetchOptions());
   }
   std::vector<json> Reqs(const std::string& method, const std::string& path) {
     std::vector<json> v;
@@ -80,14 +80,14 @@ class S3ServerTest : public ::testing::Test {
 
 TEST_F(S3ServerTest, HeadGetRangeListPutAndDeleteAgainstSeaweedFs) {
   ThroughProxy();
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
   const std::string big = RandomBytes(300000, 1);
   ASSERT_OK(c->Put("s3://bkt/ds/big.bin", big));
-  s3::ObjectInfo info;
+  fetch::s3::ObjectInfo info;
   ASSERT_OK(c->Head("s3://bkt/ds/big.bin", &info));
   EXPECT_EQ(info.size, big.size());
-  EXPECT_EQ(info.etag, "\"" + s3::Md5Hex(big) + "\"");
+  EXPECT_EQ(info.etag, "\"" + fetch::s3::Md5Hex(big) + "\"");
   std::string got;
   ASSERT_OK(c->Get("s3://bkt/ds/big.bin", &got));
   EXPECT_TRUE(got == big);
@@ -113,10 +113,10 @@ TEST_F(S3ServerTest, HeadGetRangeListPutAndDeleteAgainstSeaweedFs) {
   ASSERT_OK(c->Get("s3://bkt/ds/a b+c.txt", &got));
   EXPECT_EQ(got, "xds/a b+c.txt");
   proxy_->Requests();  // drop what came before
-  std::vector<s3::ObjectInfo> listed;
+  std::vector<fetch::s3::ObjectInfo> listed;
   ASSERT_OK(c->List("s3://bkt/ds/", &listed, 2));
   std::vector<std::string> names;
-  for (const s3::ObjectInfo& o : listed) names.push_back(o.key);
+  for (const fetch::s3::ObjectInfo& o : listed) names.push_back(o.key);
   EXPECT_EQ(names, keys);
   EXPECT_EQ(listed[1].size, big.size());
   EXPECT_EQ(listed[1].etag, info.etag);
@@ -144,8 +144,8 @@ TEST_F(S3ServerTest, HeadGetRangeListPutAndDeleteAgainstSeaweedFs) {
 // exactly that key or (SeaweedFS: 400 InvalidRequest) refused; never at another key.
 TEST_F(S3ServerTest, KeysWithDotSegmentsHashAndQuestionMarkAreExactlyThoseKeys) {
   ThroughProxy();
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
   const std::vector<std::string> keys = {"k/h#sh", "k/pct%41 sp", "k/q?x=1&y"};  // S3's order
   for (const std::string& k : keys) ASSERT_OK(c->Put("s3://bkt/" + k, "body of " + k));
   const std::vector<std::string> dotted = {"k/./dot", "k/x/../victim"};
@@ -160,12 +160,12 @@ TEST_F(S3ServerTest, KeysWithDotSegmentsHashAndQuestionMarkAreExactlyThoseKeys) 
     }
   }
   std::sort(stored.begin(), stored.end());
-  std::vector<s3::ObjectInfo> listed;
+  std::vector<fetch::s3::ObjectInfo> listed;
   ASSERT_OK(c->List("s3://bkt/k/", &listed));
   std::vector<std::string> names;
-  for (const s3::ObjectInfo& o : listed) names.push_back(o.key);
+  for (const fetch::s3::ObjectInfo& o : listed) names.push_back(o.key);
   EXPECT_EQ(names, stored);
-  s3::ObjectInfo info;
+  fetch::s3::ObjectInfo info;
   EXPECT_EQ(c->Head("s3://bkt/k/victim", &info).code(), Status::Code::kNotFound);
   EXPECT_EQ(c->Head("s3://bkt/k/dot", &info).code(), Status::Code::kNotFound);
   for (const std::string& k : stored) {
@@ -195,7 +195,7 @@ TEST_F(S3ServerTest, KeysWithDotSegmentsHashAndQuestionMarkAreExactlyThoseKeys) 
   const Status push = PushDataset(dir_ + "/ds", "s3://bkt/p/x/../victim/", PushOptions());
   ASSERT_OK(c->List("s3://bkt/p/", &listed));
   names.clear();
-  for (const s3::ObjectInfo& o : listed) names.push_back(o.key);
+  for (const fetch::s3::ObjectInfo& o : listed) names.push_back(o.key);
   if (push.ok()) {
     EXPECT_EQ(names,
               (std::vector<std::string>{"p/x/../victim/a.bin", "p/x/../victim/manifest.json"}));
@@ -211,9 +211,9 @@ TEST_F(S3ServerTest, VirtualHostStyleReachesTheBucketByItsHostName) {
   // libcurl resolves *.localhost to 127.0.0.1; weed runs with -s3.domainName=localhost.
   env_ = std::make_unique<S3Env>("http://localhost:" + std::to_string(weed_->port()));
   env_->Set("DSPIPE_S3_ADDRESSING_STYLE", "virtual");
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
-  EXPECT_EQ(s3::HttpUrl(c->config(), {"bkt", "v/obj"}),
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
+  EXPECT_EQ(fetch::s3::HttpUrl(c->config(), {"bkt", "v/obj"}),
             "http://bkt.localhost:" + std::to_string(weed_->port()) + "/v/obj");
   ASSERT_OK(c->Put("s3://bkt/v/obj", "virtual"));
   // Seen path-style straight at weed: the same object.
@@ -247,8 +247,8 @@ TEST_F(S3ServerTest, AWrongSecretOrAReadOnlyKeyIsAClearErrorNamingTheObjectNever
   env_.reset();
   env_ = std::make_unique<S3Env>(weed_->Endpoint(), kOtherKey, kOtherSecret);
   ASSERT_OK(Fetch("s3://bkt/ds/data.mdb", dir_ + "/data.mdb", FetchOptions()));
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
   s = c->Put("s3://bkt/ds/new", "x");
   EXPECT_NE(s.message().find("s3://bkt/ds/new: HTTP 403 AccessDenied"), std::string::npos)
       << s.ToString();
@@ -273,7 +273,7 @@ TEST_F(S3ServerTest, ACutConnectionResumesWithARangedGetIfMatchTheETag) {
   ASSERT_EQ(gets.size(), 2u);
   EXPECT_TRUE(gets[0]["range"].is_null());
   EXPECT_EQ(gets[1]["range"], "bytes=1000000-");
-  EXPECT_EQ(gets[1]["if_match"], "\"" + s3::Md5Hex(data) + "\"");
+  EXPECT_EQ(gets[1]["if_match"], "\"" + fetch::s3::Md5Hex(data) + "\"");
 }
 
 TEST_F(S3ServerTest, SlowDownIsRetriedAfterRetryAfterAndExpiredTokenIsOneAttemptNamingTheObject) {
@@ -291,9 +291,9 @@ TEST_F(S3ServerTest, SlowDownIsRetriedAfterRetryAfterAndExpiredTokenIsOneAttempt
   EXPECT_EQ(r.retry_waits_s, (std::vector<double>{1.0, 1.0}));  // Retry-After, not the jitter
   // The small requests retry the same way.
   proxy_->Set("/bkt/ds/b", "method=HEAD&fail=1&code=503&retry_after=0");
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
-  s3::ObjectInfo info;
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
+  fetch::s3::ObjectInfo info;
   ASSERT_OK(c->Head("s3://bkt/ds/b", &info));
   EXPECT_EQ(info.size, data.size());
   EXPECT_EQ(Reqs("HEAD", "/bkt/ds/b").size(), 2u);
@@ -302,7 +302,7 @@ TEST_F(S3ServerTest, SlowDownIsRetriedAfterRetryAfterAndExpiredTokenIsOneAttempt
   proxy_->Set("/bkt/ds/b", "fail=100&code=503&retry_after=0");
   FetchOptions two;
   two.retries = 2;
-  ASSERT_OK(s3::Client::Make(two, &c));
+  ASSERT_OK(fetch::s3::Client::Make(two, &c));
   std::string got;
   s = c->Get("s3://bkt/ds/b", &got);
   EXPECT_NE(s.message().find("GET s3://bkt/ds/b: gave up after 3 attempts"), std::string::npos)
@@ -351,13 +351,13 @@ TEST_F(S3ServerTest, AnObjectChangedMidDownloadIsFetchedAgainWholeNeverMixed) {
   EXPECT_TRUE(ReadAll(dest) == v2);
   const std::vector<json> gets = Reqs("GET", "/bkt/ds/data.mdb");
   ASSERT_EQ(gets.size(), 3u);
-  EXPECT_EQ(gets[1]["if_match"], "\"" + s3::Md5Hex(v1) + "\"");  // answered 412
+  EXPECT_EQ(gets[1]["if_match"], "\"" + fetch::s3::Md5Hex(v1) + "\"");  // answered 412
   EXPECT_TRUE(gets[2]["range"].is_null());                       // then the whole of v2
   // A ranged read of the old version is refused, not served from the new one.
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
   std::string got;
-  s = c->GetRange("s3://bkt/ds/data.mdb", 0, 100, "\"" + s3::Md5Hex(v1) + "\"", &got);
+  s = c->GetRange("s3://bkt/ds/data.mdb", 0, 100, "\"" + fetch::s3::Md5Hex(v1) + "\"", &got);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("changed on the server"), std::string::npos) << s.ToString();
   EXPECT_TRUE(got.empty());

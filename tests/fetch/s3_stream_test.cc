@@ -281,8 +281,8 @@ TEST_F(S3StreamTest, CutConnectionsAndSlowDownAreRetriedAndAChangedShardNeverRea
   EXPECT_EQ(slowdowns, 2);
   // Shard 5's object replaced on the server (the manifest unchanged): its fetch fails its
   // sha256 check, the read names the shard, and no batch before it holds other bytes.
-  std::unique_ptr<s3::Client> c;
-  ASSERT_OK(s3::Client::Make(FetchOptions(), &c));
+  std::unique_ptr<fetch::s3::Client> c;
+  ASSERT_OK(fetch::s3::Client::Make(FetchOptions(), &c));
   std::string other(static_cast<size_t>(fs::file_size(local_ + "/shard-00005.lmdb/data.mdb")),
                     '\x5a');
   ASSERT_OK(c->Put("s3://bkt/train/shard-00005.lmdb/data.mdb", other));

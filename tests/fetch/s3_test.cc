@@ -13,7 +13,7 @@
 
 #include "fetch/s3_config.h"
 
-namespace dspipe::s3 {
+namespace dspipe::fetch::s3 {
 namespace {
 
 namespace fs = std::filesystem;
@@ -271,4 +271,4 @@ TEST(S3ErrorTest, RefusalsNameTheObjectTheCodeAndTheWayOutButNoSecret) {
 }
 
 }  // namespace
-}  // namespace dspipe::s3
+}  // namespace dspipe::fetch::s3

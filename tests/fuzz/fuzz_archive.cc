@@ -14,15 +14,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::ScratchDir() + "/src.tar";
   fuzz::WriteBytes(path, data, size);
   for (uint64_t buffer : {uint64_t{0}, uint64_t{1} << 16}) {
-    SourceList list;
-    const Status s = ScanSources(path, PlainLmdbOptions{}, &list, buffer);
+    convert::SourceList list;
+    const Status s = convert::ScanSources(path, PlainLmdbOptions{}, &list, buffer);
     if (!s.ok()) {
       DSPIPE_FUZZ_CHECK(s.message().find(path) != std::string::npos);
       continue;
     }
     DSPIPE_FUZZ_CHECK(list.archive != nullptr && !list.items.empty());
     int reads = 0;
-    for (const SourceItem& it : list.items) {
+    for (const convert::SourceItem& it : list.items) {
       DSPIPE_FUZZ_CHECK(it.image.rfind(path + ":", 0) == 0);
       if (!it.error.empty() || it.archive_image < 0 || ++reads > 64) continue;
       std::string bytes;

@@ -68,9 +68,11 @@ endforeach()
 list(LENGTH _cmake_files _n)
 message(STATUS "package: ${_libs}; ${_n} CMake files naming no dependency")
 
-# The exported symbols, the SONAME (shared_lib_checks.sh).
+# The exported symbols, the SONAME (shared_lib_checks.sh). The API is what the source tree's
+# include/dspipe/*.h declare, option_fields.h included (not installed, but its names are exported).
 string(REPLACE "," ";" _archives "${ARCHIVES}")
-run(bash ${CMAKE_CURRENT_LIST_DIR}/shared_lib_checks.sh ${VERSION_MAJOR} ${_so} ${_archives})
+get_filename_component(_api ${CMAKE_CURRENT_LIST_DIR}/../../include/dspipe ABSOLUTE)
+run(bash ${CMAKE_CURRENT_LIST_DIR}/shared_lib_checks.sh ${VERSION_MAJOR} ${_so} ${_api} ${_archives})
 
 # The consumer configures with every dependency's find_package disabled (finding one would
 # fail), and its program needs no library but libdspipe.so and the C++ runtime.

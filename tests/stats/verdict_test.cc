@@ -209,7 +209,7 @@ TEST(ReportTest, TableHasColumnsPerBatchAndShare) {
 
 TEST(ReportTest, JsonFieldNames) {
   const auto summaries = Timings(5, 1, 0.5, 20);
-  const nlohmann::json js = ToJson(summaries);
+  const nlohmann::json js = stats::ToJson(summaries);
   ASSERT_TRUE(js.is_array());
   ASSERT_EQ(js.size(), 5u);
   EXPECT_EQ(js[0].at("stage"), "read");
@@ -221,7 +221,7 @@ TEST(ReportTest, JsonFieldNames) {
   EXPECT_DOUBLE_EQ(js[0].at("total_ms").get<double>(), 4000.0);
 
   const Verdict v = Diagnose(summaries, Shape(), 10);
-  const nlohmann::json jv = ToJson(v);
+  const nlohmann::json jv = stats::ToJson(v);
   EXPECT_EQ(jv.at("bound"), "io");
   EXPECT_EQ(jv.at("limiting_stage"), "read");
   EXPECT_EQ(jv.at("starved"), true);

@@ -23,6 +23,13 @@
 namespace dspipe::volume {
 namespace {
 
+using dspipe::convert::CheckContextChannels;
+using dspipe::convert::ClassCounts;
+using dspipe::convert::ForegroundSlices;
+using dspipe::convert::MaskHistogram;
+using dspipe::convert::ParseClassCounts;
+using dspipe::convert::ParseMaskMap;
+using dspipe::convert::StackSlices;
 using dspipe::testing::Contains;
 using dspipe::testing::NiftiSpec;
 using dspipe::testing::Options;
