@@ -6,7 +6,8 @@
 
 #include <cstdint>
 
-namespace dspipe {
+// Internal to dspipe (dspipe::core: not exported from libdspipe.so).
+namespace dspipe::core {
 
 __extension__ typedef unsigned __int128 Uint128;
 
@@ -60,4 +61,4 @@ class Rng {
   uint64_t state_;
 };
 
-}  // namespace dspipe
+}  // namespace dspipe::core

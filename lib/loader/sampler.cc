@@ -36,6 +36,9 @@ const char* SampleOrderName(SampleOrder order) {
   return "?";
 }
 
+using core::Mix64;
+using core::Rng;
+
 namespace {
 
 // Stream keys: "SHUFF" (kGlobal, unchanged since the first release: part of the resume

@@ -11,6 +11,9 @@
 #include "core/rng.h"
 
 namespace dspipe::synth {
+
+using core::Rng;
+
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586;

@@ -19,6 +19,9 @@
 
 namespace dspipe::transforms {
 
+using core::Mix64;
+using core::Rng;
+
 struct Size {
   int h = 0, w = 0;
   bool known() const { return h > 0 && w > 0; }

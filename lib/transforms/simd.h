@@ -11,6 +11,9 @@
 
 namespace dspipe::transforms {
 
+using core::Mix64;
+using core::Rng;
+
 // cv::flip(src, *dst, 1) for 1- and 3-channel uint8 images (SSSE3), else cv::flip itself.
 // *dst is (re)allocated unless it already has src's size and type (a ROI header is written in
 // place); src and dst must not overlap unless they are the same image (then cv::flip).
