@@ -136,27 +136,23 @@ __attribute__((target("avx2"))) int Rgb8(const uint8_t* src, int width, const fl
   return x;
 }
 
-__attribute__((target("avx2"))) int Gray8(const uint8_t* src, int width, float mean, float inv_std,
-                                          float* out) {
-  const __m256 m = _mm256_set1_ps(mean), inv = _mm256_set1_ps(inv_std);
-  int x = 0;
-  for (; x + 8 <= width; x += 8) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + x));
-    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-    _mm256_storeu_ps(out + x, _mm256_mul_ps(_mm256_sub_ps(f, m), inv));
-  }
-  return x;
+// 8 gray pixels widened to int32 (exact either way).
+__attribute__((target("avx2"))) inline __m256i Widen8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+__attribute__((target("avx2"))) inline __m256i Widen8(const uint16_t* p) {
+  return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// 16-bit gray, 8 pixels a step: widened to int32 (exact), converted to float (exact below
-// 2^24), then the same sub and mul.
-__attribute__((target("avx2"))) int Gray16(const uint16_t* src, int width, float mean,
-                                           float inv_std, float* out) {
+// Gray (8- or 16-bit), 8 pixels a step: widened to int32, converted to float (exact below 2^24),
+// then one sub and one mul.
+template <typename T>
+__attribute__((target("avx2"))) int Gray(const T* src, int width, float mean, float inv_std,
+                                         float* out) {
   const __m256 m = _mm256_set1_ps(mean), inv = _mm256_set1_ps(inv_std);
   int x = 0;
   for (; x + 8 <= width; x += 8) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + x));
-    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(v));
+    const __m256 f = _mm256_cvtepi32_ps(Widen8(src + x));
     _mm256_storeu_ps(out + x, _mm256_mul_ps(_mm256_sub_ps(f, m), inv));
   }
   return x;
@@ -168,7 +164,7 @@ void RowAvx2(const uint8_t* src, int channels, int width, const float* mean, con
              float* dst, size_t plane) {
   int x = 0;
   if (channels == 1) {
-    x = Gray8(src, width, mean[0], inv_std[0], dst);
+    x = Gray(src, width, mean[0], inv_std[0], dst);
   } else if (channels == 3) {
     float* const out[3] = {dst, dst + plane, dst + 2 * plane};
     x = Rgb8(src, width, mean, inv_std, out);
@@ -207,7 +203,7 @@ void RowNormalizerF32::Row(const uint8_t* src, int width, float* dst, size_t pla
 void RowNormalizerF32::Row(const uint16_t* src, int width, float* dst, size_t plane) const {
   int x = 0;
 #ifdef DSPIPE_NORMALIZE_X86
-  if (avx2_ && channels_ == 1) x = Gray16(src, width, mean_[0], inv_std_[0], dst);
+  if (avx2_ && channels_ == 1) x = Gray(src, width, mean_[0], inv_std_[0], dst);
 #endif
   RowPlain(src, channels_, width, mean_, inv_std_, dst, plane, x);
 }
