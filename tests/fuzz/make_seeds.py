@@ -136,6 +136,12 @@ put("decode", "typed_png16", bytes([12]) + enc(".png", g16))
 put("decode", "typed_tiff16x4", bytes([12]) + enc(".tiff", stack16))
 put("decode", "typed_tiff_f32", bytes([12]) + enc(".tiff", f32))
 put("decode", "typed_mask16", bytes([13]) + enc(".png", g16))
+# 16-bit RGB and RGBA PNGs: the fast path (typed, op 12), and as a mask (op 13: not the fast
+# path, which takes gray masks only).
+rgb16 = np.dstack([g16, g16 + 7, g16 + 11])
+put("decode", "typed_png16_rgb", bytes([12]) + enc(".png", rgb16))
+put("decode", "typed_png16_rgba", bytes([12]) + enc(".png", np.dstack([rgb16, g16 + 5])))
+put("decode", "typed_mask16_rgb", bytes([13]) + enc(".png", rgb16))
 # libtiff's path (lib/codec/tiff.h): 5 planar uint16 channels, and 6 float32 channels in
 # tiles that overhang the image; typed (op 12), and planar 16-bit RGB as 8-bit (op 0).
 u16x5 = np.dstack([g16 + 7 * k for k in range(5)])
