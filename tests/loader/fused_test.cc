@@ -27,6 +27,32 @@ struct FusedScope {
   ~FusedScope() { loader::SetFusedDecodeEnabled(true); }
 };
 
+// want: the formula (float(x) - mean[c]) * (1.0f / std[c]) written out, planar. Checks that
+// RowNormalizerF32 (its SIMD code and its plain loop) gives exactly it, row by row, for h rows
+// of w pixels of p.channels interleaved samples (uint8 or uint16).
+template <typename T>
+std::vector<float> ExpectRowsAreTheFormula(const NormalizeParams& p, const std::vector<T>& src,
+                                           int h, int w) {
+  const int channels = p.channels;
+  const size_t plane = static_cast<size_t>(h) * w;
+  std::vector<float> want(src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    const size_t c = i % static_cast<size_t>(channels), px = i / static_cast<size_t>(channels);
+    want[c * plane + px] = (static_cast<float>(src[i]) - p.mean[c]) * (1.0f / p.std[c]);
+  }
+  for (bool plain : {false, true}) {
+    const normalize::RowNormalizerF32 norm(p, plain);
+    std::vector<float> got(src.size(), -7.0f);
+    for (int y = 0; y < h; ++y) {
+      norm.Row(src.data() + static_cast<size_t>(y) * w * channels, w,
+               got.data() + static_cast<size_t>(y) * w, plane);
+    }
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+        << sizeof(T) * 8 << "-bit, channels " << channels << " width " << w << " plain " << plain;
+  }
+  return want;
+}
+
 TEST(RowNormalizer, MatchesTheBatchKernelBitForBit) {
   std::mt19937 rng(3);
   for (int channels = 1; channels <= 4; ++channels) {
@@ -40,14 +66,11 @@ TEST(RowNormalizer, MatchesTheBatchKernelBitForBit) {
       const int h = 300 / w + 1;  // every uint8 value shows up in every channel
       std::vector<uint8_t> src(static_cast<size_t>(h) * w * channels);
       for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i < 256 ? i : rng());
-      // The table kernel (mirror forces it for every channel count) and the formula written
-      // out (the batch kernel itself runs RowNormalizerF32 for gray and RGB).
-      std::vector<float> want(src.size()), table(src.size());
-      const size_t plane = static_cast<size_t>(h) * w;
-      for (size_t i = 0; i < src.size(); ++i) {
-        const size_t c = i % static_cast<size_t>(channels), px = i / static_cast<size_t>(channels);
-        want[c * plane + px] = (static_cast<float>(src[i]) - p.mean[c]) * (1.0f / p.std[c]);
-      }
+      // The row normalizer and the table kernel (mirror forces it for every channel count)
+      // against the formula written out (the batch kernel itself runs RowNormalizerF32 for gray
+      // and RGB).
+      const std::vector<float> want = ExpectRowsAreTheFormula(p, src, h, w);
+      std::vector<float> table(src.size());
       std::vector<uint8_t> mirrored(src.size());
       for (int y = 0; y < h; ++y) {
         for (int x = 0; x < w; ++x) {
@@ -62,16 +85,6 @@ TEST(RowNormalizer, MatchesTheBatchKernelBitForBit) {
       ASSERT_TRUE(NormalizeNhwcToNchwF32(mirrored.data(), 1, h, w, mirror, table.data()).ok());
       ASSERT_EQ(std::memcmp(table.data(), want.data(), want.size() * sizeof(float)), 0)
           << "channels " << channels << " width " << w;
-      for (bool plain : {false, true}) {
-        const normalize::RowNormalizerF32 norm(p, plain);
-        std::vector<float> got(src.size(), -7.0f);
-        for (int y = 0; y < h; ++y) {
-          norm.Row(src.data() + static_cast<size_t>(y) * w * channels, w,
-                   got.data() + static_cast<size_t>(y) * w, plane);
-        }
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-            << "channels " << channels << " width " << w << " plain " << plain;
-      }
     }
   }
 }
@@ -93,22 +106,7 @@ TEST(RowNormalizer, SixteenBitRowsMatchTheFormulaBitForBit) {
       for (size_t i = 0; i < src.size(); ++i) {
         src[i] = static_cast<uint16_t>(i < 2 ? (i == 0 ? 0 : 65535) : rng());
       }
-      const size_t plane = static_cast<size_t>(h) * w;
-      std::vector<float> want(src.size());
-      for (size_t i = 0; i < src.size(); ++i) {
-        const size_t c = i % static_cast<size_t>(channels), px = i / static_cast<size_t>(channels);
-        want[c * plane + px] = (static_cast<float>(src[i]) - p.mean[c]) * (1.0f / p.std[c]);
-      }
-      for (bool plain : {false, true}) {
-        const normalize::RowNormalizerF32 norm(p, plain);
-        std::vector<float> got(src.size(), -7.0f);
-        for (int y = 0; y < h; ++y) {
-          norm.Row(src.data() + static_cast<size_t>(y) * w * channels, w,
-                   got.data() + static_cast<size_t>(y) * w, plane);
-        }
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-            << "channels " << channels << " width " << w << " plain " << plain;
-      }
+      ExpectRowsAreTheFormula(p, src, h, w);
     }
   }
 }

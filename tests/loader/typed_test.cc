@@ -64,6 +64,14 @@ void Write(const std::string& path, const cv::Mat& m) {
   ASSERT_TRUE(cv::imwrite(path, bgr)) << path;
 }
 
+// True when the loader decoded at least one sample on the fused path (DecodePath::kFused).
+bool TookTheFusedPath(Loader& loader) {
+  for (const DecodePathSummary& p : loader.stats().DecodePaths()) {
+    if (p.path == DecodePath::kFused && p.count > 0) return true;
+  }
+  return false;
+}
+
 // A CT-like slice: 12-bit values 0..4095, different per sample.
 cv::Mat CtSlice(int seed) {
   cv::Mat m(kH, kW, CV_16UC1);
@@ -223,11 +231,7 @@ TEST(TypedSamples, CtSlicesAndInstanceMasksComeOutAsTheirSourceValues) {
       ids.assign(got_ids, got_ids + 3 * kH * kW);
       const StageSummary decode = l->stats().Summary(Stage::kDecode);
       EXPECT_GT(decode.count, 0u);
-      bool any_fused = false;
-      for (const DecodePathSummary& p : l->stats().DecodePaths()) {
-        any_fused |= p.path == DecodePath::kFused && p.count > 0;
-      }
-      EXPECT_EQ(any_fused, on && store == StoreMode::kEncoded);
+      EXPECT_EQ(TookTheFusedPath(*l), on && store == StoreMode::kEncoded);
     }
     loader::SetFusedDecodeEnabled(true);
     EXPECT_EQ(fused, unfused);
@@ -292,11 +296,7 @@ TEST(TypedSamples, SixteenBitColorPngsTakeTheFusedPathAndKeepEveryValue) {
       for (int i = 0; i < 3; ++i) {
         raw[on].insert(raw[on].end(), nb.image(i).begin(), nb.image(i).end());
       }
-      bool fused = false;
-      for (const DecodePathSummary& p : l->stats().DecodePaths()) {
-        fused |= p.path == DecodePath::kFused && p.count > 0;
-      }
-      EXPECT_EQ(fused, on);
+      EXPECT_EQ(TookTheFusedPath(*l), on);
     }
     loader::SetFusedDecodeEnabled(true);
     EXPECT_EQ(got[1], got[0]);
