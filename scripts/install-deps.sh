@@ -22,13 +22,12 @@ TOOLS=(
   libwebp-dev libnifti2-dev libdcmtk-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
   libinih-dev libcsv-dev libarchive-dev libcli11-dev nlohmann-json3-dev libfmt-dev
 )
+# Everything: the tools' list, plus what the tests, the fuzzers, Python and the benches use
+# (libopencv-dev: OpenCV's CMake package, which the test builds find; package_subdir_consumer
+# builds without it).
 PKGS=(
-  build-essential cmake ninja-build pkg-config git ccache
-  liblmdb-dev lmdb-utils libopencv-dev libtbb-dev libzstd-dev zstd zlib1g-dev
-  libspng-dev libdeflate-dev libjpeg62-turbo-dev libexif-dev libtiff-dev libwebp-dev libnifti2-dev
-  libdcmtk-dev
-  libcurl4-openssl-dev libssl-dev libpugixml-dev libinih-dev
-  libcsv-dev libarchive-dev libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
+  "${TOOLS[@]}"
+  git ccache lmdb-utils libopencv-dev zstd libgtest-dev libgmock-dev
   python3 python3-dev python3-numpy python3-lmdb python3-opencv python3-venv python3-torch
   python3-pil imagemagick
   clang-14 libclang-rt-14-dev
