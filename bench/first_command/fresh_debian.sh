@@ -4,8 +4,10 @@
 # bookworm (the default variant: what `debootstrap` calls a base system, without compilers),
 # entered with chroot, given this checkout's files (tracked and untracked, not ignored), then
 # the command exactly as the README writes it, with each of its four parts timed.
-#   sudo bash bench/first_command/fresh_debian.sh [DIR]   (default /var/tmp/dspipe-fresh; root,
-#   about 1.5 GB of disk; needs debootstrap, which it installs, and the Debian mirror)
+#   sudo bash bench/first_command/fresh_debian.sh [DIR]
+# DIR (default /var/tmp/dspipe-fresh) is a new directory or an earlier run's; about 1.5 GB of
+# disk. Needs root (debootstrap, chroot, mount), debootstrap (installed when missing) and the
+# Debian mirror.
 # The base system is kept in DIR/base after the first run (a copy is used each time), so only
 # the first run pays for debootstrap. docs/MEASUREMENTS.md "The README's first command" has the
 # figures.
@@ -14,7 +16,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR=${1:-/var/tmp/dspipe-fresh}
 [ "$(id -u)" = 0 ] || { echo "fresh_debian.sh: run as root (debootstrap, chroot, mount)" >&2; exit 2; }
 command -v debootstrap > /dev/null || apt-get install -y -qq debootstrap > /dev/null
+# DIR is this script's own: new, empty, or marked by an earlier run; anything else is refused
+# (it deletes DIR/base and DIR/run).
+if [ -e "$DIR" ] && [ ! -f "$DIR/.dspipe-fresh" ] && [ -n "$(ls -A "$DIR")" ]; then
+  echo "fresh_debian.sh: $DIR exists and was not made by this script; pass a new directory" >&2
+  exit 2
+fi
 mkdir -p "$DIR"
+touch "$DIR/.dspipe-fresh"
 if [ ! -f "$DIR/base/etc/debian_version" ]; then
   rm -rf "$DIR/base"
   debootstrap bookworm "$DIR/base" http://deb.debian.org/debian > "$DIR/debootstrap.log"
@@ -28,7 +37,14 @@ ROOTFS="$DIR/run"
 cleanup() { umount "$ROOTFS/proc" "$ROOTFS/dev" 2> /dev/null || true; }
 trap cleanup EXIT
 cleanup
-rm -rf "$ROOTFS"
+# Never delete through a mount that did not come off (the bind-mounted /dev is the host's).
+for m in proc dev; do
+  if mountpoint -q "$ROOTFS/$m"; then
+    echo "fresh_debian.sh: $ROOTFS/$m is still mounted (umount it first)" >&2
+    exit 1
+  fi
+done
+rm -rf --one-file-system "$ROOTFS"
 cp -a "$DIR/base" "$ROOTFS"
 cp /etc/resolv.conf "$ROOTFS/etc/"
 mount -t proc proc "$ROOTFS/proc"
