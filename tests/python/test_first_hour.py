@@ -555,8 +555,15 @@ def test_install_docs_colab_line_uses_ubuntu_package_names():
     assert cell, "no apt-get cell in docs/INSTALL.md"
     colab = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", cell.group(1)))
     deps = open(os.path.join(root, "scripts", "install-deps.sh")).read()
-    debian = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", deps.split("PKGS=(")[1].split(")")[0]))
+    def dev_packages(name):
+        return set(re.findall(r"\b([a-z0-9][a-z0-9.+-]*-dev)\b", deps.split(f"\n{name}=(")[1].split(")")[0]))
+
+    # The full list is "${TOOLS[@]}" plus the test and Python packages; libopencv-dev holds the
+    # three module packages --tools installs instead of it.
+    debian = dev_packages("TOOLS") | dev_packages("PKGS")
     debian -= {"libgtest-dev", "libgmock-dev", "libclang-rt-14-dev"}  # tests only
+    debian -= {"libopencv-core-dev", "libopencv-imgproc-dev", "libopencv-imgcodecs-dev"}
+    assert "libopencv-dev" in debian and "libtbb-dev" in debian, sorted(debian)
     ubuntu = {"libjpeg-turbo8-dev" if p == "libjpeg62-turbo-dev" else p for p in debian}
     assert colab == ubuntu, (sorted(colab - ubuntu), sorted(ubuntu - colab))
 
