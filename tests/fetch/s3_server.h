@@ -204,9 +204,11 @@ class SeaweedServer {
       pid_ = -1;
       return false;
     }
-    // Ready when a signed ListBuckets succeeds; weed exiting (a port taken) or 120 s (a busy
-    // machine under ASan takes seconds) means it did not come up.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    // Ready when a signed ListBuckets succeeds; weed exiting (a port taken) or 240 s means it
+    // did not come up. The bound only ends a wait that would otherwise hang: a busy machine
+    // under ASan takes seconds, and an overloaded one (ctest -j4 beside a build on 2 cores) has
+    // taken over a minute. 240 s here and 240 s for the first PUT stay under ctest's 600 s.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
     while (std::chrono::steady_clock::now() < until) {
       int st = 0;
       if (::waitpid(pid_, &st, WNOHANG) == pid_) {
@@ -215,20 +217,20 @@ class SeaweedServer {
         *why = "weed exited: " + Tail(log);
         return false;
       }
-      if (Signed(Endpoint() + "/", "GET") == 200) return Writable(until, log, why);
+      if (Signed(Endpoint() + "/", "GET") == 200) return Writable(log, why);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     Kill();
-    *why = "no signed ListBuckets answer within 120 s: " + Tail(log);
+    *why = "no signed ListBuckets answer within 240 s: " + Tail(log);
     return false;
   }
 
   // Ready to write: a probe object (not empty: an empty one needs no volume) is PUT and removed
   // with its bucket, so a server that cannot store data (no writable volume: a full disk) fails
-  // here with weed's log, not later as a test's PUT retried for minutes.
-  bool Writable(std::chrono::steady_clock::time_point until, const std::string& log,
-                std::string* why) {
-    until = std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  // here with weed's log, not later as a test's PUT retried for minutes. Its own 240 s from
+  // the first answer: with 60 s, a test failed at 61.7 s on an overloaded machine.
+  bool Writable(const std::string& log, std::string* why) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
     const std::string bucket = Endpoint() + "/dspipe-probe";
     long put = 0;
     if (Signed(bucket, "PUT") == 200) {
