@@ -179,7 +179,7 @@ Status DecodeOpenCv(std::span<const uint8_t> bytes, int channels, cv::Mat* out) 
 // The fast path (png_fast.h) for a PNG ChoosePngDecoder routed there; same outputs as the
 // libspng path below.
 Status DecodePngFastTo(std::span<const uint8_t> bytes, const PngHeader& hdr, int channels,
-                       cv::Mat* out) {
+                       cv::Mat* out, PngAlphaScan* alpha = nullptr) {
   DSPIPE_RETURN_IF_ERROR(CheckImageSize("PNG header", hdr.width, hdr.height));
   const int h = static_cast<int>(hdr.height), w = static_cast<int>(hdr.width);
   if (channels == 1 && hdr.channels == 1) {
@@ -190,7 +190,9 @@ Status DecodePngFastTo(std::span<const uint8_t> bytes, const PngHeader& hdr, int
   if (channels == 3) FitMat(h, w, CV_8UC3, out);
   cv::Mat& dst = channels == 3 ? *out : rgb;
   if (channels != 3) dst.create(h, w, CV_8UC3);
-  DSPIPE_RETURN_IF_ERROR(DecodePngFast(bytes, hdr, 3, dst.data));
+  PngFastOptions options;
+  options.alpha = alpha;
+  DSPIPE_RETURN_IF_ERROR(DecodePngFast(bytes, hdr, 3, dst.data, options));
   if (channels == 1) cv::cvtColor(dst, *out, cv::COLOR_RGB2GRAY);
   return Status::OK();
 }
@@ -687,6 +689,26 @@ Status FindTransparency(std::span<const uint8_t> bytes, bool* opaque, int* row, 
     return Status::OK();
   } catch (const std::exception& e) {
     return FromException("FindTransparency", e);
+  }
+}
+
+Status DecodeImageFindingTransparency(std::span<const uint8_t> bytes, int channels, cv::Mat* out,
+                                      bool* opaque, int* row, int* col) {
+  try {
+    if (channels == 1 || channels == 3) {
+      if (const PngRoute route = ChoosePngDecoder(bytes); route.decoder == PngDecoder::kFast) {
+        PngAlphaScan scan;
+        DSPIPE_RETURN_IF_ERROR(DecodePngFastTo(bytes, route.header, channels, out, &scan));
+        *opaque = scan.opaque;
+        *row = static_cast<int>(scan.row);
+        *col = static_cast<int>(scan.col);
+        return Status::OK();
+      }
+    }
+    DSPIPE_RETURN_IF_ERROR(FindTransparency(bytes, opaque, row, col));
+    return DecodeImage(bytes, channels, out);
+  } catch (const std::exception& e) {
+    return FromException("DecodeImageFindingTransparency", e);
   }
 }
 

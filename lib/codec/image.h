@@ -184,4 +184,11 @@ bool JpegRegionDecode();
 // without alpha is opaque. Errors as Probe's.
 Status FindTransparency(std::span<const uint8_t> bytes, bool* opaque, int* row, int* col);
 
+// DecodeImage(bytes, channels, out) and FindTransparency's answer, from one decode where the
+// fast PNG decoder takes the file (an 8-bit gray+alpha or RGBA PNG: the alpha samples are read
+// as the rows are converted). Other files are decoded twice, as by the two calls. The pixels
+// are DecodeImage's; errors are DecodeImage's or FindTransparency's.
+Status DecodeImageFindingTransparency(std::span<const uint8_t> bytes, int channels, cv::Mat* out,
+                                      bool* opaque, int* row, int* col);
+
 }  // namespace dspipe::codec

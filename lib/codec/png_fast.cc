@@ -141,6 +141,25 @@ void RowToRgb(const uint8_t* row, int channels, uint32_t width, bool mirror, uin
   }
 }
 
+// The first pixel of an unfiltered gray+alpha (channels 2) or RGBA (4) row whose alpha sample,
+// the pixel's last byte, is below 255; width when there is none. SSE2 compares 16 bytes at once.
+uint32_t FirstTranslucent(const uint8_t* row, int channels, uint32_t width) {
+  uint32_t x = 0;
+#if defined(__SSE2__)
+  const int per = 16 / channels;                           // pixels per 16 bytes
+  const int alpha_bits = channels == 4 ? 0x8888 : 0xAAAA;  // the alpha bytes' lanes
+  const __m128i full = _mm_set1_epi8(static_cast<char>(0xFF));
+  for (; x + static_cast<uint32_t>(per) <= width; x += static_cast<uint32_t>(per)) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + size_t{x} * channels));
+    if ((_mm_movemask_epi8(_mm_cmpeq_epi8(v, full)) & alpha_bits) != alpha_bits) break;
+  }
+#endif
+  for (; x < width; ++x) {
+    if (row[size_t{x} * channels + channels - 1] != 255) return x;
+  }
+  return width;
+}
+
 void MirrorPlain(const uint8_t* src, int bpp, uint32_t width, uint8_t* dst, uint32_t from) {
   const size_t b = static_cast<size_t>(bpp);
   for (uint32_t x = from; x < width; ++x) {
@@ -412,6 +431,11 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
         Row16ToHost(row + 1, header.width, header.channels, mirror,
                     reinterpret_cast<uint16_t*>(out));
       } else {
+        PngAlphaScan* scan = options.alpha;
+        if (scan != nullptr && scan->opaque && header.channels % 2 == 0) {
+          const uint32_t x = FirstTranslucent(row + 1, header.channels, header.width);
+          if (x < header.width) *scan = PngAlphaScan{false, y, x};
+        }
         RowToRgb(row + 1, header.channels, header.width, mirror, out);
       }
     }

@@ -73,11 +73,24 @@ class PngRowSink {
   virtual void Row(uint32_t y, const uint8_t* row) = 0;
 };
 
+// Whether an 8-bit image's alpha channel holds a transparent pixel, found while it decodes.
+struct PngAlphaScan {
+  bool opaque = true;  // every alpha sample is 255 (also for an image without alpha)
+  // The first pixel, in the image's row-major order (not mirrored), whose alpha is below 255;
+  // valid when !opaque.
+  uint32_t row = 0;
+  uint32_t col = 0;
+};
+
 struct PngFastOptions {
   // Write the image mirrored left-right: dst(y, x) = image(y, width - 1 - x). Default off.
   bool mirror = false;
   // Handed every finished row; nullptr (default) for none.
   PngRowSink* sink = nullptr;
+  // Filled in for an 8-bit gray+alpha or RGBA PNG (the alpha samples are read as the rows are
+  // converted, so it costs no second decode); nullptr (default) for no scan. Left as it is
+  // (opaque) for the other color types and for 16-bit PNGs.
+  PngAlphaScan* alpha = nullptr;
 };
 
 // Decodes a PNG that ChoosePngDecoder routed to kFast (header is its PngRoute::header) into dst,

@@ -414,23 +414,21 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   // Kept as it is (SampleType): decoded with its own type and channels, stored typed.
   const bool typed = type != SampleType::kUint8 && !reduce;
   if (!typed) type = SampleType::kUint8;
-  if (!typed && (probe.channels == 2 || probe.channels == 4) && !o.drop_alpha) {
-    // 8-bit samples are stored RGB or gray: the alpha channel is not kept. An opaque one holds
-    // nothing, so it goes; a transparent pixel is data, dropped only when asked for.
-    bool opaque = true;
-    int row = 0, col = 0;
-    s = codec::FindTransparency(Bytes(img_bytes), &opaque, &row, &col);
-    if (!s.ok()) return Reject(item.image, s);
-    if (!opaque) {
-      return Reject(
-          item.image,
-          Status::BadInput("an alpha channel with transparent pixels (the first at row " +
-                           std::to_string(row) + ", column " + std::to_string(col) +
-                           "), and 8-bit images are stored as RGB or gray, without alpha; pass " +
-                           Opt("BuildOptions::drop_alpha", "true") +
-                           " to store the colour channels and drop the alpha knowingly"));
-    }
-  }
+  // 8-bit samples are stored RGB or gray: the alpha channel is not kept. An opaque one holds
+  // nothing, so it goes; a transparent pixel is data, dropped only when asked for. Checked in
+  // the decode below when there is one (one decode of a PNG instead of two), else here.
+  const bool check_alpha = !typed && (probe.channels == 2 || probe.channels == 4) && !o.drop_alpha;
+  bool opaque = true;
+  int alpha_row = 0, alpha_col = 0;
+  const auto transparent = [&] {
+    return Reject(
+        item.image,
+        Status::BadInput("an alpha channel with transparent pixels (the first at row " +
+                         std::to_string(alpha_row) + ", column " + std::to_string(alpha_col) +
+                         "), and 8-bit images are stored as RGB or gray, without alpha; pass " +
+                         Opt("BuildOptions::drop_alpha", "true") +
+                         " to store the colour channels and drop the alpha knowingly"));
+  };
   out->image_gray = !typed && !o.gray && probe.channels <= 2;
   // The output size: --resize, or --max-side shrinking the longer side (aspect kept).
   const int src_w = probe.width, src_h = probe.height;
@@ -470,14 +468,26 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   // Typed images are always decoded: their channel count is what the decode gives.
   const bool decode =
       raw || resize || reduce || jpeg || typed || want_stats || o.check == CheckLevel::kDecode;
+  if (check_alpha && !decode) {
+    s = codec::FindTransparency(Bytes(img_bytes), &opaque, &alpha_row, &alpha_col);
+    if (!s.ok()) return Reject(item.image, s);
+    if (!opaque) return transparent();
+  }
   cv::Mat img;
   if (decode) {
     if (pages) {
       img = stacked;
     } else {
-      s = typed ? codec::DecodeTyped(Bytes(img_bytes), type, false, &img)
-                : codec::DecodeImage(Bytes(img_bytes), channels, &img);
+      if (typed) {
+        s = codec::DecodeTyped(Bytes(img_bytes), type, false, &img);
+      } else if (check_alpha) {
+        s = codec::DecodeImageFindingTransparency(Bytes(img_bytes), channels, &img, &opaque,
+                                                  &alpha_row, &alpha_col);
+      } else {
+        s = codec::DecodeImage(Bytes(img_bytes), channels, &img);
+      }
       if (!s.ok()) return Reject(item.image, s);
+      if (!opaque) return transparent();
     }
     if (typed && o.gray && img.channels() != 1 && img.channels() != 3 && img.channels() != 4) {
       return Reject(item.image,

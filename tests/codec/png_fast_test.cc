@@ -577,6 +577,58 @@ TEST(PngFastExact, LibspngEncodesWithEveryFilterForced) {
   EXPECT_EQ(fast, total);  // every one of these is a fast-path file
 }
 
+// dsconvert build's alpha check (8-bit gray+alpha and RGBA: a transparent pixel is refused) is
+// read from the build's own decode on the fast path: the same answer as FindTransparency (the
+// first pixel below 255, in row-major order, wherever the SIMD scan's 16-byte blocks end) and
+// the same pixels as DecodeImage, for both decoders and both output channel counts.
+TEST(PngFastAlpha, OneDecodeGivesFindTransparencysAnswerAndDecodeImagesPixels) {
+  int fast_files = 0;
+  for (int w : {1, 2, 3, 5, 8, 9, 15, 16, 17, 31, 33, 130}) {
+    for (auto [color, channels] : {std::pair{4, 2}, std::pair{6, 4}}) {
+      // -1: opaque; else the pixel index of the first translucent pixel (a later one too).
+      for (int first : {-1, 0, w - 1, w, 2 * w + w / 2, 3 * w - 1}) {
+        cv::Mat img(3, w, CV_8UC(channels));
+        cv::randu(img, 0, 256);
+        for (int i = 0; i < 3 * w; ++i) img.data[i * channels + channels - 1] = 255;
+        if (first >= 0) {
+          img.data[first * channels + channels - 1] = 254;
+          if (first + 1 < 3 * w) img.data[(3 * w - 1) * channels + channels - 1] = 0;
+        }
+        const std::string png = SpngEncode(img, color, SPNG_FILTER_CHOICE_ALL, 6);
+        const std::string what = "w " + std::to_string(w) + " color type " + std::to_string(color) +
+                                 " first " + std::to_string(first);
+        fast_files += ChoosePngDecoder(AsBytes(png)).decoder == PngDecoder::kFast;
+        for (bool fast : {true, false}) {
+          FastPathScope scope(fast);
+          bool want_opaque = false;
+          int want_row = -1, want_col = -1;
+          ASSERT_TRUE(FindTransparency(AsBytes(png), &want_opaque, &want_row, &want_col).ok());
+          EXPECT_EQ(want_opaque, first < 0) << what;
+          if (first >= 0) {
+            EXPECT_EQ(want_row * w + want_col, first) << what;
+          }
+          for (int out_channels : {1, 3}) {
+            cv::Mat want, got;
+            ASSERT_TRUE(DecodeImage(AsBytes(png), out_channels, &want).ok());
+            bool opaque = !want_opaque;
+            int row = -1, col = -1;
+            const Status s = DecodeImageFindingTransparency(AsBytes(png), out_channels, &got,
+                                                            &opaque, &row, &col);
+            ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
+            EXPECT_TRUE(SameMat(got, want)) << what << " fast " << fast;
+            EXPECT_EQ(opaque, want_opaque) << what << " fast " << fast;
+            if (!want_opaque) {
+              EXPECT_EQ(row, want_row) << what << " fast " << fast;
+              EXPECT_EQ(col, want_col) << what << " fast " << fast;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(fast_files, 12 * 2 * 6);  // every one of these is a fast-path file
+}
+
 // 16-bit gray, RGB and RGBA PNGs (CT / MR slices, instance maps, 16-bit color) take the fast
 // path through DecodeTyped: the same samples as libpng's decode (OpenCV imdecode; RGB(A) order)
 // for every filter, width and content, mirrored rows as cv::flip; 16-bit gray+alpha and 8-bit
