@@ -29,6 +29,8 @@ inline std::string OptionName(std::string_view field, std::string_view value) {
       {"BuildOptions::resize_height", "--size"},
       {"BuildOptions::spacing_rows", "--spacing"},
       {"BuildOptions::spacing_cols", "--spacing"},
+      {"BuildOptions::slice_height", "--slice-size"},
+      {"BuildOptions::slice_width", "--slice-size"},
       {"BuildOptions::archive_buffer_bytes", "--archive-buffer-mb"},
       {"BuildOptions::commit_bytes", "--commit-mb"},
       {"BuildOptions::check", "--check"},

@@ -131,6 +131,16 @@ struct BuildOptions {
   // sources.
   double spacing_rows = 0;
   double spacing_cols = 0;
+  // Volume sources: every slice padded or cropped, about its centre, to slice_height x
+  // slice_width (after spacing_*), as MONAI's ResizeWithPadOrCropd(spatial_size=(h, w)) with
+  // its defaults: a side longer than asked is cropped to start at n / 2 - want / 2 (integer
+  // halves), a shorter one padded with 0 (want - n) / 2 before and the rest after; the label
+  // alike (0, background). Nothing is resampled: the spacing is kept. The volumes table gives
+  // each volume's "sized" grid (slice shape, offset, affine) for putting predictions back.
+  // Both 0 (default) = the slices' own size; else both 1..DecodeLimits::max_side. Refused for
+  // other sources (--resize sizes 2D images).
+  int slice_height = 0;
+  int slice_width = 0;
   bool shuffle = false;  // record order = a seeded permutation of the sources
   uint64_t seed = 0;
   int threads = 0;  // oneTBB workers; 0 = all cores this process may use

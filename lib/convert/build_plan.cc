@@ -188,23 +188,37 @@ json Builder::VolumeTable(volume::SliceAxis axis, const std::vector<std::string>
       e["spacing"] = {in.canon_spacing[0], in.canon_spacing[1], in.canon_spacing[2]};
       e["slice_spacing"] = {sp[0], sp[1]};
       e["affine"] = affine;
+      int row = 0, col = 0;
+      volume::PlaneAxes(axis, &row, &col);
+      const size_t r_ax = static_cast<size_t>(row), c_ax = static_cast<size_t>(col);
+      // The grid the records are on, step by step: the canonical one, resampled, sized.
+      std::vector<std::vector<double>> grid;
+      for (const auto& r : in.canon_affine) grid.emplace_back(r.begin(), r.end());
+      std::array<int64_t, 2> hw = {in.canon_dim[row], in.canon_dim[col]};
       if (o_.spacing_rows > 0) {
-        // The slices' grid after resampling: the in-plane axes' affine columns scaled by
-        // target / own spacing, the first voxel centre (the translation) unchanged.
-        int row = 0, col = 0;
-        volume::PlaneAxes(axis, &row, &col);
+        // After resampling: the in-plane axes' affine columns scaled by target / own
+        // spacing, the first voxel centre (the translation) unchanged.
         const double scale_r = o_.spacing_rows / sp[0], scale_c = o_.spacing_cols / sp[1];
-        json resampled_affine = json::array();
-        for (const auto& r : in.canon_affine) {
-          std::vector<double> rr(r.begin(), r.end());
-          rr[static_cast<size_t>(row)] *= scale_r;
-          rr[static_cast<size_t>(col)] *= scale_c;
-          resampled_affine.push_back(rr);
+        for (std::vector<double>& r : grid) {
+          r[r_ax] *= scale_r;
+          r[c_ax] *= scale_c;
         }
-        const std::array<int64_t, 2> hw = ResampledSliceShape(in, axis);
+        hw = ResampledSliceShape(in, axis);
         e["resampled"] = {{"slice_shape", {hw[0], hw[1]}},
                           {"slice_spacing", {o_.spacing_rows, o_.spacing_cols}},
-                          {"affine", resampled_affine}};
+                          {"affine", grid}};
+      }
+      if (o_.slice_height > 0) {
+        // After padding or cropping: record pixel (i, j) is pixel (i + offset[0],
+        // j + offset[1]) of the grid before, so the origin moves by the offset.
+        const int64_t off_r = volume::PadCropStart(hw[0], o_.slice_height);
+        const int64_t off_c = volume::PadCropStart(hw[1], o_.slice_width);
+        for (std::vector<double>& r : grid) {
+          r[3] += r[r_ax] * static_cast<double>(off_r) + r[c_ax] * static_cast<double>(off_c);
+        }
+        e["sized"] = {{"slice_shape", {o_.slice_height, o_.slice_width}},
+                      {"offset", {off_r, off_c}},
+                      {"affine", grid}};
       }
     }
     auto k = kept.find(image);
@@ -218,6 +232,7 @@ json Builder::VolumeTable(volume::SliceAxis axis, const std::vector<std::string>
   if (!sources_.channel_names.empty()) table["channel_names"] = sources_.channel_names;
   if (o_.skip_empty) table["skip_empty"] = true;
   if (o_.spacing_rows > 0) table["resampled_spacing"] = {o_.spacing_rows, o_.spacing_cols};
+  if (o_.slice_height > 0) table["slice_size"] = {o_.slice_height, o_.slice_width};
   // Every record of a build with labels has its class counts in the foreground table.
   if (sources_.has_masks) table["foreground"] = true;
   return table;
@@ -471,14 +486,18 @@ Status Builder::Plan(bool fresh) {
       ScanSources(o_.source, o_.plain, &sources_, o_.archive_buffer_bytes, env_, axis));
   if (sources_.kind == "volumes") {
     DSPIPE_RETURN_IF_ERROR(CheckVolumeOptions());
-  } else if (o_.skip_empty || o_.context > 0 || o_.spacing_rows > 0) {
+  } else if (o_.skip_empty || o_.context > 0 || o_.spacing_rows > 0 || o_.slice_height > 0) {
     return Status::InvalidArgument(
         o_.source + ": " +
-        (o_.skip_empty      ? Opt("BuildOptions::skip_empty")
-         : o_.context > 0 ? Opt("BuildOptions::context")
-                          : Opt("BuildOptions::spacing_rows,BuildOptions::spacing_cols")) +
+        (o_.skip_empty         ? Opt("BuildOptions::skip_empty")
+         : o_.context > 0      ? Opt("BuildOptions::context")
+         : o_.spacing_rows > 0 ? Opt("BuildOptions::spacing_rows,BuildOptions::spacing_cols")
+                               : Opt("BuildOptions::slice_height,BuildOptions::slice_width")) +
         " applies to volume sources (a folder of NIfTI volumes, docs/VOLUMES.md), and this is a " +
-        sources_.kind + " source of 2D images: drop it");
+        sources_.kind + " source of 2D images: drop it" +
+        (o_.slice_height > 0 ? "; 2D images are sized by " +
+                                   Opt("BuildOptions::resize_height,BuildOptions::resize_width")
+                             : std::string()));
   }
   DSPIPE_RETURN_IF_ERROR(CheckEmptyClasses());
   plain_ = sources_.plain;  // its pairing line and warnings were logged when it was opened

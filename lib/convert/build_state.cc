@@ -430,6 +430,7 @@ json Fingerprint(const BuildOptions& o, const std::string& source_abs) {
   if (o.skip_empty) f["skip_empty"] = true;
   if (o.context != 0) f["context"] = o.context;
   if (o.spacing_rows > 0) f["spacing"] = {o.spacing_rows, o.spacing_cols};
+  if (o.slice_height > 0) f["slice_size"] = {o.slice_height, o.slice_width};
   // An archive source is identified by its size too: a replaced or truncated archive is a
   // different source (its entry numbers are in the stored plan).
   if (IsArchiveSource(o.source)) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "dspipe/limits.h"
 #include "format/manifest.h"
 
 namespace dspipe {
@@ -131,6 +132,19 @@ Status ValidateBuildOptions(const BuildOptions& o) {
         Opt("BuildOptions::spacing_rows,BuildOptions::spacing_cols") +
         " (rows, columns) must be both 0 (the volumes' own) or both 0.01..1000 mm, got " +
         G(o.spacing_rows) + " and " + G(o.spacing_cols));
+  }
+  const DecodeLimits lim = GetDecodeLimits();
+  if (!(o.slice_height == 0 && o.slice_width == 0) &&
+      !(o.slice_height >= 1 && o.slice_width >= 1 &&
+        static_cast<uint32_t>(o.slice_height) <= lim.max_side &&
+        static_cast<uint32_t>(o.slice_width) <= lim.max_side &&
+        uint64_t(o.slice_height) * uint64_t(o.slice_width) <= lim.max_pixels)) {
+    return Status::InvalidArgument(
+        Opt("BuildOptions::slice_height,BuildOptions::slice_width") +
+        " (height, width) must be both 0 (the slices' own size) or both 1.." +
+        std::to_string(lim.max_side) + " with at most " + std::to_string(lim.max_pixels) +
+        " pixels (the decode limits), got " + std::to_string(o.slice_height) + " and " +
+        std::to_string(o.slice_width));
   }
   if (o.max_side < 0) {
     return Status::InvalidArgument(Opt("BuildOptions::max_side") + " must be >= 0 (0 = off), got " +

@@ -267,6 +267,9 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
   const std::array<double, 2> own = volume::SliceSpacing(v->info, axis);
   const std::array<double, 2> target = {o.spacing_rows, o.spacing_cols};
   if (resample) volume::ResampleSlice(img, own, target, /*nearest=*/false, &img);
+  // --slice-size: padded or cropped about the centre, the label below likewise.
+  const bool sized = o.slice_height > 0;
+  if (sized) volume::PadCropSlice(img, o.slice_height, o.slice_width, &img);
   const SampleType image_type = resample ? SampleType::kFloat32 : v->type;
   const bool raw = o.store == StoreMode::kRaw;
   if (want_stats) AddStats(img, out);
@@ -295,6 +298,7 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
     s = volume::ExtractSlice(*lv, axis, item.slice, &mask);
     if (!s.ok()) return s.WithPath(item.mask);
     if (resample) volume::ResampleSlice(mask, own, target, /*nearest=*/true, &mask);
+    if (sized) volume::PadCropSlice(mask, o.slice_height, o.slice_width, &mask);
     if (!o.mask_map.empty()) {
       uint8_t lut[256];
       DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));

@@ -171,6 +171,10 @@ void DescribeVolumes(const nlohmann::json& v, int64_t empty_slices, std::ostream
                   v.at("resampled_spacing").at(1).get<double>());
     o << t;
   }
+  if (v.contains("slice_size")) {
+    o << "; padded or cropped to " << v.at("slice_size").at(0).get<int>() << "x"
+      << v.at("slice_size").at(1).get<int>() << " (HxW)";
+  }
   if (skipped > 0) o << "; " << skipped << " skipped (rejected.tsv)";
   if (v.value("skip_empty", false)) {
     o << "; " << empty_slices << " slices with an empty label left out (--skip-empty)";

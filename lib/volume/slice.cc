@@ -230,6 +230,23 @@ void ResampleSlice(const cv::Mat& in, const std::array<double, 2>& from,
   *out = std::move(dst);
 }
 
+int64_t PadCropStart(int64_t n, int64_t want) {
+  return n >= want ? n / 2 - want / 2 : -((want - n) / 2);
+}
+
+void PadCropSlice(const cv::Mat& in, int rows, int cols, cv::Mat* out) {
+  const int64_t r0 = PadCropStart(in.rows, rows), c0 = PadCropStart(in.cols, cols);
+  // The input's part that lands in the output, and where it lands.
+  const int ys = static_cast<int>(std::max<int64_t>(r0, 0));
+  const int xs = static_cast<int>(std::max<int64_t>(c0, 0));
+  const int h = std::min(in.rows - ys, rows), w = std::min(in.cols - xs, cols);
+  const int top = static_cast<int>(std::max<int64_t>(-r0, 0));
+  const int left = static_cast<int>(std::max<int64_t>(-c0, 0));
+  cv::Mat dst(rows, cols, in.type(), cv::Scalar::all(0));  // `out` may be `in`
+  in(cv::Rect(xs, ys, w, h)).copyTo(dst(cv::Rect(left, top, w, h)));
+  *out = std::move(dst);
+}
+
 Status CheckLabelMatches(const VolumeInfo& image, const VolumeInfo& label) {
   auto both = [&] { return label.path + " does not match its image " + image.path + ": "; };
   for (int a = 0; a < 3; ++a) {

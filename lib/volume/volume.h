@@ -146,6 +146,14 @@ int64_t ResampledLength(int64_t n, double from, double to);
 void ResampleSlice(const cv::Mat& in, const std::array<double, 2>& from,
                    const std::array<double, 2>& to, bool nearest, cv::Mat* out);
 
+// A fixed slice size, as MONAI's ResizeWithPadOrCrop with its defaults (CenterSpatialCrop,
+// then SpatialPad "symmetric" with constant 0): along a side of n voxels made `want` long,
+// output voxel i is input voxel i + PadCropStart(n, want); voxels that fall outside are 0.
+// Cropping starts at n / 2 - want / 2 (integer halves); padding puts (want - n) / 2 before.
+int64_t PadCropStart(int64_t n, int64_t want);
+// An HxWxC slice of any type padded or cropped to rows x cols by PadCropStart on each side.
+void PadCropSlice(const cv::Mat& in, int rows, int cols, cv::Mat* out);
+
 // Image and label agree: the same canonical shape, and affines equal within 1e-3 mm (+1e-4 per
 // mm of scale). Else kBadInput naming both files and the first difference.
 Status CheckLabelMatches(const VolumeInfo& image, const VolumeInfo& label);

@@ -167,6 +167,8 @@ class BuildOptions:
     context: int
     spacing_rows: float
     spacing_cols: float
+    slice_height: int
+    slice_width: int
     shuffle: bool
     seed: int
     threads: int

@@ -87,6 +87,7 @@ class BuildArgs(_PlainArgs, total=False):
     drop_alpha: bool
     context: int
     spacing: tuple[float, float] | float | None
+    slice_size: tuple[int, int] | int | None
     shuffle: bool
     seed: int
     threads: int

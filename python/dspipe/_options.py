@@ -14,6 +14,7 @@ Adding a keyword: one line in the table (+ a row in docs/PYTHON.md's option tabl
 from __future__ import annotations
 
 import difflib
+import operator
 import os
 import warnings
 from dataclasses import dataclass
@@ -57,6 +58,16 @@ def _size(v: Any) -> tuple[int, int]:
         return 0, 0
     h, w = v
     return int(h), int(w)
+
+
+def _square_or_size(v: Any) -> tuple[int, int]:
+    """(height, width), or one number for both; None = keep."""
+    if v is None:
+        return 0, 0
+    if not hasattr(v, "__len__"):
+        return operator.index(v), operator.index(v)
+    h, w = v
+    return operator.index(h), operator.index(w)
 
 
 def _spacing(v: Any) -> tuple[float, float]:
@@ -287,6 +298,10 @@ BUILD: dict[str, Kwarg] = {
                  "volume sources: resample slices in plane to (rows, cols) mm, or one number "
                  "for both (images bilinear, stored float32; labels nearest; as MONAI's "
                  "Spacingd); None = the volumes' own", _spacing, "None"),
+    "slice_size": K("BuildOptions::slice_height BuildOptions::slice_width",
+                    "volume sources: pad or crop every slice about its centre to (height, "
+                    "width), or one number for both (after spacing; padding 0; as MONAI's "
+                    "ResizeWithPadOrCropd); None = the slices' own", _square_or_size, "None"),
     "shuffle": K("BuildOptions::shuffle", "record order = a seeded permutation"),
     "seed": K("BuildOptions::seed", "the permutation's seed"),
     "threads": K("BuildOptions::threads", "workers; 0 = the CPUs this process may use"),

@@ -881,5 +881,174 @@ TEST(VolumeSlices, SpacingMisuseIsRefused) {
   EXPECT_EQ(r.records, 13u);
 }
 
+// ---- a fixed slice size (BuildOptions::slice_height / slice_width)
+
+// Worked by hand: MONAI's ResizeWithPadOrCrop crops from n / 2 - want / 2 and pads (want - n)
+// / 2 before, per side; values and types are kept, padding is 0.
+TEST(VolumeSlices, PadCropSliceCropsAboutTheCentreAndPadsSymmetrically) {
+  EXPECT_EQ(PadCropStart(6, 3), 2);  // 3 - 1: voxels 2, 3, 4
+  EXPECT_EQ(PadCropStart(5, 2), 1);  // 2 - 1
+  EXPECT_EQ(PadCropStart(5, 4), 0);  // 2 - 2: the last voxel dropped
+  EXPECT_EQ(PadCropStart(4, 4), 0);
+  EXPECT_EQ(PadCropStart(4, 7), -1);  // 3 to pad: 1 before, 2 after
+  EXPECT_EQ(PadCropStart(4, 5), 0);   // 1 to pad: after
+  EXPECT_EQ(PadCropStart(1, 512), -255);
+
+  cv::Mat in(4, 6, CV_16SC2);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 6; ++x) in.at<cv::Vec2s>(y, x) = cv::Vec2s(-100 * y - x, 10 * y + x);
+  cv::Mat out;
+  PadCropSlice(in, 7, 3, &out);  // rows padded (1 before, 2 after), columns 2..4 kept
+  ASSERT_EQ(out.type(), CV_16SC2);
+  ASSERT_EQ(out.size(), cv::Size(3, 7));
+  for (int y = 0; y < 7; ++y) {
+    for (int x = 0; x < 3; ++x) {
+      const int sy = y - 1, sx = x + 2;
+      const cv::Vec2s want =
+          sy >= 0 && sy < 4 ? cv::Vec2s(-100 * sy - sx, 10 * sy + sx) : cv::Vec2s(0, 0);
+      EXPECT_EQ(out.at<cv::Vec2s>(y, x), want) << y << "," << x;
+    }
+  }
+  PadCropSlice(in, 4, 6, &out);  // the same size: the same pixels
+  EXPECT_TRUE(Equal(out, in));
+  const cv::Mat floats(2, 2, CV_32FC1, cv::Scalar(1.5f));
+  PadCropSlice(floats, 1, 5, &out);  // rows cropped to row 1, columns 1 before, 2 after
+  ASSERT_EQ(out.type(), CV_32FC1);
+  const float want[5] = {0, 1.5f, 1.5f, 0, 0};
+  for (int x = 0; x < 5; ++x) EXPECT_EQ(out.at<float>(0, x), want[x]) << x;
+}
+
+// A build with a slice size: every record is its slice (and its label) padded or cropped, in
+// both stores, with and without spacing; the volumes table gives the offset and the moved
+// affine; info says so; and the CLI reads --slice-size height first.
+TEST(VolumeSlices, SliceSizePadsOrCropsEveryRecordAndItsLabel) {
+  Task t;
+  for (bool resample : {false, true}) {
+    for (StoreMode store : {StoreMode::kEncoded, StoreMode::kRaw}) {
+      SCOPED_TRACE(std::string(resample ? "spacing " : "") +
+                   (store == StoreMode::kRaw ? "raw" : "encoded"));
+      BuildOptions o = Options(t.src, t.dir / (std::string(resample ? "sp" : "") +
+                                               (store == StoreMode::kRaw ? "raw" : "enc")));
+      o.store = store;
+      o.slice_height = 4;  // 6 rows (9 resampled) cropped
+      o.slice_width = 8;   // 5 columns (4 resampled) padded
+      if (resample) o.spacing_rows = 0.5, o.spacing_cols = 1.2;
+      BuildResult r;
+      ASSERT_OK(BuildDataset(o, &r));
+      ASSERT_EQ(r.records, 13u);
+      SliceTable table;
+      ASSERT_OK(ReadSliceTable(o.output, &table));
+      std::vector<Rec> recs;
+      ASSERT_OK(dspipe::testing::ReadRecords(o.output, &recs));
+      ASSERT_EQ(recs.size(), 13u);
+      std::map<std::string, Volume> images, labels;
+      for (size_t i = 0; i < recs.size(); ++i) {
+        SCOPED_TRACE("record " + std::to_string(i));
+        const std::string image = table.images.at(static_cast<size_t>(table.volume[i]));
+        const std::string name = fs::path(image).filename().string().substr(0, 1);
+        if (!images.count(name)) {
+          ASSERT_OK(ReadNifti(t.Image(name), false, &images[name]));
+          ASSERT_OK(ReadNifti(t.Label(name), true, &labels[name]));
+        }
+        ASSERT_EQ(recs[i].header.height, 4u);
+        ASSERT_EQ(recs[i].header.width, 8u);
+        cv::Mat want, want_label;
+        ASSERT_OK(ExtractSlice(images[name], SliceAxis::kAxial, table.slice[i], &want));
+        ASSERT_OK(ExtractSlice(labels[name], SliceAxis::kAxial, table.slice[i], &want_label));
+        const std::array<double, 2> own = SliceSpacing(images[name].info, SliceAxis::kAxial);
+        if (resample) {
+          ResampleSlice(want, own, {0.5, 1.2}, false, &want);
+          ResampleSlice(want_label, own, {0.5, 1.2}, true, &want_label);
+        }
+        PadCropSlice(want, 4, 8, &want);
+        PadCropSlice(want_label, 4, 8, &want_label);
+        EXPECT_TRUE(Equal(Decode(recs[i], false), want));
+        EXPECT_TRUE(Equal(Decode(recs[i], true), want_label));
+        const std::map<uint32_t, uint32_t> n = Count(want_label);
+        for (uint32_t c = 0; c < 3; ++c) {
+          EXPECT_EQ(table.foreground[i * 3 + c], n.count(c) ? n.at(c) : 0u) << "class " << c;
+        }
+      }
+      const json v = Manifest(o.output).at("volumes");
+      EXPECT_EQ(v.at("slice_size"), json::array({4, 8}));
+      const json& a = v.at("list")[0];
+      const json& sized = a.at("sized");
+      EXPECT_EQ(sized.at("slice_shape"), json::array({4, 8}));
+      // 6 rows -> 4: from row 1; 5 columns -> 8: 1 before. Resampled, 9 -> 4: from 2; 4 -> 8: 2.
+      EXPECT_EQ(sized.at("offset"), resample ? json::array({2, -2}) : json::array({1, -1}));
+      const json& before = resample ? a.at("resampled").at("affine") : a.at("affine");
+      const std::array<double, 2> off = {sized.at("offset")[0].get<double>(),
+                                         sized.at("offset")[1].get<double>()};
+      for (int row = 0; row < 4; ++row) {
+        for (int col = 0; col < 3; ++col) EXPECT_EQ(sized.at("affine")[row][col], before[row][col]);
+        EXPECT_NEAR(sized.at("affine")[row][3].get<double>(),
+                    before[row][3].get<double>() + before[row][0].get<double>() * off[0] +
+                        before[row][1].get<double>() * off[1],
+                    1e-12);
+      }
+      std::string text;
+      ASSERT_OK(DescribeDataset(o.output, &text));
+      EXPECT_TRUE(Contains(text, "padded or cropped to 4x8 (HxW)")) << text;
+    }
+  }
+  using dspipe::testing::RunTool;
+  auto run = RunTool({"build", t.src, t.dir / "cli", "--slice-size", "4x8", "-q"}, t.dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  run = RunTool({"info", t.dir / "cli"}, t.dir.path());
+  EXPECT_TRUE(Contains(run.output, "padded or cropped to 4x8 (HxW)")) << run.output;
+  for (const char* bad : {"4x", "4", "4x8x1", "-4x8", "0x8"}) {
+    run = RunTool({"build", t.src, t.dir / "clibad", "--slice-size", bad}, t.dir.path());
+    EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.output;
+    EXPECT_TRUE(Contains(run.output, "--slice-size must be HxW")) << run.output;
+  }
+  run = RunTool({"build", t.src, t.dir / "cli0", "--slice-size", "8x40000"}, t.dir.path());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(Contains(run.output, "--slice-size (height, width) must be both 0")) << run.output;
+}
+
+// Refused up front, naming the option: a bad value, beyond the decode limits, a 2D source;
+// and a resume asking for another size.
+TEST(VolumeSlices, SliceSizeMisuseIsRefused) {
+  BuildOptions bad = Options("src", "out");
+  for (std::pair<int, int> hw : {std::pair{4, 0}, {0, 4}, {-1, 4}, {40000, 4}}) {
+    bad.slice_height = hw.first, bad.slice_width = hw.second;
+    const Status st = ValidateBuildOptions(bad);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << hw.first << " " << hw.second;
+    EXPECT_TRUE(Contains(st.message(), "BuildOptions::slice_height")) << st.ToString();
+  }
+  bad.slice_height = bad.slice_width = 20000;  // each side within 32768, 4e8 pixels beyond 2^28
+  EXPECT_TRUE(Contains(ValidateBuildOptions(bad).message(), "pixels (the decode limits)"));
+
+  TempDir tmp;
+  dspipe::testing::Synth(tmp / "src", 2, 16, 16);
+  BuildOptions o = Options(tmp / "src", tmp / "out");
+  o.slice_height = o.slice_width = 8;
+  BuildResult r;
+  Status st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "applies to volume sources")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "2D images are sized by BuildOptions::resize_height"))
+      << st.ToString();
+  EXPECT_FALSE(fs::exists(o.output));
+
+  Task t;
+  o = Options(t.src, t.dir / "resume");
+  o.slice_height = o.slice_width = 8;
+  o.commit_bytes = 1;
+  uint64_t done = 0;
+  o.progress = [&](uint64_t d, uint64_t) { done = d; };
+  o.cancelled = [&] { return done >= 1; };
+  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
+  o.cancelled = nullptr;
+  o.resume = true;
+  o.slice_width = 6;
+  st = BuildDataset(o, &r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(st.message(), "slice_size")) << st.ToString();
+  o.slice_width = 8;
+  ASSERT_OK(BuildDataset(o, &r));
+  EXPECT_EQ(r.records, 13u);
+}
+
 }  // namespace
 }  // namespace dspipe::volume

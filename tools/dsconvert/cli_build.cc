@@ -159,6 +159,9 @@ CLI::App* AddBuild(CLI::App& app, BuildArgs* a) {
                     "volume sources: resample the slices in plane to this voxel size in mm, RxC "
                     "(between rows x between columns, e.g. 0.8x0.8): images bilinear (stored "
                     "float32), labels nearest, as MONAI's Spacingd");
+  build->add_option("--slice-size", a->slice_size,
+                    "volume sources: pad or crop every slice about its centre to HxW (height x "
+                    "width, after --spacing; padding 0), as MONAI's ResizeWithPadOrCropd");
   build->add_flag("--shuffle", bo.shuffle, "shuffle record order (with --seed)");
   build->add_option("--seed", bo.seed, "shuffle seed")->capture_default_str();
   build->add_option("--threads", bo.threads, "threads (0 = all cores)")->capture_default_str();
@@ -224,6 +227,12 @@ int RunBuild(BuildArgs* a) {
                  "dsconvert build: --spacing must be RxC in mm (between rows x between "
                  "columns, e.g. 0.8x0.8) or one number for both, got '%s'\n",
                  a->spacing.c_str());
+    return 2;
+  }
+  if (!a->slice_size.empty() &&
+      !dspipe::cli::ParseHeightWidth(a->slice_size, &bo.slice_height, &bo.slice_width)) {
+    std::fprintf(stderr, "dsconvert build: --slice-size must be HxW (height x width), got '%s'\n",
+                 a->slice_size.c_str());
     return 2;
   }
   if (!a->resize.empty()) {

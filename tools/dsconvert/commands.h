@@ -44,7 +44,8 @@ int RunSynth(SynthArgs* a);
 // ---- build (cli_build.cc)
 struct BuildArgs {
   BuildOptions options;
-  std::string store = "encoded", size, resize, spacing, on_error = "fail", check = "header";
+  std::string store = "encoded", size, resize, spacing, slice_size, on_error = "fail",
+              check = "header";
   std::string compression = "zstd";
   bool no_detect_masks = false;
   bool quiet = false;
