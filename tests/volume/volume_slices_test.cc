@@ -195,6 +195,87 @@ void ExpectRecordsAreTheirSlices(const Task& t, const std::string& out, int cont
   }
 }
 
+// Every record of a 13-record build of `t` at `out` against its source: want(slice, label,
+// own spacing, &image, &mask) makes what record i should hold from the canonical slice and
+// label the slice table names (ExtractSlice; each volume read once); the record's image and
+// mask must equal them, its size be h x w, and its foreground row count that mask.
+template <class Want>
+void ExpectRecordsAre(const Task& t, const std::string& out, int h, int w, Want want) {
+  SliceTable table;
+  ASSERT_OK(ReadSliceTable(out, &table));
+  std::vector<Rec> recs;
+  ASSERT_OK(dspipe::testing::ReadRecords(out, &recs));
+  ASSERT_EQ(recs.size(), 13u);
+  std::map<std::string, Volume> images, labels;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    SCOPED_TRACE("record " + std::to_string(i));
+    const std::string image = table.images.at(static_cast<size_t>(table.volume[i]));
+    const std::string name = fs::path(image).filename().string().substr(0, 1);
+    if (!images.count(name)) {
+      ASSERT_OK(ReadNifti(t.Image(name), false, &images[name]));
+      ASSERT_OK(ReadNifti(t.Label(name), true, &labels[name]));
+    }
+    ASSERT_EQ(recs[i].header.height, static_cast<uint32_t>(h));
+    ASSERT_EQ(recs[i].header.width, static_cast<uint32_t>(w));
+    cv::Mat slice, label, want_image, want_label;
+    ASSERT_OK(ExtractSlice(images[name], SliceAxis::kAxial, table.slice[i], &slice));
+    ASSERT_OK(ExtractSlice(labels[name], SliceAxis::kAxial, table.slice[i], &label));
+    want(slice, label, SliceSpacing(images[name].info, SliceAxis::kAxial), &want_image,
+         &want_label);
+    EXPECT_TRUE(Equal(Decode(recs[i], false), want_image));
+    EXPECT_TRUE(Equal(Decode(recs[i], true), want_label));
+    const std::map<uint32_t, uint32_t> n = Count(want_label);
+    for (uint32_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(table.foreground[i * 3 + c], n.count(c) ? n.at(c) : 0u) << "class " << c;
+    }
+  }
+}
+
+// A build of `t` with `o` cancelled after its first commit, then resumed with `change`
+// applied: refused, the message naming `what`; resumed as it began: all 13 records.
+template <class Change>
+void ExpectResumeRefusesAChange(const Task& t, BuildOptions o, Change change,
+                                const std::string& what) {
+  o.output = t.dir / "resume";
+  o.commit_bytes = 1;
+  uint64_t done = 0;
+  o.progress = [&](uint64_t d, uint64_t) { done = d; };
+  o.cancelled = [&] { return done >= 1; };
+  BuildResult r;
+  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
+  o.cancelled = nullptr;
+  o.resume = true;
+  BuildOptions changed = o;
+  change(&changed);
+  const Status st = BuildDataset(changed, &r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(st.message(), what)) << st.ToString();
+  ASSERT_OK(BuildDataset(o, &r));
+  EXPECT_EQ(r.records, 13u);
+}
+
+// dsconvert build takes `flag good` (dsconvert info then says `said`), refuses each of `bad`
+// with the flag's own parse error `parse_error`, and `out_of_range` with the library's
+// `range_error`, both exit 2.
+void ExpectVolumeFlag(const Task& t, const std::string& flag, const std::string& good,
+                      const std::string& said, const std::vector<std::string>& bad,
+                      const std::string& parse_error, const std::string& out_of_range,
+                      const std::string& range_error) {
+  using dspipe::testing::RunTool;
+  auto run = RunTool({"build", t.src, t.dir / "flag", flag, good, "-q"}, t.dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  run = RunTool({"info", t.dir / "flag"}, t.dir.path());
+  EXPECT_TRUE(Contains(run.output, said)) << run.output;
+  for (const std::string& b : bad) {
+    run = RunTool({"build", t.src, t.dir / "flagbad", flag, b}, t.dir.path());
+    EXPECT_EQ(run.exit_code, 2) << b << ": " << run.output;
+    EXPECT_TRUE(Contains(run.output, parse_error)) << run.output;
+  }
+  run = RunTool({"build", t.src, t.dir / "flagbad", flag, out_of_range}, t.dir.path());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(Contains(run.output, range_error)) << run.output;
+}
+
 // ---- the pieces
 
 // StackSlices: slice-major channels k-K..k+K, clamped (the edge slice repeated), for 1 and 2
@@ -694,18 +775,9 @@ TEST(VolumeSlices, DsconvertTakesTheFlagsAndSaysWhatItLeftOut) {
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_TRUE(Contains(run.output, "--skip-empty needs label volumes")) << run.output;
   // --spacing RxC (or one number), named as the flag in the library's refusals.
-  run = RunTool({"build", t.src, t.dir / "sp", "--spacing", "0.5x1.2", "-q"}, t.dir.path());
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  run = RunTool({"info", t.dir / "sp"}, t.dir.path());
-  EXPECT_TRUE(Contains(run.output, "resampled to 0.5 x 1.2 mm")) << run.output;
-  for (const char* bad : {"0.5x", "x1", "1x1x1", "-1x1", "axb"}) {
-    run = RunTool({"build", t.src, t.dir / "spbad", "--spacing", bad}, t.dir.path());
-    EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.output;
-    EXPECT_TRUE(Contains(run.output, "--spacing must be RxC")) << run.output;
-  }
-  run = RunTool({"build", t.src, t.dir / "sp0", "--spacing", "0.001"}, t.dir.path());
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_TRUE(Contains(run.output, "--spacing (rows, columns) must be both 0")) << run.output;
+  ExpectVolumeFlag(t, "--spacing", "0.5x1.2", "resampled to 0.5 x 1.2 mm",
+                   {"0.5x", "x1", "1x1x1", "-1x1", "axb"}, "--spacing must be RxC", "0.001",
+                   "--spacing (rows, columns) must be both 0");
 }
 
 // ---- in-plane resampling (BuildOptions::spacing_*)
@@ -770,38 +842,15 @@ TEST(VolumeSlices, SpacingResamplesEveryRecordAndItsLabel) {
     BuildResult r;
     ASSERT_OK(BuildDataset(o, &r));
     ASSERT_EQ(r.records, 13u);
-    SliceTable table;
-    ASSERT_OK(ReadSliceTable(o.output, &table));
-    std::vector<Rec> recs;
-    ASSERT_OK(dspipe::testing::ReadRecords(o.output, &recs));
-    ASSERT_EQ(recs.size(), 13u);
-    std::map<std::string, Volume> images, labels;
-    for (size_t i = 0; i < recs.size(); ++i) {
-      SCOPED_TRACE("record " + std::to_string(i));
-      const std::string image = table.images.at(static_cast<size_t>(table.volume[i]));
-      const std::string name = fs::path(image).filename().string().substr(0, 1);
-      if (!images.count(name)) {
-        ASSERT_OK(ReadNifti(t.Image(name), false, &images[name]));
-        ASSERT_OK(ReadNifti(t.Label(name), true, &labels[name]));
-      }
-      ASSERT_EQ(recs[i].header.image_type, SampleType::kFloat32);
-      ASSERT_EQ(recs[i].header.height, 9u);
-      ASSERT_EQ(recs[i].header.width, 4u);
-      cv::Mat slice, want, label, want_label;
-      ASSERT_OK(ExtractSlice(images[name], SliceAxis::kAxial, table.slice[i], &slice));
-      const std::array<double, 2> own = SliceSpacing(images[name].info, SliceAxis::kAxial);
-      EXPECT_NEAR(own[0], 0.8, 1e-6);  // as the header holds it (float32)
-      ResampleSlice(slice, own, {0.5, 1.2}, false, &want);
-      EXPECT_TRUE(Equal(Decode(recs[i], false), want));
-      ASSERT_OK(ExtractSlice(labels[name], SliceAxis::kAxial, table.slice[i], &label));
-      ResampleSlice(label, own, {0.5, 1.2}, true, &want_label);
-      ASSERT_EQ(want_label.type(), CV_8UC1);
-      EXPECT_TRUE(Equal(Decode(recs[i], true), want_label));
-      const std::map<uint32_t, uint32_t> n = Count(want_label);
-      for (uint32_t c = 0; c < 3; ++c) {
-        EXPECT_EQ(table.foreground[i * 3 + c], n.count(c) ? n.at(c) : 0u) << "class " << c;
-      }
-    }
+    ExpectRecordsAre(t, o.output, 9, 4,
+                     [](const cv::Mat& slice, const cv::Mat& label,
+                        const std::array<double, 2>& own, cv::Mat* image, cv::Mat* mask) {
+                       EXPECT_NEAR(own[0], 0.8, 1e-6);  // as the header holds it (float32)
+                       ResampleSlice(slice, own, {0.5, 1.2}, false, image);
+                       ASSERT_EQ(image->type(), CV_32FC1);
+                       ResampleSlice(label, own, {0.5, 1.2}, true, mask);
+                       ASSERT_EQ(mask->type(), CV_8UC1);
+                     });
     const json v = Manifest(o.output).at("volumes");
     EXPECT_EQ(v.at("resampled_spacing"), json::array({0.5, 1.2}));
     const json& a = v.at("list")[0];
@@ -863,22 +912,10 @@ TEST(VolumeSlices, SpacingMisuseIsRefused) {
   EXPECT_TRUE(Contains(st.message(), "coarser")) << st.ToString();
   EXPECT_FALSE(fs::exists(o.output));
 
-  o = Options(t.src, t.dir / "resume");
+  o = Options(t.src, "");
   o.spacing_rows = o.spacing_cols = 1;
-  o.commit_bytes = 1;
-  uint64_t done = 0;
-  o.progress = [&](uint64_t d, uint64_t) { done = d; };
-  o.cancelled = [&] { return done >= 1; };
-  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
-  o.cancelled = nullptr;
-  o.resume = true;
-  o.spacing_rows = o.spacing_cols = 0.9;
-  st = BuildDataset(o, &r);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(st.message(), "spacing")) << st.ToString();
-  o.spacing_rows = o.spacing_cols = 1;
-  ASSERT_OK(BuildDataset(o, &r));
-  EXPECT_EQ(r.records, 13u);
+  ExpectResumeRefusesAChange(
+      t, o, [](BuildOptions* c) { c->spacing_rows = c->spacing_cols = 0.9; }, "spacing");
 }
 
 // ---- a fixed slice size (BuildOptions::slice_height / slice_width)
@@ -936,39 +973,17 @@ TEST(VolumeSlices, SliceSizePadsOrCropsEveryRecordAndItsLabel) {
       BuildResult r;
       ASSERT_OK(BuildDataset(o, &r));
       ASSERT_EQ(r.records, 13u);
-      SliceTable table;
-      ASSERT_OK(ReadSliceTable(o.output, &table));
-      std::vector<Rec> recs;
-      ASSERT_OK(dspipe::testing::ReadRecords(o.output, &recs));
-      ASSERT_EQ(recs.size(), 13u);
-      std::map<std::string, Volume> images, labels;
-      for (size_t i = 0; i < recs.size(); ++i) {
-        SCOPED_TRACE("record " + std::to_string(i));
-        const std::string image = table.images.at(static_cast<size_t>(table.volume[i]));
-        const std::string name = fs::path(image).filename().string().substr(0, 1);
-        if (!images.count(name)) {
-          ASSERT_OK(ReadNifti(t.Image(name), false, &images[name]));
-          ASSERT_OK(ReadNifti(t.Label(name), true, &labels[name]));
-        }
-        ASSERT_EQ(recs[i].header.height, 4u);
-        ASSERT_EQ(recs[i].header.width, 8u);
-        cv::Mat want, want_label;
-        ASSERT_OK(ExtractSlice(images[name], SliceAxis::kAxial, table.slice[i], &want));
-        ASSERT_OK(ExtractSlice(labels[name], SliceAxis::kAxial, table.slice[i], &want_label));
-        const std::array<double, 2> own = SliceSpacing(images[name].info, SliceAxis::kAxial);
-        if (resample) {
-          ResampleSlice(want, own, {0.5, 1.2}, false, &want);
-          ResampleSlice(want_label, own, {0.5, 1.2}, true, &want_label);
-        }
-        PadCropSlice(want, 4, 8, &want);
-        PadCropSlice(want_label, 4, 8, &want_label);
-        EXPECT_TRUE(Equal(Decode(recs[i], false), want));
-        EXPECT_TRUE(Equal(Decode(recs[i], true), want_label));
-        const std::map<uint32_t, uint32_t> n = Count(want_label);
-        for (uint32_t c = 0; c < 3; ++c) {
-          EXPECT_EQ(table.foreground[i * 3 + c], n.count(c) ? n.at(c) : 0u) << "class " << c;
-        }
-      }
+      ExpectRecordsAre(t, o.output, 4, 8,
+                       [&](const cv::Mat& slice, const cv::Mat& label,
+                           const std::array<double, 2>& own, cv::Mat* image, cv::Mat* mask) {
+                         *image = slice, *mask = label;
+                         if (resample) {
+                           ResampleSlice(slice, own, {0.5, 1.2}, false, image);
+                           ResampleSlice(label, own, {0.5, 1.2}, true, mask);
+                         }
+                         PadCropSlice(*image, 4, 8, image);
+                         PadCropSlice(*mask, 4, 8, mask);
+                       });
       const json v = Manifest(o.output).at("volumes");
       EXPECT_EQ(v.at("slice_size"), json::array({4, 8}));
       const json& a = v.at("list")[0];
@@ -991,19 +1006,9 @@ TEST(VolumeSlices, SliceSizePadsOrCropsEveryRecordAndItsLabel) {
       EXPECT_TRUE(Contains(text, "padded or cropped to 4x8 (HxW)")) << text;
     }
   }
-  using dspipe::testing::RunTool;
-  auto run = RunTool({"build", t.src, t.dir / "cli", "--slice-size", "4x8", "-q"}, t.dir.path());
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  run = RunTool({"info", t.dir / "cli"}, t.dir.path());
-  EXPECT_TRUE(Contains(run.output, "padded or cropped to 4x8 (HxW)")) << run.output;
-  for (const char* bad : {"4x", "4", "4x8x1", "-4x8", "0x8"}) {
-    run = RunTool({"build", t.src, t.dir / "clibad", "--slice-size", bad}, t.dir.path());
-    EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.output;
-    EXPECT_TRUE(Contains(run.output, "--slice-size must be HxW")) << run.output;
-  }
-  run = RunTool({"build", t.src, t.dir / "cli0", "--slice-size", "8x40000"}, t.dir.path());
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_TRUE(Contains(run.output, "--slice-size (height, width) must be both 0")) << run.output;
+  ExpectVolumeFlag(t, "--slice-size", "4x8", "padded or cropped to 4x8 (HxW)",
+                   {"4x", "4", "4x8x1", "-4x8", "0x8"}, "--slice-size must be HxW", "8x40000",
+                   "--slice-size (height, width) must be both 0");
 }
 
 // Refused up front, naming the option: a bad value, beyond the decode limits, a 2D source;
@@ -1032,22 +1037,10 @@ TEST(VolumeSlices, SliceSizeMisuseIsRefused) {
   EXPECT_FALSE(fs::exists(o.output));
 
   Task t;
-  o = Options(t.src, t.dir / "resume");
+  o = Options(t.src, "");
   o.slice_height = o.slice_width = 8;
-  o.commit_bytes = 1;
-  uint64_t done = 0;
-  o.progress = [&](uint64_t d, uint64_t) { done = d; };
-  o.cancelled = [&] { return done >= 1; };
-  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
-  o.cancelled = nullptr;
-  o.resume = true;
-  o.slice_width = 6;
-  st = BuildDataset(o, &r);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(st.message(), "slice_size")) << st.ToString();
-  o.slice_width = 8;
-  ASSERT_OK(BuildDataset(o, &r));
-  EXPECT_EQ(r.records, 13u);
+  ExpectResumeRefusesAChange(
+      t, o, [](BuildOptions* c) { c->slice_width = 6; }, "slice_size");
 }
 
 }  // namespace
