@@ -276,6 +276,23 @@ void ExpectVolumeFlag(const Task& t, const std::string& flag, const std::string&
   EXPECT_TRUE(Contains(run.output, range_error)) << run.output;
 }
 
+// A build of a folder of 2D images with a volume-only option, set by `set`: refused before
+// anything is written, naming `option` (and saying `also`, when given).
+template <class Set>
+void ExpectRefusedFor2DImages(Set set, const std::string& option, const std::string& also = "") {
+  TempDir tmp;
+  dspipe::testing::Synth(tmp / "src", 2, 16, 16);
+  BuildOptions o = Options(tmp / "src", tmp / "out");
+  set(&o);
+  BuildResult r;
+  const Status st = BuildDataset(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), option)) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "applies to volume sources")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), also)) << st.ToString();
+  EXPECT_FALSE(fs::exists(o.output));
+}
+
 // ---- the pieces
 
 // StackSlices: slice-major channels k-K..k+K, clamped (the edge slice repeated), for 1 and 2
@@ -601,19 +618,11 @@ TEST(VolumeSlices, MisuseIsRefusedNamingTheOption) {
     EXPECT_FALSE(table.has_foreground);
     EXPECT_EQ(table.volume.size(), 13u);
   }
+  ExpectRefusedFor2DImages([](BuildOptions* o) { o->skip_empty = true; },
+                           "BuildOptions::skip_empty");
+  ExpectRefusedFor2DImages([](BuildOptions* o) { o->context = 1; }, "BuildOptions::context");
   TempDir tmp;
   dspipe::testing::Synth(tmp / "src", 4, 16, 16);
-  for (bool skip : {true, false}) {
-    BuildOptions o = Options(tmp / "src", tmp / "out");
-    o.skip_empty = skip;
-    o.context = skip ? 0 : 1;
-    Status st = BuildDataset(o, &r);
-    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
-    EXPECT_TRUE(Contains(st.message(), skip ? "BuildOptions::skip_empty" : "BuildOptions::context"))
-        << st.ToString();
-    EXPECT_TRUE(Contains(st.message(), "applies to volume sources")) << st.ToString();
-    EXPECT_FALSE(fs::exists(o.output));
-  }
   BuildOptions o = Options(tmp / "src", tmp / "out");
   o.context = 8;
   Status st = ValidateBuildOptions(o);
@@ -888,24 +897,18 @@ TEST(VolumeSlices, SpacingMisuseIsRefused) {
     EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << sp.first << " " << sp.second;
     EXPECT_TRUE(Contains(st.message(), "BuildOptions::spacing_rows")) << st.ToString();
   }
-  TempDir tmp;
-  dspipe::testing::Synth(tmp / "src", 2, 16, 16);
-  BuildOptions o = Options(tmp / "src", tmp / "out");
-  o.spacing_rows = o.spacing_cols = 1;
-  BuildResult r;
-  Status st = BuildDataset(o, &r);
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "applies to volume sources")) << st.ToString();
-  EXPECT_FALSE(fs::exists(o.output));
+  ExpectRefusedFor2DImages([](BuildOptions* o) { o->spacing_rows = o->spacing_cols = 1; },
+                           "BuildOptions::spacing_rows");
 
   Task t;
-  o = Options(t.src, t.dir / "huge");
+  BuildOptions o = Options(t.src, t.dir / "huge");
   o.spacing_rows = o.spacing_cols = 0.01;  // 6x5 at 0.8 mm -> 401x321: beyond 300 pixels a side
   const DecodeLimits before = GetDecodeLimits();
   DecodeLimits small = before;
   small.max_side = 300;
   SetDecodeLimits(small);
-  st = BuildDataset(o, &r);
+  BuildResult r;
+  const Status st = BuildDataset(o, &r);
   SetDecodeLimits(before);
   EXPECT_EQ(st.code(), Status::Code::kBadInput) << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "401x321")) << st.ToString();
@@ -1024,20 +1027,12 @@ TEST(VolumeSlices, SliceSizeMisuseIsRefused) {
   bad.slice_height = bad.slice_width = 20000;  // each side within 32768, 4e8 pixels beyond 2^28
   EXPECT_TRUE(Contains(ValidateBuildOptions(bad).message(), "pixels (the decode limits)"));
 
-  TempDir tmp;
-  dspipe::testing::Synth(tmp / "src", 2, 16, 16);
-  BuildOptions o = Options(tmp / "src", tmp / "out");
-  o.slice_height = o.slice_width = 8;
-  BuildResult r;
-  Status st = BuildDataset(o, &r);
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "applies to volume sources")) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "2D images are sized by BuildOptions::resize_height"))
-      << st.ToString();
-  EXPECT_FALSE(fs::exists(o.output));
+  ExpectRefusedFor2DImages([](BuildOptions* o) { o->slice_height = o->slice_width = 8; },
+                           "BuildOptions::slice_height",
+                           "2D images are sized by BuildOptions::resize_height");
 
   Task t;
-  o = Options(t.src, "");
+  BuildOptions o = Options(t.src, "");
   o.slice_height = o.slice_width = 8;
   ExpectResumeRefusesAChange(
       t, o, [](BuildOptions* c) { c->slice_width = 6; }, "slice_size");
