@@ -52,13 +52,5 @@ print(f"| {r} | {b} | {s['read'] + s['decode']:.3f} | {rate:.1f} |")
 PY
   done
 done
-/usr/bin/python3 - "$TMP/rows" << 'PY'
-import statistics, sys
-rows = [l.strip("|\n").split("|") for l in open(sys.argv[1])]
-for b in ("base", "new"):
-    ms = [float(x[2]) for x in rows if x[1].strip() == b]
-    ips = [float(x[3]) for x in rows if x[1].strip() == b]
-    print(f"| median | {b} | {statistics.median(ms):.3f} ({min(ms):.3f}-{max(ms):.3f}) | "
-          f"{statistics.median(ips):.1f} ({min(ips):.1f}-{max(ips):.1f}) |")
-PY
+/usr/bin/python3 "$(dirname "$0")/ab_medians.py" "$TMP/rows" 3 1
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

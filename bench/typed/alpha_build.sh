@@ -35,8 +35,8 @@ for i in range(n):
 PY
 echo "$N images per folder: RGBA $(du -sm "$TMP/rgba/images" | cut -f1) MB, RGB $(du -sm "$TMP/rgb/images" | cut -f1) MB"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| round | binary | RGBA s | RGB s |"
-echo "|---|---|---|---|"
+echo "| round | binary | RGBA s | RGB s | RGBA / RGB |"
+echo "|---|---|---|---|---|"
 for r in $(seq 1 "$ROUNDS"); do
   for b in base new; do
     bin=$BASE
@@ -52,14 +52,5 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "$row" | tee -a "$TMP/rows"
   done
 done
-/usr/bin/python3 - "$TMP/rows" << 'PY'
-import statistics, sys
-rows = [l.strip("|\n").split("|") for l in open(sys.argv[1])]
-for b in ("base", "new"):
-    rgba = [float(x[2]) for x in rows if x[1].strip() == b]
-    rgb = [float(x[3]) for x in rows if x[1].strip() == b]
-    print(f"{b}: RGBA {statistics.median(rgba):.3f} s ({min(rgba):.3f}-{max(rgba):.3f}), "
-          f"RGB {statistics.median(rgb):.3f} s ({min(rgb):.3f}-{max(rgb):.3f}), "
-          f"RGBA/RGB {statistics.median(rgba) / statistics.median(rgb):.2f}")
-PY
+/usr/bin/python3 "$(dirname "$0")/ab_medians.py" "$TMP/rows" 3 3 --ratio
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
