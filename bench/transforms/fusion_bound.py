@@ -12,8 +12,8 @@ pixels inside the content, as tests/transforms/fusion_test.cc measures: there th
 meets the fill at another sub-pixel position than the last of several), and the share of all
 pixels within 1 and within 3 levels. Smooth content: a sum of low-frequency sinusoids (detail well above the pixel scale);
 noisy content: uniform noise (detail at the pixel scale, where one interpolation and two differ
-by up to the detail's contrast, docs/TRANSFORMS.md). The figures go in docs/TRANSFORMS.md's
-"Where fusion differs" with this command.
+by up to the detail's contrast, docs/TRANSFORMS.md). The figures go in docs/MEASUREMENTS.md's
+"Fusion against sequential application" with this command.
 """
 import argparse
 import json

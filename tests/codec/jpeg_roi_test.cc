@@ -4,8 +4,9 @@
 // the decoder dspipe used before it: cv::imdecode of the whole file (EXIF orientation applied),
 // crop, cv::resize. A sweep of crops and output sizes over every kind of JPEG file: odd sizes,
 // 4:2:0 / 4:2:2 / 4:4:4, progressive, restart markers, grayscale, CMYK and YCCK (Adobe), each
-// EXIF orientation. Prints max and mean |diff| per case (the table in docs/DECODE.md; set
-// DSPIPE_JPEG_ACCURACY_TABLE=FILE to also write it to FILE).
+// EXIF orientation. Prints max and mean |diff| per case (the table in docs/MEASUREMENTS.md,
+// "Accuracy against the full decode"; set DSPIPE_JPEG_ACCURACY_TABLE=FILE to also write it to
+// FILE).
 #include <gtest/gtest.h>
 
 #include <algorithm>

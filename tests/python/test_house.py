@@ -35,13 +35,14 @@ def test_the_version_is_written_once():
 
 def test_every_source_file_says_its_licence():
     # The SPDX line is the first line (after a #! line) of every C/C++/CUDA, Python, shell and
-    # CMake file in the tree, so a file copied out of it still says under which licence.
+    # CMake file in the tree, templates configured from them (`.cmake.in`) included, so a file
+    # copied out of it still says under which licence.
     import subprocess
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
     if files.returncode != 0:
         import pytest
         pytest.skip("not a git checkout (the wheel's tests run outside the tree)")
-    kinds = (".cc", ".h", ".c", ".cu", ".cuh", ".py", ".pyi", ".sh", ".cmake")
+    kinds = (".cc", ".h", ".c", ".cu", ".cuh", ".py", ".pyi", ".sh", ".cmake", ".cmake.in")
     missing = []
     checked = 0
     for name in files.stdout.split():
