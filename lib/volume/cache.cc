@@ -6,6 +6,24 @@
 
 namespace dspipe::volume {
 
+struct VolumeCache::Spare {
+  std::mutex mu;
+  std::vector<uint8_t> buffers[2];  // [label]: an image volume's, a label volume's
+
+  std::vector<uint8_t> Take(bool label) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::move(buffers[label]);
+  }
+  // Kept when larger than the one held (the memory of a volume read again is enough).
+  void Give(bool label, std::vector<uint8_t> b) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (b.capacity() > buffers[label].capacity()) buffers[label].swap(b);
+  }  // the smaller one is freed here
+};
+
+VolumeCache::VolumeCache(size_t capacity)
+    : capacity_(capacity), spare_(std::make_shared<Spare>()) {}
+
 VolumeCache::~VolumeCache() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -41,7 +59,14 @@ std::vector<std::string> VolumeCache::ChannelFiles(const Key& key) const {
 
 void VolumeCache::Read(const Key& key, const std::vector<std::string>& files,
                        std::promise<Result>* p) {
-  auto v = std::make_shared<Volume>();
+  const bool label = key.second;
+  // The volume's voxels go back to spare_ when its last holder lets go (the deleter keeps
+  // spare_ alive past the cache).
+  std::shared_ptr<Volume> v(new Volume, [spare = spare_, label](Volume* done) {
+    spare->Give(label, std::move(done->data));
+    delete done;
+  });
+  v->data = spare_->Take(label);
   Status s;
   try {
     s = files.empty() ? ReadVolume(key.first, key.second, v.get()) : ReadChannels(files, v.get());

@@ -21,10 +21,12 @@ namespace dspipe::volume {
 // Thread-safe. Get() reads a volume (ReadVolume) on the first call for it, in the calling
 // thread; concurrent calls for the same volume wait for that read. The `capacity` volumes
 // asked for last stay (a build's current volume, its label and the next ones); an older one is
-// read again if asked for again.
+// read again if asked for again. The voxel buffer of the last image and of the last label
+// volume nobody holds any more is kept for the next read of its kind (ReadNifti reuses it:
+// pages already mapped), so the cache holds at most two volumes' memory beyond `capacity`.
 class VolumeCache {
  public:
-  explicit VolumeCache(size_t capacity = 6) : capacity_(capacity) {}
+  explicit VolumeCache(size_t capacity = 6);
   ~VolumeCache();  // stops the prefetch thread (a read under way finishes first)
   VolumeCache(const VolumeCache&) = delete;
   VolumeCache& operator=(const VolumeCache&) = delete;
@@ -40,6 +42,7 @@ class VolumeCache {
   void SetChannels(const std::string& image, std::vector<std::string> files);
 
  private:
+  struct Spare;  // the voxel buffers kept for the next read, shared with the volumes' deleters
   using Result = std::pair<Status, std::shared_ptr<const Volume>>;
   using Key = std::pair<std::string, bool>;
   using Promise = std::shared_ptr<std::promise<Result>>;
@@ -57,13 +60,14 @@ class VolumeCache {
   bool stopping_ = false;
   std::thread prefetcher_;  // started by the first Prefetch; runs PrefetchLoop
   size_t capacity_;
+  std::shared_ptr<Spare> spare_;
 
   // Under mu_: the entry for key, made with a new promise (returned) when it is not held.
   Promise Claim(const Key& key, std::shared_future<Result>* f);
   // Under mu_: the files of an image kept as one file per channel (none otherwise).
   std::vector<std::string> ChannelFiles(const Key& key) const;
   // Reads a claimed volume (ReadVolume or ReadChannels) into its promise.
-  static void Read(const Key& key, const std::vector<std::string>& files, std::promise<Result>* p);
+  void Read(const Key& key, const std::vector<std::string>& files, std::promise<Result>* p);
   void PrefetchLoop();
 };
 

@@ -487,6 +487,14 @@ size_t Gunzip(const uint8_t* in, size_t in_size, uint8_t* out, size_t want) {
   return out_pos;
 }
 
+// `n` bytes in *b whose contents are about to be overwritten: its memory reused when its capacity
+// is enough (only growth beyond its size is zeroed), else a new buffer (the old contents are not
+// copied).
+void SizeForOverwrite(uint64_t n, std::vector<uint8_t>* b) {
+  if (b->capacity() < n) std::vector<uint8_t>().swap(*b);
+  b->resize(n);
+}
+
 // The voxels' bytes (need of them, from the header's data offset) in the machine's byte order,
 // with non-finite floats as 0 (nifti_clib's nifti_read_buffer rule, kept). Nothing is allocated
 // for a header whose voxels the file cannot hold.
@@ -501,7 +509,7 @@ Status ReadVoxels(const std::string& path, const RawHeader& h, uint64_t need,
     Mapped m;
     DSPIPE_RETURN_IF_ERROR(m.Open(path));
     if (off + need > GzipCanHold(m.size())) return shortfall;
-    out->resize(off + need);
+    SizeForOverwrite(off + need, out);
     if (Gunzip(m.data(), m.size(), out->data(), out->size()) != out->size()) return shortfall;
     out->erase(out->begin(), out->begin() + static_cast<std::ptrdiff_t>(off));
   } else {
@@ -512,7 +520,7 @@ Status ReadVoxels(const std::string& path, const RawHeader& h, uint64_t need,
       ::close(fd);
       return shortfall;
     }
-    out->resize(need);
+    SizeForOverwrite(need, out);
     uint64_t done = 0;
     while (done < need) {
       const ssize_t r = ::pread(fd, out->data() + done, std::min<uint64_t>(need - done, 1u << 30),
@@ -546,6 +554,7 @@ Status ReadNiftiInfo(const std::string& path, VolumeInfo* out) {
 }
 
 Status ReadNifti(const std::string& path, bool label, Volume* out) {
+  std::vector<uint8_t> bytes = std::move(out->data);  // memory to reuse (volume.h)
   *out = Volume{};
   RawHeader raw;
   DSPIPE_RETURN_IF_ERROR(ReadInfo(path, &out->info, &raw));
@@ -556,7 +565,6 @@ Status ReadNifti(const std::string& path, bool label, Volume* out) {
   }
   const uint64_t count = static_cast<uint64_t>(info.dim[0] * info.dim[1] * info.dim[2]) *
                          static_cast<uint64_t>(info.channels);
-  std::vector<uint8_t> bytes;
   DSPIPE_RETURN_IF_ERROR(
       ReadVoxels(path, raw, count * static_cast<uint64_t>(BytesPer(raw.datatype)), &bytes));
   const int dt = raw.datatype;

@@ -76,6 +76,9 @@ Status ReadNiftiInfo(const std::string& path, VolumeInfo* out);
 // nibabel's get_fdata(dtype=float32)). Labels (`label` true): one channel of integer class ids
 // 0..65535 (uint8 when every id fits) in any data type, including floats holding integers;
 // anything else is an error naming the file and the first offending value.
+// The memory of out->data on entry is reused for the voxels when it is large enough (a volume a
+// build has finished with, VolumeCache): its pages are mapped already, where a new buffer of
+// tens of MB would be faulted in and zeroed by the kernel page by page.
 Status ReadNifti(const std::string& path, bool label, Volume* out);
 
 // A DICOM series: the one-frame DICOM files of `dir` (every regular file whose name does not

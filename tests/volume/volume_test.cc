@@ -95,7 +95,7 @@ TEST(Nifti, LpsVolumeIsFlippedToRasAndSlicedAlongEachAxis) {
 
 // Slices larger than ExtractSlice's 32x32 tiles, with partial tiles at the edges: every pixel
 // of every slice along each axis of an LPS volume is its voxel.
-// Sizes that are not multiples of the 32x32 tiles nor of the 8x8 blocks 16-bit transposes use,
+// Sizes that are not multiples of the 32x32 tiles nor of the 8x8 blocks the transposes use,
 // with each in-plane axis flipped or not (LPS, RAS, LAS, RPS): every sample where volume.h says.
 TEST(Nifti, SlicesAcrossTilesAreExact) {
   TempDir dir;
@@ -131,6 +131,65 @@ TEST(Nifti, SlicesAcrossTilesAreExact) {
         }
       }
     }
+  }
+}
+
+// Every orientation (the 6 axis orders, each axis flipped or not) of volumes of each sample size
+// (uint8, int16, float32), 19x21x10 (partial 8x8 and 4x4 blocks on both in-plane sides) and
+// 40x33x3 (whole blocks along one side): every sample of every slice along each axis where
+// volume.h says, canonical axis a being the file's axis perm[a], reversed when flip[a].
+template <class T>
+void ExpectEveryOrientationSlicesExactly(SampleType type, int64_t nx, int64_t ny, int64_t nz) {
+  Volume v;
+  v.type = type;
+  v.info.path = "made-here";
+  const int64_t dim[3] = {nx, ny, nz};
+  std::copy(dim, dim + 3, v.info.dim);
+  const size_t n = static_cast<size_t>(nx * ny * nz);
+  v.data.resize(n * sizeof(T));
+  T* vox = reinterpret_cast<T*>(v.data.data());
+  for (size_t i = 0; i < n; ++i) vox[i] = static_cast<T>(i * 7 + 3);  // wraps for uint8: fine
+  int perm[3] = {0, 1, 2};
+  do {
+    for (int flips = 0; flips < 8; ++flips) {
+      for (int a = 0; a < 3; ++a) {
+        v.info.perm[a] = perm[a];
+        v.info.flip[a] = (flips >> a) & 1;
+        v.info.canon_dim[a] = dim[perm[a]];
+      }
+      for (SliceAxis axis : {SliceAxis::kAxial, SliceAxis::kCoronal, SliceAxis::kSagittal}) {
+        const int fixed = static_cast<int>(axis);
+        int row = 0, col = 0;
+        PlaneAxes(axis, &row, &col);
+        for (int64_t k = 0; k < SliceCount(v.info, axis); ++k) {
+          cv::Mat m;
+          ASSERT_OK(ExtractSlice(v, axis, k, &m));
+          ASSERT_EQ(m.rows, v.info.canon_dim[row]);
+          ASSERT_EQ(m.cols, v.info.canon_dim[col]);
+          for (int r = 0; r < m.rows; ++r) {
+            for (int c = 0; c < m.cols; ++c) {
+              int64_t canon[3] = {0, 0, 0}, file[3] = {0, 0, 0};
+              canon[fixed] = k, canon[row] = r, canon[col] = c;
+              for (int a = 0; a < 3; ++a) {
+                const int f = perm[a];
+                file[f] = v.info.flip[a] ? dim[f] - 1 - canon[a] : canon[a];
+              }
+              ASSERT_EQ(m.at<T>(r, c), vox[file[0] + nx * (file[1] + ny * file[2])])
+                  << "perm " << perm[0] << perm[1] << perm[2] << " flips " << flips << " "
+                  << SliceAxisName(axis) << " " << k << " at " << r << "," << c;
+            }
+          }
+        }
+      }
+    }
+  } while (std::next_permutation(perm, perm + 3));
+}
+
+TEST(Nifti, EveryOrientationOfEverySampleSizeSlicesExactly) {
+  for (const auto& [nx, ny, nz] : {std::array<int64_t, 3>{19, 21, 10}, {40, 33, 3}}) {
+    ExpectEveryOrientationSlicesExactly<uint8_t>(SampleType::kUint8, nx, ny, nz);
+    ExpectEveryOrientationSlicesExactly<int16_t>(SampleType::kInt16, nx, ny, nz);
+    ExpectEveryOrientationSlicesExactly<float>(SampleType::kFloat32, nx, ny, nz);
   }
 }
 
@@ -627,6 +686,62 @@ TEST(VolumeCache, EachVolumeIsReadOnceForConcurrentCallers) {
   const Status missing = cache.Get(dir / "none.nii", false, &bad);
   EXPECT_EQ(missing.code(), Status::Code::kIOError);
   EXPECT_EQ(bad, nullptr);
+}
+
+// ReadNifti reuses the memory out->data holds when it is large enough, and the voxels come out
+// exactly as from a new buffer: a larger stale buffer (shrunk, .nii.gz and .nii), a smaller one
+// (grown), and none.
+TEST(Nifti, ReadIntoAReusedBufferGivesTheSameVoxels) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 9, s.ny = 7, s.nz = 5;
+  const std::vector<int16_t> ramp = Ramp(9, 7, 5);
+  for (const std::string name : {"r.nii.gz", "r.nii"}) {
+    ASSERT_TRUE(WriteNifti(dir / name, s, ramp.data()));
+    Volume fresh;
+    ASSERT_OK(ReadNifti(dir / name, false, &fresh));
+    ASSERT_EQ(fresh.data.size(), ramp.size() * 2);
+    EXPECT_EQ(std::memcmp(fresh.data.data(), ramp.data(), fresh.data.size()), 0);
+    for (size_t stale : {size_t{100000}, size_t{10}}) {
+      Volume v;
+      v.data.assign(stale, 0xAB);
+      ASSERT_OK(ReadNifti(dir / name, false, &v));
+      EXPECT_EQ(v.data, fresh.data) << name << " over " << stale << " stale bytes";
+      if (stale > fresh.data.size() + 352) {  // kept, not reallocated: its capacity stays
+        EXPECT_EQ(v.data.capacity(), stale) << name << ": the memory is reused";
+      }
+    }
+  }
+}
+
+// A volume the cache has evicted and nobody holds leaves its buffer for the next read of its
+// kind (image or label): that volume's voxels land in the same memory, and are its own.
+TEST(VolumeCache, AReleasedVolumesMemoryHoldsTheNextOneOfItsKind) {
+  TempDir dir;
+  NiftiSpec s;
+  s.nx = 16, s.ny = 16, s.nz = 8;
+  const std::vector<int16_t> a = Ramp(16, 16, 8);
+  std::vector<int16_t> b = a;
+  for (int16_t& x : b) x = static_cast<int16_t>(-x);
+  ASSERT_TRUE(WriteNifti(dir / "a.nii.gz", s, a.data()));
+  ASSERT_TRUE(WriteNifti(dir / "b.nii.gz", s, b.data()));
+  ASSERT_TRUE(WriteNifti(dir / "c.nii.gz", s, a.data()));
+  VolumeCache cache(1);
+  std::shared_ptr<const Volume> v;
+  ASSERT_OK(cache.Get(dir / "a.nii.gz", false, &v));
+  const uint8_t* first = v->data.data();
+  ASSERT_OK(cache.Get(dir / "c.nii.gz", true, &v));  // evicts a; a label: not a's kind
+  EXPECT_NE(v->data.data(), first);
+  // Were a's memory freed, this allocation of its size would be the first to take it back.
+  const std::vector<uint8_t> elsewhere(a.size() * 2 + 352, 1);
+  ASSERT_OK(cache.Get(dir / "b.nii.gz", false, &v));  // evicts the label; a is released
+  EXPECT_EQ(v->data.data(), first) << "the image read into the released image's memory";
+  EXPECT_EQ(std::memcmp(v->data.data(), b.data(), v->data.size()), 0);
+  std::shared_ptr<const Volume> held = v;  // still held after eviction: its memory stays its own
+  ASSERT_OK(cache.Get(dir / "c.nii.gz", false, &v));
+  EXPECT_NE(v->data.data(), held->data.data());
+  EXPECT_EQ(std::memcmp(held->data.data(), b.data(), held->data.size()), 0);
+  EXPECT_EQ(std::memcmp(v->data.data(), a.data(), v->data.size()), 0);
 }
 
 // The build's pattern: Get the current volume from several threads while the next is prefetched,
