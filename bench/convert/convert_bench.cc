@@ -2,7 +2,7 @@
 // Side-by-side benchmark for `dsconvert build` (issue: encoded must be bound by reading the
 // source files; raw is bound by decoding).
 //
-//   convert_bench [--count N] [--size WxH] [--repeats R] [--dir D] [--warm]
+//   convert_bench [--count N] [--size HxW] [--repeats R] [--dir D] [--warm]
 //
 // For each repeat, in one run: (a) a plain sequential read of every source file, (b) `build
 // --store encoded`, (c) `build --store raw` with 1 and 2 threads. Before each timed step the
@@ -15,10 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "../series.h"
 #include "core/files.h"
 #include "dspipe/convert.h"
 #include "dspipe/synth.h"
-#include "../series.h"
+#include "size_arg.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -47,8 +48,14 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (a == "--count") count = std::stoi(next());
-    else if (a == "--size") std::sscanf(next().c_str(), "%dx%d", &w, &h);
-    else if (a == "--repeats") repeats = std::stoi(next());
+    else if (a == "--size") {
+      const std::string v = next();
+      if (!dspipe::cli::ParseHeightWidth(v, &h, &w)) {  // height first, as every tool reads it
+        std::fprintf(stderr, "--size must be HxW (e.g. 512x384), got '%s'\n", v.c_str());
+        return 2;
+      }
+    } else if (a == "--repeats")
+      repeats = std::stoi(next());
     else if (a == "--dir") dir = next();
     else if (a == "--warm") warm = true;
     else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
@@ -77,8 +84,8 @@ int main(int argc, char** argv) {
     for (auto& f : files) ok = dspipe::core::DropFileCache(f) && ok;
     return ok;
   };
-  std::printf("convert_bench: %d samples %dx%d, %zu files, %.1f MB, %s cache, %d repeats\n",
-              count, w, h, files.size(), total_bytes / 1e6, warm ? "warm" : "cold (dropped)",
+  std::printf("convert_bench: %d samples %dx%d (HxW), %zu files, %.1f MB, %s cache, %d repeats\n",
+              count, h, w, files.size(), total_bytes / 1e6, warm ? "warm" : "cold (dropped)",
               repeats);
   Series read_mbs, enc_mbs, enc_ratio, enc_nosync_ratio, raw1, raw2, raw_scale;
   for (int r = 0; r < repeats; ++r) {

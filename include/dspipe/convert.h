@@ -56,7 +56,7 @@ struct BuildOptions {
   std::string staging;
   StoreMode store = StoreMode::kEncoded;
   Compression compression = Compression::kZstd;  // --store raw only (--compression zstd|none)
-  int zstd_level = 3;     // --store raw + zstd: 1 fast .. 19 small; 3 balances both
+  int zstd_level = 3;     // --store raw + zstd: 1 fast .. 22 small; 3 balances both
   int resize_width = 0;   // 0 = keep; images INTER_AREA (shrink) / LINEAR (grow),
   int resize_height = 0;  //   masks INTER_NEAREST_EXACT: identical geometry
   // Shrink images whose longer side exceeds max_side to max_side, keeping the aspect ratio

@@ -2,7 +2,7 @@
 // dspipe::DeviceLoader: the loader plus the device stage. Batches come out normalized, as
 // float32 (or float16) NCHW tensors with int64 (or uint8) masks, on the GPU when there is one:
 //
-//   source -> read -> decode -> augment -> collate -> stage (pinned) -> h2d + normalize (GPU)
+//   source -> read -> decode -> transform -> collate -> stage (pinned) -> h2d + normalize (GPU)
 //
 //   std::unique_ptr<DeviceLoader> loader;
 //   DSPIPE_RETURN_IF_ERROR(DeviceLoader::Open("train.lmdb", loader_options, {}, &loader));

@@ -291,8 +291,8 @@ class Loader {
   // next epoch)", "PATH (cache, since epoch N)" or "PATH (in place: REASON)" (the cache did not
   // take it or the copy failed). Consumer thread, like dataset().
   virtual std::string reading_from() const = 0;
-  // Per-stage timing of this loader (read, decode, augment, collate, normalize, wait), with a
-  // transform row per pipeline segment under augment (docs/STATS.md).
+  // Per-stage timing of this loader (read, decode, transform, collate, normalize, wait), with a
+  // row per pipeline segment under transform (docs/STATS.md).
   virtual StageStats& stats() = 0;
   // The shape to pass to Diagnose(stats(), shape, compute_ms).
   virtual LoaderShape loader_shape() const = 0;

@@ -127,9 +127,9 @@ class StageStats {
   void RecordSpan(Stage stage, uint64_t start_ns, uint64_t end_ns, uint64_t id = 0) noexcept;
 
   StageSummary Summary(Stage stage) const;
-  // Summaries of the stages with count > 0, in Stage order, with the transform rows that have
-  // a count (or folded samples) right after augment (they break augment down; Diagnose does not
-  // count them).
+  // Summaries of the stages with count > 0, in Stage order, with the segment rows that have
+  // a count (or folded samples) right after transform (they break transform down; Diagnose does
+  // not count them).
   std::vector<StageSummary> Summaries() const;
 
   // The transform rows: one per pipeline segment, labelled (at most kMaxTransformRows; later
@@ -230,7 +230,7 @@ class ScopedStageTimer {
 // What the loader looked like while the stats were taken; the verdict depends on it.
 struct LoaderShape {
   int batch_size = 1;             // samples per batch (>= 1)
-  int threads = 1;                // worker threads running read/decode/augment/collate (>= 1)
+  int threads = 1;                // worker threads running read/decode/transform/collate (>= 1)
   int prefetch = 2;               // batches queued ahead of the consumer
   std::string store = "encoded";  // record kind: "encoded" | "raw" (zstd pixels) | "plain"
   bool gpu = false;               // true: normalize runs on the GPU (consumer side), after h2d

@@ -11,7 +11,7 @@
 
 #include "core/files.h"
 
-namespace dspipe::plain {
+namespace dspipe::format::plain {
 namespace {
 
 struct CsvRows {
@@ -147,4 +147,4 @@ Status ReadLabels(const std::string& file, std::vector<std::pair<std::string, in
   return Status::OK();
 }
 
-}  // namespace dspipe::plain
+}  // namespace dspipe::format::plain

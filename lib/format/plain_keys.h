@@ -19,7 +19,7 @@
 #include "dspipe/status.h"
 #include "format/lmdb_env.h"
 
-namespace dspipe::plain {
+namespace dspipe::format::plain {
 
 inline std::string_view View(const MDB_val& v) {
   return {static_cast<const char*>(v.mv_data), v.mv_size};
@@ -104,4 +104,4 @@ Status FindLayout(const std::string& path, const format::LmdbEnv& env,
                   const format::LmdbEnv* mask_env, const PlainLmdbOptions& o, Layout* out,
                   std::string* pairing, std::vector<std::string>* warnings);
 
-}  // namespace dspipe::plain
+}  // namespace dspipe::format::plain

@@ -14,7 +14,7 @@
 
 #include "format/plain_keys.h"
 
-namespace dspipe::plain {
+namespace dspipe::format::plain {
 namespace {
 
 // Keys other tools write beside the samples (folder2lmdb and its copies: "__len__" holding the
@@ -511,4 +511,4 @@ Status FindLayout(const std::string& path, const format::LmdbEnv& env,
   return opener.Run(out, pairing, warnings);
 }
 
-}  // namespace dspipe::plain
+}  // namespace dspipe::format::plain

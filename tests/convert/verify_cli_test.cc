@@ -299,11 +299,11 @@ TEST(Cli, SynthBuildVerifyInfo) {
   EXPECT_TRUE(Contains(r.output, "interrupted")) << r.output;
 }
 
-// Sizes are HxW in every tool: synth --size and build --size read the height first, as dsbench
-// --size and Python's (height, width) do. The deprecated build --resize keeps its old width-first
-// order (a script does not change meaning) and names the --size to write; fetch's byte count is
-// --bytes, its old --size still works and names it.
-TEST(Cli, SizesAreHeightByWidthAndOldSpellingsKeepTheirMeaningWithAWarning) {
+// Sizes are HxW in every tool: synth --size, build --size and build --resize read the height
+// first, as dsbench --size and Python's (height, width) do; --resize, which read width first
+// before, says the rows and columns a non-square size makes. fetch's byte count is --bytes, its
+// old --size still works and names it.
+TEST(Cli, SizesAreHeightByWidthInEveryToolAndOldSpellingsSaySo) {
   TempDir tmp;
   const std::string src = tmp / "src";
   RunResult r =
@@ -322,12 +322,14 @@ TEST(Cli, SizesAreHeightByWidthAndOldSpellingsKeepTheirMeaningWithAWarning) {
   r = RunTool({"info", tmp / "b"}, tmp.path());
   EXPECT_TRUE(Contains(r.output, "16x8x3 (HxWxC")) << r.output;
 
-  r = RunTool({"build", src, tmp / "c", "--resize", "8x16", "-q"}, tmp.path());
+  r = RunTool({"build", src, tmp / "c", "--resize", "512x256", "-q"}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(Contains(r.output, "--resize WxH is deprecated")) << r.output;
-  EXPECT_TRUE(Contains(r.output, "write --size 16x8")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--resize 512x256 is 512 rows x 256 columns (HxW")) << r.output;
   r = RunTool({"info", tmp / "c"}, tmp.path());
-  EXPECT_TRUE(Contains(r.output, "16x8x3 (HxWxC")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "512x256x3 (HxWxC")) << r.output;
+  r = RunTool({"build", src, tmp / "d", "--resize", "16x16", "-q"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(Contains(r.output, "rows x")) << r.output;  // a square size says nothing
 
   WriteAll(tmp / "five", "12345");
   r = RunTool({"fetch", tmp / "five", tmp / "f1", "--bytes", "5", "-q"}, tmp.path());

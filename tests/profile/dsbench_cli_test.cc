@@ -171,6 +171,29 @@ TEST(DsbenchCli, CacheWaitReadsTheSecondEpochFromTheCopy) {
   std::filesystem::remove_all(cache);
 }
 
+// --no-cache-overlap: the copy is made before the run, and epoch 0 already reads it. The old
+// spelling, --cache-no-overlap, does the same and says to write the new one.
+TEST(DsbenchCli, NoCacheOverlapCopiesFirstAndItsOldNameSaysSo) {
+  const auto& d = SmallDataset();
+  for (const std::string flag : {"--no-cache-overlap", "--cache-no-overlap"}) {
+    const std::string cache = d.dir + "/ramcache-first", json = d.dir + "/first.json";
+    std::filesystem::remove_all(cache);
+    std::string out;
+    ASSERT_EQ(Dsbench(d.lmdb + " --batch 8 --threads 2 --epochs 1 --warmup 0 --sample-ms 0 " +
+                          "--cache " + cache + " " + flag + " --json " + json,
+                      &out),
+              0)
+        << out;
+    const nlohmann::json j = ReadJson(json);
+    EXPECT_EQ(j["epochs"][0]["records_cache"], 24) << flag;  // epoch 0 read the copy
+    EXPECT_EQ(j["epochs"][0]["records_in_place"], 0) << flag;
+    const bool warned =
+        out.find("--cache-no-overlap is deprecated: write --no-cache-overlap") != std::string::npos;
+    EXPECT_EQ(warned, flag == "--cache-no-overlap") << out;
+    std::filesystem::remove_all(cache);
+  }
+}
+
 // 3 ranks of a 3-shard copy of the dataset (8 samples a shard), one whole epoch each: with
 // order shards every rank reads one shard, with blocks a third of the epoch; either way the
 // ranks' images add up to the dataset (24 divides evenly: no padding, nothing dropped).

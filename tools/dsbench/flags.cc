@@ -168,9 +168,10 @@ void AddOptions(CLI::App& app, Args* a) {
                  "fetched at once ahead of the reader (the cache must hold this + 1)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_flag("--no-cache-overlap,--cache-no-overlap", a->no_overlap,
+  app.add_flag("--no-cache-overlap", a->no_overlap,
                "make the copy before the run starts and read it (the copy is not overlapped "
-               "with the first epoch; --cache-no-overlap is its old name)");
+               "with the first epoch)");
+  app.add_flag("--cache-no-overlap", a->old_no_overlap, "deprecated: write --no-cache-overlap");
   app.add_option("--sample-ms", o.sample_ms,
                  "resource timeline period in ms (CPU, RSS, storage reads, faults, GPU); 0 = off")
       ->capture_default_str()

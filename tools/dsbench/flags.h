@@ -24,6 +24,7 @@ struct Args {
   // default, ToProfileOptions parses them into o.
   std::string remainder, mean_std, dtype, mask_dtype;
   bool no_overlap = false;
+  bool old_no_overlap = false;  // --cache-no-overlap, the old name: works, and says so
   bool no_detect_masks = false;
   // To tell whether they were given.
   CLI::Option* transform = nullptr;

@@ -81,7 +81,10 @@ int ToProfileOptions(Args* a) {
   (void)dspipe::ParseEnum(a->mask_dtype, &o.mask_dtype);
   o.plain.detect_masks = !a->no_detect_masks;
   o.shuffle = !a->no_shuffle;
-  o.cache_overlap = !a->no_overlap;
+  if (a->old_no_overlap) {
+    std::fprintf(stderr, "dsbench: --cache-no-overlap is deprecated: write --no-cache-overlap\n");
+  }
+  o.cache_overlap = !(a->no_overlap || a->old_no_overlap);
   o.order = a->order == "blocks"   ? dspipe::SampleOrder::kBlocks
             : a->order == "shards" ? dspipe::SampleOrder::kShards
                                    : dspipe::SampleOrder::kGlobal;

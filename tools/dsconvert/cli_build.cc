@@ -106,10 +106,7 @@ CLI::App* AddBuild(CLI::App& app, BuildArgs* a) {
       ->capture_default_str();
   auto* size_opt = build->add_option(
       "--size", a->size, "HxW: resize every sample to it (images area/linear, masks nearest)");
-  build
-      ->add_option("--resize", a->resize,
-                   "deprecated: WxH (width first); write --size HxW (height first)")
-      ->excludes(size_opt);
+  build->add_option("--resize", a->resize, "HxW: the same as --size")->excludes(size_opt);
   build
       ->add_option("--max-side", bo.max_side,
                    "shrink images whose longer side exceeds N to N (aspect kept; re-encoded)")
@@ -236,18 +233,19 @@ int RunBuild(BuildArgs* a) {
     return 2;
   }
   if (!a->resize.empty()) {
-    // Kept for one release, in its old order (width first), so no script changes meaning.
-    if (!dspipe::cli::ParseHeightWidth(a->resize, &bo.resize_width, &bo.resize_height)) {
-      std::fprintf(stderr,
-                   "dsconvert build: --resize must be WxH, got '%s' (--resize is "
-                   "deprecated: write --size HxW)\n",
+    // Height first, as --size and every other size (it read width first before this release):
+    // a size whose sides differ says what it makes, so an old script's transposed size shows.
+    if (!dspipe::cli::ParseHeightWidth(a->resize, &bo.resize_height, &bo.resize_width)) {
+      std::fprintf(stderr, "dsconvert build: --resize must be HxW (height x width), got '%s'\n",
                    a->resize.c_str());
       return 2;
     }
-    std::fprintf(stderr,
-                 "dsconvert build: --resize WxH is deprecated (sizes are HxW everywhere else): "
-                 "write --size %dx%d\n",
-                 bo.resize_height, bo.resize_width);
+    if (bo.resize_height != bo.resize_width) {
+      std::fprintf(stderr,
+                   "dsconvert build: --resize %s is %d rows x %d columns (HxW, as --size, dsbench "
+                   "and Python read it; before this release --resize read width first)\n",
+                   a->resize.c_str(), bo.resize_height, bo.resize_width);
+    }
   }
   bo.store = a->store == "raw" ? dspipe::StoreMode::kRaw : dspipe::StoreMode::kEncoded;
   bo.compression =
