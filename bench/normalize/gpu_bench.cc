@@ -115,7 +115,9 @@ int Run() {
         CHECK_OK(dspipe::MasksToInt64Gpu(src, n, h, w, false, nullptr, static_cast<int64_t*>(dst),
                                          stream));
       } else {
-        CHECK_OK(dspipe::NormalizeNhwcToNchwGpu(src, n, h, w, p, nullptr, fp16, dst, stream));
+        CHECK_OK(dspipe::NormalizeNhwcToNchwGpu(
+            src, n, h, w, p, nullptr,
+            fp16 ? dspipe::ImageDtype::kFloat16 : dspipe::ImageDtype::kFloat32, dst, stream));
       }
     });
     const double bytes = masks ? pixels * 9.0 : count * (fp16 ? 3.0 : 5.0);

@@ -51,14 +51,15 @@ bool CudaEventDone(void* event);
 void CudaFreeEvent(void* event);
 
 // ---- raw device kernels (pointers are device memory; stream is a cudaStream_t or nullptr) --
-// Enqueue the normalization of d_src [n][h][w][c] uint8 into d_dst [n][c][h][w], float32 or,
-// with fp16, IEEE half; same formula as the CPU path (normalize.h). Image i is mirrored when
+// Enqueue the normalization of d_src [n][h][w][c] uint8 into d_dst [n][c][h][w] of `dtype`
+// (float32, or IEEE half); same formula as the CPU path (normalize.h). Image i is mirrored when
 // p.mirror or (d_mirror_flags && d_mirror_flags[i] != 0) (d_mirror_flags: n bytes on device,
 // may be null). Fastest when h*w % 4 == 0, w % 4 == 0 when mirroring, and both pointers are
 // 16-byte aligned (cudaMalloc memory is); any other shape takes a correct scalar path.
 // Returns after enqueueing; errors name the failing CUDA call.
 Status NormalizeNhwcToNchwGpu(const uint8_t* d_src, int n, int h, int w, const NormalizeParams& p,
-                              const uint8_t* d_mirror_flags, bool fp16, void* d_dst, void* stream);
+                              const uint8_t* d_mirror_flags, ImageDtype dtype, void* d_dst,
+                              void* stream);
 // Enqueue masks d_src [n][h][w] uint8 -> d_dst [n][h][w] int64, mirrored like the images.
 Status MasksToInt64Gpu(const uint8_t* d_src, int n, int h, int w, bool mirror,
                        const uint8_t* d_mirror_flags, int64_t* d_dst, void* stream);
@@ -72,9 +73,9 @@ Status MasksToUint8Gpu(const uint8_t* d_src, int n, int h, int w, bool mirror,
 struct GpuNormalizerOptions {
   // CUDA device ordinal. Default 0.
   int device = 0;
-  // Output float16 instead of float32: half the device memory and write bandwidth, ~3 decimal
-  // digits of precision. Default false (float32).
-  bool fp16 = false;
+  // The images' element type: float32, or float16 (half the device memory and write
+  // bandwidth, ~3 decimal digits of precision). Default float32.
+  ImageDtype dtype = ImageDtype::kFloat32;
   // Device buffer sets in rotation. A returned DeviceBatch stays valid until it is Released or
   // until num_slots further Process calls, whichever comes first. 2 lets the consumer work on
   // batch k while batch k+1 is copied; more costs device memory. Default 2, minimum 1.
@@ -82,9 +83,9 @@ struct GpuNormalizerOptions {
   // Record CUDA events so LastTimings() can report H2D and kernel times. Cheap (3 events per
   // batch); turn off to save a few microseconds. Default true.
   bool timing = true;
-  // Masks come out as int64 class ids (what cross-entropy losses take). false keeps them uint8:
-  // 8x less device memory and bandwidth; convert on the consumer side. Default true.
-  bool masks_int64 = true;
+  // The masks' element type: int64 class ids (what cross-entropy losses take), or uint8 (8x less
+  // device memory and bandwidth; convert on the consumer side). Default int64.
+  MaskDtype mask_dtype = MaskDtype::kInt64;
 };
 
 // One uint8 batch in host memory, ideally from AllocPinned (pageable memory works, but the copy
@@ -99,11 +100,11 @@ struct HostBatch {
 // A normalized batch in device memory, owned by the GpuNormalizer that produced it. Work on it
 // only after waiting for ready_event (StreamWaitReady / WaitReady).
 struct DeviceBatch {
-  void* images = nullptr;  // [n][c][h][w] float* (fp16 == false) or __half* (fp16 == true)
-  void* masks = nullptr;   // [n][h][w] int64_t* (uint8_t* when !masks_int64), or nullptr
+  void* images = nullptr;  // [n][c][h][w] float* (dtype float32) or __half* (float16)
+  void* masks = nullptr;   // [n][h][w] int64_t* (mask_dtype int64) or uint8_t*, or nullptr
   int n = 0, c = 0, h = 0, w = 0;
-  bool fp16 = false;
-  bool masks_int64 = true;
+  ImageDtype dtype = ImageDtype::kFloat32;
+  MaskDtype mask_dtype = MaskDtype::kInt64;
   void* stream = nullptr;       // cudaStream_t the work was enqueued on (the normalizer's own)
   void* ready_event = nullptr;  // cudaEvent_t recorded after the last kernel
   int slot = -1;                // which buffer set (for Release)

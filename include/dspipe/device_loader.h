@@ -42,6 +42,7 @@
 #include "dspipe/batch.h"
 #include "dspipe/dataset.h"
 #include "dspipe/loader.h"
+#include "dspipe/normalize.h"  // ImageDtype, MaskDtype
 #include "dspipe/stats.h"
 #include "dspipe/status.h"
 
@@ -51,13 +52,6 @@ namespace dspipe {
 // aligned), so host->device copies are asynchronous DMA. Without a usable device it falls back
 // to aligned pageable memory (one info line in the log). Thread-safe, stateless.
 std::shared_ptr<BatchAllocator> PinnedBatchAllocator();
-
-// The element type of TensorBatch::images(): float32, or IEEE binary16 (half the device memory
-// and bandwidth, ~3 significant digits).
-enum class ImageDtype { kFloat32, kFloat16 };
-// The element type of TensorBatch::masks() (class ids): int64, as cross-entropy losses take
-// them, or uint8 (8x smaller). A dataset of uint16 masks (ids above 255) gives int64 either way.
-enum class MaskDtype { kInt64, kUInt8 };
 
 struct DeviceOptions {
   // The caller's current CUDA device (CudaCurrentDevice: cudaGetDevice on the thread calling

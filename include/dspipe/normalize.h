@@ -21,6 +21,13 @@
 
 namespace dspipe {
 
+// The element type of a normalized image batch (TensorBatch::images(), DeviceBatch::images):
+// float32, or IEEE binary16 (half the device memory and bandwidth, ~3 significant digits).
+enum class ImageDtype { kFloat32, kFloat16 };
+// The element type of a mask batch (class ids): int64, as cross-entropy losses take them, or
+// uint8 (8x smaller). A dataset of uint16 masks (ids above 255) gives int64 either way.
+enum class MaskDtype { kInt64, kUInt8 };
+
 // The most channels NormalizeParams holds: kMaxChannels (dspipe/format.h, which the CUDA
 // sources do not include; normalize_cpu.cc checks the two agree).
 inline constexpr int kMaxNormalizeChannels = 16;

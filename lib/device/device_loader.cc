@@ -125,8 +125,8 @@ struct DeviceLoader::Impl {
     out->device_ = device;
     out->images_ = db.images;
     out->masks_ = db.masks;
-    out->fp16_ = db.fp16;
-    out->masks_int64_ = db.masks != nullptr && db.masks_int64;
+    out->fp16_ = db.dtype == ImageDtype::kFloat16;
+    out->masks_int64_ = db.masks != nullptr && db.mask_dtype == MaskDtype::kInt64;
     out->stream_ = db.stream;
     out->ready_event_ = db.ready_event;
     return Status::OK();
@@ -306,10 +306,10 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   if (impl->gpu) {
     GpuNormalizerOptions& g = impl->gpu_options;
     g.device = impl->device;
-    g.fp16 = d.dtype == ImageDtype::kFloat16;
+    g.dtype = d.dtype;
     g.num_slots = d.slots;
     g.timing = true;
-    g.masks_int64 = d.mask_dtype == MaskDtype::kInt64;
+    g.mask_dtype = d.mask_dtype;
     st.gpus.emplace_back();
     DSPIPE_RETURN_IF_ERROR(GpuNormalizer::Create(g, &st.gpus[0]).WithContext("DeviceLoader"));
     Log(LogLevel::kInfo, "DeviceLoader: GPU path on CUDA device " + std::to_string(impl->device) +

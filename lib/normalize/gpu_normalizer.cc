@@ -180,12 +180,13 @@ struct GpuNormalizer::Impl {
     }
     const size_t pixels = static_cast<size_t>(in.n) * in.h * in.w;
     const size_t image_bytes = pixels * p.channels;
-    const size_t out_bytes = image_bytes * (opt.fp16 ? 2 : 4);
+    const size_t out_bytes = image_bytes * (opt.dtype == ImageDtype::kFloat16 ? 2 : 4);
     DSPIPE_RETURN_IF_ERROR(Reserve(&s.images_u8, image_bytes, stream));
     DSPIPE_RETURN_IF_ERROR(Reserve(&s.images_out, out_bytes, stream));
     if (in.masks != nullptr) {
       DSPIPE_RETURN_IF_ERROR(Reserve(&s.masks_u8, pixels, stream));
-      const size_t mask_out_bytes = opt.masks_int64 ? pixels * sizeof(int64_t) : pixels;
+      const size_t mask_out_bytes =
+          opt.mask_dtype == MaskDtype::kInt64 ? pixels * sizeof(int64_t) : pixels;
       DSPIPE_RETURN_IF_ERROR(Reserve(&s.masks_out, mask_out_bytes, stream));
     }
     if (in.mirror != nullptr) DSPIPE_RETURN_IF_ERROR(Reserve(&s.flags, in.n, stream));
@@ -208,9 +209,9 @@ struct GpuNormalizer::Impl {
     {
       NvtxRange range("dspipe normalize");
       DSPIPE_RETURN_IF_ERROR(NormalizeNhwcToNchwGpu(static_cast<const uint8_t*>(s.images_u8.ptr),
-                                                    in.n, in.h, in.w, p, d_flags, opt.fp16,
+                                                    in.n, in.h, in.w, p, d_flags, opt.dtype,
                                                     s.images_out.ptr, stream));
-      if (in.masks != nullptr && opt.masks_int64) {
+      if (in.masks != nullptr && opt.mask_dtype == MaskDtype::kInt64) {
         DSPIPE_RETURN_IF_ERROR(MasksToInt64Gpu(static_cast<const uint8_t*>(s.masks_u8.ptr), in.n,
                                                in.h, in.w, p.mirror, d_flags,
                                                static_cast<int64_t*>(s.masks_out.ptr), stream));
@@ -225,8 +226,8 @@ struct GpuNormalizer::Impl {
     out->images = s.images_out.ptr;
     out->masks = in.masks != nullptr ? s.masks_out.ptr : nullptr;
     out->n = in.n, out->c = p.channels, out->h = in.h, out->w = in.w;
-    out->fp16 = opt.fp16;
-    out->masks_int64 = opt.masks_int64;
+    out->dtype = opt.dtype;
+    out->mask_dtype = opt.mask_dtype;
     out->stream = stream;
     out->ready_event = s.ready;
     out->slot = index;
@@ -334,7 +335,7 @@ Status NoCuda(const char* fn) {
 }  // namespace
 
 Status NormalizeNhwcToNchwGpu(const uint8_t*, int, int, int, const NormalizeParams&, const uint8_t*,
-                              bool, void*, void*) {
+                              ImageDtype, void*, void*) {
   return NoCuda("NormalizeNhwcToNchwGpu");
 }
 Status MasksToInt64Gpu(const uint8_t*, int, int, int, bool, const uint8_t*, int64_t*, void*) {

@@ -255,7 +255,8 @@ void LaunchNormalize(const uint8_t* src, int n, int h, int w, int channels, cons
 }  // namespace
 
 Status NormalizeNhwcToNchwGpu(const uint8_t* d_src, int n, int h, int w, const NormalizeParams& p,
-                              const uint8_t* d_mirror_flags, bool fp16, void* d_dst, void* stream) {
+                              const uint8_t* d_mirror_flags, ImageDtype dtype, void* d_dst,
+                              void* stream) {
   DSPIPE_RETURN_IF_ERROR(ValidateNormalizeParams(p).WithContext("NormalizeNhwcToNchwGpu"));
   DSPIPE_RETURN_IF_ERROR(CheckCommon("NormalizeNhwcToNchwGpu", d_src, d_dst, n, h, w, p.channels));
   if (n == 0 || h == 0 || w == 0) return Status::OK();
@@ -265,7 +266,7 @@ Status NormalizeNhwcToNchwGpu(const uint8_t* d_src, int n, int h, int w, const N
     cp.inv_std[c] = 1.0f / p.std[c];  // host-side, as in the CPU path
   }
   auto s = static_cast<cudaStream_t>(stream);
-  if (fp16) {
+  if (dtype == ImageDtype::kFloat16) {
     LaunchNormalize<__half>(d_src, n, h, w, p.channels, cp, p.mirror, d_mirror_flags,
                             static_cast<__half*>(d_dst), s);
   } else {

@@ -60,9 +60,10 @@ TEST(CudaRuntime, NoGpuPathWorksOrDeviceIsUsable) {
   EXPECT_EQ(gpu, nullptr);
   uint8_t px[3] = {};
   float out[3];
-  EXPECT_EQ(
-      NormalizeNhwcToNchwGpu(px, 1, 1, 1, NormalizeParams{}, nullptr, false, out, nullptr).code(),
-      Status::Code::kUnsupported);
+  EXPECT_EQ(NormalizeNhwcToNchwGpu(px, 1, 1, 1, NormalizeParams{}, nullptr, ImageDtype::kFloat32,
+                                   out, nullptr)
+                .code(),
+            Status::Code::kUnsupported);
   int64_t m = 0;
   EXPECT_EQ(MasksToInt64Gpu(px, 1, 1, 1, false, nullptr, &m, nullptr).code(),
             Status::Code::kUnsupported);
@@ -278,15 +279,15 @@ TEST_F(Gpu, RawKernelsMatchCpuReference) {
     CUDA_OK(cudaMemcpy(flags.as<uint8_t>(), d.flags.data(), k.n, cudaMemcpyHostToDevice));
     const uint8_t* d_flags = k.flags ? flags.as<uint8_t>() : nullptr;
 
-    Status s = NormalizeNhwcToNchwGpu(src.as<uint8_t>(), k.n, k.h, k.w, d.p, d_flags, false,
-                                      dst.as<void>(), nullptr);
+    Status s = NormalizeNhwcToNchwGpu(src.as<uint8_t>(), k.n, k.h, k.w, d.p, d_flags,
+                                      ImageDtype::kFloat32, dst.as<void>(), nullptr);
     ASSERT_TRUE(s.ok()) << s.ToString();
     std::vector<float> got(count);
     CUDA_OK(cudaMemcpy(got.data(), dst.as<void>(), count * 4, cudaMemcpyDeviceToHost));
     ExpectF32Within1Ulp(got, want);
 
-    s = NormalizeNhwcToNchwGpu(src.as<uint8_t>(), k.n, k.h, k.w, d.p, d_flags, true, dst.as<void>(),
-                               nullptr);
+    s = NormalizeNhwcToNchwGpu(src.as<uint8_t>(), k.n, k.h, k.w, d.p, d_flags, ImageDtype::kFloat16,
+                               dst.as<void>(), nullptr);
     ASSERT_TRUE(s.ok()) << s.ToString();
     std::vector<uint16_t> half(count);
     CUDA_OK(cudaMemcpy(half.data(), dst.as<void>(), count * 2, cudaMemcpyDeviceToHost));
@@ -303,7 +304,7 @@ TEST_F(Gpu, RawKernelsMatchCpuReference) {
 
 void RunNormalizer(bool fp16) {
   GpuNormalizerOptions opt;
-  opt.fp16 = fp16;
+  opt.dtype = fp16 ? ImageDtype::kFloat16 : ImageDtype::kFloat32;
   std::unique_ptr<GpuNormalizer> gpu;
   Status s = GpuNormalizer::Create(opt, &gpu);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -332,7 +333,8 @@ void RunNormalizer(bool fp16) {
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(b.n, k.n);
     EXPECT_EQ(b.c, k.c);
-    EXPECT_EQ(b.fp16, fp16);
+    EXPECT_EQ(b.dtype, opt.dtype);
+    EXPECT_EQ(b.mask_dtype, MaskDtype::kInt64);
     ASSERT_TRUE(gpu->WaitInputConsumed(b).ok());
     std::memset(images, 0, d.images.size());  // safe now: the copy has finished
     ASSERT_TRUE(gpu->StreamWaitReady(b, consumer).ok());
