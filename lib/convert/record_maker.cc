@@ -243,6 +243,37 @@ Status RawPayload(const cv::Mat& m, const BuildOptions& o, Codec* codec, std::st
   return Status::OK();
 }
 
+// BuildOptions::mask_map applied to a mask: ids 0..255 mapped, larger ids (uint16) kept.
+Status ApplyMaskMap(const std::string& map, cv::Mat* mask) {
+  uint8_t lut[256];
+  DSPIPE_RETURN_IF_ERROR(ParseMaskMap(map, lut));  // checked up front already
+  if (!mask->isContinuous()) *mask = mask->clone();
+  if (mask->depth() == CV_8U) {
+    for (size_t i = 0; i < mask->total(); ++i) mask->data[i] = lut[mask->data[i]];
+  } else {
+    uint16_t* p = mask->ptr<uint16_t>();
+    for (size_t i = 0; i < mask->total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
+  }
+  return Status::OK();
+}
+
+// The record from its header and payloads, each at most 4 GiB (else kBadInput naming `path`,
+// as "PATH: WHAT larger than 4 GiB"; `what` may be empty).
+Status FinishRecord(const std::string& path, const std::string& what, RecordHeader h,
+                    const std::string& img_payload, const std::string& mask_payload,
+                    MadeRecord* out) {
+  if (img_payload.size() > UINT32_MAX || mask_payload.size() > UINT32_MAX) {
+    return Status::BadInput(path + ": " + (what.empty() ? "" : what + " ") + "larger than 4 GiB")
+        .WithPath(path);
+  }
+  h.image_size = static_cast<uint32_t>(img_payload.size());
+  h.mask_size = static_cast<uint32_t>(mask_payload.size());
+  out->header = h;
+  out->value.reserve(kRecordHeaderSize + img_payload.size() + mask_payload.size());
+  EncodeRecord(h, Bytes(img_payload), Bytes(mask_payload), &out->value);
+  return Status::OK();
+}
+
 // A slice of a NIfTI volume (and of its label volume) as a record: typed samples as the volume
 // holds them, HxWxC (C: the 4th dimension; with BuildOptions::context K, (2K+1)*C: the
 // neighbouring slices too, StackSlices). Stored raw with store = kRaw; else losslessly encoded:
@@ -299,16 +330,7 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
     if (!s.ok()) return s.WithPath(item.mask);
     if (resample) volume::ResampleSlice(mask, own, target, /*nearest=*/true, &mask);
     if (sized) volume::PadCropSlice(mask, o.slice_height, o.slice_width, &mask);
-    if (!o.mask_map.empty()) {
-      uint8_t lut[256];
-      DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));
-      if (mask.depth() == CV_8U) {
-        cv::LUT(mask, cv::Mat(1, 256, CV_8U, lut), mask);
-      } else {
-        uint16_t* p = mask.ptr<uint16_t>();
-        for (size_t i = 0; i < mask.total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
-      }
-    }
+    if (!o.mask_map.empty()) DSPIPE_RETURN_IF_ERROR(ApplyMaskMap(o.mask_map, &mask));
     // One pass over the label: its class counts give the ids NoteMaskIds would find too.
     const std::vector<uint32_t> counts = MaskHistogram(mask);
     NoteMaskIds(counts, out);
@@ -324,15 +346,195 @@ Status MakeSliceRecord(const SourceItem& item, const BuildOptions& o, bool want_
                                  : codec::EncodeTypedPng(mask, &mask_payload));
     }
   }
-  if (img_payload.size() > UINT32_MAX || mask_payload.size() > UINT32_MAX) {
-    return Status::BadInput(item.image + ": a slice larger than 4 GiB").WithPath(item.image);
+  return FinishRecord(item.image, "a slice", h, img_payload, mask_payload, out);
+}
+
+// The item's image and mask bytes, from where the item says: handed over (`given`: an archive
+// member read by the pipeline), a plain LMDB (which may give the label too), or files.
+Status ReadSourceBytes(const SourceItem& item, const BuildOptions& o, const Dataset* plain,
+                       SourceBytes* given, std::string* img_bytes, std::string* mask_bytes,
+                       int* label, MadeRecord* out) {
+  if (given != nullptr) {
+    *img_bytes = std::move(given->image);
+    *mask_bytes = std::move(given->mask);
+    out->bytes_read += img_bytes->size() + mask_bytes->size();
+  } else if (item.plain_index >= 0) {
+    if (plain == nullptr) return Status::Internal(item.image + ": plain LMDB source not open");
+    DSPIPE_RETURN_IF_ERROR(ReadPlainItem(*plain, item, img_bytes, mask_bytes, label));
+    out->bytes_read += img_bytes->size() + mask_bytes->size();
+  } else {
+    Env* env = o.env != nullptr ? o.env : Env::Default();
+    DSPIPE_RETURN_IF_ERROR(env->ReadFile(item.image, img_bytes));
+    out->bytes_read += img_bytes->size();
+    if (!item.mask.empty()) {
+      DSPIPE_RETURN_IF_ERROR(env->ReadFile(item.mask, mask_bytes));
+      out->bytes_read += mask_bytes->size();
+    }
   }
-  h.image_size = static_cast<uint32_t>(img_payload.size());
-  h.mask_size = static_cast<uint32_t>(mask_payload.size());
-  out->header = h;
-  out->value.reserve(kRecordHeaderSize + img_payload.size() + mask_payload.size());
-  EncodeRecord(h, Bytes(img_payload), Bytes(mask_payload), &out->value);
   return Status::OK();
+}
+
+// The image's header: the file's (codec::Probe), or with BuildOptions::pages_as_channels and a
+// multi-page TIFF, its pages decoded into *stacked as channels (codec/tiff.h; *pages true) and
+// their header: such a file is stored as decoded pixels (the loader would read its bytes as one
+// page). Errors are about the file, not yet Reject'ed.
+Status ProbeSourceImage(const BuildOptions& o, const std::string& bytes, codec::ImageProbe* probe,
+                        cv::Mat* stacked, bool* pages) {
+  *pages = false;
+  if (o.pages_as_channels && codec::SniffImageFormat(Bytes(bytes)) == codec::ImageFormat::kTiff) {
+    codec::TiffInfo info;
+    DSPIPE_RETURN_IF_ERROR(codec::ReadTiffInfo(Bytes(bytes), &info));
+    if (info.pages > 1) {
+      int n = 0;
+      DSPIPE_RETURN_IF_ERROR(codec::DecodeTiffPages(Bytes(bytes), stacked, &n));
+      if (stacked->depth() == CV_8U || o.depth == 8) {
+        return Status::BadInput(
+            "a TIFF of " + std::to_string(n) + " pages of " +
+            (stacked->depth() == CV_8U ? std::string("8-bit samples")
+                                       : "samples, and " + Opt("BuildOptions::depth", "8")) +
+            ": " + Opt("BuildOptions::pages_as_channels") +
+            " stacks 16-bit and float32 pages as they are (8-bit images are stored gray or RGB)");
+      }
+      *pages = true;
+      probe->codec = Codec::kEncoded;
+      probe->width = stacked->cols;
+      probe->height = stacked->rows;
+      probe->channels = stacked->channels();
+      probe->bit_depth = static_cast<int>(stacked->elemSize1()) * 8;
+      probe->floating = stacked->depth() == CV_32F;
+      probe->is_signed = stacked->depth() == CV_16S;
+      return Status::OK();
+    }
+  }
+  return codec::Probe(Bytes(bytes), probe);
+}
+
+// The stored size: BuildOptions' resize, or max_side shrinking the longer side (aspect kept).
+// True when the image is resampled (always with a resize, even to its own size).
+bool OutputSize(const BuildOptions& o, int src_w, int src_h, int* out_w, int* out_h) {
+  *out_w = src_w;
+  *out_h = src_h;
+  if (o.resize_width > 0 && o.resize_height > 0) {
+    *out_w = o.resize_width;
+    *out_h = o.resize_height;
+    return true;
+  }
+  if (o.max_side > 0 && std::max(src_w, src_h) > o.max_side) {
+    const double f = static_cast<double>(o.max_side) / std::max(src_w, src_h);
+    *out_w = std::clamp(static_cast<int>(std::lround(src_w * f)), 1, o.max_side);
+    *out_h = std::clamp(static_cast<int>(std::lround(src_h * f)), 1, o.max_side);
+  }
+  return *out_w != src_w || *out_h != src_h;
+}
+
+// Options an image of this type and channel count cannot take (typed: kept as its own
+// SampleType; reduce: reduced to 8 bits as asked). Errors are about the file.
+Status CheckImageOptions(const BuildOptions& o, const codec::ImageProbe& probe, SampleType type,
+                         bool typed, bool reduce) {
+  if (typed && o.jpeg_quality > 0) {
+    return TypedRefusal(type, Opt("BuildOptions::jpeg_quality"), "JPEG holds 8-bit samples");
+  }
+  // A TIFF of more than 4 channels (tiff.h) keeps them only as typed samples: 8-bit images
+  // are stored gray or RGB, and the loader reads no 8-bit record of other channels.
+  if (!typed && probe.channels > 4) {
+    return Status::BadInput(
+        "a " + std::to_string(probe.channels) + "-channel " +
+        (reduce ? std::string("image reduced to 8 bits (") + Opt("BuildOptions::depth", "8") + ")"
+                : std::string("8-bit image")) +
+        "; dspipe keeps all the channels of 16-bit and float32 images only, and stores 8-bit "
+        "ones as gray or RGB: convert it to 16-bit samples" +
+        (reduce ? ", or drop the depth option" : ""));
+  }
+  if (typed && o.jpeg_restarts) {
+    return TypedRefusal(type, Opt("BuildOptions::jpeg_restarts"),
+                        "it re-writes JPEG files, which hold 8-bit samples");
+  }
+  return Status::OK();
+}
+
+// The stored image: the original bytes (moved out of img_bytes) when nothing changes them, else
+// the decoded pixels `img` raw, re-encoded losslessly, or as a JPEG when asked for; sets
+// h->image_codec. A JPEG file that cannot take restart markers is rejected naming `path`.
+Status ImagePayload(const std::string& path, const BuildOptions& o, const codec::ImageProbe& probe,
+                    SampleType type, bool typed, bool changed, bool reduce, bool pages, cv::Mat img,
+                    std::string* img_bytes, RecordHeader* h, std::string* payload) {
+  if (o.store == StoreMode::kRaw) return RawPayload(img, o, &h->image_codec, payload);
+  if (typed && (changed || pages || (o.gray && probe.channels > 1))) {
+    // Changed here (resized, pages stacked, or reduced to gray as asked): re-encoded
+    // losslessly, a uint16 image of 1, 3 or 4 channels as a 16-bit PNG, the rest (int16 and
+    // float32, which PNG cannot hold, and other channel counts) as zstd pixels.
+    if (!img.isContinuous()) img = img.clone();
+    const int c = img.channels();
+    if (type == SampleType::kUint16 && (c == 1 || c == 3 || c == 4)) {
+      h->image_codec = Codec::kPng;
+      return codec::EncodeTypedPng(img, payload);
+    }
+    h->image_codec = Codec::kRawZstd;
+    return codec::CompressZstd({img.data, img.total() * img.elemSize()}, o.zstd_level, payload);
+  }
+  if (o.jpeg_quality > 0) {
+    h->image_codec = Codec::kJpeg;  // --jpeg-quality: every image re-encoded at that quality
+    return codec::EncodeJpeg(img, o.jpeg_quality, payload, o.jpeg_restarts);
+  }
+  if (changed || reduce) {
+    h->image_codec = Codec::kPng;  // re-encoded losslessly after resizing or reducing to 8 bits
+    return codec::EncodePng(img, 1, payload);
+  }
+  if (o.jpeg_restarts && probe.codec == Codec::kJpeg) {
+    h->image_codec = Codec::kJpeg;  // the same coefficients, a restart marker after every MCU
+    const Status s = codec::AddJpegRestarts(Bytes(*img_bytes), payload);
+    return s.ok() ? s : Reject(path, s);
+  }
+  h->image_codec = probe.codec;  // the original bytes; the loader decodes them
+  *payload = std::move(*img_bytes);
+  return Status::OK();
+}
+
+// The stored mask of an image src_w x src_h (resized to out_w x out_h with the image when
+// `resize`), and its ids in `out`: a plain 8-bit gray PNG is kept as it is, any other is decoded
+// and stored raw or re-encoded; sets h->mask_type and h->mask_codec. Every mask is decoded
+// either way: num_classes (users size their model's output from it) counts the classes over
+// all masks, never a sample, and mask decodes are cheap.
+Status MaskPayload(const SourceItem& item, const BuildOptions& o, std::string* mask_bytes,
+                   int src_w, int src_h, bool resize, int out_w, int out_h, RecordHeader* h,
+                   std::string* payload, MadeRecord* out) {
+  const bool raw = o.store == StoreMode::kRaw;
+  const bool keep =
+      !raw && !resize && o.mask_map.empty() && codec::IsPlainGray8Png(Bytes(*mask_bytes));
+  out->mask_jpeg = codec::SniffCodec(Bytes(*mask_bytes)) == Codec::kJpeg;
+  codec::ImageProbe mp;  // completeness first: "truncated PNG" beats a decoder's complaint
+  if (codec::SniffCodec(Bytes(*mask_bytes)) != Codec::kEncoded) {
+    Status s = codec::Probe(Bytes(*mask_bytes), &mp);
+    if (!s.ok()) return Reject(item.mask, s);
+  }
+  // 16-bit masks are kept wide: ids above 255 (instance maps) make a uint16 mask.
+  cv::Mat mask;
+  Status s = codec::DecodeMask(Bytes(*mask_bytes), &mask, /*wide=*/true);
+  if (!s.ok()) return Reject(item.mask, s);
+  if (mask.depth() == CV_16U) {
+    double mx = 0;
+    cv::minMaxLoc(mask, nullptr, &mx);
+    if (mx <= 255) mask.convertTo(mask, CV_8U);  // every id fits: an 8-bit mask, exact
+  }
+  if (mask.cols != src_w || mask.rows != src_h) {
+    return Status::BadInput(item.mask + ": mask is " + std::to_string(mask.cols) + "x" +
+                            std::to_string(mask.rows) + " but its image " + item.image + " is " +
+                            std::to_string(src_w) + "x" + std::to_string(src_h))
+        .WithPath(item.mask);
+  }
+  if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
+  if (!o.mask_map.empty()) DSPIPE_RETURN_IF_ERROR(ApplyMaskMap(o.mask_map, &mask));
+  NoteMaskIds(mask, out);
+  h->mask_type = mask.depth() == CV_16U ? SampleType::kUint16 : SampleType::kUint8;
+  if (keep) {
+    h->mask_codec = Codec::kPng;
+    *payload = std::move(*mask_bytes);
+    return Status::OK();
+  }
+  if (raw) return RawPayload(mask, o, &h->mask_codec, payload);
+  h->mask_codec = Codec::kPng;
+  return mask.depth() == CV_16U ? codec::EncodeTypedPng(mask, payload)
+                                : codec::EncodePng(mask, 1, payload);
 }
 
 }  // namespace
@@ -343,72 +545,17 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   if (!item.error.empty()) return Reject(item.image, Status::BadInput(item.error));
   if (item.slice >= 0) return MakeSliceRecord(item, o, want_stats, volumes, out);
   const int channels = o.gray ? 1 : 3;
-  const bool raw = o.store == StoreMode::kRaw;
-  // The options were checked by ValidateBuildOptions before the output was created.
-  const bool zstd = o.compression == Compression::kZstd;
-
   std::string img_bytes, mask_bytes;
   int label = item.label;
-  if (given != nullptr) {
-    img_bytes = std::move(given->image);
-    mask_bytes = std::move(given->mask);
-    out->bytes_read += img_bytes.size() + mask_bytes.size();
-  } else if (item.plain_index >= 0) {
-    if (plain == nullptr) return Status::Internal(item.image + ": plain LMDB source not open");
-    DSPIPE_RETURN_IF_ERROR(ReadPlainItem(*plain, item, &img_bytes, &mask_bytes, &label));
-    out->bytes_read += img_bytes.size() + mask_bytes.size();
-  } else {
-    Env* env = o.env != nullptr ? o.env : Env::Default();
-    DSPIPE_RETURN_IF_ERROR(env->ReadFile(item.image, &img_bytes));
-    out->bytes_read += img_bytes.size();
-    if (!item.mask.empty()) {
-      DSPIPE_RETURN_IF_ERROR(env->ReadFile(item.mask, &mask_bytes));
-      out->bytes_read += mask_bytes.size();
-    }
-  }
+  DSPIPE_RETURN_IF_ERROR(
+      ReadSourceBytes(item, o, plain, given, &img_bytes, &mask_bytes, &label, out));
 
   // ---- image
   codec::ImageProbe probe;
-  Status s;
-  // BuildOptions::pages_as_channels: a multi-page TIFF is decoded here, its pages stacked as
-  // channels (codec/tiff.h), and stored as decoded pixels below (the file's bytes would be
-  // read as one page by the loader). Single-page TIFFs take the ordinary path.
-  cv::Mat stacked;
+  cv::Mat stacked;  // a multi-page TIFF's pages as channels (pages)
   bool pages = false;
-  if (o.pages_as_channels &&
-      codec::SniffImageFormat(Bytes(img_bytes)) == codec::ImageFormat::kTiff) {
-    codec::TiffInfo info;
-    s = codec::ReadTiffInfo(Bytes(img_bytes), &info);
-    if (!s.ok()) return Reject(item.image, s);
-    if (info.pages > 1) {
-      int n = 0;
-      s = codec::DecodeTiffPages(Bytes(img_bytes), &stacked, &n);
-      if (!s.ok()) return Reject(item.image, s);
-      if (stacked.depth() == CV_8U || o.depth == 8) {
-        return Reject(item.image,
-                      Status::BadInput(
-                          "a TIFF of " + std::to_string(n) + " pages of " +
-                          (stacked.depth() == CV_8U ? std::string("8-bit samples")
-                                                    : "samples, and " +
-                                                          Opt("BuildOptions::depth", "8")) +
-                          ": " + Opt("BuildOptions::pages_as_channels") +
-                          " stacks 16-bit and float32 pages as they are (8-bit images are "
-                          "stored gray or RGB)"));
-      }
-      pages = true;
-      probe.codec = Codec::kEncoded;
-      probe.width = stacked.cols;
-      probe.height = stacked.rows;
-      probe.channels = stacked.channels();
-      probe.bit_depth = static_cast<int>(stacked.elemSize1()) * 8;
-      probe.floating = stacked.depth() == CV_32F;
-      probe.is_signed = stacked.depth() == CV_16S;
-    }
-  }
-  if (!pages) {
-    s = codec::Probe(Bytes(img_bytes), &probe);
-    if (!s.ok()) return Reject(item.image, s);
-  }
+  Status s = ProbeSourceImage(o, img_bytes, &probe, &stacked, &pages);
+  if (!s.ok()) return Reject(item.image, s);
   SampleType type = SampleType::kUint8;
   s = codec::SampleTypeOf(probe, &type);
   if (s.ok()) s = CheckImageDepth(probe, type, o);
@@ -434,44 +581,14 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
                          " to store the colour channels and drop the alpha knowingly"));
   };
   out->image_gray = !typed && !o.gray && probe.channels <= 2;
-  // The output size: --resize, or --max-side shrinking the longer side (aspect kept).
   const int src_w = probe.width, src_h = probe.height;
-  int out_w = src_w, out_h = src_h;
-  if (o.resize_width > 0 && o.resize_height > 0) {
-    out_w = o.resize_width;
-    out_h = o.resize_height;
-  } else if (o.max_side > 0 && std::max(src_w, src_h) > o.max_side) {
-    const double f = static_cast<double>(o.max_side) / std::max(src_w, src_h);
-    out_w = std::clamp(static_cast<int>(std::lround(src_w * f)), 1, o.max_side);
-    out_h = std::clamp(static_cast<int>(std::lround(src_h * f)), 1, o.max_side);
-  }
-  const bool resize =
-      out_w != src_w || out_h != src_h || (o.resize_width > 0 && o.resize_height > 0);
-  const bool jpeg = o.jpeg_quality > 0;
-  if (typed && jpeg) {
-    return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_quality"),
-                                           "JPEG holds 8-bit samples"));
-  }
-  // A TIFF of more than 4 channels (tiff.h) keeps them only as typed samples: 8-bit images
-  // are stored gray or RGB, and the loader reads no 8-bit record of other channels.
-  if (!typed && probe.channels > 4) {
-    return Reject(item.image,
-                  Status::BadInput(
-                      "a " + std::to_string(probe.channels) + "-channel " +
-                      (reduce ? std::string("image reduced to 8 bits (") +
-                                    Opt("BuildOptions::depth", "8") + ")"
-                              : std::string("8-bit image")) +
-                      "; dspipe keeps all the channels of 16-bit and float32 images only, and "
-                      "stores 8-bit ones as gray or RGB: convert it to 16-bit samples" +
-                      (reduce ? ", or drop the depth option" : "")));
-  }
-  if (typed && o.jpeg_restarts) {
-    return Reject(item.image, TypedRefusal(type, Opt("BuildOptions::jpeg_restarts"),
-                                           "it re-writes JPEG files, which hold 8-bit samples"));
-  }
+  int out_w = 0, out_h = 0;
+  const bool resize = OutputSize(o, src_w, src_h, &out_w, &out_h);
+  s = CheckImageOptions(o, probe, type, typed, reduce);
+  if (!s.ok()) return Reject(item.image, s);
   // Typed images are always decoded: their channel count is what the decode gives.
-  const bool decode =
-      raw || resize || reduce || jpeg || typed || want_stats || o.check == CheckLevel::kDecode;
+  const bool decode = o.store == StoreMode::kRaw || resize || reduce || o.jpeg_quality > 0 ||
+                      typed || want_stats || o.check == CheckLevel::kDecode;
   if (check_alpha && !decode) {
     s = codec::FindTransparency(Bytes(img_bytes), &opaque, &alpha_row, &alpha_col);
     if (!s.ok()) return Reject(item.image, s);
@@ -517,132 +634,16 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   h.height = static_cast<uint32_t>(out_h);
   h.label = label;
   std::string img_payload;
-  if (raw) {
-    if (!img.isContinuous()) img = img.clone();
-    if (zstd) {
-      h.image_codec = Codec::kRawZstd;
-      DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({img.data, img.total() * img.elemSize()},
-                                                 o.zstd_level, &img_payload));
-    } else {
-      h.image_codec = Codec::kRaw;
-      img_payload.assign(reinterpret_cast<const char*>(img.data), img.total() * img.elemSize());
-    }
-  } else if (typed && (resize || pages || (o.gray && probe.channels > 1))) {
-    // Changed here (resized, pages stacked, or reduced to gray as asked): re-encoded losslessly, a uint16
-    // image of 1, 3 or 4 channels as a 16-bit PNG, the rest (int16 and float32, which PNG
-    // cannot hold, and other channel counts) as zstd pixels.
-    if (!img.isContinuous()) img = img.clone();
-    const int c = img.channels();
-    if (type == SampleType::kUint16 && (c == 1 || c == 3 || c == 4)) {
-      h.image_codec = Codec::kPng;
-      DSPIPE_RETURN_IF_ERROR(codec::EncodeTypedPng(img, &img_payload));
-    } else {
-      h.image_codec = Codec::kRawZstd;
-      DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({img.data, img.total() * img.elemSize()},
-                                                 o.zstd_level, &img_payload));
-    }
-  } else if (jpeg) {
-    h.image_codec = Codec::kJpeg;  // --jpeg-quality: every image re-encoded at that quality
-    DSPIPE_RETURN_IF_ERROR(codec::EncodeJpeg(img, o.jpeg_quality, &img_payload, o.jpeg_restarts));
-  } else if (resize || reduce) {
-    h.image_codec = Codec::kPng;  // re-encoded losslessly after resizing or reducing to 8 bits
-    DSPIPE_RETURN_IF_ERROR(codec::EncodePng(img, 1, &img_payload));
-  } else if (o.jpeg_restarts && probe.codec == Codec::kJpeg) {
-    h.image_codec = Codec::kJpeg;  // the same coefficients, a restart marker after every MCU
-    s = codec::AddJpegRestarts(Bytes(img_bytes), &img_payload);
-    if (!s.ok()) return Reject(item.image, s);
-  } else {
-    h.image_codec = probe.codec;  // the original bytes; the loader decodes them
-    img_payload = std::move(img_bytes);
-  }
+  DSPIPE_RETURN_IF_ERROR(ImagePayload(item.image, o, probe, type, typed, resize, reduce, pages, img,
+                                      &img_bytes, &h, &img_payload));
 
   // ---- mask
   std::string mask_payload;
   if (!item.mask.empty()) {
-    // Plain 8-bit gray PNG masks are stored as they are; others are decoded and re-encoded.
-    // Every mask is decoded either way: num_classes (users size their model's output from it)
-    // counts the classes over all masks, never a sample, and mask decodes are cheap.
-    const bool keep =
-        !raw && !resize && o.mask_map.empty() && codec::IsPlainGray8Png(Bytes(mask_bytes));
-    out->mask_jpeg = codec::SniffCodec(Bytes(mask_bytes)) == Codec::kJpeg;
-    const bool decode_mask = true;
-    int mw = 0, mh = 0;
-    cv::Mat mask;
-    if (decode_mask) {
-      codec::ImageProbe mp;  // completeness first: "truncated PNG" beats a decoder's complaint
-      if (codec::SniffCodec(Bytes(mask_bytes)) != Codec::kEncoded) {
-        s = codec::Probe(Bytes(mask_bytes), &mp);
-        if (!s.ok()) return Reject(item.mask, s);
-      }
-      // 16-bit masks are kept wide: ids above 255 (instance maps) make a uint16 mask.
-      s = codec::DecodeMask(Bytes(mask_bytes), &mask, /*wide=*/true);
-      if (!s.ok()) return Reject(item.mask, s);
-      if (mask.depth() == CV_16U) {
-        double mx = 0;
-        cv::minMaxLoc(mask, nullptr, &mx);
-        if (mx <= 255) mask.convertTo(mask, CV_8U);  // every id fits: an 8-bit mask, exact
-      }
-      mw = mask.cols;
-      mh = mask.rows;
-    } else {
-      codec::ImageProbe mp;
-      s = codec::Probe(Bytes(mask_bytes), &mp);
-      if (!s.ok()) return Reject(item.mask, s);
-      mw = mp.width;
-      mh = mp.height;
-    }
-    if (mw != src_w || mh != src_h) {
-      return Status::BadInput(item.mask + ": mask is " + std::to_string(mw) + "x" +
-                              std::to_string(mh) + " but its image " + item.image + " is " +
-                              std::to_string(src_w) + "x" + std::to_string(src_h))
-          .WithPath(item.mask);
-    }
-    if (decode_mask) {
-      if (resize) Resize(mask, out_w, out_h, /*nearest=*/true, &mask);
-      if (!o.mask_map.empty()) {
-        uint8_t lut[256];
-        DSPIPE_RETURN_IF_ERROR(ParseMaskMap(o.mask_map, lut));  // checked up front already
-        if (!mask.isContinuous()) mask = mask.clone();
-        if (mask.depth() == CV_8U) {
-          for (size_t i = 0; i < mask.total(); ++i) mask.data[i] = lut[mask.data[i]];
-        } else {  // uint16: ids 0..255 are mapped, larger ids kept
-          uint16_t* p = mask.ptr<uint16_t>();
-          for (size_t i = 0; i < mask.total(); ++i) p[i] = p[i] < 256 ? lut[p[i]] : p[i];
-        }
-      }
-      NoteMaskIds(mask, out);
-    }
-    h.mask_type = mask.depth() == CV_16U ? SampleType::kUint16 : SampleType::kUint8;
-    if (keep) {
-      h.mask_codec = Codec::kPng;
-      mask_payload = std::move(mask_bytes);
-    } else if (raw) {
-      if (!mask.isContinuous()) mask = mask.clone();
-      const size_t n = mask.total() * mask.elemSize();
-      if (zstd) {
-        h.mask_codec = Codec::kRawZstd;
-        DSPIPE_RETURN_IF_ERROR(codec::CompressZstd({mask.data, n}, o.zstd_level, &mask_payload));
-      } else {
-        h.mask_codec = Codec::kRaw;
-        mask_payload.assign(reinterpret_cast<const char*>(mask.data), n);
-      }
-    } else if (mask.depth() == CV_16U) {
-      h.mask_codec = Codec::kPng;
-      DSPIPE_RETURN_IF_ERROR(codec::EncodeTypedPng(mask, &mask_payload));
-    } else {
-      h.mask_codec = Codec::kPng;
-      DSPIPE_RETURN_IF_ERROR(codec::EncodePng(mask, 1, &mask_payload));
-    }
+    DSPIPE_RETURN_IF_ERROR(MaskPayload(item, o, &mask_bytes, src_w, src_h, resize, out_w, out_h, &h,
+                                       &mask_payload, out));
   }
-  if (img_payload.size() > UINT32_MAX || mask_payload.size() > UINT32_MAX) {
-    return Status::BadInput(item.image + ": larger than 4 GiB").WithPath(item.image);
-  }
-  h.image_size = static_cast<uint32_t>(img_payload.size());
-  h.mask_size = static_cast<uint32_t>(mask_payload.size());
-  out->header = h;
-  out->value.reserve(kRecordHeaderSize + img_payload.size() + mask_payload.size());
-  EncodeRecord(h, Bytes(img_payload), Bytes(mask_payload), &out->value);
-  return Status::OK();
+  return FinishRecord(item.image, "", h, img_payload, mask_payload, out);
 }
 
 }  // namespace dspipe::convert
