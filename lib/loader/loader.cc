@@ -247,12 +247,7 @@ void LoaderImpl::Warn(std::string line) {
   warnings_.push_back(std::move(line));
 }
 
-CorruptReport LoaderImpl::corrupt_records() const {
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
-  CorruptReport r = corrupt_report_;
-  r.count = corrupt_total_.load();
-  return r;
-}
+CorruptReport LoaderImpl::corrupt_records() const { return corrupt_.Report(); }
 
 }  // namespace loader
 

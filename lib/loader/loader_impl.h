@@ -28,6 +28,7 @@
 #include "cache/cached_dataset.h"
 #include "dspipe/loader.h"
 #include "loader/batch_pool.h"
+#include "loader/corrupt_records.h"
 #include "loader/data_switch.h"
 #include "loader/sample.h"
 
@@ -128,7 +129,7 @@ class LoaderImpl final : public Loader {
   void WaitForCacheCopy() const;  // loader/cache_copy.h
   StageStats& stats() override { return stats_; }
   LoaderShape loader_shape() const override;
-  uint64_t corrupt_skipped() const override { return corrupt_total_.load(); }
+  uint64_t corrupt_skipped() const override { return corrupt_.total(); }
   CorruptReport corrupt_records() const override;
   size_t pool_buffers() const override { return pool_->allocated(); }
   const std::vector<std::string>& warnings() const override { return warnings_; }
@@ -166,8 +167,6 @@ class LoaderImpl final : public Loader {
   // At an epoch's end: Aborted when records were read and every one was skipped as corrupt
   // (max_corrupt large): an epoch never ends silently empty. OK otherwise.
   Status NothingDelivered() const;
-  // Adds a corrupt record to corrupt_records(), unless listed already or the list is full.
-  void ListCorrupt(uint64_t index, uint64_t epoch, const Status& s);
   bool Forked() const { return ::getpid() != pid_; }
   // Waits for every job in flight and returns their buffers to the pool.
   void Drain();
@@ -200,12 +199,8 @@ class LoaderImpl final : public Loader {
   Status refill_error_;       // the refill after a handed-out batch failed: the next Next says so
   uint64_t order_epoch_ = 0;
   std::vector<uint64_t> order_;
-  uint64_t corrupt_in_epoch_ = 0;
   uint64_t delivered_in_epoch_ = 0;  // samples handed out since the epoch's position was set
-  Status first_corrupt_in_epoch_;
-  std::atomic<uint64_t> corrupt_total_{0};
-  mutable std::mutex corrupt_mu_;  // guards corrupt_report_ (read from any thread)
-  CorruptReport corrupt_report_;   // count filled in by corrupt_records()
+  CorruptRecords corrupt_;
 
   // Serializes the consumer's calls (Next, set_epoch, BeginPass, state, Restore and the
   // position queries): two threads calling Next get distinct batches, and state() is the

@@ -131,8 +131,8 @@ void LoaderImpl::SetEpochLocked(uint64_t epoch) {
   epoch_ = epoch;
   taken_ = false;
   deliver_pos_ = submit_pos_ = advised_pos_ = 0;
-  corrupt_in_epoch_ = delivered_in_epoch_ = 0;
-  first_corrupt_in_epoch_ = Status::OK();
+  delivered_in_epoch_ = 0;
+  corrupt_.StartEpoch();
   if (data_.StartEpoch(sampler_, epoch)) {
     dataset_ = data_.current();
     ctx_.dataset = dataset_.get();
@@ -302,10 +302,10 @@ Status LoaderImpl::Collect(const Job& job) {
   for (size_t i = 0; i < job.status.size(); ++i) {
     const Status& s = job.status[i];
     if (s.ok()) continue;
-    ListCorrupt(job.indices[i], job.epoch, s);
-    corrupt_total_.fetch_add(1);
-    if (first_corrupt_in_epoch_.ok()) first_corrupt_in_epoch_ = s;
-    if (++corrupt_in_epoch_ > static_cast<uint64_t>(options_.max_corrupt) && !first_corrupt) {
+    const uint64_t index = job.indices[i];
+    if (corrupt_.Note(index, dataset_->KeyName(index), job.epoch, s) >
+            static_cast<uint64_t>(options_.max_corrupt) &&
+        !first_corrupt) {
       first_corrupt = &s;
     }
   }
@@ -322,27 +322,14 @@ Status LoaderImpl::Collect(const Job& job) {
 }
 
 Status LoaderImpl::NothingDelivered() const {
-  if (corrupt_in_epoch_ == 0 || delivered_in_epoch_ > 0) return Status::OK();
+  if (corrupt_.in_epoch() == 0 || delivered_in_epoch_ > 0) return Status::OK();
   return Status::Aborted(
       "loader over " + dataset_->info().path + ": epoch " + std::to_string(epoch_) +
-      " delivered no sample: all " + std::to_string(corrupt_in_epoch_) +
+      " delivered no sample: all " + std::to_string(corrupt_.in_epoch()) +
       " records read were skipped as corrupt (" + Opt("LoaderOptions::max_corrupt") + " = " +
       std::to_string(options_.max_corrupt) +
       "), which is a configuration error more often than bad data; the first: " +
-      first_corrupt_in_epoch_.message());
-}
-
-void LoaderImpl::ListCorrupt(uint64_t index, uint64_t epoch, const Status& s) {
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
-  std::vector<CorruptRecord>& listed = corrupt_report_.records;
-  for (const CorruptRecord& r : listed) {
-    if (r.index == index) return;
-  }
-  if (listed.size() >= CorruptReport::kMaxListed) {
-    corrupt_report_.truncated = true;
-    return;
-  }
-  listed.push_back({index, dataset_->KeyName(index), epoch, s.ToString(), s.path()});
+      corrupt_.first_in_epoch().message());
 }
 
 void LoaderImpl::Drain() {
