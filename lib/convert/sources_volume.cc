@@ -47,18 +47,30 @@ Status ListFiles(Env* env, const fs::path& dir, std::vector<std::string>* out,
   return Status::OK();
 }
 
+// SRC/dataset.json parsed into *j (discarded when it is not JSON); *present false, and *j
+// untouched, when there is no such file.
+Status ParseDatasetJson(Env* env, const fs::path& src, json* j, bool* present) {
+  const fs::path file = src / "dataset.json";
+  FileKind kind = FileKind::kMissing;
+  DSPIPE_RETURN_IF_ERROR(env->GetFileKind(file.string(), &kind));
+  *present = kind == FileKind::kRegular;
+  if (!*present) return Status::OK();
+  std::string text;
+  DSPIPE_RETURN_IF_ERROR(env->ReadFile(file.string(), &text));
+  *j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return Status::OK();
+}
+
 // A Decathlon dataset.json's "labels" ({"0": "background", "1": "tumour"}, or nnU-Net v2's
 // {"background": 0, "tumour": 1}) as class names by id; an absent file gives none; a present
 // one that is not that is an error naming it.
 Status ReadClassNames(Env* env, const fs::path& src, std::vector<std::string>* out,
                       std::vector<std::string>* warnings) {
   const fs::path file = src / "dataset.json";
-  FileKind kind = FileKind::kMissing;
-  DSPIPE_RETURN_IF_ERROR(env->GetFileKind(file.string(), &kind));
-  if (kind != FileKind::kRegular) return Status::OK();
-  std::string text;
-  DSPIPE_RETURN_IF_ERROR(env->ReadFile(file.string(), &text));
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j;
+  bool present = false;
+  DSPIPE_RETURN_IF_ERROR(ParseDatasetJson(env, src, &j, &present));
+  if (!present) return Status::OK();
   if (j.is_discarded() || !j.is_object()) {
     return Status::BadInput(file.string() + ": not a JSON object (the Decathlon dataset.json)");
   }
@@ -199,13 +211,11 @@ std::vector<Case> ChannelCases(const std::vector<std::string>& images,
 // {"0": "T1", "1": "T2"}), ids 0..N-1; none when absent.
 Status ReadChannelNames(Env* env, const fs::path& src, std::vector<std::string>* out) {
   const fs::path file = src / "dataset.json";
-  FileKind kind = FileKind::kMissing;
-  DSPIPE_RETURN_IF_ERROR(env->GetFileKind(file.string(), &kind));
-  if (kind != FileKind::kRegular) return Status::OK();
-  std::string text;
-  DSPIPE_RETURN_IF_ERROR(env->ReadFile(file.string(), &text));
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::OK();  // ReadClassNames says so
+  json j;
+  bool present = false;
+  DSPIPE_RETURN_IF_ERROR(ParseDatasetJson(env, src, &j, &present));
+  if (!present || j.is_discarded() || !j.is_object())
+    return Status::OK();  // ReadClassNames says so
   const char* key = j.contains("channel_names") ? "channel_names" : "modality";
   if (!j.contains(key)) return Status::OK();
   const json& names = j.at(key);

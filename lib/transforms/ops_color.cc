@@ -587,9 +587,9 @@ Status MakeClahe(ArgReader& r, std::unique_ptr<Leaf>* out) {
   return Status::OK();
 }
 
-// Normalize: parsed here, applied by the loader's normalize stage (pipeline.cc checks it is
-// last). mean/std kept as albumentations computes them: float32(mean) * max_pixel_value.
-class NormalizeLeaf final : public Leaf {
+// A transform the pipeline's last step stands for, which changes no pixel here: Normalize and
+// ToTensorV2 (pipeline.cc checks they come last).
+class LastStepLeaf : public Leaf {
  public:
   Kind kind() const override { return Kind::kNormalize; }
   Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
@@ -598,6 +598,12 @@ class NormalizeLeaf final : public Leaf {
   }
   Status Apply(const Step&, cv::Mat*, cv::Mat*) const override { return Status::OK(); }
   json Params(const Step&) const override { return json::object(); }
+};
+
+// Normalize: parsed here, applied by the loader's normalize stage. mean/std kept as
+// albumentations computes them: float32(mean) * max_pixel_value.
+class NormalizeLeaf final : public LastStepLeaf {
+ public:
   std::vector<double> mean_, std_;
 };
 
@@ -677,16 +683,7 @@ Status MakeToFloat(ArgReader& r, std::unique_ptr<Leaf>* out) {
 // albumentations.pytorch's ToTensorV2: HWC numpy -> CHW torch tensor. dspipe's batches are
 // already NCHW tensors (the mask NHW, which transpose_mask leaves as it is: it turns only 3-D
 // masks), so it changes nothing; pipeline.cc checks it is the last transform.
-class ToTensorLeaf final : public Leaf {
- public:
-  Kind kind() const override { return Kind::kNormalize; }
-  Status Draw(Rng&, int, const cv::Mat*, Step* s) const override {
-    s->out = s->in;
-    return Status::OK();
-  }
-  Status Apply(const Step&, cv::Mat*, cv::Mat*) const override { return Status::OK(); }
-  json Params(const Step&) const override { return json::object(); }
-};
+class ToTensorLeaf final : public LastStepLeaf {};
 
 Status MakeToTensor(ArgReader& r, std::unique_ptr<Leaf>* out) {
   auto l = std::make_unique<ToTensorLeaf>();
