@@ -206,15 +206,7 @@ Status MakeRand2DElastic(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
     l->mag_hi = (*mr)[1].get<double>();
     r.Put("magnitude_range", *mr);
   }
-  if (r.Has("spatial_size")) {
-    l->size = SpatialSize(r, "spatial_size");
-  } else {
-    (void)r.Raw("spatial_size");
-    r.Put("spatial_size", nullptr);
-  }
-  l->p = Prob(r, 0.1);
-  l->ranges.Read(r);
-  ReadGrid(r, k, "reflection", false, l.get());
+  ReadRandGridArgs(r, k, &l->size, &l->p, &l->ranges, l.get());
   KeepIgnored(r, {"device"});
   // Its own prob: the plan always runs it (an output of another size is resampled either way).
   return Done(r, std::move(l), k, 1.0,

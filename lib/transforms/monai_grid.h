@@ -4,6 +4,7 @@
 // their draws and AffineGrid's composition. Internal to the MONAI front end (monai_leaf.h).
 #pragma once
 
+#include <array>
 #include <opencv2/core.hpp>
 #include <utility>
 #include <vector>
@@ -42,6 +43,12 @@ struct AffineRanges {
   // d[2] (rows, columns), scale d[3] (1 + draw; an axis without one keeps 1).
   void Draw(Rng& rng, double d[4][2]) const;
 };
+
+// What RandAffined and Rand2DElasticd both take: spatial_size (absent or null: the input's;
+// `size` stays {-1, -1}), prob (0.1), the four ranges, and mode / padding_mode per key
+// (reflection padding by default, no align_corners).
+void ReadRandGridArgs(ArgReader& r, const Keys& k, std::array<int, 2>* size, double* p,
+                      AffineRanges* ranges, GridModes* g);
 
 // AffineGrid's matrix R @ Sh @ T @ S on homogeneous (row, column) coordinates, Sh MONAI's
 // two elementary shears S10 @ S01.

@@ -297,6 +297,19 @@ void ReadGrid(ArgReader& r, const Keys& k, const char* pad_def, bool has_align, 
   }
 }
 
+void ReadRandGridArgs(ArgReader& r, const Keys& k, std::array<int, 2>* size, double* p,
+                      AffineRanges* ranges, GridModes* g) {
+  if (r.Has("spatial_size")) {
+    *size = SpatialSize(r, "spatial_size");
+  } else {
+    (void)r.Raw("spatial_size");
+    r.Put("spatial_size", nullptr);
+  }
+  *p = Prob(r, 0.1);
+  ranges->Read(r);
+  ReadGrid(r, k, "reflection", false, g);
+}
+
 Range ReadRange(ArgReader& r, const char* key) {
   Range out;
   const json* v = r.Raw(key);
@@ -449,15 +462,7 @@ Status MakeRandRotate(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
 Status MakeRandAffine(ArgReader& r, std::unique_ptr<MonaiLeaf>* out) {
   auto l = std::make_unique<RandAffine>();
   const Keys k = ReadKeys(r, Role::kSpatial);
-  if (r.Has("spatial_size")) {
-    l->size = SpatialSize(r, "spatial_size");
-  } else {
-    (void)r.Raw("spatial_size");
-    r.Put("spatial_size", nullptr);
-  }
-  l->p = Prob(r, 0.1);
-  l->ranges.Read(r);
-  ReadGrid(r, k, "reflection", false, l.get());
+  ReadRandGridArgs(r, k, &l->size, &l->p, &l->ranges, l.get());
   r.OnlyDefault("cache_grid", false, "dspipe computes each sample's map on the fly");
   KeepIgnored(r, {"device"});
   // Its own prob: the plan always runs it (an output of another size is resampled either way).
