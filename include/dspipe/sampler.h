@@ -111,8 +111,8 @@ class Sampler {
   // Dataset indices this rank visits in epoch `epoch`, in order (size SamplesInEpoch(epoch)).
   std::vector<uint64_t> EpochOrder(uint64_t epoch) const;
   // The global order of epoch `epoch` before the cut across ranks: a permutation of 0..N-1
-  // (kShards: the ranks' shards in shard-permutation order, unshuffled within). O(N): for tests
-  // and tools, not used by EpochOrder.
+  // (kShards: the ranks' shards in shard-permutation order, unshuffled within), to see how the
+  // ranks' orders fit together. O(N) in time and memory: EpochOrder does not build it.
   std::vector<uint64_t> GlobalOrder(uint64_t epoch) const;
   // kShards: the shards (indices into shard_sizes()) this rank reads in epoch `epoch`, in the
   // order their samples are concatenated before the rank's shuffle. Other orders: every shard
