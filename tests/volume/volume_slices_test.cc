@@ -231,20 +231,29 @@ void ExpectRecordsAre(const Task& t, const std::string& out, int h, int w, Want 
   }
 }
 
+// Builds `o` one record per commit, cancelled once `records` are committed: its output is left
+// resumable, and `o` (resume set, no progress or cancel hook) resumes it.
+void BuildCancelledAfter(uint64_t records, BuildOptions* o) {
+  o->commit_bytes = 1;
+  uint64_t done = 0;
+  o->progress = [&](uint64_t d, uint64_t) { done = d; };
+  o->cancelled = [&] { return done >= records; };
+  BuildResult r;
+  const Status st = BuildDataset(*o, &r);
+  ASSERT_EQ(st.code(), Status::Code::kCancelled) << st.ToString();
+  o->progress = nullptr;
+  o->cancelled = nullptr;
+  o->resume = true;
+}
+
 // A build of `t` with `o` cancelled after its first commit, then resumed with `change`
 // applied: refused, the message naming `what`; resumed as it began: all 13 records.
 template <class Change>
 void ExpectResumeRefusesAChange(const Task& t, BuildOptions o, Change change,
                                 const std::string& what) {
   o.output = t.dir / "resume";
-  o.commit_bytes = 1;
-  uint64_t done = 0;
-  o.progress = [&](uint64_t d, uint64_t) { done = d; };
-  o.cancelled = [&] { return done >= 1; };
+  ASSERT_NO_FATAL_FAILURE(BuildCancelledAfter(1, &o));
   BuildResult r;
-  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
-  o.cancelled = nullptr;
-  o.resume = true;
   BuildOptions changed = o;
   change(&changed);
   const Status st = BuildDataset(changed, &r);
@@ -539,14 +548,7 @@ TEST(VolumeSlices, TheTablesSurviveResumeShardsAndAssembly) {
 
   BuildOptions o = base;
   o.output = t.dir / "resumed";
-  o.commit_bytes = 1;  // a commit per record
-  uint64_t done = 0;
-  o.progress = [&](uint64_t d, uint64_t) { done = d; };
-  o.cancelled = [&] { return done >= 2; };
-  Status st = BuildDataset(o, &r);
-  ASSERT_EQ(st.code(), Status::Code::kCancelled) << st.ToString();
-  o.cancelled = nullptr;
-  o.resume = true;
+  ASSERT_NO_FATAL_FAILURE(BuildCancelledAfter(2, &o));
   ASSERT_OK(BuildDataset(o, &r));
   EXPECT_EQ(r.resumed_from, 2u);
   EXPECT_EQ(r.empty_slices, 9u);
@@ -701,12 +703,7 @@ TEST(VolumeSlices, ResumeRefusesAChangedLabelWithSkipEmpty) {
   Task t;
   BuildOptions o = Options(t.src, t.dir / "out");
   o.skip_empty = true;
-  o.commit_bytes = 1;
-  uint64_t done = 0;
-  o.progress = [&](uint64_t d, uint64_t) { done = d; };
-  o.cancelled = [&] { return done >= 1; };
-  BuildResult r;
-  ASSERT_EQ(BuildDataset(o, &r).code(), Status::Code::kCancelled);
+  ASSERT_NO_FATAL_FAILURE(BuildCancelledAfter(1, &o));
   // c's label now has foreground everywhere: the stored plan would leave those slices out.
   NiftiSpec l;
   l.nx = 6, l.ny = 5, l.nz = 3;
@@ -715,8 +712,7 @@ TEST(VolumeSlices, ResumeRefusesAChangedLabelWithSkipEmpty) {
   std::memcpy(l.affine, ras, sizeof ras);
   std::vector<uint8_t> ones(6 * 5 * 3, 1);
   ASSERT_TRUE(WriteNifti(t.Label("c"), l, ones.data()));
-  o.cancelled = nullptr;
-  o.resume = true;
+  BuildResult r;
   Status st = BuildDataset(o, &r);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "labelsTr/c.nii.gz")) << st.ToString();
