@@ -40,6 +40,14 @@ bool ParseSampleType(const std::string& name, SampleType* out);
 size_t SampleTypeSize(SampleType t);
 // The largest channel count a record holds.
 inline constexpr int kMaxChannels = 16;
+// Whether images of this sample type and channel count are typed samples: kept with their own
+// type and every channel, decoded whole, batched as float32 in their own units. That is every
+// type but uint8, and uint8 images of more than 4 channels (a multispectral 8-bit TIFF, 8-bit
+// pages stacked as channels). uint8 images of up to 4 channels are stored and batched as 8-bit
+// gray or RGB.
+inline bool IsTyped(SampleType type, int channels) {
+  return type != SampleType::kUint8 || channels > 4;
+}
 
 // Fixed 32-byte little-endian header in front of every record value:
 //   off size field

@@ -132,7 +132,7 @@ bool JpegRegionDecode() { return RegionFlag().load(std::memory_order_relaxed); }
 Status DecodePayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage* out) {
   try {
     *out = DecodedImage{};
-    if (q.type != SampleType::kUint8) {
+    if (IsTyped(q.type, q.channels)) {
       if (q.height > 0 && q.width > 0) {  // the header sizes the allocation: limits first
         const Status fits = CheckImageSize("record header", static_cast<uint64_t>(q.width),
                                            static_cast<uint64_t>(q.height));

@@ -217,13 +217,16 @@ Status Accum::Check(const MadeRecord& r, const std::string& file) const {
            SampleTypeName(static_cast<SampleType>(type));
   };
   const bool depth = image_type != static_cast<int>(r.header.image_type);
+  // gray makes 1 channel of RGB (or RGBA), never of more.
+  const bool gray = !depth && channels <= 4 && r.header.channels <= 4;
   return Status::BadInput(
       file + ": its pixels are " + what(static_cast<int>(r.header.image_type), r.header.channels) +
       ", and the dataset's are " + what(image_type, channels) + " (set by its first image, " +
       type_from + "): a dataset holds one sample type and channel count; " +
       (depth ? "pass " + Opt("BuildOptions::depth", "8") +
                    " to store every image as 8-bit (the high byte of deeper ones), or "
-             : "pass " + Opt("BuildOptions::gray", "true") + " to store every image as gray, or ") +
+       : gray ? "pass " + Opt("BuildOptions::gray", "true") + " to store every image as gray, or "
+              : std::string("pass ")) +
       Opt("BuildOptions::on_error", "skip") + " to leave such files out (listed in rejected.tsv)");
 }
 
@@ -232,7 +235,7 @@ SampleType ImageType(const Accum& acc) {
 }
 
 int DatasetChannels(const Accum& acc, int channels) {
-  return ImageType(acc) == SampleType::kUint8 || acc.channels < 0 ? channels : acc.channels;
+  return acc.channels < 0 || !IsTyped(ImageType(acc), acc.channels) ? channels : acc.channels;
 }
 
 void SetTypeFields(const Accum& acc, json* m) {
@@ -241,7 +244,8 @@ void SetTypeFields(const Accum& acc, json* m) {
   (*m)["channels"] = DatasetChannels(acc, m->at("channels").get<int>());
   (*m)["sample_type"] = SampleTypeName(type);
   (*m)["mask_type"] = SampleTypeName(mask);
-  const bool typed = type != SampleType::kUint8 || mask != SampleType::kUint8;
+  const bool typed = IsTyped(type, DatasetChannels(acc, m->at("channels").get<int>())) ||
+                     mask != SampleType::kUint8;
   (*m)["format_version"] = typed ? format::kManifestVersion : 1;
 }
 

@@ -387,13 +387,16 @@ Status ProbeSourceImage(const BuildOptions& o, const std::string& bytes, codec::
     if (info.pages > 1) {
       int n = 0;
       DSPIPE_RETURN_IF_ERROR(codec::DecodeTiffPages(Bytes(bytes), stacked, &n));
-      if (stacked->depth() == CV_8U || o.depth == 8) {
+      // 8-bit pages of up to 4 channels in all would be stored as gray or RGB (IsTyped).
+      const bool narrow8 = stacked->depth() == CV_8U && stacked->channels() <= 4;
+      if (narrow8 || o.depth == 8) {
         return Status::BadInput(
             "a TIFF of " + std::to_string(n) + " pages of " +
-            (stacked->depth() == CV_8U ? std::string("8-bit samples")
-                                       : "samples, and " + Opt("BuildOptions::depth", "8")) +
+            (narrow8 ? std::to_string(stacked->channels()) + " 8-bit channels in all"
+                     : "samples, and " + Opt("BuildOptions::depth", "8")) +
             ": " + Opt("BuildOptions::pages_as_channels") +
-            " stacks 16-bit and float32 pages as they are (8-bit images are stored gray or RGB)");
+            " stacks 16-bit and float32 pages, and 8-bit pages of more than 4 channels in all, "
+            "as they are (8-bit images of up to 4 channels are stored gray or RGB)");
       }
       *pages = true;
       probe->codec = Codec::kEncoded;
@@ -431,23 +434,29 @@ bool OutputSize(const BuildOptions& o, int src_w, int src_h, int* out_w, int* ou
 // SampleType; reduce: reduced to 8 bits as asked). Errors are about the file.
 Status CheckImageOptions(const BuildOptions& o, const codec::ImageProbe& probe, SampleType type,
                          bool typed, bool reduce) {
+  // An 8-bit image of more than 4 channels is typed for its channels, not its depth.
+  const bool wide = type == SampleType::kUint8 && probe.channels > 4;
+  auto refuse = [&](const std::string& option, const std::string& why) {
+    if (!wide) return TypedRefusal(type, option, why);
+    return Status::BadInput("a " + std::to_string(probe.channels) + "-channel 8-bit image and " +
+                            option +
+                            ": JPEG holds 1 or 3 channels, and dspipe keeps every "
+                            "channel; drop it");
+  };
   if (typed && o.jpeg_quality > 0) {
-    return TypedRefusal(type, Opt("BuildOptions::jpeg_quality"), "JPEG holds 8-bit samples");
+    return refuse(Opt("BuildOptions::jpeg_quality"), "JPEG holds 8-bit samples");
   }
-  // A TIFF of more than 4 channels (tiff.h) keeps them only as typed samples: 8-bit images
-  // are stored gray or RGB, and the loader reads no 8-bit record of other channels.
-  if (!typed && probe.channels > 4) {
+  // Reduced to 8 bits, an image is stored gray or RGB: more than 4 channels do not fit.
+  if (reduce && probe.channels > 4) {
     return Status::BadInput(
-        "a " + std::to_string(probe.channels) + "-channel " +
-        (reduce ? std::string("image reduced to 8 bits (") + Opt("BuildOptions::depth", "8") + ")"
-                : std::string("8-bit image")) +
-        "; dspipe keeps all the channels of 16-bit and float32 images only, and stores 8-bit "
-        "ones as gray or RGB: convert it to 16-bit samples" +
-        (reduce ? ", or drop the depth option" : ""));
+        "a " + std::to_string(probe.channels) + "-channel image reduced to 8 bits (" +
+        Opt("BuildOptions::depth", "8") +
+        "): reduced images are stored as gray or RGB, which would lose channels; drop the depth "
+        "option to keep every channel with its own samples");
   }
   if (typed && o.jpeg_restarts) {
-    return TypedRefusal(type, Opt("BuildOptions::jpeg_restarts"),
-                        "it re-writes JPEG files, which hold 8-bit samples");
+    return refuse(Opt("BuildOptions::jpeg_restarts"),
+                  "it re-writes JPEG files, which hold 8-bit samples");
   }
   return Status::OK();
 }
@@ -562,8 +571,9 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
   if (!s.ok()) return Reject(item.image, s);
   // Reduced to 8 bits (BuildOptions::depth = 8): decoded, stored re-encoded like a resize.
   const bool reduce = type != SampleType::kUint8 && o.depth == 8;
-  // Kept as it is (SampleType): decoded with its own type and channels, stored typed.
-  const bool typed = type != SampleType::kUint8 && !reduce;
+  // Kept as it is (SampleType): decoded with its own type and channels, stored typed. So is an
+  // 8-bit image of more than 4 channels (IsTyped): 8-bit gray or RGB would lose channels.
+  const bool typed = reduce ? false : IsTyped(type, probe.channels);
   if (!typed) type = SampleType::kUint8;
   // 8-bit samples are stored RGB or gray: the alpha channel is not kept. An opaque one holds
   // nothing, so it goes; a transparent pixel is data, dropped only when asked for. Checked in
@@ -612,9 +622,11 @@ Status MakeRecord(const SourceItem& item, const BuildOptions& o, bool want_stats
     }
     if (typed && o.gray && img.channels() != 1 && img.channels() != 3 && img.channels() != 4) {
       return Reject(item.image,
-                    TypedRefusal(type, Opt("BuildOptions::gray"),
-                                 "gray is the luminance of RGB, and this image has " +
-                                     std::to_string(img.channels()) + " channels"));
+                    Status::BadInput("a " + std::to_string(img.channels()) + "-channel " +
+                                     SampleTypeName(type) + " image and " +
+                                     Opt("BuildOptions::gray", "true") +
+                                     ": gray is the luminance of RGB (or RGBA), and would lose "
+                                     "channels here; drop it to keep every channel"));
     }
     if (typed && o.gray && img.channels() > 1) {  // asked for: one luminance channel
       cv::cvtColor(img, img, img.channels() == 3 ? cv::COLOR_RGB2GRAY : cv::COLOR_RGBA2GRAY);

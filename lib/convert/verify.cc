@@ -45,7 +45,7 @@ Status CheckRecord(const RecordView& r, std::vector<uint8_t>* scratch) {
     return codec::DecodePayload(q, &m, &d);
   };
   Status s;
-  if (h.image_type != SampleType::kUint8) {
+  if (IsTyped(h.image_type, h.channels)) {
     s = typed(h.image_codec, r.image, h.image_type, h.channels, false);
   } else {
     scratch->resize(size_t{h.height} * h.width * h.channels);

@@ -242,15 +242,17 @@ Status DeviceLoader::Create(std::shared_ptr<const Dataset> dataset,
   impl->gpu = impl->device >= 0;
   const DatasetInfo& types = dataset->info();
   const bool float_pixels = loader_options.transform && loader_options.transform->float_pixels();
-  if (impl->gpu && (float_pixels || types.sample_type != SampleType::kUint8 ||
+  if (impl->gpu && (float_pixels || IsTyped(types.sample_type, types.channels) ||
                     (types.has_masks && types.mask_type != SampleType::kUint8))) {
     const std::string why =
         float_pixels ? std::string(
                            "the MONAI transform config computes on float32 pixels, and the CUDA "
                            "normalize reads uint8 ones for now")
-                     : types.path + " holds " + SampleTypeName(types.sample_type) + " images and " +
+                     : types.path + " holds " + std::to_string(types.channels) + "-channel " +
+                           SampleTypeName(types.sample_type) + " images and " +
                            SampleTypeName(types.mask_type) +
-                           " masks, and the CUDA normalize reads uint8 ones for now";
+                           " masks, and the CUDA normalize reads uint8 images of up to 4 "
+                           "channels with uint8 masks for now";
     if (d.device != DeviceOptions::kAuto) {
       return Invalid(why + ": use the CPU path (" + Opt("DeviceOptions::device", "cpu") + ")");
     }

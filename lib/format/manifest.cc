@@ -95,7 +95,7 @@ Status ParseManifest(const std::string& text, const std::string& where, DatasetI
       return Status::Corruption(where + ": manifest 'mask_type' is not uint8 or uint16");
     }
     if (info->channels < 1 || info->channels > kMaxChannels ||
-        (info->sample_type == SampleType::kUint8 && info->channels != 1 && info->channels != 3)) {
+        (info->sample_type == SampleType::kUint8 && (info->channels == 2 || info->channels == 4))) {
       return Status::Corruption(where + ": manifest 'channels' is " +
                                 std::to_string(info->channels));
     }

@@ -329,8 +329,8 @@ Status loader::ResolveNormalization(const DatasetInfo& info, int channels,
   }
   // Typed images (volumes' modalities, 2.5D slice stacks) are normalized by the CPU's typed
   // path, which takes up to kMaxChannels; the uint8 kernels (CPU and CUDA) 1..4.
-  return info.sample_type != SampleType::kUint8 ? ValidateTypedNormalizeParams(*params)
-                                                : ValidateNormalizeParams(*params);
+  return IsTyped(info.sample_type, info.channels) ? ValidateTypedNormalizeParams(*params)
+                                                  : ValidateNormalizeParams(*params);
 }
 
 Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
@@ -375,7 +375,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
   // do the images of any dataset under a MONAI config, which computes on float32 pixels: the
   // batch's images are its float32 output.
   const bool float_pixels = o.transform && o.transform->float_pixels();
-  if (info.sample_type != SampleType::kUint8 || float_pixels) {
+  if (IsTyped(info.sample_type, info.channels) || float_pixels) {
     const std::string what = float_pixels
                                  ? std::string(
                                        "the transform is a MONAI config, which computes on the "
@@ -406,7 +406,7 @@ Status Loader::Create(std::shared_ptr<const Dataset> dataset, const LoaderOption
                                                  &o.width, &pipeline, &input_h, &input_w));
   DSPIPE_RETURN_IF_ERROR(loader::CheckTypedPipeline(*pipeline, info));
   DSPIPE_RETURN_IF_ERROR(ChooseMeanStd(o, *pipeline, shape.channels, &o.mean, &o.std));
-  const std::string units = info.sample_type != SampleType::kUint8 || float_pixels
+  const std::string units = IsTyped(info.sample_type, info.channels) || float_pixels
                                 ? std::string()
                                 : UnitsWarning(info, o.mean, o.std, pipeline->has_normalize());
   o.channels = shape.channels;

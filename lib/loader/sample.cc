@@ -189,8 +189,8 @@ class SampleJob {
     for (int k = 0; k < ctx_.samples; ++k) *slots_[k].label = h.label;
     const bool has_mask = h.mask_codec != Codec::kNone && !rec.mask.empty();
     if (shape.masks && !has_mask) return Bad("the record has no mask but the dataset has masks");
-    if (shape.image_type != SampleType::kUint8 || shape.mask_type != SampleType::kUint8 ||
-        h.image_type != SampleType::kUint8 || h.mask_type != SampleType::kUint8 ||
+    if (IsTyped(shape.image_type, shape.channels) || shape.mask_type != SampleType::kUint8 ||
+        IsTyped(h.image_type, h.channels) || h.mask_type != SampleType::kUint8 ||
         ctx_.pipeline->float_pixels()) {
       return RunTyped(rec);
     }
@@ -293,7 +293,7 @@ class SampleJob {
     const int src_h = static_cast<int>(h.height), src_w = static_cast<int>(h.width);
     const bool floats = ctx_.pipeline->float_pixels();
     const SampleType stored = floats ? ctx_.dataset->info().sample_type : shape.image_type;
-    const bool typed_image = stored != SampleType::kUint8 || floats;
+    const bool typed_image = IsTyped(stored, shape.channels) || floats;
     if (h.image_type != stored || (typed_image && h.channels != shape.channels) ||
         (shape.masks && shape.mask_type == SampleType::kUint8 &&
          h.mask_type != SampleType::kUint8)) {
@@ -658,7 +658,7 @@ Status LoadSample(const SampleContext& ctx, uint64_t seed, uint64_t epoch, uint6
   if (!entered) ctx.stats->RecordSpan(Stage::kRead, start, NowNs(), index);
   if (!s.ok() || !ctx.shape.normalized || job.normalized()) return s;
   const uint64_t t0 = NowNs();
-  if (ctx.shape.image_type != SampleType::kUint8) {
+  if (IsTyped(ctx.shape.image_type, ctx.shape.channels)) {
     for (int k = 0; k < ctx.samples; ++k) {
       NormalizeTyped(ctx.shape, ctx.normalize, slots[k].image, slots[k].normalized);
     }
@@ -690,19 +690,24 @@ const transforms::Node* FirstUntyped(const transforms::Node& n) {
 
 Status CheckTypedPipeline(const TransformPipeline& pipeline, const DatasetInfo& info) {
   // MONAI configs compute on float32 whatever the stored type.
-  if (info.sample_type == SampleType::kUint8 || pipeline.float_pixels()) return Status::OK();
+  if (!IsTyped(info.sample_type, info.channels) || pipeline.float_pixels()) return Status::OK();
   const transforms::Node* bad = FirstUntyped(*pipeline.impl().root);
   if (bad == nullptr) return Status::OK();
+  const bool wide = info.sample_type == SampleType::kUint8;  // uint8 of more than 4 channels
   return Status::InvalidArgument(
-      "loader: the images of " + info.path + " are " + SampleTypeName(info.sample_type) +
+      "loader: the images of " + info.path + " are " +
+      (wide ? std::to_string(info.channels) + " channels of uint8"
+            : std::string(SampleTypeName(info.sample_type))) +
       ", and the transform pipeline's " + bad->leaf->name +
-      (bad->leaf->name == "ToFloat"
+      (wide ? " computes on gray or RGB pixels"
+       : bad->leaf->name == "ToFloat"
            ? " divides by 255 where albumentations divides by the type's maximum"
            : " computes on uint8 pixels (its arithmetic and clipping are 0-255)") +
       "; typed images take the geometric transforms (flips, crops, resizes, rotations, affine, "
-      "distortions), Normalize(mean, std, max_pixel_value) and ToTensorV2 for now: drop it, or "
-      "build the dataset with " +
-      Opt("BuildOptions::depth", "8") + " for 8-bit pixels");
+      "distortions), Normalize(mean, std, max_pixel_value) and ToTensorV2 for now: drop it" +
+      (wide ? std::string()
+            : ", or build the dataset with " + Opt("BuildOptions::depth", "8") +
+                  " for 8-bit pixels"));
 }
 
 Status ResolvePipeline(const LoaderOptions& options, const DatasetInfo& info,

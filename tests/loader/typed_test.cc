@@ -396,8 +396,8 @@ TEST(TypedSamples, FloatTiffKeepsNegativeValuesAndStacksKeepTheirChannels) {
   }
 }
 
-// c channels of `depth` (CV_16U or CV_32F), distinct per channel, image and pixel; float32 with
-// negatives and fractions.
+// c channels of `depth` (CV_8U, CV_16U or CV_32F), distinct per channel, image and pixel;
+// float32 with negatives and fractions.
 cv::Mat MultiChannel(int c, int depth, int seed) {
   cv::Mat m(kH, kW, CV_MAKETYPE(depth, c));
   for (int y = 0; y < kH; ++y) {
@@ -405,7 +405,9 @@ cv::Mat MultiChannel(int c, int depth, int seed) {
       for (int k = 0; k < c; ++k) {
         const int v = x * 211 + y * 37 + k * 4099 + seed * 7;
         const size_t at = (static_cast<size_t>(y) * kW + x) * c + k;
-        if (depth == CV_16U) {
+        if (depth == CV_8U) {
+          m.ptr<uint8_t>()[at] = static_cast<uint8_t>(v);
+        } else if (depth == CV_16U) {
           m.ptr<uint16_t>()[at] = static_cast<uint16_t>(v * 3);
         } else {
           m.ptr<float>()[at] = static_cast<float>(v) * 0.125f - 2500.0f * (k % 2);
@@ -421,15 +423,16 @@ void WriteTiff(const std::string& path, const cv::Mat& m, const testing::TiffWri
   ASSERT_TRUE(testing::WriteTiffFile(path, m, o)) << path;
 }
 
-// Issue 35: TIFFs of more than 4 channels (multi-modal, microscopy), planar or contiguous,
-// strips or tiles, compressed or not, written with libtiff itself, are built (either store,
-// and re-encoded after a resize) and come out of the loader with all their channels, as
-// float32 NCHW in their own units, exactly.
+// Issue 35: TIFFs of more than 4 channels (multi-modal, microscopy, 8-bit multispectral),
+// planar or contiguous, strips or tiles, compressed or not, written with libtiff itself, are
+// built (either store, and re-encoded after a resize) and come out of the loader with all their
+// channels, as float32 NCHW in their own units, exactly.
 TEST(TypedSamples, MultiChannelTiffsKeepEveryChannelThroughBuildAndLoader) {
   TempDir tmp;
   std::map<std::string, std::vector<cv::Mat>> sources;
   for (const auto& [dir, c, depth] :
-       {std::tuple{"u16x5", 5, CV_16U}, std::tuple{"f32x6", 6, CV_32F}}) {
+       {std::tuple{"u16x5", 5, CV_16U}, std::tuple{"f32x6", 6, CV_32F},
+        std::tuple{"u8x7", 7, CV_8U}}) {
     std::vector<cv::Mat>& images = sources[dir];
     for (int i = 0; i < 4; ++i) {
       testing::TiffWriteOptions o;
@@ -462,8 +465,9 @@ TEST(TypedSamples, MultiChannelTiffsKeepEveryChannelThroughBuildAndLoader) {
       std::unique_ptr<Dataset> ds;
       ASSERT_TRUE(Dataset::Open(out, {}, &ds).ok());
       EXPECT_EQ(ds->info().channels, images[0].channels());
-      EXPECT_EQ(ds->info().sample_type,
-                images[0].depth() == CV_16U ? SampleType::kUint16 : SampleType::kFloat32);
+      EXPECT_EQ(ds->info().sample_type, images[0].depth() == CV_8U    ? SampleType::kUint8
+                                        : images[0].depth() == CV_16U ? SampleType::kUint16
+                                                                      : SampleType::kFloat32);
       std::unique_ptr<Loader> loader;
       const Status opened = Loader::Open(out, Sequential(4), &loader);
       ASSERT_TRUE(opened.ok()) << opened.ToString();
@@ -479,23 +483,145 @@ TEST(TypedSamples, MultiChannelTiffsKeepEveryChannelThroughBuildAndLoader) {
   }
 }
 
+// Issue 35: an 8-bit image of more than 4 channels is typed (IsTyped): its manifest says uint8
+// with 7 channels and format version 2, its statistics are per channel in 0-255 units, the
+// loader normalizes each channel by them, moves image and mask together, refuses the transforms
+// that compute on gray or RGB by name, and a dataset mixing it with RGB images names the file.
+TEST(TypedSamples, EightBitImagesOfMoreThanFourChannelsAreKeptEndToEnd) {
+  TempDir tmp;
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 3; ++i) {
+    images.push_back(MultiChannel(7, CV_8U, i));
+    WriteTiff(tmp / ("src/images/" + std::to_string(i) + ".tiff"), images.back(), {});
+    cv::Mat mask(kH, kW, CV_8UC1);
+    for (int y = 0; y < kH; ++y) {
+      for (int x = 0; x < kW; ++x) mask.at<uint8_t>(y, x) = static_cast<uint8_t>((x + i) % 3);
+    }
+    Write(tmp / ("src/masks/" + std::to_string(i) + ".png"), mask);
+  }
+  BuildResult r;
+  Status s = BuildDataset(Options(tmp / "src", tmp / "ds", StoreMode::kEncoded), &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::unique_ptr<Dataset> ds;
+  ASSERT_TRUE(Dataset::Open(tmp / "ds", {}, &ds).ok());
+  const nlohmann::json m = nlohmann::json::parse(ds->info().manifest_json);
+  EXPECT_EQ(m.at("sample_type"), "uint8");
+  EXPECT_EQ(m.at("channels"), 7);
+  EXPECT_EQ(m.at("format_version"), 2) << "readers of version 1 know only gray and RGB";
+  // Per-channel mean and std over every pixel of the three images, as numpy computes them.
+  std::vector<double> mean(7), sd(7);
+  for (int k = 0; k < 7; ++k) {
+    double sum = 0, sumsq = 0;
+    for (const cv::Mat& img : images) {
+      for (size_t j = k; j < img.total() * 7; j += 7) {
+        sum += img.data[j];
+        sumsq += static_cast<double>(img.data[j]) * img.data[j];
+      }
+    }
+    const double n = 3.0 * kH * kW;
+    mean[k] = sum / n;
+    sd[k] = std::sqrt(sumsq / n - mean[k] * mean[k]);
+    EXPECT_NEAR(ds->info().mean[k], mean[k], 1e-9 * mean[k]) << k;
+    EXPECT_NEAR(ds->info().std[k], sd[k], 1e-9 * sd[k]) << k;
+  }
+  // verify decodes every record as it is stored (the TIFF kept), info says what it holds.
+  VerifyResult checked;
+  s = VerifyDataset(tmp / "ds", {}, &checked);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(checked.records, 3u);
+  EXPECT_EQ(checked.bad, 0u);
+  std::string text;
+  ASSERT_TRUE(DescribeDataset(tmp / "ds", &text).ok());
+  EXPECT_NE(text.find("x7 (HxWxC, uint8)"), std::string::npos) << text;
+
+  // Normalized by the dataset's statistics, channel by channel; a flip moves image and mask.
+  std::shared_ptr<const TransformPipeline> flip;
+  ASSERT_TRUE(TransformPipeline::Parse(R"({"transform": {"__class_fullname__": "Compose",
+      "p": 1.0, "transforms": [{"__class_fullname__": "HorizontalFlip", "p": 1.0}]}})",
+                                       &flip)
+                  .ok());
+  LoaderOptions o = Sequential(3);
+  o.transform = flip;
+  o.normalize = NormalizeMode::kCpuFloat32;
+  o.mean_std = MeanStdSource::kDataset;
+  std::unique_ptr<Loader> loader;
+  s = Loader::Open(tmp / "ds", o, &loader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Batch b;
+  s = loader->Next(&b);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(b.channels(), 7);
+  ASSERT_EQ(b.size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    cv::Mat want;
+    cv::flip(AsFloat(images[i]), want, 1);
+    std::vector<cv::Mat> planes;
+    cv::split(want, planes);
+    for (int k = 0; k < 7; ++k) planes[k] = (planes[k] - mean[k]) / sd[k];
+    cv::merge(planes, want);
+    EXPECT_LE(cv::norm(FloatImage(b, i), want, cv::NORM_INF), 1e-5) << i;
+    const uint8_t* mask = b.mask(i).data();
+    EXPECT_EQ(mask[0], static_cast<uint8_t>((kW - 1 + i) % 3)) << "the mask flipped with it";
+  }
+
+  // A transform that computes on gray or RGB: refused at open, by name.
+  std::shared_ptr<const TransformPipeline> rbc;
+  ASSERT_TRUE(TransformPipeline::Parse(R"({"transform": {"__class_fullname__": "Compose",
+      "p": 1.0, "transforms": [{"__class_fullname__": "RandomBrightnessContrast", "p": 1.0}]}})",
+                                       &rbc)
+                  .ok());
+  o.transform = rbc;
+  s = Loader::Open(tmp / "ds", o, &loader);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("are 7 channels of uint8, and the transform pipeline's "
+                             "RandomBrightnessContrast computes on gray or RGB pixels"),
+            std::string::npos)
+      << s.ToString();
+
+  // Mixed with an RGB image: the file that differs, and no gray advice (gray takes RGB only).
+  Write(tmp / "src/images/3.png", cv::Mat(kH, kW, CV_8UC3, cv::Scalar(1, 2, 3)));
+  Write(tmp / "src/masks/3.png", cv::Mat(kH, kW, CV_8UC1, cv::Scalar(0)));
+  s = BuildDataset(Options(tmp / "src", tmp / "mixed", StoreMode::kEncoded), &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find(tmp / "src/images/3.png: its pixels are 3 channels of uint8, and "
+                                   "the dataset's are 7 channels of uint8"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.message().find("gray"), std::string::npos) << s.ToString();
+}
+
 TEST(TypedSamples, TiffsThatCannotKeepTheirChannelsOrPagesAreRefusedNamingTheFile) {
   TempDir tmp;
-  // 8-bit: stored as gray or RGB, so more than 4 channels cannot be kept.
-  cv::Mat eight(kH, kW, CV_8UC(5));
-  std::memset(eight.data, 9, eight.total() * eight.elemSize());
-  WriteTiff(tmp / "eight/images/a.tiff", eight, {});
-  BuildResult r;
-  Status s = BuildDataset(Options(tmp / "eight", tmp / "o1", StoreMode::kEncoded), &r);
-  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
-  EXPECT_NE(s.message().find(tmp / "eight/images/a.tiff"), std::string::npos) << s.ToString();
-  EXPECT_NE(s.message().find("a 5-channel 8-bit image"), std::string::npos) << s.ToString();
-  // gray of 5 channels: no luminance to take.
+  // Reduced to 8 bits (depth = 8), an image is stored gray or RGB: 5 channels cannot be kept.
   WriteTiff(tmp / "five/images/a.tiff", MultiChannel(5, CV_16U, 0), {});
-  BuildOptions o = Options(tmp / "five", tmp / "o2", StoreMode::kEncoded);
-  o.gray = true;
+  BuildResult r;
+  BuildOptions o = Options(tmp / "five", tmp / "o1", StoreMode::kEncoded);
+  o.depth = 8;
+  Status s = BuildDataset(o, &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find(tmp / "five/images/a.tiff"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("a 5-channel image reduced to 8 bits"), std::string::npos)
+      << s.ToString();
+  // gray of 5 channels: no luminance to take, whatever the depth.
+  WriteTiff(tmp / "eight/images/a.tiff", MultiChannel(5, CV_8U, 0), {});
+  for (const char* dir : {"five", "eight"}) {
+    o = Options(tmp / dir, tmp / (std::string(dir) + "-gray"), StoreMode::kEncoded);
+    o.gray = true;
+    s = BuildDataset(o, &r);
+    EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+    EXPECT_NE(s.message().find(std::string("a 5-channel ") + (dir[0] == 'f' ? "uint16" : "uint8") +
+                               " image and"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("drop it to keep every channel"), std::string::npos) << s.ToString();
+  }
+  // JPEG re-encoding holds 1 or 3 channels: an 8-bit image of 5 is refused, not reduced.
+  o = Options(tmp / "eight", tmp / "o-jpeg", StoreMode::kEncoded);
+  o.jpeg_quality = 90;
   s = BuildDataset(o, &r);
-  EXPECT_NE(s.message().find("this image has 5 channels"), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("a 5-channel 8-bit image and"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("JPEG holds 1 or 3 channels"), std::string::npos) << s.ToString();
   // Several pages: never the first one silently.
   std::string error;
   const std::string pages =
@@ -547,8 +673,41 @@ TEST(TypedSamples, PagesAsChannelsStacksAMultiPageTiffAndTheLoaderGivesEveryChan
       EXPECT_EQ(cv::norm(FloatImage(b, i), stacks[i], cv::NORM_INF), 0) << i;
     }
   }
-  // Pages of another size: the file and the page named.
+  // 8-bit pages: stacked when they make more than 4 channels (a typed uint8 dataset), refused
+  // when they would fit gray or RGB (an 8-bit image of up to 4 channels is stored as one).
   std::string error;
+  const cv::Mat e1 = MultiChannel(3, CV_8U, 1), e2 = MultiChannel(3, CV_8U, 2);
+  const std::string eight = testing::TiffBytes({e1, e2}, {}, &error);
+  ASSERT_FALSE(eight.empty()) << error;
+  fs::create_directories(tmp / "eight/images");
+  std::ofstream(tmp / "eight/images/a.tiff", std::ios::binary) << eight;
+  BuildOptions eo = Options(tmp / "eight", tmp / "eight-out", StoreMode::kEncoded);
+  eo.pages_as_channels = true;
+  s = BuildDataset(eo, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  {
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(tmp / "eight-out", Sequential(1), &loader).ok());
+    Batch b;
+    s = loader->Next(&b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(b.channels(), 6);
+    cv::Mat stack;
+    cv::merge(std::vector<cv::Mat>{e1, e2}, stack);
+    EXPECT_EQ(cv::norm(FloatImage(b, 0), AsFloat(stack), cv::NORM_INF), 0);
+  }
+  const std::string four =
+      testing::TiffBytes({MultiChannel(1, CV_8U, 1), MultiChannel(3, CV_8U, 2)}, {}, &error);
+  ASSERT_FALSE(four.empty()) << error;
+  fs::create_directories(tmp / "four/images");
+  std::ofstream(tmp / "four/images/a.tiff", std::ios::binary) << four;
+  eo = Options(tmp / "four", tmp / "four-out", StoreMode::kEncoded);
+  eo.pages_as_channels = true;
+  s = BuildDataset(eo, &r);
+  EXPECT_EQ(s.code(), Status::Code::kBadInput) << s.ToString();
+  EXPECT_NE(s.message().find("a TIFF of 2 pages of 4 8-bit channels in all"), std::string::npos)
+      << s.ToString();
+  // Pages of another size: the file and the page named.
   const std::string bad = testing::TiffBytes(
       {MultiChannel(1, CV_16U, 0), MultiChannel(1, CV_16U, 0)(cv::Rect(0, 0, kW - 1, kH)).clone()},
       {}, &error);
