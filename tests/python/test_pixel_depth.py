@@ -163,3 +163,56 @@ def test_float32_datasets_have_percentiles_within_a_bin_of_numpys(tmp_path):
     for key, q in (("percentile_00_5", 0.5), ("percentile_99_5", 99.5)):
         want = np.percentile(pixels, q)
         assert info[key][0] == pytest.approx(want, rel=2.0 ** -11), (key, info[key], want)
+
+
+def _write_tiff(path, pixels):
+    """An uncompressed, contiguous, one-strip TIFF of an H x W x C uint8 array (C > 4: gray plus
+    C - 1 unspecified extra samples), the layout a multispectral camera writes. OpenCV cannot
+    write more than 4 channels, and no TIFF writer is among the test dependencies; these are the
+    baseline TIFF 6.0 fields, nothing more."""
+    import struct
+
+    h, w, c = pixels.shape
+    data = pixels.tobytes()
+    bits_at = 8 + len(data)  # BitsPerSample's c values, then ExtraSamples' c - 1
+    extra_at = bits_at + 2 * c
+    ifd_at = extra_at + 2 * (c - 1) + (extra_at + 2 * (c - 1)) % 2
+    entries = [(256, 4, 1, w), (257, 4, 1, h), (258, 3, c, bits_at), (259, 3, 1, 1),
+               (262, 3, 1, 1), (273, 4, 1, 8), (277, 3, 1, c), (278, 4, 1, h),
+               (279, 4, 1, len(data)), (284, 3, 1, 1), (338, 3, c - 1, extra_at)]
+    out = bytearray(b"II*\0" + struct.pack("<I", ifd_at) + data)
+    out += struct.pack(f"<{c}H", *([8] * c)) + struct.pack(f"<{c - 1}H", *([0] * (c - 1)))
+    out += b"\0" * (ifd_at - len(out))
+    out += struct.pack("<H", len(entries))
+    for tag, typ, count, value in entries:
+        packed = struct.pack("<H", value) + b"\0\0" if typ == 3 and count == 1 else \
+            struct.pack("<I", value)
+        out += struct.pack("<HHI", tag, typ, count) + packed
+    out += struct.pack("<I", 0)
+    path.write_bytes(bytes(out))
+
+
+def test_an_8bit_image_of_6_channels_keeps_every_channel(tmp_path):
+    import numpy as np
+
+    src = tmp_path / "ms"
+    (src / "images").mkdir(parents=True)
+    rng = np.random.default_rng(2)
+    images = [rng.integers(0, 256, size=(24, 20, 6), dtype=np.uint8) for _ in range(2)]
+    for i, img in enumerate(images):
+        _write_tiff(src / "images" / f"{i}.tiff", img)
+    out = tmp_path / "ms.lmdb"
+    r = dspipe.build(src, out, progress=False)
+    assert r["records"] == 2, r
+    info = dspipe.info(out)
+    assert info["sample_type"] == "uint8" and info["channels"] == 6, info
+    pixels = np.stack(images).astype(np.float64)
+    assert info["mean"] == pytest.approx(list(pixels.mean(axis=(0, 1, 2))), rel=1e-9)
+    loader = dspipe.Loader(str(out), batch_size=2, shuffle=False, device="cpu",
+                           normalize=False)
+    batch = next(iter(loader))
+    got = np.asarray(batch["image"])
+    assert got.dtype == np.float32 and got.shape == (2, 6, 24, 20), got.shape
+    for i in range(2):
+        k = int(batch["index"][i])
+        assert np.array_equal(got[i], images[k].transpose(2, 0, 1).astype(np.float32)), k
