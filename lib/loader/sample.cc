@@ -398,7 +398,12 @@ class SampleJob {
     if (out_image.size() != dst.size() || out_image.type() != dst.type()) {
       return Status::Internal(Where() + ": the typed transforms made another size or type");
     }
-    out_image.copyTo(dst);
+    if (WritesNormalizedDirectly()) {
+      ToPlanes(out_image, slot_.normalized);
+      normalized_ = true;
+    } else {
+      out_image.copyTo(dst);
+    }
     if (shape.masks) {
       if (out_mask.size() != dst_mask.size() || out_mask.type() != dst_mask.type()) {
         return Status::Internal(Where() + ": the typed transforms made another mask size or type");
@@ -422,13 +427,18 @@ class SampleJob {
       return Status::Internal(Where() + ": the transforms made " + std::to_string(images.size()) +
                               " samples, the batch has room for " + std::to_string(ctx_.samples));
     }
+    const bool direct = WritesNormalizedDirectly();
     for (int k = 0; k < ctx_.samples; ++k) {
       cv::Mat dst(shape.height, shape.width,
                   CV_MAKETYPE(codec::CvDepth(shape.image_type), shape.channels), slots_[k].image);
       if (images[k].size() != dst.size() || images[k].type() != dst.type()) {
         return Status::Internal(Where() + ": the typed transforms made another size or type");
       }
-      images[k].copyTo(dst);
+      if (direct) {
+        ToPlanes(images[k], slots_[k].normalized);
+      } else {
+        images[k].copyTo(dst);
+      }
       if (shape.masks) {
         cv::Mat dst_mask(shape.height, shape.width, codec::CvDepth(shape.mask_type),
                          slots_[k].mask);
@@ -439,7 +449,36 @@ class SampleJob {
         masks[k].copyTo(dst_mask);
       }
     }
+    normalized_ = direct;
     return Status::OK();
+  }
+
+  // True when the batch's float32 images are the transforms' float32 output as it is (a MONAI
+  // config's, normalized with the identity): it is written straight into the normalized slot
+  // (ToPlanes), and LoadSample's normalize pass, a copy then, is skipped.
+  bool WritesNormalizedDirectly() const {
+    const BatchShape& shape = ctx_.shape;
+    const NormalizeParams& p = ctx_.normalize;
+    if (!shape.normalized || shape.image_type != SampleType::kFloat32) return false;
+    for (int k = 0; k < shape.channels; ++k) {
+      if (p.mean[k] != 0.0f || 1.0f / p.std[k] != 1.0f) return false;  // NormalizeTypedOf's test
+    }
+    return true;
+  }
+
+  // A float32 HWC image into the NCHW float32 slot `dst`: one copy for one channel, else one
+  // plane per channel.
+  void ToPlanes(const cv::Mat& image, float* dst) const {
+    const BatchShape& shape = ctx_.shape;
+    if (shape.channels == 1) {
+      image.copyTo(cv::Mat(shape.height, shape.width, CV_32FC1, dst));
+      return;
+    }
+    std::vector<cv::Mat> planes;
+    for (int c = 0; c < shape.channels; ++c) {
+      planes.emplace_back(shape.height, shape.width, CV_32FC1, dst + c * shape.pixels());
+    }
+    cv::split(image, planes);
   }
 
   // The record's mask decoded whole with its own type (the router checks it has the record's

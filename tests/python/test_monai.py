@@ -170,3 +170,50 @@ def test_num_samples_gives_every_crop_in_the_batch_and_a_list_from_apply(tmp_pat
                 np.testing.assert_array_equal(images[i + k, 0], want[k]["image"])
     assert sizes == [8, 4]  # 2 records x 4 crops, then the last record's 4
 
+
+
+def test_multichannel_crops_are_the_configs_output_normalized_or_not(tmp_path):
+    """4-channel 16-bit slices, 2 crops a record: the batch's planes are apply()'s HWC output
+    channel by channel, as it is (the identity: written straight into the batch) and with a
+    mean/std given ((x - mean) / std per channel, the loader's normalize pass)."""
+    import cv2
+    import numpy as np
+
+    src = tmp_path / "rgba"
+    (src / "images").mkdir(parents=True)
+    (src / "masks").mkdir()
+    rng = np.random.default_rng(4)
+    for i in range(3):
+        rgba = rng.integers(0, 65536, size=(20, 24, 4), dtype=np.uint16)
+        ids = rng.integers(0, 3, size=(20, 24), dtype=np.uint8)
+        assert cv2.imwrite(str(src / "images" / f"s{i}.png"), cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA))
+        assert cv2.imwrite(str(src / "masks" / f"s{i}.png"), ids)
+    out = tmp_path / "rgba.lmdb"
+    dspipe.build(src, out, progress=False)
+    config = M.Compose([
+        M.ScaleIntensityRanged(keys=["image"], a_min=0, a_max=65535, b_min=0.0, b_max=1.0),
+        M.RandCropByPosNegLabeld(keys=["image", "label"], label_key="label", spatial_size=[8, 8],
+                                 pos=1, neg=1, num_samples=2),
+        M.RandFlipd(keys=["image", "label"], prob=0.5, spatial_axis=0),
+    ])
+    mean, std = np.float32([0.1, 0.2, 0.3, 0.4]), np.float32([2, 4, 0.5, 1])
+    for given in (False, True):
+        kw = {"mean": mean.tolist(), "std": std.tolist()} if given else {}
+        loader = dspipe.Loader(str(out), batch_size=3, shuffle=False, device="cpu", seed=7,
+                               transform=config, **kw)
+        batch = next(iter(loader))
+        images, indices = batch["image"].numpy(), batch["index"].tolist()
+        assert images.shape == (6, 4, 8, 8), images.shape
+        for i in range(0, 6, 2):
+            index = indices[i]
+            bgra = cv2.imread(str(src / "images" / f"s{index}.png"), cv2.IMREAD_UNCHANGED)
+            ids = cv2.imread(str(src / "masks" / f"s{index}.png"), cv2.IMREAD_UNCHANGED)
+            want = T.apply(config, cv2.cvtColor(bgra, cv2.COLOR_BGRA2RGBA), ids, seed=7,
+                           epoch=0, index=index)
+            for k in range(2):
+                planes = want[k]["image"].transpose(2, 0, 1)
+                if given:
+                    expect = (planes - mean[:, None, None]) * (np.float32(1) / std[:, None, None])
+                    np.testing.assert_allclose(images[i + k], expect, rtol=1e-6, atol=1e-7)
+                else:
+                    np.testing.assert_array_equal(images[i + k], planes)
