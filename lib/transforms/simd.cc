@@ -287,23 +287,27 @@ void RangeMapRow(float* p, size_t n, const RangeMapParams& m) {
 
 namespace {
 
-// The ziggurat's tables (Marsaglia and Tsang, J. Stat. Softw. 5(8), 2000).
+// The ziggurat's tables (Marsaglia and Tsang, J. Stat. Softw. 5(8), 2000), 256 layers, for a
+// signed 24-bit value h: layer i's rectangle holds |h| < k[i], where the value is h * w[i].
 struct Ziggurat {
-  double k[128], w[128], f[128];
+  static constexpr double kR = 3.6541528853610088;  // the base layer's right edge
+  static constexpr double kV = 0.00492867323399;    // each layer's area
+  int32_t k[256];
+  float w[256];
+  double f[256];
   Ziggurat() {
-    const double m = 2147483648.0;  // 2^31
-    double d = 3.442619855899, t = d;
-    const double v = 9.91256303526217e-3;
-    const double q = v / std::exp(-0.5 * d * d);
-    k[0] = (d / q) * m, k[1] = 0;
-    w[0] = q / m, w[127] = d / m;
-    f[0] = 1.0, f[127] = std::exp(-0.5 * d * d);
-    for (int i = 126; i >= 1; --i) {
-      d = std::sqrt(-2.0 * std::log(v / d + std::exp(-0.5 * d * d)));
-      k[i + 1] = (d / t) * m;
+    const double m = 8388608.0;  // 2^23
+    double d = kR, t = d;
+    const double q = kV / std::exp(-0.5 * d * d);
+    k[0] = static_cast<int32_t>((d / q) * m), k[1] = 0;
+    w[0] = static_cast<float>(q / m), w[255] = static_cast<float>(d / m);
+    f[0] = 1.0, f[255] = std::exp(-0.5 * d * d);
+    for (int i = 254; i >= 1; --i) {
+      d = std::sqrt(-2.0 * std::log(kV / d + std::exp(-0.5 * d * d)));
+      k[i + 1] = static_cast<int32_t>((d / t) * m);
       t = d;
       f[i] = std::exp(-0.5 * d * d);
-      w[i] = d / m;
+      w[i] = static_cast<float>(d / m);
     }
   }
 };
@@ -312,36 +316,46 @@ const Ziggurat& Zig() {
   return z;
 }
 
-// A value whose first word u fell outside its rectangle: the wedge or tail test, then retries
+// Value j's first 32-bit try: half j % 2 of counter word j / 2 (two values a word).
+inline uint32_t NormalWord(uint64_t seed, uint64_t j) {
+  const uint64_t word = Word(seed, j >> 1);
+  return static_cast<uint32_t>((j & 1) != 0 ? word >> 32 : word);
+}
+
+// A 32-bit try whose value fell outside its rectangle: the wedge or tail test, then retries
 // from `slow` until one is taken.
-double NormalSlow(uint64_t u, Rng* slow) {
+float NormalSlow(uint32_t u, Rng* slow) {
   const Ziggurat& z = Zig();
-  constexpr double kR = 3.442619855899;
   for (;;) {
-    const int i = static_cast<int>(u & 127);
-    const auto h = static_cast<int32_t>(static_cast<uint32_t>(u >> 32));
-    const double x = h * z.w[i];
-    if (std::fabs(static_cast<double>(h)) < z.k[i]) return x;
+    const int i = static_cast<int>(u & 255);
+    const int32_t h = static_cast<int32_t>(u) >> 8;  // signed 24 bits
+    const float x = static_cast<float>(h) * z.w[i];
+    if (std::abs(h) < z.k[i]) return x;
     if (i == 0) {
       double a, b;
       do {
-        a = -std::log(1.0 - slow->Uniform()) / kR;
+        a = -std::log(1.0 - slow->Uniform()) / Ziggurat::kR;
         b = -std::log(1.0 - slow->Uniform());
       } while (b + b < a * a);
-      return h > 0 ? kR + a : -kR - a;
+      return static_cast<float>(h > 0 ? Ziggurat::kR + a : -Ziggurat::kR - a);
     }
-    if (z.f[i] + slow->Uniform() * (z.f[i - 1] - z.f[i]) < std::exp(-0.5 * x * x)) return x;
-    u = slow->Next();
+    const double xd = x;
+    if (z.f[i] + slow->Uniform() * (z.f[i - 1] - z.f[i]) < std::exp(-0.5 * xd * xd)) return x;
+    u = static_cast<uint32_t>(slow->Next());
   }
 }
 
-inline double NormalFirst(uint64_t u, Rng* slow) {
+inline float NormalFirst(uint32_t u, Rng* slow) {
   const Ziggurat& z = Zig();
-  const int i = static_cast<int>(u & 127);
-  const auto h = static_cast<int32_t>(static_cast<uint32_t>(u >> 32));
-  if (std::fabs(static_cast<double>(h)) < z.k[i]) return h * z.w[i];
+  const int i = static_cast<int>(u & 255);
+  const int32_t h = static_cast<int32_t>(u) >> 8;
+  if (std::abs(h) < z.k[i]) return static_cast<float>(h) * z.w[i];
   return NormalSlow(u, slow);
 }
+
+// p += mean + sd * z in float32, two roundings (this file is built with -ffp-contract=off, so
+// the vector path's multiply and adds stay apart as here).
+inline void AddNormalOne(float* p, float mean, float sd, float z) { *p += mean + sd * z; }
 
 #ifdef DSPIPE_TRANSFORMS_X86
 bool HaveAvx512Dq() {
@@ -349,43 +363,45 @@ bool HaveAvx512Dq() {
   return have;
 }
 
-__attribute__((target("avx512f,avx512dq"))) size_t AddNormalAvx512(float* p, size_t n, double mean,
-                                                                   double sd, uint64_t seed,
+// 16 values a step from p (value j = first, even): 8 counter words mixed in parallel, each two
+// 32-bit tries in memory order (the low half value j, the high half j + 1).
+__attribute__((target("avx512f,avx512dq"))) size_t AddNormalAvx512(float* p, size_t n, float mean,
+                                                                   float sd, uint64_t seed,
                                                                    uint64_t first, Rng* slow) {
   const Ziggurat& z = Zig();
   const __m512i golden = _mm512_set1_epi64(static_cast<long long>(kGolden));
   const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ULL));
   const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBULL));
   const __m512i lanes = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512i layer = _mm512_set1_epi64(127);
-  const __m512d vmean = _mm512_set1_pd(mean), vsd = _mm512_set1_pd(sd);
-  const __m512d abs_mask = _mm512_castsi512_pd(_mm512_set1_epi64(0x7FFFFFFFFFFFFFFFLL));
+  const __m512i layer = _mm512_set1_epi32(255);
+  const __m512 vmean = _mm512_set1_ps(mean), vsd = _mm512_set1_ps(sd);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m512i k = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + i)), lanes);
+  for (; i + 16 <= n; i += 16) {
+    const uint64_t word0 = (first + i) >> 1;
+    const __m512i c = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(word0)), lanes);
     __m512i u = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(seed)),
-                                 _mm512_mullo_epi64(k, golden));
+                                 _mm512_mullo_epi64(c, golden));
     u = _mm512_mullo_epi64(_mm512_xor_si512(u, _mm512_srli_epi64(u, 30)), m1);
     u = _mm512_mullo_epi64(_mm512_xor_si512(u, _mm512_srli_epi64(u, 27)), m2);
     u = _mm512_xor_si512(u, _mm512_srli_epi64(u, 31));
     const __m512i idx = _mm512_and_si512(u, layer);
-    const __m512d h = _mm512_cvtepi64_pd(_mm512_srai_epi64(u, 32));  // the signed high 32 bits
-    const __m512d kk = _mm512_i64gather_pd(idx, z.k, 8);
-    const __m512d ww = _mm512_i64gather_pd(idx, z.w, 8);
-    __m512d x = _mm512_mul_pd(h, ww);
-    const __mmask8 inside = _mm512_cmp_pd_mask(_mm512_and_pd(h, abs_mask), kk, _CMP_LT_OQ);
-    if (inside != 0xFF) {  // rare: the other lanes in order, as the plain loop takes them
-      alignas(64) uint64_t words[8];
-      alignas(64) double xs[8];
+    const __m512i h = _mm512_srai_epi32(u, 8);
+    const __m512i kk = _mm512_i32gather_epi32(idx, z.k, 4);
+    const __m512 ww = _mm512_i32gather_ps(idx, z.w, 4);
+    __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(h), ww);
+    const __mmask16 inside = _mm512_cmplt_epi32_mask(_mm512_abs_epi32(h), kk);
+    if (inside != 0xFFFF) {  // the other lanes in order, as the plain loop takes them
+      alignas(64) uint32_t words[16];
+      alignas(64) float xs[16];
       _mm512_store_si512(words, u);
-      _mm512_store_pd(xs, x);
-      for (int l = 0; l < 8; ++l) {
+      _mm512_store_ps(xs, x);
+      for (int l = 0; l < 16; ++l) {
         if (!(inside >> l & 1)) xs[l] = NormalSlow(words[l], slow);
       }
-      x = _mm512_load_pd(xs);
+      x = _mm512_load_ps(xs);
     }
-    const __m512d add = _mm512_add_pd(vmean, _mm512_mul_pd(vsd, x));
-    _mm256_storeu_ps(p + i, _mm256_add_ps(_mm256_loadu_ps(p + i), _mm512_cvtpd_ps(add)));
+    const __m512 add = _mm512_add_ps(vmean, _mm512_mul_ps(vsd, x));
+    _mm512_storeu_ps(p + i, _mm512_add_ps(_mm512_loadu_ps(p + i), add));
   }
   return i;
 }
@@ -395,15 +411,16 @@ __attribute__((target("avx512f,avx512dq"))) size_t AddNormalAvx512(float* p, siz
 
 void AddNormalRow(float* p, size_t n, double mean, double sd, uint64_t seed, uint64_t first,
                   Rng* slow) {
+  const auto m = static_cast<float>(mean), s = static_cast<float>(sd);
   size_t i = 0;
-#ifdef DSPIPE_TRANSFORMS_X86
-  if (HaveAvx512Dq()) i = AddNormalAvx512(p, n, mean, sd, seed, first, slow);
-#endif
-  for (; i < n; ++i) {
-    const double x = NormalFirst(Word(seed, first + i), slow);
-    const double scaled = sd * x;  // two roundings, as the vector path
-    p[i] += static_cast<float>(mean + scaled);
+  if (n > 0 && (first & 1) != 0) {  // the vector steps start on a word's first value
+    AddNormalOne(p, m, s, NormalFirst(NormalWord(seed, first), slow));
+    i = 1;
   }
+#ifdef DSPIPE_TRANSFORMS_X86
+  if (HaveAvx512Dq()) i += AddNormalAvx512(p + i, n - i, m, s, seed, first + i, slow);
+#endif
+  for (; i < n; ++i) AddNormalOne(p + i, m, s, NormalFirst(NormalWord(seed, first + i), slow));
 }
 
 }  // namespace dspipe::transforms

@@ -46,12 +46,12 @@ struct RangeMapParams {
 };
 void RangeMapRow(float* p, size_t n, const RangeMapParams& m);
 
-// Gaussian noise on n float32 values: p[i] += float(mean + sd * z_i), z_i standard normal by
-// Marsaglia and Tsang's ziggurat (128 layers). Value i's first try is the counter word
-// Mix64(seed + (first + i) * golden) (7 bits: the layer, the high 32: the signed value), taken
-// when it falls inside its layer's rectangle (~98.8%); the rest (wedge and tail tests, retries)
-// draw from `slow`, in order of i. AVX-512 (F, DQ): 8 values a step, the same results as the
-// plain loop.
+// Gaussian noise on n float32 values: p[i] += mean + sd * z_i in float32, z_i standard normal
+// by Marsaglia and Tsang's ziggurat (256 layers, signed 24-bit values). Value j = first + i's
+// first try is half j % 2 of the counter word Mix64(seed + (j / 2) * golden) (8 bits: the layer,
+// the high 24: the signed value), taken when it falls inside its layer's rectangle (~99.3%); the
+// rest (wedge and tail tests, retries) draw from `slow`, in order of i. AVX-512 (F, DQ): 16
+// values a step, the same results as the plain loop.
 void AddNormalRow(float* p, size_t n, double mean, double sd, uint64_t seed, uint64_t first,
                   Rng* slow);
 

@@ -118,19 +118,24 @@ TEST(TransformSimd, RangeMapRowIsItsDefinition) {
   }
 }
 
-// AddNormalRow (AVX-512: 8 values a step, the rare values outside their rectangle from the slow
-// stream in order) gives the bits of the plain loop, which one value at a time takes; the slow
-// stream ends in the same state. Lengths cover the tails; 100k values take the slow path ~1%.
+// AddNormalRow (AVX-512: 16 values a step, the rare values outside their rectangle from the
+// slow stream in order) gives the bits of the plain loop, which one value at a time takes; the
+// slow stream ends in the same state. Lengths cover the tails, and rows starting on either
+// half of a counter word; 100k values take the slow path ~0.7%.
 TEST(TransformSimd, AddNormalRowIsThePlainLoop) {
-  for (size_t n :
-       {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{37}, size_t{100000}}) {
-    std::vector<float> a(n), b(n);
-    for (size_t i = 0; i < n; ++i) a[i] = b[i] = static_cast<float>(i % 13) - 6.0f;
-    Rng slow_a(99), slow_b(99);
-    AddNormalRow(a.data(), n, 2.0, 0.5, 1234, 17, &slow_a);
-    for (size_t i = 0; i < n; ++i) AddNormalRow(b.data() + i, 1, 2.0, 0.5, 1234, 17 + i, &slow_b);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], b[i]) << n << " " << i;
-    EXPECT_EQ(slow_a.Next(), slow_b.Next()) << n;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{15}, size_t{16}, size_t{17}, size_t{33},
+                   size_t{100000}}) {
+    for (uint64_t first : {uint64_t{17}, uint64_t{18}}) {  // a word's second value, its first
+      std::vector<float> a(n), b(n);
+      for (size_t i = 0; i < n; ++i) a[i] = b[i] = static_cast<float>(i % 13) - 6.0f;
+      Rng slow_a(99), slow_b(99);
+      AddNormalRow(a.data(), n, 2.0, 0.5, 1234, first, &slow_a);
+      for (size_t i = 0; i < n; ++i) {
+        AddNormalRow(b.data() + i, 1, 2.0, 0.5, 1234, first + i, &slow_b);
+      }
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], b[i]) << n << " " << first << " " << i;
+      EXPECT_EQ(slow_a.Next(), slow_b.Next()) << n << " " << first;
+    }
   }
 }
 
