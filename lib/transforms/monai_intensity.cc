@@ -206,10 +206,18 @@ class RandIntensity final : public Intensity {
       const int cc = channel_wise ? c : -1;
       if (shift) {
         const float f = static_cast<float>(s.v[c]);
-        ForChannel(m, cc, [&](float& x) { x += f; });
+        if (cc < 0) {  // every sample: OpenCV's vector x * 1 + f (one rounding, as x + f)
+          m->convertTo(*m, -1, 1.0, f);
+        } else {
+          ForChannel(m, cc, [&](float& x) { x += f; });
+        }
       } else {
         const float f = static_cast<float>(1.0 + s.v[c]);
-        ForChannel(m, cc, [&](float& x) { x *= f; });
+        if (cc < 0) {  // every sample: OpenCV's vector x * f + 0 (one rounding, as x * f)
+          m->convertTo(*m, -1, f, 0.0);
+        } else {
+          ForChannel(m, cc, [&](float& x) { x *= f; });
+        }
       }
     }
   }
