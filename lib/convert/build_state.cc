@@ -241,11 +241,11 @@ int DatasetChannels(const Accum& acc, int channels) {
 void SetTypeFields(const Accum& acc, json* m) {
   const SampleType type = ImageType(acc);
   const SampleType mask = acc.mask_type == 1 ? SampleType::kUint16 : SampleType::kUint8;
-  (*m)["channels"] = DatasetChannels(acc, m->at("channels").get<int>());
+  const int channels = DatasetChannels(acc, m->at("channels").get<int>());
+  (*m)["channels"] = channels;
   (*m)["sample_type"] = SampleTypeName(type);
   (*m)["mask_type"] = SampleTypeName(mask);
-  const bool typed = IsTyped(type, DatasetChannels(acc, m->at("channels").get<int>())) ||
-                     mask != SampleType::kUint8;
+  const bool typed = IsTyped(type, channels) || mask != SampleType::kUint8;
   (*m)["format_version"] = typed ? format::kManifestVersion : 1;
 }
 

@@ -453,32 +453,19 @@ class SampleJob {
     return Status::OK();
   }
 
-  // True when the batch's float32 images are the transforms' float32 output as it is (a MONAI
-  // config's, normalized with the identity): it is written straight into the normalized slot
-  // (ToPlanes), and LoadSample's normalize pass, a copy then, is skipped.
+  // True when the batch's images are normalized float32 from float32 transform output (a MONAI
+  // config's): LoadSample's normalize pass then runs here, from the output straight into the
+  // normalized slot (ToPlanes), instead of after a copy of it into the float32 HWC slot.
   bool WritesNormalizedDirectly() const {
-    const BatchShape& shape = ctx_.shape;
-    const NormalizeParams& p = ctx_.normalize;
-    if (!shape.normalized || shape.image_type != SampleType::kFloat32) return false;
-    for (int k = 0; k < shape.channels; ++k) {
-      if (p.mean[k] != 0.0f || 1.0f / p.std[k] != 1.0f) return false;  // NormalizeTypedOf's test
-    }
-    return true;
+    return ctx_.shape.normalized && ctx_.shape.image_type == SampleType::kFloat32;
   }
 
-  // A float32 HWC image into the NCHW float32 slot `dst`: one copy for one channel, else one
-  // plane per channel.
-  void ToPlanes(const cv::Mat& image, float* dst) const {
-    const BatchShape& shape = ctx_.shape;
-    if (shape.channels == 1) {
-      image.copyTo(cv::Mat(shape.height, shape.width, CV_32FC1, dst));
-      return;
-    }
-    std::vector<cv::Mat> planes;
-    for (int c = 0; c < shape.channels; ++c) {
-      planes.emplace_back(shape.height, shape.width, CV_32FC1, dst + c * shape.pixels());
-    }
-    cv::split(image, planes);
+  // LoadSample's typed normalize (NormalizeTypedOf) of a float32 HWC image into the NCHW
+  // float32 slot `dst`: with the identity, one copy for one channel, else one plane a channel.
+  void ToPlanes(cv::Mat image, float* dst) const {
+    if (!image.isContinuous()) image = image.clone();
+    NormalizeTypedOf(image.ptr<float>(), ctx_.shape.pixels(), ctx_.shape.channels, ctx_.normalize,
+                     dst);
   }
 
   // The record's mask decoded whole with its own type (the router checks it has the record's
