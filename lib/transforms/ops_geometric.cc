@@ -247,8 +247,8 @@ class AffineLeaf final : public Leaf {
           is_mask ? cv::Scalar::all(border_.fill_mask) : FillScalar(border_.fill, src.channels());
       const Size warped = crop_border_ ? s.in : s.out;
       if (crop_border_) full.create(warped.h, warped.w, src.type());
-      cv::warpAffine(src, *target, mat, cv::Size(warped.w, warped.h),
-                     is_mask ? mask_interp_ : interp_, border_.mode, value);
+      WarpAffine(src, target, mat, cv::Size(warped.w, warped.h), is_mask ? mask_interp_ : interp_,
+                 border_.mode, value);
     }
     if (crop_border_) {
       full(cv::Rect(s.iv[0], s.iv[1], s.iv[2] - s.iv[0], s.iv[3] - s.iv[1])).copyTo(*dst);

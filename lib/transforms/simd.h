@@ -19,6 +19,12 @@ using core::Rng;
 // place); src and dst must not overlap unless they are the same image (then cv::flip).
 void FlipHorizontal(const cv::Mat& src, cv::Mat* dst);
 
+// cv::warpAffine(src, *dst, matrix, size, flags, border_mode, value), the same bytes: its own
+// loops (warp_affine.cc) for uint8 images of 1-4 channels, INTER_NEAREST / INTER_LINEAR and a
+// constant or replicated border (a 2x3 CV_64F matrix), cv::warpAffine itself otherwise.
+void WarpAffine(const cv::Mat& src, cv::Mat* dst, const cv::Mat& matrix, cv::Size size, int flags,
+                int border_mode, const cv::Scalar& value);
+
 // p[i] = lut[i % channels][p[i]] for n bytes of interleaved pixels (one table for all channels:
 // AVX-512 VBMI, 64 bytes a step), in place.
 void LookUpRow(uint8_t* p, size_t n, int channels, const uint8_t lut[4][256]);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Running one fused geometric group: the composed map of its steps applied in one pass.
 // Exact groups (every step a copy: flips, transposes, rot90, crops, integer pads) are one
-// dihedral copy of the in-range rectangle plus the border; others are one cv::warpAffine with
-// the inverse of the composed map. A one-step group runs the leaf's own albumentations code.
+// dihedral copy of the in-range rectangle plus the border; others are one warpAffine (simd.h's
+// WarpAffine: cv::warpAffine's bytes) with the inverse of the composed map. A one-step group runs
+// the leaf's own albumentations code.
 #include <cmath>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
@@ -282,7 +283,7 @@ void RunGeometricGroup(const Step* first, const Step* last, const cv::Mat& src,
                            : is_mask         ? cv::Scalar::all(border->fill_mask)
                                              : FillScalar(border->fill, src.channels());
   const int flags = WarpInterpolation(is_mask ? mask_interp : interp) | cv::WARP_INVERSE_MAP;
-  cv::warpAffine(view, *dst, mat, dst->size(), flags, mode, value);
+  WarpAffine(view, dst, mat, dst->size(), flags, mode, value);
 }
 
 }  // namespace dspipe::transforms

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The vector kernels (simd.cc) give exactly what the plain code gives: FlipHorizontal is
 // cv::flip(.., 1) for every width (the 5- and 16-pixel steps and their tails) and for ROI
-// headers; LookUpRow is a table lookup for every length (the 64-byte steps and the tail).
+// headers; LookUpRow is a table lookup for every length (the 64-byte steps and the tail);
+// WarpAffine gives cv::warpAffine's bytes (OpenCV 4.6's fixed point) for every case it takes.
 #include "transforms/simd.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 #include <random>
 #include <vector>
 
@@ -36,6 +38,59 @@ TEST(TransformSimd, FlipHorizontalIsCvFlip) {
       ASSERT_EQ(cv::countNonZero(outside.reshape(1) != 7), 0) << "wrote outside the ROI";
     }
   }
+}
+
+// Random maps (rotations, scales, shears, shifts, flips, exact half-pixel and integer ones,
+// maps that leave the image) on images of 1-4 channels, sizes down to 1x1, both borders, both
+// interpolations, forward and inverse matrices, ROI sources and ROI destinations: the same bytes
+// as cv::warpAffine.
+TEST(TransformSimd, WarpAffineIsCvWarpAffine) {
+  cv::RNG rng(11);
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  int cases = 0;
+  for (int i = 0; i < 1500; ++i) {
+    const int channels = 1 + i % 4;
+    const int h = i % 97 == 0 ? 1 : 1 + static_cast<int>(gen() % 70);
+    const int w = i % 89 == 0 ? 1 : 1 + static_cast<int>(gen() % 70);
+    cv::Mat big(h + 4, w + 6, CV_8UC(channels));
+    rng.fill(big, cv::RNG::UNIFORM, 0, 256);
+    const cv::Mat src = i % 3 == 0 ? big(cv::Rect(2, 1, w, h)) : big(cv::Rect(0, 0, w, h));
+    const double angle = u(gen) * (i % 5 == 0 ? 180 : 20) * CV_PI / 180;
+    const double scale = i % 7 == 0 ? 1.0 : 1 + 0.4 * u(gen);
+    const double shear = i % 2 == 0 ? 0.0 : 0.2 * u(gen);
+    double m[6] = {scale * std::cos(angle), -scale * std::sin(angle) + shear, 0,
+                   scale * std::sin(angle), scale * std::cos(angle),          0};
+    if (i % 11 == 0) m[0] = -1, m[1] = 0, m[3] = 0, m[4] = 1;  // a flip
+    m[2] = w * u(gen) * (i % 13 == 0 ? 2 : 0.3) + (i % 17 == 0 ? 0.5 : 0);
+    m[5] = h * u(gen) * (i % 13 == 0 ? 2 : 0.3);
+    if (i % 19 == 0) m[2] = std::round(m[2]), m[5] = std::round(m[5]) + 0.5;
+    const cv::Mat mat(2, 3, CV_64F, m);
+    const int most = i % 50 == 0 ? 300 : 80;  // sizes of many 16-pixel vector steps too
+    const cv::Size size(1 + static_cast<int>(gen() % most), 1 + static_cast<int>(gen() % most));
+    const int interp = i % 2 == 0 ? cv::INTER_LINEAR : cv::INTER_NEAREST;
+    const int flags = interp | (i % 4 < 2 ? cv::WARP_INVERSE_MAP : 0);
+    const int border = i % 3 == 2 ? cv::BORDER_REPLICATE : cv::BORDER_CONSTANT;
+    const cv::Scalar value(7, 200, 33, 255);
+    cv::Mat want, got;
+    cv::warpAffine(src, want, mat, size, flags, border, value);
+    cv::Mat out(size.height + 2, size.width + 2, src.type(), cv::Scalar::all(9));
+    cv::Mat roi = out(cv::Rect(1, 1, size.width, size.height));
+    got = i % 2 == 0 ? roi : cv::Mat();
+    WarpAffine(src, &got, mat, size, flags, border, value);
+    ASSERT_EQ(got.size(), size);
+    ASSERT_EQ(cv::norm(want, got, cv::NORM_INF), 0)
+        << "case " << i << ": " << channels << " channels " << w << "x" << h << " -> " << size
+        << (interp == cv::INTER_LINEAR ? " linear" : " nearest") << " border " << border;
+    if (i % 2 == 0) {  // written into the ROI, nothing around it
+      ASSERT_EQ(got.data, roi.data);
+      cv::Mat outside = out.clone();
+      outside(cv::Rect(1, 1, size.width, size.height)).setTo(cv::Scalar::all(9));
+      ASSERT_EQ(cv::countNonZero(outside.reshape(1) != 9), 0);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 1500);
 }
 
 TEST(TransformSimd, LookUpIsATableLookup) {
