@@ -8,8 +8,11 @@
 #   bench/transforms/recipe_bench.sh [--dir DIR] [--count 320] [--size 512x512] [--batch 8]
 #                                    [--threads 2] [--batches 32] [--warmup 4] [--rounds 3]
 #                                    [--build-dir build] [--python PY] [--out DIR]
+#                                    [--src FOLDER]
 #
 # 1. DIR/src: `dsconvert synth` (RGB PNG image + PNG mask, 3 classes), DIR/enc.lmdb (encoded).
+#    --src FOLDER: other pairs instead (FOLDER/images + FOLDER/masks, e.g. the photo crops of
+#    bench/transforms/photo_pairs.py), built into DIR/<FOLDER's name>.lmdb; --count/--size unused.
 # 2. --rounds times, interleaved (each round runs every configuration once):
 #      torch_albu     bench/transforms/albu_loader.py: DataLoader, --threads workers, the recipe
 #                     with albumentations 2.0.8 on image + mask, float32 CHW out
@@ -26,7 +29,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR=/tmp/dspipe-recipe
 COUNT=320 SIZE=512x512 BATCH=8 THREADS=2 BATCHES=32 WARMUP=4 ROUNDS=3
-BUILD="$ROOT/build" OUT="" PY=""
+BUILD="$ROOT/build" OUT="" PY="" SRC_GIVEN=""
 die() { echo "recipe_bench: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,7 +44,8 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD="$(cd "$2" && pwd)"; shift ;;
     --python) PY="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --src) SRC_GIVEN="$(cd "$2" && pwd)"; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
   shift
@@ -64,12 +68,21 @@ fi
   die "$PY lacks torch / lmdb / albumentations 2.0.8"
 t_start=$(date +%s)
 
-SRC="$DIR/src"
-if [ ! -d "$SRC/images" ] || [ "$(find "$SRC/images" -type f | wc -l)" != "$COUNT" ]; then
-  rm -rf "$SRC"
-  "$DSCONVERT" synth "$SRC" --count "$COUNT" --size "$SIZE" --classes 3
+if [ -n "$SRC_GIVEN" ]; then
+  SRC="$SRC_GIVEN"
+  [ -d "$SRC/images" ] || die "--src $SRC has no images/ folder"
+  DB="$DIR/$(basename "$SRC").lmdb"
+  COUNT=$(find "$SRC/images" -type f | wc -l)
+  SOURCE="$COUNT image+mask pairs of $SRC"
+else
+  SRC="$DIR/src"
+  if [ ! -d "$SRC/images" ] || [ "$(find "$SRC/images" -type f | wc -l)" != "$COUNT" ]; then
+    rm -rf "$SRC"
+    "$DSCONVERT" synth "$SRC" --count "$COUNT" --size "$SIZE" --classes 3
+  fi
+  DB="$DIR/enc.lmdb"
+  SOURCE="$COUNT synth $SIZE PNG image+mask pairs"
 fi
-DB="$DIR/enc.lmdb"
 if ! "$DSCONVERT" info "$DB" >/dev/null 2>&1 || [ "$DB" -ot "$SRC/images" ]; then
   "$DSCONVERT" build "$SRC" "$DB" --overwrite -q
 fi
@@ -99,11 +112,11 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-"$PY" - "$OUT" "$ROUNDS" "$(( $(date +%s) - t_start ))" "$BATCH" "$THREADS" "$COUNT" "$SIZE" \
+"$PY" - "$OUT" "$ROUNDS" "$(( $(date +%s) - t_start ))" "$BATCH" "$THREADS" "$SOURCE" \
     "${configs[@]}" <<'PYEOF'
 import glob, json, os, statistics, sys
-out, rounds, secs, batch, threads, count, size = sys.argv[1:8]
-configs = sys.argv[8:]
+out, rounds, secs, batch, threads, source = sys.argv[1:7]
+configs = sys.argv[7:]
 def rate(path):
     d = json.load(open(path))
     return float(d["images_per_s"]["median"] if "images_per_s" in d else
@@ -120,7 +133,7 @@ for c in configs:
 ratios = {"recipe_vs_torch_albumentations": med["dspipe_recipe"] / med["torch_albu"],
           "recipe_vs_flip_only": med["dspipe_recipe"] / med["dspipe_flip"]}
 load = os.getloadavg()[0]
-note = (f"{count} synth {size} PNG image+mask pairs in an encoded dspipe LMDB; batch {batch}, "
+note = (f"{source} in an encoded dspipe LMDB; batch {batch}, "
         f"{threads} threads / DataLoader workers, float32 NCHW out; median of {rounds} "
         f"interleaved rounds; {os.cpu_count()} CPUs, load avg {load:.1f} at the end; {secs} s. "
         f"dspipe recipe / DataLoader+albumentations: {ratios['recipe_vs_torch_albumentations']:.2f}x "
