@@ -45,7 +45,7 @@ class NoiseRows final : public RowOp {
     const float mean = static_cast<float>(s.v[1] * 255.0);
     const std::vector<float>& z = NormalTable();
     for (int k = 0; k < kQuantiles; ++k) {
-      noise_[static_cast<size_t>(k)] = static_cast<int32_t>(
+      noise_[static_cast<size_t>(k)] = static_cast<int16_t>(
           std::clamp(std::trunc(mean + sigma * z[static_cast<size_t>(k)]), -512.0f, 512.0f));
     }
   }
@@ -60,7 +60,7 @@ class NoiseRows final : public RowOp {
   const uint64_t seed_;
   uint64_t words_ = 0;  // splitmix64 words used so far (rows start at a new word)
   const bool per_channel_;
-  std::array<int32_t, kQuantiles> noise_;
+  std::array<int16_t, kQuantiles + 1> noise_{};  // + AddNoiseRow's padding entry
 };
 
 class GaussNoiseLeaf final : public Leaf {

@@ -37,7 +37,7 @@ bool HaveNoiseAvx512() {
 
 // 32 values a step: 8 words (lanes k .. k+7) mixed in parallel, split into 32 16-bit fields.
 __attribute__((target("avx512f,avx512dq,avx512bw"))) size_t NoiseAvx512(uint8_t* p, size_t n,
-                                                                        const int32_t* table,
+                                                                        const int16_t* table,
                                                                         uint64_t seed,
                                                                         uint64_t first) {
   const __m512i golden = _mm512_set1_epi64(static_cast<long long>(kGolden));
@@ -60,7 +60,10 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) size_t NoiseAvx512(uint8_t*
     const __m256i halves[2] = {_mm512_extracti64x4_epi64(q, 0), _mm512_extracti64x4_epi64(q, 1)};
     for (int half = 0; half < 2; ++half) {
       const __m512i idx = _mm512_cvtepu16_epi32(halves[half]);
-      const __m512i noise = _mm512_i32gather_epi32(idx, table, 4);
+      // 32-bit reads at 2 * idx: the entry in the low 16 bits (table has a padding entry),
+      // sign-extended.
+      const __m512i noise =
+          _mm512_srai_epi32(_mm512_slli_epi32(_mm512_i32gather_epi32(idx, table, 2), 16), 16);
       const __m128i px = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * half));
       __m512i v = _mm512_add_epi32(_mm512_cvtepu8_epi32(px), noise);
       v = _mm512_min_epi32(_mm512_max_epi32(v, zero), top);
@@ -160,7 +163,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t LutVbmi(uint8_t* p
 
 }  // namespace
 
-uint64_t AddNoiseRow(uint8_t* p, size_t n, const int32_t* table, uint64_t seed, uint64_t first) {
+uint64_t AddNoiseRow(uint8_t* p, size_t n, const int16_t* table, uint64_t seed, uint64_t first) {
   size_t i = 0;
 #ifdef DSPIPE_TRANSFORMS_X86
   if (HaveNoiseAvx512()) i = NoiseAvx512(p, n, table, seed, first);
@@ -173,7 +176,7 @@ uint64_t AddNoiseRow(uint8_t* p, size_t n, const int32_t* table, uint64_t seed, 
   return (n + 3) / 4;
 }
 
-uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int32_t* table,
+uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int16_t* table,
                            uint64_t seed, uint64_t first) {
   uint64_t word = 0;
   for (size_t i = 0; i < pixels; ++i) {

@@ -33,10 +33,12 @@ void LookUp(cv::Mat* image, const uint8_t lut[4][256]);
 // GaussNoise's per-channel noise on n values: p[i] = clamp(p[i] + table[q_i], 0, 255) with
 // q_i = bits [16 (i % 4), 16 (i % 4) + 12) of word(first + i / 4), word(k) = splitmix64's k-th
 // output from `seed` (Mix64(seed + k * golden)): counter-based, so AVX-512 (8 words a step) and
-// the plain loop give the same values. table: 4096 int32 noise values. Returns the words used.
-uint64_t AddNoiseRow(uint8_t* p, size_t n, const int32_t* table, uint64_t seed, uint64_t first);
+// the plain loop give the same values. table: 4096 int16 noise values and one more entry (any
+// value: the vector path's 32-bit reads of entry 4095 end inside it; 8 KiB, so two threads'
+// tables stay in one L1). Returns the words used.
+uint64_t AddNoiseRow(uint8_t* p, size_t n, const int16_t* table, uint64_t seed, uint64_t first);
 // The same noise value added to every channel of a pixel (per_channel=false): q_i for pixel i.
-uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int32_t* table,
+uint64_t AddSharedNoiseRow(uint8_t* p, size_t pixels, int channels, const int16_t* table,
                            uint64_t seed, uint64_t first);
 
 // MONAI's ScaleIntensityRange on n float32 values, in place, each op in float32 as torch does
