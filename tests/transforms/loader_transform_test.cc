@@ -74,7 +74,13 @@ TEST_F(LoaderTransformTest, EveryBatchIsTheTransformOfItsRecords) {
        R"([{"__class_fullname__": "HorizontalFlip"}, {"__class_fullname__": "RandomGamma", "p": 1},
             {"__class_fullname__": "Normalize", "p": 1, "mean": 0.5, "std": 0.25}])",
        R"([{"__class_fullname__": "RandomResizedCrop", "p": 1, "size": [24, 30]}, {"__class_fullname__": "CoarseDropout", "p": 1, "fill_mask": 255},
-            {"__class_fullname__": "Normalize", "p": 1}])"}) {
+            {"__class_fullname__": "Normalize", "p": 1}])",
+       // A crop + Affine group as one warp (simd.h WarpAffine) of an odd size, with the noise and
+       // contrast folded into the normalize.
+       R"([{"__class_fullname__": "RandomCrop", "p": 1, "height": 27, "width": 30},
+            {"__class_fullname__": "Affine", "p": 1, "rotate": [-20, 20], "scale": [0.9, 1.1]},
+            {"__class_fullname__": "RandomBrightnessContrast", "p": 1},
+            {"__class_fullname__": "GaussNoise", "p": 1}, {"__class_fullname__": "Normalize", "p": 1}])"}) {
     for (bool fused : {true, false}) {
       FusedScope scope(fused);
       const LoaderOptions o = Options(spec);
