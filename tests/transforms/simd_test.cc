@@ -6,6 +6,8 @@
 #include "transforms/simd.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -91,6 +93,40 @@ TEST(TransformSimd, WarpAffineIsCvWarpAffine) {
     ++cases;
   }
   EXPECT_EQ(cases, 1500);
+}
+
+// The vector steps' reads (gathers, which ASan does not see) stay inside the image: images
+// that end right before an unmapped page, or start right after one, warped every way.
+TEST(TransformSimd, WarpAffineReadsOnlyTheImage) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  uint8_t* base = static_cast<uint8_t*>(mem);
+  ASSERT_EQ(mprotect(base, page, PROT_NONE), 0);             // a guard before the middle page
+  ASSERT_EQ(mprotect(base + 2 * page, page, PROT_NONE), 0);  // and one after it
+  uint8_t* const middle = base + page;
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int i = 0; i < 400; ++i) {
+    const int channels = i % 2 == 0 ? 3 : 1 + (i / 2) % 4;
+    const int w = 17 + static_cast<int>(gen() % 16), h = 9 + static_cast<int>(gen() % 16);
+    const size_t bytes = static_cast<size_t>(w) * h * channels;
+    ASSERT_LE(bytes, page);
+    uint8_t* at = i % 4 < 2 ? middle + page - bytes : middle;  // flush with the end, or the start
+    for (size_t k = 0; k < bytes; ++k) at[k] = static_cast<uint8_t>(k * 31 + i);
+    const cv::Mat src(h, w, CV_8UC(channels), at);
+    const double angle = u(gen) * 0.6, scale = 1 + 0.2 * u(gen);
+    double m[6] = {scale * std::cos(angle), -scale * std::sin(angle), w * 0.3 * u(gen),
+                   scale * std::sin(angle), scale * std::cos(angle),  h * 0.3 * u(gen)};
+    const cv::Mat mat(2, 3, CV_64F, m);
+    const int interp = i % 3 == 0 ? cv::INTER_NEAREST : cv::INTER_LINEAR;
+    const int border = i % 5 == 0 ? cv::BORDER_REPLICATE : cv::BORDER_CONSTANT;
+    cv::Mat want, got;
+    cv::warpAffine(src, want, mat, cv::Size(w + 16, h + 5), interp, border);
+    WarpAffine(src, &got, mat, cv::Size(w + 16, h + 5), interp, border, cv::Scalar());
+    ASSERT_EQ(cv::norm(want, got, cv::NORM_INF), 0) << "case " << i;
+  }
+  munmap(mem, 3 * page);
 }
 
 TEST(TransformSimd, LookUpIsATableLookup) {
