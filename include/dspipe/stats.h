@@ -54,7 +54,7 @@ const char* StageName(Stage stage);
 // sample by StageStats::RecordDecodePath. Values index arrays; kCount is not a path.
 enum class DecodePath : int {
   kFull = 0,         // the whole image at full size (PNG, other formats, JPEG with nothing to save)
-  kRoi = 1,          // JPEG: only the MCU rows and columns covering the sample's crop
+  kRoi = 1,          // JPEG: only the MCUs covering the crop; 8-bit PNG: the crop (PngRegionDecode)
   kScaled = 2,       // JPEG: the whole image at a DCT scale (1/8, 1/4, 1/2)
   kRoiScaled = 3,    // JPEG: the crop's MCUs at a DCT scale
   kProgressive = 4,  // JPEG, progressive: a crop was wanted; decoded whole (maybe scaled), cropped

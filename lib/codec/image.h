@@ -177,6 +177,11 @@ bool PeekImageSize(std::span<const uint8_t> bytes, int* height, int* width);
 // the "full-decode path" the benchmarks compare with.
 void SetJpegRegionDecode(bool enabled);
 bool JpegRegionDecode();
+// The same for 8-bit PNG images (DSPIPE_PNG_REGION=0 turns it off): the rows below a sample's
+// crop are never unfiltered, the rows above it not converted, only its columns converted
+// (png_fast.h PngFastOptions::crop_*); the stream is inflated and checked whole either way.
+void SetPngRegionDecode(bool enabled);
+bool PngRegionDecode();
 
 // An image with an alpha channel (ImageProbe::channels 2 or 4): *opaque is true when every
 // alpha sample is the maximum (255; 65535 for 16-bit), else false with (*row, *col) the first

@@ -287,6 +287,16 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
     return Status::InvalidArgument("PNG fast path: " + std::to_string(out_channels) +
                                    " output channels from " + std::to_string(header.channels));
   }
+  const bool cropped = options.crop_w > 0;
+  if (cropped &&
+      (wide || options.mirror || options.sink != nullptr || options.alpha != nullptr ||
+       options.crop_h == 0 || options.crop_x >= header.width ||
+       options.crop_w > header.width - options.crop_x || options.crop_y >= header.height ||
+       options.crop_h > header.height - options.crop_y)) {
+    return Status::InvalidArgument(
+        "PNG fast path: a region is an 8-bit decode's, inside the image, without mirror, sink "
+        "or alpha scan");
+  }
   Scratch& s = ThreadScratch();
   if (!s.inflater) return Status::Internal("libdeflate_alloc_decompressor failed");
   // The scratch buffers stay allocated between calls (the loader decodes the same sizes again
@@ -408,12 +418,28 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
   const UnfilterIsa isa = BestUnfilterIsa();
   uint8_t* const filtered = s.filtered.data();
   const size_t out_row = size_t{header.width} * static_cast<size_t>(out_channels) * (wide ? 2 : 1);
+  const uint32_t crop_end = options.crop_y + options.crop_h;
+  const size_t crop_row = size_t{options.crop_w} * static_cast<size_t>(out_channels);
   for (uint32_t y = 0; y < header.height; ++y) {
     uint8_t* row = filtered + size_t{y} * stride;
     const int filter = row[0];
     if (filter > 4) {
       return Status::BadInput("PNG row " + std::to_string(y) + " has filter type " +
                               std::to_string(filter) + " (0-4 exist)");
+    }
+    if (cropped) {  // in place in the filtered buffer; the crop's columns out
+      if (y >= crop_end) continue;
+      const uint8_t* prev = y == 0 ? s.zeros.data() : row - stride + 1;
+      UnfilterRow(isa, filter, row + 1, prev, row + 1, row_bytes, static_cast<int>(bpp));
+      if (y < options.crop_y) continue;
+      const uint8_t* from = row + 1 + size_t{options.crop_x} * bpp;
+      uint8_t* to = dst + size_t{y - options.crop_y} * crop_row;
+      if (direct) {
+        std::memcpy(to, from, crop_row);
+      } else {
+        RowToRgb(from, header.channels, options.crop_w, false, to);
+      }
+      continue;
     }
     uint8_t* out = dst + size_t{y} * out_row;
     if (direct && !mirror) {

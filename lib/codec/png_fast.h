@@ -91,6 +91,13 @@ struct PngFastOptions {
   // converted, so it costs no second decode); nullptr (default) for no scan. Left as it is
   // (opaque) for the other color types and for 16-bit PNGs.
   PngAlphaScan* alpha = nullptr;
+  // A region (8-bit only, without mirror, sink or alpha scan): crop_w > 0 writes only the
+  // crop_h x crop_w pixels at (crop_x, crop_y) to dst (crop_w * out_channels bytes a row). The
+  // whole stream is still inflated and checked (zlib's checksum covers all of it) and every
+  // row's filter type checked; rows above the crop are unfiltered (the next row predicts from
+  // them) but not converted, rows below are never unfiltered, and only the crop's columns are
+  // converted. Default: the whole image.
+  uint32_t crop_x = 0, crop_y = 0, crop_w = 0, crop_h = 0;
 };
 
 // Decodes a PNG that ChoosePngDecoder routed to kFast (header is its PngRoute::header) into dst,

@@ -25,6 +25,14 @@ std::atomic<bool>& RegionFlag() {
   return on;
 }
 
+std::atomic<bool>& PngRegionFlag() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("DSPIPE_PNG_REGION");
+    return !(env != nullptr && std::strcmp(env, "0") == 0);
+  }()};
+  return on;
+}
+
 // Record payloads were validated when they were written: a decoder's complaint is corruption.
 Status AsCorruption(const Status& s) {
   return s.code() == Status::Code::kBadInput ? Status::Corruption(s.message()) : s;
@@ -42,6 +50,38 @@ bool TryFusedPng(const DecodeRequest& q, Status* s) {
   options.mirror = q.mirror;
   options.sink = q.sink;
   *s = AsCorruption(DecodePngFast(q.payload, route.header, q.channels, q.dst, options));
+  return true;
+}
+
+// An 8-bit PNG image payload's region q.crop_* (png_fast.h PngFastOptions::crop_*) into the
+// scratch: true when the fast path takes it (then *s is its status), false to decode whole (a
+// PNG libspng decodes, 16-bit, gray wanted from color).
+bool TryPngRegion(const DecodeRequest& q, cv::Mat* scratch, Status* s, DecodedImage* out) {
+  const PngRoute route = ChoosePngDecoder(q.payload);
+  const PngHeader& h = route.header;
+  if (route.decoder != PngDecoder::kFast || (q.channels == 1 && h.color_type != 0) ||
+      q.crop_x < 0 || q.crop_y < 0 || static_cast<uint32_t>(q.crop_x) >= h.width ||
+      static_cast<uint32_t>(q.crop_y) >= h.height ||
+      static_cast<uint32_t>(q.crop_w) > h.width - static_cast<uint32_t>(q.crop_x) ||
+      static_cast<uint32_t>(q.crop_h) > h.height - static_cast<uint32_t>(q.crop_y)) {
+    return false;
+  }
+  *s = CheckImageSize("PNG header", h.width, h.height);
+  if (s->ok()) {
+    FitMat(q.crop_h, q.crop_w, CV_8UC(q.channels), scratch);
+    PngFastOptions o;
+    o.crop_x = static_cast<uint32_t>(q.crop_x);
+    o.crop_y = static_cast<uint32_t>(q.crop_y);
+    o.crop_w = static_cast<uint32_t>(q.crop_w);
+    o.crop_h = static_cast<uint32_t>(q.crop_h);
+    *s = DecodePngFast(q.payload, h, q.channels, scratch->data, o);
+  }
+  *s = AsCorruption(*s);
+  out->image = *scratch;
+  out->source_width = static_cast<int>(h.width);
+  out->source_height = static_cast<int>(h.height);
+  out->crop = RectF{0, 0, static_cast<double>(q.crop_w), static_cast<double>(q.crop_h)};
+  out->path = DecodePath::kRoi;
   return true;
 }
 
@@ -128,6 +168,8 @@ Status DecodeTypedPayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage
 
 void SetJpegRegionDecode(bool enabled) { RegionFlag().store(enabled); }
 bool JpegRegionDecode() { return RegionFlag().load(std::memory_order_relaxed); }
+void SetPngRegionDecode(bool enabled) { PngRegionFlag().store(enabled); }
+bool PngRegionDecode() { return PngRegionFlag().load(std::memory_order_relaxed); }
 
 Status DecodePayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage* out) {
   try {
@@ -187,6 +229,9 @@ Status DecodePayload(const DecodeRequest& q, cv::Mat* scratch, DecodedImage* out
         if (q.fuse && q.dst != nullptr && sniffed == Codec::kPng && TryFusedPng(q, &s)) {
           out->path = DecodePath::kFused;
           out->mirrored = q.mirror;
+        } else if (sniffed == Codec::kPng && cropped && q.dst == nullptr && !q.is_mask &&
+                   PngRegionDecode() && TryPngRegion(q, scratch, &s, out)) {
+          image = out->image;
         } else if (sniffed == Codec::kJpeg && !q.is_mask) {
           s = RouteJpeg(q, &image, scratch, out);
         } else {

@@ -245,6 +245,8 @@ class SampleJob {
                      shape.channels == 3 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
         img.image = scratch.converted;
       }
+      // Where the image's decoded part lies (before q is the mask's request).
+      if (q.crop_w > 0 || q.out_width > 0) region = RegionOf(q, img);
       if (shape.masks) {
         q = Request(h.mask_codec, rec.mask, 1, true);
         if (into_slot) q.dst = slot_.mask;
@@ -258,7 +260,6 @@ class SampleJob {
         }
       }
       RecordDecode(img.path, t0);
-      if (q.crop_w > 0 || q.out_width > 0) region = RegionOf(q, img);
     }
     if (!planned) {
       DSPIPE_RETURN_IF_ERROR(MakePlan(img.source_height, img.source_width, &plan));

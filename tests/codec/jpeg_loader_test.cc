@@ -61,7 +61,7 @@ std::string JpegDataset(const std::string& root) {
 }
 
 struct Loaded {
-  std::vector<std::vector<uint8_t>> images;
+  std::vector<std::vector<uint8_t>> images, masks;
   std::vector<std::vector<float>> normalized;
   std::vector<DecodePathSummary> paths;
 };
@@ -71,6 +71,7 @@ struct Loaded {
 Loaded Load(const std::string& db, const AugmentOptions& aug, bool region, JpegScales scales,
             const std::string& transform = "") {
   SetJpegRegionDecode(region);
+  SetPngRegionDecode(region);
   SetJpegScales(scales);
   LoaderOptions o;
   o.batch_size = 4;
@@ -101,10 +102,15 @@ Loaded Load(const std::string& db, const AugmentOptions& aug, bool region, JpegS
       const size_t n = static_cast<size_t>(b.size()) * b.shape().image_bytes();
       run.images.emplace_back(b.images(), b.images() + n);
       run.normalized.emplace_back(b.normalized(), b.normalized() + n);
+      if (b.masks() != nullptr) {
+        const size_t m = static_cast<size_t>(b.size()) * b.shape().mask_bytes();
+        run.masks.emplace_back(b.masks(), b.masks() + m);
+      }
     }
   }
   run.paths = loader->stats().DecodePaths();
   SetJpegRegionDecode(true);
+  SetPngRegionDecode(true);
   SetJpegScales(JpegScales::kSimd);
   return run;
 }
@@ -208,17 +214,76 @@ TEST(JpegLoader, TransformPipelinesGetRegionAndScaledDecodes) {
                                           "height": 64, "width": 48, "pad_if_needed": true})"));
   EXPECT_EQ(sugar.images, spelled.images);
   EXPECT_EQ(sugar.paths.size(), spelled.paths.size());
-  // PNG records (the same sources re-encoded by --max-side): decoded whole, never a region.
+  // PNG records (the same sources re-encoded by --max-side, too small for pipeline 2's crop): a
+  // crop's rows and columns only (PngRegionDecode: never at a scale), the whole decode's batches
+  // byte for byte; off, decoded whole.
   BuildOptions b;
   b.source = root + "/src";
   b.output = root + "/png.lmdb";
   b.max_side = 150;
   BuildResult r;
   ASSERT_TRUE(BuildDataset(b, &r).ok());
-  const Loaded png = Load(b.output, none, true, JpegScales::kSimd, pipelines[0]);
-  ASSERT_FALSE(png.images.empty());
-  EXPECT_EQ(Count(png, DecodePath::kFull), 24u);
-  EXPECT_EQ(png.paths.size(), 1u);
+  for (const std::string& t : {pipelines[0], pipelines[1], pipelines[3]}) {
+    SCOPED_TRACE("png " + t);
+    const Loaded whole = Load(b.output, none, false, JpegScales::kSimd, t);
+    ASSERT_FALSE(whole.images.empty());
+    EXPECT_EQ(Count(whole, DecodePath::kFull), 24u);
+    EXPECT_EQ(whole.paths.size(), 1u);
+    const Loaded png = Load(b.output, none, true, JpegScales::kSimd, t);
+    EXPECT_EQ(png.images, whole.images);
+    EXPECT_EQ(png.normalized, whole.normalized);
+    EXPECT_EQ(Count(png, DecodePath::kRoi) + Count(png, DecodePath::kFull), 24u);
+    if (t != pipelines[3]) {  // LongestMaxSize resizes the whole image first: decoded whole
+      EXPECT_GT(Count(png, DecodePath::kRoi), 0u);
+    }
+  }
+  fs::remove_all(root);
+}
+
+// Image + mask pairs (JPEG images, PNG masks; then both PNG): the image's region decode gives
+// the whole decode's images, floats and masks, the mask decoded whole. (The region the image
+// lies in was once taken from the mask's request, which has no crop: the crop was then run on
+// the decoded crop as if it were the whole image.)
+TEST(JpegLoader, ImageAndMaskPairsGetTheWholeDecodesBatchesFromARegion) {
+  const std::string root = FreshDir("jpeg-masks");
+  for (int i = 0; i < 8; ++i) {
+    const int w = 200 + 29 * (i % 4), h = 150 + 17 * (i % 3);
+    const cv::Mat img = NaturalImage(w, h, 300 + static_cast<uint64_t>(i));
+    cv::Mat mask(h, w, CV_8UC1);
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x)
+        mask.at<uint8_t>(y, x) = static_cast<uint8_t>((x / 16 + y / 16) % 3);
+    }
+    const std::string name = std::to_string(i);
+    WriteFile(fs::path(root) / "jpg" / "images" / (name + ".jpg"), EncodeJpeg(img));
+    WriteFile(fs::path(root) / "jpg" / "masks" / (name + ".png"),
+              dspipe::testing::Encode(mask, ".png"));
+    WriteFile(fs::path(root) / "png" / "images" / (name + ".png"),
+              dspipe::testing::Encode(img, ".png"));
+    WriteFile(fs::path(root) / "png" / "masks" / (name + ".png"),
+              dspipe::testing::Encode(mask, ".png"));
+  }
+  const std::string crop = Compose(R"({"__class_fullname__": "RandomCrop", "p": 1, "height": 64,
+                                       "width": 48},
+                                      {"__class_fullname__": "HorizontalFlip", "p": 0.5})");
+  const AugmentOptions none;
+  for (const char* kind : {"jpg", "png"}) {
+    SCOPED_TRACE(kind);
+    BuildOptions b;
+    b.source = root + "/" + kind;
+    b.output = root + "/" + kind + ".lmdb";
+    BuildResult r;
+    const Status s = BuildDataset(b, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const Loaded whole = Load(b.output, none, false, JpegScales::kNone, crop);
+    ASSERT_FALSE(whole.images.empty());
+    ASSERT_FALSE(whole.masks.empty());
+    const Loaded roi = Load(b.output, none, true, JpegScales::kNone, crop);
+    EXPECT_GT(Count(roi, DecodePath::kRoi), 0u);
+    EXPECT_EQ(roi.images, whole.images);
+    EXPECT_EQ(roi.normalized, whole.normalized);
+    EXPECT_EQ(roi.masks, whole.masks);
+  }
   fs::remove_all(root);
 }
 

@@ -577,6 +577,69 @@ TEST(PngFastExact, LibspngEncodesWithEveryFilterForced) {
   EXPECT_EQ(fast, total);  // every one of these is a fast-path file
 }
 
+// A region decode (PngFastOptions::crop_*) writes exactly the whole decode's crop, for every
+// color type, filter choice and crop (edges, one pixel, the whole image), into a crop-sized
+// buffer; an out-of-range crop is refused; a bad filter byte below the crop is still reported.
+TEST(PngFastRegion, TheCropOfTheWholeDecodeForEveryColorTypeAndFilter) {
+  const int choices[] = {SPNG_DISABLE_FILTERING, SPNG_FILTER_CHOICE_SUB,   SPNG_FILTER_CHOICE_UP,
+                         SPNG_FILTER_CHOICE_AVG, SPNG_FILTER_CHOICE_PAETH, SPNG_FILTER_CHOICE_ALL};
+  const std::pair<int, int> types[] = {{0, 1}, {4, 2}, {2, 3}, {6, 4}};  // color type, channels
+  const int w = 37, h = 23;
+  for (auto [color, channels] : types) {
+    cv::Mat img(h, w, CV_8UC(channels));
+    cv::randu(img, 0, 256);
+    for (int choice : choices) {
+      const std::string png = SpngEncode(img, color, choice, 6);
+      const auto bytes =
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(png.data()), png.size());
+      const PngRoute route = ChoosePngDecoder(bytes);
+      ASSERT_EQ(route.decoder, PngDecoder::kFast);
+      for (int out_channels : {1, 3}) {
+        if (out_channels == 1 && color != 0) continue;
+        cv::Mat whole(h, w, CV_8UC(out_channels));
+        ASSERT_TRUE(DecodePngFast(bytes, route.header, out_channels, whole.data).ok());
+        for (const cv::Rect r : {cv::Rect(0, 0, w, h), cv::Rect(5, 3, 20, 11), cv::Rect(0, 0, 1, 1),
+                                 cv::Rect(w - 1, h - 1, 1, 1), cv::Rect(36, 0, 1, h),
+                                 cv::Rect(0, 22, w, 1), cv::Rect(10, 7, 27, 16)}) {
+          PngFastOptions o;
+          o.crop_x = static_cast<uint32_t>(r.x), o.crop_y = static_cast<uint32_t>(r.y);
+          o.crop_w = static_cast<uint32_t>(r.width), o.crop_h = static_cast<uint32_t>(r.height);
+          cv::Mat got(r.height, r.width, CV_8UC(out_channels));
+          ASSERT_TRUE(DecodePngFast(bytes, route.header, out_channels, got.data, o).ok());
+          ASSERT_EQ(cv::norm(whole(r), got, cv::NORM_INF), 0)
+              << "color " << color << " choice " << choice << " crop " << r;
+        }
+      }
+      for (const cv::Rect r : {cv::Rect(0, 0, w + 1, h), cv::Rect(w, 0, 1, 1),
+                               cv::Rect(0, h - 2, 1, 3), cv::Rect(1, 1, 0, 1)}) {
+        PngFastOptions o;
+        o.crop_x = static_cast<uint32_t>(r.x), o.crop_y = static_cast<uint32_t>(r.y);
+        o.crop_w = static_cast<uint32_t>(r.width), o.crop_h = static_cast<uint32_t>(r.height);
+        std::vector<uint8_t> out(size_t(w) * h * 3);
+        const Status st = DecodePngFast(bytes, route.header, 3, out.data(), o);
+        if (r.width == 0) continue;  // crop_w 0: the whole image
+        EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << r;
+      }
+    }
+  }
+  // Filter type 5 in the last row, under a crop of the first two: still the whole decode's error.
+  std::string raw;
+  for (int y = 0; y < 5; ++y)
+    raw += std::string(1, '\0') + std::string(8 * 3, static_cast<char>(y));
+  raw[4 * (8 * 3 + 1)] = 5;
+  const std::string bad = Png(Ihdr(8, 5, 8, 2), Zlib(raw));
+  const auto bytes =
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bad.data()), bad.size());
+  const PngRoute route = ChoosePngDecoder(bytes);
+  ASSERT_EQ(route.decoder, PngDecoder::kFast);
+  std::vector<uint8_t> part(2 * 8 * 3);
+  PngFastOptions o;
+  o.crop_w = 8, o.crop_h = 2;
+  const Status st = DecodePngFast(bytes, route.header, 3, part.data(), o);
+  EXPECT_EQ(st.code(), Status::Code::kBadInput);
+  EXPECT_NE(st.message().find("row 4 has filter type 5"), std::string::npos) << st.ToString();
+}
+
 // dsconvert build's alpha check (8-bit gray+alpha and RGBA: a transparent pixel is refused) is
 // read from the build's own decode on the fast path: the same answer as FindTransparency (the
 // first pixel below 255, in row-major order, wherever the SIMD scan's 16-byte blocks end) and
