@@ -6,7 +6,9 @@
 // decode differently. Each input is tried as it is and with every chunk CRC recomputed. Errors
 // must carry a reason. The loader's fused path (DecodePayload with fuse: rows written mirrored and
 // handed to a sink one by one) must fail exactly when the plain fast decode fails, and otherwise
-// give its pixels mirrored, every row handed over once, in order.
+// give its pixels mirrored, every row handed over once, in order. The region decode
+// (DecodePayload with a crop: PngRegionDecode) must fail exactly when the whole decode fails
+// (the stream is checked whole), and otherwise give the whole decode's crop.
 #include <zlib.h>
 
 #include <algorithm>
@@ -95,6 +97,32 @@ void CheckFused(std::span<const uint8_t> file, const codec::PngHeader& header, i
   DSPIPE_FUZZ_CHECK(std::equal(dst.begin(), dst.end(), mirrored.datastart));
 }
 
+void CheckRegion(std::span<const uint8_t> file, const codec::PngHeader& header, int channels,
+                 const Status& fast_status, const cv::Mat& fast) {
+  const int h = static_cast<int>(header.height), w = static_cast<int>(header.width);
+  codec::DecodeRequest q;
+  q.codec = Codec::kPng;
+  q.payload = file;
+  q.channels = channels;
+  q.height = h;
+  q.width = w;
+  q.crop_x = w / 4, q.crop_y = h / 3;
+  q.crop_w = std::max(1, w / 2), q.crop_h = std::max(1, h / 2);
+  cv::Mat scratch;
+  codec::DecodedImage d;
+  const Status s = codec::DecodePayload(q, &scratch, &d);
+  DSPIPE_FUZZ_CHECK(s.ok() == fast_status.ok());
+  if (!s.ok()) {
+    DSPIPE_FUZZ_CHECK(!s.message().empty());
+    return;
+  }
+  DSPIPE_FUZZ_CHECK(d.path == DecodePath::kRoi);
+  DSPIPE_FUZZ_CHECK(d.source_width == w && d.source_height == h);
+  const cv::Mat want = fast(cv::Rect(q.crop_x, q.crop_y, q.crop_w, q.crop_h));
+  DSPIPE_FUZZ_CHECK(d.image.size() == want.size() && d.image.type() == want.type());
+  DSPIPE_FUZZ_CHECK(cv::norm(d.image, want, cv::NORM_INF) == 0);
+}
+
 void Compare(std::span<const uint8_t> file) {
   const codec::PngRoute route = codec::ChoosePngDecoder(file);
   if (route.decoder != codec::PngDecoder::kFast) return;
@@ -108,6 +136,7 @@ void Compare(std::span<const uint8_t> file) {
     const Status fs = Decode(file, channels, mask, true, &fast);
     const Status ss = Decode(file, channels, mask, false, &slow);
     if (!mask) CheckFused(file, route.header, channels, fs, fast);
+    if (!mask) CheckRegion(file, route.header, channels, fs, fast);
     if (!fs.ok() || !ss.ok()) continue;
     DSPIPE_FUZZ_CHECK(fast.size() == slow.size() && fast.type() == slow.type());
     DSPIPE_FUZZ_CHECK(fast.isContinuous() && slow.isContinuous());
