@@ -20,8 +20,9 @@ using core::Rng;
 void FlipHorizontal(const cv::Mat& src, cv::Mat* dst);
 
 // cv::warpAffine(src, *dst, matrix, size, flags, border_mode, value), the same bytes: its own
-// loops (warp_affine.cc) for uint8 images of 1-4 channels, INTER_NEAREST / INTER_LINEAR and a
-// constant or replicated border (a 2x3 CV_64F matrix), cv::warpAffine itself otherwise.
+// AVX-512 loops (warp_affine.cc) for uint8 images of 1, 3 or 4 channels, INTER_NEAREST /
+// INTER_LINEAR and a constant or replicated border (a 2x3 CV_64F matrix), cv::warpAffine itself
+// otherwise (and on CPUs without AVX-512 F and BW).
 void WarpAffine(const cv::Mat& src, cv::Mat* dst, const cv::Mat& matrix, cv::Size size, int flags,
                 int border_mode, const cv::Scalar& value);
 

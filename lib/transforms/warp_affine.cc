@@ -2,11 +2,11 @@
 // cv::warpAffine for uint8 images of 1 to 4 channels, nearest or bilinear, constant or
 // replicated border: the same integer arithmetic as OpenCV 4.6 (warpAffine's 10-bit fixed-point
 // coordinates, remap's 5-bit fractions and 15-bit weights), so the same bytes, without its
-// per-block map buffers. Interior pixels (every tap inside the image) take the fast loop; the
-// rest follow remap's border rules one by one. With AVX-512 (F, BW), 16 interior pixels a step:
-// four 32-bit gathers (the 2x2 taps), the two-stage blend in 16-bit multiply-adds (the same
-// integer sums), 1, 3 and 4 channels; without it, cv::warpAffine itself (faster than a plain
-// loop).
+// per-block map buffers. AVX-512 (F, BW), 16 pixels a step: masked gathers of the taps (32-bit;
+// three channels one 64-bit read per source row), the two-stage blend in 16-bit multiply-adds
+// (the same integer sums), a constant border's value where no tap is inside; the lanes a step
+// cannot take (taps on both sides of an edge, a replicated border) follow remap's rules one by
+// one. Without AVX-512, cv::warpAffine itself (faster than a plain loop).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -297,39 +297,24 @@ DSPIPE_AVX512 __mmask16 NearestGroup(const Source& s, uint8_t* d, int x0, int y0
   return todo;
 }
 
-template <int CN>
-void LinearRow(const Source& s, uint8_t* d, int cols, int x0, int y0, const int* adelta,
-               const int* bdelta) {
+// One output row: 16 pixels a vector step (WarpAffine runs only with AVX-512), then the lanes a
+// step leaves and the row's last cols % 16 pixels one by one, by remap's rules.
+template <int CN, bool kLinear>
+void WarpRow(const Source& s, uint8_t* d, int cols, int x0, int y0, const int* adelta,
+             const int* bdelta) {
   auto pixel = [&](int x) {
-    LinearPixel<CN>(s, d + x * CN, (x0 + adelta[x]) >> (kAbBits - kInterBits),
-                    (y0 + bdelta[x]) >> (kAbBits - kInterBits));
+    if constexpr (kLinear) {
+      LinearPixel<CN>(s, d + x * CN, (x0 + adelta[x]) >> (kAbBits - kInterBits),
+                      (y0 + bdelta[x]) >> (kAbBits - kInterBits));
+    } else {
+      NearestPixel<CN>(s, d + x * CN, (x0 + adelta[x]) >> kAbBits, (y0 + bdelta[x]) >> kAbBits);
+    }
   };
   int x = 0;
-  if (CN != 2 && HaveAvx512()) {
-    for (; x + 16 <= cols; x += 16) {
-      for (unsigned todo = LinearGroup<CN>(s, d + x * CN, x0, y0, adelta + x, bdelta + x);
-           todo != 0; todo &= todo - 1) {
-        pixel(x + __builtin_ctz(todo));
-      }
-    }
-  }
-  for (; x < cols; ++x) pixel(x);
-}
-
-template <int CN>
-void NearestRow(const Source& s, uint8_t* d, int cols, int x0, int y0, const int* adelta,
-                const int* bdelta) {
-  auto pixel = [&](int x) {
-    NearestPixel<CN>(s, d + x * CN, (x0 + adelta[x]) >> kAbBits, (y0 + bdelta[x]) >> kAbBits);
-  };
-  int x = 0;
-  if (CN != 2 && HaveAvx512()) {
-    for (; x + 16 <= cols; x += 16) {
-      for (unsigned todo = NearestGroup<CN>(s, d + x * CN, x0, y0, adelta + x, bdelta + x);
-           todo != 0; todo &= todo - 1) {
-        pixel(x + __builtin_ctz(todo));
-      }
-    }
+  for (; x + 16 <= cols; x += 16) {
+    unsigned todo = kLinear ? LinearGroup<CN>(s, d + x * CN, x0, y0, adelta + x, bdelta + x)
+                            : NearestGroup<CN>(s, d + x * CN, x0, y0, adelta + x, bdelta + x);
+    for (; todo != 0; todo &= todo - 1) pixel(x + __builtin_ctz(todo));
   }
   for (; x < cols; ++x) pixel(x);
 }
@@ -360,9 +345,9 @@ void WarpRows(const cv::Mat& src, cv::Mat* dst, const double* m, bool linear, in
     const int y0 = CvRound((m[4] * y + m[5]) * kAbScale) + round_delta;
     uint8_t* d = dst->ptr<uint8_t>(y);
     if (linear) {
-      LinearRow<CN>(s, d, cols, x0, y0, adelta, bdelta);
+      WarpRow<CN, true>(s, d, cols, x0, y0, adelta, bdelta);
     } else {
-      NearestRow<CN>(s, d, cols, x0, y0, adelta, bdelta);
+      WarpRow<CN, false>(s, d, cols, x0, y0, adelta, bdelta);
     }
   }
 }
