@@ -288,11 +288,9 @@ Status DecodePngFast(std::span<const uint8_t> bytes, const PngHeader& header, in
                                    " output channels from " + std::to_string(header.channels));
   }
   const bool cropped = options.crop_w > 0;
-  if (cropped &&
-      (wide || options.mirror || options.sink != nullptr || options.alpha != nullptr ||
-       options.crop_h == 0 || options.crop_x >= header.width ||
-       options.crop_w > header.width - options.crop_x || options.crop_y >= header.height ||
-       options.crop_h > header.height - options.crop_y)) {
+  if (cropped && (wide || options.mirror || options.sink != nullptr || options.alpha != nullptr ||
+                  !PngRegionFits(header, options.crop_x, options.crop_y, options.crop_w,
+                                 options.crop_h))) {
     return Status::InvalidArgument(
         "PNG fast path: a region is an 8-bit decode's, inside the image, without mirror, sink "
         "or alpha scan");

@@ -100,6 +100,13 @@ struct PngFastOptions {
   uint32_t crop_x = 0, crop_y = 0, crop_w = 0, crop_h = 0;
 };
 
+// A region of x, y, w, h pixels is non-empty and inside the header's image (what
+// PngFastOptions::crop_* takes).
+inline bool PngRegionFits(const PngHeader& header, int64_t x, int64_t y, int64_t w, int64_t h) {
+  return x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= int64_t{header.width} &&
+         y + h <= int64_t{header.height};
+}
+
 // Decodes a PNG that ChoosePngDecoder routed to kFast (header is its PngRoute::header) into dst,
 // which holds header.height * header.width * out_channels bytes. out_channels is 3 (RGB: gray
 // is replicated, alpha dropped, exactly as libspng's SPNG_FMT_RGB8) or 1 (only for color type

@@ -60,10 +60,7 @@ bool TryPngRegion(const DecodeRequest& q, cv::Mat* scratch, Status* s, DecodedIm
   const PngRoute route = ChoosePngDecoder(q.payload);
   const PngHeader& h = route.header;
   if (route.decoder != PngDecoder::kFast || (q.channels == 1 && h.color_type != 0) ||
-      q.crop_x < 0 || q.crop_y < 0 || static_cast<uint32_t>(q.crop_x) >= h.width ||
-      static_cast<uint32_t>(q.crop_y) >= h.height ||
-      static_cast<uint32_t>(q.crop_w) > h.width - static_cast<uint32_t>(q.crop_x) ||
-      static_cast<uint32_t>(q.crop_h) > h.height - static_cast<uint32_t>(q.crop_y)) {
+      !PngRegionFits(h, q.crop_x, q.crop_y, q.crop_w, q.crop_h)) {
     return false;
   }
   *s = CheckImageSize("PNG header", h.width, h.height);

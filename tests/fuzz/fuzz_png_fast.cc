@@ -64,18 +64,25 @@ class RowCheck final : public codec::PngRowSink {
   uint32_t rows_ = 0;
 };
 
+// The loader's request for the whole PNG image at its header's size.
+codec::DecodeRequest Request(std::span<const uint8_t> file, const codec::PngHeader& header,
+                             int channels) {
+  codec::DecodeRequest q;
+  q.codec = Codec::kPng;
+  q.payload = file;
+  q.channels = channels;
+  q.height = static_cast<int>(header.height);
+  q.width = static_cast<int>(header.width);
+  return q;
+}
+
 void CheckFused(std::span<const uint8_t> file, const codec::PngHeader& header, int channels,
                 const Status& fast_status, const cv::Mat& fast) {
   const int h = static_cast<int>(header.height), w = static_cast<int>(header.width);
   const size_t row_bytes = static_cast<size_t>(w) * static_cast<size_t>(channels);
   std::vector<uint8_t> dst(row_bytes * static_cast<size_t>(h));
   RowCheck sink(dst.data(), row_bytes);
-  codec::DecodeRequest q;
-  q.codec = Codec::kPng;
-  q.payload = file;
-  q.channels = channels;
-  q.height = h;
-  q.width = w;
+  codec::DecodeRequest q = Request(file, header, channels);
   q.dst = dst.data();
   q.fuse = true;
   q.mirror = true;
@@ -100,12 +107,7 @@ void CheckFused(std::span<const uint8_t> file, const codec::PngHeader& header, i
 void CheckRegion(std::span<const uint8_t> file, const codec::PngHeader& header, int channels,
                  const Status& fast_status, const cv::Mat& fast) {
   const int h = static_cast<int>(header.height), w = static_cast<int>(header.width);
-  codec::DecodeRequest q;
-  q.codec = Codec::kPng;
-  q.payload = file;
-  q.channels = channels;
-  q.height = h;
-  q.width = w;
+  codec::DecodeRequest q = Request(file, header, channels);
   q.crop_x = w / 4, q.crop_y = h / 3;
   q.crop_w = std::max(1, w / 2), q.crop_h = std::max(1, h / 2);
   cv::Mat scratch;
